@@ -1,0 +1,781 @@
+"""Producer state: idempotence / transaction bookkeeping per producer id, and its snapshots.
+
+Mirrors Kafka's ProducerStateManager, ProducerStateEntry, ProducerAppendInfo and
+BatchMetadata (kafka-internals.md section 5). The Log drives it:
+
+* leader / follower append: `prepare_append` (validate, before the bytes are written)
+  then `update` (commit, after) and `update_map_end_offset(last_offset + 1)`;
+* rebuild: `truncate_and_reload`, then `replay_batch` for every batch from the returned
+  offset to the log end, then `update_map_end_offset(log_end)` and `take_snapshot()`;
+* segment roll: `update_map_end_offset(new_base)` and `take_snapshot(sync=False)`;
+* segment deletion: `rename_snapshot_for_deletion(base_offset)`.
+
+No threads and no clocks: the caller serializes access and passes time in.
+"""
+
+from __future__ import annotations
+
+import enum
+import logging
+from collections import deque
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import MappingProxyType
+from typing import Literal, Protocol
+
+from seglog.storage.errors import (
+    CorruptSnapshotError,
+    InvalidProducerEpochError,
+    InvalidRecordError,
+    KafkaStorageError,
+    OutOfOrderSequenceError,
+    StorageError,
+)
+from seglog.storage.producer_snapshot import (
+    DELETED_SUFFIX,
+    TMP_SUFFIX,
+    SnapshotEntry,
+    list_snapshots,
+    read_snapshot,
+    snapshot_path,
+    write_snapshot,
+)
+
+log = logging.getLogger(__name__)
+
+MAX_SEQUENCE = 2**31 - 1
+NO_PRODUCER_ID = -1
+NO_PRODUCER_EPOCH = -1
+NO_SEQUENCE = -1
+NO_TIMESTAMP = -1
+NUM_BATCHES_TO_RETAIN = 5  # = the client's max.in.flight.requests.per.connection limit
+DEFAULT_PRODUCER_ID_EXPIRATION_MS = 86_400_000
+
+
+class InvalidTxnStateError(StorageError):
+    """A non-transactional write from a producer with an open transaction."""
+
+    error_name = "INVALID_TXN_STATE"
+
+
+class TransactionCoordinatorFencedError(StorageError):
+    """A COMMIT/ABORT marker from a coordinator epoch older than the one last seen."""
+
+    error_name = "TRANSACTION_COORDINATOR_FENCED"
+
+
+def inc_seq(seq: int, delta: int) -> int:
+    """seq + delta, wrapping from 2^31-1 to 0."""
+    if seq > MAX_SEQUENCE - delta:
+        return delta - (MAX_SEQUENCE - seq) - 1
+    return seq + delta
+
+
+def dec_seq(seq: int, delta: int) -> int:
+    """seq - delta, wrapping from 0 to 2^31-1."""
+    if seq < delta:
+        return MAX_SEQUENCE - (delta - seq) + 1
+    return seq - delta
+
+
+def _in_sequence(last_seq: int, next_seq: int) -> bool:
+    return next_seq == last_seq + 1 or (next_seq == 0 and last_seq == MAX_SEQUENCE)
+
+
+class AppendOrigin(enum.Enum):
+    """Who wrote the batch; decides how much is validated (Kafka's AppendOrigin)."""
+
+    CLIENT = "CLIENT"  # full validation
+    REPLICATION = "REPLICATION"  # none: the leader already validated (also log replay)
+    COORDINATOR = "COORDINATOR"  # epochs only: coordinator writes carry no sequences
+
+
+@dataclass(frozen=True, slots=True)
+class ControlMarker:
+    """The end-transaction marker carried by a COMMIT/ABORT control batch."""
+
+    kind: Literal["COMMIT", "ABORT"]
+    coordinator_epoch: int
+
+    def __post_init__(self) -> None:
+        if self.kind not in ("COMMIT", "ABORT"):
+            raise ValueError(f"marker kind must be COMMIT or ABORT, got {self.kind!r}")
+
+
+class BatchInfo(Protocol):
+    """The batch-header fields producer state needs (satisfied by record_batch.BatchHeader)."""
+
+    @property
+    def base_offset(self) -> int: ...
+    @property
+    def last_offset(self) -> int: ...
+    @property
+    def last_offset_delta(self) -> int: ...
+    @property
+    def max_timestamp(self) -> int: ...
+    @property
+    def producer_id(self) -> int: ...
+    @property
+    def producer_epoch(self) -> int: ...
+    @property
+    def base_sequence(self) -> int: ...
+    @property
+    def last_sequence(self) -> int: ...
+    @property
+    def is_transactional(self) -> bool: ...
+    @property
+    def is_control(self) -> bool: ...
+    @property
+    def has_producer_id(self) -> bool: ...
+
+
+@dataclass(frozen=True, slots=True)
+class BatchMetadata:
+    """What is remembered of one appended batch."""
+
+    last_seq: int
+    last_offset: int
+    offset_delta: int
+    timestamp: int
+
+    @property
+    def first_seq(self) -> int:
+        return dec_seq(self.last_seq, self.offset_delta)
+
+    @property
+    def first_offset(self) -> int:
+        return self.last_offset - self.offset_delta
+
+
+def _bounded(items: Iterable[BatchMetadata] = ()) -> deque[BatchMetadata]:
+    return deque(items, maxlen=NUM_BATCHES_TO_RETAIN)
+
+
+@dataclass
+class ProducerStateEntry:
+    """State of one producer id. Treat instances handed out by the manager as read-only."""
+
+    producer_id: int
+    producer_epoch: int = NO_PRODUCER_EPOCH
+    # Oldest first; bounded so appending the 6th batch drops the oldest.
+    batch_metadata: deque[BatchMetadata] = field(default_factory=_bounded)
+    coordinator_epoch: int = -1
+    last_timestamp: int = NO_TIMESTAMP
+    current_txn_first_offset: int | None = None
+
+    def __post_init__(self) -> None:
+        items = list(self.batch_metadata)
+        if len(items) > NUM_BATCHES_TO_RETAIN:
+            raise ValueError(f"at most {NUM_BATCHES_TO_RETAIN} batches, got {len(items)}")
+        self.batch_metadata = _bounded(items)
+
+    @property
+    def is_empty(self) -> bool:
+        return not self.batch_metadata
+
+    @property
+    def first_seq(self) -> int:
+        return self.batch_metadata[0].first_seq if self.batch_metadata else NO_SEQUENCE
+
+    @property
+    def last_seq(self) -> int:
+        return self.batch_metadata[-1].last_seq if self.batch_metadata else NO_SEQUENCE
+
+    @property
+    def first_data_offset(self) -> int:
+        return self.batch_metadata[0].first_offset if self.batch_metadata else -1
+
+    @property
+    def last_data_offset(self) -> int:
+        return self.batch_metadata[-1].last_offset if self.batch_metadata else -1
+
+    @property
+    def last_offset_delta(self) -> int:
+        return self.batch_metadata[-1].offset_delta if self.batch_metadata else 0
+
+    def maybe_update_producer_epoch(self, epoch: int) -> bool:
+        # Sequences restart with a new epoch, so the old batches can no longer match.
+        if epoch != self.producer_epoch:
+            self.batch_metadata.clear()
+            self.producer_epoch = epoch
+            return True
+        return False
+
+    def add_batch(
+        self, epoch: int, last_seq: int, last_offset: int, offset_delta: int, timestamp: int
+    ) -> None:
+        self.maybe_update_producer_epoch(epoch)
+        self.batch_metadata.append(BatchMetadata(last_seq, last_offset, offset_delta, timestamp))
+        self.last_timestamp = timestamp
+        assert len(self.batch_metadata) <= NUM_BATCHES_TO_RETAIN
+
+    def batch_with_sequence_range(self, first_seq: int, last_seq: int) -> BatchMetadata | None:
+        for meta in self.batch_metadata:
+            if meta.first_seq == first_seq and meta.last_seq == last_seq:
+                return meta
+        return None
+
+    def find_duplicate_batch(self, batch: BatchInfo) -> BatchMetadata | None:
+        if batch.producer_epoch != self.producer_epoch:
+            return None
+        return self.batch_with_sequence_range(batch.base_sequence, batch.last_sequence)
+
+    def copy(self) -> ProducerStateEntry:
+        return ProducerStateEntry(
+            self.producer_id,
+            self.producer_epoch,
+            _bounded(self.batch_metadata),
+            self.coordinator_epoch,
+            self.last_timestamp,
+            self.current_txn_first_offset,
+        )
+
+    def to_snapshot_entry(self) -> SnapshotEntry:
+        # Only the newest batch is persisted (Kafka's format has room for one).
+        return SnapshotEntry(
+            producer_id=self.producer_id,
+            epoch=self.producer_epoch,
+            last_sequence=self.last_seq,
+            last_offset=self.last_data_offset,
+            offset_delta=self.last_offset_delta,
+            timestamp=self.last_timestamp,
+            coordinator_epoch=self.coordinator_epoch,
+            current_txn_first_offset=(
+                -1 if self.current_txn_first_offset is None else self.current_txn_first_offset
+            ),
+        )
+
+    @classmethod
+    def from_snapshot_entry(cls, e: SnapshotEntry) -> ProducerStateEntry:
+        batches = (
+            [BatchMetadata(e.last_sequence, e.last_offset, e.offset_delta, e.timestamp)]
+            if e.last_offset >= 0
+            else []
+        )
+        return cls(
+            producer_id=e.producer_id,
+            producer_epoch=e.epoch,
+            batch_metadata=_bounded(batches),
+            coordinator_epoch=e.coordinator_epoch,
+            last_timestamp=e.timestamp,
+            current_txn_first_offset=(
+                e.current_txn_first_offset if e.current_txn_first_offset >= 0 else None
+            ),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class DuplicateBatch:
+    """A client retry of a batch already in the log: append nothing, answer success with these."""
+
+    first_offset: int
+    last_offset: int
+    timestamp: int
+
+
+@dataclass(frozen=True, slots=True)
+class CompletedTxn:
+    """A transaction closed by a marker (the Log needs it for `.txnindex` once it has one)."""
+
+    producer_id: int
+    first_offset: int
+    last_offset: int  # offset of the marker
+    is_aborted: bool
+
+
+class ProducerAppendInfo:
+    """Validated, not yet committed producer-state changes of one append.
+
+    Accumulates across all batches (and producers) of the append, each batch validated
+    against the state left by the previous one. Commit with ProducerStateManager.update.
+    """
+
+    def __init__(self, origin: AppendOrigin, base_version: int) -> None:
+        self.origin = origin
+        self._base_version = base_version
+        self._entries: dict[int, ProducerStateEntry] = {}
+        self._started_txns: list[tuple[int, int]] = []
+        self._completed_txns: list[CompletedTxn] = []
+        self._committed = False
+
+    @property
+    def updated_entries(self) -> Mapping[int, ProducerStateEntry]:
+        return MappingProxyType(self._entries)
+
+    @property
+    def started_txns(self) -> list[tuple[int, int]]:
+        """(producer_id, first_offset) of every transaction this append opens."""
+        return list(self._started_txns)
+
+    @property
+    def completed_txns(self) -> list[CompletedTxn]:
+        return list(self._completed_txns)
+
+    @property
+    def is_empty(self) -> bool:
+        return not self._entries
+
+    def __repr__(self) -> str:
+        return (
+            f"ProducerAppendInfo(origin={self.origin.name}, entries={list(self._entries.values())},"
+            f" completed_txns={self._completed_txns})"
+        )
+
+
+class ProducerStateManager:
+    """Producer id -> state map for one partition, plus its `<offset>.snapshot` files."""
+
+    def __init__(
+        self,
+        partition_dir: Path | str,
+        producer_id_expiration_ms: int = DEFAULT_PRODUCER_ID_EXPIRATION_MS,
+    ) -> None:
+        self.partition_dir = Path(partition_dir)
+        self.producer_id_expiration_ms = producer_id_expiration_ms
+        self._producers: dict[int, ProducerStateEntry] = {}
+        self._map_end_offset = 0
+        self._last_snapshot_offset = 0
+        # Bumped on every change to the map so a stale ProducerAppendInfo is refused.
+        self._version = 0
+        self._remove_stale_tmp_files()
+
+    # ------------------------------------------------------------------ state access
+
+    @property
+    def map_end_offset(self) -> int:
+        """Exclusive end offset of the log prefix the in-memory state reflects."""
+        return self._map_end_offset
+
+    @property
+    def last_snapshot_offset(self) -> int:
+        return self._last_snapshot_offset
+
+    @property
+    def active_producers(self) -> Mapping[int, ProducerStateEntry]:
+        """Read-only live view of pid -> entry."""
+        return MappingProxyType(self._producers)
+
+    def last_entry(self, producer_id: int) -> ProducerStateEntry | None:
+        return self._producers.get(producer_id)
+
+    @property
+    def is_empty(self) -> bool:
+        return not self._producers
+
+    def first_undecided_offset(self) -> int | None:
+        """First offset of the oldest open transaction (bounds the LSO), if any."""
+        opens = [
+            e.current_txn_first_offset
+            for e in self._producers.values()
+            if e.current_txn_first_offset is not None
+        ]
+        return min(opens) if opens else None
+
+    def update_partition_dir(self, partition_dir: Path | str) -> None:
+        """Follow a renamed partition directory (e.g. marked for deletion)."""
+        self.partition_dir = Path(partition_dir)
+
+    # ------------------------------------------------------------------ append path
+
+    def new_append_info(self, origin: AppendOrigin) -> ProducerAppendInfo:
+        return ProducerAppendInfo(origin, self._version)
+
+    def prepare_append(
+        self,
+        batch: BatchInfo,
+        origin: AppendOrigin,
+        marker: ControlMarker | None = None,
+        append_info: ProducerAppendInfo | None = None,
+    ) -> ProducerAppendInfo | DuplicateBatch:
+        """Validate one batch and record its effect, without touching the committed state.
+
+        Pass the ProducerAppendInfo returned for the previous batch of the same append as
+        `append_info` to validate against the state that batch left; it is extended in
+        place and returned. A validation error leaves `append_info` as it was. A CLIENT
+        retry of a batch still in the producer's window returns DuplicateBatch (Kafka then
+        appends nothing for the whole request). Batches without a producer id change
+        nothing. `marker` must accompany a control batch; a control batch without one is
+        treated as empty (compacted away) and ignored, as Kafka does.
+        """
+        info = append_info if append_info is not None else self.new_append_info(origin)
+        self._check_usable(info)
+        if info.origin is not origin:
+            raise ValueError(f"append info is for origin {info.origin.name}, not {origin.name}")
+        if marker is not None and not batch.is_control:
+            raise ValueError(f"marker given for a data batch at offset {batch.base_offset}")
+        if not batch.has_producer_id:
+            return info
+        pid = batch.producer_id
+
+        if origin is AppendOrigin.CLIENT:
+            if batch.is_control:
+                raise InvalidRecordError(
+                    f"clients may not write control batches (producer {pid}, "
+                    f"offset {batch.base_offset})"
+                )
+            if batch.base_sequence < 0:
+                raise InvalidRecordError(
+                    f"batch from producer {pid} at offset {batch.base_offset} has a producer "
+                    f"id but no sequence number"
+                )
+            # Kafka matches retries against the committed state only.
+            committed = self._producers.get(pid)
+            if committed is not None:
+                dup = committed.find_duplicate_batch(batch)
+                if dup is not None:
+                    return DuplicateBatch(dup.first_offset, dup.last_offset, dup.timestamp)
+
+        if batch.last_offset < self._map_end_offset:
+            raise ValueError(
+                f"batch at offsets [{batch.base_offset}, {batch.last_offset}] lies below the "
+                f"producer state end offset {self._map_end_offset} (offsets not assigned?)"
+            )
+
+        current = info._entries.get(pid)
+        if current is None:
+            current = self._producers.get(pid) or ProducerStateEntry(pid)
+        candidate = current.copy()
+
+        if batch.is_control:
+            if marker is None:
+                return info
+            completed = self._apply_marker(candidate, batch, marker, origin)
+            info._entries[pid] = candidate
+            if completed is not None:
+                info._completed_txns.append(completed)
+        else:
+            started = self._apply_data_batch(candidate, batch, origin)
+            info._entries[pid] = candidate
+            if started:
+                info._started_txns.append((pid, batch.base_offset))
+        return info
+
+    def prepare_appends(
+        self, batches: Iterable[BatchInfo], origin: AppendOrigin
+    ) -> ProducerAppendInfo | DuplicateBatch:
+        """prepare_append over the data batches of one append, in order.
+
+        Returns the first DuplicateBatch found (the append is then a retry and writes
+        nothing). Control batches need their markers: use prepare_append for them.
+        """
+        info = self.new_append_info(origin)
+        for batch in batches:
+            if batch.is_control and batch.has_producer_id and origin is not AppendOrigin.CLIENT:
+                raise ValueError(
+                    f"control batch at offset {batch.base_offset} needs its marker: "
+                    f"use prepare_append(..., marker=..., append_info=...)"
+                )
+            result = self.prepare_append(batch, origin, append_info=info)
+            if isinstance(result, DuplicateBatch):
+                return result
+        return info
+
+    def update(self, append_info: ProducerAppendInfo) -> None:
+        """Commit a prepared append (after its bytes are in the log)."""
+        self._check_usable(append_info)
+        for pid, entry in append_info._entries.items():
+            if pid == NO_PRODUCER_ID:
+                raise ValueError(f"invalid producer id {pid}")
+            assert len(entry.batch_metadata) <= NUM_BATCHES_TO_RETAIN
+            assert entry.batch_metadata.maxlen == NUM_BATCHES_TO_RETAIN
+            self._producers[pid] = entry
+        append_info._committed = True
+        if append_info._entries:
+            self._version += 1
+
+    def update_map_end_offset(self, offset: int) -> None:
+        """Record that the state now reflects every batch below `offset`."""
+        if offset < self._map_end_offset:
+            raise ValueError(
+                f"map end offset may only grow outside truncation: "
+                f"{offset} < {self._map_end_offset}"
+            )
+        self._map_end_offset = offset
+
+    def replay_batch(self, batch: BatchInfo, marker: ControlMarker | None = None) -> None:
+        """Apply a batch read back from the log, unvalidated (REPLICATION origin)."""
+        result = self.prepare_append(batch, AppendOrigin.REPLICATION, marker)
+        assert isinstance(result, ProducerAppendInfo)  # no duplicate check outside CLIENT
+        self.update(result)
+
+    def _check_usable(self, info: ProducerAppendInfo) -> None:
+        if info._committed:
+            raise ValueError("this ProducerAppendInfo was already committed")
+        if info._base_version != self._version:
+            raise ValueError(
+                "stale ProducerAppendInfo: producer state changed since it was prepared"
+            )
+
+    @staticmethod
+    def _check_producer_epoch(
+        entry: ProducerStateEntry, epoch: int, offset: int, origin: AppendOrigin
+    ) -> None:
+        if epoch >= entry.producer_epoch:
+            return
+        message = (
+            f"epoch of producer {entry.producer_id} at offset {offset} is {epoch}, "
+            f"which is smaller than the last seen epoch {entry.producer_epoch}"
+        )
+        if origin is AppendOrigin.REPLICATION:
+            # The leader accepted it; a follower / replay must mirror the log, not judge it.
+            log.warning("%s", message)
+        else:
+            raise InvalidProducerEpochError(message)
+
+    @staticmethod
+    def _check_sequence(entry: ProducerStateEntry, batch: BatchInfo) -> None:
+        pid, first_seq = entry.producer_id, batch.base_sequence
+        if entry.producer_epoch == NO_PRODUCER_EPOCH:
+            return  # unknown producer (new, expired, or lost): accept any sequence (KIP-360)
+        if batch.producer_epoch != entry.producer_epoch:
+            if first_seq != 0:
+                raise OutOfOrderSequenceError(
+                    f"invalid sequence number for new epoch {batch.producer_epoch} of producer "
+                    f"{pid} at offset {batch.base_offset}: received sequence {first_seq}, "
+                    f"expected sequence 0 (current epoch {entry.producer_epoch})"
+                )
+            return
+        last_seq = entry.last_seq
+        if not _in_sequence(last_seq, first_seq):
+            expected = 0 if last_seq == NO_SEQUENCE else inc_seq(last_seq, 1)
+            raise OutOfOrderSequenceError(
+                f"out of order sequence number for producer {pid} at offset "
+                f"{batch.base_offset}: received sequence {first_seq}, expected sequence "
+                f"{expected} (last appended sequence {last_seq})"
+            )
+
+    def _apply_data_batch(
+        self, entry: ProducerStateEntry, batch: BatchInfo, origin: AppendOrigin
+    ) -> bool:
+        """Validate and apply a data batch to `entry`; True if it opens a transaction."""
+        self._check_producer_epoch(entry, batch.producer_epoch, batch.base_offset, origin)
+        if origin is AppendOrigin.CLIENT:
+            self._check_sequence(entry, batch)
+        if entry.current_txn_first_offset is not None and not batch.is_transactional:
+            raise InvalidTxnStateError(
+                f"expected a transactional write from producer {entry.producer_id} at offset "
+                f"{batch.base_offset}: its transaction opened at offset "
+                f"{entry.current_txn_first_offset} is still open"
+            )
+        entry.add_batch(
+            batch.producer_epoch,
+            batch.last_sequence,
+            batch.last_offset,
+            batch.last_offset - batch.base_offset,
+            batch.max_timestamp,
+        )
+        if batch.is_transactional and entry.current_txn_first_offset is None:
+            entry.current_txn_first_offset = batch.base_offset
+            return True
+        return False
+
+    def _apply_marker(
+        self,
+        entry: ProducerStateEntry,
+        batch: BatchInfo,
+        marker: ControlMarker,
+        origin: AppendOrigin,
+    ) -> CompletedTxn | None:
+        self._check_producer_epoch(entry, batch.producer_epoch, batch.base_offset, origin)
+        if entry.coordinator_epoch > marker.coordinator_epoch:
+            message = (
+                f"invalid coordinator epoch for producer {entry.producer_id} at offset "
+                f"{batch.base_offset}: {marker.coordinator_epoch} (zombie), "
+                f"{entry.coordinator_epoch} (current)"
+            )
+            if origin is AppendOrigin.REPLICATION:
+                log.info("%s", message)
+            else:
+                raise TransactionCoordinatorFencedError(message)
+        completed = None
+        if entry.current_txn_first_offset is not None:
+            # Markers of empty transactions do not affect the LSO or the txn index.
+            completed = CompletedTxn(
+                entry.producer_id,
+                entry.current_txn_first_offset,
+                batch.base_offset,
+                marker.kind == "ABORT",
+            )
+        # Markers carry no sequence: the batch window survives unless the epoch changed.
+        entry.maybe_update_producer_epoch(batch.producer_epoch)
+        entry.coordinator_epoch = marker.coordinator_epoch
+        entry.current_txn_first_offset = None
+        entry.last_timestamp = batch.max_timestamp
+        return completed
+
+    # ------------------------------------------------------------------ expiration
+
+    def _is_expired(self, entry: ProducerStateEntry, now_ms: int) -> bool:
+        return (
+            entry.current_txn_first_offset is None
+            and now_ms - entry.last_timestamp >= self.producer_id_expiration_ms
+        )
+
+    def remove_expired_producers(self, now_ms: int) -> list[int]:
+        """Drop producers idle for >= producer_id_expiration_ms with no open transaction."""
+        expired = [pid for pid, e in self._producers.items() if self._is_expired(e, now_ms)]
+        for pid in expired:
+            del self._producers[pid]
+        if expired:
+            self._version += 1
+        return expired
+
+    def clear(self) -> None:
+        """Forget every producer (offsets and snapshot files are untouched)."""
+        self._producers.clear()
+        self._version += 1
+
+    # ------------------------------------------------------------------ snapshots
+
+    def snapshot_offsets(self) -> list[int]:
+        return [offset for offset, _ in list_snapshots(self.partition_dir)]
+
+    def latest_snapshot_offset(self) -> int | None:
+        offsets = self.snapshot_offsets()
+        return offsets[-1] if offsets else None
+
+    def oldest_snapshot_offset(self) -> int | None:
+        offsets = self.snapshot_offsets()
+        return offsets[0] if offsets else None
+
+    def take_snapshot(self, sync: bool = True) -> Path | None:
+        """Write `<map_end_offset>.snapshot` unless no offset was added since the last one."""
+        if self._map_end_offset <= self._last_snapshot_offset:
+            return None
+        path = snapshot_path(self.partition_dir, self._map_end_offset)
+        entries = [self._producers[pid].to_snapshot_entry() for pid in sorted(self._producers)]
+        write_snapshot(path, entries, sync=sync)
+        self._last_snapshot_offset = self._map_end_offset
+        return path
+
+    def load_latest_snapshot_at_or_below(
+        self, offset: int, now_ms: int, log_start_offset: int = 0
+    ) -> int | None:
+        """Replace the state with the newest readable snapshot at offset <= `offset`.
+
+        Corrupt snapshots are deleted and the next older one is tried. Expired producers
+        are dropped. Returns the snapshot's offset, which becomes map_end_offset; with no
+        usable snapshot the state is empty at `log_start_offset` and None is returned.
+        """
+        self._producers.clear()
+        self._version += 1
+        for snap_offset, path in reversed(list_snapshots(self.partition_dir)):
+            if snap_offset > offset:
+                continue
+            try:
+                entries = read_snapshot(path)
+            except CorruptSnapshotError as exc:
+                log.warning("deleting corrupt producer snapshot: %s", exc)
+                self._delete_file(path)
+                continue
+            except FileNotFoundError:
+                continue  # removed under us: the next older one will do
+            for se in entries:
+                entry = ProducerStateEntry.from_snapshot_entry(se)
+                if not self._is_expired(entry, now_ms):
+                    self._producers[entry.producer_id] = entry
+            self._map_end_offset = snap_offset
+            self._last_snapshot_offset = snap_offset
+            return snap_offset
+        self._map_end_offset = log_start_offset
+        self._last_snapshot_offset = log_start_offset
+        return None
+
+    def delete_snapshots_outside(self, log_start_offset: int, end_offset: int) -> list[int]:
+        """Delete snapshots not in (log_start_offset, end_offset]; returns their offsets."""
+        deleted = []
+        for snap_offset, path in list_snapshots(self.partition_dir):
+            if snap_offset > end_offset or snap_offset <= log_start_offset:
+                self._delete_file(path)
+                deleted.append(snap_offset)
+        return deleted
+
+    def delete_snapshots_before(self, offset: int) -> list[int]:
+        """Delete snapshots with offset < `offset`."""
+        deleted = []
+        for snap_offset, path in list_snapshots(self.partition_dir):
+            if snap_offset < offset:
+                self._delete_file(path)
+                deleted.append(snap_offset)
+        return deleted
+
+    def rename_snapshot_for_deletion(self, offset: int) -> Path | None:
+        """`X.snapshot` -> `X.snapshot.deleted` (for async removal); None if there is none."""
+        path = snapshot_path(self.partition_dir, offset)
+        target = path.with_name(path.name + DELETED_SUFFIX)
+        try:
+            path.rename(target)
+        except FileNotFoundError:
+            return None
+        except OSError as exc:
+            raise KafkaStorageError(f"failed to rename producer snapshot {path}: {exc}") from exc
+        return target
+
+    def delete_stray_snapshots(self, segment_base_offsets: Iterable[int]) -> list[int]:
+        """Delete snapshots matching no segment base offset, except the newest such one
+        when it is at or above the last segment's base (the clean-shutdown snapshot)."""
+        bases = set(segment_base_offsets)
+        strays = [(o, p) for o, p in list_snapshots(self.partition_dir) if o not in bases]
+        if not strays:
+            return []
+        doomed = strays[:-1]
+        newest_offset, newest_path = strays[-1]
+        if bases and newest_offset < max(bases):
+            doomed.append((newest_offset, newest_path))
+        for _, path in doomed:
+            self._delete_file(path)
+        return [o for o, _ in doomed]
+
+    def truncate_and_reload(self, log_start_offset: int, log_end_offset: int, now_ms: int) -> int:
+        """Bring the state to `log_end_offset` from snapshots (kafka-internals.md 5.4, 1-2).
+
+        Returns the offset from which the Log must replay batches (through replay_batch)
+        up to log_end_offset before update_map_end_offset(log_end_offset) + take_snapshot().
+        The return value equals log_end_offset when nothing needs replaying.
+        """
+        if log_start_offset > log_end_offset:
+            raise ValueError(f"log start {log_start_offset} > log end {log_end_offset}")
+        self.delete_snapshots_outside(log_start_offset, log_end_offset)
+        if self._map_end_offset != log_end_offset:
+            self.load_latest_snapshot_at_or_below(log_end_offset, now_ms, log_start_offset)
+        else:
+            self.on_log_start_offset_incremented(log_start_offset)
+        assert log_start_offset <= self._map_end_offset <= log_end_offset
+        return self._map_end_offset
+
+    def on_log_start_offset_incremented(self, log_start_offset: int) -> None:
+        """The log start moved forward (retention, DeleteRecords)."""
+        if self._map_end_offset < log_start_offset:
+            self._map_end_offset = log_start_offset
+        latest = self.latest_snapshot_offset()
+        self._last_snapshot_offset = latest if latest is not None else log_start_offset
+
+    def truncate_fully_and_start_at(self, offset: int) -> None:
+        """Forget everything and delete every snapshot; the state restarts empty at `offset`."""
+        self._producers.clear()
+        self._version += 1
+        for _, path in list_snapshots(self.partition_dir):
+            self._delete_file(path)
+        self._last_snapshot_offset = 0
+        self._map_end_offset = offset
+
+    # ------------------------------------------------------------------ files
+
+    @staticmethod
+    def _delete_file(path: Path) -> None:
+        try:
+            path.unlink(missing_ok=True)
+        except OSError as exc:
+            raise KafkaStorageError(f"failed to delete producer snapshot {path}: {exc}") from exc
+
+    def _remove_stale_tmp_files(self) -> None:
+        # A crash between writing and renaming a snapshot leaves `X.snapshot.tmp` behind.
+        try:
+            names = [
+                p for p in self.partition_dir.iterdir() if p.name.endswith(".snapshot" + TMP_SUFFIX)
+            ]
+        except FileNotFoundError:
+            return
+        for path in names:
+            self._delete_file(path)
