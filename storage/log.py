@@ -1,0 +1,814 @@
+"""A partition replica's log: ordered segments plus the state Kafka keeps beside them
+(log start offset, recovery point, high watermark, leader-epoch cache, producer state).
+
+Not thread-safe: the node serialises calls per partition. Time is an argument
+(`now_ms`) wherever a decision depends on it, so tests drive the clock.
+"""
+
+from __future__ import annotations
+
+import bisect
+import os
+import random
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from .checkpoint_file import LeaderEpochCheckpointFile
+from .errors import (
+    InvalidTimestampError,
+    KafkaStorageError,
+    OffsetOutOfRangeError,
+    RecordListTooLargeError,
+    StorageError,
+    UnexpectedAppendOffsetError,
+)
+from .leader_epoch_cache import LeaderEpochCache
+from .log_config import LogConfig
+from .partition_metadata import PartitionMetadataFile
+from .producer_state import AppendOrigin, ControlMarker, DuplicateBatch, ProducerStateManager
+from .record_batch import (
+    BatchHeader,
+    ControlType,
+    TimestampType,
+    check_batch,
+    control_record_type,
+    decode_records,
+    set_base_offset,
+    set_log_append_time,
+    set_partition_leader_epoch,
+    validate_client_batches,
+)
+from .segment import (
+    CLEANED_SUFFIX,
+    DELETED_SUFFIX,
+    INDEX_SUFFIX,
+    LOG_SUFFIX,
+    SWAP_SUFFIX,
+    TIME_INDEX_SUFFIX,
+    TXN_INDEX_SUFFIX,
+    LogSegment,
+    file_prefix,
+    offset_from_file_name,
+)
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+def parse_partition_dir(name: str) -> tuple[str, int]:
+    """`<topic>-<partition>`; topics may contain '-', so split on the last one."""
+    topic, sep, partition = name.rpartition("-")
+    if not sep or not topic or not partition.isdigit():
+        raise StorageError(f"{name!r} is not a partition directory name (<topic>-<partition>)")
+    return topic, int(partition)
+
+
+@dataclass(frozen=True, slots=True)
+class LogAppendInfo:
+    first_offset: int
+    last_offset: int
+    max_timestamp: int
+    offset_of_max_timestamp: int
+    log_append_time: int  # -1 unless the topic uses LogAppendTime
+    log_start_offset: int
+    record_count: int
+    valid_bytes: int
+    duplicate: bool = False  # a producer retry answered with its original offsets
+
+
+@dataclass(frozen=True, slots=True)
+class FetchDataInfo:
+    records: bytes
+    fetch_offset: int
+    next_offset: int  # offset after the last batch returned (fetch_offset if none)
+
+
+@dataclass(frozen=True, slots=True)
+class TimestampAndOffset:
+    timestamp: int
+    offset: int
+    leader_epoch: int | None
+
+
+@dataclass(slots=True)
+class _PendingDeletion:
+    segment: LogSegment
+    snapshot: Path | None
+    due_ms: int
+
+
+class Log:
+    """Open one with `Log.open(...)`."""
+
+    def __init__(self, directory: Path, config: LogConfig) -> None:
+        self.directory = directory
+        self.topic, self.partition = parse_partition_dir(directory.name)
+        self.config = config
+        self._segments: list[LogSegment] = []
+        self._base_offsets: list[int] = []
+        self._log_end_offset = 0
+        self.log_start_offset = 0
+        self.recovery_point = 0
+        self.high_watermark = 0
+        self._pending_deletions: list[_PendingDeletion] = []
+        self._unflushed_messages = 0
+        self._last_flush_ms = 0
+        self._rng = random.Random()
+        self.epoch_cache = LeaderEpochCache(LeaderEpochCheckpointFile.in_dir(directory))
+        self.producer_state: ProducerStateManager
+        self._closed = False
+
+    # --- opening and recovery ---------------------------------------------------
+
+    @classmethod
+    def open(
+        cls,
+        directory: Path,
+        config: LogConfig,
+        *,
+        recovery_point: int = 0,
+        log_start_offset: int = 0,
+        high_watermark: int = 0,
+        had_clean_shutdown: bool = False,
+        topic_id: str | None = None,
+        producer_id_expiration_ms: int = 86_400_000,
+        time_ms: int | None = None,
+    ) -> Log:
+        t = now_ms() if time_ms is None else time_ms
+        try:
+            directory.mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            raise KafkaStorageError(f"cannot create partition directory {directory}: {e}") from e
+        log = cls(directory, config)
+        log.producer_state = ProducerStateManager(directory, producer_id_expiration_ms)
+        if topic_id is not None:
+            metadata = PartitionMetadataFile.in_dir(directory)
+            if not metadata.exists():
+                # Before any record: data must never exist on disk without a topic id.
+                metadata.write(topic_id)
+        log._load(recovery_point, log_start_offset, had_clean_shutdown, t)
+        log.high_watermark = min(max(high_watermark, log.log_start_offset), log.log_end_offset)
+        log._last_flush_ms = t
+        return log
+
+    def _load(self, recovery_point: int, log_start_offset: int, clean: bool, t: int) -> None:
+        self._remove_temporary_files()
+        needs_recovery: set[int] = set()
+        for path in sorted(self.directory.glob(f"*{LOG_SUFFIX}")):
+            base = offset_from_file_name(path.name)
+            if not Path(f"{self.directory / file_prefix(base)}{INDEX_SUFFIX}").exists():
+                needs_recovery.add(base)
+            self._add_segment(self._new_segment(base, t))
+        if not self._segments:
+            self._add_segment(self._new_segment(log_start_offset, t))
+        start_index = 0
+        if not clean:
+            start_index = max(0, bisect.bisect_right(self._base_offsets, recovery_point) - 1)
+        i = 0
+        while i < len(self._segments):
+            seg = self._segments[i]
+            recover = (not clean and i >= start_index) or seg.base_offset in needs_recovery
+            if not recover:
+                try:
+                    seg.sanity_check()
+                except StorageError:
+                    recover = True  # indexes are disposable: rebuild from the .log
+            if recover:
+                truncated = seg.recover(self._recovery_visitor)
+                if truncated and i + 1 < len(self._segments):
+                    # Nothing after a torn batch can be trusted.
+                    for later in self._segments[i + 1 :]:
+                        later.delete()
+                    del self._segments[i + 1 :]
+                    del self._base_offsets[i + 1 :]
+            i += 1
+        active = self._segments[-1]
+        active.offset_index.resize(self.config.segment_index_bytes)
+        active.time_index.resize(self.config.segment_index_bytes)
+        self._log_end_offset = active.read_next_offset()
+        if active.size == 0 and len(self._segments) > 1:
+            self._log_end_offset = max(self._log_end_offset, active.base_offset)
+        self.log_start_offset = min(
+            max(log_start_offset, self._segments[0].base_offset), self._log_end_offset
+        )
+        self.recovery_point = (
+            self._log_end_offset if clean else min(recovery_point, self._log_end_offset)
+        )
+        self.epoch_cache.truncate_from_end(self._log_end_offset)
+        self.epoch_cache.truncate_from_start(self.log_start_offset)
+        self.producer_state.delete_stray_snapshots(self._base_offsets)
+        self._rebuild_producer_state(self._log_end_offset, t)
+
+    def _recovery_visitor(self, view: memoryview, pos: int, header: BatchHeader) -> None:
+        latest = self.epoch_cache.latest_epoch
+        epoch = header.partition_leader_epoch
+        if epoch >= 0 and (latest is None or epoch > latest):
+            self.epoch_cache.assign(epoch, header.base_offset)
+
+    def _remove_temporary_files(self) -> None:
+        """Kafka's startup clean-up of files a crash can leave behind."""
+        swaps: list[Path] = []
+        min_cleaned: int | None = None
+        for path in list(self.directory.iterdir()):
+            name = path.name
+            if name.endswith(DELETED_SUFFIX) or name.endswith(".tmp"):
+                path.unlink(missing_ok=True)
+            elif name.endswith(CLEANED_SUFFIX):
+                base = offset_from_file_name(name)
+                min_cleaned = base if min_cleaned is None else min(min_cleaned, base)
+                path.unlink(missing_ok=True)
+            elif name.endswith(SWAP_SUFFIX):
+                swaps.append(path)
+        for path in swaps:
+            base = offset_from_file_name(path.name)
+            if min_cleaned is not None and base >= min_cleaned:
+                path.unlink(missing_ok=True)  # an unfinished split
+            elif path.name.endswith(LOG_SUFFIX + SWAP_SUFFIX):
+                self._commit_swap(path, base)
+            else:
+                path.unlink(missing_ok=True)  # swapped indexes are rebuilt from the log
+        for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX):
+            for path in self.directory.glob(f"*{suffix}"):
+                log_file = path.with_name(path.name[: -len(suffix)] + LOG_SUFFIX)
+                if not log_file.exists():
+                    path.unlink(missing_ok=True)  # an orphan index
+
+    def _commit_swap(self, swap: Path, base: int) -> None:
+        """A finished cleaner output replaces the segments it covers."""
+        data = swap.read_bytes()
+        next_offset = base
+        pos = 0
+        while pos < len(data):
+            try:
+                header = check_batch(data, pos)
+            except StorageError:
+                break
+            next_offset = header.next_offset
+            pos += header.size
+        for path in self.directory.glob(f"*{LOG_SUFFIX}"):
+            old = offset_from_file_name(path.name)
+            if base <= old < next_offset:
+                for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX):
+                    path.with_name(file_prefix(old) + suffix).unlink(missing_ok=True)
+        swap.rename(swap.with_name(swap.name[: -len(SWAP_SUFFIX)]))
+
+    def _new_segment(self, base_offset: int, t: int) -> LogSegment:
+        return LogSegment(
+            self.directory,
+            base_offset,
+            index_interval_bytes=self.config.index_interval_bytes,
+            max_index_size=self.config.segment_index_bytes,
+            roll_jitter_ms=self.config.random_segment_jitter(self._rng),
+            now_ms=t,
+        )
+
+    def _add_segment(self, seg: LogSegment) -> None:
+        assert not self._base_offsets or seg.base_offset > self._base_offsets[-1], (
+            "segments must be added in offset order"
+        )
+        self._segments.append(seg)
+        self._base_offsets.append(seg.base_offset)
+
+    # --- properties ---------------------------------------------------------------
+
+    @property
+    def log_end_offset(self) -> int:
+        return self._log_end_offset
+
+    @property
+    def segments(self) -> list[LogSegment]:
+        return list(self._segments)
+
+    @property
+    def active_segment(self) -> LogSegment:
+        return self._segments[-1]
+
+    @property
+    def size_in_bytes(self) -> int:
+        return sum(s.size for s in self._segments)
+
+    @property
+    def latest_epoch(self) -> int | None:
+        return self.epoch_cache.latest_epoch
+
+    def _segment_index_for(self, offset: int) -> int:
+        return max(0, bisect.bisect_right(self._base_offsets, offset) - 1)
+
+    # --- appending ------------------------------------------------------------------
+
+    def append_as_leader(
+        self,
+        data: bytes | bytearray | memoryview,
+        leader_epoch: int,
+        *,
+        time_ms: int | None = None,
+    ) -> LogAppendInfo:
+        """Validate a producer's batches, assign offsets and the leader epoch in place,
+        check producer state, and append. Raises before writing anything."""
+        t = now_ms() if time_ms is None else time_ms
+        headers = validate_client_batches(data, self.config.max_message_bytes)
+        if len(data) > self.config.segment_bytes:
+            raise RecordListTooLargeError(
+                f"append of {len(data)} bytes to {self.directory.name} exceeds "
+                f"segment.bytes {self.config.segment_bytes}"
+            )
+        log_append_time = self.config.message_timestamp_type == "LogAppendTime"
+        if not log_append_time:
+            self._check_timestamps(headers, t)
+        buf = bytearray(data)
+        offset = self._log_end_offset
+        pos = 0
+        for h in headers:
+            set_base_offset(buf, pos, offset)
+            set_partition_leader_epoch(buf, pos, leader_epoch)
+            h.base_offset = offset
+            h.partition_leader_epoch = leader_epoch
+            if log_append_time:
+                set_log_append_time(buf, pos, h.size, t)
+                h.max_timestamp = t
+                h.attributes |= int(TimestampType.LOG_APPEND_TIME) << 3
+            offset = h.next_offset
+            pos += h.size
+        prepared = self.producer_state.prepare_appends(headers, AppendOrigin.CLIENT)
+        if isinstance(prepared, DuplicateBatch):
+            return LogAppendInfo(
+                first_offset=prepared.first_offset,
+                last_offset=prepared.last_offset,
+                max_timestamp=prepared.timestamp,
+                offset_of_max_timestamp=prepared.last_offset,
+                log_append_time=prepared.timestamp if log_append_time else -1,
+                log_start_offset=self.log_start_offset,
+                record_count=0,
+                valid_bytes=0,
+                duplicate=True,
+            )
+        info = self._append_batches(buf, headers, t, log_append_time)
+        self.producer_state.update(prepared)
+        self.producer_state.update_map_end_offset(self._log_end_offset)
+        return info
+
+    def _check_timestamps(self, headers: list[BatchHeader], t: int) -> None:
+        """Kafka checks every record; we check each batch's first and max timestamp,
+        which bound its records for every producer that writes them in order."""
+        before = self.config.message_timestamp_before_max_ms
+        after = self.config.message_timestamp_after_max_ms
+        for h in headers:
+            for ts in (h.base_timestamp, h.max_timestamp):
+                if ts < 0:
+                    continue
+                if t - ts > before or ts - t > after:
+                    raise InvalidTimestampError(
+                        f"timestamp {ts} of a batch for {self.directory.name} is out of range "
+                        f"(now {t}, message.timestamp.before.max.ms {before}, "
+                        f"message.timestamp.after.max.ms {after})"
+                    )
+
+    def append_as_follower(
+        self, data: bytes | bytearray | memoryview, *, time_ms: int | None = None
+    ) -> LogAppendInfo:
+        """Append a leader's batches verbatim: CRC and offset order are checked, nothing
+        is rewritten, producer state is replayed without validation."""
+        t = now_ms() if time_ms is None else time_ms
+        headers: list[BatchHeader] = []
+        pos = 0
+        previous_last = self._log_end_offset - 1
+        while pos < len(data):
+            h = check_batch(data, pos)
+            if h.base_offset <= previous_last:
+                raise UnexpectedAppendOffsetError(
+                    f"follower append to {self.directory.name}: batch at position {pos} starts "
+                    f"at offset {h.base_offset}, but the log end offset is "
+                    f"{previous_last + 1}"
+                )
+            headers.append(h)
+            previous_last = h.last_offset
+            pos += h.size
+        if not headers:
+            raise StorageError("follower append carries no batches")
+        info = self._append_batches(data, headers, t, False)
+        for h, view, p in self._iter_with_positions(data, headers):
+            self.producer_state.replay_batch(h, self._marker_of(view, p, h))
+        self.producer_state.update_map_end_offset(self._log_end_offset)
+        return info
+
+    @staticmethod
+    def _iter_with_positions(
+        data: bytes | bytearray | memoryview, headers: list[BatchHeader]
+    ) -> Iterator[tuple[BatchHeader, memoryview, int]]:
+        view = memoryview(data)
+        pos = 0
+        for h in headers:
+            if h.has_producer_id:
+                yield h, view, pos
+            pos += h.size
+
+    @staticmethod
+    def _marker_of(view: memoryview, pos: int, h: BatchHeader) -> ControlMarker | None:
+        if not h.is_control:
+            return None
+        control = control_record_type(view, pos, h)
+        if control is None or control[0] not in (ControlType.ABORT, ControlType.COMMIT):
+            return None
+        kind = "COMMIT" if control[0] == ControlType.COMMIT else "ABORT"
+        return ControlMarker(kind, control[1])
+
+    def _append_batches(
+        self,
+        data: bytes | bytearray | memoryview,
+        headers: list[BatchHeader],
+        t: int,
+        log_append_time: bool,
+    ) -> LogAppendInfo:
+        """Write validated batches (offsets already final), rolling where Kafka would."""
+        view = memoryview(data)
+        start = 0
+        group_start = 0
+        group_bytes = 0
+        for i, h in enumerate(headers):
+            # A follower's fetch may exceed segment.bytes; split it at batch boundaries.
+            if group_bytes and group_bytes + h.size > self.config.segment_bytes:
+                self._append_group(view[start : start + group_bytes], headers[group_start:i], t)
+                start += group_bytes
+                group_start, group_bytes = i, 0
+            group_bytes += h.size
+        self._append_group(view[start : start + group_bytes], headers[group_start:], t)
+        max_ts, offset_of_max = -1, headers[0].last_offset
+        for h in headers:
+            if h.max_timestamp > max_ts:
+                max_ts, offset_of_max = h.max_timestamp, h.last_offset
+        return LogAppendInfo(
+            first_offset=headers[0].base_offset,
+            last_offset=headers[-1].last_offset,
+            max_timestamp=max_ts,
+            offset_of_max_timestamp=offset_of_max,
+            log_append_time=t if log_append_time else -1,
+            log_start_offset=self.log_start_offset,
+            record_count=sum(h.records_count for h in headers),
+            valid_bytes=len(data),
+        )
+
+    def _append_group(self, chunk: memoryview, headers: list[BatchHeader], t: int) -> None:
+        first, last = headers[0].base_offset, headers[-1].last_offset
+        max_ts, offset_of_max = -1, last
+        for h in headers:
+            if h.max_timestamp > max_ts:
+                max_ts, offset_of_max = h.max_timestamp, h.last_offset
+        seg = self._maybe_roll(len(chunk), first, last, max_ts, t)
+        seg.append(last, max_ts, offset_of_max, chunk)
+        assert last + 1 > self._log_end_offset, "the log end offset only grows on append"
+        self._log_end_offset = last + 1
+        latest = self.epoch_cache.latest_epoch
+        for h in headers:
+            epoch = h.partition_leader_epoch
+            if epoch >= 0 and epoch != latest:
+                self.epoch_cache.assign(epoch, h.base_offset)
+                latest = self.epoch_cache.latest_epoch
+        self._unflushed_messages += sum(h.records_count for h in headers)
+        if self._unflushed_messages >= self.config.flush_messages:
+            self.flush()
+
+    # --- rolling --------------------------------------------------------------------
+
+    def _maybe_roll(
+        self, size: int, first_offset: int, last_offset: int, max_timestamp: int, t: int
+    ) -> LogSegment:
+        seg = self._segments[-1]
+        if seg.size == 0:
+            if not seg.can_hold_offset(last_offset) or seg.base_offset != first_offset:
+                # An empty active segment at the wrong base (a follower's gap): replace it.
+                if seg.base_offset != max(first_offset, self._log_end_offset):
+                    return self._replace_empty_active(max(first_offset, self._log_end_offset), t)
+            return seg
+        base_ts = seg.rolling_base_timestamp()
+        if base_ts is not None and base_ts >= 0 and max_timestamp >= 0:
+            waited = max_timestamp - base_ts
+        else:
+            waited = t - seg.created_ms
+        if (
+            seg.size > self.config.segment_bytes - size
+            or waited > self.config.max_segment_ms - seg.roll_jitter_ms
+            or seg.offset_index.is_full()
+            or seg.time_index.is_full()
+            or not seg.can_hold_offset(last_offset)
+        ):
+            return self.roll(first_offset, time_ms=t)
+        return seg
+
+    def _replace_empty_active(self, base: int, t: int) -> LogSegment:
+        old = self._segments.pop()
+        self._base_offsets.pop()
+        old.delete()
+        seg = self._new_segment(base, t)
+        self._add_segment(seg)
+        return seg
+
+    def roll(
+        self, expected_next_offset: int | None = None, *, time_ms: int | None = None
+    ) -> LogSegment:
+        """Close the active segment and start a new one at max(expected, LEO)."""
+        t = now_ms() if time_ms is None else time_ms
+        new_base = max(expected_next_offset or 0, self._log_end_offset)
+        active = self._segments[-1]
+        if active.base_offset == new_base and active.size == 0:
+            return active
+        active.on_becoming_inactive()
+        for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX):
+            stale = self.directory / f"{file_prefix(new_base)}{suffix}"
+            stale.unlink(missing_ok=True)
+        seg = self._new_segment(new_base, t)
+        self._add_segment(seg)
+        self.producer_state.update_map_end_offset(new_base)
+        self.producer_state.take_snapshot()
+        # Kafka flushes below the new segment asynchronously; a roll is rare
+        # enough (once per segment.bytes) to do it inline.
+        self.flush(new_base)
+        return seg
+
+    # --- reading --------------------------------------------------------------------
+
+    def read(
+        self,
+        offset: int,
+        max_bytes: int,
+        *,
+        upper_bound: int | None = None,
+        min_one_batch: bool = True,
+    ) -> FetchDataInfo:
+        """Whole batches from the batch containing `offset`; none at or past `upper_bound`
+        (the high watermark for consumers, the LEO for followers)."""
+        if offset < self.log_start_offset or offset > self._log_end_offset:
+            raise OffsetOutOfRangeError(
+                f"offset {offset} is out of range for {self.directory.name}: "
+                f"[{self.log_start_offset}, {self._log_end_offset}]"
+            )
+        bound = (
+            self._log_end_offset if upper_bound is None else min(upper_bound, self._log_end_offset)
+        )
+        if offset >= bound:
+            return FetchDataInfo(b"", offset, offset)
+        i = self._segment_index_for(offset)
+        # Bounded by the segment count: each pass moves to the next segment.
+        while i < len(self._segments):
+            seg = self._segments[i]
+            result = seg.read(offset, max_bytes, bound, min_one_batch)
+            if result is not None and result.data:
+                return FetchDataInfo(result.data, offset, result.next_offset)
+            if result is not None and result.first_offset >= bound:
+                break
+            i += 1
+        return FetchDataInfo(b"", offset, offset)
+
+    def translate_offset(self, offset: int) -> tuple[LogSegment, int, BatchHeader] | None:
+        """Segment, byte position and header of the batch holding `offset`."""
+        i = self._segment_index_for(offset)
+        while i < len(self._segments):
+            seg = self._segments[i]
+            found = seg.translate_offset(offset)
+            if found is not None:
+                return seg, found.position, found.header
+            i += 1
+        return None
+
+    def offset_for_timestamp(self, timestamp: int) -> TimestampAndOffset | None:
+        """The first record with timestamp >= `timestamp` (Kafka's ListOffsets by time)."""
+        for seg in self._segments:
+            if seg.largest_timestamp < timestamp:
+                continue
+            found = seg.find_offset_by_timestamp(timestamp, self.log_start_offset)
+            if found is None:
+                continue
+            data = seg.pread(found.position, found.header.size)
+            for record in decode_records(data, 0, found.header):
+                if record.timestamp >= timestamp and record.offset >= self.log_start_offset:
+                    epoch = found.header.partition_leader_epoch
+                    return TimestampAndOffset(
+                        record.timestamp, record.offset, epoch if epoch >= 0 else None
+                    )
+        return None
+
+    # --- truncation -----------------------------------------------------------------
+
+    def truncate_to(self, offset: int, *, time_ms: int | None = None) -> bool:
+        """Remove everything at or after `offset` (a batch boundary). True if data went."""
+        if offset < 0:
+            raise ValueError(f"cannot truncate {self.directory.name} to negative offset {offset}")
+        t = now_ms() if time_ms is None else time_ms
+        if offset >= self._log_end_offset:
+            self.epoch_cache.truncate_from_end(self._log_end_offset)
+            return False
+        if offset < self._segments[0].base_offset:
+            self.truncate_fully_and_start_at(offset, time_ms=t)
+            return True
+        while len(self._segments) > 1 and self._segments[-1].base_offset > offset:
+            self._segments.pop().delete()
+            self._base_offsets.pop()
+        self._segments[-1].truncate_to(offset)
+        self._log_end_offset = offset
+        self.epoch_cache.truncate_from_end(offset)
+        self.log_start_offset = min(self.log_start_offset, offset)
+        self.recovery_point = min(self.recovery_point, offset)
+        self.high_watermark = min(self.high_watermark, offset)
+        self._rebuild_producer_state(offset, t)
+        return True
+
+    def truncate_fully_and_start_at(self, offset: int, *, time_ms: int | None = None) -> None:
+        t = now_ms() if time_ms is None else time_ms
+        for seg in self._segments:
+            seg.delete()
+        self._segments.clear()
+        self._base_offsets.clear()
+        self._add_segment(self._new_segment(offset, t))
+        self._log_end_offset = offset
+        self.log_start_offset = offset
+        self.recovery_point = offset
+        self.high_watermark = offset
+        self.epoch_cache.clear()
+        self.producer_state.truncate_fully_and_start_at(offset)
+
+    def _rebuild_producer_state(self, end_offset: int, t: int) -> None:
+        start = self.producer_state.truncate_and_reload(self.log_start_offset, end_offset, t)
+        if start is not None and start < end_offset:
+            i = self._segment_index_for(start)
+            for seg in self._segments[i:]:
+                if seg.base_offset >= end_offset:
+                    break
+                position = seg.translate_offset(start)
+                if position is None:
+                    continue
+                for _pos, view, p, h in seg.scan(position.position, validate=False):
+                    if h.base_offset >= end_offset:
+                        break
+                    if h.has_producer_id and h.last_offset >= start:
+                        self.producer_state.replay_batch(h, self._marker_of(view, p, h))
+        self.producer_state.update_map_end_offset(end_offset)
+        self.producer_state.take_snapshot()
+
+    # --- high watermark, log start offset --------------------------------------------
+
+    def update_high_watermark(self, offset: int) -> int:
+        """Set the HW, clamped into [log start offset, LEO]; returns the value kept."""
+        self.high_watermark = min(max(offset, self.log_start_offset), self._log_end_offset)
+        return self.high_watermark
+
+    def maybe_increment_log_start_offset(self, offset: int) -> bool:
+        """DeleteRecords and followers adopting the leader's start offset."""
+        if offset <= self.log_start_offset:
+            return False
+        if offset > self.high_watermark:
+            raise OffsetOutOfRangeError(
+                f"cannot move the log start offset of {self.directory.name} to {offset}, "
+                f"beyond the high watermark {self.high_watermark}"
+            )
+        self.log_start_offset = offset
+        self.epoch_cache.truncate_from_start(offset)
+        return True
+
+    # --- retention -----------------------------------------------------------------
+
+    def delete_old_segments(self, *, time_ms: int | None = None) -> int:
+        """One retention pass (Kafka's order: start-offset breach, size, time).
+        Returns the number of segments scheduled for deletion."""
+        t = now_ms() if time_ms is None else time_ms
+        deleted = self._delete_prefix(
+            lambda seg, nxt: nxt is not None and nxt.base_offset <= self.log_start_offset, t
+        )
+        if not self.config.delete:
+            return deleted
+        if self.config.retention_bytes >= 0:
+            excess = self.size_in_bytes - self.config.retention_bytes
+            if excess >= 0:
+                budget = [excess]
+
+                def size_breach(seg: LogSegment, _nxt: LogSegment | None) -> bool:
+                    if budget[0] - seg.size >= 0:
+                        budget[0] -= seg.size
+                        return True
+                    return False
+
+                deleted += self._delete_prefix(size_breach, t)
+        if self.config.retention_ms >= 0:
+            limit = self.config.retention_ms
+            deleted += self._delete_prefix(lambda seg, _nxt: t - seg.largest_timestamp > limit, t)
+        return deleted
+
+    def _delete_prefix(
+        self, predicate: Callable[[LogSegment, LogSegment | None], bool], t: int
+    ) -> int:
+        victims: list[LogSegment] = []
+        for i, seg in enumerate(self._segments):
+            nxt = self._segments[i + 1] if i + 1 < len(self._segments) else None
+            upper = nxt.base_offset if nxt is not None else self._log_end_offset
+            if self.high_watermark < upper:
+                break  # nothing at or above the high watermark is ever deleted
+            if nxt is None and seg.size == 0:
+                break
+            if not predicate(seg, nxt):
+                break
+            victims.append(seg)
+        if not victims:
+            return 0
+        if len(victims) == len(self._segments):
+            # Keep an active segment: roll a fresh empty one first.
+            self.roll(time_ms=t)
+        for seg in victims:
+            self._segments.remove(seg)
+            self._base_offsets.remove(seg.base_offset)
+        new_start = self._segments[0].base_offset
+        if new_start > self.log_start_offset:
+            self.log_start_offset = new_start
+            self.epoch_cache.truncate_from_start(new_start)
+        for seg in victims:
+            seg.rename_with_suffix(DELETED_SUFFIX)
+            snapshot = self.producer_state.rename_snapshot_for_deletion(seg.base_offset)
+            self._pending_deletions.append(
+                _PendingDeletion(seg, snapshot, t + self.config.file_delete_delay_ms)
+            )
+        return len(victims)
+
+    def remove_deleted_files(self, *, time_ms: int | None = None, force: bool = False) -> int:
+        """Physically delete `.deleted` files whose delay (file.delete.delay.ms) has passed."""
+        t = now_ms() if time_ms is None else time_ms
+        due = [p for p in self._pending_deletions if force or p.due_ms <= t]
+        for p in due:
+            p.segment.delete()
+            if p.snapshot is not None:
+                p.snapshot.unlink(missing_ok=True)
+            self._pending_deletions.remove(p)
+        return len(due)
+
+    # --- flushing and closing -------------------------------------------------------
+
+    def flush(self, up_to: int | None = None, *, time_ms: int | None = None) -> None:
+        """fsync every segment holding data below `up_to` (default: the LEO) and move
+        the recovery point there."""
+        target = self._log_end_offset if up_to is None else min(up_to, self._log_end_offset)
+        if target <= self.recovery_point:
+            return
+        for i, seg in enumerate(self._segments):
+            nxt = self._base_offsets[i + 1] if i + 1 < len(self._segments) else None
+            if seg.base_offset >= target:
+                break
+            if nxt is None or nxt > self.recovery_point:
+                seg.flush()
+        try:
+            fd = os.open(self.directory, os.O_RDONLY)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+        except OSError as e:
+            raise KafkaStorageError(f"cannot fsync directory {self.directory}: {e}") from e
+        self.recovery_point = target
+        self._unflushed_messages = 0
+        self._last_flush_ms = now_ms() if time_ms is None else time_ms
+
+    def flush_if_due(self, *, time_ms: int | None = None) -> bool:
+        """flush.ms: called by the node's flush scheduler."""
+        t = now_ms() if time_ms is None else time_ms
+        if (
+            self._log_end_offset > self.recovery_point
+            and t - self._last_flush_ms >= self.config.flush_ms
+        ):
+            self.flush(time_ms=t)
+            return True
+        return False
+
+    def close(self) -> None:
+        """Clean shutdown of this log: producer snapshot at the LEO, trimmed indexes."""
+        if self._closed:
+            return
+        self.producer_state.update_map_end_offset(self._log_end_offset)
+        self.producer_state.take_snapshot()
+        self.flush()
+        for seg in self._segments:
+            seg.close()
+        self.remove_deleted_files(force=True)
+        self._closed = True
+
+    def delete(self) -> None:
+        """Remove the whole partition directory (topic deletion)."""
+        for seg in self._segments:
+            seg.delete()
+        self.remove_deleted_files(force=True)
+        for path in self.directory.iterdir():
+            path.unlink(missing_ok=True)
+        self.directory.rmdir()
+        self._closed = True
+
+    def __repr__(self) -> str:
+        return (
+            f"Log({self.directory.name}, start={self.log_start_offset}, "
+            f"hw={self.high_watermark}, leo={self._log_end_offset}, segments={len(self._segments)})"
+        )
+
+
+__all__ = [
+    "FetchDataInfo",
+    "Log",
+    "LogAppendInfo",
+    "TimestampAndOffset",
+    "parse_partition_dir",
+]

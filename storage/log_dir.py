@@ -1,0 +1,116 @@
+"""A log directory (one entry of `log.dirs`): its partitions and the checkpoint files
+Kafka keeps beside them.
+
+Opening consumes the clean-shutdown marker and loads every `<topic>-<n>/`
+with its recovery point, log start offset and high watermark; closing writes
+the checkpoints and the marker again. Threads and timers belong to the node;
+this is the file side only.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from .checkpoint_file import (
+    LOG_START_OFFSET_CHECKPOINT,
+    RECOVERY_POINT_CHECKPOINT,
+    REPLICATION_OFFSET_CHECKPOINT,
+    OffsetCheckpointFile,
+)
+from .clean_shutdown import consume_clean_shutdown, write_clean_shutdown
+from .errors import KafkaStorageError, StorageError
+from .log import Log, now_ms, parse_partition_dir
+from .log_config import LogConfig
+
+TopicPartition = tuple[str, int]
+_SPECIAL_DIR = re.compile(r"^(\S+)-(\S+)\.(\S+)-(delete|future|stray)$")
+
+
+class LogDirectory:
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        try:
+            path.mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            raise KafkaStorageError(f"cannot create log directory {path}: {e}") from e
+        self.recovery_points = OffsetCheckpointFile(path / RECOVERY_POINT_CHECKPOINT)
+        self.log_start_offsets = OffsetCheckpointFile(path / LOG_START_OFFSET_CHECKPOINT)
+        self.high_watermarks = OffsetCheckpointFile(path / REPLICATION_OFFSET_CHECKPOINT)
+        self.logs: dict[TopicPartition, Log] = {}
+        self.had_clean_shutdown = False
+
+    def load(
+        self,
+        broker_config: LogConfig,
+        topic_configs: dict[str, LogConfig] | None = None,
+        *,
+        time_ms: int | None = None,
+    ) -> dict[TopicPartition, Log]:
+        """Open every partition directory found here, recovering after a crash."""
+        t = now_ms() if time_ms is None else time_ms
+        self.had_clean_shutdown = consume_clean_shutdown(self.path)
+        recovery = self.recovery_points.read()
+        starts = self.log_start_offsets.read()
+        hws = self.high_watermarks.read()
+        for entry in sorted(self.path.iterdir()):
+            if not entry.is_dir() or _SPECIAL_DIR.match(entry.name):
+                continue
+            try:
+                tp = parse_partition_dir(entry.name)
+            except StorageError:
+                continue  # not a partition (e.g. an operator's own folder)
+            config = (topic_configs or {}).get(tp[0], broker_config)
+            self.logs[tp] = Log.open(
+                entry,
+                config,
+                recovery_point=recovery.get(tp, 0),
+                log_start_offset=starts.get(tp, 0),
+                high_watermark=hws.get(tp, 0),
+                had_clean_shutdown=self.had_clean_shutdown,
+                time_ms=t,
+            )
+        return self.logs
+
+    def create_log(
+        self,
+        topic: str,
+        partition: int,
+        config: LogConfig,
+        *,
+        topic_id: str | None = None,
+        time_ms: int | None = None,
+    ) -> Log:
+        tp = (topic, partition)
+        if tp in self.logs:
+            return self.logs[tp]
+        log = Log.open(
+            self.path / f"{topic}-{partition}", config, topic_id=topic_id, time_ms=time_ms
+        )
+        self.logs[tp] = log
+        return log
+
+    def delete_log(self, topic: str, partition: int) -> None:
+        log = self.logs.pop((topic, partition), None)
+        if log is not None:
+            log.delete()
+
+    def checkpoint(self) -> None:
+        """Write the recovery-point, log-start-offset and high-watermark checkpoints."""
+        self.recovery_points.write({tp: log.recovery_point for tp, log in self.logs.items()})
+        self.high_watermarks.write({tp: log.high_watermark for tp, log in self.logs.items()})
+        # Only starts beyond the first segment's base need remembering (Kafka's rule).
+        self.log_start_offsets.write(
+            {
+                tp: log.log_start_offset
+                for tp, log in self.logs.items()
+                if log.log_start_offset > log.segments[0].base_offset
+            }
+        )
+
+    def close(self, broker_epoch: int = -1) -> None:
+        """Clean shutdown: close every log, write checkpoints, then the marker."""
+        for log in self.logs.values():
+            log.close()
+        self.checkpoint()
+        write_clean_shutdown(self.path, broker_epoch)

@@ -1,0 +1,450 @@
+"""One log segment: `N.log` plus its sparse `N.index` and `N.timeindex`.
+
+N is the segment's base offset, zero-padded to 20 digits. The `.log` holds
+whole record batches back to back; the indexes map (last offset of an
+appended chunk -> that chunk's first byte) and (max timestamp so far -> offset).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from .errors import CorruptIndexError, CorruptRecordError, KafkaStorageError, StorageError
+from .offset_index import OffsetIndex
+from .record_batch import (
+    HEADER_SIZE,
+    MAGIC_OFFSET,
+    BatchHeader,
+    batch_size_at,
+    check_batch,
+)
+from .time_index import TimeIndex
+
+LOG_SUFFIX = ".log"
+INDEX_SUFFIX = ".index"
+TIME_INDEX_SUFFIX = ".timeindex"
+TXN_INDEX_SUFFIX = ".txnindex"
+SNAPSHOT_SUFFIX = ".snapshot"
+DELETED_SUFFIX = ".deleted"
+CLEANED_SUFFIX = ".cleaned"
+SWAP_SUFFIX = ".swap"
+
+# Recovery and fetch scans read the `.log` in chunks this large, so a batch
+# costs a struct unpack in memory rather than a syscall.
+SCAN_CHUNK_BYTES = 8 * 1024 * 1024
+MAX_RELATIVE_OFFSET = 2**31 - 1
+
+BatchVisitor = Callable[[memoryview, int, BatchHeader], None]
+
+
+def file_prefix(offset: int) -> str:
+    return f"{offset:020d}"
+
+
+def offset_from_file_name(name: str) -> int:
+    return int(name.split(".", 1)[0])
+
+
+@dataclass(frozen=True, slots=True)
+class BatchPosition:
+    """Where a batch sits: its byte position in the segment and its header."""
+
+    position: int
+    header: BatchHeader
+
+
+@dataclass(frozen=True, slots=True)
+class SegmentRead:
+    """Whole batches read from one segment."""
+
+    data: bytes
+    position: int
+    first_offset: int  # base offset of the first batch returned
+    next_offset: int  # offset after the last batch returned
+
+
+class LogSegment:
+    def __init__(
+        self,
+        directory: Path,
+        base_offset: int,
+        *,
+        index_interval_bytes: int,
+        max_index_size: int,
+        roll_jitter_ms: int = 0,
+        now_ms: int,
+        file_suffix: str = "",
+    ) -> None:
+        self.directory = directory
+        self.base_offset = base_offset
+        self.index_interval_bytes = index_interval_bytes
+        self.roll_jitter_ms = roll_jitter_ms
+        prefix = directory / file_prefix(base_offset)
+        self.log_path = Path(f"{prefix}{LOG_SUFFIX}{file_suffix}")
+        try:
+            self._fd = os.open(self.log_path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
+        except OSError as e:
+            raise KafkaStorageError(f"cannot open segment {self.log_path}: {e}") from e
+        self.size = os.fstat(self._fd).st_size
+        self.offset_index = OffsetIndex(
+            Path(f"{prefix}{INDEX_SUFFIX}{file_suffix}"), base_offset, max_index_size
+        )
+        self.time_index = TimeIndex(
+            Path(f"{prefix}{TIME_INDEX_SUFFIX}{file_suffix}"), base_offset, max_index_size
+        )
+        self.bytes_since_last_index_entry = 0
+        self.created_ms = now_ms
+        # (max timestamp, the last offset of the batch carrying it); loaded from
+        # the time index lazily, as Kafka does.
+        self._max_timestamp: int | None = None
+        self._offset_of_max_timestamp = base_offset
+        self._rolling_base_timestamp: int | None = None
+        self._closed = False
+
+    # --- properties -----------------------------------------------------------
+
+    @property
+    def max_timestamp_so_far(self) -> int:
+        if self._max_timestamp is None:
+            ts, off = self.time_index.last_entry()
+            self._max_timestamp, self._offset_of_max_timestamp = ts, off
+        return self._max_timestamp
+
+    @property
+    def offset_of_max_timestamp(self) -> int:
+        _ = self.max_timestamp_so_far
+        return self._offset_of_max_timestamp
+
+    @property
+    def largest_timestamp(self) -> int:
+        """What time-based retention compares: max record timestamp, else the file's mtime."""
+        ts = self.max_timestamp_so_far
+        if ts >= 0:
+            return ts
+        return int(os.stat(self.log_path).st_mtime * 1000)
+
+    def rolling_base_timestamp(self) -> int | None:
+        """maxTimestamp of the segment's first batch, the clock of time-based rolling."""
+        if self._rolling_base_timestamp is None and self.size > 0:
+            first = self._header_at(0)
+            if first is not None:
+                self._rolling_base_timestamp = first.max_timestamp
+        return self._rolling_base_timestamp
+
+    # --- writing --------------------------------------------------------------
+
+    def append(
+        self,
+        largest_offset: int,
+        largest_timestamp: int,
+        offset_of_max_timestamp: int,
+        data: bytes | bytearray | memoryview,
+    ) -> int:
+        """Append whole batches; returns the position they were written at."""
+        if not data:
+            return self.size
+        if not self.can_hold_offset(largest_offset):
+            raise StorageError(
+                f"offset {largest_offset} does not fit the relative offset range of segment "
+                f"{self.log_path.name}"
+            )
+        if self.size == 0:
+            self._rolling_base_timestamp = largest_timestamp
+        position = self.size
+        self._write_all(data)
+        self.size += len(data)
+        if largest_timestamp > self.max_timestamp_so_far:
+            self._max_timestamp = largest_timestamp
+            self._offset_of_max_timestamp = offset_of_max_timestamp
+        # Checked before counting this chunk: the first chunk is never indexed and
+        # an entry maps the chunk's last offset to its first byte.
+        if self.bytes_since_last_index_entry > self.index_interval_bytes:
+            self.offset_index.append(largest_offset, position)
+            self.time_index.maybe_append(self._max_timestamp or -1, self._offset_of_max_timestamp)
+            self.bytes_since_last_index_entry = 0
+        self.bytes_since_last_index_entry += len(data)
+        return position
+
+    def _write_all(self, data: bytes | bytearray | memoryview) -> None:
+        view = memoryview(data)
+        written = 0
+        try:
+            while written < len(view):
+                n = os.write(self._fd, view[written:])
+                if n <= 0:
+                    raise OSError("write returned no progress")
+                written += n
+        except OSError as e:
+            # A partial write (full disk) must not leave half a batch behind.
+            try:
+                os.ftruncate(self._fd, self.size)
+            except OSError:
+                pass
+            raise KafkaStorageError(f"cannot append to {self.log_path}: {e}") from e
+
+    def can_hold_offset(self, offset: int) -> bool:
+        return 0 <= offset - self.base_offset <= MAX_RELATIVE_OFFSET
+
+    # --- reading --------------------------------------------------------------
+
+    def pread(self, position: int, size: int) -> bytes:
+        try:
+            return os.pread(self._fd, size, position)
+        except OSError as e:
+            raise KafkaStorageError(f"cannot read {self.log_path}: {e}") from e
+
+    def _header_at(self, position: int) -> BatchHeader | None:
+        raw = self.pread(position, HEADER_SIZE)
+        if len(raw) < HEADER_SIZE:
+            return None
+        return BatchHeader.parse(raw)
+
+    def translate_offset(self, offset: int, starting_position: int = 0) -> BatchPosition | None:
+        """The first batch whose last offset is >= `offset`, or None past the segment's end."""
+        position = max(self.offset_index.lookup(offset)[1], starting_position)
+        # Terminates: every step moves past a batch of at least HEADER_SIZE bytes.
+        while position < self.size:
+            header = self._header_at(position)
+            if header is None:
+                return None
+            if header.size < HEADER_SIZE:
+                raise CorruptRecordError(
+                    f"batch at position {position} of {self.log_path} declares size {header.size}"
+                )
+            if header.last_offset >= offset:
+                return BatchPosition(position, header)
+            position += header.size
+        return None
+
+    def read(
+        self,
+        start_offset: int,
+        max_bytes: int,
+        max_offset: int | None = None,
+        min_one_batch: bool = True,
+    ) -> SegmentRead | None:
+        """Whole batches from the batch containing `start_offset`, at most `max_bytes`
+        (but at least one batch when `min_one_batch`), none at or above `max_offset`."""
+        found = self.translate_offset(start_offset)
+        if found is None:
+            return None
+        first = found.header
+        if max_offset is not None and first.base_offset >= max_offset:
+            return SegmentRead(b"", found.position, first.base_offset, first.base_offset)
+        window = min(max_bytes, self.size - found.position)
+        if min_one_batch and first.size > window:
+            window = first.size
+        if window <= 0:
+            return SegmentRead(b"", found.position, first.base_offset, first.base_offset)
+        data = self.pread(found.position, window)
+        end = 0
+        next_offset = first.base_offset
+        view = memoryview(data)
+        while end < len(data):
+            size = batch_size_at(view, end)
+            if size is None:
+                break
+            header = BatchHeader.parse(view, end)
+            if max_offset is not None and header.base_offset >= max_offset:
+                break
+            end += size
+            next_offset = header.next_offset
+        return SegmentRead(data[:end], found.position, first.base_offset, next_offset)
+
+    def scan(
+        self, start_position: int = 0, validate: bool = True
+    ) -> Iterator[tuple[int, memoryview, int, BatchHeader]]:
+        """Yield (file position, chunk, position in chunk, header) for every whole batch.
+
+        Raises CorruptRecordError at the first invalid batch when validating.
+        """
+        position = start_position
+        while position < self.size:
+            chunk = self.pread(position, min(SCAN_CHUNK_BYTES, self.size - position))
+            view = memoryview(chunk)
+            p = 0
+            while p < len(view):
+                size = batch_size_at(view, p)
+                if size is None:
+                    break
+                header = check_batch(view, p) if validate else BatchHeader.parse(view, p)
+                yield position + p, view, p, header
+                p += size
+            if p == 0:
+                if len(view) >= MAGIC_OFFSET + 1:
+                    # One batch larger than the chunk: read it whole.
+                    head = BatchHeader.parse(self.pread(position, HEADER_SIZE))
+                    whole = memoryview(self.pread(position, head.size))
+                    if len(whole) < head.size:
+                        return
+                    header = check_batch(whole, 0) if validate else head
+                    yield position, whole, 0, header
+                    p = head.size
+                else:
+                    return  # a partial tail: end of data
+            position += p
+
+    def find_offset_by_timestamp(self, timestamp: int, start_offset: int) -> BatchPosition | None:
+        """The first batch at or after `start_offset` whose maxTimestamp is >= `timestamp`."""
+        _ts, indexed_offset = self.time_index.lookup(timestamp)
+        position = self.offset_index.lookup(max(indexed_offset, start_offset))[1]
+        for file_pos, _view, _p, header in self.scan(position, validate=False):
+            if header.max_timestamp >= timestamp and header.last_offset >= start_offset:
+                return BatchPosition(file_pos, header)
+        return None
+
+    def read_next_offset(self) -> int:
+        """The offset after the segment's last batch (its base offset when empty)."""
+        start = self.offset_index.last_entry()[1]
+        next_offset = self.base_offset
+        for _pos, _view, _p, header in self.scan(start, validate=False):
+            next_offset = header.next_offset
+        return next_offset
+
+    # --- recovery and truncation -----------------------------------------------
+
+    def recover(self, on_batch: BatchVisitor | None = None) -> int:
+        """Rebuild both indexes from the `.log`, cutting it at the first invalid
+        batch. Returns the number of bytes truncated."""
+        self.offset_index.reset()
+        self.time_index.reset()
+        valid_bytes = 0
+        last_indexed = 0
+        max_ts = -1
+        offset_of_max = self.base_offset
+        previous_last = self.base_offset - 1
+        try:
+            for position, view, p, header in self.scan(0, validate=True):
+                if header.base_offset <= previous_last or not self.can_hold_offset(
+                    header.last_offset
+                ):
+                    raise CorruptRecordError(
+                        f"batch at position {position} of {self.log_path} has offsets "
+                        f"{header.base_offset}..{header.last_offset}, not after {previous_last}"
+                    )
+                if header.max_timestamp > max_ts:
+                    max_ts, offset_of_max = header.max_timestamp, header.last_offset
+                if valid_bytes - last_indexed > self.index_interval_bytes:
+                    self.offset_index.append(header.last_offset, valid_bytes)
+                    self.time_index.maybe_append(max_ts, offset_of_max)
+                    last_indexed = valid_bytes
+                valid_bytes += header.size
+                previous_last = header.last_offset
+                if on_batch is not None:
+                    on_batch(view, p, header)
+        except CorruptRecordError:
+            pass  # everything from the first bad byte on is truncated below
+        truncated = self.size - valid_bytes
+        if truncated:
+            self._truncate_file(valid_bytes)
+        self.offset_index.trim_to_valid_size()
+        self.time_index.maybe_append(max_ts, offset_of_max, skip_full_check=True)
+        self.time_index.trim_to_valid_size()
+        self._max_timestamp, self._offset_of_max_timestamp = max_ts, offset_of_max
+        self._rolling_base_timestamp = None
+        self.bytes_since_last_index_entry = valid_bytes - last_indexed
+        return truncated
+
+    def truncate_to(self, offset: int) -> int:
+        """Drop every batch at or after `offset`; returns the bytes removed."""
+        found = self.translate_offset(offset)
+        if found is None:
+            return 0
+        self.offset_index.truncate_to(offset)
+        self.time_index.truncate_to(offset)
+        self.offset_index.resize(self.offset_index.max_index_size)
+        self.time_index.resize(self.time_index.max_index_size)
+        removed = self.size - found.position
+        self._truncate_file(found.position)
+        if self.size == 0:
+            self._rolling_base_timestamp = None
+        self.bytes_since_last_index_entry = 0
+        self._max_timestamp = None  # reloaded from the truncated time index
+        ts, off = self.time_index.last_entry()
+        self._max_timestamp, self._offset_of_max_timestamp = ts, off
+        return removed
+
+    def _truncate_file(self, size: int) -> None:
+        try:
+            os.ftruncate(self._fd, size)
+        except OSError as e:
+            raise KafkaStorageError(f"cannot truncate {self.log_path}: {e}") from e
+        self.size = size
+
+    def sanity_check(self) -> None:
+        """Cheap checks on a segment that recovery did not scan; raises CorruptIndexError."""
+        self.offset_index.sanity_check()
+        self.time_index.sanity_check()
+        last_offset, last_position = self.offset_index.last_entry()
+        if last_position > self.size or (
+            self.offset_index.entries > 1
+            and self.offset_index.entry(self.offset_index.entries - 2)[0] >= last_offset
+        ):
+            raise CorruptIndexError(
+                f"index {self.offset_index.path} does not match {self.log_path}: last entry "
+                f"({last_offset}, {last_position}), log size {self.size}"
+            )
+        if self.offset_index.entries and self._header_at(last_position) is None:
+            raise CorruptIndexError(
+                f"index {self.offset_index.path} points at position {last_position}, "
+                f"where {self.log_path} holds no batch"
+            )
+
+    # --- lifecycle --------------------------------------------------------------
+
+    def on_becoming_inactive(self) -> None:
+        """On roll: the time index's final entry, then trim both indexes."""
+        self.time_index.maybe_append(
+            self.max_timestamp_so_far, self.offset_of_max_timestamp, skip_full_check=True
+        )
+        self.offset_index.trim_to_valid_size()
+        self.time_index.trim_to_valid_size()
+
+    def flush(self) -> None:
+        try:
+            os.fsync(self._fd)
+        except OSError as e:
+            raise KafkaStorageError(f"cannot fsync {self.log_path}: {e}") from e
+        self.offset_index.flush()
+        self.time_index.flush()
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        if self.max_timestamp_so_far >= 0:
+            self.time_index.maybe_append(
+                self.max_timestamp_so_far, self.offset_of_max_timestamp, skip_full_check=True
+            )
+        self.offset_index.close()
+        self.time_index.close()
+        os.close(self._fd)
+        self._closed = True
+
+    def rename_with_suffix(self, suffix: str) -> None:
+        """Rename all three files, e.g. adding `.deleted`; the segment keeps working."""
+        new_log = Path(str(self.log_path) + suffix)
+        os.rename(self.log_path, new_log)
+        self.log_path = new_log
+        self.offset_index.rename_to(Path(str(self.offset_index.path) + suffix))
+        self.time_index.rename_to(Path(str(self.time_index.path) + suffix))
+
+    def delete(self) -> None:
+        self.offset_index.delete()
+        self.time_index.delete()
+        if not self._closed:
+            os.close(self._fd)
+            self._closed = True
+        try:
+            os.unlink(self.log_path)
+        except FileNotFoundError:
+            pass
+
+    @property
+    def last_modified_ms(self) -> int:
+        return int(os.stat(self.log_path).st_mtime * 1000)
+
+    def __repr__(self) -> str:
+        return f"LogSegment({self.log_path.name}, size={self.size})"
