@@ -45,6 +45,9 @@ _XERIAL_BLOCK = 32 * 1024  # snappy-java's default block size
 # Decompressed data may not exceed this: a small corrupt or hostile payload
 # must not be able to allocate without bound.
 MAX_DECOMPRESSED_BYTES = 256 * 1024 * 1024
+# A frame that does not declare its size is fed in steps this small: zstd expands
+# at most ~32768x, so one step can overshoot the limit by at most ~32 MiB.
+_ZSTD_UNSIZED_STEP = 1024
 
 
 def compress(codec: CompressionType, data: bytes) -> bytes:
@@ -60,7 +63,8 @@ def compress(codec: CompressionType, data: bytes) -> bytes:
             out += block
         return bytes(out)
     if codec == CompressionType.LZ4:
-        return lz4.frame.compress(data)
+        # Kafka's Java reader refuses linked blocks ("Dependent block stream is unsupported").
+        return lz4.frame.compress(data, block_linked=False)
     if codec == CompressionType.ZSTD:
         return zstandard.ZstdCompressor(level=3).compress(data)
     raise CorruptRecordError(f"unknown compression codec id {int(codec)}")
@@ -83,21 +87,92 @@ def decompress(codec: int, data: bytes | memoryview) -> bytes:
 def _decompress(codec: int, data: bytes) -> bytes:
     if codec == CompressionType.NONE:
         return data
+    if not data:
+        raise CorruptRecordError("compressed record data is empty")
     if codec == CompressionType.GZIP:
-        d = zlib.decompressobj(wbits=31)
-        out = d.decompress(data, MAX_DECOMPRESSED_BYTES)
-        if d.unconsumed_tail:
-            raise CorruptRecordError("gzip record data expands beyond the decompression limit")
-        return out
+        return _gzip_decompress(data)
     if codec == CompressionType.SNAPPY:
         if data.startswith(_XERIAL_MAGIC):
             return _xerial_decompress(data)
+        _check_limit(_snappy_raw_length(data), "snappy")
         return bytes(cramjam.snappy.decompress_raw(data))
     if codec == CompressionType.LZ4:
-        return lz4.frame.decompress(data)
+        return _lz4_decompress(data)
     if codec == CompressionType.ZSTD:
-        return zstandard.ZstdDecompressor().decompress(data, max_output_size=MAX_DECOMPRESSED_BYTES)
+        return _zstd_decompress(data)
     raise CorruptRecordError(f"unknown compression codec id {codec}")
+
+
+def _check_limit(size: int, codec: str) -> None:
+    if size > MAX_DECOMPRESSED_BYTES:
+        raise CorruptRecordError(
+            f"{codec} record data expands beyond the decompression limit "
+            f"of {MAX_DECOMPRESSED_BYTES} bytes"
+        )
+
+
+def _gzip_decompress(data: bytes) -> bytes:
+    """Every member of the stream, each checked to its end (CRC and length)."""
+    out = bytearray()
+    rest = data
+    while rest:
+        d = zlib.decompressobj(wbits=31)
+        out += d.decompress(rest, MAX_DECOMPRESSED_BYTES + 1 - len(out))
+        _check_limit(len(out), "gzip")
+        if d.unconsumed_tail:
+            _check_limit(MAX_DECOMPRESSED_BYTES + 1, "gzip")
+        if not d.eof:
+            raise CorruptRecordError("gzip record data ends before its stream does")
+        rest = d.unused_data
+    return bytes(out)
+
+
+def _lz4_decompress(data: bytes) -> bytes:
+    out = bytearray()
+    rest = data
+    while rest:
+        d = lz4.frame.LZ4FrameDecompressor()
+        out += d.decompress(rest, max_length=MAX_DECOMPRESSED_BYTES + 1 - len(out))
+        _check_limit(len(out), "lz4")
+        if not d.eof:
+            if d.needs_input:
+                raise CorruptRecordError("lz4 record data ends before its frame does")
+            _check_limit(MAX_DECOMPRESSED_BYTES + 1, "lz4")
+        rest = d.unused_data
+    return bytes(out)
+
+
+def _zstd_decompress(data: bytes) -> bytes:
+    """Every frame, each checked to its end, without trusting a frame's declared size."""
+    out = bytearray()
+    rest = data
+    while rest:
+        declared = zstandard.frame_content_size(rest)
+        if declared >= 0:
+            _check_limit(len(out) + declared, "zstd")
+            step = len(rest)  # the declared size bounds the output
+        else:
+            step = _ZSTD_UNSIZED_STEP
+        d = zstandard.ZstdDecompressor().decompressobj()
+        pos = 0
+        while not d.eof and pos < len(rest):
+            out += d.decompress(rest[pos : pos + step])
+            pos += step
+            _check_limit(len(out), "zstd")
+        if not d.eof:
+            raise CorruptRecordError("zstd record data ends before its frame does")
+        rest = d.unused_data
+    return bytes(out)
+
+
+def _snappy_raw_length(data: bytes) -> int:
+    """Raw snappy starts with the uncompressed length as an unsigned varint."""
+    length = 0
+    for i in range(min(5, len(data))):
+        length |= (data[i] & 0x7F) << (7 * i)
+        if not data[i] & 0x80:
+            return length
+    raise CorruptRecordError("raw snappy record data has no valid length header")
 
 
 def _xerial_decompress(data: bytes) -> bytes:
@@ -110,8 +185,8 @@ def _xerial_decompress(data: bytes) -> bytes:
         pos += 4
         if size < 0 or pos + size > len(data):
             raise CorruptRecordError("xerial snappy block length runs past the data")
-        out += cramjam.snappy.decompress_raw(data[pos : pos + size])
+        block = data[pos : pos + size]
+        _check_limit(len(out) + _snappy_raw_length(block), "snappy")
+        out += cramjam.snappy.decompress_raw(block)
         pos += size
-        if len(out) > MAX_DECOMPRESSED_BYTES:
-            raise CorruptRecordError("snappy record data expands beyond the decompression limit")
     return bytes(out)

@@ -259,6 +259,11 @@ def check_batch(buf: Buffer, pos: int = 0) -> BatchHeader:
             f"batch at position {pos} (baseOffset {header.base_offset}) failed its CRC check: "
             f"stored 0x{header.crc:08x}, computed 0x{actual:08x}"
         )
+    if header.attributes & _CODEC_MASK > max(CompressionType):
+        raise CorruptRecordError(
+            f"batch at position {pos} (baseOffset {header.base_offset}) names unknown "
+            f"compression codec id {header.attributes & _CODEC_MASK}"
+        )
     if header.last_offset_delta < 0:
         raise CorruptRecordError(
             f"batch at position {pos} has a negative lastOffsetDelta {header.last_offset_delta}"
