@@ -1,2 +1,86 @@
-def main() -> int:
-    return 0
+"""The `seglog` command: one entry point, a subcommand per tool (as Kafka ships
+kafka-dump-log, kafka-topics, ... as separate scripts)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from seglog.storage.errors import StorageError
+
+
+def _dump_log(args: argparse.Namespace) -> int:
+    from seglog.storage.dump_log import DumpOptions, dump_files
+
+    options = DumpOptions(
+        print_data_log=args.print_data_log,
+        deep_iteration=args.deep_iteration or args.print_data_log,
+        verify_index_only=args.verify_index_only,
+        index_sanity_check=args.index_sanity_check,
+        max_bytes=args.max_bytes,
+    )
+    return dump_files([Path(f) for f in args.files], options, sys.stdout)
+
+
+def _demo(args: argparse.Namespace) -> int:
+    from seglog.node.demo import run_demo
+
+    return run_demo(Path(args.data_dir), records=args.records, out=sys.stdout)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="seglog", description="A replicated commit log with Kafka's on-disk format."
+    )
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    dump = sub.add_parser(
+        "dump-log",
+        help="decode .log, .index, .timeindex, .snapshot and checkpoint files",
+        description="Like kafka-dump-log: decode segment, index, snapshot and checkpoint files.",
+    )
+    dump.add_argument("--files", nargs="+", required=True, metavar="FILE")
+    dump.add_argument("--print-data-log", action="store_true", help="print each record")
+    dump.add_argument(
+        "--deep-iteration", action="store_true", help="decode every record of every batch"
+    )
+    dump.add_argument(
+        "--verify-index-only", action="store_true", help="check indexes against the log only"
+    )
+    dump.add_argument(
+        "--index-sanity-check", action="store_true", help="only run the index sanity checks"
+    )
+    dump.add_argument(
+        "--max-bytes", type=int, default=2**31 - 1, help="stop reading a .log after this many bytes"
+    )
+    dump.set_defaults(func=_dump_log)
+
+    demo = sub.add_parser(
+        "demo",
+        help="write a demo partition log (several segments, codecs, an idempotent producer) "
+        "and dump it",
+    )
+    demo.add_argument("--data-dir", default="data/demo", help="log directory to write into")
+    demo.add_argument("--records", type=int, default=20_000)
+    demo.set_defaults(func=_demo)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return int(args.func(args))
+    except StorageError as e:
+        print(f"seglog {args.command}: {e.error_name}: {e}", file=sys.stderr)
+        return 1
+    except (OSError, ValueError) as e:
+        print(f"seglog {args.command}: {e}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,94 @@
+from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
+from google.protobuf import descriptor as _descriptor
+from typing import ClassVar as _ClassVar
+
+DESCRIPTOR: _descriptor.FileDescriptor
+
+class ErrorCode(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    NONE: _ClassVar[ErrorCode]
+    OFFSET_OUT_OF_RANGE: _ClassVar[ErrorCode]
+    CORRUPT_MESSAGE: _ClassVar[ErrorCode]
+    UNKNOWN_TOPIC_OR_PARTITION: _ClassVar[ErrorCode]
+    INVALID_FETCH_SIZE: _ClassVar[ErrorCode]
+    LEADER_NOT_AVAILABLE: _ClassVar[ErrorCode]
+    NOT_LEADER_OR_FOLLOWER: _ClassVar[ErrorCode]
+    REQUEST_TIMED_OUT: _ClassVar[ErrorCode]
+    BROKER_NOT_AVAILABLE: _ClassVar[ErrorCode]
+    REPLICA_NOT_AVAILABLE: _ClassVar[ErrorCode]
+    MESSAGE_TOO_LARGE: _ClassVar[ErrorCode]
+    NETWORK_EXCEPTION: _ClassVar[ErrorCode]
+    COORDINATOR_NOT_AVAILABLE: _ClassVar[ErrorCode]
+    INVALID_TOPIC_EXCEPTION: _ClassVar[ErrorCode]
+    RECORD_LIST_TOO_LARGE: _ClassVar[ErrorCode]
+    NOT_ENOUGH_REPLICAS: _ClassVar[ErrorCode]
+    NOT_ENOUGH_REPLICAS_AFTER_APPEND: _ClassVar[ErrorCode]
+    INVALID_REQUIRED_ACKS: _ClassVar[ErrorCode]
+    INVALID_TIMESTAMP: _ClassVar[ErrorCode]
+    UNSUPPORTED_VERSION: _ClassVar[ErrorCode]
+    TOPIC_ALREADY_EXISTS: _ClassVar[ErrorCode]
+    INVALID_PARTITIONS: _ClassVar[ErrorCode]
+    INVALID_REPLICATION_FACTOR: _ClassVar[ErrorCode]
+    INVALID_REPLICA_ASSIGNMENT: _ClassVar[ErrorCode]
+    INVALID_CONFIG: _ClassVar[ErrorCode]
+    NOT_CONTROLLER: _ClassVar[ErrorCode]
+    INVALID_REQUEST: _ClassVar[ErrorCode]
+    POLICY_VIOLATION: _ClassVar[ErrorCode]
+    OUT_OF_ORDER_SEQUENCE_NUMBER: _ClassVar[ErrorCode]
+    DUPLICATE_SEQUENCE_NUMBER: _ClassVar[ErrorCode]
+    INVALID_PRODUCER_EPOCH: _ClassVar[ErrorCode]
+    INVALID_TXN_STATE: _ClassVar[ErrorCode]
+    KAFKA_STORAGE_ERROR: _ClassVar[ErrorCode]
+    UNKNOWN_PRODUCER_ID: _ClassVar[ErrorCode]
+    FENCED_LEADER_EPOCH: _ClassVar[ErrorCode]
+    UNKNOWN_LEADER_EPOCH: _ClassVar[ErrorCode]
+    OFFSET_NOT_AVAILABLE: _ClassVar[ErrorCode]
+    PREFERRED_LEADER_NOT_AVAILABLE: _ClassVar[ErrorCode]
+    ELIGIBLE_LEADERS_NOT_AVAILABLE: _ClassVar[ErrorCode]
+    INVALID_RECORD: _ClassVar[ErrorCode]
+    FENCED_INSTANCE_ID: _ClassVar[ErrorCode]
+    INVALID_UPDATE_VERSION: _ClassVar[ErrorCode]
+    UNKNOWN_SERVER_ERROR: _ClassVar[ErrorCode]
+NONE: ErrorCode
+OFFSET_OUT_OF_RANGE: ErrorCode
+CORRUPT_MESSAGE: ErrorCode
+UNKNOWN_TOPIC_OR_PARTITION: ErrorCode
+INVALID_FETCH_SIZE: ErrorCode
+LEADER_NOT_AVAILABLE: ErrorCode
+NOT_LEADER_OR_FOLLOWER: ErrorCode
+REQUEST_TIMED_OUT: ErrorCode
+BROKER_NOT_AVAILABLE: ErrorCode
+REPLICA_NOT_AVAILABLE: ErrorCode
+MESSAGE_TOO_LARGE: ErrorCode
+NETWORK_EXCEPTION: ErrorCode
+COORDINATOR_NOT_AVAILABLE: ErrorCode
+INVALID_TOPIC_EXCEPTION: ErrorCode
+RECORD_LIST_TOO_LARGE: ErrorCode
+NOT_ENOUGH_REPLICAS: ErrorCode
+NOT_ENOUGH_REPLICAS_AFTER_APPEND: ErrorCode
+INVALID_REQUIRED_ACKS: ErrorCode
+INVALID_TIMESTAMP: ErrorCode
+UNSUPPORTED_VERSION: ErrorCode
+TOPIC_ALREADY_EXISTS: ErrorCode
+INVALID_PARTITIONS: ErrorCode
+INVALID_REPLICATION_FACTOR: ErrorCode
+INVALID_REPLICA_ASSIGNMENT: ErrorCode
+INVALID_CONFIG: ErrorCode
+NOT_CONTROLLER: ErrorCode
+INVALID_REQUEST: ErrorCode
+POLICY_VIOLATION: ErrorCode
+OUT_OF_ORDER_SEQUENCE_NUMBER: ErrorCode
+DUPLICATE_SEQUENCE_NUMBER: ErrorCode
+INVALID_PRODUCER_EPOCH: ErrorCode
+INVALID_TXN_STATE: ErrorCode
+KAFKA_STORAGE_ERROR: ErrorCode
+UNKNOWN_PRODUCER_ID: ErrorCode
+FENCED_LEADER_EPOCH: ErrorCode
+UNKNOWN_LEADER_EPOCH: ErrorCode
+OFFSET_NOT_AVAILABLE: ErrorCode
+PREFERRED_LEADER_NOT_AVAILABLE: ErrorCode
+ELIGIBLE_LEADERS_NOT_AVAILABLE: ErrorCode
+INVALID_RECORD: ErrorCode
+FENCED_INSTANCE_ID: ErrorCode
+INVALID_UPDATE_VERSION: ErrorCode
+UNKNOWN_SERVER_ERROR: ErrorCode
