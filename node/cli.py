@@ -30,6 +30,14 @@ def _demo(args: argparse.Namespace) -> int:
     return run_demo(Path(args.data_dir), records=args.records, out=sys.stdout)
 
 
+def _node(args: argparse.Namespace) -> int:
+    from seglog.node.config import NodeConfig
+    from seglog.node.server import run_node
+
+    config = NodeConfig.load(Path(args.config), args.override or [])
+    return run_node(config, args.log_level)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="seglog", description="A replicated commit log with Kafka's on-disk format."
@@ -56,6 +64,18 @@ def build_parser() -> argparse.ArgumentParser:
         "--max-bytes", type=int, default=2**31 - 1, help="stop reading a .log after this many bytes"
     )
     dump.set_defaults(func=_dump_log)
+
+    node = sub.add_parser(
+        "node",
+        help="run a node (broker and controller) from a server.properties file",
+        description="Run a seglog node. SIGTERM or Ctrl-C shuts it down cleanly.",
+    )
+    node.add_argument("--config", required=True, help="server.properties with Kafka's names")
+    node.add_argument(
+        "--override", action="append", metavar="KEY=VALUE", help="override one setting"
+    )
+    node.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
+    node.set_defaults(func=_node)
 
     demo = sub.add_parser(
         "demo",

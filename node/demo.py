@@ -42,7 +42,7 @@ def run_demo(data_dir: Path, records: int, out: TextIO) -> int:
         batch = build_batch(
             [
                 NewRecord(
-                    value=f"page-{rng.randrange(100)} visited by user-{rng.randrange(10_000)}".encode(),
+                    value=f"page-{rng.randrange(100)} by user-{rng.randrange(10_000)}".encode(),
                     key=f"user-{rng.randrange(10_000)}".encode(),
                     timestamp=base_ts + b * 10 + i,
                     headers=[("source", b"demo")],

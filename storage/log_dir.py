@@ -24,6 +24,8 @@ from .log import Log, now_ms, parse_partition_dir
 from .log_config import LogConfig
 
 TopicPartition = tuple[str, int]
+# Logs a consensus layer owns (KRaft's metadata log), not the log manager.
+RAFT_MANAGED_TOPICS = frozenset({"__cluster_metadata"})
 _SPECIAL_DIR = re.compile(r"^(\S+)-(\S+)\.(\S+)-(delete|future|stray)$")
 
 
@@ -60,6 +62,8 @@ class LogDirectory:
                 tp = parse_partition_dir(entry.name)
             except StorageError:
                 continue  # not a partition (e.g. an operator's own folder)
+            if tp[0] in RAFT_MANAGED_TOPICS:
+                continue
             config = (topic_configs or {}).get(tp[0], broker_config)
             self.logs[tp] = Log.open(
                 entry,

@@ -1,0 +1,228 @@
+"""The client's view of the cluster: gRPC channels per node and a metadata cache
+(who leads each partition, at which leader epoch), refreshed from any node."""
+
+from __future__ import annotations
+
+import random
+import threading
+import time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from typing import TypeVar
+
+import grpc
+
+from seglog.proto import client_pb2 as pb
+from seglog.proto import client_pb2_grpc
+
+from .errors import KafkaError, KafkaTimeoutError, NoBrokersAvailable, NodeNotReadyError, for_code
+
+T = TypeVar("T")
+
+# 64 MiB: a fetch may return up to fetch.max.bytes (50 MiB) plus framing.
+MAX_MESSAGE_BYTES = 64 * 1024 * 1024
+CHANNEL_OPTIONS = [
+    ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
+    ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
+    ("grpc.keepalive_time_ms", 30_000),
+]
+
+
+@dataclass(frozen=True, slots=True)
+class TopicPartition:
+    """kafka-python's TopicPartition shape."""
+
+    topic: str
+    partition: int
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionInfo:
+    topic: str
+    partition: int
+    leader: int  # -1: none
+    leader_epoch: int
+    replicas: tuple[int, ...]
+    isr: tuple[int, ...]
+
+
+def parse_bootstrap(servers: str | Sequence[str]) -> list[tuple[str, int]]:
+    """`"h1:9092,h2:9093"` or `["h1:9092", ...]` → [(host, port)]; a clear error otherwise."""
+    items = servers.split(",") if isinstance(servers, str) else list(servers)
+    out = []
+    for item in items:
+        item = item.strip()
+        if not item:
+            continue
+        host, sep, port = item.rpartition(":")
+        if not sep or not host or not port.isdigit():
+            raise ValueError(f"bootstrap server {item!r} is not host:port")
+        out.append((host.strip("[]"), int(port)))
+    if not out:
+        raise ValueError("bootstrap_servers is empty")
+    return out
+
+
+def call(fn: Callable[..., T], request: object, timeout_s: float) -> T:
+    """One RPC; transport failures become retriable client errors."""
+    try:
+        return fn(request, timeout=timeout_s)
+    except grpc.RpcError as e:
+        code = e.code() if hasattr(e, "code") else None
+        detail = e.details() if hasattr(e, "details") else str(e)
+        if code == grpc.StatusCode.DEADLINE_EXCEEDED:
+            raise KafkaTimeoutError(f"no answer within {timeout_s:.1f}s: {detail}") from e
+        if code in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.CANCELLED):
+            raise NodeNotReadyError(str(detail)) from e
+        raise KafkaError(f"{code}: {detail}") from e
+
+
+class Connections:
+    """One channel per node address, shared by every thread of a client."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._channels: dict[tuple[str, int], grpc.Channel] = {}
+        self._stubs: dict[tuple[str, int], client_pb2_grpc.SegLogStub] = {}
+
+    def stub(self, address: tuple[str, int]) -> client_pb2_grpc.SegLogStub:
+        with self._lock:
+            stub = self._stubs.get(address)
+            if stub is None:
+                channel = grpc.insecure_channel(f"{address[0]}:{address[1]}", CHANNEL_OPTIONS)
+                self._channels[address] = channel
+                stub = self._stubs[address] = client_pb2_grpc.SegLogStub(channel)
+            return stub
+
+    def close(self) -> None:
+        with self._lock:
+            for channel in self._channels.values():
+                channel.close()
+            self._channels.clear()
+            self._stubs.clear()
+
+
+class ClusterMetadata:
+    def __init__(
+        self,
+        bootstrap_servers: str | Sequence[str],
+        connections: Connections | None = None,
+        request_timeout_ms: int = 30_000,
+        metadata_max_age_ms: int = 300_000,
+    ) -> None:
+        self.bootstrap = parse_bootstrap(bootstrap_servers)
+        self.connections = connections or Connections()
+        self.request_timeout_s = request_timeout_ms / 1000
+        self.max_age_s = metadata_max_age_ms / 1000
+        self._lock = threading.Lock()
+        self.brokers: dict[int, tuple[str, int]] = {}
+        self.controller_id = -1
+        self.cluster_id = ""
+        self._partitions: dict[str, dict[int, PartitionInfo]] = {}
+        self._topic_errors: dict[str, KafkaError] = {}
+        self._updated_at = 0.0
+        self._need_update = True
+
+    # --- refresh ----------------------------------------------------------------
+
+    def request_update(self) -> None:
+        self._need_update = True
+
+    def stale(self) -> bool:
+        return self._need_update or time.monotonic() - self._updated_at > self.max_age_s
+
+    def refresh(
+        self, topics: Iterable[str] | None = None, allow_auto_topic_creation: bool = False
+    ) -> pb.MetadataResponse:
+        """Ask any reachable node (known brokers first, then the bootstrap list)."""
+        names = sorted(set(topics)) if topics is not None else None
+        request = pb.MetadataRequest(
+            topics=names or [],
+            all_topics=names is None,
+            allow_auto_topic_creation=allow_auto_topic_creation,
+        )
+        candidates = list(self.brokers.values())
+        random.shuffle(candidates)
+        candidates += [a for a in self.bootstrap if a not in candidates]
+        errors = []
+        for address in candidates:
+            try:
+                response = call(
+                    self.connections.stub(address).Metadata, request, self.request_timeout_s
+                )
+            except KafkaError as e:
+                errors.append(f"{address[0]}:{address[1]}: {e}")
+                continue
+            self._apply(response, names)
+            return response
+        raise NoBrokersAvailable("; ".join(errors) or "no bootstrap servers")
+
+    def _apply(self, response: pb.MetadataResponse, names: list[str] | None) -> None:
+        with self._lock:
+            self.brokers = {b.node_id: (b.host, b.port) for b in response.brokers}
+            self.controller_id = response.controller_id
+            self.cluster_id = response.cluster_id
+            if names is None:
+                self._partitions.clear()
+                self._topic_errors.clear()
+            for t in response.topics:
+                if t.error_code:
+                    self._partitions.pop(t.name, None)
+                    self._topic_errors[t.name] = for_code(t.error_code, t.error_message or t.name)
+                    continue
+                self._topic_errors.pop(t.name, None)
+                self._partitions[t.name] = {
+                    p.partition: PartitionInfo(
+                        t.name,
+                        p.partition,
+                        p.leader_id,
+                        p.leader_epoch,
+                        tuple(p.replica_nodes),
+                        tuple(p.isr_nodes),
+                    )
+                    for p in t.partitions
+                }
+            self._updated_at = time.monotonic()
+            self._need_update = False
+
+    # --- lookups -----------------------------------------------------------------
+
+    def topics(self) -> set[str]:
+        with self._lock:
+            return set(self._partitions)
+
+    def topic_error(self, topic: str) -> KafkaError | None:
+        with self._lock:
+            return self._topic_errors.get(topic)
+
+    def partitions_for(self, topic: str) -> dict[int, PartitionInfo] | None:
+        with self._lock:
+            parts = self._partitions.get(topic)
+            return dict(parts) if parts is not None else None
+
+    def partition(self, tp: TopicPartition) -> PartitionInfo | None:
+        with self._lock:
+            return self._partitions.get(tp.topic, {}).get(tp.partition)
+
+    def leader_for(self, tp: TopicPartition) -> int:
+        info = self.partition(tp)
+        return info.leader if info is not None else -1
+
+    def address(self, node_id: int) -> tuple[str, int] | None:
+        with self._lock:
+            return self.brokers.get(node_id)
+
+    def stub_for(self, node_id: int) -> client_pb2_grpc.SegLogStub:
+        address = self.address(node_id)
+        if address is None:
+            self.request_update()
+            raise NodeNotReadyError(f"node {node_id} is not in the cluster metadata")
+        return self.connections.stub(address)
+
+    def any_stub(self) -> client_pb2_grpc.SegLogStub:
+        with self._lock:
+            known = list(self.brokers.values())
+        return self.connections.stub(random.choice(known) if known else self.bootstrap[0])
+
+    def close(self) -> None:
+        self.connections.close()

@@ -1,0 +1,202 @@
+"""The node's log manager: every log directory of `log.dirs`, the partitions in them,
+and the background duties Kafka's LogManager runs (retention, delayed file
+deletion, flush, checkpoints). Each partition has a lock; every caller that
+touches a Log holds it."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from seglog.storage.errors import StorageError
+from seglog.storage.log import Log
+from seglog.storage.log_config import BrokerLogSettings, LogConfig
+from seglog.storage.log_dir import LogDirectory
+
+from .event_log import EventLogger
+
+TopicPartition = tuple[str, int]
+_log = EventLogger("log_manager")
+# The background loop wakes at least this often; each duty keeps its own interval.
+TICK_S = 0.5
+
+
+@dataclass
+class PartitionLog:
+    log: Log
+    directory: LogDirectory
+    lock: threading.RLock = field(default_factory=threading.RLock)
+
+
+class LogManager:
+    def __init__(
+        self,
+        log_dirs: tuple[Path, ...],
+        defaults: LogConfig,
+        settings: BrokerLogSettings,
+    ) -> None:
+        self.defaults = defaults
+        self.settings = settings
+        self.hw_interval_ms = settings.replica_high_watermark_checkpoint_interval_ms
+        self.dirs = [LogDirectory(p) for p in log_dirs]
+        self._partitions: dict[TopicPartition, PartitionLog] = {}
+        self._lock = threading.Lock()  # guards the partition map, not the logs
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self.had_clean_shutdown = True
+
+    # --- start-up ------------------------------------------------------------------
+
+    def load(self, topic_configs: dict[str, LogConfig] | None = None) -> None:
+        started = time.monotonic()
+        for d in self.dirs:
+            logs = d.load(self.defaults, topic_configs)
+            self.had_clean_shutdown &= d.had_clean_shutdown
+            for tp, log in logs.items():
+                self._partitions[tp] = PartitionLog(log, d)
+        _log.info(
+            "logs_loaded",
+            partitions=len(self._partitions),
+            clean_shutdown=self.had_clean_shutdown,
+            seconds=round(time.monotonic() - started, 3),
+        )
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._run, name="log-manager", daemon=True)
+        self._thread.start()
+
+    # --- partitions ----------------------------------------------------------------
+
+    def get(self, tp: TopicPartition) -> PartitionLog | None:
+        with self._lock:
+            return self._partitions.get(tp)
+
+    def partitions(self) -> dict[TopicPartition, PartitionLog]:
+        with self._lock:
+            return dict(self._partitions)
+
+    def get_or_create(
+        self, tp: TopicPartition, config: LogConfig, topic_id: str | None = None
+    ) -> PartitionLog:
+        with self._lock:
+            existing = self._partitions.get(tp)
+            if existing is not None:
+                return existing
+            # Kafka places a new partition in the directory holding the fewest.
+            directory = min(self.dirs, key=lambda d: len(d.logs))
+            log = directory.create_log(tp[0], tp[1], config, topic_id=topic_id)
+            plog = self._partitions[tp] = PartitionLog(log, directory)
+        _log.info("log_created", topic=tp[0], partition=tp[1], dir=str(directory.path))
+        return plog
+
+    def delete(self, tp: TopicPartition) -> None:
+        with self._lock:
+            plog = self._partitions.pop(tp, None)
+        if plog is None:
+            return
+        with plog.lock:
+            plog.directory.delete_log(*tp)
+        _log.info("log_deleted", topic=tp[0], partition=tp[1])
+
+    def update_config(self, tp: TopicPartition, config: LogConfig) -> None:
+        plog = self.get(tp)
+        if plog is not None:
+            with plog.lock:
+                plog.log.config = config
+
+    # --- background duties -----------------------------------------------------------
+
+    def _run(self) -> None:
+        s = self.settings
+        now = time.time() * 1000
+        due: dict[str, float] = {
+            "retention": now + s.log_initial_task_delay_ms,
+            "flush": now,
+            "recovery_checkpoint": now + s.log_flush_offset_checkpoint_interval_ms,
+            "hw_checkpoint": now + self.hw_interval_ms,
+        }
+        intervals: dict[str, int] = {
+            "retention": s.log_retention_check_interval_ms,
+            "flush": min(s.log_flush_scheduler_interval_ms, 1_000),
+            "recovery_checkpoint": s.log_flush_offset_checkpoint_interval_ms,
+            "hw_checkpoint": self.hw_interval_ms,
+        }
+        duties: dict[str, Callable[[int], None]] = {
+            "retention": self.run_retention,
+            "flush": self._flush_due,
+            "recovery_checkpoint": lambda _t: self.checkpoint(),
+            "hw_checkpoint": lambda _t: self.checkpoint(),
+        }
+        while not self._stop.wait(TICK_S):
+            t = int(time.time() * 1000)
+            for name, at in due.items():
+                if t < at:
+                    continue
+                due[name] = t + intervals[name]
+                try:
+                    duties[name](t)
+                except StorageError:
+                    _log.error("background_duty_failed", exc=True, duty=name)
+            self._remove_deleted(t)
+
+    def run_retention(self, t: int) -> int:
+        deleted = 0
+        for tp, plog in self.partitions().items():
+            with plog.lock:
+                n = plog.log.delete_old_segments(time_ms=t)
+            if n:
+                deleted += n
+                _log.info(
+                    "segments_deleted",
+                    topic=tp[0],
+                    partition=tp[1],
+                    segments=n,
+                    log_start_offset=plog.log.log_start_offset,
+                )
+        return deleted
+
+    def _remove_deleted(self, t: int) -> None:
+        for plog in self.partitions().values():
+            with plog.lock:
+                plog.log.remove_deleted_files(time_ms=t)
+
+    def _flush_due(self, t: int) -> None:
+        for plog in self.partitions().values():
+            with plog.lock:
+                plog.log.flush_if_due(time_ms=t)
+
+    def checkpoint(self) -> None:
+        for d in self.dirs:
+            with self._lock:
+                plogs = [p for p in self._partitions.values() if p.directory is d]
+            # Hold every partition lock of the directory while reading its offsets
+            # so the checkpoint sees one consistent state per log.
+            for p in plogs:
+                p.lock.acquire()
+            try:
+                d.checkpoint()
+            finally:
+                for p in plogs:
+                    p.lock.release()
+
+    # --- shutdown ------------------------------------------------------------------------
+
+    def shutdown(self, broker_epoch: int = -1) -> None:
+        """Clean shutdown: snapshots, trimmed indexes, checkpoints, then the marker."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=10)
+        for d in self.dirs:
+            with self._lock:
+                plogs = [p for p in self._partitions.values() if p.directory is d]
+            for p in plogs:
+                p.lock.acquire()
+            try:
+                d.close(broker_epoch)
+            finally:
+                for p in plogs:
+                    p.lock.release()
+        _log.info("logs_closed", partitions=len(self._partitions))

@@ -1,0 +1,327 @@
+"""The gRPC SegLog service: turns protobuf requests into calls on the replica
+manager and the controller, and their results back into responses. No logic
+of its own beyond request shape checks."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import grpc
+
+from seglog.proto import client_pb2 as pb
+from seglog.proto import client_pb2_grpc, errors_pb2
+from seglog.replication.cluster_control import ControlError
+from seglog.storage.errors import InvalidConfigError
+
+from .event_log import EventLogger
+from .replica_manager import FetchSpec, ReplicaManager
+
+_log = EventLogger("servicer")
+E = errors_pb2.ErrorCode
+
+
+def code(name: str) -> int:
+    try:
+        return E.Value(name)
+    except ValueError:
+        return E.Value("UNKNOWN_SERVER_ERROR")
+
+
+class NodeServices:
+    """What the servicer needs from the node (kept narrow for tests)."""
+
+    node_id: int
+    cluster_id: str
+    replica_manager: ReplicaManager
+    fetch_max_bytes: int
+    num_partitions: int
+    default_replication_factor: int
+    auto_create_topics_enable: bool
+
+    def metadata_image(self) -> Any: ...
+    def controller_id(self) -> int: ...
+    def create_topic(
+        self, name: str, partitions: int, rf: int, configs: dict[str, str], validate_only: bool
+    ) -> str: ...
+    def delete_topic(self, name: str) -> None: ...
+    def alter_configs(
+        self, topic: str, changes: dict[str, str | None], validate_only: bool
+    ) -> None: ...
+    def describe_topic_config(self, topic: str) -> list[tuple[str, str, int]]: ...
+    def next_producer_id(self) -> int: ...
+
+
+class SegLogServicer(client_pb2_grpc.SegLogServicer):
+    def __init__(self, node: NodeServices) -> None:
+        self.node = node
+
+    # --- metadata ------------------------------------------------------------------
+
+    def Metadata(
+        self, request: pb.MetadataRequest, context: grpc.ServicerContext
+    ) -> pb.MetadataResponse:  # noqa: N802
+        image = self.node.metadata_image()
+        response = pb.MetadataResponse(
+            cluster_id=self.node.cluster_id, controller_id=self.node.controller_id()
+        )
+        for b in sorted(image.brokers.values(), key=lambda b: b.broker_id):
+            response.brokers.add(node_id=b.broker_id, host=b.host, port=b.port, fenced=b.fenced)
+        names = sorted(image.topics) if request.all_topics else list(request.topics)
+        for name in names:
+            topic = image.topics.get(name)
+            if (
+                topic is None
+                and request.allow_auto_topic_creation
+                and self.node.auto_create_topics_enable
+            ):
+                try:
+                    self.node.create_topic(
+                        name,
+                        self.node.num_partitions,
+                        self.node.default_replication_factor,
+                        {},
+                        False,
+                    )
+                except ControlError as e:
+                    if e.error_name != "TOPIC_ALREADY_EXISTS":
+                        response.topics.add(
+                            name=name, error_code=code(e.error_name), error_message=str(e)
+                        )
+                        continue
+                image = self.node.metadata_image()
+                topic = image.topics.get(name)
+            if topic is None:
+                response.topics.add(
+                    name=name,
+                    error_code=E.UNKNOWN_TOPIC_OR_PARTITION,
+                    error_message=f"topic {name!r} does not exist",
+                )
+                continue
+            t = response.topics.add(name=name, topic_id=topic.topic_id)
+            for p, state in sorted(topic.partitions.items()):
+                t.partitions.add(
+                    partition=p,
+                    leader_id=state.leader,
+                    leader_epoch=state.leader_epoch,
+                    replica_nodes=state.replicas,
+                    isr_nodes=state.isr,
+                    partition_epoch=state.partition_epoch,
+                    offline_replicas=[
+                        r
+                        for r in state.replicas
+                        if r not in image.brokers or image.brokers[r].fenced
+                    ],
+                )
+        return response
+
+    # --- admin ---------------------------------------------------------------------
+
+    def CreateTopics(
+        self, request: pb.CreateTopicsRequest, context: grpc.ServicerContext
+    ) -> pb.CreateTopicsResponse:  # noqa: N802
+        response = pb.CreateTopicsResponse()
+        for t in request.topics:
+            partitions = t.num_partitions if t.num_partitions != -1 else self.node.num_partitions
+            rf = t.replication_factor
+            if rf == -1:
+                rf = self.node.default_replication_factor
+            try:
+                topic_id = self.node.create_topic(
+                    t.name, partitions, rf, dict(t.configs), request.validate_only
+                )
+                response.topics.add(
+                    name=t.name, topic_id=topic_id, num_partitions=partitions, replication_factor=rf
+                )
+            except ControlError as e:
+                response.topics.add(
+                    name=t.name, error_code=code(e.error_name), error_message=str(e)
+                )
+        return response
+
+    def DeleteTopics(
+        self, request: pb.DeleteTopicsRequest, context: grpc.ServicerContext
+    ) -> pb.DeleteTopicsResponse:  # noqa: N802
+        response = pb.DeleteTopicsResponse()
+        for name in request.names:
+            try:
+                self.node.delete_topic(name)
+                response.topics.add(name=name)
+            except ControlError as e:
+                response.topics.add(name=name, error_code=code(e.error_name), error_message=str(e))
+        return response
+
+    def DescribeConfigs(
+        self, request: pb.DescribeConfigsRequest, context: grpc.ServicerContext
+    ) -> pb.DescribeConfigsResponse:  # noqa: N802
+        response = pb.DescribeConfigsResponse()
+        for resource in request.resources:
+            result = response.results.add(type=resource.type, name=resource.name)
+            if resource.type != pb.TOPIC:
+                result.error_code = E.INVALID_REQUEST
+                result.error_message = "only TOPIC config resources are supported"
+                continue
+            try:
+                entries = self.node.describe_topic_config(resource.name)
+            except ControlError as e:
+                result.error_code, result.error_message = code(e.error_name), str(e)
+                continue
+            wanted = set(resource.config_names)
+            for name, value, source in entries:
+                if wanted and name not in wanted:
+                    continue
+                result.configs.add(
+                    name=name, value=value, source=source, is_default=source == 5, read_only=False
+                )
+        return response
+
+    def AlterConfigs(
+        self, request: pb.AlterConfigsRequest, context: grpc.ServicerContext
+    ) -> pb.AlterConfigsResponse:  # noqa: N802
+        response = pb.AlterConfigsResponse()
+        for resource in request.resources:
+            result = response.results.add(type=resource.type, name=resource.name)
+            if resource.type != pb.TOPIC:
+                result.error_code = E.INVALID_REQUEST
+                result.error_message = "only TOPIC config resources can be altered"
+                continue
+            changes: dict[str, str | None] = {
+                c.name: (None if c.op == pb.DELETE else c.value) for c in resource.configs
+            }
+            try:
+                self.node.alter_configs(resource.name, changes, request.validate_only)
+            except ControlError as e:
+                result.error_code, result.error_message = code(e.error_name), str(e)
+            except InvalidConfigError as e:
+                result.error_code, result.error_message = E.INVALID_CONFIG, str(e)
+        return response
+
+    # --- data ----------------------------------------------------------------------
+
+    def Produce(
+        self, request: pb.ProduceRequest, context: grpc.ServicerContext
+    ) -> pb.ProduceResponse:  # noqa: N802
+        response = pb.ProduceResponse()
+        if request.acks not in (-1, 0, 1):
+            for t in request.topics:
+                tr = response.topics.add(name=t.name)
+                for p in t.partitions:
+                    tr.partitions.add(
+                        partition=p.partition,
+                        error_code=E.INVALID_REQUIRED_ACKS,
+                        error_message=f"acks must be -1, 0 or 1, got {request.acks}",
+                    )
+            return response
+        rm = self.node.replica_manager
+        for t in request.topics:
+            tr = response.topics.add(name=t.name)
+            for p in t.partitions:
+                result = rm.produce((t.name, p.partition), p.records, request.acks)
+                if result.error_name != "NONE":
+                    _log.debug(
+                        "produce_error",
+                        topic=t.name,
+                        partition=p.partition,
+                        error=result.error_name,
+                        message=result.error_message,
+                    )
+                tr.partitions.add(
+                    partition=p.partition,
+                    error_code=code(result.error_name),
+                    error_message=result.error_message,
+                    base_offset=result.base_offset,
+                    log_append_time_ms=result.log_append_time,
+                    log_start_offset=result.log_start_offset,
+                )
+        return response
+
+    def Fetch(self, request: pb.FetchRequest, context: grpc.ServicerContext) -> pb.FetchResponse:  # noqa: N802
+        specs = [
+            FetchSpec(
+                t.name,
+                p.partition,
+                p.fetch_offset,
+                p.current_leader_epoch,
+                p.partition_max_bytes if p.partition_max_bytes > 0 else 1 << 20,
+            )
+            for t in request.topics
+            for p in t.partitions
+        ]
+        max_bytes = min(
+            request.max_bytes if request.max_bytes > 0 else self.node.fetch_max_bytes,
+            self.node.fetch_max_bytes,
+        )
+        results = self.node.replica_manager.fetch(
+            specs,
+            replica_id=request.replica_id,
+            max_wait_ms=request.max_wait_ms,
+            min_bytes=max(request.min_bytes, 1),
+            max_bytes=max_bytes,
+            cancelled=lambda: not context.is_active(),
+        )
+        response = pb.FetchResponse()
+        by_topic: dict[str, pb.FetchTopicResponse] = {}
+        for r in results:
+            tr = by_topic.get(r.topic)
+            if tr is None:
+                tr = by_topic[r.topic] = response.topics.add(name=r.topic)
+            pr = tr.partitions.add(
+                partition=r.partition,
+                error_code=code(r.error_name),
+                error_message=r.error_message,
+                high_watermark=r.high_watermark,
+                last_stable_offset=r.high_watermark,
+                log_start_offset=r.log_start_offset,
+                records=r.records,
+            )
+            pr.current_leader.leader_id, pr.current_leader.leader_epoch = r.leader
+        return response
+
+    def ListOffsets(
+        self, request: pb.ListOffsetsRequest, context: grpc.ServicerContext
+    ) -> pb.ListOffsetsResponse:  # noqa: N802
+        response = pb.ListOffsetsResponse()
+        rm = self.node.replica_manager
+        for t in request.topics:
+            tr = response.topics.add(name=t.name)
+            for p in t.partitions:
+                r = rm.list_offset(
+                    (t.name, p.partition), p.timestamp, p.current_leader_epoch, request.replica_id
+                )
+                tr.partitions.add(
+                    partition=p.partition,
+                    error_code=code(r.error_name),
+                    error_message=r.error_message,
+                    timestamp=r.timestamp,
+                    offset=r.offset,
+                    leader_epoch=r.leader_epoch,
+                )
+        return response
+
+    def OffsetsForLeaderEpoch(
+        self, request: pb.OffsetsForLeaderEpochRequest, context: grpc.ServicerContext
+    ) -> pb.OffsetsForLeaderEpochResponse:  # noqa: N802
+        response = pb.OffsetsForLeaderEpochResponse()
+        rm = self.node.replica_manager
+        for t in request.topics:
+            tr = response.topics.add(name=t.name)
+            for p in t.partitions:
+                r = rm.end_offset_for_epoch(
+                    (t.name, p.partition), p.leader_epoch, p.current_leader_epoch
+                )
+                tr.partitions.add(
+                    partition=p.partition,
+                    error_code=code(r.error_name),
+                    leader_epoch=r.leader_epoch,
+                    end_offset=r.offset,
+                )
+        return response
+
+    def InitProducerId(
+        self, request: pb.InitProducerIdRequest, context: grpc.ServicerContext
+    ) -> pb.InitProducerIdResponse:  # noqa: N802
+        if request.transactional_id:
+            return pb.InitProducerIdResponse(
+                error_code=E.INVALID_REQUEST,
+                error_message="transactions are not supported; use an idempotent producer",
+            )
+        return pb.InitProducerIdResponse(producer_id=self.node.next_producer_id(), producer_epoch=0)

@@ -1,0 +1,168 @@
+"""The metadata image: what applying the metadata records in order gives.
+
+Plain data, no I/O. Every node applies the same committed records in the same
+order and so holds the same image; `canonical()` makes that comparable.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+
+from .metadata_records import (
+    BrokerFenceRecord,
+    ConfigRecord,
+    MetadataRecord,
+    PartitionChangeRecord,
+    PartitionRecord,
+    ProducerIdsRecord,
+    RegisterBrokerRecord,
+    RemoveTopicRecord,
+    TopicRecord,
+)
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionState:
+    replicas: tuple[int, ...]
+    isr: tuple[int, ...]
+    leader: int
+    leader_epoch: int
+    partition_epoch: int
+
+
+@dataclass(slots=True)
+class TopicImage:
+    name: str
+    topic_id: str
+    partitions: dict[int, PartitionState] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerImage:
+    broker_id: int
+    broker_epoch: int
+    host: str
+    port: int
+    fenced: bool
+    rack: str | None = None
+
+
+class MetadataImage:
+    def __init__(self) -> None:
+        self.topics: dict[str, TopicImage] = {}
+        self.topic_names_by_id: dict[str, str] = {}
+        self.configs: dict[str, dict[str, str]] = {}
+        self.brokers: dict[int, BrokerImage] = {}
+        self.next_producer_id = 0
+
+    def apply(self, record: MetadataRecord) -> None:
+        match record:
+            case RegisterBrokerRecord():
+                old = self.brokers.get(record.broker_id)
+                assert old is None or record.broker_epoch > old.broker_epoch, (
+                    f"broker {record.broker_id} epoch must rise: {old} -> {record}"
+                )
+                # A (re-)registered broker starts fenced until it has caught up.
+                self.brokers[record.broker_id] = BrokerImage(
+                    record.broker_id,
+                    record.broker_epoch,
+                    record.host,
+                    record.port,
+                    True,
+                    record.rack,
+                )
+            case BrokerFenceRecord():
+                old = self.brokers.get(record.broker_id)
+                if old is not None and old.broker_epoch == record.broker_epoch:
+                    self.brokers[record.broker_id] = replace(old, fenced=record.fenced)
+            case TopicRecord():
+                assert record.name not in self.topics, f"topic {record.name} exists"
+                self.topics[record.name] = TopicImage(record.name, record.topic_id)
+                self.topic_names_by_id[record.topic_id] = record.name
+            case PartitionRecord():
+                topic = self.topics[self.topic_names_by_id[record.topic_id]]
+                topic.partitions[record.partition] = PartitionState(
+                    tuple(record.replicas),
+                    tuple(record.isr),
+                    record.leader,
+                    record.leader_epoch,
+                    record.partition_epoch,
+                )
+            case PartitionChangeRecord():
+                topic = self.topics[self.topic_names_by_id[record.topic_id]]
+                old_state = topic.partitions[record.partition]
+                assert record.partition_epoch > old_state.partition_epoch, "partition epochs rise"
+                assert record.leader_epoch >= old_state.leader_epoch, "leader epochs never fall"
+                topic.partitions[record.partition] = replace(
+                    old_state,
+                    leader=record.leader,
+                    isr=tuple(record.isr),
+                    leader_epoch=record.leader_epoch,
+                    partition_epoch=record.partition_epoch,
+                )
+            case RemoveTopicRecord():
+                name = self.topic_names_by_id.pop(record.topic_id)
+                del self.topics[name]
+                self.configs.pop(name, None)
+            case ConfigRecord():
+                overrides = self.configs.setdefault(record.resource_name, {})
+                if record.value is None:
+                    overrides.pop(record.name, None)
+                else:
+                    overrides[record.name] = record.value
+                if not overrides:
+                    del self.configs[record.resource_name]
+            case ProducerIdsRecord():
+                assert record.next_producer_id > self.next_producer_id, "producer ids only rise"
+                self.next_producer_id = record.next_producer_id
+            case _:
+                raise TypeError(f"not a metadata record: {record!r}")
+
+    def topic(self, name: str) -> TopicImage | None:
+        return self.topics.get(name)
+
+    def partition(self, topic: str, partition: int) -> PartitionState | None:
+        t = self.topics.get(topic)
+        return t.partitions.get(partition) if t is not None else None
+
+    def unfenced_brokers(self) -> list[int]:
+        return sorted(b.broker_id for b in self.brokers.values() if not b.fenced)
+
+    def canonical(self) -> tuple[object, ...]:
+        """A value equal on two nodes exactly when their images are equal."""
+        return (
+            tuple(
+                (t.name, t.topic_id, tuple(sorted(t.partitions.items())))
+                for t in sorted(self.topics.values(), key=lambda t: t.name)
+            ),
+            tuple(sorted((k, tuple(sorted(v.items()))) for k, v in self.configs.items())),
+            tuple(sorted(self.brokers.items())),
+            self.next_producer_id,
+        )
+
+    def to_records(self) -> list[MetadataRecord]:
+        """Records that rebuild this image from empty (a metadata snapshot)."""
+        out: list[MetadataRecord] = []
+        for b in sorted(self.brokers.values(), key=lambda b: b.broker_id):
+            out.append(RegisterBrokerRecord(b.broker_id, b.broker_epoch, b.host, b.port, b.rack))
+            out.append(BrokerFenceRecord(b.broker_id, b.broker_epoch, b.fenced))
+        for t in sorted(self.topics.values(), key=lambda t: t.name):
+            out.append(TopicRecord(t.name, t.topic_id))
+            for p, s in sorted(t.partitions.items()):
+                out.append(
+                    PartitionRecord(
+                        t.topic_id,
+                        p,
+                        s.replicas,
+                        s.isr,
+                        s.leader,
+                        s.leader_epoch,
+                        s.partition_epoch,
+                    )
+                )
+        for name, overrides in sorted(self.configs.items()):
+            for key, value in sorted(overrides.items()):
+                out.append(ConfigRecord(name, key, value))
+        if self.next_producer_id:
+            out.append(ProducerIdsRecord(-1, -1, self.next_producer_id))
+        return out

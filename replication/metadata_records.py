@@ -1,0 +1,145 @@
+"""The cluster metadata records, as KRaft keeps them in `__cluster_metadata-0`.
+
+Each record is one immutable fact; the metadata image is what applying them in
+order gives. Encoded as compact JSON in the value of a record inside an
+ordinary RecordBatch v2, so `seglog dump-log --print-data-log` shows them.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, fields
+from typing import Any, ClassVar
+
+
+@dataclass(frozen=True, slots=True)
+class RegisterBrokerRecord:
+    kind: ClassVar[str] = "RegisterBroker"
+    broker_id: int
+    broker_epoch: int
+    host: str
+    port: int
+    rack: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerFenceRecord:
+    """Fenced (heartbeats missed or clean shutdown) or unfenced again."""
+
+    kind: ClassVar[str] = "BrokerFence"
+    broker_id: int
+    broker_epoch: int
+    fenced: bool
+
+
+@dataclass(frozen=True, slots=True)
+class TopicRecord:
+    kind: ClassVar[str] = "Topic"
+    name: str
+    topic_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionRecord:
+    kind: ClassVar[str] = "Partition"
+    topic_id: str
+    partition: int
+    replicas: tuple[int, ...]
+    isr: tuple[int, ...]
+    leader: int
+    leader_epoch: int
+    partition_epoch: int
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionChangeRecord:
+    """A new leader and/or ISR; the partition epoch always rises, the leader epoch
+    rises when the leader changes."""
+
+    kind: ClassVar[str] = "PartitionChange"
+    topic_id: str
+    partition: int
+    leader: int
+    isr: tuple[int, ...]
+    leader_epoch: int
+    partition_epoch: int
+
+
+@dataclass(frozen=True, slots=True)
+class RemoveTopicRecord:
+    kind: ClassVar[str] = "RemoveTopic"
+    topic_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class ConfigRecord:
+    """A topic-level config override; value None removes it."""
+
+    kind: ClassVar[str] = "Config"
+    resource_name: str
+    name: str
+    value: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class ProducerIdsRecord:
+    """A block of producer ids handed to a broker: ids below next_producer_id are taken."""
+
+    kind: ClassVar[str] = "ProducerIds"
+    broker_id: int
+    broker_epoch: int
+    next_producer_id: int
+
+
+MetadataRecord = (
+    RegisterBrokerRecord
+    | BrokerFenceRecord
+    | TopicRecord
+    | PartitionRecord
+    | PartitionChangeRecord
+    | RemoveTopicRecord
+    | ConfigRecord
+    | ProducerIdsRecord
+)
+
+_BY_KIND: dict[str, type] = {
+    cls.kind: cls
+    for cls in (
+        RegisterBrokerRecord,
+        BrokerFenceRecord,
+        TopicRecord,
+        PartitionRecord,
+        PartitionChangeRecord,
+        RemoveTopicRecord,
+        ConfigRecord,
+        ProducerIdsRecord,
+    )
+}
+
+
+class MetadataRecordError(ValueError):
+    pass
+
+
+def encode_record(record: MetadataRecord) -> bytes:
+    body = asdict(record)
+    body["kind"] = record.kind
+    return json.dumps(body, separators=(",", ":"), sort_keys=True).encode()
+
+
+def decode_record(data: bytes) -> MetadataRecord:
+    try:
+        body: dict[str, Any] = json.loads(data)
+        cls = _BY_KIND[body.pop("kind")]
+    except (ValueError, KeyError, TypeError) as e:
+        raise MetadataRecordError(f"not a metadata record: {data[:80]!r}") from e
+    kwargs = {}
+    for f in fields(cls):
+        if f.name not in body:
+            continue
+        value = body[f.name]
+        kwargs[f.name] = tuple(value) if isinstance(value, list) else value
+    try:
+        return cls(**kwargs)  # type: ignore[no-any-return]
+    except TypeError as e:
+        raise MetadataRecordError(f"malformed {cls.kind} record: {e}") from e
