@@ -1,0 +1,110 @@
+"""Real node processes on loopback for tests: start, wait healthy, stop (TERM/KILL)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Mapping
+from pathlib import Path
+
+import grpc
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class NodeProcess:
+    """One `seglog node` child process with its own data directory."""
+
+    def __init__(
+        self,
+        data_dir: Path,
+        node_id: int = 1,
+        port: int | None = None,
+        overrides: Mapping[str, str] | None = None,
+    ) -> None:
+        self.data_dir = data_dir
+        self.node_id = node_id
+        self.port = port or free_port()
+        self.config_path = data_dir / f"server-{node_id}.properties"
+        self.log_path = data_dir / f"node-{node_id}.log"
+        self.log_dirs = [data_dir / f"node{node_id}-logs-a", data_dir / f"node{node_id}-logs-b"]
+        props = {
+            "node.id": str(node_id),
+            "listeners": f"PLAINTEXT://127.0.0.1:{self.port}",
+            "log.dirs": ",".join(str(d) for d in self.log_dirs),
+            "num.partitions": "1",
+            "log.initial.task.delay.ms": "1000",
+        }
+        props.update(overrides or {})
+        data_dir.mkdir(parents=True, exist_ok=True)
+        self.config_path.write_text("".join(f"{k}={v}\n" for k, v in props.items()))
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    @property
+    def bootstrap(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def start(self, timeout_s: float = 30.0) -> NodeProcess:
+        log = open(self.log_path, "ab")  # noqa: SIM115 - handed to the child
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "seglog.node.cli", "node", "--config", str(self.config_path)],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        )
+        log.close()
+        self.wait_healthy(timeout_s)
+        return self
+
+    def wait_healthy(self, timeout_s: float) -> None:
+        deadline = time.monotonic() + timeout_s
+        with grpc.insecure_channel(self.bootstrap) as channel:
+            stub = health_pb2_grpc.HealthStub(channel)
+            while time.monotonic() < deadline:
+                if self.proc is not None and self.proc.poll() is not None:
+                    raise RuntimeError(f"node {self.node_id} exited: {self.tail()}")
+                try:
+                    r = stub.Check(health_pb2.HealthCheckRequest(service=""), timeout=1)
+                    if r.status == health_pb2.HealthCheckResponse.SERVING:
+                        return
+                except grpc.RpcError:
+                    pass
+                time.sleep(0.1)
+        raise TimeoutError(f"node {self.node_id} not healthy in {timeout_s}s: {self.tail()}")
+
+    def stop(self, sig: int = signal.SIGTERM, timeout_s: float = 30.0) -> int:
+        if self.proc is None:
+            return 0
+        if self.proc.poll() is None:
+            self.proc.send_signal(sig)
+        try:
+            code = self.proc.wait(timeout_s)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            code = self.proc.wait(10)
+        self.proc = None
+        return code
+
+    def kill(self) -> int:
+        return self.stop(signal.SIGKILL)
+
+    def tail(self, lines: int = 30) -> str:
+        try:
+            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
+        except OSError:
+            return "(no log)"
+
+    def __enter__(self) -> NodeProcess:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
