@@ -1,0 +1,173 @@
+"""Kafka's time index (`N.timeindex`): sparse map from max timestamp to offset.
+
+Entry (12 bytes, big-endian): int64 timestamp, int32 offset relative to the
+segment's base offset. An entry (T, o) says the largest timestamp up to and
+including the batch ending at offset o is T, so every record with a timestamp
+> T lies after o. Timestamps strictly increase; offsets never decrease.
+"""
+
+from __future__ import annotations
+
+import struct
+from pathlib import Path
+
+from .errors import CorruptIndexError
+from .mapped_index import (
+    INT64_MAX,
+    IndexAppendError,
+    IndexFullError,
+    InvalidOffsetError,
+    MappedIndex,
+)
+
+__all__ = ["InvalidIndexTimestampError", "TimeIndex"]
+
+NO_TIMESTAMP = -1
+
+_ENTRY = struct.Struct(">qi")
+_TS = struct.Struct(">q")
+_REL = struct.Struct(">i")
+# (timestamp + 1, relative offset 0): the entries that sort before it are exactly
+# those with timestamp <= target. Unsigned, so INT64_MAX + 1 packs.
+_SEARCH_KEY = struct.Struct(">QI")
+
+
+class InvalidIndexTimestampError(IndexAppendError):
+    """Append of a timestamp below the last entry's timestamp."""
+
+
+class TimeIndex(MappedIndex):
+    ENTRY_SIZE = 12
+    _KEY_DTYPE = ">i8"
+
+    def __init__(
+        self, path: Path, base_offset: int, max_index_size: int = 10 * 1024 * 1024
+    ) -> None:
+        super().__init__(path, base_offset, max_index_size)
+
+    def is_full(self) -> bool:
+        # One slot stays free for the entry appended when the segment rolls/closes.
+        return self._entries >= self._max_entries - 1
+
+    def maybe_append(self, timestamp: int, offset: int, skip_full_check: bool = False) -> bool:
+        """Add (timestamp, offset) if timestamp exceeds the last entry's (an empty
+        index acts as if it ended with (-1, base_offset)); returns whether it did.
+        skip_full_check lets the roll/close entry use the reserved slot."""
+        self._require_open()
+        n = self._entries
+        if not skip_full_check and self.is_full():
+            raise IndexFullError(f"Attempt to append to a full time index {self.path} (size = {n})")
+        last_timestamp, last_offset = self.last_entry()
+        # An equal offset is fine: roll and close re-offer the last entry.
+        if n and offset < last_offset:
+            raise InvalidOffsetError(
+                f"Attempt to append an offset ({offset}) to slot {n} no larger than the "
+                f"last offset appended ({last_offset}) to {self.path}"
+            )
+        if n and timestamp < last_timestamp:
+            raise InvalidIndexTimestampError(
+                f"Attempt to append a timestamp ({timestamp}) to slot {n} no larger than "
+                f"the last timestamp appended ({last_timestamp}) to {self.path}"
+            )
+        if timestamp <= last_timestamp:
+            return False
+        if timestamp > INT64_MAX:
+            raise IndexAppendError(
+                f"timestamp {timestamp} does not fit an int64 (index {self.path})"
+            )
+        relative = self._relative(offset)
+        if n >= self._max_entries:
+            # Even skip_full_check cannot write past the mapped file.
+            raise IndexFullError(
+                f"Attempt to append to a full time index {self.path} (size = {n}), "
+                "reserved slot included"
+            )
+        assert self._mm is not None
+        _ENTRY.pack_into(self._mm, n * self.ENTRY_SIZE, timestamp, relative)
+        self._grow_by_one()
+        assert self.last_entry() == (timestamp, offset)
+        return True
+
+    def entry(self, n: int) -> tuple[int, int]:
+        """The n-th entry as (timestamp, absolute offset)."""
+        self._require_open()
+        self._check_slot(n)
+        return self._parse(n)
+
+    def last_entry(self) -> tuple[int, int]:
+        """The last entry, or (-1, base_offset) if there is none."""
+        if self._entries == 0:
+            return NO_TIMESTAMP, self.base_offset
+        self._require_open()
+        return self._parse(self._entries - 1)
+
+    def lookup(self, target_timestamp: int) -> tuple[int, int]:
+        """Largest entry with timestamp <= target_timestamp, else (-1, base_offset)."""
+        live = self._live
+        if self._fast and live is not None and target_timestamp >= 0:
+            # Hot path, inlined: _key_slot's byte search (see mapped_index).
+            if target_timestamp > INT64_MAX:
+                target_timestamp = INT64_MAX
+            slot = int(live.searchsorted(_SEARCH_KEY.pack(target_timestamp + 1, 0))) - 1
+        else:
+            self._require_open()
+            slot = self._key_slot(target_timestamp)
+        if slot < 0:
+            return NO_TIMESTAMP, self.base_offset
+        timestamp, relative = _ENTRY.unpack_from(self._mm, slot * 12)
+        return timestamp, self.base_offset + relative
+
+    # ------------------------------------------------------------------ hooks
+
+    def _check_entries(self) -> None:
+        n = self._entries
+        if n == 0:
+            return
+        first_timestamp = self._timestamp_at(0)
+        last_timestamp, last_offset = self.last_entry()
+        if last_timestamp < first_timestamp:
+            raise CorruptIndexError(
+                f"Corrupt time index found, time index file ({self.path}) has non-zero size "
+                f"but the last timestamp is {last_timestamp} which is less than the first "
+                f"timestamp {first_timestamp}"
+            )
+        if last_offset < self.base_offset:
+            raise CorruptIndexError(
+                f"Corrupt time index found, time index file ({self.path}) has non-zero size "
+                f"but the last offset is {last_offset} which is less than the first offset "
+                f"{self.base_offset}"
+            )
+        # Beyond Kafka: timestamps strictly increase, so two or more entries with
+        # last == first mean a zero-filled preallocated file left by a crash.
+        if n > 1 and last_timestamp == first_timestamp:
+            raise CorruptIndexError(
+                f"Corrupt time index found, time index file ({self.path}) has {n} entries but "
+                f"the last timestamp equals the first ({first_timestamp}); timestamps must "
+                "strictly increase (a zero-filled preallocated tail left by a crash?)"
+            )
+
+    def _offset_slot(self, offset: int) -> int:
+        # Truncation searches the offset (value) column, which may repeat, so use
+        # Kafka's own search for probe-identical results.
+        return self._kafka_search(offset, self._offset_at, upper=False)
+
+    def _relative_offset_at(self, slot: int) -> int:
+        return _REL.unpack_from(self._mm, slot * self.ENTRY_SIZE + 8)[0]
+
+    def _search_key(self, target: int) -> bytes | None:
+        if target < 0:
+            return None
+        return _SEARCH_KEY.pack(min(target, INT64_MAX) + 1, 0)
+
+    def _key_at(self, slot: int) -> int:
+        return self._timestamp_at(slot)
+
+    def _timestamp_at(self, slot: int) -> int:
+        return _TS.unpack_from(self._mm, slot * self.ENTRY_SIZE)[0]
+
+    def _offset_at(self, slot: int) -> int:
+        return self.base_offset + self._relative_offset_at(slot)
+
+    def _parse(self, slot: int) -> tuple[int, int]:
+        timestamp, relative = _ENTRY.unpack_from(self._mm, slot * self.ENTRY_SIZE)
+        return timestamp, self.base_offset + relative
