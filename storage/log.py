@@ -14,9 +14,11 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeVar
 
 from .checkpoint_file import LeaderEpochCheckpointFile
 from .errors import (
+    CorruptIndexError,
     InvalidTimestampError,
     KafkaStorageError,
     OffsetOutOfRangeError,
@@ -52,6 +54,8 @@ from .segment import (
     file_prefix,
     offset_from_file_name,
 )
+
+T = TypeVar("T")
 
 
 def now_ms() -> int:
@@ -553,7 +557,9 @@ class Log:
         # Bounded by the segment count: each pass moves to the next segment.
         while i < len(self._segments):
             seg = self._segments[i]
-            result = seg.read(offset, max_bytes, bound, min_one_batch)
+            result = self._with_valid_index(
+                seg, lambda s: s.read(offset, max_bytes, bound, min_one_batch)
+            )
             if result is not None and result.data:
                 return FetchDataInfo(result.data, offset, result.next_offset)
             if result is not None and result.first_offset >= bound:
@@ -561,12 +567,23 @@ class Log:
             i += 1
         return FetchDataInfo(b"", offset, offset)
 
+    def _with_valid_index(self, seg: LogSegment, op: Callable[[LogSegment], T]) -> T:
+        """Run a lookup; if the segment's index proves bad, rebuild it once and retry."""
+        try:
+            return op(seg)
+        except CorruptIndexError:
+            seg.rebuild_indexes()
+            if seg is self._segments[-1]:
+                seg.offset_index.resize(self.config.segment_index_bytes)
+                seg.time_index.resize(self.config.segment_index_bytes)
+            return op(seg)
+
     def translate_offset(self, offset: int) -> tuple[LogSegment, int, BatchHeader] | None:
         """Segment, byte position and header of the batch holding `offset`."""
         i = self._segment_index_for(offset)
         while i < len(self._segments):
             seg = self._segments[i]
-            found = seg.translate_offset(offset)
+            found = self._with_valid_index(seg, lambda s: s.translate_offset(offset))
             if found is not None:
                 return seg, found.position, found.header
             i += 1
@@ -577,7 +594,9 @@ class Log:
         for seg in self._segments:
             if seg.largest_timestamp < timestamp:
                 continue
-            found = seg.find_offset_by_timestamp(timestamp, self.log_start_offset)
+            found = self._with_valid_index(
+                seg, lambda s: s.find_offset_by_timestamp(timestamp, self.log_start_offset)
+            )
             if found is None:
                 continue
             data = seg.pread(found.position, found.header.size)

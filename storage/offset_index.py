@@ -10,6 +10,8 @@ from __future__ import annotations
 import struct
 from pathlib import Path
 
+import numpy as np
+
 from .errors import CorruptIndexError
 from .mapped_index import (
     INT32_MAX,
@@ -129,6 +131,16 @@ class OffsetIndex(MappedIndex):
                 f"offset is {last_offset}, so offsets do not strictly increase from base offset "
                 f"{self.base_offset} (a zero-filled preallocated tail left by a crash?)"
             )
+
+        if n > 1 and self._mm is not None:
+            # Every entry, vectorised: offsets and positions strictly increase.
+            columns = np.frombuffer(self._mm, dtype=">i4", count=2 * n).reshape(n, 2)
+            for name, column in (("offsets", columns[:, 0]), ("positions", columns[:, 1])):
+                if bool(np.any(np.diff(column.astype(np.int64)) <= 0)):
+                    raise CorruptIndexError(
+                        f"Corrupt index found, index file ({self.path}): {name} do not "
+                        f"strictly increase across its {n} entries"
+                    )
 
     def _offset_slot(self, offset: int) -> int:
         return self._key_slot(offset)

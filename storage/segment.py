@@ -210,9 +210,16 @@ class LogSegment:
             header = self._header_at(position)
             if header is None:
                 return None
-            if header.size < HEADER_SIZE:
-                raise CorruptRecordError(
-                    f"batch at position {position} of {self.log_path} declares size {header.size}"
+            if (
+                header.size < HEADER_SIZE
+                or header.magic != 2
+                or header.base_offset < self.base_offset
+            ):
+                # Index entries only ever point at batch starts: a bad header here
+                # means a bad index, which the log rebuilds from the .log.
+                raise CorruptIndexError(
+                    f"{self.offset_index.path} leads to position {position} of {self.log_path}, "
+                    f"where no valid batch starts"
                 )
             if header.last_offset >= offset:
                 return BatchPosition(position, header)
@@ -327,7 +334,14 @@ class LogSegment:
                     )
                 if header.max_timestamp > max_ts:
                     max_ts, offset_of_max = header.max_timestamp, header.last_offset
-                if valid_bytes - last_indexed > self.index_interval_bytes:
+                # Recovery indexes per batch where appends indexed per chunk, so it can
+                # need more entries than the segment had: past a full index, it
+                # leaves the rest sparser instead of failing (Kafka fails here).
+                if (
+                    valid_bytes - last_indexed > self.index_interval_bytes
+                    and not self.offset_index.is_full()
+                    and not self.time_index.is_full()
+                ):
                     self.offset_index.append(header.last_offset, valid_bytes)
                     self.time_index.maybe_append(max_ts, offset_of_max)
                     last_indexed = valid_bytes
@@ -347,6 +361,14 @@ class LogSegment:
         self._rolling_base_timestamp = None
         self.bytes_since_last_index_entry = valid_bytes - last_indexed
         return truncated
+
+    def rebuild_indexes(self) -> None:
+        """Rebuild both indexes from a `.log` that must be valid; unlike recover()
+        this never truncates data (it raises CorruptRecordError instead)."""
+        for _ in self.scan(0, validate=True):
+            pass
+        truncated = self.recover()
+        assert truncated == 0, "a validated log cannot lose bytes in recovery"
 
     def truncate_to(self, offset: int) -> int:
         """Drop every batch at or after `offset`; returns the bytes removed."""

@@ -11,6 +11,8 @@ from __future__ import annotations
 import struct
 from pathlib import Path
 
+import numpy as np
+
 from .errors import CorruptIndexError
 from .mapped_index import (
     INT64_MAX,
@@ -145,6 +147,17 @@ class TimeIndex(MappedIndex):
                 f"the last timestamp equals the first ({first_timestamp}); timestamps must "
                 "strictly increase (a zero-filled preallocated tail left by a crash?)"
             )
+
+        if n > 1 and self._mm is not None:
+            # Every entry, vectorised: timestamps strictly increase, offsets never fall.
+            rows = np.frombuffer(self._mm, dtype=[("ts", ">i8"), ("off", ">i4")], count=n)
+            if bool(np.any(np.diff(rows["ts"].astype(np.int64)) <= 0)) or bool(
+                np.any(np.diff(rows["off"].astype(np.int64)) < 0)
+            ):
+                raise CorruptIndexError(
+                    f"Corrupt time index found, time index file ({self.path}): timestamps do "
+                    f"not strictly increase or offsets fall across its {n} entries"
+                )
 
     def _offset_slot(self, offset: int) -> int:
         # Truncation searches the offset (value) column, which may repeat, so use
