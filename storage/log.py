@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import TypeVar
 
 from .checkpoint_file import LeaderEpochCheckpointFile
+from .compression import CompressionType
 from .errors import (
     CorruptIndexError,
     InvalidTimestampError,
@@ -33,7 +34,9 @@ from .producer_state import AppendOrigin, ControlMarker, DuplicateBatch, Produce
 from .record_batch import (
     BatchHeader,
     ControlType,
+    NewRecord,
     TimestampType,
+    build_batch,
     check_batch,
     control_record_type,
     decode_records,
@@ -314,6 +317,8 @@ class Log:
         check producer state, and append. Raises before writing anything."""
         t = now_ms() if time_ms is None else time_ms
         headers = validate_client_batches(data, self.config.max_message_bytes)
+        if self.config.compression_type != "producer":
+            data, headers = self._recompress(data, headers)
         if len(data) > self.config.segment_bytes:
             raise RecordListTooLargeError(
                 f"append of {len(data)} bytes to {self.directory.name} exceeds "
@@ -353,6 +358,38 @@ class Log:
         self.producer_state.update(prepared)
         self.producer_state.update_map_end_offset(self._log_end_offset)
         return info
+
+    def _recompress(
+        self, data: bytes | bytearray | memoryview, headers: list[BatchHeader]
+    ) -> tuple[bytes | bytearray | memoryview, list[BatchHeader]]:
+        """A topic with its own compression.type: rebuild batches in another codec
+        (the only case where the leader decodes records, as in Kafka)."""
+        target = CompressionType.from_name(self.config.compression_type)
+        if all(h.compression == target for h in headers):
+            return data, headers
+        out = bytearray()
+        pos = 0
+        for h in headers:
+            if h.compression == target:
+                out += data[pos : pos + h.size]
+            else:
+                records = decode_records(data, pos, h)
+                out += build_batch(
+                    [
+                        NewRecord(
+                            r.value, r.key, r.timestamp, [(x.key, x.value) for x in r.headers]
+                        )
+                        for r in records
+                    ],
+                    compression=target,
+                    timestamp_type=h.timestamp_type,
+                    producer_id=h.producer_id,
+                    producer_epoch=h.producer_epoch,
+                    base_sequence=h.base_sequence,
+                    is_transactional=h.is_transactional,
+                )
+            pos += h.size
+        return out, validate_client_batches(out, None)
 
     def _check_timestamps(self, headers: list[BatchHeader], t: int) -> None:
         """Kafka checks every record; we check each batch's first and max timestamp,
