@@ -8,7 +8,10 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from seglog.client.errors import KafkaError
 from seglog.storage.errors import StorageError
+
+from . import cli_console, cli_offsets, cli_topics
 
 
 def _dump_log(args: argparse.Namespace) -> int:
@@ -85,6 +88,10 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--data-dir", default="data/demo", help="log directory to write into")
     demo.add_argument("--records", type=int, default=20_000)
     demo.set_defaults(func=_demo)
+
+    cli_topics.add_parser(sub)
+    cli_console.add_parsers(sub)
+    cli_offsets.add_parser(sub)
     return parser
 
 
@@ -94,6 +101,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return int(args.func(args))
     except StorageError as e:
         print(f"seglog {args.command}: {e.error_name}: {e}", file=sys.stderr)
+        return 1
+    except KafkaError as e:
+        # str() is "ERROR_NAME: the node's message".
+        print(f"seglog {args.command}: {e}", file=sys.stderr)
         return 1
     except (OSError, ValueError) as e:
         print(f"seglog {args.command}: {e}", file=sys.stderr)

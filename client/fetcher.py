@@ -1,0 +1,767 @@
+"""The consumer's fetch pipeline: positions per assigned partition, one Fetch in
+flight per leader node (sent with `stub.Fetch.future`, so the next response
+travels while the application handles the current one), a bounded buffer of
+fetched batches, offset resets via ListOffsets, and retries with backoff.
+
+Not thread-safe (like Kafka's consumer): one application thread drives it;
+gRPC threads only hand completed futures over through `_completed`.
+"""
+
+from __future__ import annotations
+
+import random
+import threading
+import time
+from collections import OrderedDict, deque
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, NamedTuple
+
+import grpc
+
+from seglog.proto import client_pb2 as pb
+from seglog.proto import errors_pb2
+from seglog.storage.errors import StorageError
+from seglog.storage.record_batch import BatchHeader, Record, decode_records, iter_batches
+
+from .cluster import ClusterMetadata, TopicPartition, call
+from .errors import IllegalStateError, KafkaError, KafkaTimeoutError, error_class, for_code
+
+E = errors_pb2.ErrorCode
+CorruptMessageError = error_class("CORRUPT_MESSAGE")
+OffsetOutOfRangeError = error_class("OFFSET_OUT_OF_RANGE")
+
+EARLIEST = "earliest"
+LATEST = "latest"
+NONE = "none"
+LATEST_TIMESTAMP = -1
+EARLIEST_TIMESTAMP = -2
+
+# Completed fetches kept per partition (the one being drained plus one read
+# ahead): the pipeline stays one response ahead without running away.
+MAX_BUFFERED_FETCHES = 2
+
+
+class ConsumerRecord(NamedTuple):
+    """kafka-python's ConsumerRecord (same fields, same order)."""
+
+    topic: str
+    partition: int
+    leader_epoch: int
+    offset: int
+    timestamp: int
+    timestamp_type: int  # 0 CreateTime, 1 LogAppendTime
+    key: Any
+    value: Any
+    headers: list[tuple[str, bytes | None]]
+    checksum: int | None
+    serialized_key_size: int  # -1 for a null key
+    serialized_value_size: int  # -1 for a null value
+    serialized_header_size: int  # -1 without headers
+
+
+class OffsetAndTimestamp(NamedTuple):
+    offset: int
+    timestamp: int
+
+
+class NoOffsetForPartitionError(IllegalStateError):
+    """A partition has no position and auto_offset_reset='none'."""
+
+    message = "NO_OFFSET_FOR_PARTITION"
+
+
+Deserializer = Callable[[bytes | None], Any]
+
+
+class Backoff:
+    """Exponential backoff with jitter, capped."""
+
+    def __init__(self, initial_s: float, max_s: float) -> None:
+        self.initial_s = initial_s
+        self.max_s = max_s
+
+    def delay(self, failures: int) -> float:
+        base = min(self.max_s, self.initial_s * 2 ** min(max(failures - 1, 0), 16))
+        return base * random.uniform(0.8, 1.2)
+
+
+class FetchedBatches:
+    """The records one partition got in one Fetch response, drained lazily.
+
+    Batches are framed up front (cheap, no CRC) to know where the next fetch
+    starts; each batch is CRC-checked and decoded only when the drain reaches
+    it, so a corrupt batch fails at its own position, after the good ones.
+    """
+
+    def __init__(self, tp: TopicPartition, data: bytes, fetch_offset: int) -> None:
+        self.tp = tp
+        self.data = data
+        self.fetch_offset = fetch_offset
+        self.position = fetch_offset  # the next offset the application should see
+        self.batches: list[tuple[int, BatchHeader]] = []
+        self.framing_error: KafkaError | None = None
+        try:
+            for pos, header in iter_batches(data, validate=False):
+                self.batches.append((pos, header))
+        except StorageError as e:
+            self.framing_error = self._corrupt(e)
+        last = self.batches[-1][1].next_offset if self.batches else fetch_offset
+        self.next_fetch_offset = max(fetch_offset, last)
+        self._batch_index = 0
+        self._current: BatchHeader | None = None
+        self._records: list[Record] = []
+        self._record_index = 0
+
+    @property
+    def useful(self) -> bool:
+        """False for a lone partial batch (it was cut by the size limits)."""
+        return bool(self.batches) or self.framing_error is not None
+
+    @property
+    def done(self) -> bool:
+        self._settle()
+        return (
+            self._current is None
+            and self._batch_index >= len(self.batches)
+            and (self.framing_error is None)
+        )
+
+    def _corrupt(self, e: Exception) -> KafkaError:
+        return CorruptMessageError(
+            f"{self.tp.topic}-{self.tp.partition} at or after offset {self.position}: {e}"
+        )
+
+    def _settle(self) -> None:
+        """Step past a finished batch and over batches with nothing to hand out."""
+        if self._current is not None and self._record_index >= len(self._records):
+            # Compaction may leave the batch's last offset beyond its last record.
+            self.position = max(self.position, self._current.next_offset)
+            self._current, self._records, self._record_index = None, [], 0
+        while self._current is None and self._batch_index < len(self.batches):
+            header = self.batches[self._batch_index][1]
+            if not (header.is_control or header.next_offset <= self.position):
+                break
+            self.position = max(self.position, header.next_offset)
+            self._batch_index += 1
+
+    def take(
+        self, limit: int, make: Callable[[Record, BatchHeader], ConsumerRecord]
+    ) -> tuple[list[ConsumerRecord], KafkaError | None]:
+        """Up to `limit` records at or past `position`. On a failure (corrupt batch,
+        deserializer error) the records before it are returned with the error and
+        the position stays at the failing record, so the failure recurs next time."""
+        out: list[ConsumerRecord] = []
+        try:
+            while True:
+                self._settle()
+                if len(out) >= limit:
+                    break
+                if self._current is not None:
+                    record = self._records[self._record_index]
+                    if record.offset >= self.position:
+                        out.append(make(record, self._current))
+                        self.position = record.offset + 1
+                    self._record_index += 1
+                    continue
+                if self._batch_index >= len(self.batches):
+                    if self.framing_error is not None:
+                        return out, self.framing_error
+                    break
+                pos, header = self.batches[self._batch_index]
+                try:
+                    records = decode_records(self.data, pos)  # checks the CRC first
+                except StorageError as e:
+                    return out, self._corrupt(e)
+                self._batch_index += 1
+                self._current, self._records, self._record_index = header, records, 0
+        except KafkaError as e:
+            return out, e
+        except Exception as e:  # a deserializer's own failure
+            error = KafkaError(
+                f"cannot deserialize {self.tp.topic}-{self.tp.partition} offset "
+                f"{self._records[self._record_index].offset}: {e!r}"
+            )
+            error.__cause__ = e
+            return out, error
+        return out, None
+
+
+@dataclass(eq=False)
+class PartitionState:
+    generation: int
+    position: int | None = None  # the application's position: next offset it gets
+    # Where draining reached; ahead of `position` only while the iterator holds
+    # drained records it has not yet yielded.
+    drain_position: int | None = None
+    reset: str | None = None  # a pending reset to EARLIEST or LATEST
+    paused: bool = False
+    error: KafkaError | None = None  # sticky until the next seek
+    buffers: deque[FetchedBatches] = field(default_factory=deque)
+    in_flight: int = 0  # id of the fetch carrying this partition, 0: none
+    retry_at: float = 0.0
+    failures: int = 0
+    highwater: int | None = None
+    log_start_offset: int | None = None
+
+    def fetch_offset(self) -> int | None:
+        return self.buffers[-1].next_fetch_offset if self.buffers else self.drain_position
+
+    def seek(self, offset: int | None, generation: int, reset: str | None = None) -> None:
+        self.position = self.drain_position = offset
+        self.reset = reset
+        self.error = None
+        self.buffers.clear()
+        self.generation = generation  # answers to earlier fetches are now stale
+        self.retry_at = 0.0
+        self.failures = 0
+
+
+@dataclass(eq=False)
+class InFlightFetch:
+    id: int
+    node_id: int
+    # tp -> (generation, fetch offset) as sent
+    partitions: dict[TopicPartition, tuple[int, int]]
+    future: grpc.Future
+    timeout_s: float
+
+
+@dataclass(frozen=True)
+class FetchConfig:
+    fetch_min_bytes: int
+    fetch_max_wait_ms: int
+    fetch_max_bytes: int
+    max_partition_fetch_bytes: int
+    request_timeout_ms: int
+    auto_offset_reset: str
+    retry_backoff_ms: int
+    retry_backoff_max_ms: int
+    key_deserializer: Deserializer | None
+    value_deserializer: Deserializer | None
+
+
+def _error_name(code: int) -> str:
+    try:
+        return E.Name(code)
+    except ValueError:
+        return "UNKNOWN_SERVER_ERROR"
+
+
+class Fetcher:
+    def __init__(self, metadata: ClusterMetadata, config: FetchConfig) -> None:
+        self.metadata = metadata
+        self.config = config
+        self.backoff = Backoff(config.retry_backoff_ms / 1000, config.retry_backoff_max_ms / 1000)
+        self.request_timeout_s = config.request_timeout_ms / 1000
+        # Insertion order is the fetch and drain order; partitions that just
+        # returned records move to the end so no partition starves.
+        self.states: OrderedDict[TopicPartition, PartitionState] = OrderedDict()
+        self._generation = 0
+        self._next_fetch_id = 0
+        self._in_flight: dict[int, InFlightFetch] = {}  # by node id
+        self._cond = threading.Condition()
+        self._completed: deque[InFlightFetch] = deque()
+        self._meta_retry_at = 0.0
+        self._meta_failures = 0
+        # Hooks for the consumer's subscription: which topics to ask metadata
+        # for (None: all), and a callback after each refresh that returns True
+        # while it still misses something (so the refresh is retried).
+        self.topics_of_interest: Callable[[], set[str] | None] = lambda: {
+            tp.topic for tp in self.states
+        }
+        self.on_metadata: Callable[[], bool] = lambda: False
+
+    # --- assignment and positions ---------------------------------------------------
+
+    def _bump(self) -> int:
+        self._generation += 1
+        return self._generation
+
+    def assign(self, tps: Iterable[TopicPartition]) -> None:
+        """Keep the state of partitions that stay assigned; new ones need a reset."""
+        wanted = list(dict.fromkeys(tps))
+        old = self.states
+        self.states = OrderedDict(
+            (tp, old[tp] if tp in old else PartitionState(self._bump())) for tp in wanted
+        )
+        if any(tp not in old for tp in wanted):
+            self.metadata.request_update()
+
+    def state(self, tp: TopicPartition) -> PartitionState:
+        st = self.states.get(tp)
+        if st is None:
+            raise IllegalStateError(f"partition {tp.topic}-{tp.partition} is not assigned")
+        return st
+
+    def seek(self, tp: TopicPartition, offset: int) -> None:
+        st = self.state(tp)
+        self._cancel_fetch(st)
+        st.seek(offset, self._bump())
+
+    def request_reset(self, tp: TopicPartition, strategy: str) -> None:
+        st = self.state(tp)
+        self._cancel_fetch(st)
+        st.seek(None, self._bump(), reset=strategy)
+
+    def rewind(self, tp: TopicPartition) -> None:
+        """Forget what was drained beyond the application's position (an abandoned
+        iterator chunk): refetch from the position."""
+        st = self.states.get(tp)
+        if st is not None and st.drain_position != st.position:
+            self._cancel_fetch(st)
+            st.seek(st.position, self._bump())
+
+    def _cancel_fetch(self, st: PartitionState) -> None:
+        """Its answer is stale now: cancel a (long-polling) fetch carrying the
+        partition rather than wait for it. Others in it are simply fetched again."""
+        if not st.in_flight:
+            return
+        for fetch in self._in_flight.values():
+            if fetch.id == st.in_flight:
+                fetch.future.cancel()
+
+    # --- metadata -------------------------------------------------------------------
+
+    def maybe_refresh_metadata(self, force: bool = False) -> None:
+        now = time.monotonic()
+        if not (force or self.metadata.stale()) or now < self._meta_retry_at:
+            return
+        topics = self.topics_of_interest()
+        if topics is not None and not topics:
+            return
+        try:
+            self.metadata.refresh(topics)
+        except KafkaError:
+            self._meta_failures += 1
+            self.metadata.request_update()
+            self._meta_retry_at = now + self.backoff.delay(self._meta_failures)
+            return
+        missing = self.on_metadata()
+        missing = missing or any(self.metadata.leader_for(tp) < 0 for tp in self.states)
+        # Keep asking while leaders are missing, but no faster than the backoff.
+        self._meta_failures = self._meta_failures + 1 if missing else 0
+        self._meta_retry_at = now + (self.backoff.delay(self._meta_failures) if missing else 0)
+        if missing:
+            self.metadata.request_update()
+
+    def _retry_later(self, st: PartitionState, invalid_metadata: bool) -> None:
+        st.failures += 1
+        st.retry_at = time.monotonic() + self.backoff.delay(st.failures)
+        if invalid_metadata:
+            self.metadata.request_update()
+
+    # --- offset resets --------------------------------------------------------------
+
+    def reset_positions(self) -> None:
+        """One round of ListOffsets for partitions without a position."""
+        now = time.monotonic()
+        wanted: dict[TopicPartition, int] = {}
+        for tp, st in self.states.items():
+            if st.position is not None or st.error is not None or now < st.retry_at:
+                continue
+            if st.reset is None:
+                if self.config.auto_offset_reset == NONE:
+                    st.error = NoOffsetForPartitionError(
+                        f"{tp.topic}-{tp.partition} has no position and auto_offset_reset="
+                        f"'none': seek() it first"
+                    )
+                    continue
+                st.reset = self.config.auto_offset_reset
+            wanted[tp] = EARLIEST_TIMESTAMP if st.reset == EARLIEST else LATEST_TIMESTAMP
+        if not wanted:
+            return
+        results, failures = self.list_offsets_once(wanted)
+        for tp, (offset, _ts) in results.items():
+            self.states[tp].seek(offset, self._bump())
+        for tp, error in failures.items():
+            st = self.states[tp]
+            if error.retriable:
+                self._retry_later(st, error.invalid_metadata)
+            else:
+                st.error = error
+
+    def list_offsets_once(
+        self, timestamps: Mapping[TopicPartition, int], timeout_s: float | None = None
+    ) -> tuple[dict[TopicPartition, tuple[int, int]], dict[TopicPartition, KafkaError]]:
+        """One ListOffsets per leader; (offset, timestamp) per partition, or its error."""
+        rpc_timeout_s = self.request_timeout_s if timeout_s is None else timeout_s
+        results: dict[TopicPartition, tuple[int, int]] = {}
+        failures: dict[TopicPartition, KafkaError] = {}
+        by_node: dict[int, list[tuple[TopicPartition, int, int]]] = {}
+        for tp, ts in timestamps.items():
+            info = self.metadata.partition(tp)
+            if info is None or info.leader < 0:
+                self.metadata.request_update()
+                failures[tp] = self.metadata.topic_error(tp.topic) or error_class(
+                    "LEADER_NOT_AVAILABLE"
+                )(f"no known leader for {tp.topic}-{tp.partition}")
+                continue
+            by_node.setdefault(info.leader, []).append((tp, ts, info.leader_epoch))
+        for node_id, parts in by_node.items():
+            request = pb.ListOffsetsRequest(replica_id=-1, isolation_level=0)
+            topics: dict[str, pb.ListOffsetsTopic] = {}
+            for tp, ts, epoch in parts:
+                t = topics.get(tp.topic)
+                if t is None:
+                    t = topics[tp.topic] = request.topics.add(name=tp.topic)
+                t.partitions.add(partition=tp.partition, current_leader_epoch=epoch, timestamp=ts)
+            try:
+                stub = self.metadata.stub_for(node_id)
+                response = call(stub.ListOffsets, request, rpc_timeout_s)
+            except KafkaError as e:
+                self.metadata.request_update()
+                for tp, _ts, _epoch in parts:
+                    failures[tp] = e
+                continue
+            asked = {tp for tp, _ts, _epoch in parts}
+            for t in response.topics:
+                for p in t.partitions:
+                    tp = TopicPartition(t.name, p.partition)
+                    if tp not in asked:
+                        continue
+                    asked.discard(tp)
+                    if p.error_code:
+                        failures[tp] = for_code(
+                            p.error_code, f"{tp.topic}-{tp.partition}: {p.error_message}"
+                        )
+                    else:
+                        results[tp] = (p.offset, p.timestamp)
+            for tp in asked:
+                failures[tp] = KafkaError(f"node {node_id} did not answer for {tp}")
+        return results, failures
+
+    def list_offsets(
+        self, timestamps: Mapping[TopicPartition, int], timeout_s: float
+    ) -> dict[TopicPartition, tuple[int, int]]:
+        """ListOffsets until every partition answered or the deadline passed."""
+        deadline = time.monotonic() + timeout_s
+        remaining = dict(timestamps)
+        results: dict[TopicPartition, tuple[int, int]] = {}
+        attempt = 0
+        while remaining:
+            if any(self.metadata.leader_for(tp) < 0 for tp in remaining):
+                self.metadata.request_update()
+            if self.metadata.stale():
+                try:
+                    self.metadata.refresh(self._topics_with(remaining))
+                except KafkaError:
+                    pass  # recorded below as the partitions' failures
+            rpc_timeout_s = min(self.request_timeout_s, max(deadline - time.monotonic(), 0.01))
+            got, failures = self.list_offsets_once(remaining, rpc_timeout_s)
+            results.update(got)
+            for tp in got:
+                del remaining[tp]
+            fatal = [e for e in failures.values() if not e.retriable]
+            if fatal:
+                raise fatal[0]
+            if not remaining:
+                break
+            attempt += 1
+            delay = self.backoff.delay(attempt)
+            if time.monotonic() + delay >= deadline:
+                detail = "; ".join(f"{tp.topic}-{tp.partition}: {e}" for tp, e in failures.items())
+                raise KafkaTimeoutError(f"offsets not found within {timeout_s:.1f}s ({detail})")
+            time.sleep(delay)
+        return results
+
+    def _topics_with(self, tps: Iterable[TopicPartition]) -> set[str]:
+        interest = self.topics_of_interest()
+        return {tp.topic for tp in tps} | (interest or set())
+
+    # --- sending fetches ------------------------------------------------------------
+
+    def _fetchable(self, st: PartitionState, now: float) -> bool:
+        if (
+            st.paused
+            or st.position is None
+            or st.error is not None
+            or st.in_flight
+            or now < st.retry_at
+            or len(st.buffers) >= MAX_BUFFERED_FETCHES
+        ):
+            return False
+        if st.buffers and st.buffers[-1].framing_error is not None:
+            return False  # nothing trustworthy to read ahead from
+        return True
+
+    def send_fetches(self) -> None:
+        now = time.monotonic()
+        by_node: dict[int, list[tuple[TopicPartition, PartitionState, int]]] = {}
+        for tp, st in self.states.items():
+            if not self._fetchable(st, now):
+                continue
+            info = self.metadata.partition(tp)
+            if info is None or info.leader < 0:
+                self.metadata.request_update()
+                continue
+            if info.leader in self._in_flight:
+                continue
+            by_node.setdefault(info.leader, []).append((tp, st, info.leader_epoch))
+        for node_id, parts in by_node.items():
+            try:
+                stub = self.metadata.stub_for(node_id)
+            except KafkaError:
+                continue  # stub_for asked for a metadata update
+            self._next_fetch_id += 1
+            fetch_id = self._next_fetch_id
+            request = pb.FetchRequest(
+                replica_id=-1,
+                max_wait_ms=self.config.fetch_max_wait_ms,
+                min_bytes=self.config.fetch_min_bytes,
+                max_bytes=self.config.fetch_max_bytes,
+                isolation_level=0,
+            )
+            topics: dict[str, pb.FetchTopic] = {}
+            sent: dict[TopicPartition, tuple[int, int]] = {}
+            for tp, st, epoch in parts:
+                offset = st.fetch_offset()
+                assert offset is not None
+                t = topics.get(tp.topic)
+                if t is None:
+                    t = topics[tp.topic] = request.topics.add(name=tp.topic)
+                t.partitions.add(
+                    partition=tp.partition,
+                    current_leader_epoch=epoch,
+                    fetch_offset=offset,
+                    last_fetched_epoch=-1,
+                    log_start_offset=-1,
+                    partition_max_bytes=self.config.max_partition_fetch_bytes,
+                )
+                sent[tp] = (st.generation, offset)
+                st.in_flight = fetch_id
+            # The server may hold the request for max_wait before answering.
+            timeout_s = (self.config.fetch_max_wait_ms + self.config.request_timeout_ms) / 1000
+            future = stub.Fetch.future(request, timeout=timeout_s)
+            fetch = InFlightFetch(fetch_id, node_id, sent, future, timeout_s)
+            self._in_flight[node_id] = fetch
+            future.add_done_callback(lambda _f, fetch=fetch: self._on_done(fetch))
+
+    def _on_done(self, fetch: InFlightFetch) -> None:
+        # A gRPC thread: hand over only; the application thread does the work.
+        with self._cond:
+            self._completed.append(fetch)
+            self._cond.notify_all()
+
+    def wait(self, timeout_s: float) -> None:
+        """Until a fetch completes, at most timeout_s (capped: callers loop)."""
+        with self._cond:
+            if not self._completed and timeout_s > 0:
+                self._cond.wait(min(timeout_s, 60.0))
+
+    def next_retry_in(self) -> float | None:
+        """Seconds until a backed-off partition or metadata refresh may go again."""
+        now = time.monotonic()
+        times = [st.retry_at for st in self.states.values() if st.retry_at > now]
+        if self.metadata.stale() and self._meta_retry_at > now:
+            times.append(self._meta_retry_at)
+        return min(times) - now if times else None
+
+    @property
+    def in_flight_count(self) -> int:
+        return len(self._in_flight)
+
+    # --- handling responses -----------------------------------------------------------
+
+    def process_completed(self) -> None:
+        while True:
+            with self._cond:
+                if not self._completed:
+                    return
+                fetch = self._completed.popleft()
+            if self._in_flight.get(fetch.node_id) is fetch:
+                del self._in_flight[fetch.node_id]
+            self._handle(fetch)
+
+    def _handle(self, fetch: InFlightFetch) -> None:
+        mine: dict[TopicPartition, tuple[PartitionState, int]] = {}
+        for tp, (generation, offset) in fetch.partitions.items():
+            st = self.states.get(tp)
+            if st is None or st.in_flight != fetch.id:
+                continue
+            st.in_flight = 0
+            if st.generation == generation:
+                mine[tp] = (st, offset)
+        try:
+            response = call(lambda _r, timeout: fetch.future.result(), None, fetch.timeout_s)
+        except grpc.FutureCancelledError:
+            return
+        except KafkaError:
+            # The node is unreachable or slow: look for a (new) leader, back off.
+            self.metadata.request_update()
+            for st, _offset in mine.values():
+                self._retry_later(st, invalid_metadata=True)
+            return
+        if response.error_code:
+            error = for_code(response.error_code, "fetch failed")
+            for tp, (st, _offset) in mine.items():
+                self._partition_error(tp, st, error)
+            return
+        answered = set()
+        for t in response.topics:
+            for p in t.partitions:
+                tp = TopicPartition(t.name, p.partition)
+                entry = mine.get(tp)
+                if entry is None or tp in answered:
+                    continue
+                answered.add(tp)
+                st, offset = entry
+                if st.fetch_offset() != offset:
+                    continue  # the buffers moved on; this answer no longer fits
+                if p.error_code:
+                    name = _error_name(p.error_code)
+                    error = for_code(p.error_code, f"{tp.topic}-{tp.partition}: {p.error_message}")
+                    if name == "OFFSET_OUT_OF_RANGE":
+                        self._out_of_range(tp, st, offset, error)
+                    else:
+                        self._partition_error(tp, st, error)
+                    continue
+                st.failures = 0
+                st.highwater = p.high_watermark
+                st.log_start_offset = p.log_start_offset
+                if p.records:
+                    fetched = FetchedBatches(tp, p.records, offset)
+                    if fetched.useful:
+                        st.buffers.append(fetched)
+        for tp, (st, _offset) in mine.items():
+            if tp not in answered:
+                self._retry_later(st, invalid_metadata=False)
+
+    def _out_of_range(
+        self, tp: TopicPartition, st: PartitionState, offset: int, error: KafkaError
+    ) -> None:
+        if st.buffers or offset != st.drain_position:
+            # A read-ahead past data we hold (the log was truncated meanwhile):
+            # finish what we have, then the fetch from the position decides.
+            self._retry_later(st, invalid_metadata=False)
+            return
+        policy = self.config.auto_offset_reset
+        if policy == NONE:
+            st.error = OffsetOutOfRangeError(
+                f"{tp.topic}-{tp.partition} position {offset} is out of range "
+                f"(log start {st.log_start_offset}, high watermark {st.highwater}) and "
+                f"auto_offset_reset='none': seek() to a valid offset"
+            )
+        else:
+            st.seek(None, self._bump(), reset=policy)
+
+    def _partition_error(self, tp: TopicPartition, st: PartitionState, error: KafkaError) -> None:
+        if error.retriable:
+            self._retry_later(st, error.invalid_metadata)
+        else:
+            st.error = error
+
+    # --- draining ----------------------------------------------------------------------
+
+    def _make_record(self, tp: TopicPartition) -> Callable[[Record, BatchHeader], ConsumerRecord]:
+        key_d = self.config.key_deserializer
+        value_d = self.config.value_deserializer
+
+        def make(r: Record, h: BatchHeader) -> ConsumerRecord:
+            headers = [(hd.key, hd.value) for hd in r.headers]
+            header_size = (
+                sum(len(k.encode()) + (len(v) if v is not None else 0) for k, v in headers)
+                if headers
+                else -1
+            )
+            return ConsumerRecord(
+                tp.topic,
+                tp.partition,
+                h.partition_leader_epoch,
+                r.offset,
+                r.timestamp,
+                int(h.timestamp_type),
+                key_d(r.key) if key_d is not None else r.key,
+                value_d(r.value) if value_d is not None else r.value,
+                headers,
+                None,
+                len(r.key) if r.key is not None else -1,
+                len(r.value) if r.value is not None else -1,
+                header_size,
+            )
+
+        return make
+
+    def drain(
+        self, max_records: int
+    ) -> tuple[dict[TopicPartition, list[ConsumerRecord]], dict[TopicPartition, int]]:
+        """Buffered records, up to max_records, and the new position of each
+        partition they came from. Moves `drain_position`; the caller moves `position`.
+
+        A partition error is raised only when no records were collected: it is
+        sticky (or recurs from the same batch), so the next call reports it.
+        """
+        out: dict[TopicPartition, list[ConsumerRecord]] = {}
+        positions: dict[TopicPartition, int] = {}
+        error: KafkaError | None = None
+        count = 0
+        for tp, st in list(self.states.items()):
+            if count >= max_records:
+                break
+            if st.paused:
+                continue
+            if st.error is not None:
+                error = error or st.error
+                continue
+            moved = False
+            while st.buffers and count < max_records:
+                buf = st.buffers[0]
+                if buf.position != st.drain_position:
+                    st.buffers.clear()  # fetched for a position we no longer hold
+                    break
+                records, failure = buf.take(max_records - count, self._make_record(tp))
+                finished = failure is None and buf.done  # settles: may step over control batches
+                moved = moved or buf.position != st.drain_position or bool(records)
+                st.drain_position = buf.position
+                if records:
+                    out.setdefault(tp, []).extend(records)
+                    count += len(records)
+                if failure is not None:
+                    error = error or failure
+                    break
+                if not finished:
+                    break
+                st.buffers.popleft()
+            if moved:
+                assert st.drain_position is not None
+                if tp in out:
+                    positions[tp] = st.drain_position
+                    self.states.move_to_end(tp)
+                else:
+                    # Only skipped offsets (control batches): nothing to hand out first.
+                    st.position = st.drain_position
+        if error is not None and not out:
+            raise error
+        return out, positions
+
+    def fetch_records(
+        self, max_records: int, timeout_s: float
+    ) -> tuple[dict[TopicPartition, list[ConsumerRecord]], dict[TopicPartition, int]]:
+        """Records as soon as some are buffered, else wait for fetches up to timeout_s.
+        The next fetches are sent before returning, so they travel while the
+        application handles these records."""
+        deadline = time.monotonic() + timeout_s
+        while True:
+            self.maybe_refresh_metadata()
+            self.reset_positions()
+            self.process_completed()
+            try:
+                records, positions = self.drain(max_records)
+            finally:
+                self.send_fetches()
+            if records:
+                return records, positions
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return {}, {}
+            retry_in = self.next_retry_in()
+            self.wait(min(remaining, retry_in) if retry_in is not None else remaining)
+
+    # --- shutdown ---------------------------------------------------------------------
+
+    def close(self) -> None:
+        for fetch in list(self._in_flight.values()):
+            fetch.future.cancel()
+        self._in_flight.clear()
+        with self._cond:
+            self._completed.clear()

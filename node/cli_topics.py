@@ -1,0 +1,260 @@
+"""`seglog topics`: kafka-topics for seglog (create, list, describe, alter configs,
+delete), plus the connection options and `key=value` parsing every networked
+subcommand shares."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING, TextIO
+
+if TYPE_CHECKING:
+    from seglog.client.admin import Admin, TopicDescription
+
+DEFAULT_REQUEST_TIMEOUT_MS = 30_000
+
+
+# --- shared by topics, produce, consume and get-offsets ---------------------------------
+
+
+def add_connection_args(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--bootstrap-server",
+        required=True,
+        metavar="HOST:PORT",
+        help="node(s) to connect to, comma-separated",
+    )
+    parser.add_argument(
+        "--request-timeout-ms",
+        type=int,
+        default=DEFAULT_REQUEST_TIMEOUT_MS,
+        metavar="MS",
+        help="give up on an unreachable cluster after this long (default %(default)s)",
+    )
+
+
+def bootstrap_servers(args: argparse.Namespace) -> str:
+    """--bootstrap-server, checked up front so a typo is one clear line, not a
+    connection error later."""
+    from seglog.client.cluster import parse_bootstrap
+
+    value: str = args.bootstrap_server
+    try:
+        addresses = parse_bootstrap(value)
+    except ValueError as e:
+        raise ValueError(f"--bootstrap-server {value!r}: {e}") from None
+    for _host, port in addresses:
+        if not 0 < port < 65536:
+            raise ValueError(f"--bootstrap-server {value!r}: port {port} is out of range")
+    if args.request_timeout_ms <= 0:
+        raise ValueError(f"--request-timeout-ms must be positive, got {args.request_timeout_ms}")
+    return value
+
+
+def open_admin(args: argparse.Namespace) -> Admin:
+    from seglog.client.admin import Admin
+
+    return Admin(bootstrap_servers(args), request_timeout_ms=args.request_timeout_ms)
+
+
+def parse_pairs(items: Iterable[str] | None, option: str) -> dict[str, str]:
+    """`["k=v", ...]` → {k: v}; the value may itself contain '='."""
+    out: dict[str, str] = {}
+    for item in items or []:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise ValueError(f"{option} {item!r} is not key=value")
+        out[key.strip()] = value
+    return out
+
+
+# --- topics --------------------------------------------------------------------------
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "topics",
+        help="create, list, describe, alter and delete topics (like kafka-topics)",
+        description="Like kafka-topics: create, list, describe, alter and delete topics.",
+    )
+    add_connection_args(p)
+    action = p.add_mutually_exclusive_group(required=True)
+    action.add_argument("--create", action="store_true", help="create a topic")
+    action.add_argument("--list", action="store_true", help="list topic names")
+    action.add_argument("--describe", action="store_true", help="describe topics")
+    action.add_argument("--alter", action="store_true", help="set or delete topic configs")
+    action.add_argument("--delete", action="store_true", help="delete a topic")
+    p.add_argument("--topic", help="the topic (every topic for --list/--describe if omitted)")
+    p.add_argument("--partitions", type=int, help="partition count (--create)")
+    p.add_argument("--replication-factor", type=int, help="replicas per partition (--create)")
+    p.add_argument(
+        "--config",
+        action="append",
+        metavar="KEY=VALUE",
+        help="a topic config override (--create, --alter); repeatable",
+    )
+    p.add_argument(
+        "--delete-config",
+        action="append",
+        metavar="KEY",
+        help="remove a topic config override (--alter); repeatable",
+    )
+    p.add_argument(
+        "--if-not-exists", action="store_true", help="--create: no error if the topic exists"
+    )
+    p.add_argument(
+        "--if-exists",
+        action="store_true",
+        help="--alter/--delete/--describe: no error if the topic does not exist",
+    )
+    p.set_defaults(func=run)
+
+
+def _action(args: argparse.Namespace) -> str:
+    return next(a for a in ("create", "list", "describe", "alter", "delete") if getattr(args, a))
+
+
+def _check_options(args: argparse.Namespace, action: str) -> None:
+    """Reject options that mean nothing for the action, as kafka-topics does."""
+    allowed = {
+        "create": {"topic", "partitions", "replication_factor", "config", "if_not_exists"},
+        "list": {"topic"},
+        "describe": {"topic", "if_exists"},
+        "alter": {"topic", "config", "delete_config", "if_exists", "partitions"},
+        "delete": {"topic", "if_exists"},
+    }[action]
+    for name in (
+        "topic",
+        "partitions",
+        "replication_factor",
+        "config",
+        "delete_config",
+        "if_not_exists",
+        "if_exists",
+    ):
+        value = getattr(args, name)
+        if value not in (None, False) and name not in allowed:
+            flag = "--" + name.replace("_", "-")
+            raise ValueError(f"option {flag} can't be used with --{action}")
+    if action in ("create", "alter", "delete") and not args.topic:
+        raise ValueError(f"--{action} needs --topic")
+
+
+def run(args: argparse.Namespace, out: TextIO | None = None) -> int:
+    out = out or sys.stdout
+    action = _action(args)
+    _check_options(args, action)
+    configs = parse_pairs(args.config, "--config")
+    with open_admin(args) as admin:
+        if action == "create":
+            return _create(admin, args, configs, out)
+        if action == "list":
+            return _list(admin, args, out)
+        if action == "describe":
+            return _describe(admin, args, out)
+        if action == "alter":
+            return _alter(admin, args, configs, out)
+        return _delete(admin, args)
+
+
+def _create(admin: Admin, args: argparse.Namespace, configs: dict[str, str], out: TextIO) -> int:
+    from seglog.client.admin import NewTopic
+    from seglog.client.errors import error_class
+
+    topic = NewTopic(
+        args.topic,
+        num_partitions=args.partitions if args.partitions is not None else -1,
+        replication_factor=args.replication_factor if args.replication_factor is not None else -1,
+        topic_configs=configs,
+    )
+    try:
+        admin.create_topics([topic])
+    except error_class("TOPIC_ALREADY_EXISTS"):
+        if args.if_not_exists:
+            return 0
+        raise
+    print(f"Created topic {args.topic}.", file=out)
+    return 0
+
+
+def _list(admin: Admin, args: argparse.Namespace, out: TextIO) -> int:
+    for name in admin.list_topics():
+        if args.topic is None or name == args.topic:
+            print(name, file=out)
+    return 0
+
+
+def _describe(admin: Admin, args: argparse.Namespace, out: TextIO) -> int:
+    from seglog.client.errors import error_class
+
+    try:
+        topics = admin.describe_topics([args.topic] if args.topic else None)
+    except error_class("UNKNOWN_TOPIC_OR_PARTITION"):
+        if args.if_exists:
+            return 0
+        raise
+    for t in topics:
+        # A topic deleted between the two requests is simply skipped.
+        try:
+            configs = admin.describe_configs(t.name)
+        except error_class("UNKNOWN_TOPIC_OR_PARTITION"):
+            if args.topic:
+                raise
+            continue
+        overrides = sorted((c.name, c.value) for c in configs.values() if not c.is_default)
+        _print_description(t, overrides, out)
+    return 0
+
+
+def _nodes(ids: Sequence[int]) -> str:
+    return ",".join(str(i) for i in ids)
+
+
+def _print_description(t: TopicDescription, configs: list[tuple[str, str]], out: TextIO) -> None:
+    print(
+        f"Topic: {t.name}\tTopicId: {t.topic_id}\tPartitionCount: {len(t.partitions)}\t"
+        f"ReplicationFactor: {t.replication_factor}\t"
+        f"Configs: {','.join(f'{k}={v}' for k, v in configs)}",
+        file=out,
+    )
+    for p in t.partitions:
+        leader = str(p.leader) if p.leader >= 0 else "none"
+        line = (
+            f"\tTopic: {t.name}\tPartition: {p.partition}\tLeader: {leader}\t"
+            f"Replicas: {_nodes(p.replicas)}\tIsr: {_nodes(p.isr)}\tLeaderEpoch: {p.leader_epoch}"
+        )
+        if p.offline_replicas:
+            line += f"\tOffline: {_nodes(p.offline_replicas)}"
+        print(line, file=out)
+
+
+def _alter(admin: Admin, args: argparse.Namespace, configs: dict[str, str], out: TextIO) -> int:
+    from seglog.client.errors import error_class
+
+    if args.partitions is not None:
+        raise ValueError("--alter --partitions is not supported: partition counts are fixed")
+    removed = [k.strip() for k in args.delete_config or []]
+    if not configs and not removed:
+        raise ValueError("--alter needs --config KEY=VALUE or --delete-config KEY")
+    try:
+        admin.alter_configs(args.topic, set=configs, delete=removed)
+    except error_class("UNKNOWN_TOPIC_OR_PARTITION"):
+        if args.if_exists:
+            return 0
+        raise
+    print(f"Updated config for topic {args.topic}.", file=out)
+    return 0
+
+
+def _delete(admin: Admin, args: argparse.Namespace) -> int:
+    from seglog.client.errors import error_class
+
+    try:
+        admin.delete_topics([args.topic])
+    except error_class("UNKNOWN_TOPIC_OR_PARTITION"):
+        if args.if_exists:
+            return 0
+        raise
+    # kafka-topics --delete prints nothing on success.
+    return 0
