@@ -25,6 +25,11 @@ CHANNEL_OPTIONS = [
     ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
     ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
     ("grpc.keepalive_time_ms", 30_000),
+    # Reconnect quickly after a node restarts or a leader moves (gRPC's default
+    # backoff starts at 1 s and grows to 2 min).
+    ("grpc.initial_reconnect_backoff_ms", 100),
+    ("grpc.min_reconnect_backoff_ms", 100),
+    ("grpc.max_reconnect_backoff_ms", 1_000),
 ]
 
 
