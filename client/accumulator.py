@@ -1,0 +1,345 @@
+"""The producer's record accumulator: per-partition queues of open batches,
+bounded by `buffer_memory`, handed to the sender once full or lingered.
+
+Application threads append; the sender thread drains. Batches hold the records
+themselves and are encoded only when drained, because the producer id, epoch and
+sequence go into the header and are known only then (Kafka closes a batch at
+drain time for the same reason).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import deque
+from collections.abc import Container, Sequence
+from typing import NamedTuple
+
+from seglog.storage.record_batch import HEADER_SIZE, NewRecord
+
+from .cluster import TopicPartition
+from .errors import IllegalStateError, KafkaError, KafkaTimeoutError
+from .future import FutureRecordMetadata, RecordMetadata
+
+# Worst-case varint sizes of a record's framing: length(5) attributes(1)
+# timestampDelta(10) offsetDelta(5) keyLength(5) valueLength(5) headerCount(5).
+_RECORD_OVERHEAD = 36
+_HEADER_OVERHEAD = 10  # key length + value length varints
+
+
+def estimate_record_size(
+    key: bytes | None, value: bytes | None, headers: Sequence[tuple[str, bytes | None]]
+) -> int:
+    """An upper bound of the record's encoded size inside an uncompressed batch."""
+    size = _RECORD_OVERHEAD + (len(key) if key else 0) + (len(value) if value else 0)
+    for hkey, hvalue in headers:
+        size += _HEADER_OVERHEAD + len(hkey.encode("utf-8")) + (len(hvalue) if hvalue else 0)
+    return size
+
+
+class ProducerBatch:
+    """Records bound for one partition, sent (and retried) as one RecordBatch."""
+
+    __slots__ = (
+        "tp",
+        "created",
+        "records",
+        "_meta",
+        "size",
+        "reserved",
+        "closed",
+        "solo",
+        "done",
+        "latch",
+    )
+
+    def __init__(self, tp: TopicPartition, created: float) -> None:
+        self.tp = tp
+        self.created = created  # monotonic seconds: linger and delivery timeout start here
+        self.records: list[NewRecord] = []
+        # Per record: (future, timestamp, key size, value size, header size).
+        self._meta: list[tuple[FutureRecordMetadata, int, int, int, int]] = []
+        self.size = HEADER_SIZE  # estimated encoded bytes
+        self.reserved = 0  # buffer-memory bytes to give back when done
+        self.closed = False  # no more appends
+        self.solo = False  # must be sent alone (after a split)
+        self.done = False
+        # Shared by the records' futures; set once all of them are complete.
+        self.latch = threading.Event()
+
+    @property
+    def record_count(self) -> int:
+        return len(self.records)
+
+    def try_append(
+        self, record: NewRecord, size: int, batch_size: int, sizes: tuple[int, int, int]
+    ) -> FutureRecordMetadata | None:
+        # The first record always fits: a record larger than batch_size gets a batch alone.
+        if self.closed or (self.records and self.size + size > batch_size):
+            return None
+        future = FutureRecordMetadata(self.latch)
+        self.records.append(record)
+        self._meta.append((future, record.timestamp, *sizes))
+        self.size += size
+        return future
+
+    def complete(self, base_offset: int, log_append_time: int, log_start_offset: int) -> None:
+        """Resolve every record: offsets base_offset + i, or -1 (acks=0 / unknown)."""
+        assert not self.done, f"batch for {self.tp} completed twice"
+        self.done = True
+        tp = self.tp
+        for i, (future, timestamp, ks, vs, hs) in enumerate(self._meta):
+            future.success(
+                RecordMetadata(
+                    tp.topic,
+                    tp.partition,
+                    tp,
+                    base_offset + i if base_offset >= 0 else -1,
+                    log_append_time if log_append_time >= 0 else timestamp,
+                    log_start_offset,
+                    None,
+                    ks,
+                    vs,
+                    hs,
+                ),
+                set_latch=False,
+            )
+        self.latch.set()
+
+    def fail(self, exception: BaseException) -> None:
+        assert not self.done, f"batch for {self.tp} completed twice"
+        self.done = True
+        for future, *_ in self._meta:
+            future.failure(exception, set_latch=False)
+        self.latch.set()
+
+
+class AppendResult(NamedTuple):
+    future: FutureRecordMetadata | None  # None: aborted, see `aborted`
+    batch_full: bool  # a batch became sendable: wake the sender
+    new_batch: bool  # a batch was started: the sender must time its linger
+    aborted: bool  # abort_on_new_batch was set and a new batch was needed
+
+
+class RecordAccumulator:
+    def __init__(self, *, batch_size: int, linger_ms: int, buffer_memory: int) -> None:
+        self.batch_size = batch_size
+        self.linger_s = linger_ms / 1000
+        self.buffer_memory = buffer_memory
+        self._lock = threading.Lock()
+        self._batches: dict[TopicPartition, deque[ProducerBatch]] = {}
+        self._incomplete: set[ProducerBatch] = set()
+        self._flushes = 0
+        self._closed = False
+        self._memory = threading.Condition()
+        self._available = buffer_memory
+
+    # --- buffer memory -------------------------------------------------------------
+
+    def reserve(self, size: int, timeout_s: float) -> None:
+        """Take `size` bytes of buffer memory, waiting up to `timeout_s` for the sender
+        to free some; KafkaTimeoutError when it does not."""
+        if size > self.buffer_memory:
+            raise ValueError(f"{size} bytes can never fit in buffer_memory {self.buffer_memory}")
+        with self._memory:
+            if self._available >= size and not self._closed:
+                self._available -= size
+                return
+            if not self._memory.wait_for(
+                lambda: self._available >= size or self._closed, max(timeout_s, 0)
+            ):
+                raise KafkaTimeoutError(
+                    f"failed to allocate {size} bytes of buffer memory within the remaining "
+                    f"max_block_ms ({self._available} of {self.buffer_memory} bytes free)"
+                )
+            if self._closed:
+                raise IllegalStateError("producer is closed")
+            self._available -= size
+
+    def release(self, size: int) -> None:
+        if size <= 0:
+            return
+        with self._memory:
+            self._available += size
+            assert self._available <= self.buffer_memory, "buffer memory released twice"
+            self._memory.notify_all()
+
+    @property
+    def available_memory(self) -> int:
+        return self._available
+
+    # --- application threads ---------------------------------------------------------
+
+    def append(
+        self,
+        tp: TopicPartition,
+        record: NewRecord,
+        size: int,
+        reserved: int,
+        sizes: tuple[int, int, int],
+        now: float,
+        abort_on_new_batch: bool = False,
+    ) -> AppendResult:
+        """Add a record to the partition's open batch, or start one. `reserved` bytes
+        of buffer memory move to the batch (not taken when aborted)."""
+        with self._lock:
+            if self._closed:
+                raise IllegalStateError("producer is closed")
+            dq = self._batches.get(tp)
+            if dq is None:
+                dq = self._batches[tp] = deque()
+            last = dq[-1] if dq else None
+            if last is not None:
+                future = last.try_append(record, size, self.batch_size, sizes)
+                if future is not None:
+                    last.reserved += reserved
+                    full = last.size >= self.batch_size
+                    last.closed |= full
+                    return AppendResult(future, full, False, False)
+            if abort_on_new_batch:
+                return AppendResult(None, False, False, True)
+            closed_last = last is not None and not last.closed
+            if last is not None:
+                last.closed = True
+            batch = ProducerBatch(tp, now)
+            future = batch.try_append(record, size, self.batch_size, sizes)
+            assert future is not None
+            batch.reserved = reserved
+            batch.closed = batch.size >= self.batch_size
+            dq.append(batch)
+            self._incomplete.add(batch)
+            return AppendResult(future, closed_last or batch.closed, True, False)
+
+    # --- the sender thread -------------------------------------------------------------
+
+    def _sendable(self, batch: ProducerBatch, dq_len: int, now: float) -> bool:
+        return (
+            batch.closed
+            or dq_len > 1
+            or now - batch.created >= self.linger_s
+            or self._flushes > 0
+            or self._closed
+        )
+
+    def ready(
+        self, now: float, blocked: Container[TopicPartition]
+    ) -> tuple[list[TopicPartition], float | None]:
+        """Partitions whose first batch may be sent now, and the seconds until the
+        next lingering batch becomes sendable (None: no lingering batch)."""
+        ready: list[TopicPartition] = []
+        next_delay: float | None = None
+        with self._lock:
+            for tp, dq in self._batches.items():
+                if not dq or tp in blocked:
+                    continue
+                head = dq[0]
+                if self._sendable(head, len(dq), now):
+                    ready.append(tp)
+                else:
+                    wait = self.linger_s - (now - head.created)
+                    next_delay = wait if next_delay is None else min(next_delay, wait)
+        return ready, next_delay
+
+    def drain(
+        self, tp: TopicPartition, now: float, max_bytes: int, max_batches: int, first: bool
+    ) -> list[ProducerBatch]:
+        """Close and take up to `max_batches` sendable batches from the head of the
+        partition's queue, about `max_bytes` in all (one at least when `first`)."""
+        out: list[ProducerBatch] = []
+        total = 0
+        with self._lock:
+            dq = self._batches.get(tp)
+            while dq and len(out) < max_batches:
+                batch = dq[0]
+                if not self._sendable(batch, len(dq), now):
+                    break
+                if out and (batch.solo or out[0].solo):
+                    break
+                if total + batch.size > max_bytes and (out or not first):
+                    break
+                batch.closed = True
+                dq.popleft()
+                out.append(batch)
+                total += batch.size
+        return out
+
+    def reenqueue(self, tp: TopicPartition, batches: Sequence[ProducerBatch]) -> None:
+        """Put unsent batches back at the head, in order (they go before newer ones)."""
+        with self._lock:
+            dq = self._batches.setdefault(tp, deque())
+            for batch in reversed(batches):
+                batch.closed = True
+                dq.appendleft(batch)
+
+    def expire(self, now: float, delivery_timeout_s: float) -> list[ProducerBatch]:
+        """Remove queued batches older than the delivery timeout (oldest first)."""
+        expired: list[ProducerBatch] = []
+        with self._lock:
+            for dq in self._batches.values():
+                while dq and now - dq[0].created >= delivery_timeout_s:
+                    expired.append(dq.popleft())
+        return expired
+
+    def take_all(self) -> list[ProducerBatch]:
+        """Every queued batch, removed (to abort them)."""
+        with self._lock:
+            batches = [b for dq in self._batches.values() for b in dq]
+            for dq in self._batches.values():
+                dq.clear()
+        return batches
+
+    def deallocate(self, batch: ProducerBatch) -> None:
+        """A batch is done (its futures resolved): free its memory, end its tracking."""
+        assert batch.done
+        with self._lock:
+            self._incomplete.discard(batch)
+        self.release(batch.reserved)
+        batch.reserved = 0
+
+    def has_undrained(self) -> bool:
+        with self._lock:
+            return any(self._batches.values())
+
+    def has_incomplete(self) -> bool:
+        with self._lock:
+            return bool(self._incomplete)
+
+    def queued_records(self) -> int:
+        with self._lock:
+            return sum(b.record_count for dq in self._batches.values() for b in dq)
+
+    # --- flush and close -------------------------------------------------------------
+
+    def begin_flush(self) -> None:
+        with self._lock:
+            self._flushes += 1
+
+    def end_flush(self) -> None:
+        with self._lock:
+            self._flushes -= 1
+            assert self._flushes >= 0
+
+    def await_flush_completion(self, timeout_s: float | None) -> None:
+        """Wait until every batch that existed when called is done."""
+        with self._lock:
+            pending = list(self._incomplete)
+        deadline = None if timeout_s is None else time.monotonic() + timeout_s
+        for batch in pending:
+            remaining = None if deadline is None else max(deadline - time.monotonic(), 0)
+            if not batch.latch.wait(remaining):
+                raise KafkaTimeoutError(f"flush did not complete within {timeout_s}s")
+
+    def close(self) -> None:
+        """No more appends; every queued batch becomes sendable at once."""
+        with self._lock:
+            self._closed = True
+        with self._memory:
+            self._memory.notify_all()
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+
+def abort_error(reason: str) -> KafkaError:
+    return KafkaError(f"producer closed before the record was delivered: {reason}")

@@ -1,0 +1,166 @@
+"""Choosing a partition for a record, as Kafka's Java producer does.
+
+Keyed records: `(murmur2(key) & 0x7fffffff) % num_partitions` over *all*
+partitions, so a key maps to the same partition as with the Java client (and
+kafka-python). Records without a key: the sticky partitioner of KIP-480 — keep
+one partition per topic until a batch for it is closed, then move to another
+available partition chosen at random, so unkeyed traffic fills whole batches.
+"""
+
+from __future__ import annotations
+
+import random
+import struct
+import threading
+from collections.abc import Callable, Sequence
+from typing import Protocol, runtime_checkable
+
+_M = 0x5BD1E995
+_SEED = 0x9747B28C
+_MASK32 = 0xFFFFFFFF
+
+
+def murmur2(data: bytes | bytearray | memoryview) -> int:
+    """Kafka's `Utils.murmur2`: MurmurHash2, 32-bit, seed 0x9747b28c, returned as a
+    signed int32 exactly like the Java method."""
+    data = bytes(data)
+    length = len(data)
+    h = (_SEED ^ length) & _MASK32
+    whole = length & ~3
+    for (k,) in struct.iter_unpack("<I", data[:whole]):
+        k = (k * _M) & _MASK32
+        k ^= k >> 24
+        k = (k * _M) & _MASK32
+        h = ((h * _M) & _MASK32) ^ k
+    tail = length & 3
+    # Java's switch falls through: 3 → 2 → 1, the multiply happens once.
+    if tail >= 3:
+        h ^= data[whole + 2] << 16
+    if tail >= 2:
+        h ^= data[whole + 1] << 8
+    if tail >= 1:
+        h ^= data[whole]
+        h = (h * _M) & _MASK32
+    h ^= h >> 13
+    h = (h * _M) & _MASK32
+    h ^= h >> 15
+    return h - (1 << 32) if h & 0x80000000 else h
+
+
+def to_positive(n: int) -> int:
+    """Kafka's `Utils.toPositive`: clear the sign bit (not abs(): abs(MIN_INT) overflows)."""
+    return n & 0x7FFFFFFF
+
+
+def partition_for_key(key: bytes | bytearray | memoryview, num_partitions: int) -> int:
+    """The partition Kafka's built-in partitioner picks for a keyed record."""
+    if num_partitions <= 0:
+        raise ValueError(f"num_partitions must be positive, got {num_partitions}")
+    return to_positive(murmur2(key)) % num_partitions
+
+
+@runtime_checkable
+class Partitioner(Protocol):
+    """What the producer asks of a partitioner.
+
+    `partitions` is every partition id of the topic (sorted), `available` those
+    with a known leader (possibly empty). `on_new_batch` is optional: the producer
+    calls it when an unkeyed record would start a new batch on `prev_partition`.
+    """
+
+    def partition(
+        self,
+        topic: str,
+        key: bytes | None,
+        partitions: Sequence[int],
+        available: Sequence[int],
+    ) -> int: ...
+
+
+class DefaultPartitioner:
+    """murmur2 for keyed records, KIP-480 sticky for unkeyed ones. Thread-safe."""
+
+    def __init__(self, rng: random.Random | None = None) -> None:
+        self._rng = rng or random.Random()
+        self._lock = threading.Lock()
+        self._sticky: dict[str, int] = {}
+
+    def partition(
+        self,
+        topic: str,
+        key: bytes | None,
+        partitions: Sequence[int],
+        available: Sequence[int],
+    ) -> int:
+        if not partitions:
+            raise ValueError(f"topic {topic!r} has no partitions")
+        if key is not None:
+            return partitions[partition_for_key(key, len(partitions))]
+        with self._lock:
+            current = self._sticky.get(topic)
+            pool = available or partitions
+            if current is not None and current in pool:
+                return current
+            return self._pick(topic, partitions, available, avoid=None)
+
+    def on_new_batch(
+        self,
+        topic: str,
+        prev_partition: int,
+        partitions: Sequence[int],
+        available: Sequence[int],
+    ) -> None:
+        """A batch on `prev_partition` was closed by an unkeyed record: move on.
+        A stale call (another thread already moved on) changes nothing."""
+        with self._lock:
+            if self._sticky.get(topic, prev_partition) != prev_partition:
+                return
+            self._pick(topic, partitions, available, avoid=prev_partition)
+
+    def sticky_partition(self, topic: str) -> int | None:
+        with self._lock:
+            return self._sticky.get(topic)
+
+    def _pick(
+        self,
+        topic: str,
+        partitions: Sequence[int],
+        available: Sequence[int],
+        avoid: int | None,
+    ) -> int:
+        pool = list(available or partitions)
+        if len(pool) > 1 and avoid is not None:
+            pool = [p for p in pool if p != avoid]
+        choice = self._rng.choice(pool)
+        self._sticky[topic] = choice
+        return choice
+
+
+KeyPartitionFn = Callable[[bytes | None, Sequence[int], Sequence[int]], int]
+
+
+class CallablePartitioner:
+    """Adapts kafka-python's older callable shape `fn(key_bytes, all, available)`."""
+
+    def __init__(self, fn: KeyPartitionFn) -> None:
+        self._fn = fn
+
+    def partition(
+        self,
+        topic: str,
+        key: bytes | None,
+        partitions: Sequence[int],
+        available: Sequence[int],
+    ) -> int:
+        return self._fn(key, partitions, available)
+
+
+def as_partitioner(obj: object) -> Partitioner:
+    """None → DefaultPartitioner; an object with `partition` → itself; a callable → adapted."""
+    if obj is None:
+        return DefaultPartitioner()
+    if isinstance(obj, Partitioner):
+        return obj
+    if callable(obj):
+        return CallablePartitioner(obj)  # type: ignore[arg-type]
+    raise TypeError(f"partitioner must have a partition() method or be callable, got {obj!r}")
