@@ -48,6 +48,8 @@ class ErrorCode(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     INVALID_RECORD: _ClassVar[ErrorCode]
     FENCED_INSTANCE_ID: _ClassVar[ErrorCode]
     INVALID_UPDATE_VERSION: _ClassVar[ErrorCode]
+    NEW_LEADER_ELECTED: _ClassVar[ErrorCode]
+    INELIGIBLE_REPLICA: _ClassVar[ErrorCode]
     UNKNOWN_SERVER_ERROR: _ClassVar[ErrorCode]
 NONE: ErrorCode
 OFFSET_OUT_OF_RANGE: ErrorCode
@@ -91,4 +93,6 @@ ELIGIBLE_LEADERS_NOT_AVAILABLE: ErrorCode
 INVALID_RECORD: ErrorCode
 FENCED_INSTANCE_ID: ErrorCode
 INVALID_UPDATE_VERSION: ErrorCode
+NEW_LEADER_ELECTED: ErrorCode
+INELIGIBLE_REPLICA: ErrorCode
 UNKNOWN_SERVER_ERROR: ErrorCode

@@ -11,10 +11,12 @@ from collections.abc import Callable, Mapping, Sequence
 from seglog.storage.errors import InvalidConfigError
 from seglog.storage.log_config import LogConfig
 
-from .metadata_image import MetadataImage
+from .metadata_image import MetadataImage, PartitionState
 from .metadata_records import (
+    BrokerFenceRecord,
     ConfigRecord,
     MetadataRecord,
+    PartitionChangeRecord,
     PartitionRecord,
     ProducerIdsRecord,
     RemoveTopicRecord,
@@ -157,3 +159,153 @@ def allocate_producer_ids(
     """A block [first, first + block_size) of producer ids for one broker."""
     first = image.next_producer_id
     return first, [ProducerIdsRecord(broker_id, broker_epoch, first + block_size)]
+
+
+# --- leadership and ISR -------------------------------------------------------------
+
+
+def _change(
+    topic_id: str, partition: int, state: PartitionState, leader: int, isr: tuple[int, ...]
+) -> PartitionChangeRecord:
+    """Kafka bumps the leader epoch on every leader change and the partition epoch on
+    every change of any kind."""
+    leader_epoch = state.leader_epoch + 1 if leader != state.leader else state.leader_epoch
+    return PartitionChangeRecord(
+        topic_id, partition, leader, isr, leader_epoch, state.partition_epoch + 1
+    )
+
+
+def elect_leader(
+    state: PartitionState,
+    isr: tuple[int, ...],
+    usable: set[int],
+    unclean: bool,
+    preferred: bool = False,
+) -> tuple[int, tuple[int, ...]]:
+    """Kafka's election rules (7.7): keep a valid current leader (or take the
+    preferred replica when asked), else the first ISR member in assignment order;
+    outside the ISR only with unclean election, and then the ISR is just it.
+    Returns (leader or -1, isr)."""
+    valid = [r for r in state.replicas if r in isr and r in usable]
+    if preferred and state.replicas and state.replicas[0] in valid:
+        return state.replicas[0], isr
+    if state.leader in valid:
+        return state.leader, isr
+    if valid:
+        return valid[0], isr
+    if unclean:
+        for r in state.replicas:
+            if r in usable:
+                return r, (r,)
+    return -1, isr
+
+
+def _unclean_allowed(image: MetadataImage, topic: str, defaults: LogConfig) -> bool:
+    overrides = image.configs.get(topic, {})
+    value = overrides.get("unclean.leader.election.enable")
+    if value is None:
+        return defaults.unclean_leader_election_enable
+    return value.strip().lower() == "true"
+
+
+def fence_broker_records(
+    image: MetadataImage, broker_id: int, defaults: LogConfig
+) -> list[MetadataRecord]:
+    """A broker missed its session (or shut down): fence it, drop it from every ISR
+    and move each leadership it held to another ISR member."""
+    broker = image.brokers.get(broker_id)
+    if broker is None or broker.fenced:
+        return []
+    records: list[MetadataRecord] = [BrokerFenceRecord(broker_id, broker.broker_epoch, True)]
+    usable = set(image.unfenced_brokers()) - {broker_id}
+    for topic in image.topics.values():
+        unclean = _unclean_allowed(image, topic.name, defaults)
+        for p, state in sorted(topic.partitions.items()):
+            if broker_id not in state.isr and state.leader != broker_id:
+                continue
+            # Kafka keeps the last ISR member in the ISR so that a clean election
+            # is possible again once it returns (the partition is offline meanwhile).
+            remaining = tuple(r for r in state.isr if r != broker_id)
+            isr = remaining or state.isr
+            leader, isr = elect_leader(state, isr, usable, unclean)
+            if leader == state.leader and isr == state.isr:
+                continue
+            records.append(_change(topic.topic_id, p, state, leader, isr))
+    return records
+
+
+def unfence_broker_records(
+    image: MetadataImage, broker_id: int, defaults: LogConfig
+) -> list[MetadataRecord]:
+    """A registered broker caught up: unfence it and give leaderless partitions a
+    leader again if it can lead them."""
+    broker = image.brokers.get(broker_id)
+    if broker is None or not broker.fenced:
+        return []
+    records: list[MetadataRecord] = [BrokerFenceRecord(broker_id, broker.broker_epoch, False)]
+    usable = set(image.unfenced_brokers()) | {broker_id}
+    for topic in image.topics.values():
+        unclean = _unclean_allowed(image, topic.name, defaults)
+        for p, state in sorted(topic.partitions.items()):
+            if state.leader != -1 or broker_id not in state.replicas:
+                continue
+            leader, isr = elect_leader(state, state.isr, usable, unclean)
+            if leader != -1:
+                records.append(_change(topic.topic_id, p, state, leader, isr))
+    return records
+
+
+def preferred_leader_records(image: MetadataImage) -> list[MetadataRecord]:
+    """auto.leader.rebalance.enable: move leadership back to each partition's
+    preferred (first) replica when it is in the ISR and unfenced."""
+    usable = set(image.unfenced_brokers())
+    records: list[MetadataRecord] = []
+    for topic in image.topics.values():
+        for p, state in sorted(topic.partitions.items()):
+            if not state.replicas or state.leader == state.replicas[0]:
+                continue
+            leader, isr = elect_leader(state, state.isr, usable, False, preferred=True)
+            if leader != state.leader and leader != -1:
+                records.append(_change(topic.topic_id, p, state, leader, isr))
+    return records
+
+
+def alter_partition_records(
+    image: MetadataImage,
+    topic: str,
+    partition: int,
+    leader_id: int,
+    leader_epoch: int,
+    partition_epoch: int,
+    new_isr: tuple[int, ...],
+) -> list[MetadataRecord]:
+    """A leader's ISR change (AlterPartition), checked against the epochs it knew."""
+    t = image.topics.get(topic)
+    state = t.partitions.get(partition) if t is not None else None
+    if t is None or state is None:
+        raise ControlError("UNKNOWN_TOPIC_OR_PARTITION", f"no partition {topic}-{partition}")
+    if leader_epoch < state.leader_epoch:
+        raise ControlError(
+            "FENCED_LEADER_EPOCH",
+            f"leader epoch {leader_epoch} is older than {state.leader_epoch}",
+        )
+    if leader_id != state.leader or leader_epoch != state.leader_epoch:
+        raise ControlError(
+            "NOT_LEADER_OR_FOLLOWER", f"node {leader_id} does not lead {topic}-{partition}"
+        )
+    if partition_epoch != state.partition_epoch:
+        raise ControlError(
+            "INVALID_UPDATE_VERSION",
+            f"partition epoch {partition_epoch} is not the current {state.partition_epoch}",
+        )
+    if leader_id not in new_isr or any(r not in state.replicas for r in new_isr):
+        raise ControlError(
+            "INVALID_REQUEST", f"ISR {list(new_isr)} must hold the leader and only replicas"
+        )
+    usable = set(image.unfenced_brokers())
+    added = [r for r in new_isr if r not in state.isr]
+    if any(r not in usable for r in added):
+        raise ControlError("INELIGIBLE_REPLICA", f"replicas {added} are fenced or unknown")
+    if tuple(new_isr) == state.isr:
+        return []
+    return [_change(t.topic_id, partition, state, state.leader, tuple(new_isr))]
