@@ -91,6 +91,10 @@ class NodeConfig:
     process_roles: tuple[str, ...] = ("broker", "controller")
     controller_quorum_voters: dict[int, tuple[str, int]] = field(default_factory=dict)
     cluster_id: str = "seglog-cluster"
+    broker_session_timeout_ms: int = 9_000
+    broker_heartbeat_interval_ms: int = 2_000
+    auto_leader_rebalance_enable: bool = True
+    leader_imbalance_check_interval_seconds: int = 300
     raw: Mapping[str, str] = field(default_factory=dict, compare=False, repr=False)
 
     @classmethod
@@ -133,6 +137,14 @@ class NodeConfig:
             process_roles=roles,
             controller_quorum_voters=voters,
             cluster_id=props.get("cluster.id", "seglog-cluster"),
+            broker_session_timeout_ms=_int(props, "broker.session.timeout.ms", 9_000, at_least=1),
+            broker_heartbeat_interval_ms=_int(
+                props, "broker.heartbeat.interval.ms", 2_000, at_least=1
+            ),
+            auto_leader_rebalance_enable=_bool(props, "auto.leader.rebalance.enable", True),
+            leader_imbalance_check_interval_seconds=_int(
+                props, "leader.imbalance.check.interval.seconds", 300, at_least=1
+            ),
             raw=dict(props),
         )
 

@@ -7,21 +7,30 @@ from __future__ import annotations
 import random
 import signal
 import threading
+import time
+from collections.abc import Callable
 from concurrent import futures
 from types import FrameType
 
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
-from seglog.proto import client_pb2_grpc
+from seglog.proto import client_pb2 as pb
+from seglog.proto import client_pb2_grpc, cluster_pb2_grpc, errors_pb2
+from seglog.proto import cluster_pb2 as cpb
+from seglog.replication.cluster_control import ControlError
 from seglog.replication.metadata_image import MetadataImage
+from seglog.storage.errors import InvalidConfigError
 
 from .config import NodeConfig
+from .controller_client import ControllerClient
+from .controller_servicer import ControllerServicer
 from .event_log import EventLogger, configure
 from .local_controller import LocalController
 from .log_manager import LogManager
+from .quorum_controller import QuorumController
 from .replica_manager import ReplicaManager
-from .servicer import SegLogServicer
+from .servicer import SegLogServicer, code
 
 _log = EventLogger("node")
 MAX_MESSAGE_BYTES = 64 * 1024 * 1024
@@ -38,7 +47,34 @@ class Node:
         self.default_replication_factor = config.default_replication_factor
         self.auto_create_topics_enable = config.auto_create_topics_enable
         self.log_manager = LogManager(config.log_dirs, config.log_config, config.log_settings)
-        self.controller = LocalController(config.log_dirs[0], config.log_config, random.Random())
+        self.quorum: QuorumController | None = None
+        self.controller_client: ControllerClient | None = None
+        if config.controller_quorum_voters:
+            if config.node_id not in config.controller_quorum_voters:
+                raise InvalidConfigError(
+                    f"node.id {config.node_id} is not among controller.quorum.voters "
+                    f"{sorted(config.controller_quorum_voters)}; broker-only nodes are not "
+                    f"supported yet"
+                )
+            self.quorum = QuorumController(
+                config.node_id,
+                config.controller_quorum_voters,
+                config.log_dirs[0],
+                config.log_config,
+                random.Random(),
+                session_timeout_ms=config.broker_session_timeout_ms,
+                auto_leader_rebalance=config.auto_leader_rebalance_enable,
+                rebalance_interval_ms=config.leader_imbalance_check_interval_seconds * 1000,
+            )
+            self.controller_client = ControllerClient(
+                config.controller_quorum_voters,
+                lambda: self.quorum.leader_id if self.quorum else None,
+            )
+            self.controller: LocalController | QuorumController = self.quorum
+        else:
+            self.controller = LocalController(
+                config.log_dirs[0], config.log_config, random.Random()
+            )
         self.replica_manager = ReplicaManager(
             config.node_id, self.log_manager, self.controller.topic_config
         )
@@ -50,6 +86,7 @@ class Node:
         self._health = health.HealthServicer()
         self._stopped = threading.Event()
         self._done = threading.Event()
+        self._lifecycle: threading.Thread | None = None
         self.port = -1
 
     # --- lifecycle -----------------------------------------------------------------
@@ -71,34 +108,116 @@ class Node:
         )
         client_pb2_grpc.add_SegLogServicer_to_server(SegLogServicer(self), self._server)
         health_pb2_grpc.add_HealthServicer_to_server(self._health, self._server)
+        if self.quorum is not None:
+            cluster_pb2_grpc.add_ControllerServicer_to_server(
+                ControllerServicer(self.quorum, self.cluster_id), self._server
+            )
         bind_host, bind_port = self.config.listener
         self.port = self._server.add_insecure_port(f"{bind_host}:{bind_port}")
         if self.port == 0:
             raise OSError(f"cannot listen on {bind_host}:{bind_port}")
         if port == 0:
-            host, port = host, self.port
-        self.broker_epoch = self.controller.register_broker(self.node_id, host, port)
+            port = self.port
         self.controller.add_listener(self.replica_manager.on_metadata)
-        self.log_manager.start()
         self._server.start()
+        if self.quorum is not None:
+            self.quorum.start()
+            self._lifecycle = threading.Thread(
+                target=self._broker_lifecycle,
+                args=(host, port),
+                name="broker-lifecycle",
+                daemon=True,
+            )
+            self._lifecycle.start()
+        else:
+            self.broker_epoch = self.controller.register_broker(self.node_id, host, port)
+        self.log_manager.start()
         self._health.set("", health_pb2.HealthCheckResponse.SERVING)
         self._health.set(SERVICE_NAME, health_pb2.HealthCheckResponse.SERVING)
         _log.info(
             "node_started",
             node_id=self.node_id,
             listener=f"{bind_host}:{self.port}",
-            broker_epoch=self.broker_epoch,
+            voters=sorted(self.config.controller_quorum_voters),
             log_dirs=[str(d) for d in self.config.log_dirs],
         )
+
+    def _broker_lifecycle(self, host: str, port: int) -> None:
+        """KRaft's broker side: register with the active controller, then heartbeat;
+        re-register when the controller no longer knows this incarnation."""
+        client = self.controller_client
+        assert client is not None and self.quorum is not None
+        interval = self.config.broker_heartbeat_interval_ms / 1000
+        while not self._stopped.is_set():
+            if self.broker_epoch < 0:
+                try:
+                    r = client.call(
+                        lambda n: client.controller_stub(n).RegisterBroker(
+                            cpb.RegisterBrokerRequest(
+                                broker_id=self.node_id,
+                                host=host,
+                                port=port,
+                                cluster_id=self.cluster_id,
+                            ),
+                            timeout=5,
+                        ),
+                        lambda r: (r.error_code, r.error_message),
+                    )
+                except ControlError:
+                    continue
+                if r.error_code == 0:
+                    self.broker_epoch = r.broker_epoch
+                    _log.info("registered", broker_epoch=r.broker_epoch)
+                continue
+            try:
+                r = client.call(
+                    lambda n: client.controller_stub(n).BrokerHeartbeat(
+                        cpb.BrokerHeartbeatRequest(
+                            broker_id=self.node_id,
+                            broker_epoch=self.broker_epoch,
+                            metadata_offset=self.quorum.metadata_offset if self.quorum else 0,
+                        ),
+                        timeout=5,
+                    ),
+                    lambda r: (r.error_code, r.error_message),
+                    deadline_s=max(2.0, interval * 3),
+                )
+                if r.error_code in (code("STALE_BROKER_EPOCH"), code("BROKER_NOT_AVAILABLE")):
+                    self.broker_epoch = -1
+                    continue
+            except ControlError:
+                pass
+            self._stopped.wait(interval)
+
+    def _controlled_shutdown(self) -> None:
+        client = self.controller_client
+        if client is None or self.broker_epoch < 0:
+            return
+        try:
+            client.call(
+                lambda n: client.controller_stub(n).BrokerHeartbeat(
+                    cpb.BrokerHeartbeatRequest(
+                        broker_id=self.node_id, broker_epoch=self.broker_epoch, want_shutdown=True
+                    ),
+                    timeout=3,
+                ),
+                lambda r: (r.error_code, r.error_message),
+                deadline_s=3,
+            )
+        except ControlError:
+            pass  # the controller will fence this broker when its session expires
 
     def shutdown(self) -> None:
         if self._stopped.is_set():
             return
         self._stopped.set()
         self._health.enter_graceful_shutdown()
+        self._controlled_shutdown()
         if self._server is not None:
             self._server.stop(grace=2).wait(5)
         self.controller.shutdown()
+        if self.controller_client is not None:
+            self.controller_client.close()
         self.log_manager.shutdown(self.broker_epoch)
         _log.info("node_stopped", node_id=self.node_id)
         self._done.set()
@@ -112,27 +231,85 @@ class Node:
         return self.controller.image
 
     def controller_id(self) -> int:
-        return self.node_id
+        if self.quorum is None:
+            return self.node_id
+        return -1 if self.quorum.leader_id is None else self.quorum.leader_id
+
+    def _forward(self, method: str, request: object) -> object:
+        """An admin request on a node that is not the active controller goes there."""
+        client = self.controller_client
+        assert client is not None
+        return client.call(
+            lambda n: getattr(client.seglog_stub(n), method)(request, timeout=15),
+            lambda r: _first_error(r),
+        )
 
     def create_topic(
         self, name: str, partitions: int, rf: int, configs: dict[str, str], validate_only: bool
     ) -> str:
-        return self.controller.create_topic(name, partitions, rf, configs, validate_only)
+        if self.quorum is None or self.quorum.is_active():
+            return self.controller.create_topic(name, partitions, rf, configs, validate_only)
+        request = pb.CreateTopicsRequest(
+            topics=[
+                pb.CreatableTopic(
+                    name=name, num_partitions=partitions, replication_factor=rf, configs=configs
+                )
+            ],
+            validate_only=validate_only,
+        )
+        response = self._forward("CreateTopics", request)
+        result = response.topics[0]  # type: ignore[attr-defined]
+        _raise_for(result.error_code, result.error_message)
+        self._await_metadata(lambda image: name in image.topics or validate_only)
+        return str(result.topic_id)
 
     def delete_topic(self, name: str) -> None:
-        self.controller.delete_topic(name)
+        if self.quorum is None or self.quorum.is_active():
+            self.controller.delete_topic(name)
+            return
+        response = self._forward("DeleteTopics", pb.DeleteTopicsRequest(names=[name]))
+        result = response.topics[0]  # type: ignore[attr-defined]
+        _raise_for(result.error_code, result.error_message)
+        self._await_metadata(lambda image: name not in image.topics)
 
     def alter_configs(
         self, topic: str, changes: dict[str, str | None], validate_only: bool
     ) -> None:
-        self.controller.alter_configs(topic, changes, validate_only)
+        if self.quorum is None or self.quorum.is_active():
+            self.controller.alter_configs(topic, changes, validate_only)
+        else:
+            request = pb.AlterConfigsRequest(
+                resources=[
+                    pb.AlterConfigsResource(
+                        type=pb.TOPIC,
+                        name=topic,
+                        configs=[
+                            pb.AlterableConfig(
+                                name=k, op=pb.DELETE if v is None else pb.SET, value=v or ""
+                            )
+                            for k, v in changes.items()
+                        ],
+                    )
+                ],
+                validate_only=validate_only,
+            )
+            response = self._forward("AlterConfigs", request)
+            result = response.results[0]  # type: ignore[attr-defined]
+            _raise_for(result.error_code, result.error_message)
         if not validate_only:
             # Re-apply so hosted logs pick up the new config.
             self.replica_manager.on_metadata(self.controller.image, [])
 
-    def describe_topic_config(self, topic: str) -> list[tuple[str, str, int]]:
-        from seglog.replication.cluster_control import ControlError
+    def _await_metadata(
+        self, ready: Callable[[MetadataImage], bool], timeout_s: float = 10
+    ) -> None:
+        """Answer after this node applied the change too, so the client's next
+        metadata request here sees it."""
+        deadline = time.monotonic() + timeout_s
+        while not ready(self.controller.image) and time.monotonic() < deadline:
+            time.sleep(0.02)
 
+    def describe_topic_config(self, topic: str) -> list[tuple[str, str, int]]:
         if topic not in self.controller.image.topics:
             raise ControlError("UNKNOWN_TOPIC_OR_PARTITION", f"topic {topic!r} does not exist")
         config = self.controller.topic_config(topic)
@@ -141,12 +318,40 @@ class Node:
     def next_producer_id(self) -> int:
         with self._pid_lock:
             if self._pid_next >= self._pid_end:
-                self._pid_next, self._pid_end = self.controller.allocate_producer_ids(
-                    self.node_id, self.broker_epoch
-                )
+                self._pid_next, self._pid_end = self._allocate_producer_ids()
             pid = self._pid_next
             self._pid_next += 1
             return pid
+
+    def _allocate_producer_ids(self) -> tuple[int, int]:
+        if self.quorum is None or self.quorum.is_active():
+            return self.controller.allocate_producer_ids(self.node_id, self.broker_epoch)
+        client = self.controller_client
+        assert client is not None
+        r = client.call(
+            lambda n: client.controller_stub(n).AllocateProducerIds(
+                cpb.AllocateProducerIdsRequest(
+                    broker_id=self.node_id, broker_epoch=self.broker_epoch
+                ),
+                timeout=10,
+            ),
+            lambda r: (r.error_code, r.error_message),
+        )
+        _raise_for(r.error_code, r.error_message)
+        return r.first_producer_id, r.end_producer_id
+
+
+def _first_error(response: object) -> tuple[int, str]:
+    for field in ("topics", "results"):
+        items = getattr(response, field, None)
+        if items:
+            return items[0].error_code, items[0].error_message
+    return 0, ""
+
+
+def _raise_for(error_code: int, message: str) -> None:
+    if error_code:
+        raise ControlError(errors_pb2.ErrorCode.Name(error_code), message)
 
 
 def run_node(config: NodeConfig, log_level: str = "INFO") -> int:

@@ -41,6 +41,7 @@ class ErrorCode(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     KAFKA_STORAGE_ERROR: _ClassVar[ErrorCode]
     UNKNOWN_PRODUCER_ID: _ClassVar[ErrorCode]
     FENCED_LEADER_EPOCH: _ClassVar[ErrorCode]
+    STALE_BROKER_EPOCH: _ClassVar[ErrorCode]
     UNKNOWN_LEADER_EPOCH: _ClassVar[ErrorCode]
     OFFSET_NOT_AVAILABLE: _ClassVar[ErrorCode]
     PREFERRED_LEADER_NOT_AVAILABLE: _ClassVar[ErrorCode]
@@ -86,6 +87,7 @@ INVALID_TXN_STATE: ErrorCode
 KAFKA_STORAGE_ERROR: ErrorCode
 UNKNOWN_PRODUCER_ID: ErrorCode
 FENCED_LEADER_EPOCH: ErrorCode
+STALE_BROKER_EPOCH: ErrorCode
 UNKNOWN_LEADER_EPOCH: ErrorCode
 OFFSET_NOT_AVAILABLE: ErrorCode
 PREFERRED_LEADER_NOT_AVAILABLE: ErrorCode

@@ -1,0 +1,81 @@
+"""A node's calls to the active controller: find it among the voters, retry on
+NOT_CONTROLLER or a dead node, and give up after a deadline."""
+
+from __future__ import annotations
+
+import random
+import time
+from collections.abc import Callable, Mapping
+from typing import TypeVar
+
+import grpc
+
+from seglog.proto import client_pb2_grpc, cluster_pb2_grpc, errors_pb2
+from seglog.replication.cluster_control import ControlError
+
+from .raft_transport import CHANNEL_OPTIONS
+
+T = TypeVar("T")
+RPC_TIMEOUT_S = 5.0
+
+
+class ControllerClient:
+    def __init__(
+        self,
+        voters: Mapping[int, tuple[str, int]],
+        leader_hint: Callable[[], int | None],
+    ) -> None:
+        self.voters = dict(voters)
+        self.leader_hint = leader_hint
+        self._channels: dict[int, grpc.Channel] = {}
+
+    def _channel(self, node: int) -> grpc.Channel:
+        channel = self._channels.get(node)
+        if channel is None:
+            host, port = self.voters[node]
+            channel = self._channels[node] = grpc.insecure_channel(
+                f"{host}:{port}", CHANNEL_OPTIONS
+            )
+        return channel
+
+    def controller_stub(self, node: int) -> cluster_pb2_grpc.ControllerStub:
+        return cluster_pb2_grpc.ControllerStub(self._channel(node))
+
+    def seglog_stub(self, node: int) -> client_pb2_grpc.SegLogStub:
+        return client_pb2_grpc.SegLogStub(self._channel(node))
+
+    def call(
+        self,
+        fn: Callable[[int], T],
+        error_of: Callable[[T], tuple[int, str]],
+        deadline_s: float = 15.0,
+    ) -> T:
+        """Call `fn(node)` on the active controller, trying the known leader first and
+        then the other voters, until an answer that is not NOT_CONTROLLER."""
+        deadline = time.monotonic() + deadline_s
+        last = "no voter answered"
+        backoff = 0.05
+        while time.monotonic() < deadline:
+            hint = self.leader_hint()
+            order = [hint] if hint in self.voters else []
+            others = [v for v in self.voters if v not in order]
+            random.shuffle(others)
+            for node in order + others:
+                try:
+                    response = fn(node)
+                except grpc.RpcError as e:
+                    last = f"node {node}: {e.code()}"
+                    continue
+                code, message = error_of(response)
+                if code == errors_pb2.ErrorCode.Value("NOT_CONTROLLER"):
+                    last = f"node {node}: {message}"
+                    continue
+                return response
+            time.sleep(backoff)
+            backoff = min(backoff * 2, 0.5)
+        raise ControlError("NOT_CONTROLLER", f"no active controller reachable: {last}")
+
+    def close(self) -> None:
+        for channel in self._channels.values():
+            channel.close()
+        self._channels.clear()

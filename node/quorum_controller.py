@@ -1,0 +1,465 @@
+"""The controller quorum's I/O shell: a Raft core (`seglog.replication.raft`) driven
+by one thread that ticks it, steps inbound messages, persists each Ready
+(`RaftStorage`), sends its messages (`PeerSender`) and applies committed
+metadata records to the image. The active controller (the Raft leader) turns
+requests into records with the pure functions of `cluster_control`, proposes
+them and answers once they are committed; it also fences brokers whose
+heartbeats stop and moves their leaderships.
+"""
+
+from __future__ import annotations
+
+import json
+import queue
+import random
+import threading
+import time
+from collections.abc import Callable, Mapping
+from concurrent.futures import Future
+from concurrent.futures import TimeoutError as FutureTimeout
+from pathlib import Path
+
+from seglog.replication.cluster_control import (
+    METADATA_TOPIC,
+    ControlError,
+    allocate_producer_ids,
+    alter_config_records,
+    alter_partition_records,
+    create_topic_records,
+    delete_topic_records,
+    fence_broker_records,
+    preferred_leader_records,
+    unfence_broker_records,
+)
+from seglog.replication.metadata_image import MetadataImage
+from seglog.replication.metadata_records import (
+    MetadataRecord,
+    RegisterBrokerRecord,
+    decode_record,
+    encode_record,
+)
+from seglog.replication.raft import Message, NotLeaderError, PersistentState, RaftNode, Role
+from seglog.storage.log_config import LogConfig
+from seglog.storage.partition_metadata import new_topic_id
+
+from .event_log import EventLogger
+from .raft_storage import RaftStorage
+from .raft_transport import PeerSender
+
+_log = EventLogger("controller")
+Listener = Callable[[MetadataImage, list[MetadataRecord]], None]
+
+TICK_S = 0.05
+ELECTION_TICKS = 10  # 0.5-1 s election timeout
+SNAPSHOT_EVERY = 2_000  # applied entries between metadata snapshots
+COMMIT_TIMEOUT_S = 10.0
+INBOUND_LIMIT = 10_000
+
+
+def encode_entry(records: list[MetadataRecord]) -> bytes:
+    return b"[" + b",".join(encode_record(r) for r in records) + b"]"
+
+
+def decode_entry(data: bytes) -> list[MetadataRecord]:
+    if not data:
+        return []  # a new leader's no-op
+    return [decode_record(json.dumps(item).encode()) for item in json.loads(data)]
+
+
+class QuorumController:
+    def __init__(
+        self,
+        node_id: int,
+        voters: Mapping[int, tuple[str, int]],
+        metadata_dir: Path,
+        broker_defaults: LogConfig,
+        rng: random.Random,
+        session_timeout_ms: int = 9_000,
+        auto_leader_rebalance: bool = True,
+        rebalance_interval_ms: int = 300_000,
+    ) -> None:
+        self.node_id = node_id
+        self.voters = dict(voters)
+        self.metadata_dir = metadata_dir
+        self.broker_defaults = broker_defaults
+        self.rng = rng
+        self.session_timeout_s = session_timeout_ms / 1000
+        self.auto_leader_rebalance = auto_leader_rebalance
+        self.rebalance_interval_s = rebalance_interval_ms / 1000
+        self.image = MetadataImage()
+        self.metadata_offset = 0  # last applied Raft index
+        self._listeners: list[Listener] = []
+        self._inbound: queue.Queue[tuple[str, object]] = queue.Queue(INBOUND_LIMIT)
+        self._pending: dict[int, tuple[int, Future[int]]] = {}
+        self._op_lock = threading.Lock()
+        self._state_lock = threading.Lock()  # image + listeners, read by request threads
+        self._stopped = threading.Event()
+        self._peers: dict[int, PeerSender] = {}
+        self._storage: RaftStorage | None = None
+        self._raft: RaftNode | None = None
+        self._thread: threading.Thread | None = None
+        self._duty_thread: threading.Thread | None = None
+        self._leader_ready_index = -1
+        self._sessions: dict[int, float] = {}  # broker id -> last heartbeat (monotonic)
+        self._registered_at: dict[int, int] = {}  # broker id -> index of its registration
+        # What request threads may read without touching the core.
+        self.role = Role.FOLLOWER.value
+        self.term = 0
+        self.leader_id: int | None = None
+        self.commit_index = 0
+
+    # --- lifecycle -------------------------------------------------------------------
+
+    def load(self, clean: bool) -> None:
+        self._storage = RaftStorage(self.metadata_dir / f"{METADATA_TOPIC}-0", clean)
+        persisted: PersistentState = self._storage.load()
+        if persisted.snapshot is not None:
+            for record in decode_entry(persisted.snapshot.data):
+                self.image.apply(record)
+            self.metadata_offset = persisted.snapshot.index
+        self._raft = RaftNode(
+            self.node_id,
+            sorted(self.voters),
+            persisted=persisted,
+            election_ticks=ELECTION_TICKS,
+            heartbeat_ticks=1,
+            rng=self.rng,
+        )
+        self.term = persisted.term
+        _log.info(
+            "quorum_loaded",
+            term=persisted.term,
+            entries=len(persisted.entries),
+            snapshot=persisted.snapshot.index if persisted.snapshot else 0,
+            voters=sorted(self.voters),
+        )
+
+    def start(self) -> None:
+        for peer, address in self.voters.items():
+            if peer != self.node_id:
+                self._peers[peer] = PeerSender(peer, address)
+        self._thread = threading.Thread(target=self._run, name="raft", daemon=True)
+        self._thread.start()
+        self._duty_thread = threading.Thread(target=self._duties, name="controller", daemon=True)
+        self._duty_thread.start()
+
+    def shutdown(self) -> None:
+        self._stopped.set()
+        for t in (self._thread, self._duty_thread):
+            if t is not None:
+                t.join(timeout=5)
+        for p in self._peers.values():
+            p.close()
+        self._fail_pending("NOT_CONTROLLER", "the controller is shutting down")
+        if self._storage is not None:
+            self._storage.close()
+            self._storage = None
+
+    def add_listener(self, listener: Listener) -> None:
+        with self._state_lock:
+            self._listeners.append(listener)
+            listener(self.image, [])
+
+    # --- the Raft thread ---------------------------------------------------------------
+
+    def deliver(self, message: Message) -> None:
+        """A Raft message from a peer (gRPC thread); dropped when the queue is full."""
+        try:
+            self._inbound.put_nowait(("message", message))
+        except queue.Full:
+            pass
+
+    def _run(self) -> None:
+        assert self._raft is not None and self._storage is not None
+        raft = self._raft
+        next_tick = time.monotonic() + TICK_S
+        while not self._stopped.is_set():
+            timeout = max(0.0, next_tick - time.monotonic())
+            try:
+                kind, payload = self._inbound.get(timeout=timeout)
+                self._handle(kind, payload)
+                # Drain what else arrived, bounded, before persisting once.
+                for _ in range(256):
+                    kind, payload = self._inbound.get_nowait()
+                    self._handle(kind, payload)
+            except queue.Empty:
+                pass
+            if time.monotonic() >= next_tick:
+                raft.tick()
+                next_tick += TICK_S
+                if next_tick < time.monotonic():
+                    next_tick = time.monotonic() + TICK_S
+            self._process_ready()
+
+    def _handle(self, kind: str, payload: object) -> None:
+        assert self._raft is not None
+        if kind == "message":
+            self._raft.step(payload)  # type: ignore[arg-type]
+        elif kind == "propose":
+            data, future = payload  # type: ignore[misc]
+            try:
+                index = self._raft.propose(data)
+                self._pending[index] = (self._raft.term, future)
+            except NotLeaderError as e:
+                future.set_exception(ControlError("NOT_CONTROLLER", str(e)))
+        elif kind == "compact":
+            index, data = payload  # type: ignore[misc]
+            if index > self._raft.snapshot_index:
+                self._raft.compact(index, data)
+                assert self._storage is not None
+                self._storage.compact_to(index)
+
+    def _process_ready(self) -> None:
+        raft, storage = self._raft, self._storage
+        assert raft is not None and storage is not None
+        # Bounded: each Ready drains what the core had queued.
+        for _ in range(64):
+            if not raft.has_ready():
+                break
+            rd = raft.ready()
+            storage.persist(rd)  # durable before any message leaves (votes, acks)
+            for m in rd.messages:
+                peer = self._peers.get(m.dst)
+                if peer is not None:
+                    peer.send(m)
+            for entry in rd.committed_entries:
+                self._apply(entry.index, entry.term, entry.data)
+            raft.advance(rd)
+        was_leader = self.role == Role.LEADER.value
+        self.role, self.term = raft.role.value, raft.term
+        self.leader_id, self.commit_index = raft.leader_id, raft.commit_index
+        if raft.role == Role.LEADER and not was_leader:
+            self._leader_ready_index = raft.last_index
+            now = time.monotonic()
+            # A new active controller gives every broker a fresh session.
+            self._sessions = {b: now for b in self.image.brokers}
+            _log.info("became_active_controller", term=raft.term, node=self.node_id)
+        elif raft.role != Role.LEADER and was_leader:
+            self._fail_pending("NOT_CONTROLLER", "leadership lost")
+            _log.info("lost_controller_leadership", term=raft.term, leader=raft.leader_id)
+
+    def _apply(self, index: int, term: int, data: bytes) -> None:
+        records = decode_entry(data)
+        with self._state_lock:
+            for r in records:
+                self.image.apply(r)
+                if isinstance(r, RegisterBrokerRecord):
+                    self._registered_at[r.broker_id] = index
+            self.metadata_offset = index
+            listeners = list(self._listeners)
+        if records:
+            for listener in listeners:
+                listener(self.image, records)
+        pending = self._pending.pop(index, None)
+        if pending is not None:
+            proposed_term, future = pending
+            if proposed_term == term:
+                future.set_result(index)
+            else:
+                future.set_exception(
+                    ControlError("NOT_CONTROLLER", "a new leader replaced the entry")
+                )
+        if index % SNAPSHOT_EVERY == 0:
+            with self._state_lock:
+                snapshot = encode_entry(self.image.to_records())
+            # Compacted between Readies, never in the middle of one.
+            try:
+                self._inbound.put_nowait(("compact", (index, snapshot)))
+            except queue.Full:
+                pass
+
+    def _fail_pending(self, error: str, message: str) -> None:
+        for _term, future in self._pending.values():
+            if not future.done():
+                future.set_exception(ControlError(error, message))
+        self._pending.clear()
+
+    # --- proposing -------------------------------------------------------------------
+
+    def is_active(self) -> bool:
+        return self.role == Role.LEADER.value and self.metadata_offset >= self._leader_ready_index
+
+    def leader_address(self) -> tuple[str, int] | None:
+        leader = self.leader_id
+        return self.voters.get(leader) if leader is not None else None
+
+    def _commit(self, records: list[MetadataRecord]) -> int:
+        if not records:
+            return self.metadata_offset
+        future: Future[int] = Future()
+        try:
+            self._inbound.put(("propose", (encode_entry(records), future)), timeout=1)
+        except queue.Full:
+            raise ControlError("REQUEST_TIMED_OUT", "the controller is overloaded") from None
+        try:
+            return future.result(COMMIT_TIMEOUT_S)
+        except FutureTimeout:
+            raise ControlError(
+                "REQUEST_TIMED_OUT", f"metadata not committed within {COMMIT_TIMEOUT_S}s"
+            ) from None
+
+    def _op(self, decide: Callable[[MetadataImage], list[MetadataRecord]]) -> int:
+        """Decide against the applied image and commit, one operation at a time, so
+        each decision sees every earlier one."""
+        with self._op_lock:
+            if not self.is_active():
+                raise ControlError(
+                    "NOT_CONTROLLER",
+                    f"node {self.node_id} is not the active controller (leader {self.leader_id})",
+                )
+            with self._state_lock:
+                records = decide(self.image)
+            return self._commit(records)
+
+    # --- requests (the same surface as LocalController) --------------------------------
+
+    def register_broker(self, broker_id: int, host: str, port: int) -> int:
+        def decide(image: MetadataImage) -> list[MetadataRecord]:
+            old = image.brokers.get(broker_id)
+            epoch = max(old.broker_epoch + 1 if old else 1, self.metadata_offset + 1)
+            return [RegisterBrokerRecord(broker_id, epoch, host, port)]
+
+        self._op(decide)
+        self._sessions[broker_id] = time.monotonic()
+        epoch = self.image.brokers[broker_id].broker_epoch
+        _log.info("broker_registered", broker=broker_id, epoch=epoch)
+        return epoch
+
+    def heartbeat(
+        self, broker_id: int, broker_epoch: int, metadata_offset: int, shutdown: bool
+    ) -> bool:
+        """Returns whether the broker is (still) fenced."""
+        broker = self.image.brokers.get(broker_id)
+        if broker is None or broker.broker_epoch != broker_epoch:
+            raise ControlError(
+                "STALE_BROKER_EPOCH" if broker else "BROKER_NOT_AVAILABLE",
+                f"broker {broker_id} epoch {broker_epoch} is not registered",
+            )
+        if not self.is_active():
+            raise ControlError(
+                "NOT_CONTROLLER", f"node {self.node_id} is not the active controller"
+            )
+        if shutdown:
+            self._sessions.pop(broker_id, None)
+            self._op(lambda image: fence_broker_records(image, broker_id, self.broker_defaults))
+            return True
+        self._sessions[broker_id] = time.monotonic()
+        caught_up = metadata_offset >= self._registered_at.get(broker_id, 0)
+        if broker.fenced and caught_up:
+            self._op(lambda image: unfence_broker_records(image, broker_id, self.broker_defaults))
+        return self.image.brokers[broker_id].fenced
+
+    def create_topic(
+        self,
+        name: str,
+        num_partitions: int,
+        replication_factor: int,
+        configs: Mapping[str, str],
+        validate_only: bool = False,
+    ) -> str:
+        topic_id: list[str] = []
+
+        def decide(image: MetadataImage) -> list[MetadataRecord]:
+            records = create_topic_records(
+                image,
+                name,
+                num_partitions,
+                replication_factor,
+                configs,
+                broker_defaults=self.broker_defaults,
+                new_topic_id=new_topic_id,
+                rng=self.rng,
+            )
+            topic_id.append(records[0].topic_id)  # type: ignore[union-attr]
+            return [] if validate_only else records
+
+        self._op(decide)
+        if not validate_only:
+            _log.info("topic_created", topic=name, partitions=num_partitions, rf=replication_factor)
+        return topic_id[0]
+
+    def delete_topic(self, name: str) -> None:
+        self._op(lambda image: delete_topic_records(image, name))
+        _log.info("topic_deleted", topic=name)
+
+    def alter_configs(
+        self, topic: str, changes: Mapping[str, str | None], validate_only: bool = False
+    ) -> None:
+        def decide(image: MetadataImage) -> list[MetadataRecord]:
+            records = alter_config_records(
+                image, topic, changes, broker_defaults=self.broker_defaults
+            )
+            return [] if validate_only else records
+
+        self._op(decide)
+
+    def alter_partition(
+        self,
+        broker_id: int,
+        topic: str,
+        partition: int,
+        leader_epoch: int,
+        partition_epoch: int,
+        new_isr: tuple[int, ...],
+    ) -> None:
+        self._op(
+            lambda image: alter_partition_records(
+                image, topic, partition, broker_id, leader_epoch, partition_epoch, new_isr
+            )
+        )
+
+    def allocate_producer_ids(self, broker_id: int, broker_epoch: int) -> tuple[int, int]:
+        first: list[int] = []
+
+        def decide(image: MetadataImage) -> list[MetadataRecord]:
+            start, records = allocate_producer_ids(image, broker_id, broker_epoch)
+            first.append(start)
+            return records
+
+        self._op(decide)
+        return first[0], self.image.next_producer_id
+
+    def topic_config(self, name: str) -> LogConfig:
+        with self._state_lock:
+            return self.broker_defaults.with_overrides(self.image.configs.get(name, {}))
+
+    # --- the active controller's duties ------------------------------------------------
+
+    def _duties(self) -> None:
+        last_rebalance = time.monotonic()
+        while not self._stopped.wait(0.1):
+            if not self.is_active():
+                continue
+            now = time.monotonic()
+            expired = [
+                b
+                for b, seen in list(self._sessions.items())
+                if now - seen > self.session_timeout_s
+                and b in self.image.brokers
+                and not self.image.brokers[b].fenced
+            ]
+            for broker in expired:
+                try:
+                    self._op(
+                        lambda image, b=broker: fence_broker_records(image, b, self.broker_defaults)
+                    )
+                    _log.info("broker_fenced", broker=broker, reason="session_timeout")
+                except ControlError:
+                    break
+            if self.auto_leader_rebalance and now - last_rebalance > self.rebalance_interval_s:
+                last_rebalance = now
+                try:
+                    self._op(preferred_leader_records)
+                except ControlError:
+                    pass
+
+    def describe(self) -> dict[str, object]:
+        raft = self._raft
+        return {
+            "node_id": self.node_id,
+            "leader_id": -1 if self.leader_id is None else self.leader_id,
+            "term": self.term,
+            "commit_index": self.commit_index,
+            "role": self.role,
+            "last_index": raft.last_index if raft is not None else 0,
+        }
