@@ -352,15 +352,17 @@ def test_tampered_index_is_reported(tmp_path: Path) -> None:
     directory, _ = make_log(tmp_path)
     index = directory / f"{SEG0}.index"
     entries = read_index(index)
-    (rel2, pos2), (rel3, _pos3) = entries[2], entries[3]
-    entries[3] = (rel3, pos2)  # points at the batch ending at rel2
-    entries[4] = (entries[4][0], 999_999)  # points past the end of the log
+    (rel3, _pos3), (rel4, pos4) = entries[3], entries[4]
+    # Points at a later batch, which ends past rel3. (Pointing at an earlier batch
+    # start is consistent: one append of several batches gets one entry.)
+    entries[3] = (rel3, pos4)
+    entries[4] = (rel4, 999_999)  # points past the end of the log
     index.write_bytes(b"".join(struct.pack(">ii", *e) for e in entries))
     rc, out, err = run([index], verify_index_only=True)
     assert rc == 1
     assert err.splitlines() == [
         f"Mismatches in :{index.absolute()}",
-        f"  Index offset: {rel3}, log offset: {rel2}",
+        f"  Index offset: {rel3}, log offset: {rel4}",
         f"  Index offset: {entries[4][0]}, log offset: -1",
         f"  Index position mismatch: offset {entries[4][0]} points at position 999999, "
         "where no valid batch starts",

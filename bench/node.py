@@ -1,0 +1,761 @@
+"""Node benchmark: produce and consume MB/s with 1 KiB records against one real node
+process on loopback, each as a ratio to the raw gRPC ceiling measured in the same run.
+
+Phases, in this order (each timed for --seconds, wall clock):
+
+1. ceiling: a trivial gRPC service in a second process (the same server options as the
+   node: a thread pool of 16, 64 MiB message limit) with two unary methods on raw bytes,
+   no protobuf: `Put` takes 1 MiB and answers 2 bytes (the produce direction), `Get`
+   takes 8 bytes and answers 1 MiB (the consume direction). Measured before and after the
+   node phases; the higher of the two runs is the ceiling (the harder ratio).
+2. produce_raw (the node): pre-built, pre-serialized ProduceRequests, each carrying
+   ~1 MiB of RecordBatch v2 (batches of ~16 KiB, 1 KiB records, no compression) spread
+   over every partition, acks=1, sent by raw Produce RPCs.
+3. produce_client: the Producer client end to end (send() of 1 KiB values, acks=1,
+   defaults otherwise: linger.ms 5, batch.size 16384), including the final flush().
+4. consume_raw (the node): raw Fetch RPCs of ~1 MiB each (max_wait_ms 0), positions
+   advanced by reading batch headers only; wraps to offset 0 at the end of a partition.
+5. consume_client: the Consumer client end to end (poll() loop from the beginning,
+   defaults otherwise), counting key+value bytes of the records it returns.
+
+The raw and ceiling phases keep --in-flight calls outstanding on one channel (one
+connection, as a client has to a node), one thread per call slot. The client phases use
+the clients' own concurrency. Produce MB/s counts RecordBatch bytes acknowledged (the
+Producer's bytes_sent); consume_raw counts record-batch bytes returned; consume_client
+counts key + value bytes (about 3% less than batch bytes for 1 KiB records).
+
+The last stdout line is one JSON object; everything before it is progress.
+
+    python bench/node.py [--seconds S] [--quick] [--partitions N] [--in-flight N]
+                         [--phases a,b,...] [--profile-node] [--dir D] [--keep]
+
+--profile-node runs the node under cProfile (every thread, via a launcher that wraps
+threading.Thread.run; no node code changes) and prints where its time went; the
+figures of such a run are inflated by the profiler.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import importlib.util
+import io
+import json
+import os
+import platform
+import pstats
+import random
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
+from concurrent import futures
+from pathlib import Path
+from types import ModuleType
+
+import grpc
+
+from seglog.client.admin import Admin, NewTopic
+from seglog.client.consumer import Consumer, TopicPartition
+from seglog.client.producer import Producer
+from seglog.proto import client_pb2 as pb
+from seglog.storage.record_batch import BATCH_SCAN, LOG_OVERHEAD, NewRecord, build_batch
+
+MIB = 1024 * 1024
+TARGET_PRODUCE_RATIO = 0.6
+TARGET_CONSUME_RATIO = 0.6
+MAX_MESSAGE_BYTES = 64 * MIB  # the node's own limit (node/server.py)
+CHANNEL_OPTIONS = [
+    ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
+    ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
+]
+ECHO_SERVICE = "seglogbench.Echo"
+PRODUCE_METHOD = "/seglog.v1.SegLog/Produce"
+FETCH_METHOD = "/seglog.v1.SegLog/Fetch"
+TOPIC_RAW = "bench-raw"
+TOPIC_CLIENT = "bench-client"
+PHASES = ("ceiling", "produce_raw", "produce_client", "consume_raw", "consume_client")
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def say(msg: str) -> None:
+    print(msg, flush=True)
+
+
+def load_node_process() -> ModuleType:
+    """tests/node_process.py by path (tests/ is not a package)."""
+    path = ROOT / "tests" / "node_process.py"
+    spec = importlib.util.spec_from_file_location("seglog_bench_node_process", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+# --- the ceiling: a trivial gRPC service in a second process --------------------------------
+
+
+def serve_echo() -> int:
+    """Child mode: serve Put/Get on a free loopback port, print the port, run until
+    stdin closes or SIGTERM."""
+    payload = random.Random(7).randbytes(MIB)
+    handlers = {
+        "Put": grpc.unary_unary_rpc_method_handler(lambda request, context: b"ok"),
+        "Get": grpc.unary_unary_rpc_method_handler(lambda request, context: payload),
+    }
+    server = grpc.server(
+        futures.ThreadPoolExecutor(max_workers=16, thread_name_prefix="grpc"),
+        options=[*CHANNEL_OPTIONS, ("grpc.so_reuseport", 0)],
+    )
+    server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(ECHO_SERVICE, handlers),))
+    port = server.add_insecure_port("127.0.0.1:0")
+    server.start()
+    done = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: done.set())
+    threading.Thread(target=lambda: (sys.stdin.read(), done.set()), daemon=True).start()
+    print(port, flush=True)
+    done.wait()
+    server.stop(grace=1).wait(3)
+    return 0
+
+
+@contextlib.contextmanager
+def echo_process() -> Iterator[tuple[str, int]]:
+    proc = subprocess.Popen(
+        [sys.executable, str(Path(__file__).resolve()), "--serve-echo"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert proc.stdout is not None
+        line = proc.stdout.readline()
+        if not line.strip().isdigit():
+            raise RuntimeError(f"echo server did not start: {line!r}")
+        yield f"127.0.0.1:{int(line)}", proc.pid
+    finally:
+        if proc.stdin is not None:
+            proc.stdin.close()
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(10)
+
+
+class CpuMeter:
+    """CPU cores busy (user+sys seconds per wall second) in the server process (from
+    /proc, Linux only) and in this process, over each timed window."""
+
+    def __init__(self) -> None:
+        self.server_pid: int | None = None
+        self.readings: dict[str, dict[str, float | None]] = {}
+        self._start: tuple[float, float | None, float] | None = None
+
+    def _server_cpu_s(self) -> float | None:
+        if self.server_pid is None:
+            return None
+        try:
+            text = Path(f"/proc/{self.server_pid}/stat").read_text()
+        except OSError:
+            return None
+        fields = text[text.rindex(")") + 2 :].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+    def start(self) -> None:
+        self._start = (time.perf_counter(), self._server_cpu_s(), time.process_time())
+
+    def stop(self, label: str) -> None:
+        assert self._start is not None
+        wall0, server0, own0 = self._start
+        wall = time.perf_counter() - wall0
+        server1 = self._server_cpu_s()
+        server = None if server0 is None or server1 is None else (server1 - server0) / wall
+        own = (time.process_time() - own0) / wall
+        self.readings[label] = {
+            "server_cores": None if server is None else round(server, 2),
+            "client_cores": round(own, 2),
+        }
+
+
+METER = CpuMeter()
+
+
+def run_lanes(
+    lanes: int, seconds: float, make_call: Callable[[int], Callable[[], int]], label: str
+) -> float:
+    """`lanes` threads, each repeating its call (which returns the bytes it moved) for
+    `seconds` after an untimed warm-up of the same shape; MiB/s over the time until the
+    last call ended. CPU use of the timed part goes to METER under `label`."""
+    calls = [make_call(i) for i in range(lanes)]
+
+    def timed(duration: float, label: str | None) -> float:
+        totals = [0] * lanes
+        barrier = threading.Barrier(lanes + 1)
+        end = [0.0]
+
+        def lane(i: int) -> None:
+            barrier.wait()
+            n = 0
+            call = calls[i]
+            while time.perf_counter() < end[0]:
+                n += call()
+            totals[i] = n
+
+        threads = [threading.Thread(target=lane, args=(i,), daemon=True) for i in range(lanes)]
+        for t in threads:
+            t.start()
+        if label is not None:
+            METER.start()
+        start = time.perf_counter()
+        end[0] = start + duration
+        barrier.wait()
+        for t in threads:
+            t.join()
+        mb_s = sum(totals) / MIB / (time.perf_counter() - start)
+        if label is not None:
+            METER.stop(label)
+        return mb_s
+
+    timed(min(1.0, seconds / 4), None)  # warm-up: connection, allocations, page cache
+    return timed(seconds, label)
+
+
+def measure_ceiling(address: str, lanes: int, seconds: float, label: str) -> tuple[float, float]:
+    payload = random.Random(3).randbytes(MIB)
+    with grpc.insecure_channel(address, CHANNEL_OPTIONS) as channel:
+        put = channel.unary_unary(f"/{ECHO_SERVICE}/Put")
+        get = channel.unary_unary(f"/{ECHO_SERVICE}/Get")
+
+        def make_put(_i: int) -> Callable[[], int]:
+            def call() -> int:
+                put(payload, timeout=30)
+                return len(payload)
+
+            return call
+
+        def make_get(_i: int) -> Callable[[], int]:
+            def call() -> int:
+                return len(get(b"12345678", timeout=30))
+
+            return call
+
+        return (
+            run_lanes(lanes, seconds, make_put, f"ceiling_put_{label}"),
+            run_lanes(lanes, seconds, make_get, f"ceiling_get_{label}"),
+        )
+
+
+# --- the node -----------------------------------------------------------------------------
+
+# Runs `seglog node` with a cProfile.Profile per thread; merged into $SEGLOG_BENCH_PROFILE
+# at exit (threads still running then, such as gRPC's poller, are left out).
+PROFILED_NODE = r"""
+import atexit, cProfile, os, pstats, sys, threading, time
+out = os.environ["SEGLOG_BENCH_PROFILE"]
+# CPU time per thread: wall time would charge GIL waits to whatever a thread was running.
+timer = time.thread_time if os.environ.get("SEGLOG_BENCH_PROFILE_CLOCK") != "wall" else None
+profiles = []
+lock = threading.Lock()
+original_run = threading.Thread.run
+def run(self):
+    p = cProfile.Profile(timer) if timer else cProfile.Profile()
+    p.enable()
+    try:
+        original_run(self)
+    finally:
+        p.disable()
+        with lock:
+            profiles.append(p)
+threading.Thread.run = run
+main_profile = cProfile.Profile(timer) if timer else cProfile.Profile()
+main_profile.enable()
+def dump():
+    main_profile.disable()
+    stats = pstats.Stats(main_profile)
+    with lock:
+        for p in profiles:
+            stats.add(p)
+    stats.dump_stats(out)
+atexit.register(dump)
+from seglog.node.cli import main
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+def make_node(module: ModuleType, data_dir: Path, profile_path: Path | None) -> object:
+    base = module.NodeProcess
+
+    class BenchNode(base):  # type: ignore[misc, valid-type]
+        def start(self, timeout_s: float = 60.0) -> object:
+            if profile_path is None:
+                return super().start(timeout_s)
+            log = open(self.log_path, "ab")  # noqa: SIM115 - handed to the child
+            self.proc = subprocess.Popen(
+                [sys.executable, "-c", PROFILED_NODE, "node", "--config", str(self.config_path)],
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                env={
+                    **os.environ,
+                    "PYTHONUNBUFFERED": "1",
+                    "SEGLOG_BENCH_PROFILE": str(profile_path),
+                },
+            )
+            log.close()
+            self.wait_healthy(timeout_s)
+            return self
+
+    return BenchNode(data_dir, overrides={"log.initial.task.delay.ms": "30000"})
+
+
+# --- raw produce --------------------------------------------------------------------------
+
+
+class Batches:
+    """Batches of 1 KiB records (as many as fit in batch.size, as a producer closes them),
+    values from a seeded random pool so nothing compresses by accident."""
+
+    def __init__(self, record_bytes: int, batch_bytes: int, seed: int) -> None:
+        rng = random.Random(seed)
+        self.pool = rng.randbytes(4 * MIB)
+        self.record_bytes = record_bytes
+        self.now_ms = int(time.time() * 1000)
+        n = 1
+        while len(self.build(0, n + 1)) <= batch_bytes:
+            n += 1
+        self.records_per_batch = n
+
+    def value(self, i: int) -> bytes:
+        start = (i * 7919 % ((len(self.pool) - self.record_bytes) // 64)) * 64
+        return self.pool[start : start + self.record_bytes]
+
+    def build(self, index: int, n: int | None = None) -> bytes:
+        n = self.records_per_batch if n is None else n
+        records = [NewRecord(self.value(index * n + j)) for j in range(n)]
+        return build_batch(records, now_ms=self.now_ms)
+
+
+def produce_requests(
+    batches: Batches, partitions: int, request_bytes: int, distinct: int
+) -> list[tuple[bytes, int]]:
+    """Serialized ProduceRequests of ~request_bytes each (whole batches spread evenly over
+    the partitions), with the batch bytes each carries."""
+    one = len(batches.build(0))
+    per_partition = max(1, request_bytes // one // partitions)
+    out = []
+    index = 0
+    for _ in range(distinct):
+        request = pb.ProduceRequest(acks=1, timeout_ms=30_000)
+        topic = request.topics.add(name=TOPIC_RAW)
+        carried = 0
+        for p in range(partitions):
+            data = b"".join(batches.build(index + k) for k in range(per_partition))
+            index += per_partition
+            topic.partitions.add(partition=p, records=data)
+            carried += len(data)
+        out.append((request.SerializeToString(), carried))
+    return out
+
+
+def check_produce(response: pb.ProduceResponse) -> None:
+    for t in response.topics:
+        for p in t.partitions:
+            if p.error_code != 0:
+                raise RuntimeError(f"produce to {t.name}-{p.partition} failed: {p}")
+
+
+def measure_produce_raw(
+    address: str, requests: list[tuple[bytes, int]], lanes: int, seconds: float
+) -> float:
+    with grpc.insecure_channel(address, CHANNEL_OPTIONS) as channel:
+        produce = channel.unary_unary(
+            PRODUCE_METHOD, response_deserializer=pb.ProduceResponse.FromString
+        )
+
+        def make_call(lane: int) -> Callable[[], int]:
+            state = {"i": lane}
+
+            def call() -> int:
+                data, carried = requests[state["i"] % len(requests)]
+                state["i"] += lanes
+                check_produce(produce(data, timeout=60))
+                return carried
+
+            return call
+
+        return run_lanes(lanes, seconds, make_call, "produce_raw")
+
+
+def fill(address: str, requests: list[tuple[bytes, int]], total_bytes: int) -> None:
+    """Untimed: enough data for the consume phases when produce_raw is not run."""
+    with grpc.insecure_channel(address, CHANNEL_OPTIONS) as channel:
+        produce = channel.unary_unary(
+            PRODUCE_METHOD, response_deserializer=pb.ProduceResponse.FromString
+        )
+        done, i = 0, 0
+        while done < total_bytes:
+            data, carried = requests[i % len(requests)]
+            check_produce(produce(data, timeout=60))
+            done += carried
+            i += 1
+
+
+# --- raw fetch ----------------------------------------------------------------------------
+
+
+def next_offset(records: bytes, current: int) -> int:
+    """The offset after the last whole batch in a fetch answer (headers only)."""
+    pos, end, nxt = 0, len(records), current
+    while pos + BATCH_SCAN.size <= end:
+        base, length, _magic, last_delta = BATCH_SCAN.unpack_from(records, pos)
+        size = length + LOG_OVERHEAD
+        if pos + size > end:
+            break
+        nxt = base + last_delta + 1
+        pos += size
+    return nxt
+
+
+def measure_fetch_raw(
+    address: str, partitions: int, lanes: int, seconds: float, request_bytes: int
+) -> float:
+    lanes = min(lanes, partitions)
+    with grpc.insecure_channel(address, CHANNEL_OPTIONS) as channel:
+        fetch = channel.unary_unary(
+            FETCH_METHOD,
+            request_serializer=pb.FetchRequest.SerializeToString,
+            response_deserializer=pb.FetchResponse.FromString,
+        )
+
+        def make_call(lane: int) -> Callable[[], int]:
+            mine = list(range(lane, partitions, lanes))
+            positions = dict.fromkeys(mine, 0)
+            per_partition = max(1, request_bytes // len(mine))
+
+            def call() -> int:
+                request = pb.FetchRequest(
+                    replica_id=-1, max_wait_ms=0, min_bytes=1, max_bytes=request_bytes
+                )
+                topic = request.topics.add(name=TOPIC_RAW)
+                for p in mine:
+                    topic.partitions.add(
+                        partition=p,
+                        current_leader_epoch=-1,
+                        fetch_offset=positions[p],
+                        last_fetched_epoch=-1,
+                        partition_max_bytes=per_partition,
+                    )
+                response = fetch(request, timeout=60)
+                got = 0
+                for t in response.topics:
+                    for pr in t.partitions:
+                        if pr.error_code != 0:
+                            raise RuntimeError(f"fetch {t.name}-{pr.partition}: {pr}")
+                        got += len(pr.records)
+                        nxt = next_offset(pr.records, positions[pr.partition])
+                        # At the end of the partition: read it again (page cache).
+                        positions[pr.partition] = nxt if nxt < pr.high_watermark else 0
+                return got
+
+            return call
+
+        return run_lanes(lanes, seconds, make_call, "consume_raw")
+
+
+# --- clients ------------------------------------------------------------------------------
+
+
+def measure_producer_client(
+    bootstrap: str, batches: Batches, seconds: float
+) -> tuple[float, float, int]:
+    """MiB/s of batch bytes sent (the Producer's bytes_sent) and records/s, flush included."""
+    values = [batches.value(i) for i in range(512)]
+    producer = Producer(bootstrap, acks=1)
+    try:
+        producer.send(TOPIC_CLIENT, value=values[0]).get(timeout=30)  # metadata, warm-up
+        base_bytes = producer.metrics()["bytes_sent"]
+        n = 0
+        METER.start()
+        start = time.perf_counter()
+        end = start + seconds
+        while True:
+            for v in values[:64]:
+                producer.send(TOPIC_CLIENT, value=v)
+            n += 64
+            if time.perf_counter() >= end:
+                break
+            values.append(values.pop(0))
+        producer.flush(timeout=120)
+        elapsed = time.perf_counter() - start
+        METER.stop("produce_client")
+        metrics = producer.metrics()
+        failed = int(metrics["records_failed"])
+        if failed:
+            raise RuntimeError(f"{failed} records failed")
+        sent = metrics["bytes_sent"] - base_bytes
+    finally:
+        producer.close(timeout=30)
+    return sent / MIB / elapsed, n / elapsed, n
+
+
+def measure_consumer_client(
+    bootstrap: str, partitions: int, seconds: float
+) -> tuple[float, float, int]:
+    """MiB/s of key+value bytes returned by poll() and records/s, from the beginning."""
+    tps = [TopicPartition(TOPIC_RAW, p) for p in range(partitions)]
+    consumer = Consumer(bootstrap_servers=bootstrap, auto_offset_reset="earliest")
+    try:
+        consumer.assign(tps)
+        ends = consumer.end_offsets(tps)
+        consumer.poll(5000, max_records=1)  # connection, first fetch (untimed)
+        consumer.seek_to_beginning()
+        n, nbytes = 0, 0
+        METER.start()
+        start = time.perf_counter()
+        end = start + seconds
+        while time.perf_counter() < end:
+            got = consumer.poll(200)
+            for records in got.values():
+                n += len(records)
+                for r in records:
+                    nbytes += max(r.serialized_key_size, 0) + max(r.serialized_value_size, 0)
+            if not got and all(consumer.position(tp) >= ends[tp] for tp in tps):
+                consumer.seek_to_beginning()  # read it again (page cache)
+        elapsed = time.perf_counter() - start
+        METER.stop("consume_client")
+    finally:
+        consumer.close()
+    return nbytes / MIB / elapsed, n / elapsed, n
+
+
+# --- profile report -----------------------------------------------------------------------
+
+
+def report_profile(path: Path, top: int) -> list[str]:
+    if not path.exists():
+        return [f"(no profile written at {path})"]
+    lines: list[str] = []
+    for key in ("tottime", "cumulative"):
+        out = io.StringIO()
+        stats = pstats.Stats(str(path), stream=out)
+        stats.sort_stats(key).print_stats(top)
+        text = out.getvalue().splitlines()
+        for i, line in enumerate(text):
+            if "ncalls" in line:
+                text = text[i:]
+                break
+        lines.append(f"--- node profile (all threads, top {top} by {key}) ---")
+        lines.extend(line for line in text if line.strip())
+    return lines
+
+
+# --- main ---------------------------------------------------------------------------------
+
+
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seconds", type=float, default=None, help="per timed phase (8)")
+    parser.add_argument("--quick", action="store_true", help="short phases, for a smoke run")
+    parser.add_argument("--partitions", type=int, default=8)
+    parser.add_argument("--in-flight", type=int, default=4, help="raw/ceiling calls in flight")
+    parser.add_argument("--record-bytes", type=int, default=1024)
+    parser.add_argument("--batch-bytes", type=int, default=16384)
+    parser.add_argument("--request-bytes", type=int, default=MIB)
+    parser.add_argument(
+        "--phases", default=",".join(PHASES), help="comma list of " + ",".join(PHASES)
+    )
+    parser.add_argument("--profile-node", action="store_true", help="cProfile the node process")
+    parser.add_argument("--profile-top", type=int, default=30)
+    parser.add_argument("--dir", type=Path, default=None, help="parent of the temp dir (/tmp)")
+    parser.add_argument("--keep", action="store_true", help="keep the node's data directory")
+    parser.add_argument("--seed", type=int, default=42)
+    parser.add_argument("--serve-echo", action="store_true", help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.seconds is None:
+        args.seconds = 1.0 if args.quick else 8.0
+    phases = [p.strip() for p in args.phases.split(",") if p.strip()]
+    unknown = [p for p in phases if p not in PHASES]
+    if unknown:
+        parser.error(f"unknown phase(s) {unknown}; choose from {list(PHASES)}")
+    args.phases = phases
+    return args
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_args(argv)
+    if args.serve_echo:
+        return serve_echo()
+    phases = set(args.phases)
+    lanes, seconds = args.in_flight, args.seconds
+    results: dict[str, float | int | None] = dict.fromkeys(
+        (
+            "ceiling_put_mb_s",
+            "ceiling_get_mb_s",
+            "produce_raw_mb_s",
+            "produce_client_mb_s",
+            "produce_client_records_s",
+            "consume_raw_mb_s",
+            "consume_client_mb_s",
+            "consume_client_records_s",
+        )
+    )
+    ceiling_runs: list[tuple[float, float]] = []
+
+    def ceiling(label: str) -> None:
+        if "ceiling" not in phases:
+            return
+        with echo_process() as (address, pid):
+            METER.server_pid = pid
+            put, get = measure_ceiling(address, lanes, seconds, label)
+        ceiling_runs.append((put, get))
+        say(f"  ceiling ({label}): Put 1 MiB {put:,.0f} MiB/s; Get 1 MiB {get:,.0f} MiB/s")
+
+    say(
+        f"seglog node bench: {seconds:g} s per phase, {args.partitions} partitions, "
+        f"{args.record_bytes} B records, {lanes} raw calls in flight, {os.cpu_count()} CPUs"
+    )
+    ceiling("before")
+
+    batches = Batches(args.record_bytes, args.batch_bytes, args.seed)
+    requests = produce_requests(batches, args.partitions, args.request_bytes, distinct=8)
+    request_size = len(requests[0][0])
+    module = load_node_process()
+    if args.dir is not None:
+        args.dir.mkdir(parents=True, exist_ok=True)
+    root = Path(tempfile.mkdtemp(prefix="seglog-node-bench-", dir=args.dir))
+    profile_path = root / "node.prof" if args.profile_node else None
+    node = make_node(module, root / "cluster", profile_path)
+    profile_lines: list[str] = []
+    try:
+        node.start()  # type: ignore[attr-defined]
+        METER.server_pid = node.proc.pid  # type: ignore[attr-defined]
+        bootstrap = node.bootstrap  # type: ignore[attr-defined]
+        say(f"node on {bootstrap}, data in {root}" + (" (profiled)" if args.profile_node else ""))
+        with Admin(bootstrap) as admin:
+            admin.create_topics(
+                [
+                    NewTopic(TOPIC_RAW, args.partitions, 1),
+                    NewTopic(TOPIC_CLIENT, args.partitions, 1),
+                ]
+            )
+        if "produce_raw" in phases:
+            say(
+                f"produce_raw: {request_size / MIB:.2f} MiB requests, "
+                f"{batches.records_per_batch} records per batch ..."
+            )
+            mb_s = measure_produce_raw(bootstrap, requests, lanes, seconds)
+            results["produce_raw_mb_s"] = mb_s
+            say(f"  produce_raw: {mb_s:,.1f} MiB/s")
+        elif phases & {"consume_raw", "consume_client"}:
+            say("fill (untimed) ...")
+            fill(bootstrap, requests, 64 * MIB)
+        if "produce_client" in phases:
+            say("produce_client (Producer, acks=1) ...")
+            mb_s, rps, n = measure_producer_client(bootstrap, batches, seconds)
+            results["produce_client_mb_s"] = mb_s
+            results["produce_client_records_s"] = rps
+            say(f"  produce_client: {mb_s:,.1f} MiB/s, {rps:,.0f} records/s ({n:,} records)")
+        if "consume_raw" in phases:
+            say("consume_raw (Fetch) ...")
+            mb_s = measure_fetch_raw(bootstrap, args.partitions, lanes, seconds, args.request_bytes)
+            results["consume_raw_mb_s"] = mb_s
+            say(f"  consume_raw: {mb_s:,.1f} MiB/s")
+        if "consume_client" in phases:
+            say("consume_client (Consumer) ...")
+            mb_s, rps, n = measure_consumer_client(bootstrap, args.partitions, seconds)
+            results["consume_client_mb_s"] = mb_s
+            results["consume_client_records_s"] = rps
+            say(f"  consume_client: {mb_s:,.1f} MiB/s, {rps:,.0f} records/s ({n:,} records)")
+        log_bytes = sum(f.stat().st_size for f in root.rglob("*.log") if f.is_file())
+    finally:
+        code = node.stop()  # type: ignore[attr-defined]
+        if code != 0:
+            say(f"WARNING: node exited with {code}")
+        if profile_path is not None:
+            profile_lines = report_profile(profile_path, args.profile_top)
+        if args.keep:
+            say(f"kept {root}")
+        else:
+            shutil.rmtree(root, ignore_errors=True)
+
+    ceiling("after")
+    for line in profile_lines:
+        say(line)
+
+    put = max((r[0] for r in ceiling_runs), default=None)
+    get = max((r[1] for r in ceiling_runs), default=None)
+    results["ceiling_put_mb_s"], results["ceiling_get_mb_s"] = put, get
+
+    def ratio(value: float | int | None, base: float | None) -> float | None:
+        if value is None or not base:
+            return None
+        return round(value / base, 3)
+
+    ratios = {
+        "produce_raw_ratio": ratio(results["produce_raw_mb_s"], put),
+        "produce_client_ratio": ratio(results["produce_client_mb_s"], put),
+        "consume_raw_ratio": ratio(results["consume_raw_mb_s"], get),
+        "consume_client_ratio": ratio(results["consume_client_mb_s"], get),
+    }
+
+    def target(value: float | None, goal: float) -> dict[str, object]:
+        return {"value": value, "target": goal, "met": value is not None and value >= goal}
+
+    result: dict[str, object] = {
+        "benchmark": "node",
+        **{k: (round(v, 1) if isinstance(v, float) else v) for k, v in results.items()},
+        "ceiling_mb_s": None if put is None else round(put, 1),
+        "ceiling_runs": [[round(a, 1), round(b, 1)] for a, b in ceiling_runs],
+        **ratios,
+        "targets": {
+            name: target(value, TARGET_CONSUME_RATIO if "consume" in name else TARGET_PRODUCE_RATIO)
+            for name, value in ratios.items()
+        },
+        "cpu_cores": METER.readings,
+        "log_bytes": log_bytes,
+        "python": platform.python_version(),
+        "implementation": platform.python_implementation(),
+        "cpu_count": os.cpu_count(),
+        "platform": platform.platform(),
+        "params": {
+            "seconds": seconds,
+            "quick": args.quick,
+            "phases": args.phases,
+            "partitions": args.partitions,
+            "in_flight": lanes,
+            "record_bytes": args.record_bytes,
+            "batch_bytes_limit": args.batch_bytes,
+            "batch_bytes": len(batches.build(0)),
+            "records_per_batch": batches.records_per_batch,
+            "produce_request_bytes": request_size,
+            "fetch_request_bytes": args.request_bytes,
+            "acks": 1,
+            "compression": "none",
+            "profiled": args.profile_node,
+        },
+        "units": "MiB/s (2^20 bytes per second); records per second",
+        "notes": [
+            "ceiling_put_mb_s: unary calls carrying 1 MiB of raw bytes (no protobuf) to a "
+            "trivial service in another process; ceiling_get_mb_s: 1 MiB answers; the higher "
+            "of the before/after runs; ceiling_mb_s is the Put figure",
+            "produce ratios are to ceiling_put_mb_s, consume ratios to ceiling_get_mb_s",
+            "produce_raw/consume_raw measure the node (pre-serialized requests, raw stubs); "
+            "produce_client/consume_client the Producer/Consumer end to end",
+            "consume_client counts key+value bytes; the other figures count batch bytes",
+            "both processes share the machine's CPUs: the client side competes with the node; "
+            "cpu_cores gives user+sys cores busy per timed window (server = node or echo "
+            "process, client = this process)",
+            "wall-clock on a shared machine: figures are noisy"
+            + ("; the node ran under cProfile (inflated times)" if args.profile_node else ""),
+        ],
+    }
+    print(json.dumps(result), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
