@@ -92,6 +92,8 @@ class NodeConfig:
     controller_quorum_voters: dict[int, tuple[str, int]] = field(default_factory=dict)
     cluster_id: str = "seglog-cluster"
     broker_session_timeout_ms: int = 9_000
+    replica_lag_time_max_ms: int = 30_000
+    replica_fetch_max_bytes: int = 1_048_576
     broker_heartbeat_interval_ms: int = 2_000
     auto_leader_rebalance_enable: bool = True
     leader_imbalance_check_interval_seconds: int = 300
@@ -138,6 +140,8 @@ class NodeConfig:
             controller_quorum_voters=voters,
             cluster_id=props.get("cluster.id", "seglog-cluster"),
             broker_session_timeout_ms=_int(props, "broker.session.timeout.ms", 9_000, at_least=1),
+            replica_lag_time_max_ms=_int(props, "replica.lag.time.max.ms", 30_000, at_least=1),
+            replica_fetch_max_bytes=_int(props, "replica.fetch.max.bytes", 1_048_576, at_least=1),
             broker_heartbeat_interval_ms=_int(
                 props, "broker.heartbeat.interval.ms", 2_000, at_least=1
             ),

@@ -17,6 +17,7 @@ from seglog.replication.cluster_control import (
     ControlError,
     allocate_producer_ids,
     alter_config_records,
+    alter_partition_records,
     create_topic_records,
     delete_topic_records,
 )
@@ -156,6 +157,22 @@ class LocalController:
             )
             if not validate_only:
                 self._commit(records)
+
+    def alter_partition(
+        self,
+        broker_id: int,
+        topic: str,
+        partition: int,
+        leader_epoch: int,
+        partition_epoch: int,
+        new_isr: tuple[int, ...],
+    ) -> None:
+        with self._lock:
+            self._commit(
+                alter_partition_records(
+                    self.image, topic, partition, broker_id, leader_epoch, partition_epoch, new_isr
+                )
+            )
 
     def allocate_producer_ids(self, broker_id: int, broker_epoch: int) -> tuple[int, int]:
         """[first, end) producer ids for a broker."""

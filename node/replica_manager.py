@@ -1,21 +1,31 @@
-"""The partitions this node hosts, following the committed metadata: produce,
-fetch (a long poll), list offsets and epoch queries against their logs.
+"""The partitions this node hosts: the I/O shell around one
+`seglog.replication.partition_replica.PartitionReplica` per partition.
 
-Every partition request is checked against the leader epoch the caller knows
-(FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH) and against leadership
-(NOT_LEADER_OR_FOLLOWER), as Kafka's ReplicaManager does.
+It feeds the replicas their events (metadata, produce, follower and consumer
+fetches, ticks, fetch answers from leaders, AlterPartition answers) and carries
+out what they decide: answering parked acks=-1 produces, waking long-polling
+fetches when the high watermark moves, and sending ISR changes to the
+controller. Followers pull with one fetcher thread per leader node.
 """
 
 from __future__ import annotations
 
+import itertools
 import threading
 import time
 from collections.abc import Callable, Sequence
+from concurrent.futures import Future
+from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass, field
 
-from seglog.replication.metadata_image import MetadataImage
+import grpc
+
+from seglog.proto import client_pb2 as pb
+from seglog.proto import client_pb2_grpc, errors_pb2
+from seglog.replication import partition_replica as pr
+from seglog.replication.metadata_image import MetadataImage, PartitionState
 from seglog.replication.metadata_records import MetadataRecord
-from seglog.storage.errors import OffsetOutOfRangeError, StorageError
+from seglog.storage.errors import StorageError
 from seglog.storage.log_config import LogConfig
 
 from .event_log import EventLogger
@@ -27,6 +37,13 @@ _log = EventLogger("replica_manager")
 LATEST_TIMESTAMP = -1
 EARLIEST_TIMESTAMP = -2
 MAX_TIMESTAMP = -3
+TICK_S = 0.05
+FETCH_WAIT_MS = 500
+FETCH_MAX_BYTES = 10 << 20
+ALTER_PARTITION_TIMEOUT_S = 10.0
+
+# Sends an ISR change to the active controller: (topic, partition, request) → response.
+AlterPartitionSender = Callable[[str, int, pr.SendAlterPartition], pr.AlterPartitionResponse]
 
 
 class PartitionError(Exception):
@@ -42,11 +59,15 @@ class HostedPartition:
     tp: TopicPartition
     topic_id: str
     plog: PartitionLog
-    leader: int
-    leader_epoch: int
-    partition_epoch: int
-    replicas: tuple[int, ...]
-    isr: tuple[int, ...]
+    replica: pr.PartitionReplica
+
+    @property
+    def leader(self) -> int:
+        return self.replica.leader_id
+
+    @property
+    def leader_epoch(self) -> int:
+        return self.replica.leader_epoch
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,6 +86,8 @@ class FetchSpec:
     fetch_offset: int
     current_leader_epoch: int = -1
     max_bytes: int = 1 << 20
+    last_fetched_epoch: int = -1
+    log_start_offset: int = -1
 
 
 @dataclass(slots=True)
@@ -77,6 +100,7 @@ class FetchResult:
     log_start_offset: int = -1
     records: bytes = b""
     leader: tuple[int, int] = field(default=(-1, -1))
+    diverging_epoch: tuple[int, int] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,23 +112,96 @@ class OffsetResult:
     error_message: str = ""
 
 
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
 class ReplicaManager:
     def __init__(
         self,
         node_id: int,
         log_manager: LogManager,
         topic_config: Callable[[str], LogConfig],
+        *,
+        replica_lag_time_max_ms: int = 30_000,
+        replica_fetch_max_bytes: int = 1 << 20,
+        address_of: Callable[[int], tuple[str, int] | None] = lambda _n: None,
+        alter_partition: AlterPartitionSender | None = None,
+        is_replica_eligible: Callable[[int, int], bool] | None = None,
     ) -> None:
         self.node_id = node_id
         self.log_manager = log_manager
         self.topic_config = topic_config
+        self.replica_lag_time_max_ms = replica_lag_time_max_ms
+        self.replica_fetch_max_bytes = replica_fetch_max_bytes
+        self.address_of = address_of
+        self.alter_partition = alter_partition
+        self.is_replica_eligible = is_replica_eligible
+        self.broker_epoch = -1
         self._partitions: dict[TopicPartition, HostedPartition] = {}
         self._lock = threading.Lock()
-        # Bumped on every append; long-polling fetches wait for it to move.
+        # Bumped whenever data becomes readable; long-polling fetches wait for it.
         self._data_version = 0
         self._data_arrived = threading.Condition()
+        self._request_ids = itertools.count(1)
+        self._waiting: dict[int, Future[pr.ProduceCompleted]] = {}
+        self._fetchers: dict[int, _Fetcher] = {}
+        self._stopped = threading.Event()
+        self._ticker: threading.Thread | None = None
 
-    # --- following metadata ---------------------------------------------------------
+    def start(self) -> None:
+        self._ticker = threading.Thread(target=self._tick_loop, name="replica-ticks", daemon=True)
+        self._ticker.start()
+
+    def shutdown(self) -> None:
+        self._stopped.set()
+        for f in list(self._fetchers.values()):
+            f.stop()
+        if self._ticker is not None:
+            self._ticker.join(timeout=5)
+        self._wake_fetchers()
+
+    # --- carrying out the replicas' decisions ---------------------------------------------
+
+    def _carry_out(self, hp: HostedPartition, actions: Sequence[pr.Action]) -> None:
+        for a in actions:
+            if isinstance(a, pr.ProduceCompleted):
+                future = self._waiting.pop(a.request_id, None)
+                if future is not None and not future.done():
+                    future.set_result(a)
+            elif isinstance(a, pr.HighWatermarkUpdated):
+                self._wake_fetchers()
+            elif isinstance(a, pr.SendAlterPartition):
+                threading.Thread(
+                    target=self._send_alter_partition, args=(hp, a), daemon=True
+                ).start()
+
+    def _send_alter_partition(self, hp: HostedPartition, request: pr.SendAlterPartition) -> None:
+        if self.alter_partition is None:
+            return
+        try:
+            response = self.alter_partition(hp.tp[0], hp.tp[1], request)
+        except Exception:  # noqa: BLE001 - a lost answer is retried by the replica's timer
+            _log.warning("alter_partition_failed", topic=hp.tp[0], partition=hp.tp[1])
+            return
+        with hp.plog.lock:
+            actions = hp.replica.on_alter_partition_response(response, now_ms())
+        self._carry_out(hp, actions)
+
+    def _wake_fetchers(self) -> None:
+        with self._data_arrived:
+            self._data_version += 1
+            self._data_arrived.notify_all()
+
+    def _tick_loop(self) -> None:
+        while not self._stopped.wait(TICK_S):
+            t = now_ms()
+            for hp in self.partitions():
+                with hp.plog.lock:
+                    actions = hp.replica.tick(t)
+                self._carry_out(hp, actions)
+
+    # --- following metadata -----------------------------------------------------------------
 
     def on_metadata(self, image: MetadataImage, records: list[MetadataRecord]) -> None:
         wanted: set[TopicPartition] = set()
@@ -115,36 +212,45 @@ class ReplicaManager:
                     continue
                 tp = (topic.name, p)
                 wanted.add(tp)
-                self._become(tp, topic.topic_id, state, config)
+                self._apply(tp, topic.topic_id, state, config)
         with self._lock:
             gone = [tp for tp in self._partitions if tp not in wanted]
-            for tp in gone:
-                del self._partitions[tp]
-        for tp in gone:
-            self.log_manager.delete(tp)
+            removed = [self._partitions.pop(tp) for tp in gone]
+        for hp in removed:
+            with hp.plog.lock:
+                actions = hp.replica.apply_metadata(
+                    PartitionState((), (), -1, hp.replica.leader_epoch + 1, 1 << 30), now_ms()
+                )
+            self._carry_out(hp, actions)
+            self.log_manager.delete(hp.tp)
+        self._sync_fetchers()
         self._wake_fetchers()
 
-    def _become(self, tp: TopicPartition, topic_id: str, state: object, config: LogConfig) -> None:
-        from seglog.replication.metadata_image import PartitionState
-
-        assert isinstance(state, PartitionState)
+    def _apply(
+        self, tp: TopicPartition, topic_id: str, state: PartitionState, config: LogConfig
+    ) -> None:
         plog = self.log_manager.get_or_create(tp, config, topic_id)
+        with self._lock:
+            hp = self._partitions.get(tp)
         with plog.lock:
             if plog.log.config != config:
                 plog.log.config = config
-            with self._lock:
-                old = self._partitions.get(tp)
-            if old is not None and state.partition_epoch < old.partition_epoch:
-                return  # a stale update: partition epochs only rise
-            new_epoch = old is None or state.leader_epoch > old.leader_epoch
-            if state.leader == self.node_id and new_epoch:
-                # A new leader records (epoch, LEO) before any batch of that epoch
-                # exists, so it can answer epoch queries about epochs it never wrote.
-                latest = plog.log.epoch_cache.latest_epoch
-                if latest is None or state.leader_epoch >= latest:
-                    plog.log.epoch_cache.assign(state.leader_epoch, plog.log.log_end_offset)
-                if len(state.replicas) == 1:
-                    plog.log.update_high_watermark(plog.log.log_end_offset)
+            if hp is None:
+                replica = pr.PartitionReplica(
+                    self.node_id,
+                    plog.log,
+                    pr.ReplicaConfig(
+                        min_insync_replicas=config.min_insync_replicas,
+                        replica_lag_time_max_ms=self.replica_lag_time_max_ms,
+                        replica_fetch_max_bytes=self.replica_fetch_max_bytes,
+                    ),
+                    broker_epoch=self.broker_epoch,
+                    is_replica_eligible=self.is_replica_eligible,
+                )
+                hp = HostedPartition(tp, topic_id, plog, replica)
+            was_leader_epoch = hp.replica.leader_epoch
+            actions = hp.replica.apply_metadata(state, now_ms())
+            if hp.replica.is_leader and state.leader_epoch > was_leader_epoch:
                 _log.info(
                     "became_leader",
                     topic=tp[0],
@@ -152,80 +258,61 @@ class ReplicaManager:
                     leader_epoch=state.leader_epoch,
                     log_end_offset=plog.log.log_end_offset,
                 )
-            hosted = HostedPartition(
-                tp,
-                topic_id,
-                plog,
-                state.leader,
-                state.leader_epoch,
-                state.partition_epoch,
-                state.replicas,
-                state.isr,
-            )
-            with self._lock:
-                self._partitions[tp] = hosted
+        with self._lock:
+            self._partitions[tp] = hp
+        self._carry_out(hp, actions)
+
+    def set_broker_epoch(self, epoch: int) -> None:
+        self.broker_epoch = epoch
+        for hp in self.partitions():
+            hp.replica.broker_epoch = epoch
+
+    def partitions(self) -> list[HostedPartition]:
+        with self._lock:
+            return list(self._partitions.values())
 
     def hosted(self, tp: TopicPartition) -> HostedPartition | None:
         with self._lock:
             return self._partitions.get(tp)
 
-    def _leader_partition(self, tp: TopicPartition, current_leader_epoch: int) -> HostedPartition:
+    def _hosted_or_error(self, tp: TopicPartition) -> HostedPartition:
         hp = self.hosted(tp)
         if hp is None:
             raise PartitionError(
                 "UNKNOWN_TOPIC_OR_PARTITION",
                 f"partition {tp[0]}-{tp[1]} is not hosted on node {self.node_id}",
             )
-        if current_leader_epoch >= 0:
-            if current_leader_epoch < hp.leader_epoch:
-                raise PartitionError(
-                    "FENCED_LEADER_EPOCH",
-                    f"request epoch {current_leader_epoch} is older than {hp.leader_epoch}",
-                )
-            if current_leader_epoch > hp.leader_epoch:
-                raise PartitionError(
-                    "UNKNOWN_LEADER_EPOCH",
-                    f"request epoch {current_leader_epoch} is newer than {hp.leader_epoch}",
-                )
-        if hp.leader != self.node_id:
-            raise PartitionError(
-                "NOT_LEADER_OR_FOLLOWER",
-                f"node {self.node_id} is not the leader of {tp[0]}-{tp[1]} (leader {hp.leader})",
-            )
         return hp
 
-    # --- produce -------------------------------------------------------------------
+    # --- produce ---------------------------------------------------------------------------
 
-    def produce(self, tp: TopicPartition, data: bytes, acks: int) -> ProduceResult:
+    def produce(
+        self, tp: TopicPartition, data: bytes, acks: int, timeout_ms: int = 30_000
+    ) -> ProduceResult:
         try:
-            hp = self._leader_partition(tp, -1)
-            log = hp.plog.log
-            if acks == -1:
-                required = min(log.config.min_insync_replicas, len(hp.replicas))
-                if len(hp.isr) < required:
-                    raise PartitionError(
-                        "NOT_ENOUGH_REPLICAS",
-                        f"ISR {list(hp.isr)} is smaller than min.insync.replicas {required}",
-                    )
-            with hp.plog.lock:
-                info = log.append_as_leader(data, hp.leader_epoch)
-                if len(hp.isr) == 1 and hp.isr[0] == self.node_id:
-                    # The leader alone is the ISR: the HW is its log end offset.
-                    log.update_high_watermark(log.log_end_offset)
-            if not info.duplicate:
-                self._wake_fetchers()
-            return ProduceResult(info.first_offset, info.log_append_time, info.log_start_offset)
+            hp = self._hosted_or_error(tp)
         except PartitionError as e:
             return ProduceResult(error_name=e.error_name, error_message=str(e))
-        except StorageError as e:
-            return ProduceResult(error_name=e.error_name, error_message=str(e))
+        request_id = next(self._request_ids)
+        future: Future[pr.ProduceCompleted] = Future()
+        self._waiting[request_id] = future
+        with hp.plog.lock:
+            actions = hp.replica.produce(request_id, data, acks, max(timeout_ms, 1), now_ms())
+        self._carry_out(hp, actions)
+        self._wake_fetchers()  # followers long-poll for new data too
+        try:
+            done = future.result(timeout=max(timeout_ms, 1) / 1000 + 1)
+        except FutureTimeout:
+            self._waiting.pop(request_id, None)
+            return ProduceResult(error_name="REQUEST_TIMED_OUT", error_message="no answer in time")
+        if done.error != "NONE":
+            return ProduceResult(
+                error_name=done.error,
+                error_message=f"{done.error} for {tp[0]}-{tp[1]} on node {self.node_id}",
+            )
+        return ProduceResult(done.base_offset, done.log_append_time, done.log_start_offset)
 
-    def _wake_fetchers(self) -> None:
-        with self._data_arrived:
-            self._data_version += 1
-            self._data_arrived.notify_all()
-
-    # --- fetch ---------------------------------------------------------------------
+    # --- fetch ------------------------------------------------------------------------------
 
     def fetch(
         self,
@@ -235,26 +322,34 @@ class ReplicaManager:
         max_wait_ms: int,
         min_bytes: int,
         max_bytes: int,
+        replica_epoch: int = -1,
         cancelled: Callable[[], bool] = lambda: False,
     ) -> list[FetchResult]:
-        """Kafka's fetch: answer at once on enough bytes or any error, else wait for
-        data until max_wait_ms. Bounded: at most one read per wake-up."""
+        """Kafka's fetch: answer at once on enough bytes, any error or a diverging
+        epoch, else wait for data until max_wait_ms."""
         deadline = time.monotonic() + max(0, max_wait_ms) / 1000
+        # Bounded by the deadline: each pass waits for new data or the time left.
         while True:
             with self._data_arrived:
                 version = self._data_version
-            results = self._read(specs, replica_id, max_bytes)
+            results = self._read(specs, replica_id, replica_epoch, max_bytes)
             total = sum(len(r.records) for r in results)
-            errors = any(r.error_name != "NONE" for r in results)
+            stop = any(r.error_name != "NONE" or r.diverging_epoch for r in results)
             remaining = deadline - time.monotonic()
-            if total >= min_bytes or errors or remaining <= 0 or cancelled():
+            if (
+                total >= min_bytes
+                or stop
+                or remaining <= 0
+                or cancelled()
+                or self._stopped.is_set()
+            ):
                 return results
             with self._data_arrived:
                 if self._data_version == version:
                     self._data_arrived.wait(timeout=min(remaining, 0.5))
 
     def _read(
-        self, specs: Sequence[FetchSpec], replica_id: int, max_bytes: int
+        self, specs: Sequence[FetchSpec], replica_id: int, replica_epoch: int, max_bytes: int
     ) -> list[FetchResult]:
         results = []
         budget = max_bytes
@@ -263,63 +358,72 @@ class ReplicaManager:
             tp = (spec.topic, spec.partition)
             result = FetchResult(spec.topic, spec.partition)
             try:
-                hp = self._leader_partition(tp, spec.current_leader_epoch)
-                result.leader = (hp.leader, hp.leader_epoch)
-                log = hp.plog.log
+                hp = self._hosted_or_error(tp)
+                limit = max(min(spec.max_bytes, budget), 0)
+                if not first_with_data and limit == 0:
+                    results.append(result)
+                    continue
                 with hp.plog.lock:
-                    result.high_watermark = log.high_watermark
-                    result.log_start_offset = log.log_start_offset
-                    bound = log.high_watermark if replica_id < 0 else log.log_end_offset
-                    limit = min(spec.max_bytes, budget)
-                    if limit > 0 or first_with_data:
-                        data = log.read(
-                            spec.fetch_offset,
-                            max(limit, 0),
-                            upper_bound=bound,
-                            min_one_batch=first_with_data,
+                    result.leader = (hp.replica.leader_id, hp.replica.leader_epoch)
+                    if replica_id >= 0:
+                        response, actions = hp.replica.handle_fetch(
+                            pr.FetchRequest(
+                                replica_id,
+                                spec.fetch_offset,
+                                spec.current_leader_epoch,
+                                spec.last_fetched_epoch,
+                                spec.log_start_offset,
+                                limit if not first_with_data else max(limit, 1),
+                                replica_epoch,
+                            ),
+                            now_ms(),
                         )
-                        result.records = data.records
+                        result.error_name = response.error
+                        result.high_watermark = response.high_watermark
+                        result.log_start_offset = response.log_start_offset
+                        result.records = response.records
+                        if response.diverging_epoch is not None:
+                            d = response.diverging_epoch
+                            result.diverging_epoch = (d.epoch, d.end_offset)
+                    else:
+                        consumer = hp.replica.read_for_consumer(
+                            spec.fetch_offset, limit, spec.current_leader_epoch
+                        )
+                        actions = []
+                        result.error_name = consumer.error
+                        result.high_watermark = consumer.high_watermark
+                        result.log_start_offset = consumer.log_start_offset
+                        result.records = consumer.records
+                self._carry_out(hp, actions)
             except PartitionError as e:
                 result.error_name, result.error_message = e.error_name, str(e)
-            except OffsetOutOfRangeError as e:
-                result.error_name, result.error_message = "OFFSET_OUT_OF_RANGE", str(e)
             except StorageError as e:
                 result.error_name, result.error_message = e.error_name, str(e)
+            if result.error_name != "NONE" and not result.error_message:
+                result.error_message = f"{result.error_name} for {tp[0]}-{tp[1]}"
             if result.records:
                 first_with_data = False
                 budget -= len(result.records)
             results.append(result)
         return results
 
-    # --- offsets -------------------------------------------------------------------
+    # --- offsets ---------------------------------------------------------------------------
 
     def list_offset(
         self, tp: TopicPartition, timestamp: int, current_leader_epoch: int, replica_id: int = -1
     ) -> OffsetResult:
         try:
-            hp = self._leader_partition(tp, current_leader_epoch)
-            log = hp.plog.log
+            hp = self._hosted_or_error(tp)
             with hp.plog.lock:
-                if timestamp == EARLIEST_TIMESTAMP:
-                    epoch = log.epoch_cache.epoch_for_offset(log.log_start_offset)
-                    return OffsetResult(log.log_start_offset, -1, -1 if epoch is None else epoch)
-                last_fetchable = log.high_watermark if replica_id < 0 else log.log_end_offset
-                if timestamp == LATEST_TIMESTAMP:
-                    return OffsetResult(last_fetchable, -1, hp.leader_epoch)
                 if timestamp == MAX_TIMESTAMP:
-                    best = max((s.max_timestamp_so_far for s in log.segments), default=-1)
+                    best = max((s.max_timestamp_so_far for s in hp.plog.log.segments), default=-1)
                     if best < 0:
                         return OffsetResult()
                     timestamp = best
-                if timestamp < 0:
-                    raise PartitionError(
-                        "INVALID_REQUEST", f"unknown special timestamp {timestamp}"
-                    )
-                found = log.offset_for_timestamp(timestamp)
-                if found is None or found.offset >= last_fetchable:
-                    return OffsetResult()
-                epoch = -1 if found.leader_epoch is None else found.leader_epoch
-                return OffsetResult(found.offset, found.timestamp, epoch)
+                r = hp.replica.handle_list_offsets(
+                    pr.ListOffsetsRequest(timestamp, replica_id, current_leader_epoch)
+                )
+            return OffsetResult(r.offset, r.timestamp, r.leader_epoch, r.error)
         except PartitionError as e:
             return OffsetResult(error_name=e.error_name, error_message=str(e))
         except StorageError as e:
@@ -330,10 +434,214 @@ class ReplicaManager:
     ) -> OffsetResult:
         """OffsetsForLeaderEpoch with KIP-279's answer (epoch, end offset)."""
         try:
-            hp = self._leader_partition(tp, current_leader_epoch)
+            hp = self._hosted_or_error(tp)
             with hp.plog.lock:
-                log = hp.plog.log
-                epoch, end = log.epoch_cache.end_offset_for(leader_epoch, log.log_end_offset)
-            return OffsetResult(offset=end, leader_epoch=epoch)
+                r = hp.replica.handle_offsets_for_leader_epoch(
+                    pr.OffsetsForLeaderEpochRequest(-1, leader_epoch, current_leader_epoch)
+                )
+            return OffsetResult(
+                offset=r.end_offset, leader_epoch=r.leader_epoch, error_name=r.error
+            )
         except PartitionError as e:
             return OffsetResult(error_name=e.error_name, error_message=str(e))
+
+    # --- follower fetchers -----------------------------------------------------------------
+
+    def _sync_fetchers(self) -> None:
+        """One fetcher per leader node that leads a partition this node follows."""
+        leaders = {
+            hp.replica.leader_id
+            for hp in self.partitions()
+            if hp.replica.role is pr.Role.FOLLOWER and hp.replica.leader_id >= 0
+        }
+        for node in leaders - set(self._fetchers):
+            address = self.address_of(node)
+            if address is not None:
+                self._fetchers[node] = _Fetcher(self, node, address)
+        for node in set(self._fetchers) - leaders:
+            self._fetchers.pop(node).stop()
+
+    def followed_from(self, leader: int) -> list[HostedPartition]:
+        return [
+            hp
+            for hp in self.partitions()
+            if hp.replica.role is pr.Role.FOLLOWER and hp.replica.leader_id == leader
+        ]
+
+
+class _Fetcher:
+    """Pulls every partition this node follows from one leader node: one long-poll
+    Fetch for all of them; OffsetsForLeaderEpoch and ListOffsets as they need."""
+
+    def __init__(self, manager: ReplicaManager, leader: int, address: tuple[str, int]) -> None:
+        self.manager = manager
+        self.leader = leader
+        self._channel = grpc.insecure_channel(
+            f"{address[0]}:{address[1]}",
+            [
+                ("grpc.max_receive_message_length", 64 << 20),
+                ("grpc.initial_reconnect_backoff_ms", 50),
+                ("grpc.min_reconnect_backoff_ms", 50),
+                ("grpc.max_reconnect_backoff_ms", 500),
+            ],
+        )
+        self._stub = client_pb2_grpc.SegLogStub(self._channel)
+        self._stopped = threading.Event()
+        self._thread = threading.Thread(target=self._run, name=f"fetcher-{leader}", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stopped.set()
+        self._channel.close()
+
+    def _run(self) -> None:
+        while not self._stopped.is_set():
+            try:
+                if not self._round():
+                    self._stopped.wait(0.05)
+            except grpc.RpcError:
+                self._stopped.wait(0.2)  # the leader is down or moved: metadata will tell
+            except Exception:  # noqa: BLE001 - keep fetching; log and back off
+                _log.error("fetcher_failed", exc=True, leader=self.leader)
+                self._stopped.wait(0.5)
+
+    def _round(self) -> bool:
+        """One round of requests; False when there was nothing to send."""
+        t = now_ms()
+        fetches: list[tuple[HostedPartition, pr.FetchRequest]] = []
+        others: list[tuple[HostedPartition, pr.FollowerRequest]] = []
+        for hp in self.manager.followed_from(self.leader):
+            with hp.plog.lock:
+                out = hp.replica.next_request(t)
+            if out is None or out.destination != self.leader:
+                continue
+            if isinstance(out.request, pr.FetchRequest):
+                fetches.append((hp, out.request))
+            else:
+                others.append((hp, out.request))
+        for hp, req in others:
+            self._send_other(hp, req)
+        if fetches:
+            self._send_fetch(fetches)
+        return bool(fetches or others)
+
+    def _deliver(self, hp: HostedPartition, response: pr.FollowerResponse) -> None:
+        with hp.plog.lock:
+            actions = hp.replica.handle_response(response, now_ms())
+        self.manager._carry_out(hp, actions)
+
+    def _send_other(self, hp: HostedPartition, req: pr.FollowerRequest) -> None:
+        topic, partition = hp.tp
+        if isinstance(req, pr.OffsetsForLeaderEpochRequest):
+            r = self._stub.OffsetsForLeaderEpoch(
+                pb.OffsetsForLeaderEpochRequest(
+                    replica_id=self.manager.node_id,
+                    topics=[
+                        pb.OffsetForLeaderTopic(
+                            name=topic,
+                            partitions=[
+                                pb.OffsetForLeaderPartition(
+                                    partition=partition,
+                                    current_leader_epoch=req.current_leader_epoch,
+                                    leader_epoch=req.leader_epoch,
+                                )
+                            ],
+                        )
+                    ],
+                ),
+                timeout=10,
+            )
+            p = r.topics[0].partitions[0]
+            self._deliver(
+                hp,
+                pr.OffsetsForLeaderEpochResponse(
+                    _name(p.error_code), p.leader_epoch, p.end_offset, req.correlation_id
+                ),
+            )
+        elif isinstance(req, pr.ListOffsetsRequest):
+            r = self._stub.ListOffsets(
+                pb.ListOffsetsRequest(
+                    replica_id=self.manager.node_id,
+                    topics=[
+                        pb.ListOffsetsTopic(
+                            name=topic,
+                            partitions=[
+                                pb.ListOffsetsPartition(
+                                    partition=partition,
+                                    current_leader_epoch=req.current_leader_epoch,
+                                    timestamp=req.timestamp,
+                                )
+                            ],
+                        )
+                    ],
+                ),
+                timeout=10,
+            )
+            p = r.topics[0].partitions[0]
+            self._deliver(
+                hp,
+                pr.ListOffsetsResponse(
+                    _name(p.error_code), p.offset, p.timestamp, p.leader_epoch, req.correlation_id
+                ),
+            )
+
+    def _send_fetch(self, fetches: list[tuple[HostedPartition, pr.FetchRequest]]) -> None:
+        by_topic: dict[str, list[pb.FetchPartition]] = {}
+        for hp, req in fetches:
+            by_topic.setdefault(hp.tp[0], []).append(
+                pb.FetchPartition(
+                    partition=hp.tp[1],
+                    current_leader_epoch=req.current_leader_epoch,
+                    fetch_offset=req.fetch_offset,
+                    last_fetched_epoch=req.last_fetched_epoch,
+                    log_start_offset=req.log_start_offset,
+                    partition_max_bytes=req.max_bytes,
+                )
+            )
+        request = pb.FetchRequest(
+            replica_id=self.manager.node_id,
+            replica_epoch=self.manager.broker_epoch,
+            max_wait_ms=FETCH_WAIT_MS,
+            min_bytes=1,
+            max_bytes=FETCH_MAX_BYTES,
+            topics=[pb.FetchTopic(name=t, partitions=ps) for t, ps in by_topic.items()],
+        )
+        try:
+            response = self._stub.Fetch(request, timeout=FETCH_WAIT_MS / 1000 + 10)
+        except grpc.RpcError:
+            # Nobody answered: let every partition's request time out into backoff.
+            for hp, req in fetches:
+                self._deliver(
+                    hp,
+                    pr.FetchResponse(
+                        "NOT_LEADER_OR_FOLLOWER", req.correlation_id, req.fetch_offset
+                    ),
+                )
+            raise
+        answers = {(t.name, p.partition): p for t in response.topics for p in t.partitions}
+        for hp, req in fetches:
+            p = answers.get(hp.tp)
+            if p is None:
+                continue
+            diverging = None
+            if p.HasField("diverging_epoch"):
+                diverging = pr.EpochEndOffset(p.diverging_epoch.epoch, p.diverging_epoch.end_offset)
+            self._deliver(
+                hp,
+                pr.FetchResponse(
+                    _name(p.error_code),
+                    req.correlation_id,
+                    req.fetch_offset,
+                    p.high_watermark,
+                    p.log_start_offset,
+                    p.records,
+                    diverging,
+                ),
+            )
+
+
+def _name(code: int) -> str:
+    try:
+        return errors_pb2.ErrorCode.Name(code)
+    except ValueError:
+        return "UNKNOWN_SERVER_ERROR"

@@ -18,6 +18,7 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from seglog.proto import client_pb2 as pb
 from seglog.proto import client_pb2_grpc, cluster_pb2_grpc, errors_pb2
 from seglog.proto import cluster_pb2 as cpb
+from seglog.replication import partition_replica as pr
 from seglog.replication.cluster_control import ControlError
 from seglog.replication.metadata_image import MetadataImage
 from seglog.storage.errors import InvalidConfigError
@@ -76,7 +77,14 @@ class Node:
                 config.log_dirs[0], config.log_config, random.Random()
             )
         self.replica_manager = ReplicaManager(
-            config.node_id, self.log_manager, self.controller.topic_config
+            config.node_id,
+            self.log_manager,
+            self.controller.topic_config,
+            replica_lag_time_max_ms=config.replica_lag_time_max_ms,
+            replica_fetch_max_bytes=config.replica_fetch_max_bytes,
+            address_of=self._broker_address,
+            alter_partition=self._alter_partition,
+            is_replica_eligible=self._eligible,
         )
         self.broker_epoch = -1
         self._pid_lock = threading.Lock()
@@ -119,6 +127,7 @@ class Node:
         if port == 0:
             port = self.port
         self.controller.add_listener(self.replica_manager.on_metadata)
+        self.replica_manager.start()
         self._server.start()
         if self.quorum is not None:
             self.quorum.start()
@@ -131,6 +140,7 @@ class Node:
             self._lifecycle.start()
         else:
             self.broker_epoch = self.controller.register_broker(self.node_id, host, port)
+            self.replica_manager.set_broker_epoch(self.broker_epoch)
         self.log_manager.start()
         self._health.set("", health_pb2.HealthCheckResponse.SERVING)
         self._health.set(SERVICE_NAME, health_pb2.HealthCheckResponse.SERVING)
@@ -167,6 +177,7 @@ class Node:
                     continue
                 if r.error_code == 0:
                     self.broker_epoch = r.broker_epoch
+                    self.replica_manager.set_broker_epoch(r.broker_epoch)
                     _log.info("registered", broker_epoch=r.broker_epoch)
                 continue
             try:
@@ -215,6 +226,7 @@ class Node:
         self._controlled_shutdown()
         if self._server is not None:
             self._server.stop(grace=2).wait(5)
+        self.replica_manager.shutdown()
         self.controller.shutdown()
         if self.controller_client is not None:
             self.controller_client.close()
@@ -224,6 +236,67 @@ class Node:
 
     def wait(self) -> None:
         self._done.wait()
+
+    # --- what the replica manager needs ------------------------------------------------
+
+    def _broker_address(self, node: int) -> tuple[str, int] | None:
+        b = self.controller.image.brokers.get(node)
+        return (b.host, b.port) if b is not None else None
+
+    def _eligible(self, replica: int, broker_epoch: int) -> bool:
+        """KIP-903: an ISR candidate is registered, unfenced and fetching with the
+        broker epoch the metadata holds."""
+        b = self.controller.image.brokers.get(replica)
+        return (
+            b is not None and not b.fenced and (broker_epoch < 0 or broker_epoch == b.broker_epoch)
+        )
+
+    def _alter_partition(
+        self, topic: str, partition: int, req: pr.SendAlterPartition
+    ) -> pr.AlterPartitionResponse:
+        if self.quorum is None or self.quorum.is_active():
+            try:
+                self.controller.alter_partition(
+                    self.node_id,
+                    topic,
+                    partition,
+                    req.leader_epoch,
+                    req.partition_epoch,
+                    req.new_isr,
+                )
+                error = "NONE"
+            except ControlError as e:
+                error = e.error_name
+            state = self.controller.image.partition(topic, partition)
+            if state is None:
+                return pr.AlterPartitionResponse("UNKNOWN_TOPIC_OR_PARTITION", req.request_id)
+            return pr.AlterPartitionResponse(
+                error, req.request_id, state.leader_epoch, state.partition_epoch, state.isr
+            )
+        client = self.controller_client
+        assert client is not None
+        r = client.call(
+            lambda n: client.controller_stub(n).AlterPartition(
+                cpb.AlterPartitionRequest(
+                    broker_id=self.node_id,
+                    broker_epoch=self.broker_epoch,
+                    topic=topic,
+                    partition=partition,
+                    leader_epoch=req.leader_epoch,
+                    partition_epoch=req.partition_epoch,
+                    new_isr=req.new_isr,
+                ),
+                timeout=10,
+            ),
+            lambda r: (r.error_code, r.error_message),
+        )
+        return pr.AlterPartitionResponse(
+            errors_pb2.ErrorCode.Name(r.error_code),
+            req.request_id,
+            r.leader_epoch,
+            r.partition_epoch,
+            tuple(r.isr),
+        )
 
     # --- what the servicer needs ----------------------------------------------------
 

@@ -215,7 +215,9 @@ class SegLogServicer(client_pb2_grpc.SegLogServicer):
         for t in request.topics:
             tr = response.topics.add(name=t.name)
             for p in t.partitions:
-                result = rm.produce((t.name, p.partition), p.records, request.acks)
+                result = rm.produce(
+                    (t.name, p.partition), p.records, request.acks, request.timeout_ms or 30_000
+                )
                 if result.error_name != "NONE":
                     _log.debug(
                         "produce_error",
@@ -242,6 +244,8 @@ class SegLogServicer(client_pb2_grpc.SegLogServicer):
                 p.fetch_offset,
                 p.current_leader_epoch,
                 p.partition_max_bytes if p.partition_max_bytes > 0 else 1 << 20,
+                p.last_fetched_epoch if request.replica_id >= 0 else -1,
+                p.log_start_offset,
             )
             for t in request.topics
             for p in t.partitions
@@ -256,6 +260,7 @@ class SegLogServicer(client_pb2_grpc.SegLogServicer):
             max_wait_ms=request.max_wait_ms,
             min_bytes=max(request.min_bytes, 1),
             max_bytes=max_bytes,
+            replica_epoch=request.replica_epoch,
             cancelled=lambda: not context.is_active(),
         )
         response = pb.FetchResponse()
@@ -274,6 +279,8 @@ class SegLogServicer(client_pb2_grpc.SegLogServicer):
                 records=r.records,
             )
             pr.current_leader.leader_id, pr.current_leader.leader_epoch = r.leader
+            if r.diverging_epoch is not None:
+                pr.diverging_epoch.epoch, pr.diverging_epoch.end_offset = r.diverging_epoch
         return response
 
     def ListOffsets(
