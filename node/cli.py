@@ -41,6 +41,16 @@ def _node(args: argparse.Namespace) -> int:
     return run_node(config, args.log_level)
 
 
+def _local(args: argparse.Namespace) -> int:
+    from seglog.node import local_cluster
+
+    if args.action == "up":
+        return local_cluster.up(
+            Path(args.data_dir), args.nodes, args.base_port, args.detach, sys.stdout
+        )
+    return local_cluster.down(Path(args.data_dir), sys.stdout)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="seglog", description="A replicated commit log with Kafka's on-disk format."
@@ -88,6 +98,19 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--data-dir", default="data/demo", help="log directory to write into")
     demo.add_argument("--records", type=int, default=20_000)
     demo.set_defaults(func=_demo)
+
+    local = sub.add_parser(
+        "local",
+        help="run a cluster of node processes on this machine",
+        description="seglog local up starts N nodes (each broker and controller voter) and "
+        "prints the bootstrap servers; Ctrl-C or 'seglog local down' stops them cleanly.",
+    )
+    local.add_argument("action", choices=["up", "down"])
+    local.add_argument("--nodes", type=int, default=3)
+    local.add_argument("--data-dir", default="data/local")
+    local.add_argument("--base-port", type=int, default=9092)
+    local.add_argument("--detach", action="store_true", help="return once the cluster is up")
+    local.set_defaults(func=_local)
 
     cli_topics.add_parser(sub)
     cli_console.add_parsers(sub)
