@@ -240,6 +240,12 @@ class Node:
     # --- what the replica manager needs ------------------------------------------------
 
     def _broker_address(self, node: int) -> tuple[str, int] | None:
+        """Where this node reaches another for replication: its voter address when it
+        is a voter (the cluster-internal name, e.g. in docker-compose), else what it
+        advertises to clients."""
+        voter = self.config.controller_quorum_voters.get(node)
+        if voter is not None:
+            return voter
         b = self.controller.image.brokers.get(node)
         return (b.host, b.port) if b is not None else None
 
