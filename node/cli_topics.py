@@ -203,15 +203,43 @@ def _describe(admin: Admin, args: argparse.Namespace, out: TextIO) -> int:
                 raise
             continue
         overrides = sorted((c.name, c.value) for c in configs.values() if not c.is_default)
-        _print_description(t, overrides, out)
+        _print_description(t, overrides, _replica_offsets(admin, t), out)
     return 0
+
+
+def _replica_offsets(admin: Admin, t: TopicDescription) -> dict[int, tuple[int, dict[int, int]]]:
+    """partition -> (high watermark, {replica: log end offset}), asked of each leader;
+    a leader that does not answer just leaves its partitions out."""
+    import grpc
+
+    from seglog.proto import client_pb2 as pb
+
+    out: dict[int, tuple[int, dict[int, int]]] = {}
+    for leader in sorted({p.leader for p in t.partitions if p.leader >= 0}):
+        try:
+            stub = admin._metadata.stub_for(leader)
+            r = stub.DescribeReplicas(pb.DescribeReplicasRequest(topics=[t.name]), timeout=5)
+        except (grpc.RpcError, Exception):  # noqa: BLE001 - describe what we can
+            continue
+        for p in r.partitions:
+            if p.topic == t.name:
+                out[p.partition] = (
+                    p.high_watermark,
+                    {s.node_id: s.log_end_offset for s in p.replicas},
+                )
+    return out
 
 
 def _nodes(ids: Sequence[int]) -> str:
     return ",".join(str(i) for i in ids)
 
 
-def _print_description(t: TopicDescription, configs: list[tuple[str, str]], out: TextIO) -> None:
+def _print_description(
+    t: TopicDescription,
+    configs: list[tuple[str, str]],
+    offsets: dict[int, tuple[int, dict[int, int]]],
+    out: TextIO,
+) -> None:
     print(
         f"Topic: {t.name}\tTopicId: {t.topic_id}\tPartitionCount: {len(t.partitions)}\t"
         f"ReplicationFactor: {t.replication_factor}\t"
@@ -226,6 +254,11 @@ def _print_description(t: TopicDescription, configs: list[tuple[str, str]], out:
         )
         if p.offline_replicas:
             line += f"\tOffline: {_nodes(p.offline_replicas)}"
+        if p.partition in offsets:
+            hw, leos = offsets[p.partition]
+            line += f"\tHighWatermark: {hw}\tLogEndOffsets: " + ",".join(
+                f"{r}:{leos[r]}" for r in p.replicas if r in leos
+            )
         print(line, file=out)
 
 

@@ -445,6 +445,29 @@ class ReplicaManager:
         except PartitionError as e:
             return OffsetResult(error_name=e.error_name, error_message=str(e))
 
+    def describe_led(self, topics: set[str]) -> list[pb.PartitionReplicas]:
+        """HW and every replica's log end offset of the partitions this node leads."""
+        out = []
+        for hp in self.partitions():
+            if (topics and hp.tp[0] not in topics) or not hp.replica.is_leader:
+                continue
+            with hp.plog.lock:
+                log = hp.plog.log
+                states = [pb.ReplicaState(node_id=self.node_id, log_end_offset=log.log_end_offset)]
+                for r, fs in sorted(hp.replica.followers.items()):
+                    states.append(pb.ReplicaState(node_id=r, log_end_offset=fs.leo))
+                out.append(
+                    pb.PartitionReplicas(
+                        topic=hp.tp[0],
+                        partition=hp.tp[1],
+                        leader_epoch=hp.replica.leader_epoch,
+                        high_watermark=log.high_watermark,
+                        log_start_offset=log.log_start_offset,
+                        replicas=states,
+                    )
+                )
+        return out
+
     # --- follower fetchers -----------------------------------------------------------------
 
     def _sync_fetchers(self) -> None:

@@ -323,6 +323,12 @@ class SegLogServicer(client_pb2_grpc.SegLogServicer):
                 )
         return response
 
+    def DescribeReplicas(  # noqa: N802
+        self, request: pb.DescribeReplicasRequest, context: grpc.ServicerContext
+    ) -> pb.DescribeReplicasResponse:
+        led = self.node.replica_manager.describe_led(set(request.topics))
+        return pb.DescribeReplicasResponse(partitions=led)
+
     def InitProducerId(
         self, request: pb.InitProducerIdRequest, context: grpc.ServicerContext
     ) -> pb.InitProducerIdResponse:  # noqa: N802

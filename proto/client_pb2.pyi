@@ -558,3 +558,39 @@ class OffsetsForLeaderEpochResponse(_message.Message):
     TOPICS_FIELD_NUMBER: _ClassVar[int]
     topics: _containers.RepeatedCompositeFieldContainer[OffsetForLeaderTopicResult]
     def __init__(self, topics: _Optional[_Iterable[_Union[OffsetForLeaderTopicResult, _Mapping]]] = ...) -> None: ...
+
+class DescribeReplicasRequest(_message.Message):
+    __slots__ = ("topics",)
+    TOPICS_FIELD_NUMBER: _ClassVar[int]
+    topics: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, topics: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class ReplicaState(_message.Message):
+    __slots__ = ("node_id", "log_end_offset")
+    NODE_ID_FIELD_NUMBER: _ClassVar[int]
+    LOG_END_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    node_id: int
+    log_end_offset: int
+    def __init__(self, node_id: _Optional[int] = ..., log_end_offset: _Optional[int] = ...) -> None: ...
+
+class PartitionReplicas(_message.Message):
+    __slots__ = ("topic", "partition", "leader_epoch", "high_watermark", "log_start_offset", "replicas")
+    TOPIC_FIELD_NUMBER: _ClassVar[int]
+    PARTITION_FIELD_NUMBER: _ClassVar[int]
+    LEADER_EPOCH_FIELD_NUMBER: _ClassVar[int]
+    HIGH_WATERMARK_FIELD_NUMBER: _ClassVar[int]
+    LOG_START_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    REPLICAS_FIELD_NUMBER: _ClassVar[int]
+    topic: str
+    partition: int
+    leader_epoch: int
+    high_watermark: int
+    log_start_offset: int
+    replicas: _containers.RepeatedCompositeFieldContainer[ReplicaState]
+    def __init__(self, topic: _Optional[str] = ..., partition: _Optional[int] = ..., leader_epoch: _Optional[int] = ..., high_watermark: _Optional[int] = ..., log_start_offset: _Optional[int] = ..., replicas: _Optional[_Iterable[_Union[ReplicaState, _Mapping]]] = ...) -> None: ...
+
+class DescribeReplicasResponse(_message.Message):
+    __slots__ = ("partitions",)
+    PARTITIONS_FIELD_NUMBER: _ClassVar[int]
+    partitions: _containers.RepeatedCompositeFieldContainer[PartitionReplicas]
+    def __init__(self, partitions: _Optional[_Iterable[_Union[PartitionReplicas, _Mapping]]] = ...) -> None: ...

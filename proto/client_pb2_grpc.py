@@ -87,6 +87,11 @@ class SegLogStub:
                 request_serializer=client__pb2.OffsetsForLeaderEpochRequest.SerializeToString,
                 response_deserializer=client__pb2.OffsetsForLeaderEpochResponse.FromString,
                 _registered_method=True)
+        self.DescribeReplicas = channel.unary_unary(
+                '/seglog.v1.SegLog/DescribeReplicas',
+                request_serializer=client__pb2.DescribeReplicasRequest.SerializeToString,
+                response_deserializer=client__pb2.DescribeReplicasResponse.FromString,
+                _registered_method=True)
 
 
 class SegLogServicer:
@@ -155,6 +160,13 @@ class SegLogServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def DescribeReplicas(self, request, context):
+        """The leader's view of each replica of the partitions it leads (topics --describe).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_SegLogServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -207,6 +219,11 @@ def add_SegLogServicer_to_server(servicer, server):
                     servicer.OffsetsForLeaderEpoch,
                     request_deserializer=client__pb2.OffsetsForLeaderEpochRequest.FromString,
                     response_serializer=client__pb2.OffsetsForLeaderEpochResponse.SerializeToString,
+            ),
+            'DescribeReplicas': grpc.unary_unary_rpc_method_handler(
+                    servicer.DescribeReplicas,
+                    request_deserializer=client__pb2.DescribeReplicasRequest.FromString,
+                    response_serializer=client__pb2.DescribeReplicasResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -482,6 +499,33 @@ class SegLog:
             '/seglog.v1.SegLog/OffsetsForLeaderEpoch',
             client__pb2.OffsetsForLeaderEpochRequest.SerializeToString,
             client__pb2.OffsetsForLeaderEpochResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DescribeReplicas(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/seglog.v1.SegLog/DescribeReplicas',
+            client__pb2.DescribeReplicasRequest.SerializeToString,
+            client__pb2.DescribeReplicasResponse.FromString,
             options,
             channel_credentials,
             insecure,

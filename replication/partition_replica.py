@@ -15,6 +15,19 @@ Roles:
   handling of its answers, including the truncation algorithm (6.4) and
   OFFSET_OUT_OF_RANGE recovery (6.6).
 
+The shell's side of the contract (calls serialised per partition):
+* metadata for the partition -> `apply_metadata(state, now)`;
+* a produce -> `produce(request_id, data, acks, timeout_ms, now)`; answer each
+  `ProduceCompleted` (whenever it comes out of any call; request ids unique per replica);
+* a follower fetch / OffsetsForLeaderEpoch / ListOffsets -> `handle_fetch` (returns the
+  response; a long poll may call it again later), `handle_offsets_for_leader_epoch`,
+  `handle_list_offsets`; consumers -> `read_for_consumer` or `consumer_read_bound`;
+* the fetcher loop -> `next_request(now)` gives the request and its destination (at most
+  one outstanding); feed the answer to `handle_response(resp, now)`;
+* `SendAlterPartition` -> the controller; its answer -> `on_alter_partition_response`;
+* a timer -> `tick(now)` every ~100 ms (produce timeouts, ISR checks, AlterPartition
+  resends); `HighWatermarkUpdated` -> wake long-polling consumer fetches.
+
 Errors are Kafka's error names ("NONE", "NOT_LEADER_OR_FOLLOWER", ...), as elsewhere in
 seglog. Broken invariants raise `ReplicaInvariantError` (explicitly, so `python -O` keeps
 the checks).

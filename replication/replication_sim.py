@@ -1,0 +1,1055 @@
+"""A seeded, deterministic simulator of Kafka-style partition replication.
+
+One `random.Random(seed)` drives everything (TigerBeetle's VOPR idea): the simulated
+clock, the cluster shape, a network between nodes (delays, drops, duplicates, reordering,
+partitions that heal), power failures that lose each log's unflushed tail, process pauses
+longer than replica.lag.time.max.ms, a minimal KRaft-like controller, and idempotent
+producers (acks=-1, some acks=1) that retry with the same sequence numbers. Every node
+runs one `PartitionReplica` per hosted partition over a `MemoryLog`. So one seed replays
+any failure exactly:
+
+    python -m seglog.replication.replication_sim --seed 42 --verbose
+
+Checked after every event (kafka-internals.md 6-8):
+* synced followers are byte-identical prefixes of their leader (6.4-6.5): every follower
+  that has fetched successfully in the current leader epoch has
+  log[:its LEO] == leader log[:its LEO] (so in particular below the HW);
+* a leader's HW never goes back during one leadership (7.4);
+* no producer sequence appears twice in the committed log (leader log below its HW), and
+  no message appears twice for a producer that never bumped its epoch (5.5);
+* "safe" mode only: nothing ever below a leader's HW is lost - the committed prefix only
+  grows, every new leader's log starts with it - and every acknowledged acks=-1 write is
+  in it at its acknowledged offset.
+At the end every fault is healed; the cluster must converge (all producers done, full
+ISRs, identical logs, HW = LEO everywhere) and, in safe mode, every acks=-1 message is in
+the log exactly once.
+
+The safety claim ("safe" mode; RF=3, min.insync.replicas=2, clean elections) covers:
+* any message drops, duplicates, delays/reordering, and network partitions between nodes
+  of any length and number (the controller's channel is never cut: heartbeats are
+  perfect, metadata is reliable and ordered but delayed, AlterPartition requests and
+  answers may be dropped or delayed like other messages);
+* at most RF - min.insync = 1 faulty node at a time, where a node is faulty from a power
+  failure (losing its unflushed tail) or a pause (of up to 2.5 x replica.lag.time.max.ms)
+  until it is up, re-registered and unfenced, and holds the whole committed prefix again;
+* a power failure only while, for every partition whose ISR (at the controller) holds the
+  node, another ISR member is non-faulty and holds the committed prefix. This condition is
+  needed: a node cut off by a partition is not faulty, yet it leaves the ISR, which may
+  thus shrink to {A}; a power failure of A then loses committed data in Kafka too
+  (Kafka's promise is "as long as one in-sync replica survives", and an fsync-less power
+  failure is not survival).
+"Wild" mode drops these limits (up to all but one node down or paused at once, optional
+unclean election): committed data may then be lost, so only convergence, prefix
+identity, HW monotonicity and duplicate checks apply.
+"""
+
+from __future__ import annotations
+
+import argparse
+import heapq
+import random
+import sys
+from collections import deque
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+
+from seglog.storage.record_batch import (
+    BatchHeader,
+    NewRecord,
+    build_batch,
+    decode_records,
+    increment_sequence,
+    iter_batches,
+)
+
+from .memory_log import MemoryLog
+from .metadata_image import PartitionState
+from .partition_replica import (
+    FENCED_LEADER_EPOCH,
+    INELIGIBLE_REPLICA,
+    INVALID_REQUEST,
+    INVALID_UPDATE_VERSION,
+    NONE,
+    OUT_OF_ORDER_SEQUENCE_NUMBER,
+    Action,
+    AlterPartitionResponse,
+    FetchRequest,
+    FetchResponse,
+    ListOffsetsRequest,
+    OffsetsForLeaderEpochRequest,
+    PartitionReplica,
+    ProduceCompleted,
+    ReplicaConfig,
+    SendAlterPartition,
+)
+
+CONTROLLER = 0
+PRODUCER_BASE = 1000
+SAFE = "safe"
+WILD = "wild"
+
+
+class SimulationFailure(AssertionError):
+    def __init__(self, seed: int, mode: str, message: str, trace: Sequence[str]) -> None:
+        tail = "\n".join(trace)
+        super().__init__(
+            f"seed {seed} ({mode}): {message}\n"
+            f"replay: python -m seglog.replication.replication_sim --seed {seed} --verbose\n"
+            f"--- trace tail ---\n{tail}"
+        )
+        self.seed = seed
+        self.message = message
+
+
+@dataclass(frozen=True, slots=True)
+class SimParams:
+    mode: str
+    nodes: int
+    partitions: int
+    replication_factor: int
+    min_insync: int
+    unclean: bool
+    lag_ms: int
+    session_timeout_ms: int
+    drop: float
+    duplicate: float
+    max_delay_ms: int
+    fault_gap_ms: tuple[int, int]
+    producers_per_partition: int
+    batches_per_producer: int
+    acks1_share: float
+    flush_probability: float
+    active_ms: int
+    max_quiesce_ms: int
+
+
+def draw_params(rng: random.Random, mode: str | None = None) -> SimParams:
+    mode = mode or (WILD if rng.random() < 0.25 else SAFE)
+    return SimParams(
+        mode=mode,
+        nodes=rng.choice((3, 3, 4)),
+        partitions=rng.choice((1, 2)),
+        replication_factor=3,
+        min_insync=2,
+        unclean=mode == WILD and rng.random() < 0.5,
+        lag_ms=1000,
+        session_timeout_ms=600,
+        drop=rng.choice((0.0, 0.01, 0.05)),
+        duplicate=rng.choice((0.0, 0.01, 0.03)),
+        max_delay_ms=rng.choice((3, 15, 40, 100)),
+        fault_gap_ms=rng.choice(((20, 300), (150, 600), (300, 1500), (800, 3000))),
+        producers_per_partition=rng.choice((1, 2)),
+        batches_per_producer=rng.randint(8, 25),
+        acks1_share=rng.choice((0.0, 0.3, 0.5)),
+        flush_probability=rng.choice((0.05, 0.2, 0.6)),
+        active_ms=rng.randint(4000, 7000),
+        max_quiesce_ms=30_000,
+    )
+
+
+# --- the controller ---------------------------------------------------------------------
+
+
+class MiniController:
+    """KRaft's partition decisions as plain state (7.7): fencing removes a broker from
+    every ISR (never the last member) and moves leadership to the first ISR member in
+    assignment order; registration of a new incarnation fences the old one first;
+    AlterPartition is accepted only for the current leader and partition epochs."""
+
+    def __init__(self, node_ids: Sequence[int], partitions: int, rf: int, unclean: bool) -> None:
+        n = len(node_ids)
+        self.partitions: dict[int, PartitionState] = {}
+        for p in range(partitions):
+            replicas = tuple(node_ids[(p + i) % n] for i in range(rf))
+            self.partitions[p] = PartitionState(replicas, replicas, replicas[0], 0, 0)
+        self.broker_epochs = {b: 1 for b in node_ids}
+        self.fenced: set[int] = set()
+        self.unclean = unclean
+
+    def alive_epochs(self) -> dict[int, int]:
+        return {b: e for b, e in self.broker_epochs.items() if b not in self.fenced}
+
+    def _change(self, p: int, leader: int | None = None, isr: Sequence[int] | None = None) -> None:
+        old = self.partitions[p]
+        new_leader = old.leader if leader is None else leader
+        new_isr = old.isr if isr is None else tuple(isr)
+        if (new_leader, new_isr) == (old.leader, old.isr):
+            return
+        bump = 1 if new_leader != old.leader else 0
+        self.partitions[p] = PartitionState(
+            old.replicas, new_isr, new_leader, old.leader_epoch + bump, old.partition_epoch + 1
+        )
+
+    def _elect(self, p: int) -> None:
+        st = self.partitions[p]
+        if st.leader >= 0 and st.leader not in self.fenced:
+            return
+        for r in st.replicas:
+            if r in st.isr and r not in self.fenced:
+                self._change(p, leader=r)
+                return
+        if self.unclean:
+            for r in st.replicas:
+                if r not in self.fenced:
+                    self._change(p, leader=r, isr=(r,))
+                    return
+        self._change(p, leader=-1)
+
+    def fence(self, b: int) -> bool:
+        if b in self.fenced:
+            return False
+        self.fenced.add(b)
+        for p, st in self.partitions.items():
+            if b in st.isr and len(st.isr) > 1:
+                self._change(p, isr=[r for r in st.isr if r != b])
+            self._elect(p)
+        return True
+
+    def unfence(self, b: int) -> bool:
+        if b not in self.fenced:
+            return False
+        self.fenced.discard(b)
+        for p in self.partitions:
+            self._elect(p)
+        return True
+
+    def register(self, b: int) -> int:
+        self.fence(b)  # the previous incarnation, before anything else
+        self.broker_epochs[b] = max(self.broker_epochs.values()) + 1
+        self.unfence(b)
+        return self.broker_epochs[b]
+
+    def alter_partition(self, p: int, req: SendAlterPartition) -> AlterPartitionResponse:
+        st = self.partitions[p]
+        rid = req.request_id
+
+        def error(name: str) -> AlterPartitionResponse:
+            return AlterPartitionResponse(name, rid)
+
+        if req.leader_epoch != st.leader_epoch:
+            return error(FENCED_LEADER_EPOCH)
+        if req.leader_id != st.leader:
+            return error(INVALID_REQUEST)
+        if req.partition_epoch != st.partition_epoch:
+            return error(INVALID_UPDATE_VERSION)
+        if st.leader not in req.new_isr or not set(req.new_isr) <= set(st.replicas):
+            return error(INVALID_REQUEST)
+        for r, e in zip(req.new_isr, req.broker_epochs, strict=True):
+            if r in self.fenced or (e >= 0 and e != self.broker_epochs[r]):
+                return error(INELIGIBLE_REPLICA)  # KIP-903
+        self._change(p, isr=req.new_isr)
+        now = self.partitions[p]
+        return AlterPartitionResponse(NONE, rid, now.leader_epoch, now.partition_epoch, now.isr)
+
+
+# --- nodes and producers ----------------------------------------------------------------
+
+
+class SimNode:
+    def __init__(self, node_id: int, hosted: Sequence[int], config: ReplicaConfig) -> None:
+        self.id = node_id
+        self.hosted = tuple(hosted)
+        self.config = config
+        self.up = True
+        self.paused = False
+        self.recovering = False  # since a power failure or pause, until whole again
+        self.incarnation = 0
+        self.broker_epoch = 1
+        self.registered = True
+        self.alive_epochs: dict[int, int] = {}
+        self.logs = {p: MemoryLog(f"n{node_id}-p{p}") for p in self.hosted}
+        self.replicas: dict[int, PartitionReplica] = {}
+        self.inbox: list[tuple[int, tuple[object, ...]]] = []
+        self.make_replicas()
+
+    def make_replicas(self) -> None:
+        self.replicas = {
+            p: PartitionReplica(
+                self.id,
+                self.logs[p],
+                self.config,
+                broker_epoch=self.broker_epoch,
+                is_replica_eligible=self._eligible,
+            )
+            for p in self.hosted
+        }
+
+    def _eligible(self, replica_id: int, broker_epoch: int) -> bool:
+        return broker_epoch >= 0 and self.alive_epochs.get(replica_id) == broker_epoch
+
+
+@dataclass(slots=True)
+class _Batch:
+    msgs: list[int]
+    epoch: int
+    seq: int
+    data: bytes
+    attempts: set[int] = field(default_factory=set)
+    in_flight: int | None = None
+    sent_ms: int = 0
+    backoff_until_ms: int = 0
+
+
+@dataclass(slots=True)
+class SimProducer:
+    id: int
+    pid: int
+    partition: int
+    acks: int
+    total: int
+    epoch: int = 0
+    next_seq: int = 0
+    next_msg: int = 0
+    bumped: bool = False
+    batch: _Batch | None = None
+
+    @property
+    def done(self) -> bool:
+        return self.batch is None and self.next_msg >= self.total
+
+    def build(self, msgs: list[int], now_ms: int) -> _Batch:
+        records = [NewRecord(f"P{self.id}:{m}".encode(), None, now_ms) for m in msgs]
+        data = build_batch(
+            records,
+            producer_id=self.pid,
+            producer_epoch=self.epoch,
+            base_sequence=self.next_seq,
+            now_ms=now_ms,
+        )
+        return _Batch(msgs, self.epoch, self.next_seq, data)
+
+
+@dataclass(slots=True)
+class _Committed:
+    """What has been below some leader's HW: bytes, end offset, and derived indexes."""
+
+    data: bytes = b""
+    end: int = 0
+    batches: dict[int, BatchHeader] = field(default_factory=dict)
+    sequences: set[tuple[int, int, int]] = field(default_factory=set)
+    messages: set[bytes] = field(default_factory=set)
+
+
+@dataclass(slots=True)
+class _Ack:
+    partition: int
+    offset: int
+    pid: int
+    epoch: int
+    seq: int
+    count: int
+
+
+# --- the simulation -------------------------------------------------------------------
+
+
+class Simulation:
+    def __init__(
+        self,
+        seed: int,
+        *,
+        mode: str | None = None,
+        verbose: bool = False,
+        params: SimParams | None = None,
+    ) -> None:
+        self.seed = seed
+        self.rng = random.Random(seed)
+        self.params = params or draw_params(self.rng, mode)
+        self.verbose = verbose
+        self.trace_tail: deque[str] = deque(maxlen=300)
+        self.now = 0
+        self.steps = 0
+        self._queue: list[tuple[int, int, str, tuple[object, ...]]] = []
+        self._seq = 0
+        prm = self.params
+        self.config = ReplicaConfig(
+            min_insync_replicas=prm.min_insync,
+            replica_lag_time_max_ms=prm.lag_ms,
+            replica_fetch_backoff_ms=100,
+            replica_fetch_max_bytes=self.rng.choice((200, 1000, 1 << 20)),
+            replica_request_timeout_ms=500,
+            alter_partition_retry_ms=400,
+        )
+        node_ids = list(range(1, prm.nodes + 1))
+        self.controller = MiniController(
+            node_ids, prm.partitions, prm.replication_factor, prm.unclean
+        )
+        self.nodes: dict[int, SimNode] = {}
+        for b in node_ids:
+            hosted = [p for p, st in self.controller.partitions.items() if b in st.replicas]
+            self.nodes[b] = SimNode(b, hosted, self.config)
+        self.last_heartbeat = {b: 0 for b in node_ids}
+        self.cuts: set[frozenset[int]] = set()
+        self._meta_last: dict[int, int] = {b: 0 for b in node_ids}
+        self.producers: dict[int, SimProducer] = {}
+        pid = 5000
+        for p in range(prm.partitions):
+            for _ in range(prm.producers_per_partition):
+                pr_id = PRODUCER_BASE + len(self.producers)
+                acks = 1 if self.rng.random() < prm.acks1_share else -1
+                self.producers[pr_id] = SimProducer(pr_id, pid, p, acks, prm.batches_per_producer)
+                pid += 1
+        self._next_request_id = 1
+        self._request_owner: dict[int, tuple[int, int]] = {}
+        self.faults_active = True
+        self.quiescing = False
+        self.finished = False
+        # Checker state.
+        self.committed = {p: _Committed() for p in range(prm.partitions)}
+        self._committed_key: dict[int, object] = {}
+        self._follower_key: dict[tuple[int, int], object] = {}
+        self.hw_seen: dict[tuple[int, int, int, int], int] = {}
+        self.structure = 0  # bumped by every change of roles, membership or liveness
+        self._checked: tuple[int, int] = (-1, -1)
+        self.pending_acks: list[_Ack] = []
+        self.acked_msgs: dict[int, list[bytes]] = {pr: [] for pr in self.producers}
+        self.stats = {"crashes": 0, "pauses": 0, "cuts": 0, "acks": 0}
+        self.trace(f"params {prm}")
+
+    # ------------------------------------------------------------------ plumbing
+
+    def trace(self, line: str) -> None:
+        text = f"{self.now:>7} {line}"
+        self.trace_tail.append(text)
+        if self.verbose:
+            print(text)
+
+    def fail(self, message: str) -> None:
+        self.trace(f"FAILURE {message}")
+        raise SimulationFailure(self.seed, self.params.mode, message, list(self.trace_tail))
+
+    def at(self, t: int, kind: str, *args: object) -> None:
+        self._seq += 1
+        heapq.heappush(self._queue, (t, self._seq, kind, args))
+
+    def send(self, src: int, dst: int, payload: tuple[object, ...]) -> None:
+        prm = self.params
+        if self._cut(src, dst) or self.rng.random() < prm.drop:
+            return
+        self.at(self.now + self.rng.randint(1, prm.max_delay_ms), "msg", src, dst, payload)
+        if self.rng.random() < prm.duplicate:
+            self.at(self.now + self.rng.randint(1, prm.max_delay_ms * 3), "msg", src, dst, payload)
+
+    def send_metadata(self, dst: int, payload: tuple[object, ...]) -> None:
+        """The metadata log: reliable, in order per node, delayed."""
+        t = max(self.now + self.rng.randint(1, self.params.max_delay_ms), self._meta_last[dst] + 1)
+        self._meta_last[dst] = t
+        self.at(t, "msg", CONTROLLER, dst, payload)
+
+    def _cut(self, a: int, b: int) -> bool:
+        return frozenset((a, b)) in self.cuts
+
+    def publish(self) -> None:
+        self.structure += 1
+        image = dict(self.controller.partitions)
+        alive = self.controller.alive_epochs()
+        self.trace(
+            "metadata "
+            + " ".join(
+                f"p{p}:L{s.leader}/e{s.leader_epoch}/pe{s.partition_epoch}/isr{list(s.isr)}"
+                for p, s in image.items()
+            )
+            + f" fenced={sorted(self.controller.fenced)}"
+        )
+        for b in self.nodes:
+            self.send_metadata(b, ("metadata", image, alive))
+
+    # ------------------------------------------------------------------ running
+
+    def run(self) -> Simulation:
+        prm = self.params
+        for b in self.nodes:
+            self.at(self.rng.randint(0, 50), "tick", b)
+        for pr in self.producers:
+            self.at(self.rng.randint(0, 50), "produce_tick", pr)
+        self.at(0, "controller_tick")
+        self.at(self.rng.randint(*prm.fault_gap_ms), "fault")
+        self.at(prm.active_ms, "quiesce")
+        self.publish()
+        deadline = prm.active_ms + prm.max_quiesce_ms
+        while self._queue and not self.finished:
+            t, _, kind, args = heapq.heappop(self._queue)
+            if t > deadline:
+                self.now = deadline
+                self.fail(f"no convergence {prm.max_quiesce_ms} ms after healing: {self._state()}")
+            self.now = t
+            self.steps += 1
+            getattr(self, "_on_" + kind)(*args)
+            self.check()
+        if not self.finished:
+            self.fail("event queue ran dry")
+        return self
+
+    # ------------------------------------------------------------------ events
+
+    def _on_tick(self, b: int) -> None:
+        node = self.nodes[b]
+        self.at(self.now + self.rng.randint(40, 60), "tick", b)
+        if not node.up or node.paused:
+            return
+        for p, rep in node.replicas.items():
+            self.apply(node, p, rep.tick(self.now))
+            self.poll_fetcher(node, p)
+        if self.rng.random() < self.params.flush_probability:
+            for log in node.logs.values():
+                log.flush()
+        if self.rng.random() < 0.3:
+            for log in node.logs.values():
+                log.checkpoint_high_watermark()
+
+    def poll_fetcher(self, node: SimNode, p: int) -> None:
+        out = node.replicas[p].next_request(self.now)
+        if out is not None:
+            self.send(node.id, out.destination, ("fetch", p, out.request, node.incarnation))
+
+    def apply(self, node: SimNode, p: int, actions: list[Action]) -> None:
+        for a in actions:
+            if isinstance(a, ProduceCompleted):
+                # The node's own request id maps back to the client and its request id.
+                owner = self._request_owner.pop(a.request_id, None)
+                if owner is not None:
+                    self.send(node.id, owner[0], ("produce_resp", replace(a, request_id=owner[1])))
+            elif isinstance(a, SendAlterPartition):
+                self.trace(f"n{node.id} p{p} AlterPartition {a}")
+                self.send(node.id, CONTROLLER, ("alter", p, a, node.incarnation))
+
+    def _on_msg(self, src: int, dst: int, payload: tuple[object, ...]) -> None:
+        if dst == CONTROLLER:
+            self._controller_receive(src, payload)
+            return
+        if dst >= PRODUCER_BASE:
+            self._producer_receive(self.producers[dst], payload)
+            return
+        if src != CONTROLLER and src < PRODUCER_BASE and self._cut(src, dst):
+            return  # in flight when the partition began
+        node = self.nodes[dst]
+        if not node.up:
+            return
+        if node.paused:
+            node.inbox.append((src, payload))
+            return
+        self._node_receive(node, src, payload)
+
+    def _node_receive(self, node: SimNode, src: int, payload: tuple[object, ...]) -> None:
+        kind = payload[0]
+        if kind not in ("fetch", "fetch_resp", "produce"):
+            self.structure += 1  # roles, ISR or registration may change
+        if kind == "fetch":
+            _, p, req, src_inc = payload
+            rep = node.replicas[p]
+            if isinstance(req, FetchRequest):
+                resp, actions = rep.handle_fetch(req, self.now)
+                self.apply(node, p, actions)
+            elif isinstance(req, OffsetsForLeaderEpochRequest):
+                resp = rep.handle_offsets_for_leader_epoch(req)
+            else:
+                assert isinstance(req, ListOffsetsRequest)
+                resp = rep.handle_list_offsets(req)
+            self.send(node.id, src, ("fetch_resp", p, resp, src_inc))
+        elif kind == "fetch_resp":
+            _, p, resp, inc = payload
+            if inc != node.incarnation:
+                return  # the connection died with the old process
+            rep = node.replicas[p]
+            before = rep.log.log_end_offset
+            synced = rep.fetcher.synced_epoch
+            self.apply(node, p, rep.handle_response(resp, self.now))
+            if rep.fetcher.synced_epoch != synced:
+                self.structure += 1
+            if rep.log.log_end_offset < before:
+                self.trace(f"n{node.id} p{p} truncated {before}->{rep.log.log_end_offset}")
+            if not isinstance(resp, FetchResponse) or resp.records:
+                self.poll_fetcher(node, p)
+        elif kind == "produce":
+            _, p, client_rid, data, acks, timeout = payload
+            rid = self._next_request_id  # unique per request the node accepts
+            self._next_request_id += 1
+            self._request_owner[rid] = (src, client_rid)
+            rep = node.replicas[p]
+            self.apply(node, p, rep.produce(rid, data, acks, timeout, self.now))
+        elif kind == "alter_resp":
+            _, p, resp, inc = payload
+            if inc == node.incarnation:
+                rep = node.replicas[p]
+                self.apply(node, p, rep.on_alter_partition_response(resp, self.now))
+        elif kind == "registered":
+            _, inc, epoch = payload
+            if inc == node.incarnation:
+                node.broker_epoch = epoch
+                node.registered = True
+                for rep in node.replicas.values():
+                    rep.broker_epoch = epoch
+        elif kind == "metadata":
+            _, image, alive = payload
+            if not node.registered or alive.get(node.id, node.broker_epoch) != node.broker_epoch:
+                return  # written before this incarnation registered
+            node.alive_epochs = alive
+            for p, rep in node.replicas.items():
+                self.apply(node, p, rep.apply_metadata(image[p], self.now))
+
+    def _controller_receive(self, src: int, payload: tuple[object, ...]) -> None:
+        kind = payload[0]
+        if kind == "alter":
+            _, p, req, inc = payload
+            resp = self.controller.alter_partition(p, req)
+            self.trace(f"controller p{p} AlterPartition from n{src}: {resp.error}")
+            self.send(CONTROLLER, src, ("alter_resp", p, resp, inc))
+            if resp.error == NONE:
+                self.publish()
+        elif kind == "register":
+            _, inc = payload
+            node = self.nodes[src]
+            if inc != node.incarnation or not node.up:
+                return
+            epoch = self.controller.register(src)
+            self.trace(f"controller registered n{src} with broker epoch {epoch}")
+            self.last_heartbeat[src] = self.now
+            self.send_metadata(src, ("registered", inc, epoch))
+            self.publish()
+
+    def _on_controller_tick(self) -> None:
+        """Heartbeats over a perfect channel: a node is alive while it runs unpaused with
+        the registration the controller holds; fenced after session_timeout_ms."""
+        self.at(self.now + 100, "controller_tick")
+        changed = False
+        for b, node in self.nodes.items():
+            alive = (
+                node.up
+                and not node.paused
+                and node.registered
+                and self.controller.broker_epochs[b] == node.broker_epoch
+            )
+            if alive:
+                self.last_heartbeat[b] = self.now
+                if self.controller.unfence(b):
+                    self.trace(f"controller unfenced n{b}")
+                    changed = True
+            elif self.now - self.last_heartbeat[b] > self.params.session_timeout_ms:
+                if self.controller.fence(b):
+                    self.trace(f"controller fenced n{b}")
+                    changed = True
+        if changed:
+            self.publish()
+
+    # ------------------------------------------------------------------ producers
+
+    def _on_produce_tick(self, pr_id: int) -> None:
+        pr = self.producers[pr_id]
+        self.at(self.now + self.rng.randint(15, 60), "produce_tick", pr_id)
+        if pr.batch is None:
+            if pr.next_msg >= pr.total:
+                return
+            n = min(self.rng.randint(1, 3), pr.total - pr.next_msg)
+            pr.batch = pr.build(list(range(pr.next_msg, pr.next_msg + n)), self.now)
+            pr.next_msg += n
+        b = pr.batch
+        if b.in_flight is not None:
+            if self.now - b.sent_ms < 1500:
+                return
+            self.trace(f"P{pr.id} request {b.in_flight} timed out")
+            b.in_flight = None
+            b.backoff_until_ms = self.now + 50
+        if self.now < b.backoff_until_ms:
+            return
+        leader = self.controller.partitions[pr.partition].leader  # a metadata refresh
+        if leader < 0:
+            b.backoff_until_ms = self.now + 100
+            return
+        rid = self._next_request_id
+        self._next_request_id += 1
+        b.attempts.add(rid)
+        b.in_flight = rid
+        b.sent_ms = self.now
+        self.trace(
+            f"P{pr.id} sends req {rid} seq {b.seq}+{len(b.msgs)} epoch {b.epoch} acks={pr.acks} "
+            f"to n{leader}"
+        )
+        self.send(pr.id, leader, ("produce", pr.partition, rid, b.data, pr.acks, 1000))
+
+    def _producer_receive(self, pr: SimProducer, payload: tuple[object, ...]) -> None:
+        done = payload[1]
+        assert isinstance(done, ProduceCompleted)
+        b = pr.batch
+        if b is None or done.request_id not in b.attempts:
+            return  # an answer to an older batch or epoch
+        if done.error != NONE and done.request_id != b.in_flight:
+            return  # a newer attempt is under way
+        b.in_flight = None
+        self.trace(f"P{pr.id} req {done.request_id}: {done.error} offset {done.base_offset}")
+        if done.error == NONE:
+            self.stats["acks"] += 1
+            if pr.acks == -1:
+                ack = _Ack(pr.partition, done.base_offset, pr.pid, b.epoch, b.seq, len(b.msgs))
+                self.pending_acks.append(ack)
+                self._verify_acks()
+                self.acked_msgs[pr.id].extend(f"P{pr.id}:{m}".encode() for m in b.msgs)
+            pr.next_seq = increment_sequence(b.seq, len(b.msgs))
+            pr.batch = None
+        elif done.error == OUT_OF_ORDER_SEQUENCE_NUMBER:
+            if self.params.mode == SAFE and pr.acks == -1:
+                self.fail(f"acks=-1 producer P{pr.id} got OUT_OF_ORDER_SEQUENCE_NUMBER")
+            # The earlier batch was lost (acks=1 or beyond the fault budget): bump the
+            # epoch and restart the sequence at 0 (KIP-360), resending this batch.
+            pr.epoch += 1
+            pr.next_seq = 0
+            pr.bumped = True
+            pr.batch = pr.build(b.msgs, self.now)
+        else:
+            b.backoff_until_ms = self.now + 50
+
+    # ------------------------------------------------------------------ faults
+
+    def _faulty(self, node: SimNode) -> bool:
+        """Down, paused, not (re-)registered, or - after a power failure or pause - not yet
+        holding the committed prefix again. A node merely cut off is not faulty."""
+        if not node.up or node.paused or not node.registered:
+            return True
+        if node.id in self.controller.fenced:
+            return True
+        if self.controller.broker_epochs[node.id] != node.broker_epoch:
+            return True
+        if node.recovering:
+            if not all(self._holds_committed(node, p) for p in node.hosted):
+                return True
+            node.recovering = False
+        return False
+
+    def _holds_committed(self, node: SimNode, p: int) -> bool:
+        c = self.committed[p]
+        log = node.logs[p]
+        return log.log_end_offset >= c.end and log.prefix(c.end) == c.data
+
+    def _may_fail(self, node: SimNode, power: bool) -> bool:
+        others = [n for n in self.nodes.values() if n is not node]
+        if self.params.mode == WILD:
+            # Keep at least one node running.
+            down = sum(1 for n in others if not n.up or n.paused)
+            return node.up and not node.paused and down < len(others)
+        if not node.up or node.paused or any(self._faulty(n) for n in others):
+            return False
+        if power:
+            # Another ISR member must survive with the committed prefix.
+            for p in node.hosted:
+                isr = self.controller.partitions[p].isr
+                if node.id in isr and not any(
+                    r != node.id
+                    and not self._faulty(self.nodes[r])
+                    and self._holds_committed(self.nodes[r], p)
+                    for r in isr
+                ):
+                    return False
+        return True
+
+    def _on_fault(self) -> None:
+        if not self.faults_active:
+            return
+        self.at(self.now + self.rng.randint(*self.params.fault_gap_ms), "fault")
+        roll = self.rng.random()
+        node = self.nodes[self.rng.choice(sorted(self.nodes))]
+        leader = self.controller.partitions[self.rng.randrange(self.params.partitions)].leader
+        if leader >= 0 and self.rng.random() < 0.6:
+            node = self.nodes[leader]  # leader failures exercise elections and truncation
+        if roll < 0.3:
+            if self._may_fail(node, power=True):
+                self.crash(node)
+        elif roll < 0.5:
+            if self._may_fail(node, power=False):
+                long = self.rng.random() < 0.6
+                lag = self.params.lag_ms
+                span = (
+                    self.rng.randint(lag + 200, 2 * lag + 500)
+                    if long
+                    else self.rng.randint(50, 400)
+                )
+                node.paused = True
+                node.recovering = True
+                self.structure += 1
+                self.stats["pauses"] += 1
+                self.trace(f"FAULT pause n{node.id} for {span} ms")
+                self.at(self.now + span, "resume", node.id)
+        elif roll < 0.8:
+            self.stats["cuts"] += 1
+            if self.rng.random() < 0.5:
+                pairs = [frozenset((node.id, o)) for o in self.nodes if o != node.id]
+            else:
+                other = self.rng.choice([o for o in sorted(self.nodes) if o != node.id])
+                pairs = [frozenset((node.id, other))]
+            span = self.rng.randint(200, 3000)
+            self.cuts.update(pairs)
+            self.trace(f"FAULT cut {[sorted(x) for x in pairs]} for {span} ms")
+            self.at(self.now + span, "heal", pairs)
+
+    def crash(self, node: SimNode) -> None:
+        self.structure += 1
+        self.stats["crashes"] += 1
+        lost = {p: (log.log_end_offset, log.recovery_point) for p, log in node.logs.items()}
+        self.trace(f"FAULT power failure n{node.id} (LEO, flushed) {lost}")
+        node.up = False
+        node.paused = False
+        node.recovering = True
+        node.inbox.clear()
+        node.registered = False
+        node.logs = {p: log.crash() for p, log in node.logs.items()}
+        node.replicas = {}
+        self.at(self.now + self.rng.randint(100, 2000), "restart", node.id)
+
+    def _on_restart(self, b: int) -> None:
+        self.structure += 1
+        node = self.nodes[b]
+        node.up = True
+        node.incarnation += 1
+        node.broker_epoch = -1
+        node.alive_epochs = {}
+        node.make_replicas()
+        self.trace(f"restart n{b}: " + " ".join(f"p{p}:{log!r}" for p, log in node.logs.items()))
+        self.at(
+            self.now + self.rng.randint(5, 100),
+            "msg",
+            b,
+            CONTROLLER,
+            ("register", node.incarnation),
+        )
+
+    def _on_resume(self, b: int) -> None:
+        self.structure += 1
+        node = self.nodes[b]
+        node.paused = False
+        self.trace(f"resume n{b} with {len(node.inbox)} queued messages")
+        inbox, node.inbox = node.inbox, []
+        for src, payload in inbox:
+            if not node.up or node.paused:
+                break
+            self._node_receive(node, src, payload)
+
+    def _on_heal(self, pairs: list[frozenset[int]]) -> None:
+        self.cuts.difference_update(pairs)
+        self.trace(f"heal {[sorted(x) for x in pairs]}")
+
+    def _on_quiesce(self) -> None:
+        self.faults_active = False
+        self.quiescing = True
+        self.cuts.clear()
+        self.trace("quiesce: faults stop, partitions healed")
+        self.at(self.now + 250, "converged")
+
+    def _on_converged(self) -> None:
+        if not self._is_converged():
+            self.at(self.now + 250, "converged")
+            return
+        self.final_checks()
+        self.finished = True
+        self.trace(f"converged after {self.steps} steps; stats {self.stats}")
+
+    # ------------------------------------------------------------------ checks
+
+    def _leader_replica(self, p: int) -> PartitionReplica | None:
+        st = self.controller.partitions[p]
+        if st.leader < 0:
+            return None
+        node = self.nodes[st.leader]
+        rep = node.replicas.get(p)
+        if node.up and rep is not None and rep.is_leader and rep.leader_epoch == st.leader_epoch:
+            return rep
+        return None
+
+    def check(self) -> None:
+        # Only logs (data, HW) and roles/membership matter; skip steps that changed neither.
+        signature = (MemoryLog.mutations, self.structure)
+        if signature == self._checked:
+            return
+        self._checked = signature
+        for p in self.committed:
+            for node in self.nodes.values():
+                rep = node.replicas.get(p)
+                if rep is None or not node.up or not rep.is_leader:
+                    continue
+                key = (node.id, node.incarnation, p, rep.leader_epoch)
+                hw = rep.log.high_watermark
+                if hw < self.hw_seen.get(key, -1):
+                    self.fail(f"leader n{node.id} p{p} HW went back {self.hw_seen[key]} -> {hw}")
+                self.hw_seen[key] = hw
+            leader = self._leader_replica(p)
+            if leader is None:
+                continue
+            self._check_committed(p, leader)
+            self._check_followers(p, leader)
+
+    def _check_committed(self, p: int, leader: PartitionReplica) -> None:
+        log = leader.log
+        assert isinstance(log, MemoryLog)
+        key = (leader.node_id, id(log), log.version, log.high_watermark)
+        if self._committed_key.get(p) == key:
+            return
+        self._committed_key[p] = key
+        c = self.committed[p]
+        if log.log_end_offset < c.end or log.prefix(c.end) != c.data:
+            if self.params.mode == SAFE:
+                self.fail(
+                    f"committed data lost: leader n{leader.node_id} p{p} {log!r} does not start "
+                    f"with the committed prefix ending at {c.end}"
+                )
+            self.trace(f"p{p} committed history replaced by n{leader.node_id} (wild mode)")
+            c = self.committed[p] = _Committed()
+        hw = log.high_watermark
+        if hw <= c.end:
+            return
+        new = bytes(log.prefix(hw))
+        for _pos, h in iter_batches(new, len(c.data)):
+            self._commit_batch(p, c, h, new, _pos)
+        c.data = new
+        c.end = hw
+        self._verify_acks()
+
+    def _commit_batch(self, p: int, c: _Committed, h: BatchHeader, buf: bytes, pos: int) -> None:
+        c.batches[h.base_offset] = h
+        if h.producer_id < 0:
+            return
+        seq = h.base_sequence
+        for _ in range(h.records_count):
+            k = (h.producer_id, h.producer_epoch, seq)
+            if k in c.sequences:
+                self.fail(f"p{p} duplicate producer sequence {k} at offset {h.base_offset}")
+            c.sequences.add(k)
+            seq = increment_sequence(seq, 1)
+        for r in decode_records(buf, pos, h):
+            assert r.value is not None
+            owner = int(r.value.split(b":")[0][1:])
+            if r.value in c.messages and not self.producers[owner].bumped:
+                self.fail(f"p{p} message {r.value!r} committed twice (offset {r.offset})")
+            c.messages.add(r.value)
+
+    def _verify_acks(self) -> None:
+        if self.params.mode != SAFE:
+            return
+        keep = []
+        for a in self.pending_acks:
+            c = self.committed[a.partition]
+            if a.offset >= c.end:
+                keep.append(a)
+                continue
+            h = c.batches.get(a.offset)
+            if h is None or (h.producer_id, h.producer_epoch, h.base_sequence, h.records_count) != (
+                a.pid,
+                a.epoch,
+                a.seq,
+                a.count,
+            ):
+                self.fail(
+                    f"acknowledged acks=-1 write lost: p{a.partition} offset {a.offset} "
+                    f"pid {a.pid} seq {a.seq} is {h!r} in the committed log"
+                )
+        self.pending_acks = keep
+
+    def _check_followers(self, p: int, leader: PartitionReplica) -> None:
+        llog = leader.log
+        assert isinstance(llog, MemoryLog)
+        for node in self.nodes.values():
+            rep = node.replicas.get(p)
+            if (
+                rep is None
+                or not node.up
+                or not rep.is_synced_follower()
+                or rep.leader_epoch != leader.leader_epoch
+            ):
+                continue
+            flog = rep.log
+            assert isinstance(flog, MemoryLog)
+            key = (id(flog), flog.version, id(llog), llog.version)
+            if self._follower_key.get((node.id, p)) == key:
+                continue
+            self._follower_key[(node.id, p)] = key
+            n = flog.log_end_offset
+            if n > llog.log_end_offset or flog.prefix(n) != llog.prefix(n):
+                self.fail(
+                    f"p{p} follower n{node.id} {flog!r} is not a prefix of leader "
+                    f"n{leader.node_id} {llog!r}"
+                )
+
+    def _is_converged(self) -> bool:
+        if any(not n.up or n.paused or self._faulty_registration(n) for n in self.nodes.values()):
+            return False
+        if not all(pr.done for pr in self.producers.values()):
+            return False
+        for p, st in self.controller.partitions.items():
+            leader = self._leader_replica(p)
+            if leader is None or set(st.isr) != set(st.replicas) or set(leader.isr) != set(st.isr):
+                return False
+            llog = leader.log
+            assert isinstance(llog, MemoryLog)
+            if llog.high_watermark != llog.log_end_offset:
+                return False
+            for r in st.replicas:
+                flog = self.nodes[r].logs[p]
+                if (
+                    flog.log_end_offset != llog.log_end_offset
+                    or flog.high_watermark != flog.log_end_offset
+                    or flog.prefix(flog.log_end_offset) != llog.prefix(llog.log_end_offset)
+                ):
+                    return False
+        return True
+
+    def _faulty_registration(self, node: SimNode) -> bool:
+        return (
+            not node.registered
+            or node.id in self.controller.fenced
+            or self.controller.broker_epochs[node.id] != node.broker_epoch
+        )
+
+    def final_checks(self) -> None:
+        if self.params.mode != SAFE:
+            return
+        if self.pending_acks:
+            self.fail(f"acknowledged writes never committed: {self.pending_acks[:5]}")
+        for pr in self.producers.values():
+            if pr.acks != -1:
+                continue
+            c = self.committed[pr.partition]
+            missing = [m for m in self.acked_msgs[pr.id] if m not in c.messages]
+            if missing or len(self.acked_msgs[pr.id]) != pr.total:
+                self.fail(
+                    f"producer P{pr.id}: acked {len(self.acked_msgs[pr.id])}/{pr.total}, "
+                    f"missing from the log {missing[:5]}"
+                )
+
+    def _state(self) -> str:
+        parts = []
+        for b, n in self.nodes.items():
+            parts.append(
+                f"n{b}(up={n.up} paused={n.paused} reg={n.registered} be={n.broker_epoch}) "
+                + " ".join(repr(r) for r in n.replicas.values())
+            )
+        parts.append(f"controller {self.controller.partitions} fenced={self.controller.fenced}")
+        parts.append(
+            "producers "
+            + " ".join(
+                f"P{p.id}:{p.next_msg}/{p.total}{'' if p.done else '+'}"
+                for p in self.producers.values()
+            )
+        )
+        return "\n".join(parts)
+
+
+def simulate(seed: int, *, mode: str | None = None, verbose: bool = False) -> Simulation:
+    """Run one seed; raises SimulationFailure (naming the seed) on any violation."""
+    return Simulation(seed, mode=mode, verbose=verbose).run()
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--seed", type=int, required=True)
+    parser.add_argument("--count", type=int, default=1, help="run seeds seed..seed+count-1")
+    parser.add_argument("--mode", choices=(SAFE, WILD), default=None)
+    parser.add_argument("--verbose", action="store_true", help="print the whole trace")
+    args = parser.parse_args(argv)
+    for seed in range(args.seed, args.seed + args.count):
+        try:
+            sim = simulate(seed, mode=args.mode, verbose=args.verbose)
+        except SimulationFailure as exc:
+            print(exc, file=sys.stderr)
+            return 1
+        print(f"seed {seed} ({sim.params.mode}): ok, {sim.steps} steps, {sim.now} ms, {sim.stats}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
