@@ -1,9 +1,19 @@
 #!/usr/bin/env bash
 # The whole test suite on a fresh machine: installs seglog with its test
-# dependencies, checks lint, then runs pytest. CI (.ci/run) calls exactly this.
+# dependencies (PySpark included), checks that Java is there for Spark, lints,
+# then runs pytest. CI (.ci/run) calls exactly this. The docker-compose tests
+# build their image themselves (compose/build-image.sh) and skip when no
+# Docker engine answers.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 python3 -m pip install --quiet --disable-pip-version-check -e '.[test]'
+
+if ! java -version >/dev/null 2>&1; then
+    echo "tests/run.sh: installing a Java runtime for PySpark" >&2
+    apt-get update -qq && apt-get install -y -qq openjdk-17-jre-headless >/dev/null
+fi
+
 python3 -m ruff check .
-python3 -m pytest -q "$@"
+python3 proto/generate.py --check
+python3 -m pytest -q -p no:cacheprovider "$@"
