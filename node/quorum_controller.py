@@ -329,15 +329,17 @@ class QuorumController:
         self, broker_id: int, broker_epoch: int, metadata_offset: int, shutdown: bool
     ) -> bool:
         """Returns whether the broker is (still) fenced."""
+        # Only the active controller judges registrations: a follower may not have
+        # applied a broker's newest registration yet.
+        if not self.is_active():
+            raise ControlError(
+                "NOT_CONTROLLER", f"node {self.node_id} is not the active controller"
+            )
         broker = self.image.brokers.get(broker_id)
         if broker is None or broker.broker_epoch != broker_epoch:
             raise ControlError(
                 "STALE_BROKER_EPOCH" if broker else "BROKER_NOT_AVAILABLE",
                 f"broker {broker_id} epoch {broker_epoch} is not registered",
-            )
-        if not self.is_active():
-            raise ControlError(
-                "NOT_CONTROLLER", f"node {self.node_id} is not the active controller"
             )
         if shutdown:
             self._sessions.pop(broker_id, None)

@@ -27,6 +27,7 @@ from .config import NodeConfig
 from .controller_client import ControllerClient
 from .controller_servicer import ControllerServicer
 from .event_log import EventLogger, configure
+from .forwarding import FORWARDED, FORWARDED_HEADER
 from .local_controller import LocalController
 from .log_manager import LogManager
 from .quorum_controller import QuorumController
@@ -34,6 +35,9 @@ from .replica_manager import ReplicaManager
 from .servicer import SegLogServicer, code
 
 _log = EventLogger("node")
+FORWARD_WAIT_S = 10.0
+
+
 MAX_MESSAGE_BYTES = 64 * 1024 * 1024
 SERVICE_NAME = "seglog.v1.SegLog"
 
@@ -105,7 +109,7 @@ class Node:
         host, port = self.config.advertised_listener
         self._server = grpc.server(
             futures.ThreadPoolExecutor(
-                max_workers=max(8, self.config.num_io_threads * 2),
+                max_workers=max(32, self.config.num_io_threads * 4),
                 thread_name_prefix="grpc",
             ),
             options=[
@@ -314,14 +318,41 @@ class Node:
             return self.node_id
         return -1 if self.quorum.leader_id is None else self.quorum.leader_id
 
-    def _forward(self, method: str, request: object) -> object:
-        """An admin request on a node that is not the active controller goes there."""
+    def _forward(self, method: str, request: object) -> object | None:
+        """An admin request on a node that is not the active controller goes to the
+        leader this node knows, marked as forwarded: a forwarded request is never
+        forwarded again, so requests cannot circle between nodes and hold the threads
+        Raft's votes need. During an election it waits (bounded) for the new leader;
+        NOT_CONTROLLER after that, which clients retry. None: this node became the
+        active controller meanwhile, so the caller does the work itself."""
         client = self.controller_client
-        assert client is not None
-        return client.call(
-            lambda n: getattr(client.seglog_stub(n), method)(request, timeout=15),
-            lambda r: _first_error(r),
-        )
+        if client is None or FORWARDED.active:
+            raise ControlError("NOT_CONTROLLER", f"node {self.node_id} is not the controller")
+        deadline = time.monotonic() + FORWARD_WAIT_S
+        last = "no leader known"
+        while time.monotonic() < deadline:
+            leader = self.quorum.leader_id if self.quorum is not None else None
+            if self.quorum is not None and self.quorum.is_active():
+                return None
+            if leader is None or leader == self.node_id:
+                time.sleep(0.02)  # electing, or elected here but not yet ready
+                continue
+            try:
+                response = getattr(client.seglog_stub(leader), method)(
+                    request,
+                    timeout=max(0.5, deadline - time.monotonic()),
+                    metadata=[(FORWARDED_HEADER, "1")],
+                )
+            except grpc.RpcError as e:
+                last = f"controller {leader} did not answer: {e.code()}"
+                time.sleep(0.05)  # it is probably dead: wait for the next election
+                continue
+            error, message = _first_error(response)
+            if error != errors_pb2.ErrorCode.Value("NOT_CONTROLLER"):
+                return response
+            last = message
+            time.sleep(0.05)
+        raise ControlError("NOT_CONTROLLER", last)
 
     def create_topic(
         self, name: str, partitions: int, rf: int, configs: dict[str, str], validate_only: bool
@@ -337,6 +368,8 @@ class Node:
             validate_only=validate_only,
         )
         response = self._forward("CreateTopics", request)
+        if response is None:
+            return self.controller.create_topic(name, partitions, rf, configs, validate_only)
         result = response.topics[0]  # type: ignore[attr-defined]
         _raise_for(result.error_code, result.error_message)
         self._await_metadata(lambda image: name in image.topics or validate_only)
@@ -347,6 +380,9 @@ class Node:
             self.controller.delete_topic(name)
             return
         response = self._forward("DeleteTopics", pb.DeleteTopicsRequest(names=[name]))
+        if response is None:
+            self.controller.delete_topic(name)
+            return
         result = response.topics[0]  # type: ignore[attr-defined]
         _raise_for(result.error_code, result.error_message)
         self._await_metadata(lambda image: name not in image.topics)
@@ -373,8 +409,11 @@ class Node:
                 validate_only=validate_only,
             )
             response = self._forward("AlterConfigs", request)
-            result = response.results[0]  # type: ignore[attr-defined]
-            _raise_for(result.error_code, result.error_message)
+            if response is None:
+                self.controller.alter_configs(topic, changes, validate_only)
+            else:
+                result = response.results[0]  # type: ignore[attr-defined]
+                _raise_for(result.error_code, result.error_message)
         if not validate_only:
             # Re-apply so hosted logs pick up the new config.
             self.replica_manager.on_metadata(self.controller.image, [])

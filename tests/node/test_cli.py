@@ -95,6 +95,7 @@ def test_topics_create_describe_list(shared_node: NodeProcess) -> None:
     ), lines[0]
     assert lines[1:] == [
         f"\tTopic: described\tPartition: {p}\tLeader: 1\tReplicas: 1\tIsr: 1\tLeaderEpoch: 0"
+        "\tHighWatermark: 0\tLogEndOffsets: 1:0"
         for p in range(3)
     ]
 

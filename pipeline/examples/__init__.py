@@ -1,0 +1,1 @@
+"""Runnable examples of the seglog Spark data source."""
