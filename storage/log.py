@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TypeVar
+from typing import NamedTuple, TypeVar
 
 from .checkpoint_file import LeaderEpochCheckpointFile
 from .compression import CompressionType
@@ -32,6 +32,7 @@ from .log_config import LogConfig
 from .partition_metadata import PartitionMetadataFile
 from .producer_state import AppendOrigin, ControlMarker, DuplicateBatch, ProducerStateManager
 from .record_batch import (
+    LOG_OVERHEAD,
     BatchHeader,
     ControlType,
     NewRecord,
@@ -73,8 +74,14 @@ def parse_partition_dir(name: str) -> tuple[str, int]:
     return topic, int(partition)
 
 
-@dataclass(frozen=True, slots=True)
-class LogAppendInfo:
+# LogAppendInfo and FetchDataInfo are built on every append / read: named tuples
+# are as immutable as frozen dataclasses and several times cheaper to construct.
+# The hot paths build them with tuple.__new__, which is what their generated
+# __new__ runs, minus a Python-level call (so every field is passed, in order).
+_new_tuple = tuple.__new__
+
+
+class LogAppendInfo(NamedTuple):
     first_offset: int
     last_offset: int
     max_timestamp: int
@@ -86,8 +93,7 @@ class LogAppendInfo:
     duplicate: bool = False  # a producer retry answered with its original offsets
 
 
-@dataclass(frozen=True, slots=True)
-class FetchDataInfo:
+class FetchDataInfo(NamedTuple):
     records: bytes
     fetch_offset: int
     next_offset: int  # offset after the last batch returned (fetch_offset if none)
@@ -118,9 +124,13 @@ class Log:
         self._base_offsets: list[int] = []
         self._log_end_offset = 0
         self.log_start_offset = 0
-        self.recovery_point = 0
+        self._recovery_point = 0
+        # A roll's flush of the finished segments, deferred (see flush_pending).
+        self._pending_flush: int | None = None
         self.high_watermark = 0
         self._pending_deletions: list[_PendingDeletion] = []
+        self._roll_config: LogConfig | None = None
+        self._max_segment_ms = 0
         self._unflushed_messages = 0
         self._last_flush_ms = 0
         self._rng = random.Random()
@@ -316,15 +326,16 @@ class Log:
         """Validate a producer's batches, assign offsets and the leader epoch in place,
         check producer state, and append. Raises before writing anything."""
         t = now_ms() if time_ms is None else time_ms
-        headers = validate_client_batches(data, self.config.max_message_bytes)
-        if self.config.compression_type != "producer":
+        config = self.config
+        headers = validate_client_batches(data, config.max_message_bytes)
+        if config.compression_type != "producer":
             data, headers = self._recompress(data, headers)
-        if len(data) > self.config.segment_bytes:
+        if len(data) > config.segment_bytes:
             raise RecordListTooLargeError(
                 f"append of {len(data)} bytes to {self.directory.name} exceeds "
-                f"segment.bytes {self.config.segment_bytes}"
+                f"segment.bytes {config.segment_bytes}"
             )
-        log_append_time = self.config.message_timestamp_type == "LogAppendTime"
+        log_append_time = config.message_timestamp_type == "LogAppendTime"
         if not log_append_time:
             self._check_timestamps(headers, t)
         buf = bytearray(data)
@@ -335,12 +346,13 @@ class Log:
             set_partition_leader_epoch(buf, pos, leader_epoch)
             h.base_offset = offset
             h.partition_leader_epoch = leader_epoch
+            size = h.batch_length + LOG_OVERHEAD
             if log_append_time:
-                set_log_append_time(buf, pos, h.size, t)
+                set_log_append_time(buf, pos, size, t)
                 h.max_timestamp = t
                 h.attributes |= int(TimestampType.LOG_APPEND_TIME) << 3
-            offset = h.next_offset
-            pos += h.size
+            offset += h.last_offset_delta + 1
+            pos += size
         prepared = self.producer_state.prepare_appends(headers, AppendOrigin.CLIENT)
         if isinstance(prepared, DuplicateBatch):
             return LogAppendInfo(
@@ -396,11 +408,11 @@ class Log:
         which bound its records for every producer that writes them in order."""
         before = self.config.message_timestamp_before_max_ms
         after = self.config.message_timestamp_after_max_ms
+        # Both bounds as one range test per timestamp: t - before <= ts <= t + after.
+        low, high = t - before, t + after
         for h in headers:
             for ts in (h.base_timestamp, h.max_timestamp):
-                if ts < 0:
-                    continue
-                if t - ts > before or ts - t > after:
+                if ts >= 0 and not low <= ts <= high:
                     raise InvalidTimestampError(
                         f"timestamp {ts} of a batch for {self.directory.name} is out of range "
                         f"(now {t}, message.timestamp.before.max.ms {before}, "
@@ -464,6 +476,8 @@ class Log:
         log_append_time: bool,
     ) -> LogAppendInfo:
         """Write validated batches (offsets already final), rolling where Kafka would."""
+        if len(headers) == 1:
+            return self._append_batch(data, headers[0], t, log_append_time)
         view = memoryview(data)
         start = 0
         group_start = 0
@@ -489,6 +503,41 @@ class Log:
             log_start_offset=self.log_start_offset,
             record_count=sum(h.records_count for h in headers),
             valid_bytes=len(data),
+        )
+
+    def _append_batch(
+        self, data: bytes | bytearray | memoryview, h: BatchHeader, t: int, log_append_time: bool
+    ) -> LogAppendInfo:
+        """_append_batches for a single batch, the produce hot path: one group, whose
+        offsets, max timestamp and count are the batch's own, worked out once."""
+        first = h.base_offset
+        last = first + h.last_offset_delta
+        max_ts = h.max_timestamp if h.max_timestamp > -1 else -1
+        count = h.records_count
+        size = len(data)
+        seg = self._maybe_roll(size, first, last, max_ts, t)
+        seg.append(last, max_ts, last, data)
+        assert last + 1 > self._log_end_offset, "the log end offset only grows on append"
+        self._log_end_offset = last + 1
+        epoch = h.partition_leader_epoch
+        if epoch >= 0 and epoch != self.epoch_cache.latest_epoch:
+            self.epoch_cache.assign(epoch, first)
+        self._unflushed_messages += count
+        if self._unflushed_messages >= self.config.flush_messages:
+            self.flush()
+        return _new_tuple(
+            LogAppendInfo,
+            (
+                first,  # first_offset
+                last,  # last_offset
+                max_ts,  # max_timestamp
+                last,  # offset_of_max_timestamp
+                t if log_append_time else -1,  # log_append_time
+                self.log_start_offset,
+                count,  # record_count
+                size,  # valid_bytes
+                False,  # duplicate
+            ),
         )
 
     def _append_group(self, chunk: memoryview, headers: list[BatchHeader], t: int) -> None:
@@ -523,17 +572,12 @@ class Log:
                 if seg.base_offset != max(first_offset, self._log_end_offset):
                     return self._replace_empty_active(max(first_offset, self._log_end_offset), t)
             return seg
-        base_ts = seg.rolling_base_timestamp()
-        if base_ts is not None and base_ts >= 0 and max_timestamp >= 0:
-            waited = max_timestamp - base_ts
-        else:
-            waited = t - seg.created_ms
-        if (
-            seg.size > self.config.segment_bytes - size
-            or waited > self.config.max_segment_ms - seg.roll_jitter_ms
-            or seg.offset_index.is_full()
-            or seg.time_index.is_full()
-            or not seg.can_hold_offset(last_offset)
+        config = self.config
+        if config is not self._roll_config:
+            # max_segment_ms is derived (a property): worked out once per config.
+            self._roll_config, self._max_segment_ms = config, config.max_segment_ms
+        if seg.should_roll(
+            size, last_offset, max_timestamp, t, config.segment_bytes, self._max_segment_ms
         ):
             return self.roll(first_offset, time_ms=t)
         return seg
@@ -563,9 +607,9 @@ class Log:
         self._add_segment(seg)
         self.producer_state.update_map_end_offset(new_base)
         self.producer_state.take_snapshot()
-        # Kafka flushes below the new segment asynchronously; a roll is rare
-        # enough (once per segment.bytes) to do it inline.
-        self.flush(new_base)
+        # Kafka flushes below the new segment asynchronously: an inline fsync of a
+        # whole segment (~1 GiB) would stall this append for most of a second.
+        self._defer_flush(new_base)
         return seg
 
     # --- reading --------------------------------------------------------------------
@@ -590,15 +634,21 @@ class Log:
         )
         if offset >= bound:
             return FetchDataInfo(b"", offset, offset)
-        i = self._segment_index_for(offset)
+        segments = self._segments
+        i = bisect.bisect_right(self._base_offsets, offset) - 1  # _segment_index_for, inlined
+        if i < 0:
+            i = 0
         # Bounded by the segment count: each pass moves to the next segment.
-        while i < len(self._segments):
-            seg = self._segments[i]
-            result = self._with_valid_index(
-                seg, lambda s: s.read(offset, max_bytes, bound, min_one_batch)
-            )
+        while i < len(segments):
+            seg = segments[i]
+            try:
+                result = seg.read(offset, max_bytes, bound, min_one_batch)
+            except CorruptIndexError:
+                result = self._rebuild_index_and_retry(
+                    seg, lambda s: s.read(offset, max_bytes, bound, min_one_batch)
+                )
             if result is not None and result.data:
-                return FetchDataInfo(result.data, offset, result.next_offset)
+                return _new_tuple(FetchDataInfo, (result.data, offset, result.next_offset))
             if result is not None and result.first_offset >= bound:
                 break
             i += 1
@@ -609,18 +659,28 @@ class Log:
         try:
             return op(seg)
         except CorruptIndexError:
-            seg.rebuild_indexes()
-            if seg is self._segments[-1]:
-                seg.offset_index.resize(self.config.segment_index_bytes)
-                seg.time_index.resize(self.config.segment_index_bytes)
-            return op(seg)
+            return self._rebuild_index_and_retry(seg, op)
+
+    def _rebuild_index_and_retry(self, seg: LogSegment, op: Callable[[LogSegment], T]) -> T:
+        """The recovery half of _with_valid_index, for lookups that inline the first try."""
+        seg.rebuild_indexes()
+        if seg is self._segments[-1]:
+            seg.offset_index.resize(self.config.segment_index_bytes)
+            seg.time_index.resize(self.config.segment_index_bytes)
+        return op(seg)
 
     def translate_offset(self, offset: int) -> tuple[LogSegment, int, BatchHeader] | None:
         """Segment, byte position and header of the batch holding `offset`."""
-        i = self._segment_index_for(offset)
-        while i < len(self._segments):
-            seg = self._segments[i]
-            found = self._with_valid_index(seg, lambda s: s.translate_offset(offset))
+        segments = self._segments
+        i = bisect.bisect_right(self._base_offsets, offset) - 1  # _segment_index_for, inlined
+        if i < 0:
+            i = 0
+        while i < len(segments):
+            seg = segments[i]
+            try:
+                found = seg.translate_offset(offset)
+            except CorruptIndexError:
+                found = self._rebuild_index_and_retry(seg, lambda s: s.translate_offset(offset))
             if found is not None:
                 return seg, found.position, found.header
             i += 1
@@ -652,6 +712,7 @@ class Log:
         if offset < 0:
             raise ValueError(f"cannot truncate {self.directory.name} to negative offset {offset}")
         t = now_ms() if time_ms is None else time_ms
+        self.flush_pending()
         if offset >= self._log_end_offset:
             self.epoch_cache.truncate_from_end(self._log_end_offset)
             return False
@@ -672,6 +733,7 @@ class Log:
 
     def truncate_fully_and_start_at(self, offset: int, *, time_ms: int | None = None) -> None:
         t = now_ms() if time_ms is None else time_ms
+        self._pending_flush = None  # every segment it would fsync is deleted
         for seg in self._segments:
             seg.delete()
         self._segments.clear()
@@ -728,6 +790,7 @@ class Log:
         """One retention pass (Kafka's order: start-offset breach, size, time).
         Returns the number of segments scheduled for deletion."""
         t = now_ms() if time_ms is None else time_ms
+        self.flush_pending()
         deleted = self._delete_prefix(
             lambda seg, nxt: nxt is not None and nxt.base_offset <= self.log_start_offset, t
         )
@@ -787,6 +850,7 @@ class Log:
     def remove_deleted_files(self, *, time_ms: int | None = None, force: bool = False) -> int:
         """Physically delete `.deleted` files whose delay (file.delete.delay.ms) has passed."""
         t = now_ms() if time_ms is None else time_ms
+        self.flush_pending()
         due = [p for p in self._pending_deletions if force or p.due_ms <= t]
         for p in due:
             p.segment.delete()
@@ -796,18 +860,62 @@ class Log:
         return len(due)
 
     # --- flushing and closing -------------------------------------------------------
+    #
+    # A roll does not fsync the finished segment itself: it records the flush as
+    # pending (_defer_flush), and flush_pending runs it. The node's flush scheduler
+    # does that through flush_if_due, and so does every method that reads or moves
+    # the recovery point or changes the segment list first. The recovery point only
+    # moves once the data below it is fsynced, and it always reads as it would with
+    # the flush done inline: only when the fsync happens changes.
+
+    @property
+    def recovery_point(self) -> int:
+        """Offset below which every segment is fsynced (completes a pending flush)."""
+        if self._pending_flush is not None:
+            self.flush_pending()
+        return self._recovery_point
+
+    @recovery_point.setter
+    def recovery_point(self, offset: int) -> None:
+        self._recovery_point = offset
+
+    def flush_pending(self) -> None:
+        """Run the flush the last roll(s) deferred, if any."""
+        target = self._pending_flush
+        if target is not None:
+            self._pending_flush = None
+            self._sync_below(target)
+
+    def _defer_flush(self, up_to: int) -> None:
+        """flush(up_to), but the fsyncs and the recovery point wait for flush_pending;
+        the flush.messages / flush.ms clocks restart now, as the inline flush did."""
+        target = min(up_to, self._log_end_offset)
+        flushed = self._recovery_point if self._pending_flush is None else self._pending_flush
+        if target <= flushed:
+            return
+        self._pending_flush = target
+        self._unflushed_messages = 0
+        self._last_flush_ms = now_ms()
 
     def flush(self, up_to: int | None = None, *, time_ms: int | None = None) -> None:
         """fsync every segment holding data below `up_to` (default: the LEO) and move
         the recovery point there."""
+        self.flush_pending()
         target = self._log_end_offset if up_to is None else min(up_to, self._log_end_offset)
-        if target <= self.recovery_point:
+        if target <= self._recovery_point:
             return
+        self._sync_below(target)
+        self._unflushed_messages = 0
+        self._last_flush_ms = now_ms() if time_ms is None else time_ms
+
+    def _sync_below(self, target: int) -> None:
+        """fsync the segments holding data in [recovery point, target) and the
+        directory, then move the recovery point to `target`."""
         for i, seg in enumerate(self._segments):
             nxt = self._base_offsets[i + 1] if i + 1 < len(self._segments) else None
             if seg.base_offset >= target:
                 break
-            if nxt is None or nxt > self.recovery_point:
+            if nxt is None or nxt > self._recovery_point:
                 seg.flush()
         try:
             fd = os.open(self.directory, os.O_RDONLY)
@@ -817,12 +925,12 @@ class Log:
                 os.close(fd)
         except OSError as e:
             raise KafkaStorageError(f"cannot fsync directory {self.directory}: {e}") from e
-        self.recovery_point = target
-        self._unflushed_messages = 0
-        self._last_flush_ms = now_ms() if time_ms is None else time_ms
+        self._recovery_point = target
 
     def flush_if_due(self, *, time_ms: int | None = None) -> bool:
-        """flush.ms: called by the node's flush scheduler."""
+        """flush.ms: called by the node's flush scheduler (which so also runs a
+        roll's deferred flush)."""
+        self.flush_pending()
         t = now_ms() if time_ms is None else time_ms
         if (
             self._log_end_offset > self.recovery_point
@@ -846,6 +954,7 @@ class Log:
 
     def delete(self) -> None:
         """Remove the whole partition directory (topic deletion)."""
+        self._pending_flush = None  # every segment it would fsync is deleted
         for seg in self._segments:
             seg.delete()
         self.remove_deleted_files(force=True)

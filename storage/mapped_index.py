@@ -79,7 +79,9 @@ class MappedIndex:
         self._warm_entries = _WARM_BYTES // self.ENTRY_SIZE
         self._mm: mmap.mmap | None = None
         self._view: np.ndarray | None = None  # every slot, as S<entry_size>
-        self._live: np.ndarray | None = None  # the first `entries` slots of _view
+        # The first `entries` slots of _view, built by the first search after a change:
+        # appends only drop it, so they never pay for numpy.
+        self._live: np.ndarray | None = None
         self._length = 0
         self._max_entries = 0
         self._entries = 0
@@ -110,8 +112,8 @@ class MappedIndex:
                 os.close(fd)
         except OSError as e:
             raise KafkaStorageError(f"Error while opening index file {self.path}: {e}") from e
+        self._set_entries(0 if created else self._max_entries)
         if not created:
-            self._set_entries(self._max_entries)
             self._fast = None if self._entries else True
 
     # ------------------------------------------------------------------ sizes
@@ -273,6 +275,12 @@ class MappedIndex:
 
     # ---------------------------------------------------------------- helpers
 
+    def _cache_last_entry(self) -> None:
+        """Keep the last entry as ints, so an append checks its order without
+        reading the mapping back. Called whenever the entry count changes other
+        than by an append."""
+        raise NotImplementedError
+
     def _key_slot(self, target: int) -> int:
         """Kafka's largestLowerBoundSlotFor(target) on the key column; -1 if none."""
         if self._entries == 0:
@@ -283,9 +291,16 @@ class MappedIndex:
             key = self._search_key(target)
             if key is None:
                 return -1
-            assert self._live is not None
-            return int(self._live.searchsorted(key)) - 1
+            live = self._live_slots()
+            assert live is not None
+            return int(live.searchsorted(key)) - 1
         return self._kafka_search(target, self._key_at, upper=False)
+
+    def _live_slots(self) -> np.ndarray | None:
+        """The live entries as a numpy array (None without a mapping)."""
+        if self._live is None and self._view is not None:
+            self._live = self._view[: self._entries]
+        return self._live
 
     def _kafka_search(self, target: int, column: Callable[[int], int], upper: bool) -> int:
         """Kafka's indexSlotRangeFor, verbatim: largest slot with column <= target
@@ -375,13 +390,8 @@ class MappedIndex:
     def _set_entries(self, n: int) -> None:
         assert 0 <= n <= self._max_entries, (n, self._max_entries)
         self._entries = n
-        self._live = None if self._view is None else self._view[:n]
-
-    def _grow_by_one(self) -> None:
-        """Account for an entry just written at slot `entries`."""
-        before = self._entries
-        self._set_entries(before + 1)
-        assert self._entries == before + 1 <= self._max_entries
+        self._live = None
+        self._cache_last_entry()
 
     def _truncate_to_entries(self, n: int) -> None:
         assert 0 <= n <= self._entries, (n, self._entries)

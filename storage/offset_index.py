@@ -48,25 +48,28 @@ class OffsetIndex(MappedIndex):
 
     def append(self, offset: int, position: int) -> None:
         """Add (offset, position); offset must exceed the last entry's offset."""
-        self._require_open()
+        if self._closed:
+            self._require_open()
         n = self._entries
-        if self.is_full():
+        if n >= self._max_entries:
             raise IndexFullError(f"Attempt to append to a full index {self.path} (size = {n})")
-        last_offset = self.last_entry()[0]
-        if n and offset <= last_offset:
+        if n and offset <= self._last_offset:
             raise InvalidOffsetError(
                 f"Attempt to append an offset {offset} to position {n} no larger than the "
-                f"last offset appended ({last_offset}) to {self.path}"
+                f"last offset appended ({self._last_offset}) to {self.path}"
             )
-        relative = self._relative(offset)
+        relative = offset - self.base_offset
+        if not 0 <= relative <= INT32_MAX:
+            self._relative(offset)  # raises IndexOffsetOverflowError
         if not 0 <= position <= INT32_MAX:
             raise IndexAppendError(
                 f"position {position} for offset {offset} does not fit an int32 (index {self.path})"
             )
         assert self._mm is not None  # not full, so the file has room
-        _ENTRY.pack_into(self._mm, n * self.ENTRY_SIZE, relative, position)
-        self._grow_by_one()
-        assert self.last_entry()[0] == offset
+        _ENTRY.pack_into(self._mm, n << 3, relative, position)
+        self._entries = n + 1
+        self._last_offset = offset
+        self._live = None
 
     def can_append_offset(self, offset: int) -> bool:
         """Whether `offset` is representable relative to the base offset."""
@@ -88,6 +91,8 @@ class OffsetIndex(MappedIndex):
     def lookup(self, target_offset: int) -> tuple[int, int]:
         """Largest entry with offset <= target_offset, else (base_offset, 0)."""
         live = self._live
+        if live is None:
+            live = self._live_slots()
         relative = target_offset - self.base_offset
         if self._fast and live is not None and relative >= 0:
             # Hot path, inlined: _key_slot's byte search (see mapped_index).
@@ -141,6 +146,10 @@ class OffsetIndex(MappedIndex):
                         f"Corrupt index found, index file ({self.path}): {name} do not "
                         f"strictly increase across its {n} entries"
                     )
+
+    def _cache_last_entry(self) -> None:
+        n = self._entries
+        self._last_offset = self._parse(n - 1)[0] if n else self.base_offset
 
     def _offset_slot(self, offset: int) -> int:
         return self._key_slot(offset)

@@ -22,7 +22,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
-from typing import Literal, Protocol
+from typing import Literal, NamedTuple, Protocol
 
 from seglog.storage.errors import (
     CorruptSnapshotError,
@@ -130,9 +130,9 @@ class BatchInfo(Protocol):
     def has_producer_id(self) -> bool: ...
 
 
-@dataclass(frozen=True, slots=True)
-class BatchMetadata:
-    """What is remembered of one appended batch."""
+class BatchMetadata(NamedTuple):
+    """What is remembered of one appended batch (a named tuple: immutable, and built
+    on every producer append, so cheaper than a frozen dataclass)."""
 
     last_seq: int
     last_offset: int
@@ -148,11 +148,14 @@ class BatchMetadata:
         return self.last_offset - self.offset_delta
 
 
+_new_tuple = tuple.__new__
+
+
 def _bounded(items: Iterable[BatchMetadata] = ()) -> deque[BatchMetadata]:
     return deque(items, maxlen=NUM_BATCHES_TO_RETAIN)
 
 
-@dataclass
+@dataclass(slots=True)
 class ProducerStateEntry:
     """State of one producer id. Treat instances handed out by the manager as read-only."""
 
@@ -205,14 +208,16 @@ class ProducerStateEntry:
     def add_batch(
         self, epoch: int, last_seq: int, last_offset: int, offset_delta: int, timestamp: int
     ) -> None:
-        self.maybe_update_producer_epoch(epoch)
+        if epoch != self.producer_epoch:
+            self.maybe_update_producer_epoch(epoch)
         self.batch_metadata.append(BatchMetadata(last_seq, last_offset, offset_delta, timestamp))
         self.last_timestamp = timestamp
         assert len(self.batch_metadata) <= NUM_BATCHES_TO_RETAIN
 
     def batch_with_sequence_range(self, first_seq: int, last_seq: int) -> BatchMetadata | None:
         for meta in self.batch_metadata:
-            if meta.first_seq == first_seq and meta.last_seq == last_seq:
+            # last_seq first: it is stored, first_seq is computed.
+            if meta.last_seq == last_seq and meta.first_seq == first_seq:
                 return meta
         return None
 
@@ -222,14 +227,20 @@ class ProducerStateEntry:
         return self.batch_with_sequence_range(batch.base_sequence, batch.last_sequence)
 
     def copy(self) -> ProducerStateEntry:
-        return ProducerStateEntry(
-            self.producer_id,
-            self.producer_epoch,
-            _bounded(self.batch_metadata),
-            self.coordinator_epoch,
-            self.last_timestamp,
-            self.current_txn_first_offset,
-        )
+        # Every append copies an entry: skip __init__ and __post_init__ (which would
+        # build the deque twice); deque.copy keeps the bound.
+        clone = object.__new__(ProducerStateEntry)
+        clone.producer_id = self.producer_id
+        clone.producer_epoch = self.producer_epoch
+        window = self.batch_metadata
+        if type(window) is deque and window.maxlen == NUM_BATCHES_TO_RETAIN:
+            clone.batch_metadata = window.copy()
+        else:
+            clone.batch_metadata = _bounded(window)
+        clone.coordinator_epoch = self.coordinator_epoch
+        clone.last_timestamp = self.last_timestamp
+        clone.current_txn_first_offset = self.current_txn_first_offset
+        return clone
 
     def to_snapshot_entry(self) -> SnapshotEntry:
         # Only the newest batch is persisted (Kafka's format has room for one).
@@ -290,6 +301,15 @@ class ProducerAppendInfo:
     Accumulates across all batches (and producers) of the append, each batch validated
     against the state left by the previous one. Commit with ProducerStateManager.update.
     """
+
+    __slots__ = (
+        "origin",
+        "_base_version",
+        "_entries",
+        "_started_txns",
+        "_completed_txns",
+        "_committed",
+    )
 
     def __init__(self, origin: AppendOrigin, base_version: int) -> None:
         self.origin = origin
@@ -459,6 +479,8 @@ class ProducerStateManager:
         Returns the first DuplicateBatch found (the append is then a retry and writes
         nothing). Control batches need their markers: use prepare_append for them.
         """
+        if origin is AppendOrigin.CLIENT and isinstance(batches, list) and len(batches) == 1:
+            return self._prepare_client_batch(batches[0])
         info = self.new_append_info(origin)
         for batch in batches:
             if batch.is_control and batch.has_producer_id and origin is not AppendOrigin.CLIENT:
@@ -469,6 +491,51 @@ class ProducerStateManager:
             result = self.prepare_append(batch, origin, append_info=info)
             if isinstance(result, DuplicateBatch):
                 return result
+        return info
+
+    def _prepare_client_batch(self, batch: BatchInfo) -> ProducerAppendInfo | DuplicateBatch:
+        """prepare_append(batch, CLIENT) into a fresh ProducerAppendInfo, for the produce
+        hot path: a known producer continuing its sequence in its current epoch, outside
+        a transaction, checked against the committed entry directly. Anything else
+        (and every error) takes the general path, which starts from the same state, so
+        the result is the same either way."""
+        info = ProducerAppendInfo(AppendOrigin.CLIENT, self._version)
+        if not batch.has_producer_id:
+            return info
+        pid = batch.producer_id
+        committed = self._producers.get(pid)
+        first_seq = batch.base_sequence
+        if (
+            committed is None
+            or not committed.batch_metadata
+            or batch.producer_epoch != committed.producer_epoch
+            or committed.producer_epoch == NO_PRODUCER_EPOCH
+            or committed.current_txn_first_offset is not None
+            or first_seq < 0
+            or batch.is_control
+            or batch.is_transactional
+        ):
+            return self.prepare_append(batch, AppendOrigin.CLIENT, append_info=info)
+        last_seq = batch.last_sequence
+        # Kafka matches retries against the committed state only.
+        dup = committed.batch_with_sequence_range(first_seq, last_seq)
+        if dup is not None:
+            return DuplicateBatch(dup.first_offset, dup.last_offset, dup.timestamp)
+        last_offset = batch.last_offset
+        if last_offset < self._map_end_offset or not _in_sequence(
+            committed.batch_metadata[-1].last_seq, first_seq
+        ):
+            return self.prepare_append(batch, AppendOrigin.CLIENT, append_info=info)
+        entry = committed.copy()
+        timestamp = batch.max_timestamp
+        # tuple.__new__ is what BatchMetadata(...) runs, minus a Python-level call.
+        entry.batch_metadata.append(
+            _new_tuple(
+                BatchMetadata, (last_seq, last_offset, last_offset - batch.base_offset, timestamp)
+            )
+        )
+        entry.last_timestamp = timestamp
+        info._entries[pid] = entry
         return info
 
     def update(self, append_info: ProducerAppendInfo) -> None:
@@ -549,7 +616,8 @@ class ProducerStateManager:
         self, entry: ProducerStateEntry, batch: BatchInfo, origin: AppendOrigin
     ) -> bool:
         """Validate and apply a data batch to `entry`; True if it opens a transaction."""
-        self._check_producer_epoch(entry, batch.producer_epoch, batch.base_offset, origin)
+        if batch.producer_epoch < entry.producer_epoch:
+            self._check_producer_epoch(entry, batch.producer_epoch, batch.base_offset, origin)
         if origin is AppendOrigin.CLIENT:
             self._check_sequence(entry, batch)
         if entry.current_txn_first_offset is not None and not batch.is_transactional:

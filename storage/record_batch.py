@@ -43,6 +43,9 @@ MAX_SEQUENCE = 2**31 - 1
 
 _HEADER = struct.Struct(">qiibIhiqqqhii")
 _PREFIX = struct.Struct(">qiib")  # the 17 bytes a reader inspects before anything else
+# What a search for an offset needs of each header it steps over: baseOffset,
+# batchLength, magic and lastOffsetDelta (the first 27 bytes), without a BatchHeader.
+BATCH_SCAN = struct.Struct(">qi4xb6xi")
 _BASE_OFFSET = struct.Struct(">q")
 _INT32 = struct.Struct(">i")
 _UINT32 = struct.Struct(">I")
@@ -54,6 +57,8 @@ _TIMESTAMP_TYPE_MASK = 0x08
 _TRANSACTIONAL_MASK = 0x10
 _CONTROL_MASK = 0x20
 _DELETE_HORIZON_MASK = 0x40
+# A constant: max() over the enum walks it, a measurable cost per batch.
+_MAX_CODEC_ID = int(max(CompressionType))
 
 
 class TimestampType(IntEnum):
@@ -246,33 +251,40 @@ def check_batch(buf: Buffer, pos: int = 0) -> BatchHeader:
     A batch that does not fit in `buf` is corrupt here: callers that treat a
     partial tail as end-of-data use `batch_size_at` first.
     """
-    size = batch_size_at(buf, pos)
-    if size is None:
+    # One unpack serves both the framing checks and the header; any framing
+    # problem goes through batch_size_at so the error is exactly the reader's.
+    fields = None
+    remaining = len(buf) - pos
+    if remaining >= HEADER_SIZE:
+        fields = _HEADER.unpack_from(buf, pos)
+        size = fields[1] + LOG_OVERHEAD
+        if fields[3] != CURRENT_MAGIC or not HEADER_SIZE <= size <= remaining:
+            fields = None
+    if fields is None:
+        batch_size_at(buf, pos)  # raises for a bad length or magic, else None: cut short
         raise CorruptRecordError(
             f"batch at position {pos} is truncated: {len(buf) - pos} bytes remain"
         )
-    header = BatchHeader.parse(buf, pos)
-    view = memoryview(buf)[pos + ATTRIBUTES_OFFSET : pos + size]
-    actual = crc32c(view)
-    if actual != header.crc:
+    actual = crc32c(memoryview(buf)[pos + ATTRIBUTES_OFFSET : pos + size])
+    if actual != fields[4]:
         raise CorruptRecordError(
-            f"batch at position {pos} (baseOffset {header.base_offset}) failed its CRC check: "
-            f"stored 0x{header.crc:08x}, computed 0x{actual:08x}"
+            f"batch at position {pos} (baseOffset {fields[0]}) failed its CRC check: "
+            f"stored 0x{fields[4]:08x}, computed 0x{actual:08x}"
         )
-    if header.attributes & _CODEC_MASK > max(CompressionType):
+    if fields[5] & _CODEC_MASK > _MAX_CODEC_ID:
         raise CorruptRecordError(
-            f"batch at position {pos} (baseOffset {header.base_offset}) names unknown "
-            f"compression codec id {header.attributes & _CODEC_MASK}"
+            f"batch at position {pos} (baseOffset {fields[0]}) names unknown "
+            f"compression codec id {fields[5] & _CODEC_MASK}"
         )
-    if header.last_offset_delta < 0:
+    if fields[6] < 0:
         raise CorruptRecordError(
-            f"batch at position {pos} has a negative lastOffsetDelta {header.last_offset_delta}"
+            f"batch at position {pos} has a negative lastOffsetDelta {fields[6]}"
         )
-    if header.records_count < 0:
+    if fields[12] < 0:
         raise CorruptRecordError(
-            f"batch at position {pos} has a negative record count {header.records_count}"
+            f"batch at position {pos} has a negative record count {fields[12]}"
         )
-    return header
+    return BatchHeader(*fields)
 
 
 def iter_batches(
@@ -299,37 +311,40 @@ def validate_client_batches(
     lastOffsetDelta + 1 must equal recordsCount; control batches and
     producer batches without a sequence are refused. Nothing is decoded.
     """
-    if len(data) == 0:
+    end = len(data)
+    if end == 0:
         raise InvalidRecordError("the append carries no record batches")
     headers: list[BatchHeader] = []
     pos = 0
-    while pos < len(data):
+    while pos < end:
         header = check_batch(data, pos)
         if header.base_offset != 0:
             raise InvalidRecordError(
                 f"batch at position {pos} has baseOffset {header.base_offset}; a producer "
                 f"batch must have baseOffset 0"
             )
-        if header.last_offset_delta + 1 != header.records_count or header.records_count <= 0:
+        count = header.records_count
+        if header.last_offset_delta + 1 != count or count <= 0:
             raise InvalidRecordError(
                 f"batch at position {pos} has lastOffsetDelta {header.last_offset_delta} but "
-                f"{header.records_count} records; lastOffsetDelta must be count - 1"
+                f"{count} records; lastOffsetDelta must be count - 1"
             )
-        if header.is_control:
+        if header.attributes & _CONTROL_MASK:
             raise InvalidRecordError(
                 f"batch at position {pos} is a control batch; clients may not send one"
             )
-        if header.has_producer_id and header.base_sequence < 0:
+        if header.producer_id >= 0 and header.base_sequence < 0:
             raise InvalidRecordError(
                 f"batch at position {pos} has producerId {header.producer_id} but no base sequence"
             )
-        if max_message_bytes is not None and header.size > max_message_bytes:
+        size = header.batch_length + LOG_OVERHEAD
+        if max_message_bytes is not None and size > max_message_bytes:
             raise MessageTooLargeError(
-                f"batch at position {pos} is {header.size} bytes, larger than "
+                f"batch at position {pos} is {size} bytes, larger than "
                 f"max.message.bytes {max_message_bytes}"
             )
         headers.append(header)
-        pos += header.size
+        pos += size
     return headers
 
 

@@ -15,6 +15,7 @@ import numpy as np
 
 from .errors import CorruptIndexError
 from .mapped_index import (
+    INT32_MAX,
     INT64_MAX,
     IndexAppendError,
     IndexFullError,
@@ -55,11 +56,13 @@ class TimeIndex(MappedIndex):
         """Add (timestamp, offset) if timestamp exceeds the last entry's (an empty
         index acts as if it ended with (-1, base_offset)); returns whether it did.
         skip_full_check lets the roll/close entry use the reserved slot."""
-        self._require_open()
+        if self._closed:
+            self._require_open()
         n = self._entries
-        if not skip_full_check and self.is_full():
+        if not skip_full_check and n >= self._max_entries - 1:
             raise IndexFullError(f"Attempt to append to a full time index {self.path} (size = {n})")
-        last_timestamp, last_offset = self.last_entry()
+        last_timestamp = self._last_timestamp
+        last_offset = self._last_offset
         # An equal offset is fine: roll and close re-offer the last entry.
         if n and offset < last_offset:
             raise InvalidOffsetError(
@@ -77,17 +80,21 @@ class TimeIndex(MappedIndex):
             raise IndexAppendError(
                 f"timestamp {timestamp} does not fit an int64 (index {self.path})"
             )
-        relative = self._relative(offset)
+        relative = offset - self.base_offset
+        if not 0 <= relative <= INT32_MAX:
+            self._relative(offset)  # raises IndexOffsetOverflowError
         if n >= self._max_entries:
             # Even skip_full_check cannot write past the mapped file.
             raise IndexFullError(
                 f"Attempt to append to a full time index {self.path} (size = {n}), "
                 "reserved slot included"
             )
-        assert self._mm is not None
-        _ENTRY.pack_into(self._mm, n * self.ENTRY_SIZE, timestamp, relative)
-        self._grow_by_one()
-        assert self.last_entry() == (timestamp, offset)
+        assert self._mm is not None  # not full, so the file has room
+        _ENTRY.pack_into(self._mm, n * 12, timestamp, relative)
+        self._entries = n + 1
+        self._last_timestamp = timestamp
+        self._last_offset = offset
+        self._live = None
         return True
 
     def entry(self, n: int) -> tuple[int, int]:
@@ -106,6 +113,8 @@ class TimeIndex(MappedIndex):
     def lookup(self, target_timestamp: int) -> tuple[int, int]:
         """Largest entry with timestamp <= target_timestamp, else (-1, base_offset)."""
         live = self._live
+        if live is None:
+            live = self._live_slots()
         if self._fast and live is not None and target_timestamp >= 0:
             # Hot path, inlined: _key_slot's byte search (see mapped_index).
             if target_timestamp > INT64_MAX:
@@ -158,6 +167,13 @@ class TimeIndex(MappedIndex):
                     f"Corrupt time index found, time index file ({self.path}): timestamps do "
                     f"not strictly increase or offsets fall across its {n} entries"
                 )
+
+    def _cache_last_entry(self) -> None:
+        n = self._entries
+        if n:
+            self._last_timestamp, self._last_offset = self._parse(n - 1)
+        else:
+            self._last_timestamp, self._last_offset = NO_TIMESTAMP, self.base_offset
 
     def _offset_slot(self, offset: int) -> int:
         # Truncation searches the offset (value) column, which may repeat, so use
