@@ -609,7 +609,7 @@ class Log:
         self.producer_state.take_snapshot()
         # Kafka flushes below the new segment asynchronously: an inline fsync of a
         # whole segment (~1 GiB) would stall this append for most of a second.
-        self._defer_flush(new_base)
+        self._defer_flush(new_base, t)
         return seg
 
     # --- reading --------------------------------------------------------------------
@@ -649,7 +649,9 @@ class Log:
                 )
             if result is not None and result.data:
                 return _new_tuple(FetchDataInfo, (result.data, offset, result.next_offset))
-            if result is not None and result.first_offset >= bound:
+            if result is not None:
+                # The batch is here but lies at/after the bound or does not fit
+                # max_bytes: never skip ahead to a later segment.
                 break
             i += 1
         return FetchDataInfo(b"", offset, offset)
@@ -696,13 +698,17 @@ class Log:
             )
             if found is None:
                 continue
-            data = seg.pread(found.position, found.header.size)
-            for record in decode_records(data, 0, found.header):
-                if record.timestamp >= timestamp and record.offset >= self.log_start_offset:
-                    epoch = found.header.partition_leader_epoch
-                    return TimestampAndOffset(
-                        record.timestamp, record.offset, epoch if epoch >= 0 else None
-                    )
+            # The first batch whose max timestamp qualifies may still hold no record
+            # that does (the log start can cut into it): keep scanning the segment.
+            for _pos, view, p, header in seg.scan(found.position, validate=False):
+                if header.max_timestamp < timestamp or header.last_offset < self.log_start_offset:
+                    continue
+                for record in decode_records(view, p, header):
+                    if record.timestamp >= timestamp and record.offset >= self.log_start_offset:
+                        epoch = header.partition_leader_epoch
+                        return TimestampAndOffset(
+                            record.timestamp, record.offset, epoch if epoch >= 0 else None
+                        )
         return None
 
     # --- truncation -----------------------------------------------------------------
@@ -886,7 +892,7 @@ class Log:
             self._pending_flush = None
             self._sync_below(target)
 
-    def _defer_flush(self, up_to: int) -> None:
+    def _defer_flush(self, up_to: int, t: int) -> None:
         """flush(up_to), but the fsyncs and the recovery point wait for flush_pending;
         the flush.messages / flush.ms clocks restart now, as the inline flush did."""
         target = min(up_to, self._log_end_offset)
@@ -895,7 +901,7 @@ class Log:
             return
         self._pending_flush = target
         self._unflushed_messages = 0
-        self._last_flush_ms = now_ms()
+        self._last_flush_ms = t
 
     def flush(self, up_to: int | None = None, *, time_ms: int | None = None) -> None:
         """fsync every segment holding data below `up_to` (default: the LEO) and move

@@ -473,8 +473,13 @@ class LogSegment:
         if self.size == 0:
             self._rolling_base_timestamp = None
         self.bytes_since_last_index_entry = 0
-        self._max_timestamp = None  # reloaded from the truncated time index
+        # The truncated time index knows the max timestamp only up to its last entry;
+        # the batches after that entry may hold a larger one (Kafka rescans them too).
         ts, off = self.time_index.last_entry()
+        start = self.offset_index.lookup(off)[1] if off > self.base_offset else 0
+        for _pos, _view, _p, header in self.scan(start, validate=False):
+            if header.max_timestamp > ts:
+                ts, off = header.max_timestamp, header.last_offset
         self._max_timestamp, self._offset_of_max_timestamp = ts, off
         return removed
 
