@@ -21,6 +21,8 @@ class KafkaError(Exception):
 class KafkaTimeoutError(KafkaError):
     message = "REQUEST_TIMED_OUT"
     retriable = True
+    # A node that does not answer may be frozen or gone: look for the leader again.
+    invalid_metadata = True
 
 
 class NoBrokersAvailable(KafkaError):

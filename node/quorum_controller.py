@@ -89,6 +89,7 @@ class QuorumController:
         self.image = MetadataImage()
         self.metadata_offset = 0  # last applied Raft index
         self._listeners: list[Listener] = []
+        self._unpublished: list[MetadataRecord] = []  # applied, not yet given to listeners
         self._inbound: queue.Queue[tuple[str, object]] = queue.Queue(INBOUND_LIMIT)
         self._pending: dict[int, tuple[int, Future[int]]] = {}
         self._op_lock = threading.Lock()
@@ -248,8 +249,18 @@ class QuorumController:
             self.metadata_offset = index
             listeners = list(self._listeners)
         if records:
+            self._unpublished.extend(records)
+        # Publish only once caught up with the commit index: a restarting node
+        # replays its whole log, and acting on every intermediate state would
+        # make it, e.g., lead again at an epoch its own log has passed.
+        assert self._raft is not None
+        if self._unpublished and index >= self._raft.commit_index:
+            published, self._unpublished = self._unpublished, []
             for listener in listeners:
-                listener(self.image, records)
+                try:
+                    listener(self.image, published)
+                except Exception:  # noqa: BLE001 - a listener must not stop the quorum
+                    _log.error("metadata_listener_failed", exc=True, index=index)
         pending = self._pending.pop(index, None)
         if pending is not None:
             proposed_term, future = pending

@@ -438,6 +438,11 @@ class PartitionReplica:
         )
         if self.node_id not in state.replicas:
             return self._stop(state)
+        latest = self.log.epoch_cache.latest_epoch
+        if state.leader == self.node_id and latest is not None and state.leader_epoch < latest:
+            # This log already holds a later epoch than the one offered: the state is
+            # stale (a metadata replay behind this log), so leading would fork the log.
+            return []
         new_epoch = state.leader_epoch > self.leader_epoch
         if state.leader == self.node_id:
             actions = self._become_leader(state, new_epoch, now_ms)

@@ -1,0 +1,924 @@
+"""Replication benchmark: three real node processes on loopback (each a broker and a Raft
+voter, as `seglog local up` runs them), topics with RF=3 and min.insync.replicas=2, every
+produce with acks=-1 (all), 1 KiB records.
+
+Phases, in this order:
+
+1. produce_raw (the node): pre-built, pre-serialized ProduceRequests of ~1 MiB (RecordBatch
+   v2 batches of ~16 KiB, no compression) sent by raw Produce RPCs, each request to the
+   leader of the partitions it carries (--partitions spread over the three leaders),
+   --in-flight calls outstanding per leader. An answer comes once both followers fetched
+   the data (the high watermark passed it). Timed for --seconds after a warm-up.
+2. produce_client: the Producer client end to end (send() of 1 KiB values, acks=all,
+   idempotent, otherwise its defaults: linger.ms 5, batch.size 16384), flush included.
+3. latency: the Producer again, paced at 25% of the records/s produce_client reached
+   (--latency-fraction), one record at a time; per record the time from send() to its
+   acknowledgement (the future's callback). p50/p99 over --seconds after a warm-up.
+4. failover: --kills times: a fresh topic (1 partition, RF=3); an idempotent Producer
+   (acks=all, linger.ms 0, defaults otherwise) sends one record every 5 ms to it; the
+   partition's leader is SIGKILLed; unavailability is the time from SIGKILL to the first
+   acknowledgement of a record sent after it. The node is restarted and the next kill
+   waits until it is back in the ISR everywhere; the topic is then deleted. From the
+   survivors' JSON logs each kill also gets when the dead broker was fenced, when the new
+   leader applied its leadership and, when the leader was also the active controller, when
+   a new controller was elected (ms after SIGKILL, wall clock).
+   (Each kill gets its own topic, deleted afterwards, because a node that restarts a
+   second time crashes while replaying the metadata log once one of its partitions has
+   moved on to a later leader epoch: see test_former_leader_restarts_again_after_a_failover
+   in tests/node/test_replication.py. Throughput topics are deleted before this phase for
+   the same reason.)
+
+p99 is nearest-rank: for fewer than 100 kills it is the slowest one. MB/s here are MiB/s
+(2^20 bytes) of RecordBatch bytes acknowledged. The failover figures include the broker
+session timeout (--session-timeout-ms, 1500 as in `seglog local up`): a dead broker is
+only noticed when its heartbeats stop for that long.
+
+The last stdout line is one JSON object; everything before it is progress.
+
+    python bench/replication.py [--quick] [--kills N] [--seconds S] [--partitions N]
+                                [--in-flight N] [--phases a,b,...] [--profile-node]
+                                [--session-timeout-ms MS] [--dir D] [--keep]
+
+--profile-node runs every node under cProfile (bench/node.py's launcher) and prints where
+their time went, merged over the three nodes, after the throughput phases (the failover
+phase is skipped then: killed nodes write no profile); such figures are inflated.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import io
+import json
+import math
+import os
+import platform
+import pstats
+import random
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import grpc
+
+from seglog.client.admin import Admin, NewTopic
+from seglog.client.errors import error_class
+from seglog.client.producer import Producer
+from seglog.proto import client_pb2 as pb
+from seglog.proto import client_pb2_grpc
+from seglog.storage.record_batch import NewRecord, build_batch
+
+ROOT = Path(__file__).resolve().parents[1]
+MIB = 1024 * 1024
+NODE_IDS = (1, 2, 3)
+WAIT_S = 60.0  # bound on every wait for the cluster
+MAX_MESSAGE_BYTES = 64 * MIB
+CHANNEL_OPTIONS = [
+    ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
+    ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
+]
+PRODUCE_METHOD = "/seglog.v1.SegLog/Produce"
+TOPIC_RAW = "repl-raw"
+TOPIC_CLIENT = "repl-client"
+TOPIC_LATENCY = "repl-latency"
+TOPIC_CONFIGS = {"min.insync.replicas": "2"}
+PHASES = ("produce_raw", "produce_client", "latency", "failover")
+PROBE_INTERVAL_S = 0.005
+UnknownTopicOrPartitionError = error_class("UNKNOWN_TOPIC_OR_PARTITION")
+TARGET_MB_S = 100.0
+TARGET_P99_MS = 20.0
+TARGET_FAILOVER_MEDIAN_MS = 1000.0
+
+
+def say(msg: str) -> None:
+    print(msg, flush=True)
+
+
+def load_module(relative: str, name: str) -> ModuleType:
+    """A file of this repository by path (tests/ and bench/ are not packages)."""
+    spec = importlib.util.spec_from_file_location(name, ROOT / relative)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def percentile(values: Sequence[float], q: float) -> float:
+    """Nearest-rank percentile (q in 0..100)."""
+    ordered = sorted(values)
+    rank = max(1, math.ceil(q / 100 * len(ordered)))
+    return ordered[rank - 1]
+
+
+def wait_for(what: str, probe: Callable[[], Any], timeout_s: float = WAIT_S) -> Any:
+    deadline = time.monotonic() + timeout_s
+    while True:
+        value = probe()
+        if value is not None:
+            return value
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"timed out after {timeout_s}s: {what}")
+        time.sleep(0.05)
+
+
+# --- the cluster ----------------------------------------------------------------------------
+
+
+class Cluster:
+    """Three node processes with pre-chosen ports (optionally under cProfile)."""
+
+    def __init__(
+        self,
+        node_module: ModuleType,
+        bench_node: ModuleType,
+        root: Path,
+        overrides: dict[str, str],
+        profile_dir: Path | None,
+    ) -> None:
+        ports = {i: node_module.free_port() for i in NODE_IDS}
+        voters = ",".join(f"{i}@127.0.0.1:{p}" for i, p in ports.items())
+        overrides = {"controller.quorum.voters": voters, **overrides}
+        base = node_module.NodeProcess
+
+        class ProfiledNode(base):  # type: ignore[misc, valid-type]
+            def start(self, timeout_s: float = WAIT_S) -> object:
+                if profile_dir is None:
+                    return super().start(timeout_s)
+                log = open(self.log_path, "ab")  # noqa: SIM115 - handed to the child
+                self.proc = subprocess.Popen(
+                    [
+                        sys.executable,
+                        "-c",
+                        bench_node.PROFILED_NODE,
+                        "node",
+                        "--config",
+                        str(self.config_path),
+                    ],
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    env={
+                        **os.environ,
+                        "PYTHONUNBUFFERED": "1",
+                        "SEGLOG_BENCH_PROFILE": str(profile_dir / f"node-{self.node_id}.prof"),
+                    },
+                )
+                log.close()
+                self.wait_healthy(timeout_s)
+                return self
+
+        self.nodes: dict[int, Any] = {
+            i: ProfiledNode(root, i, ports[i], overrides) for i in NODE_IDS
+        }
+        self._channels: dict[int, grpc.Channel] = {}
+        self.anomalies: list[str] = []
+
+    @property
+    def bootstrap(self) -> str:
+        return ",".join(n.bootstrap for n in self.nodes.values())
+
+    def pids(self) -> list[int]:
+        return [n.proc.pid for n in self.nodes.values() if n.proc is not None]
+
+    def channel(self, node_id: int) -> grpc.Channel:
+        channel = self._channels.get(node_id)
+        if channel is None:
+            channel = grpc.insecure_channel(self.nodes[node_id].bootstrap, CHANNEL_OPTIONS)
+            self._channels[node_id] = channel
+        return channel
+
+    def running(self) -> list[int]:
+        return [i for i, n in self.nodes.items() if n.proc is not None and n.proc.poll() is None]
+
+    def metadata(self, node_id: int, topics: list[str] | None) -> pb.MetadataResponse | None:
+        request = pb.MetadataRequest(all_topics=topics is None, topics=topics or [])
+        try:
+            return client_pb2_grpc.SegLogStub(self.channel(node_id)).Metadata(request, timeout=2)
+        except grpc.RpcError:
+            return None
+
+    def partitions(self, node_id: int, topic: str) -> dict[int, pb.PartitionMetadata] | None:
+        md = self.metadata(node_id, [topic])
+        if md is None:
+            return None
+        for t in md.topics:
+            if t.name == topic and not t.error_code:
+                return {p.partition: p for p in t.partitions}
+        return None
+
+    def healthy(self, topics: Sequence[str] = ()) -> bool | None:
+        """Every node up and unfenced everywhere; every partition of `topics` with a
+        leader and its full ISR, the same leader epoch on every node."""
+        if len(self.running()) != len(NODE_IDS):
+            return None
+        for i in NODE_IDS:
+            md = self.metadata(i, [])
+            if md is None or {b.node_id: b.fenced for b in md.brokers} != dict.fromkeys(
+                NODE_IDS, False
+            ):
+                return None
+        for topic in topics:
+            views = [self.partitions(i, topic) for i in NODE_IDS]
+            if any(not v for v in views):
+                return None
+            shapes = set()
+            for v in views:
+                assert v is not None
+                if any(
+                    sorted(p.isr_nodes) != list(NODE_IDS) or p.leader_id < 0 for p in v.values()
+                ):
+                    return None
+                shapes.add(tuple(sorted((k, p.leader_id, p.leader_epoch) for k, p in v.items())))
+            if len(shapes) != 1:
+                return None
+        return True
+
+    def gone_everywhere(self, topic: str) -> bool | None:
+        for i in NODE_IDS:
+            md = self.metadata(i, [topic])
+            if md is None or any(t.name == topic and not t.error_code for t in md.topics):
+                return None
+        return True
+
+    def leaders(self, topic: str) -> dict[int, int]:
+        v = self.partitions(self.running()[0], topic)
+        assert v is not None, topic
+        return {p: m.leader_id for p, m in v.items()}
+
+    def controller(self) -> int:
+        md = self.metadata(self.running()[0], [])
+        return md.controller_id if md is not None else -1
+
+    def create_topics(self, names: Sequence[str], partitions: int) -> None:
+        with Admin(self.bootstrap, request_timeout_ms=int(WAIT_S * 1000)) as admin:
+            admin.create_topics([NewTopic(n, partitions, 3, TOPIC_CONFIGS) for n in names])
+        wait_for(f"{list(names)} fully replicated", lambda: self.healthy(names))
+
+    def delete_topics(self, names: Sequence[str]) -> None:
+        with Admin(self.bootstrap, request_timeout_ms=int(WAIT_S * 1000)) as admin:
+            for n in names:
+                try:
+                    admin.delete_topics([n])
+                except UnknownTopicOrPartitionError as e:
+                    # Seen once after the throughput phases: an attempt that went through
+                    # was sent again somewhere on the way. The topic is gone either way.
+                    say(f"  WARNING: deleting {n}: {e}")
+                    self.anomalies.append(f"delete {n}: {e}")
+        for n in names:
+            wait_for(f"{n} deleted everywhere", lambda n=n: self.gone_everywhere(n))
+
+    def event_after(
+        self, nodes: Sequence[int], event: str, after: float, **match: object
+    ) -> float | None:
+        """The earliest wall-clock ts of `event` at or after `after` in the nodes' logs
+        whose fields match."""
+        found: list[float] = []
+        for i in nodes:
+            try:
+                text = self.nodes[i].log_path.read_text(errors="replace")
+            except OSError:
+                continue
+            for line in text.splitlines():
+                if f'"event":"{event}"' not in line:
+                    continue
+                try:
+                    e = json.loads(line)
+                except ValueError:
+                    continue
+                ts = float(e.get("ts", 0))
+                if ts >= after - 0.0005 and all(e.get(k) == v for k, v in match.items()):
+                    found.append(ts)
+        return min(found) if found else None
+
+    def stop_all(self) -> list[int]:
+        for n in self.nodes.values():  # all at once: the shutdowns overlap
+            if n.proc is not None and n.proc.poll() is None:
+                n.proc.send_signal(signal.SIGTERM)
+        codes = [n.stop(timeout_s=60) for n in self.nodes.values()]
+        for c in self._channels.values():
+            c.close()
+        self._channels.clear()
+        return codes
+
+
+class CpuMeter:
+    """CPU cores busy (user+sys seconds per wall second) of the node processes together
+    (from /proc, Linux only) and of this process, per timed window."""
+
+    def __init__(self) -> None:
+        self.pids: list[int] = []
+        self.readings: dict[str, dict[str, float | None]] = {}
+        self._start: tuple[float, float | None, float] | None = None
+
+    def _nodes_cpu_s(self) -> float | None:
+        total = 0.0
+        for pid in self.pids:
+            try:
+                text = Path(f"/proc/{pid}/stat").read_text()
+            except OSError:
+                return None
+            fields = text[text.rindex(")") + 2 :].split()
+            total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        return total
+
+    def start(self) -> None:
+        self._start = (time.perf_counter(), self._nodes_cpu_s(), time.process_time())
+
+    def stop(self, label: str) -> None:
+        assert self._start is not None
+        wall0, nodes0, own0 = self._start
+        wall = time.perf_counter() - wall0
+        nodes1 = self._nodes_cpu_s()
+        nodes = None if nodes0 is None or nodes1 is None else (nodes1 - nodes0) / wall
+        self.readings[label] = {
+            "nodes_cores": None if nodes is None else round(nodes, 2),
+            "client_cores": round((time.process_time() - own0) / wall, 2),
+        }
+
+
+METER = CpuMeter()
+
+
+# --- phase 1: raw produce ----------------------------------------------------------------------
+
+
+class Batches:
+    """Batches of `record_bytes` records, as many as fit in `batch_bytes` (as a producer
+    closes them), values from a seeded random pool so nothing compresses by accident."""
+
+    def __init__(self, record_bytes: int, batch_bytes: int, seed: int) -> None:
+        self.pool = random.Random(seed).randbytes(4 * MIB)
+        self.record_bytes = record_bytes
+        self.now_ms = int(time.time() * 1000)
+        n = 1
+        while len(self.build(0, n + 1)) <= batch_bytes:
+            n += 1
+        self.records_per_batch = n
+
+    def value(self, i: int) -> bytes:
+        start = (i * 7919 % ((len(self.pool) - self.record_bytes) // 64)) * 64
+        return self.pool[start : start + self.record_bytes]
+
+    def build(self, index: int, n: int | None = None) -> bytes:
+        n = self.records_per_batch if n is None else n
+        records = [NewRecord(self.value(index * n + j)) for j in range(n)]
+        return build_batch(records, now_ms=self.now_ms)
+
+
+def raw_requests(
+    batches: Batches, partitions: list[int], request_bytes: int, distinct: int
+) -> list[tuple[bytes, int, int]]:
+    """Serialized acks=-1 ProduceRequests of ~request_bytes each over `partitions` (whole
+    batches spread evenly): (request, batch bytes carried, records carried)."""
+    one = len(batches.build(0))
+    per_partition = max(1, request_bytes // one // len(partitions))
+    out = []
+    index = 0
+    for _ in range(distinct):
+        request = pb.ProduceRequest(acks=-1, timeout_ms=30_000)
+        topic = request.topics.add(name=TOPIC_RAW)
+        carried = 0
+        for p in partitions:
+            data = b"".join(batches.build(index + k) for k in range(per_partition))
+            index += per_partition
+            topic.partitions.add(partition=p, records=data)
+            carried += len(data)
+        records = per_partition * len(partitions) * batches.records_per_batch
+        out.append((request.SerializeToString(), carried, records))
+    return out
+
+
+def check_produce(response: pb.ProduceResponse) -> None:
+    for t in response.topics:
+        for p in t.partitions:
+            if p.error_code != 0:
+                raise RuntimeError(f"produce to {t.name}-{p.partition} failed: {p}")
+
+
+def measure_produce_raw(
+    cluster: Cluster, batches: Batches, args: argparse.Namespace
+) -> tuple[float, float, list[float]]:
+    """(MiB/s, records/s, per-request latencies in ms) with --in-flight calls per leader."""
+    by_leader: dict[int, list[int]] = {}
+    for p, leader in sorted(cluster.leaders(TOPIC_RAW).items()):
+        by_leader.setdefault(leader, []).append(p)
+    say(f"  partitions by leader: {by_leader}")
+    lanes: list[tuple[Callable[..., Any], list[tuple[bytes, int, int]]]] = []
+    for leader, parts in by_leader.items():
+        requests = raw_requests(batches, parts, args.request_bytes, distinct=4)
+        produce = cluster.channel(leader).unary_unary(
+            PRODUCE_METHOD, response_deserializer=pb.ProduceResponse.FromString
+        )
+        lanes += [(produce, requests)] * args.in_flight
+
+    def timed(seconds: float, label: str | None) -> tuple[float, float, list[float]]:
+        moved = [0] * len(lanes)
+        records = [0] * len(lanes)
+        latencies: list[list[float]] = [[] for _ in lanes]
+        barrier = threading.Barrier(len(lanes) + 1)
+        end = [0.0]
+        failures: list[BaseException] = []
+
+        def lane(i: int) -> None:
+            produce, requests = lanes[i]
+            barrier.wait()
+            k = i
+            try:
+                while time.perf_counter() < end[0]:
+                    data, carried, n = requests[k % len(requests)]
+                    k += 1
+                    t = time.perf_counter()
+                    check_produce(produce(data, timeout=60))
+                    latencies[i].append((time.perf_counter() - t) * 1000)
+                    moved[i] += carried
+                    records[i] += n
+            except BaseException as e:  # noqa: BLE001 - reported by the main thread
+                failures.append(e)
+
+        threads = [threading.Thread(target=lane, args=(i,), daemon=True) for i in range(len(lanes))]
+        for t in threads:
+            t.start()
+        if label:
+            METER.start()
+        start = time.perf_counter()
+        end[0] = start + seconds
+        barrier.wait()
+        for t in threads:
+            t.join()
+        elapsed = time.perf_counter() - start
+        if label:
+            METER.stop(label)
+        if failures:
+            raise failures[0]
+        return (
+            sum(moved) / MIB / elapsed,
+            sum(records) / elapsed,
+            [x for lat in latencies for x in lat],
+        )
+
+    timed(min(1.0, args.seconds / 4), None)  # warm-up: connections, page cache, fetchers
+    return timed(args.seconds, "produce_raw")
+
+
+# --- phase 2 and 3: the Producer ---------------------------------------------------------------
+
+
+def measure_producer(
+    cluster: Cluster, batches: Batches, seconds: float
+) -> tuple[float, float, int]:
+    """MiB/s of batch bytes acknowledged (the Producer's bytes_sent) and records/s, flush
+    included."""
+    values = [batches.value(i) for i in range(512)]
+    producer = Producer(cluster.bootstrap, acks="all")
+    try:
+        assert producer.idempotent
+        producer.send(TOPIC_CLIENT, value=values[0]).get(timeout=30)  # metadata, warm-up
+        base_bytes = producer.metrics()["bytes_sent"]
+        n = 0
+        METER.start()
+        start = time.perf_counter()
+        end = start + seconds
+        while True:
+            for v in values[:64]:
+                producer.send(TOPIC_CLIENT, value=v)
+            n += 64
+            if time.perf_counter() >= end:
+                break
+            values.append(values.pop(0))
+        producer.flush(timeout=120)
+        elapsed = time.perf_counter() - start
+        METER.stop("produce_client")
+        metrics = producer.metrics()
+        if metrics["records_failed"]:
+            raise RuntimeError(f"{int(metrics['records_failed'])} records failed")
+        sent = metrics["bytes_sent"] - base_bytes
+    finally:
+        producer.close(timeout=30)
+    return sent / MIB / elapsed, n / elapsed, n
+
+
+def measure_latency(
+    cluster: Cluster, batches: Batches, rate: float, seconds: float
+) -> tuple[list[float], float]:
+    """Per-record send()-to-acknowledgement latencies (ms) at `rate` records/s, after an
+    untimed warm-up; and the rate achieved."""
+    producer = Producer(cluster.bootstrap, acks="all")
+    latencies: list[float] = []
+    failures: list[BaseException] = []
+    lock = threading.Lock()
+
+    def done(t0: float, keep: bool, _md: object) -> None:
+        if keep:
+            with lock:
+                latencies.append((time.perf_counter() - t0) * 1000)
+
+    try:
+        producer.send(TOPIC_LATENCY, value=batches.value(0)).get(timeout=30)
+        warmup = min(1.0, seconds / 4)
+        interval = 1.0 / rate
+        start = time.perf_counter()
+        measure_from = start + warmup
+        end = measure_from + seconds
+        n = 0
+        METER.start()
+        while True:
+            due = start + n * interval
+            now = time.perf_counter()
+            if due > now:
+                time.sleep(due - now)
+            t0 = time.perf_counter()
+            if t0 >= end:
+                break
+            f = producer.send(TOPIC_LATENCY, value=batches.value(n))
+            f.add_callback(done, t0, t0 >= measure_from)
+            f.add_errback(failures.append)
+            n += 1
+        producer.flush(timeout=60)
+        METER.stop("latency")
+        achieved = sum(1 for i in range(n) if start + i * interval >= measure_from) / seconds
+    finally:
+        producer.close(timeout=30)
+    if failures:
+        raise RuntimeError(f"{len(failures)} records failed: {failures[0]!r}")
+    return latencies, achieved
+
+
+# --- phase 4: failover -------------------------------------------------------------------------
+
+
+class Probe:
+    """One record every PROBE_INTERVAL_S to partition 0 of a topic, with the send time of
+    each and the time of each acknowledgement."""
+
+    def __init__(self, producer: Producer, topic: str) -> None:
+        self.producer = producer
+        self.topic = topic
+        self.lock = threading.Lock()
+        self.acks: list[tuple[float, float]] = []  # (sent, acknowledged), perf_counter
+        self.failures: list[str] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="probe", daemon=True)
+
+    def _run(self) -> None:
+        n = 0
+        while not self._stop.is_set():
+            sent = time.perf_counter()
+            f = self.producer.send(self.topic, value=b"probe-%d" % n, partition=0)
+            f.add_callback(self._acked, sent)
+            f.add_errback(lambda e: self.failures.append(repr(e)))
+            n += 1
+            self._stop.wait(PROBE_INTERVAL_S)
+
+    def _acked(self, sent: float, _md: object) -> None:
+        with self.lock:
+            self.acks.append((sent, time.perf_counter()))
+
+    def start(self) -> Probe:
+        self._thread.start()
+        return self
+
+    def first_ack_sent_after(self, t0: float) -> float | None:
+        with self.lock:
+            times = [acked for sent, acked in self.acks if sent >= t0]
+        return min(times) if times else None
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=10)
+        self.producer.flush(timeout=120)
+
+
+def one_kill(cluster: Cluster, producer: Producer, k: int) -> dict[str, Any]:
+    topic = f"repl-failover-{k}"
+    cluster.create_topics([topic], 1)
+    probe = Probe(producer, topic).start()
+    sample: dict[str, Any] = {"kill": k}
+    try:
+        wait_for(
+            "the probe's first acknowledgements",
+            lambda: True if probe.first_ack_sent_after(0.0) is not None else None,
+        )
+        leader = cluster.leaders(topic)[0]
+        sample.update(killed=leader, was_controller=leader == cluster.controller())
+        kill_wall = time.time()
+        t0 = time.perf_counter()
+        cluster.nodes[leader].kill()
+        acked = wait_for(
+            "an acknowledgement after the kill", lambda: probe.first_ack_sent_after(t0)
+        )
+        sample["unavailable_ms"] = round((acked - t0) * 1000, 1)
+        new = sample["new_leader"] = cluster.leaders(topic)[0]
+        # Where the time went, from the survivors' JSON logs (wall clock, 1 ms resolution).
+        survivors = [i for i in NODE_IDS if i != leader]
+        marks = {
+            "controller_elected_ms": cluster.event_after(
+                survivors, "became_active_controller", kill_wall
+            ),
+            "fenced_ms": cluster.event_after(survivors, "broker_fenced", kill_wall, broker=leader),
+            "leader_elected_ms": cluster.event_after(
+                [new], "became_leader", kill_wall, topic=topic, partition=0
+            ),
+        }
+        for key, ts in marks.items():
+            sample[key] = None if ts is None else round((ts - kill_wall) * 1000, 1)
+    finally:
+        probe.stop()
+    if probe.failures:
+        raise RuntimeError(f"probe records failed: {probe.failures[:3]}")
+    t1 = time.perf_counter()
+    cluster.nodes[sample["killed"]].start(timeout_s=WAIT_S)
+    wait_for(f"node {sample['killed']} back in the ISR", lambda: cluster.healthy([topic]))
+    sample["rejoin_s"] = round(time.perf_counter() - t1, 2)
+    cluster.delete_topics([topic])
+    return sample
+
+
+# --- main --------------------------------------------------------------------------------------
+
+
+def report_profiles(profile_dir: Path, top: int) -> list[str]:
+    paths = sorted(profile_dir.glob("node-*.prof"))
+    if not paths:
+        return [f"(no profile written in {profile_dir})"]
+    lines: list[str] = []
+    for key in ("tottime", "cumulative"):
+        out = io.StringIO()
+        stats = pstats.Stats(*[str(p) for p in paths], stream=out)
+        stats.sort_stats(key).print_stats(top)
+        text = out.getvalue().splitlines()
+        for i, line in enumerate(text):
+            if "ncalls" in line:
+                text = text[i:]
+                break
+        lines.append(f"--- node profiles ({len(paths)} nodes merged, top {top} by {key}) ---")
+        lines.extend(line for line in text if line.strip())
+    return lines
+
+
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="short phases and 3 kills")
+    parser.add_argument("--seconds", type=float, default=None, help="per timed phase (8)")
+    parser.add_argument("--kills", type=int, default=None, help="failover kills (20)")
+    parser.add_argument("--partitions", type=int, default=6, help="of the throughput topics")
+    parser.add_argument("--in-flight", type=int, default=2, help="raw calls in flight per leader")
+    parser.add_argument("--record-bytes", type=int, default=1024)
+    parser.add_argument("--batch-bytes", type=int, default=16384)
+    parser.add_argument("--request-bytes", type=int, default=MIB)
+    parser.add_argument("--latency-fraction", type=float, default=0.25)
+    parser.add_argument("--session-timeout-ms", type=int, default=1500)
+    parser.add_argument("--heartbeat-interval-ms", type=int, default=300)
+    parser.add_argument("--lag-time-max-ms", type=int, default=5000)
+    parser.add_argument(
+        "--phases", default=",".join(PHASES), help="comma list of " + ",".join(PHASES)
+    )
+    parser.add_argument("--profile-node", action="store_true", help="cProfile the nodes")
+    parser.add_argument("--profile-top", type=int, default=30)
+    parser.add_argument("--dir", type=Path, default=None, help="parent of the temp dir (/tmp)")
+    parser.add_argument("--keep", action="store_true", help="keep the nodes' data directory")
+    parser.add_argument("--seed", type=int, default=42)
+    args = parser.parse_args(argv)
+    if args.seconds is None:
+        args.seconds = 1.5 if args.quick else 8.0
+    if args.kills is None:
+        args.kills = 3 if args.quick else 20
+    if args.kills < 0:
+        parser.error("--kills must be at least 0")
+    phases = [p.strip() for p in args.phases.split(",") if p.strip()]
+    unknown = [p for p in phases if p not in PHASES]
+    if unknown:
+        parser.error(f"unknown phase(s) {unknown}; choose from {list(PHASES)}")
+    if args.profile_node and "failover" in phases:
+        phases.remove("failover")
+    if "failover" in phases and args.kills == 0:
+        phases.remove("failover")
+    args.phases = phases
+    return args
+
+
+def summary_ms(values: Sequence[float]) -> dict[str, float] | None:
+    if not values:
+        return None
+    return {
+        "p50_ms": round(percentile(values, 50), 2),
+        "p99_ms": round(percentile(values, 99), 2),
+        "mean_ms": round(statistics.fmean(values), 2),
+        "max_ms": round(max(values), 2),
+        "count": len(values),
+    }
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_args(argv)
+    phases = set(args.phases)
+    node_module = load_module("tests/node_process.py", "seglog_bench_node_process")
+    bench_node = load_module("bench/node.py", "seglog_bench_node")
+    if args.dir is not None:
+        args.dir.mkdir(parents=True, exist_ok=True)
+    root = Path(tempfile.mkdtemp(prefix="seglog-replication-bench-", dir=args.dir))
+    profile_dir = root / "profiles" if args.profile_node else None
+    if profile_dir is not None:
+        profile_dir.mkdir()
+    overrides = {
+        "broker.session.timeout.ms": str(args.session_timeout_ms),
+        "broker.heartbeat.interval.ms": str(args.heartbeat_interval_ms),
+        "replica.lag.time.max.ms": str(args.lag_time_max_ms),
+        "min.insync.replicas": "2",
+        "default.replication.factor": "3",
+        "log.initial.task.delay.ms": "30000",
+    }
+    cluster = Cluster(node_module, bench_node, root / "cluster", overrides, profile_dir)
+    batches = Batches(args.record_bytes, args.batch_bytes, args.seed)
+    results: dict[str, Any] = dict.fromkeys(
+        (
+            "produce_raw_mb_s",
+            "produce_raw_records_s",
+            "produce_client_mb_s",
+            "produce_client_records_s",
+            "latency_rate_records_s",
+        )
+    )
+    raw_latency: list[float] = []
+    latency: list[float] = []
+    kills: list[dict[str, Any]] = []
+    profile_lines: list[str] = []
+    say(
+        f"seglog replication bench: RF=3, acks=-1, min.insync.replicas=2, "
+        f"{args.record_bytes} B records, {args.seconds:g} s per phase, phases {args.phases}, "
+        f"{args.kills if 'failover' in phases else 0} kills, {os.cpu_count()} CPUs"
+    )
+    try:
+        for i in NODE_IDS:
+            cluster.nodes[i].start(timeout_s=WAIT_S)
+        wait_for("three unfenced brokers on every node", cluster.healthy)
+        METER.pids = cluster.pids()
+        say(f"cluster up: {cluster.bootstrap}; data in {root}")
+        throughput_topics = [TOPIC_RAW, TOPIC_CLIENT, TOPIC_LATENCY]
+        cluster.create_topics(throughput_topics, args.partitions)
+
+        if "produce_raw" in phases:
+            say(f"produce_raw: ~{args.request_bytes / MIB:.2f} MiB requests, acks=-1 ...")
+            mb_s, rps, raw_latency = measure_produce_raw(cluster, batches, args)
+            results["produce_raw_mb_s"], results["produce_raw_records_s"] = mb_s, rps
+            say(
+                f"  produce_raw: {mb_s:,.1f} MiB/s, {rps:,.0f} records/s; per request "
+                f"p50 {percentile(raw_latency, 50):.1f} ms, "
+                f"p99 {percentile(raw_latency, 99):.1f} ms"
+            )
+        if phases & {"produce_client", "latency"}:
+            say("produce_client (Producer, acks=all, idempotent) ...")
+            mb_s, rps, n = measure_producer(cluster, batches, args.seconds)
+            results["produce_client_mb_s"], results["produce_client_records_s"] = mb_s, rps
+            say(f"  produce_client: {mb_s:,.1f} MiB/s, {rps:,.0f} records/s ({n:,} records)")
+        if "latency" in phases:
+            rate = max(1.0, results["produce_client_records_s"] * args.latency_fraction)
+            say(f"latency: Producer paced at {rate:,.0f} records/s ...")
+            latency, achieved = measure_latency(cluster, batches, rate, args.seconds)
+            results["latency_rate_records_s"] = achieved
+            s = summary_ms(latency)
+            say(f"  latency per record: {s}")
+        if args.profile_node:
+            cluster.stop_all()
+            profile_lines = report_profiles(profile_dir, args.profile_top)  # type: ignore[arg-type]
+        if "failover" in phases:
+            cluster.delete_topics(throughput_topics)
+            say(f"failover: {args.kills} SIGKILLs of a partition leader ...")
+            producer = Producer(cluster.bootstrap, acks="all", linger_ms=0)
+            try:
+                for k in range(args.kills):
+                    sample = one_kill(cluster, producer, k)
+                    kills.append(sample)
+                    say(
+                        f"  kill {k}: node {sample['killed']}"
+                        + (" (the controller)" if sample["was_controller"] else "")
+                        + f" -> {sample['new_leader']}: unavailable "
+                        f"{sample['unavailable_ms']:.0f} ms (controller elected "
+                        f"{sample['controller_elected_ms']}, fenced {sample['fenced_ms']}, "
+                        f"leader elected {sample['leader_elected_ms']} ms); rejoined in "
+                        f"{sample['rejoin_s']} s"
+                    )
+            finally:
+                producer.close(timeout=30)
+        log_bytes = sum(f.stat().st_size for f in root.rglob("*.log") if f.is_file())
+    finally:
+        codes = cluster.stop_all()
+        if any(c not in (0, -signal.SIGKILL) for c in codes):
+            say(f"WARNING: node exit codes {codes}")
+        if args.keep:
+            say(f"kept {root}")
+        else:
+            shutil.rmtree(root, ignore_errors=True)
+    for line in profile_lines:
+        say(line)
+
+    unavailable = [k["unavailable_ms"] for k in kills]
+    failover = None
+    if unavailable:
+        failover = {
+            "median_ms": round(statistics.median(unavailable), 1),
+            "p99_ms": round(percentile(unavailable, 99), 1),
+            "min_ms": round(min(unavailable), 1),
+            "max_ms": round(max(unavailable), 1),
+            "kills": len(unavailable),
+            "controller_kills": sum(1 for k in kills if k["was_controller"]),
+            "median_ms_leader_only": _median(
+                [k["unavailable_ms"] for k in kills if not k["was_controller"]]
+            ),
+            "median_ms_leader_and_controller": _median(
+                [k["unavailable_ms"] for k in kills if k["was_controller"]]
+            ),
+            # From the nodes' logs: SIGKILL -> the dead broker fenced by the controller,
+            # -> the new leader applied its leadership; the rest is the client noticing.
+            "median_fenced_ms": _median([k["fenced_ms"] for k in kills if k["fenced_ms"]]),
+            "median_leader_elected_ms": _median(
+                [k["leader_elected_ms"] for k in kills if k["leader_elected_ms"]]
+            ),
+            "median_client_after_election_ms": _median(
+                [
+                    k["unavailable_ms"] - k["leader_elected_ms"]
+                    for k in kills
+                    if k["leader_elected_ms"]
+                ]
+            ),
+        }
+    lat = summary_ms(latency)
+    raw_lat = summary_ms(raw_latency)
+
+    def target(value: float | None, goal: float, at_most: bool) -> dict[str, Any]:
+        met = value is not None and (value <= goal if at_most else value >= goal)
+        return {"value": value, "target": goal, "met": met}
+
+    result: dict[str, Any] = {
+        "benchmark": "replication",
+        **{k: (round(v, 1) if isinstance(v, float) else v) for k, v in results.items()},
+        "latency": lat,
+        "produce_raw_request_latency": raw_lat,
+        "failover": failover,
+        "failover_kills": kills,
+        "targets": {
+            "produce_raw_mb_s": target(results["produce_raw_mb_s"], TARGET_MB_S, False),
+            "produce_client_mb_s": target(results["produce_client_mb_s"], TARGET_MB_S, False),
+            "latency_p99_ms": target(lat["p99_ms"] if lat else None, TARGET_P99_MS, True),
+            "failover_median_ms": target(
+                failover["median_ms"] if failover else None, TARGET_FAILOVER_MEDIAN_MS, True
+            ),
+        },
+        "cpu_cores": METER.readings,
+        "anomalies": cluster.anomalies,
+        "log_bytes": log_bytes,
+        "python": platform.python_version(),
+        "cpu_count": os.cpu_count(),
+        "platform": platform.platform(),
+        "params": {
+            "quick": args.quick,
+            "seconds": args.seconds,
+            "phases": args.phases,
+            "kills": args.kills,
+            "partitions": args.partitions,
+            "in_flight_per_leader": args.in_flight,
+            "record_bytes": args.record_bytes,
+            "batch_bytes": len(batches.build(0)),
+            "records_per_batch": batches.records_per_batch,
+            "request_bytes": args.request_bytes,
+            "latency_fraction": args.latency_fraction,
+            "replication_factor": 3,
+            "min_insync_replicas": 2,
+            "acks": -1,
+            "broker_session_timeout_ms": args.session_timeout_ms,
+            "broker_heartbeat_interval_ms": args.heartbeat_interval_ms,
+            "replica_lag_time_max_ms": args.lag_time_max_ms,
+            "profiled": args.profile_node,
+        },
+        "units": "MiB/s (2^20 bytes of RecordBatch per second); records/s; milliseconds",
+        "notes": [
+            "three node processes and this client share the machine's CPUs",
+            "latency: the Producer (linger.ms 5) paced at latency_fraction of the "
+            "produce_client records/s, per record from send() to the acknowledgement",
+            "failover: SIGKILL of the partition leader to the first acknowledgement of a "
+            "record sent after it; bounded below by broker.session.timeout.ms (the "
+            "controller fences a broker only when its heartbeats stop for that long), plus "
+            "a controller election when the leader was also the active controller",
+            "each failover kill uses a fresh topic, deleted afterwards (a second restart of a "
+            "node crashes on metadata replay otherwise: see tests/node/test_replication.py)",
+            "wall-clock on a shared machine: figures are noisy"
+            + ("; the nodes ran under cProfile (inflated times)" if args.profile_node else ""),
+        ],
+    }
+    print(json.dumps(result), flush=True)
+    return 0
+
+
+def _median(values: list[float]) -> float | None:
+    return round(statistics.median(values), 1) if values else None
+
+
+if __name__ == "__main__":
+    sys.exit(main())
