@@ -162,6 +162,7 @@ class Node:
         client = self.controller_client
         assert client is not None and self.quorum is not None
         interval = self.config.broker_heartbeat_interval_ms / 1000
+        rpc_timeout = max(0.2, min(2.0, self.config.broker_session_timeout_ms / 3000))
         while not self._stopped.is_set():
             if self.broker_epoch < 0:
                 try:
@@ -192,7 +193,9 @@ class Node:
                             broker_epoch=self.broker_epoch,
                             metadata_offset=self.quorum.metadata_offset if self.quorum else 0,
                         ),
-                        timeout=5,
+                        # A frozen voter must not hold a heartbeat past the session:
+                        # give up on it quickly and try the next one.
+                        timeout=rpc_timeout,
                     ),
                     lambda r: (r.error_code, r.error_message),
                     deadline_s=max(2.0, interval * 3),
