@@ -1,0 +1,314 @@
+"""`python -m seglog.chaos run --target compose|local --scenario NAME --seed N
+--duration SECONDS [--out DIR]`: bring a 3-node cluster up, run the workload,
+inject the scenario's faults for `duration` seconds, heal, let every replica catch
+up, read everything back, check the history and the replicas' bytes, write the
+report, take the cluster down. Prints one summary line; exits 0 when every
+invariant holds, 1 when one fails, 3 when the evidence is incomplete (the final
+read or the replicas never caught up after healing), 2 on a harness error.
+
+`python -m seglog.chaos check HISTORY` re-checks a history file (no replicas).
+`python -m seglog.chaos list` names the scenarios.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import shlex
+import subprocess
+import sys
+import time
+import traceback
+from pathlib import Path
+from typing import Any
+
+from .checker import CheckResult, apply_replica_check, check_history, compare_replicas
+from .faults import (
+    SCENARIOS,
+    ClusterView,
+    ComposeTarget,
+    FaultContext,
+    LocalTarget,
+    Target,
+)
+from .report import summary_line, unavailability_windows, write_report
+from .workload import History, Workload, WorkloadConfig, read_history
+
+EXIT_OK, EXIT_VIOLATION, EXIT_ERROR, EXIT_INCOMPLETE = 0, 1, 2, 3
+# Node log lines worth quoting as evidence when an invariant fails.
+_EVIDENCE = re.compile(
+    r"truncat|diverg|recover|corrupt|error|warn|fenced|leader|isr|epoch|crash|exception",
+    re.IGNORECASE,
+)
+
+
+def _log(msg: str) -> None:
+    print(f"{time.strftime('%H:%M:%S')} {msg}", file=sys.stderr, flush=True)
+
+
+def run(
+    target_name: str,
+    scenario_name: str,
+    seed: int,
+    duration: float,
+    out: Path | None = None,
+    *,
+    partitions: int = 6,
+    producers: int = 3,
+    consumers: int = 2,
+    rate: float = 60.0,
+    keep: bool = False,
+    build: bool = False,
+    settle_s: float = 120.0,
+    project: str | None = None,
+    command: str = "",
+) -> tuple[int, str, Path]:
+    """One chaos run; (exit code, summary line, report path)."""
+    scenario = SCENARIOS[scenario_name]
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    run_dir = out or Path("chaos-runs") / f"{stamp}-{scenario_name}-{target_name}-s{seed}"
+    run_dir = run_dir.resolve()
+    run_dir.mkdir(parents=True, exist_ok=True)
+    target: Target
+    if target_name == "local":
+        target = LocalTarget(run_dir / "cluster", seed)
+    else:
+        target = ComposeTarget(project, build=build)
+    topic = f"chaos-{scenario_name}-{seed}"
+    configs = {"min.insync.replicas": "2", **scenario.topic_configs}
+    history = History(run_dir / "history.jsonl")
+    meta: dict[str, Any] = {
+        "scenario": scenario_name,
+        "target": target_name,
+        "seed": seed,
+        "duration": duration,
+        "topic": topic,
+        "partitions": partitions,
+        "producers": producers,
+        "consumers": consumers,
+        "rate_per_producer": rate,
+        "topic_configs": configs,
+        "command": command,
+        "started_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        "bootstrap": target.bootstrap,
+    }
+    if isinstance(target, ComposeTarget):
+        meta["project"] = target.project
+        meta["image"] = _image_id()
+    history.append({"type": "meta", **meta})
+    workload: Workload | None = None
+    view: ClusterView | None = None
+    extra: dict[str, Any] = {}
+    replicas: list[Any] = []
+    final_complete = False
+    caught_up = False
+    try:
+        _log(f"[chaos] {scenario_name} on {target_name}, seed {seed}: cluster up ({run_dir})")
+        target.up()
+        view = ClusterView(target, topic)
+        view.create_topic(partitions, configs, 90)
+        workload = Workload(
+            WorkloadConfig(
+                bootstrap=target.bootstrap,
+                topic=topic,
+                partitions=partitions,
+                producers=producers,
+                consumers=consumers,
+                rate=rate,
+                seed=seed,
+            ),
+            history,
+        )
+        history.append({"type": "phase", "name": "warmup"})
+        workload.start()
+        time.sleep(min(5.0, max(2.0, duration / 6)))
+
+        history.append({"type": "phase", "name": "faults"})
+        ctx = FaultContext(
+            target=target,
+            view=view,
+            history=history,
+            rng=__import__("random").Random(seed),
+            partitions=partitions,
+            deadline=time.monotonic() + duration,
+            log=_log,
+        )
+        scenario.run(ctx)
+        if ctx.remaining() > 0:
+            time.sleep(ctx.remaining())
+
+        history.append({"type": "phase", "name": "heal"})
+        healed = target.heal()
+        _log(f"[chaos] heal: {healed or 'nothing to heal'}")
+        converged = view.wait_converged(partitions, settle_s)
+        extra["converged_after_heal"] = converged
+        if not converged:
+            _log(f"[chaos] WARNING: partitions not fully replicated {settle_s:.0f} s after healing")
+        time.sleep(3)  # some load after healing: availability must come back
+
+        history.append({"type": "phase", "name": "quiesce"})
+        _log("[chaos] stopping producers")
+        workload.stop_producers(max(30.0, settle_s * 0.75))
+        offsets = view.wait_replicas_caught_up(partitions, max(20.0, settle_s * 0.75))
+        caught_up = len(offsets) == partitions and all(
+            all(leo == o.high_watermark for leo in o.leos.values()) and len(o.leos) == 3
+            for o in offsets.values()
+        )
+        extra["replica_offsets"] = {
+            p: {"leader": o.leader, "hw": o.high_watermark, "leos": o.leos}
+            for p, o in sorted(offsets.items())
+        }
+        end_offsets = {p: o.high_watermark for p, o in offsets.items()}
+        history.append({"type": "phase", "name": "drain", "end_offsets": end_offsets})
+        drained = workload.drain(end_offsets, max(20.0, settle_s * 0.75))
+        extra["consumers_drained"] = drained
+        history.append({"type": "phase", "name": "final-read"})
+        final_complete = len(end_offsets) == partitions and workload.final_read(
+            end_offsets, max(60.0, settle_s * 1.5)
+        )
+        workload.stop()
+
+        _log("[chaos] comparing replica bytes below the HW")
+        files = {node: target.replica_files(node, topic) for node in target.node_ids}
+        replicas = compare_replicas(
+            files, {p: (o.leader, o.high_watermark) for p, o in offsets.items()}
+        )
+        history.append({"type": "phase", "name": "done"})
+    except Exception as e:  # noqa: BLE001 - reported with whatever history exists
+        extra["harness_error"] = "".join(traceback.format_exception(e))
+        _log(f"[chaos] harness error: {e!r}")
+    finally:
+        if workload is not None:
+            workload.stop()
+            extra["workload_errors"] = workload.errors
+        history.close()
+        events = read_history(run_dir / "history.jsonl")
+        result = check_history(events)
+        apply_replica_check(result, replicas)
+        result.final_read_complete = final_complete
+        if not final_complete:
+            result.notes.append("the final read did not reach every partition's HW")
+        if not caught_up:
+            result.notes.append("not every replica reached the HW after healing")
+        if not result.ok:
+            extra["evidence"] = _evidence(target)
+        try:
+            target.save_logs(run_dir / "node-logs")
+        except Exception as e:  # noqa: BLE001
+            result.notes.append(f"could not save node logs: {e!r}")
+        if view is not None:
+            view.close()
+        if keep:
+            _log(f"[chaos] cluster kept running: {target.bootstrap}")
+        else:
+            target.down()
+    report = write_report(run_dir, meta, result, events, replicas, extra)
+    windows = unavailability_windows(events)
+    line = summary_line(meta, result, windows, report)
+    if "harness_error" in extra:
+        code = EXIT_ERROR
+    elif not result.ok:
+        code = EXIT_VIOLATION
+    elif not (final_complete and caught_up):
+        code = EXIT_INCOMPLETE
+        line = "INCOMPLETE " + line
+    else:
+        code = EXIT_OK
+    return code, line, report
+
+
+def _evidence(target: Target, per_node: int = 60) -> dict[int, list[str]]:
+    out = {}
+    for node in target.node_ids:
+        try:
+            lines = target.node_log_tail(node, 5000)
+        except Exception:  # noqa: BLE001 - evidence is best effort
+            continue
+        out[node] = [ln[:400] for ln in lines if _EVIDENCE.search(ln)][-per_node:]
+    return out
+
+
+def _image_id() -> str:
+    r = subprocess.run(
+        ["docker", "image", "inspect", "-f", "{{.Id}}", "seglog:latest"],
+        capture_output=True,
+        text=True,
+    )
+    return r.stdout.strip()
+
+
+def _check(path: Path) -> int:
+    events = read_history(path)
+    result: CheckResult = check_history(events)
+    windows = unavailability_windows(events)
+    print(
+        f"{'OK' if result.ok else 'FAIL ' + ','.join(result.failed_invariants())} "
+        f"sent={result.sent} acknowledged={result.acknowledged} lost={result.lost} "
+        f"duplicated={result.duplicated} conflicts={result.conflicts} "
+        f"phantom={result.phantom} skipped={result.skipped} backwards={result.backwards} "
+        f"unavailable={sum(w['seconds'] for w in windows):.1f}s"
+    )
+    return EXIT_OK if result.ok else EXIT_VIOLATION
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m seglog.chaos", description=__doc__.split("\n\n")[0]
+    )
+    sub = parser.add_subparsers(dest="command", required=True)
+    r = sub.add_parser("run", help="one chaos run")
+    r.add_argument("--target", choices=["compose", "local"], required=True)
+    r.add_argument("--scenario", choices=sorted(SCENARIOS), required=True)
+    r.add_argument("--seed", type=int, default=0)
+    r.add_argument("--duration", type=float, default=60.0, help="seconds of faults")
+    r.add_argument("--out", type=Path, help="run directory (default chaos-runs/<stamp>-...)")
+    r.add_argument("--partitions", type=int, default=6)
+    r.add_argument("--producers", type=int, default=3)
+    r.add_argument("--consumers", type=int, default=2)
+    r.add_argument("--rate", type=float, default=60.0, help="sends per second per producer")
+    r.add_argument("--keep", action="store_true", help="leave the cluster running")
+    r.add_argument("--build", action="store_true", help="compose: run build-image.sh first")
+    r.add_argument("--project", help="compose: the project name (default: a unique one)")
+    r.add_argument(
+        "--settle-timeout",
+        type=float,
+        default=120.0,
+        help="seconds to wait, after healing, for full ISRs (other waits scale with it)",
+    )
+    c = sub.add_parser("check", help="re-check a history file")
+    c.add_argument("history", type=Path)
+    sub.add_parser("list", help="the scenario names")
+    args = parser.parse_args(argv)
+    if args.command == "list":
+        for name, s in SCENARIOS.items():
+            print(
+                f"{name}: {(s.run.__doc__ or '').strip().splitlines()[0] if s.run.__doc__ else ''}"
+            )
+        return 0
+    if args.command == "check":
+        return _check(args.history)
+    command = "python -m seglog.chaos " + " ".join(
+        shlex.quote(a) for a in (argv if argv is not None else sys.argv[1:])
+    )
+    code, line, _report = run(
+        args.target,
+        args.scenario,
+        args.seed,
+        args.duration,
+        args.out,
+        partitions=args.partitions,
+        producers=args.producers,
+        consumers=args.consumers,
+        rate=args.rate,
+        keep=args.keep,
+        build=args.build,
+        settle_s=args.settle_timeout,
+        project=args.project,
+        command=command,
+    )
+    print(line, flush=True)
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,385 @@
+"""Jepsen's queue invariants over a chaos history, and the replicas' byte check.
+
+`check_history(events)` (events as `workload.read_history` returns them):
+
+* lost        an acknowledged value that no consumer ever read
+* duplicated  a value found at two (partition, offset) positions (reads and the
+              acknowledgement's own position): idempotence forbids it
+* conflicts   a (partition, offset) that holds two values (reads, acknowledgements)
+* phantom     a read value whose send definitely failed, or that nobody sent
+* skipped     a consumer's next offset in a partition is beyond the one expected
+              (its last read + 1, or the offset of a recorded seek)
+* backwards   a consumer read an offset below the one expected without a seek
+
+Timeouts and network errors are indeterminate (the workload records `definite`
+only for errors that guarantee nothing was written), so reading such a value is
+fine, and not reading it is not a loss.
+
+`compare_replicas(files, offsets)`: after healing, every replica's log must be
+byte-identical to the leader's below the high watermark. Each replica's segment
+files are cut at the HW's byte position (the end of the last batch below it) and
+the prefixes compared batch by batch, reporting the first differing offset.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import struct
+from collections import defaultdict
+from collections.abc import Iterable, Mapping
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+# The examples kept per violation kind (the counts are exact).
+MAX_EXAMPLES = 20
+
+
+@dataclass
+class Violations:
+    lost: list[dict[str, Any]] = field(default_factory=list)
+    duplicated: list[dict[str, Any]] = field(default_factory=list)
+    conflicts: list[dict[str, Any]] = field(default_factory=list)
+    phantom: list[dict[str, Any]] = field(default_factory=list)
+    skipped: list[dict[str, Any]] = field(default_factory=list)
+    backwards: list[dict[str, Any]] = field(default_factory=list)
+    divergent: list[dict[str, Any]] = field(default_factory=list)
+
+
+@dataclass
+class CheckResult:
+    sent: int = 0
+    acknowledged: int = 0
+    failed_definite: int = 0
+    indeterminate: int = 0  # failed without certainty, or no outcome at all
+    indeterminate_read: int = 0  # of those, found in the log (written after all)
+    read_records: int = 0
+    distinct_values_read: int = 0
+    lost: int = 0
+    duplicated: int = 0
+    conflicts: int = 0
+    phantom: int = 0
+    skipped: int = 0
+    backwards: int = 0
+    divergent: int = 0  # partitions whose caught-up replicas differ below the HW
+    lagging: int = 0  # replicas short of the HW after healing (liveness, not safety)
+    unreconciled: int = 0  # of those, replicas whose tail differs from the leader's
+    final_read_complete: bool | None = None
+    examples: Violations = field(default_factory=Violations)
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not (
+            self.lost
+            or self.duplicated
+            or self.conflicts
+            or self.phantom
+            or self.skipped
+            or self.backwards
+            or self.divergent
+        )
+
+    def failed_invariants(self) -> list[str]:
+        names = ("lost", "duplicated", "conflicts", "phantom", "skipped", "backwards", "divergent")
+        return [n for n in names if getattr(self, n)]
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["ok"] = self.ok
+        d["failed_invariants"] = self.failed_invariants()
+        return d
+
+
+def _keep(bucket: list[dict[str, Any]], item: dict[str, Any]) -> None:
+    if len(bucket) < MAX_EXAMPLES:
+        bucket.append(item)
+
+
+def check_history(events: Iterable[Mapping[str, Any]]) -> CheckResult:
+    r = CheckResult()
+    invoked: dict[str, Mapping[str, Any]] = {}
+    acked: dict[str, tuple[int, int]] = {}
+    failed: dict[str, Mapping[str, Any]] = {}
+    # value -> positions; (partition, offset) -> values; each with where it was seen
+    positions: dict[str, set[tuple[int, int]]] = defaultdict(set)
+    values_at: dict[tuple[int, int], set[str]] = defaultdict(set)
+    seen_by: dict[tuple[int, int], dict[str, str]] = defaultdict(dict)
+    read_values: set[str] = set()
+    # (consumer, partition) -> the offset its next read must have
+    expected: dict[tuple[str, int], int] = {}
+    for e in events:
+        kind = e.get("type")
+        if kind == "invoke":
+            invoked[e["value"]] = e
+        elif kind == "ok":
+            value, pos = e["value"], (int(e["partition"]), int(e["offset"]))
+            acked[value] = pos
+            positions[value].add(pos)
+            values_at[pos].add(value)
+            seen_by[pos].setdefault(value, f"ack by {e.get('process')}")
+        elif kind == "fail":
+            failed[e["value"]] = e
+        elif kind == "seek":
+            expected[(e["process"], int(e["partition"]))] = int(e["offset"])
+        elif kind == "poll":
+            r.read_records += 1
+            value, p, o = e["value"], int(e["partition"]), int(e["offset"])
+            read_values.add(value)
+            positions[value].add((p, o))
+            values_at[(p, o)].add(value)
+            seen_by[(p, o)].setdefault(value, f"read by {e.get('process')}")
+            key = (e["process"], p)
+            want = expected.get(key)
+            if want is not None and o > want:
+                r.skipped += 1
+                _keep(
+                    r.examples.skipped,
+                    {
+                        "consumer": key[0],
+                        "partition": p,
+                        "expected": want,
+                        "got": o,
+                        "missing": o - want,
+                        "t": e.get("t"),
+                    },
+                )
+            elif want is not None and o < want:
+                r.backwards += 1
+                _keep(
+                    r.examples.backwards,
+                    {
+                        "consumer": key[0],
+                        "partition": p,
+                        "expected": want,
+                        "got": o,
+                        "t": e.get("t"),
+                    },
+                )
+            expected[key] = o + 1
+    r.sent = len(invoked)
+    r.acknowledged = len(acked)
+    r.distinct_values_read = len(read_values)
+    r.failed_definite = sum(1 for f in failed.values() if f.get("definite"))
+    outcome_unknown = {
+        v for v in invoked if v not in acked and not (v in failed and failed[v].get("definite"))
+    }
+    r.indeterminate = len(outcome_unknown)
+    r.indeterminate_read = len(outcome_unknown & read_values)
+
+    for value, pos in sorted(acked.items(), key=lambda kv: kv[1]):
+        if value not in read_values:
+            r.lost += 1
+            _keep(
+                r.examples.lost,
+                {
+                    "value": value,
+                    "partition": pos[0],
+                    "offset": pos[1],
+                    "held_instead": sorted(values_at[pos] - {value}),
+                },
+            )
+    for value, where in positions.items():
+        if len(where) > 1:
+            r.duplicated += 1
+            _keep(r.examples.duplicated, {"value": value, "positions": sorted(where)})
+    for pos, values in sorted(values_at.items()):
+        if len(values) > 1:
+            r.conflicts += 1
+            _keep(
+                r.examples.conflicts,
+                {
+                    "partition": pos[0],
+                    "offset": pos[1],
+                    "values": {v: seen_by[pos].get(v, "") for v in sorted(values)},
+                },
+            )
+    for value in sorted(read_values):
+        f = failed.get(value)
+        if f is not None and f.get("definite"):
+            r.phantom += 1
+            _keep(
+                r.examples.phantom,
+                {"value": value, "error": f.get("error"), "positions": sorted(positions[value])},
+            )
+        elif value not in invoked:
+            r.phantom += 1
+            _keep(
+                r.examples.phantom,
+                {"value": value, "error": "never sent", "positions": sorted(positions[value])},
+            )
+    return r
+
+
+# --- replicas ---------------------------------------------------------------------------
+
+# partition -> [(segment file name, bytes)] (faults.ReplicaFiles)
+ReplicaFiles = Mapping[int, list[tuple[str, bytes]]]
+
+
+@dataclass(frozen=True)
+class Batch:
+    base_offset: int
+    last_offset: int
+    data: bytes
+
+
+def parse_batches(segments: Iterable[tuple[str, bytes]]) -> tuple[list[Batch], list[str]]:
+    """Every whole batch of the segments in order, and problems (torn tails, batches
+    out of order). Only the 12-byte prefix and lastOffsetDelta are parsed: the
+    comparison is of bytes, so a corrupt CRC shows up as a difference."""
+    batches: list[Batch] = []
+    problems: list[str] = []
+    for name, data in segments:
+        pos = 0
+        while pos + 12 <= len(data):
+            base, length = struct.unpack_from(">qi", data, pos)
+            end = pos + 12 + length
+            if length < 49 or end > len(data):
+                problems.append(f"{name}: unreadable batch at byte {pos} ({len(data) - pos} left)")
+                break
+            (delta,) = struct.unpack_from(">i", data, pos + 23)
+            batch = Batch(base, base + delta, bytes(data[pos:end]))
+            if batches and batch.base_offset != batches[-1].last_offset + 1:
+                problems.append(
+                    f"{name}: batch at offset {batch.base_offset} follows "
+                    f"{batches[-1].last_offset} (byte {pos})"
+                )
+            batches.append(batch)
+            pos = end
+        if 0 < len(data) - pos < 12:
+            problems.append(f"{name}: {len(data) - pos} trailing bytes")
+    return batches, problems
+
+
+@dataclass
+class ReplicaReport:
+    node: int
+    batches_below_hw: int
+    hw_byte_position: int  # bytes of whole batches below the HW
+    first_offset: int | None
+    next_offset: int | None  # the offset after its last batch below the HW
+    sha256: str
+    problems: list[str]
+
+
+@dataclass
+class PartitionReport:
+    partition: int
+    leader: int
+    high_watermark: int
+    identical: bool
+    lagging: list[int]
+    replicas: list[ReplicaReport]
+    first_difference: dict[str, Any] | None = None
+    # Lagging replicas whose tail differs from the leader's: a replica outside the
+    # ISR may hold batches of an old epoch until it fetches again and truncates, so
+    # this is reported, but only a replica that reached the HW must be identical.
+    unreconciled: dict[int, dict[str, Any]] = field(default_factory=dict)
+
+
+def compare_replicas(
+    files: Mapping[int, ReplicaFiles], high_watermarks: Mapping[int, tuple[int, int]]
+) -> list[PartitionReport]:
+    """`files`: node -> partition -> segments; `high_watermarks`: partition ->
+    (leader, HW). Compares each replica's bytes below the HW with the leader's."""
+    out = []
+    for partition, (leader, hw) in sorted(high_watermarks.items()):
+        below: dict[int, list[Batch]] = {}
+        reports: dict[int, ReplicaReport] = {}
+        for node, by_partition in sorted(files.items()):
+            batches, problems = parse_batches(by_partition.get(partition, []))
+            kept = [b for b in batches if b.base_offset < hw]
+            if kept and kept[-1].last_offset >= hw:
+                problems.append(f"batch {kept[-1].base_offset}-{kept[-1].last_offset} spans the HW")
+            prefix = b"".join(b.data for b in kept)
+            below[node] = kept
+            reports[node] = ReplicaReport(
+                node=node,
+                batches_below_hw=len(kept),
+                hw_byte_position=len(prefix),
+                first_offset=kept[0].base_offset if kept else None,
+                next_offset=kept[-1].last_offset + 1 if kept else None,
+                sha256=hashlib.sha256(prefix).hexdigest(),
+                problems=problems,
+            )
+        reference = below.get(leader, [])
+        identical = True
+        lagging = []
+        first_difference = None
+        unreconciled: dict[int, dict[str, Any]] = {}
+        for node, kept in below.items():
+            if node == leader:
+                continue
+            diff = _first_difference(reference, kept)
+            short = (kept[-1].last_offset + 1 if kept else 0) < hw
+            if short:
+                lagging.append(node)
+            if diff is not None and short:
+                unreconciled[node] = diff
+            elif diff is not None:
+                identical = False
+                if first_difference is None:
+                    first_difference = {"node": node, **diff}
+        # A torn or out-of-order batch in a live replica's files is damage too.
+        if any(rep.problems for rep in reports.values()):
+            identical = False
+        out.append(
+            PartitionReport(
+                partition,
+                leader,
+                hw,
+                identical,
+                lagging,
+                list(reports.values()),
+                first_difference,
+                unreconciled,
+            )
+        )
+    return out
+
+
+def _first_difference(reference: list[Batch], other: list[Batch]) -> dict[str, Any] | None:
+    """Where `other` stops matching the leader's batches; a replica that is merely
+    short (lagging) matches as far as it goes."""
+    by_base = {b.base_offset: b for b in reference}
+    start = other[0].base_offset if other else None
+    if reference and start is not None and start < reference[0].base_offset:
+        return {"offset": start, "why": "starts below the leader's first batch"}
+    for b in other:
+        ref = by_base.get(b.base_offset)
+        if ref is None:
+            return {"offset": b.base_offset, "why": "no leader batch starts at this offset"}
+        if ref.data != b.data:
+            at = next(
+                (i for i, (x, y) in enumerate(zip(ref.data, b.data, strict=False)) if x != y),
+                min(len(ref.data), len(b.data)),
+            )
+            return {
+                "offset": b.base_offset,
+                "why": f"batch bytes differ at byte {at} of the batch",
+                "leader_batch": [ref.base_offset, ref.last_offset, len(ref.data)],
+                "replica_batch": [b.base_offset, b.last_offset, len(b.data)],
+            }
+    if other and reference:
+        # Gaps: the follower skipped batches the leader has.
+        mine = {b.base_offset for b in other}
+        for ref in reference:
+            if other[0].base_offset <= ref.base_offset <= other[-1].base_offset:
+                if ref.base_offset not in mine:
+                    return {"offset": ref.base_offset, "why": "leader batch missing on replica"}
+    return None
+
+
+def apply_replica_check(result: CheckResult, reports: list[PartitionReport]) -> None:
+    for rep in reports:
+        if not rep.identical:
+            result.divergent += 1
+            _keep(result.examples.divergent, asdict(rep))
+        result.lagging += len(rep.lagging)
+        result.unreconciled += len(rep.unreconciled)
+        if rep.lagging:
+            result.notes.append(
+                f"partition {rep.partition}: replicas {rep.lagging} "
+                f"below the HW {rep.high_watermark}"
+                + (f"; unreconciled tails {rep.unreconciled}" if rep.unreconciled else "")
+            )

@@ -1,0 +1,315 @@
+"""A chaos run's report: counts, unavailability windows, a PNG timeline of
+throughput with the faults marked, and the seed — written into the run directory
+as report.json (everything), report.md (for people) and timeline.png."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+from .checker import CheckResult, PartitionReport
+
+# A stretch this long without a single acknowledgement counts as unavailability.
+DEFAULT_GAP_S = 1.0
+
+
+def load_window(events: Sequence[Mapping[str, Any]]) -> tuple[float, float]:
+    """(first send, when producing stopped): the span availability is judged on."""
+    invokes = [e["t"] for e in events if e.get("type") == "invoke"]
+    start = min(invokes) if invokes else 0.0
+    stops = [e["t"] for e in events if e.get("type") == "phase" and e.get("name") == "quiesce"]
+    end = min(stops) if stops else max((e.get("t", 0.0) for e in events), default=start)
+    return start, end
+
+
+def unavailability_windows(
+    events: Sequence[Mapping[str, Any]], gap_s: float = DEFAULT_GAP_S
+) -> list[dict[str, Any]]:
+    """Gaps of at least gap_s between successive acknowledgements (and from the first
+    send / to the end of producing), with the faults that overlap each."""
+    start, end = load_window(events)
+    acks = sorted(e["t"] for e in events if e.get("type") == "ok" and start <= e["t"] <= end)
+    points = [start, *acks, end]
+    spans = fault_spans(events)
+    windows = []
+    for a, b in zip(points, points[1:], strict=False):
+        if b - a >= gap_s:
+            overlapping = sorted(
+                {f"{s['name']}@{s['node']}" for s in spans if s["start"] < b and s["end"] > a}
+            )
+            windows.append(
+                {
+                    "start_s": round(a - start, 3),
+                    "end_s": round(b - start, 3),
+                    "seconds": round(b - a, 3),
+                    "faults": overlapping,
+                }
+            )
+    return windows
+
+
+def fault_spans(events: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Each fault's start..end (an unfinished one ends at the last event)."""
+    last_t = max((e.get("t", 0.0) for e in events), default=0.0)
+    open_: dict[tuple[str, Any], dict[str, Any]] = {}
+    spans = []
+    for e in events:
+        if e.get("type") != "fault":
+            continue
+        key = (e["name"], e.get("node"))
+        if e.get("phase") == "start":
+            open_[key] = {"name": e["name"], "node": e.get("node"), "start": e["t"], "end": None}
+        elif e.get("phase") == "end" and key in open_:
+            span = open_.pop(key)
+            span["end"] = e["t"]
+            spans.append(span)
+    for span in open_.values():
+        span["end"] = last_t
+        spans.append(span)
+    return sorted(spans, key=lambda s: s["start"])
+
+
+def throughput(
+    events: Sequence[Mapping[str, Any]], t0: float, bucket_s: float = 1.0
+) -> dict[str, list[float]]:
+    """Per bucket: sends started, acknowledged, failed and records read (per second)."""
+    last = max((e.get("t", t0) for e in events), default=t0)
+    # Wider buckets for a very long history: the plot needs no more points.
+    bucket_s = max(bucket_s, (last - t0) / 20_000)
+    n = int((last - t0) / bucket_s) + 1
+    series = {k: [0.0] * n for k in ("invoke", "ok", "fail", "poll")}
+    for e in events:
+        kind = e.get("type")
+        if kind in series and e.get("t", 0) >= t0:
+            series[kind][int((e["t"] - t0) / bucket_s)] += 1 / bucket_s
+    series["t"] = [i * bucket_s for i in range(n)]
+    return series
+
+
+def plot_timeline(
+    path: Path,
+    events: Sequence[Mapping[str, Any]],
+    windows: Sequence[Mapping[str, Any]],
+    title: str,
+) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")  # no display on a server
+    import matplotlib.pyplot as plt
+
+    t0, _end = load_window(events)
+    series = throughput(events, t0)
+    fig, ax = plt.subplots(figsize=(13, 5.5))
+    ax.plot(series["t"], series["ok"], label="acknowledged/s", color="tab:green", lw=1.4)
+    ax.plot(series["t"], series["invoke"], label="sent/s", color="tab:blue", lw=0.8, alpha=0.7)
+    ax.plot(series["t"], series["fail"], label="failed/s", color="tab:red", lw=0.8)
+    ax2 = ax.twinx()
+    ax2.plot(series["t"], series["poll"], label="read/s", color="tab:gray", lw=0.7, alpha=0.6)
+    ax2.set_ylabel("records read / s")
+    colors = [
+        "tab:orange",
+        "tab:purple",
+        "tab:brown",
+        "tab:pink",
+        "tab:olive",
+        "tab:cyan",
+        "gold",
+        "navy",
+    ]
+    names = sorted({s["name"] for s in fault_spans(events)})
+    color_of = {n: colors[i % len(colors)] for i, n in enumerate(names)}
+    top = max(max(series["ok"], default=1), max(series["invoke"], default=1), 1) * 1.15
+    for span in fault_spans(events):
+        a, b = span["start"] - t0, span["end"] - t0
+        ax.axvspan(a, max(b, a + 0.2), color=color_of[span["name"]], alpha=0.22, lw=0)
+        ax.text(
+            a,
+            top * 0.97,
+            f"{span['name']}\nnode {span['node']}",
+            fontsize=6,
+            va="top",
+            rotation=90,
+            color=color_of[span["name"]],
+        )
+    for w in windows:
+        ax.hlines(-top * 0.03, w["start_s"], w["end_s"], color="red", lw=4)
+    for e in events:
+        if e.get("type") == "phase" and e.get("t", 0) >= t0:
+            ax.axvline(e["t"] - t0, color="black", lw=0.5, ls=":")
+            ax.text(e["t"] - t0, top * 0.55, e.get("name", ""), fontsize=6, rotation=90)
+    ax.set_ylim(-top * 0.06, top)
+    ax.set_xlabel("seconds since the first send (red bars: no acknowledgement for ≥1 s)")
+    ax.set_ylabel("records / s")
+    ax.set_title(title, fontsize=10)
+    handles = ax.get_legend_handles_labels()
+    handles2 = ax2.get_legend_handles_labels()
+    ax.legend(handles[0] + handles2[0], handles[1] + handles2[1], loc="upper right", fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def summary_line(
+    meta: Mapping[str, Any],
+    result: CheckResult,
+    windows: Sequence[Mapping[str, Any]],
+    report_path: Path,
+) -> str:
+    unavailable = sum(w["seconds"] for w in windows)
+    verdict = "OK" if result.ok else "FAIL(" + ",".join(result.failed_invariants()) + ")"
+    return (
+        f"{verdict} {meta['scenario']}/{meta['target']} seed={meta['seed']} "
+        f"sent={result.sent} acknowledged={result.acknowledged} lost={result.lost} "
+        f"duplicated={result.duplicated} divergent={result.divergent} "
+        f"conflicts={result.conflicts} phantom={result.phantom} skipped={result.skipped} "
+        f"backwards={result.backwards} indeterminate={result.indeterminate} "
+        f"unavailable={unavailable:.1f}s/{len(windows)} windows report={report_path}"
+    )
+
+
+def write_report(
+    run_dir: Path,
+    meta: Mapping[str, Any],
+    result: CheckResult,
+    events: Sequence[Mapping[str, Any]],
+    replicas: Sequence[PartitionReport],
+    extra: Mapping[str, Any] | None = None,
+) -> Path:
+    """report.json, report.md and timeline.png in run_dir; the path of report.md."""
+    run_dir.mkdir(parents=True, exist_ok=True)
+    windows = unavailability_windows(events)
+    start, end = load_window(events)
+    spans = fault_spans(events)
+    title = (
+        f"seglog chaos: {meta['scenario']} on {meta['target']}, seed {meta['seed']} — "
+        f"sent {result.sent}, acknowledged {result.acknowledged}, lost {result.lost}, "
+        f"duplicated {result.duplicated}, divergent {result.divergent}"
+    )
+    png = run_dir / "timeline.png"
+    plot_error = None
+    try:
+        plot_timeline(png, events, windows, title)
+    except Exception as e:  # noqa: BLE001 - the numbers matter more than the picture
+        plot_error = repr(e)
+    data = {
+        "meta": dict(meta),
+        "ok": result.ok,
+        "counts": {
+            k: getattr(result, k)
+            for k in (
+                "sent",
+                "acknowledged",
+                "failed_definite",
+                "indeterminate",
+                "indeterminate_read",
+                "read_records",
+                "distinct_values_read",
+                "lost",
+                "duplicated",
+                "conflicts",
+                "phantom",
+                "skipped",
+                "backwards",
+                "divergent",
+                "lagging",
+                "unreconciled",
+            )
+        },
+        "failed_invariants": result.failed_invariants(),
+        "final_read_complete": result.final_read_complete,
+        "load_seconds": round(end - start, 3),
+        "unavailability": {
+            "gap_threshold_s": DEFAULT_GAP_S,
+            "total_s": round(sum(w["seconds"] for w in windows), 3),
+            "windows": windows,
+        },
+        "faults": [
+            {**s, "start_s": round(s["start"] - start, 3), "end_s": round(s["end"] - start, 3)}
+            for s in spans
+        ],
+        "examples": asdict(result.examples),
+        "replicas": [asdict(r) for r in replicas],
+        "notes": result.notes,
+        "timeline": png.name if plot_error is None else None,
+        "plot_error": plot_error,
+        **(dict(extra) if extra else {}),
+    }
+    (run_dir / "report.json").write_text(json.dumps(data, indent=2, default=str))
+    md = run_dir / "report.md"
+    md.write_text(_markdown(data, result))
+    return md
+
+
+def _markdown(data: Mapping[str, Any], result: CheckResult) -> str:
+    meta = data["meta"]
+    c = data["counts"]
+    verdict = "OK" if data["ok"] else "FAILED: " + ", ".join(data["failed_invariants"])
+    lines = [
+        f"# seglog chaos run: {meta['scenario']} on {meta['target']}",
+        "",
+        f"- verdict: **{verdict}**",
+        f"- seed: {meta['seed']}; duration: {meta['duration']} s of faults; "
+        f"load: {data['load_seconds']} s",
+        f"- topic: {meta['topic']} ({meta['partitions']} partitions, RF=3, "
+        f"min.insync.replicas=2, configs {meta.get('topic_configs')})",
+        f"- replay: `{meta.get('command', '')}`",
+        "",
+        "| sent | acknowledged | lost | duplicated | divergent | conflicts | phantom | "
+        "skipped | backwards | indeterminate (read) | definite failures |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
+        f"| {c['sent']} | {c['acknowledged']} | {c['lost']} | {c['duplicated']} | "
+        f"{c['divergent']} | {c['conflicts']} | {c['phantom']} | {c['skipped']} | "
+        f"{c['backwards']} | {c['indeterminate']} ({c['indeterminate_read']}) | "
+        f"{c['failed_definite']} |",
+        "",
+        f"Final read complete: {data['final_read_complete']}. Replicas short of the HW "
+        f"after healing: {c['lagging']} ({c['unreconciled']} of them with a tail that "
+        f"differs from the leader's, not yet truncated).",
+        "",
+        f"## Unavailability ({data['unavailability']['total_s']} s, "
+        f"{len(data['unavailability']['windows'])} windows of ≥{DEFAULT_GAP_S:g} s without an ack)",
+        "",
+    ]
+    for w in data["unavailability"]["windows"]:
+        lines.append(
+            f"- {w['start_s']:.1f}–{w['end_s']:.1f} s ({w['seconds']:.1f} s): "
+            f"{', '.join(w['faults']) or 'no fault active'}"
+        )
+    lines += ["", "## Faults", ""]
+    for f in data["faults"]:
+        lines.append(f"- {f['start_s']:.1f}–{f['end_s']:.1f} s: {f['name']} on node {f['node']}")
+    lines += ["", "## Replicas below the HW", ""]
+    for r in data["replicas"]:
+        state = "identical" if r["identical"] else f"DIFFERENT: {r['first_difference']}"
+        if r["lagging"]:
+            state += f"; lagging {r['lagging']}"
+        if r["unreconciled"]:
+            state += f"; unreconciled tails {r['unreconciled']}"
+        sizes = ", ".join(
+            f"node {x['node']}: {x['hw_byte_position']} B sha256 {x['sha256'][:12]}"
+            + (f" problems {x['problems']}" if x["problems"] else "")
+            for x in r["replicas"]
+        )
+        lines.append(
+            f"- partition {r['partition']} (leader {r['leader']}, HW {r['high_watermark']}): "
+            f"{state}; {sizes}"
+        )
+    if not result.ok:
+        lines += ["", "## Violations (examples)", ""]
+        for name in result.failed_invariants():
+            lines.append(f"### {name}")
+            for ex in data["examples"][name][:10]:
+                lines.append(f"- `{json.dumps(ex, default=str)[:600]}`")
+    if data.get("evidence"):
+        lines += ["", "## Node log lines", ""]
+        for node, node_lines in data["evidence"].items():
+            lines.append(f"### node {node}")
+            lines += ["```", *node_lines, "```"]
+    if data["notes"]:
+        lines += ["", "## Notes", "", *[f"- {n}" for n in data["notes"]]]
+    if data.get("timeline"):
+        lines += ["", f"![timeline]({data['timeline']})"]
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,481 @@
+"""The chaos workload: idempotent producers (acks=all) and consumers on one topic,
+every operation written to a history file, one JSON object a line.
+
+History events (all carry "type", "t" = wall-clock seconds, "process"):
+
+    invoke      a send is about to be queued: value, partition
+    ok          the send was acknowledged: value, partition, offset, latency
+    fail        the send failed: value, partition, error, definite
+    poll        a consumer read one record: partition, offset, value
+    seek        a consumer's position was set (start, reset after an error): partition, offset
+    poll_error  a consumer's poll raised: error
+    fault       written by the fault runner: name, phase (start|end|info), node, detail
+    phase       the run's phases: name (warmup, faults, heal, quiesce, final-read, done)
+    meta        the first line: scenario, target, seed, topic, partitions, ...
+
+`definite` is True only when the record certainly never reached a node: send()
+raised before the record entered the accumulator, or the producer expired it
+"without being sent", or the node refused it with an error that is returned
+before any append (MESSAGE_TOO_LARGE, INVALID_RECORD, ...). Every timeout and
+network error is indeterminate: the node may have appended the data and only the
+answer was lost, so a later read of it is legal.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import re
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TextIO
+
+from seglog.client.cluster import TopicPartition
+from seglog.client.consumer import Consumer
+from seglog.client.errors import KafkaError, KafkaTimeoutError
+from seglog.client.future import RecordMetadata
+from seglog.client.producer import Producer
+
+# Errors a node returns before it appends anything, for a batch it refuses as a
+# whole; with them the record was never written (unless an earlier attempt of the
+# same batch went unanswered, which the producer reports as a timeout instead).
+DEFINITE_ERRORS = frozenset(
+    {
+        "MESSAGE_TOO_LARGE",
+        "RECORD_LIST_TOO_LARGE",
+        "INVALID_RECORD",
+        "INVALID_TOPIC_EXCEPTION",
+        "TOPIC_AUTHORIZATION_FAILED",
+        "INVALID_REQUIRED_ACKS",
+    }
+)
+
+
+def classify_error(error: BaseException) -> tuple[str, bool]:
+    """(description, definite) for a failed send's exception."""
+    text = f"{type(error).__name__}: {error}"
+    if isinstance(error, KafkaTimeoutError):
+        # The accumulator expires batches that never left it with this wording;
+        # every other timeout may hide an append whose answer was lost.
+        return text, error.__cause__ is None and "without being sent" in str(error)
+    if isinstance(error, KafkaError) and error.__cause__ is None:
+        return text, error.message in DEFINITE_ERRORS
+    return text, False
+
+
+class History:
+    """A thread-safe JSON-lines writer with bounded buffering: lines are written
+    once `max_buffered` are pending (by the appending thread, so memory stays
+    bounded however fast events come) and at least every `flush_interval_s`."""
+
+    def __init__(self, path: Path, max_buffered: int = 2000, flush_interval_s: float = 0.5) -> None:
+        self.path = path
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self._file: TextIO = open(path, "a", encoding="utf-8")  # noqa: SIM115 - closed in close()
+        self._buffer: list[str] = []
+        self._lock = threading.Lock()
+        self._write_lock = threading.Lock()
+        self._max = max_buffered
+        self._interval = flush_interval_s
+        self._closed = threading.Event()
+        self._flusher = threading.Thread(target=self._flush_loop, name="history-flush", daemon=True)
+        self._flusher.start()
+
+    def append(self, event: dict[str, Any]) -> None:
+        if "t" not in event:
+            event["t"] = time.time()
+        line = json.dumps(event, separators=(",", ":"))
+        with self._lock:
+            self._buffer.append(line)
+            full = len(self._buffer) >= self._max
+        if full:
+            self.flush()
+
+    def flush(self) -> None:
+        with self._write_lock:
+            with self._lock:
+                lines, self._buffer = self._buffer, []
+            if lines and not self._file.closed:
+                self._file.write("\n".join(lines) + "\n")
+                self._file.flush()
+
+    def _flush_loop(self) -> None:
+        while not self._closed.wait(self._interval):
+            self.flush()
+
+    def close(self) -> None:
+        self._closed.set()
+        self._flusher.join(5)
+        self.flush()
+        with self._write_lock:
+            self._file.close()
+
+
+def read_history(path: Path) -> list[dict[str, Any]]:
+    """The events of a history file; a torn last line (a crash mid-write) is skipped."""
+    events = []
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            line = line.strip()
+            if not line:
+                continue
+            try:
+                events.append(json.loads(line))
+            except json.JSONDecodeError:
+                continue
+    return events
+
+
+@dataclass
+class WorkloadConfig:
+    bootstrap: str
+    topic: str
+    partitions: int
+    producers: int = 3
+    consumers: int = 2
+    # Target sends per second of each producer; the machine may deliver fewer.
+    rate: float = 60.0
+    # Unresolved sends per producer; beyond it the producer waits (bounds memory
+    # while a partition is unavailable, and makes the outage visible as zero acks).
+    max_outstanding: int = 400
+    request_timeout_ms: int = 8000
+    delivery_timeout_ms: int = 45000
+    seed: int = 0
+
+
+@dataclass
+class _ProducerStats:
+    invoked: int = 0
+    acked: int = 0
+    failed: int = 0
+
+
+@dataclass
+class Workload:
+    """Start with start(); stop_producers() then drain() then stop()."""
+
+    config: WorkloadConfig
+    history: History
+    _stop_producing: threading.Event = field(default_factory=threading.Event)
+    _stop_consuming: threading.Event = field(default_factory=threading.Event)
+    _threads: list[threading.Thread] = field(default_factory=list)
+    _producer_threads: list[threading.Thread] = field(default_factory=list)
+    _producers: list[Producer] = field(default_factory=list)
+    _outstanding: list[threading.Semaphore] = field(default_factory=list)
+    _positions: dict[str, dict[int, int]] = field(default_factory=dict)
+    _positions_lock: threading.Lock = field(default_factory=threading.Lock)
+    stats: dict[str, _ProducerStats] = field(default_factory=dict)
+    errors: list[str] = field(default_factory=list)
+
+    def start(self) -> None:
+        c = self.config
+        for i in range(c.producers):
+            name = f"p{i}"
+            producer = Producer(
+                c.bootstrap,
+                acks="all",
+                enable_idempotence=True,
+                linger_ms=5,
+                request_timeout_ms=c.request_timeout_ms,
+                delivery_timeout_ms=c.delivery_timeout_ms,
+                max_block_ms=5000,
+                retry_backoff_ms=100,
+            )
+            self._producers.append(producer)
+            self._outstanding.append(threading.Semaphore(c.max_outstanding))
+            self.stats[name] = _ProducerStats()
+            th = threading.Thread(
+                target=self._guard(self._produce_loop),
+                args=(i, name, producer),
+                name=f"chaos-{name}",
+                daemon=True,
+            )
+            self._producer_threads.append(th)
+        for i in range(c.consumers):
+            name = f"c{i}"
+            th = threading.Thread(
+                target=self._guard(self._consume_loop),
+                args=(name, None),
+                name=f"chaos-{name}",
+                daemon=True,
+            )
+            self._threads.append(th)
+        for th in self._producer_threads + self._threads:
+            th.start()
+
+    def _guard(self, fn: Callable[..., None]) -> Callable[..., None]:
+        """A crashed workload thread must be visible in the report, not silent."""
+
+        def run(*args: Any) -> None:
+            try:
+                fn(*args)
+            except Exception as e:  # noqa: BLE001 - recorded, then the run goes on
+                self.errors.append(f"{threading.current_thread().name}: {e!r}")
+                self.history.append({"type": "workload_error", "error": repr(e)})
+
+        return run
+
+    # --- producing ----------------------------------------------------------------------
+
+    def _produce_loop(self, index: int, name: str, producer: Producer) -> None:
+        c = self.config
+        rng = random.Random(f"{c.seed}-{name}")
+        outstanding = self._outstanding[index]
+        stats = self.stats[name]
+        interval = 1.0 / c.rate if c.rate > 0 else 0.0
+        next_at = time.monotonic()
+        seq = 0
+        while not self._stop_producing.is_set():
+            now = time.monotonic()
+            if now < next_at:
+                self._stop_producing.wait(next_at - now)
+                continue
+            # After a stall, do not burst to catch up: keep the rate from now on.
+            next_at = max(next_at + interval, now - 1.0)
+            if not outstanding.acquire(timeout=0.2):
+                continue
+            value = f"{name}-{seq}"
+            seq += 1
+            partition = rng.randrange(c.partitions)
+            started = time.time()
+            self.history.append(
+                {
+                    "type": "invoke",
+                    "t": started,
+                    "process": name,
+                    "value": value,
+                    "partition": partition,
+                }
+            )
+            stats.invoked += 1
+            try:
+                future = producer.send(c.topic, value=value.encode(), partition=partition)
+            except Exception as e:  # noqa: BLE001 - any synchronous failure is recorded
+                # send() raised before the record entered the accumulator: never written.
+                outstanding.release()
+                stats.failed += 1
+                self.history.append(
+                    {
+                        "type": "fail",
+                        "process": name,
+                        "value": value,
+                        "partition": partition,
+                        "error": f"{type(e).__name__}: {e}",
+                        "definite": True,
+                        "t0": started,
+                    }
+                )
+                continue
+            future.add_callback(self._on_ack, name, value, started, outstanding)
+            future.add_errback(self._on_error, name, value, partition, started, outstanding)
+
+    def _on_ack(
+        self,
+        name: str,
+        value: str,
+        started: float,
+        outstanding: threading.Semaphore,
+        md: RecordMetadata,
+    ) -> None:
+        outstanding.release()
+        self.stats[name].acked += 1
+        now = time.time()
+        self.history.append(
+            {
+                "type": "ok",
+                "t": now,
+                "process": name,
+                "value": value,
+                "partition": md.partition,
+                "offset": md.offset,
+                "t0": started,
+                "latency": round(now - started, 4),
+            }
+        )
+
+    def _on_error(
+        self,
+        name: str,
+        value: str,
+        partition: int,
+        started: float,
+        outstanding: threading.Semaphore,
+        error: BaseException,
+    ) -> None:
+        outstanding.release()
+        self.stats[name].failed += 1
+        text, definite = classify_error(error)
+        self.history.append(
+            {
+                "type": "fail",
+                "process": name,
+                "value": value,
+                "partition": partition,
+                "error": text[:300],
+                "definite": definite,
+                "t0": started,
+            }
+        )
+
+    def stop_producers(self, timeout_s: float = 90.0) -> None:
+        """Stop sending and wait until every send has an outcome (or timeout_s)."""
+        self._stop_producing.set()
+        for th in self._producer_threads:
+            th.join(10)
+        deadline = time.monotonic() + timeout_s
+        for producer in self._producers:
+            try:
+                producer.flush(max(0.1, deadline - time.monotonic()))
+            except KafkaError as e:
+                self.errors.append(f"producer flush: {e}")
+        for producer in self._producers:
+            # Whatever is left fails (indeterminate) and is recorded by the errbacks.
+            producer.close(max(0.1, deadline - time.monotonic()))
+
+    # --- consuming ----------------------------------------------------------------------
+
+    def _consume_loop(self, name: str, until: dict[int, int] | None) -> None:
+        """Poll every partition from the beginning until stopped, or (final reader)
+        until each partition's position reaches `until`."""
+        c = self.config
+        tps = [TopicPartition(c.topic, p) for p in range(c.partitions)]
+        consumer = Consumer(
+            bootstrap_servers=c.bootstrap,
+            client_id=f"chaos-{name}",
+            # Never move a position silently: an out-of-range position is an error we
+            # record, followed by an explicit (recorded) seek.
+            auto_offset_reset="none",
+            request_timeout_ms=c.request_timeout_ms,
+            fetch_max_wait_ms=200,
+        )
+        positions: dict[int, int] = {}
+        with self._positions_lock:
+            self._positions[name] = positions
+        try:
+            consumer.assign(tps)
+            consumer.seek_to_beginning(*tps)
+            for tp in tps:
+                self._record_seek(consumer, name, tp, "start", positions)
+            while not self._stop_consuming.is_set():
+                if until is not None and all(
+                    positions.get(p, 0) >= end for p, end in until.items()
+                ):
+                    break
+                try:
+                    batch = consumer.poll(timeout_ms=500)
+                except KafkaError as e:
+                    self.history.append(
+                        {
+                            "type": "poll_error",
+                            "process": name,
+                            "error": f"{type(e).__name__}: {e}"[:300],
+                        }
+                    )
+                    if e.message == "OFFSET_OUT_OF_RANGE":
+                        # Should not happen (positions never pass the HW); if it does,
+                        # restart that partition from the beginning, recorded as a seek.
+                        for tp in _out_of_range_partitions(e, c.topic, tps):
+                            consumer.seek_to_beginning(tp)
+                            self._record_seek(consumer, name, tp, "out-of-range", positions)
+                    self._stop_consuming.wait(0.2)
+                    continue
+                now = time.time()
+                for tp, records in batch.items():
+                    for r in records:
+                        value = r.value.decode() if isinstance(r.value, bytes) else r.value
+                        self.history.append(
+                            {
+                                "type": "poll",
+                                "t": now,
+                                "process": name,
+                                "partition": tp.partition,
+                                "offset": r.offset,
+                                "value": value,
+                            }
+                        )
+                    if records:
+                        positions[tp.partition] = records[-1].offset + 1
+        finally:
+            consumer.close()
+
+    def _record_seek(
+        self,
+        consumer: Consumer,
+        name: str,
+        tp: TopicPartition,
+        reason: str,
+        positions: dict[int, int],
+    ) -> None:
+        deadline = time.monotonic() + 120
+        while True:
+            try:
+                offset = consumer.position(tp, timeout_ms=5000)
+                break
+            except KafkaError:
+                if time.monotonic() > deadline or self._stop_consuming.is_set():
+                    raise
+                time.sleep(0.5)
+        positions[tp.partition] = offset
+        self.history.append(
+            {
+                "type": "seek",
+                "process": name,
+                "partition": tp.partition,
+                "offset": offset,
+                "reason": reason,
+            }
+        )
+
+    def positions(self) -> dict[str, dict[int, int]]:
+        with self._positions_lock:
+            return {k: dict(v) for k, v in self._positions.items()}
+
+    def drain(self, end_offsets: dict[int, int], timeout_s: float) -> bool:
+        """Let the running consumers catch up to `end_offsets`; True when they did."""
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            pos = self.positions()
+            running = [n for n in pos if n.startswith("c")]
+            if all(pos[n].get(p, 0) >= end for n in running for p, end in end_offsets.items()):
+                return True
+            if not any(th.is_alive() for th in self._threads):
+                return False
+            time.sleep(0.5)
+        return False
+
+    def final_read(self, end_offsets: dict[int, int], timeout_s: float) -> bool:
+        """A fresh consumer reads every partition from the beginning to `end_offsets`
+        (Jepsen's final read); True when it got there in time."""
+        th = threading.Thread(
+            target=self._guard(self._consume_loop),
+            args=("final", end_offsets),
+            name="chaos-final",
+            daemon=True,
+        )
+        th.start()
+        th.join(timeout_s)
+        if th.is_alive():
+            self._stop_consuming.set()
+            th.join(15)
+            return False
+        pos = self.positions().get("final", {})
+        return all(pos.get(p, 0) >= end for p, end in end_offsets.items())
+
+    def stop(self) -> None:
+        self._stop_consuming.set()
+        for th in self._threads:
+            th.join(15)
+
+
+def _out_of_range_partitions(
+    error: KafkaError, topic: str, tps: list[TopicPartition]
+) -> list[TopicPartition]:
+    """The partition an OFFSET_OUT_OF_RANGE names ("<topic>-<n> position ..."); all of
+    them when the message does not say."""
+    m = re.search(rf"{re.escape(topic)}-(\d+) position", str(error))
+    if m is None:
+        return tps
+    return [tp for tp in tps if tp.partition == int(m.group(1))]
