@@ -37,7 +37,7 @@ import sys
 import tarfile
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -513,6 +513,18 @@ def _run(argv: list[str], timeout_s: float = 60, **kw: Any) -> subprocess.Comple
     return r
 
 
+def compose_down(project: str, env: Mapping[str, str] | None = None) -> None:
+    """Take a compose project down with its volumes; bounded, and quiet about a
+    project that is already gone."""
+    subprocess.run(
+        ["docker-compose", "-p", project, "-f", str(COMPOSE_FILE), "down", "-v"]
+        + ["--remove-orphans", "--timeout", "10"],
+        env=env,
+        capture_output=True,
+        timeout=300,
+    )
+
+
 class ComposeTarget:
     """compose/docker-compose.yml under a unique project (see the module docstring)."""
 
@@ -705,23 +717,7 @@ class ComposeTarget:
     def down(self) -> None:
         for node in list(self.paused):
             subprocess.run(["docker", "unpause", self.containers[node]], capture_output=True)
-        subprocess.run(
-            [
-                "docker-compose",
-                "-p",
-                self.project,
-                "-f",
-                str(COMPOSE_FILE),
-                "down",
-                "-v",
-                "--remove-orphans",
-                "--timeout",
-                "10",
-            ],
-            env=self.env,
-            capture_output=True,
-            timeout=300,
-        )
+        compose_down(self.project, self.env)
 
 
 # --- cluster state --------------------------------------------------------------------
@@ -979,10 +975,12 @@ def _chase(ctx: FaultContext, sig: str) -> None:
 
 
 def chase_leader(ctx: FaultContext) -> None:
+    """SIGKILL the leader of one partition five times in a row, chasing each new leader."""
     _chase(ctx, "KILL")
 
 
 def chase_leader_term(ctx: FaultContext) -> None:
+    """SIGTERM (a clean shutdown) the leader of one partition five times in a row."""
     _chase(ctx, "TERM")
 
 
