@@ -22,15 +22,12 @@ Phases, in this order:
    survivors' JSON logs each kill also gets when the dead broker was fenced, when the new
    leader applied its leadership and, when the leader was also the active controller, when
    a new controller was elected (ms after SIGKILL, wall clock).
-   (Each kill gets its own topic, deleted afterwards, because a node that restarts a
-   second time crashes while replaying the metadata log once one of its partitions has
-   moved on to a later leader epoch: see test_former_leader_restarts_again_after_a_failover
-   in tests/node/test_replication.py. Throughput topics are deleted before this phase for
-   the same reason.)
+   (Each kill gets its own topic, deleted afterwards, so that every kill starts from the
+   same state: three in-sync replicas and an empty log.)
 
 p99 is nearest-rank: for fewer than 100 kills it is the slowest one. MB/s here are MiB/s
 (2^20 bytes) of RecordBatch bytes acknowledged. The failover figures include the broker
-session timeout (--session-timeout-ms, 1500 as in `seglog local up`): a dead broker is
+session timeout (--session-timeout-ms, as in `seglog local up`): a dead broker is
 only noticed when its heartbeats stop for that long.
 
 The last stdout line is one JSON object; everything before it is progress.
@@ -73,6 +70,7 @@ import grpc
 from seglog.client.admin import Admin, NewTopic
 from seglog.client.errors import error_class
 from seglog.client.producer import Producer
+from seglog.node.local_cluster import LOCAL_DEFAULTS
 from seglog.proto import client_pb2 as pb
 from seglog.proto import client_pb2_grpc
 from seglog.storage.record_batch import NewRecord, build_batch
@@ -674,9 +672,23 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--batch-bytes", type=int, default=16384)
     parser.add_argument("--request-bytes", type=int, default=MIB)
     parser.add_argument("--latency-fraction", type=float, default=0.25)
-    parser.add_argument("--session-timeout-ms", type=int, default=1500)
-    parser.add_argument("--heartbeat-interval-ms", type=int, default=300)
-    parser.add_argument("--lag-time-max-ms", type=int, default=5000)
+    # Failure detection as `seglog local up` configures it.
+    parser.add_argument(
+        "--session-timeout-ms", type=int, default=int(LOCAL_DEFAULTS["broker.session.timeout.ms"])
+    )
+    parser.add_argument(
+        "--heartbeat-interval-ms",
+        type=int,
+        default=int(LOCAL_DEFAULTS["broker.heartbeat.interval.ms"]),
+    )
+    parser.add_argument(
+        "--election-timeout-ms",
+        type=int,
+        default=int(LOCAL_DEFAULTS["controller.quorum.election.timeout.ms"]),
+    )
+    parser.add_argument(
+        "--lag-time-max-ms", type=int, default=int(LOCAL_DEFAULTS["replica.lag.time.max.ms"])
+    )
     parser.add_argument(
         "--phases", default=",".join(PHASES), help="comma list of " + ",".join(PHASES)
     )
@@ -730,6 +742,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     overrides = {
         "broker.session.timeout.ms": str(args.session_timeout_ms),
         "broker.heartbeat.interval.ms": str(args.heartbeat_interval_ms),
+        "controller.quorum.election.timeout.ms": str(args.election_timeout_ms),
         "replica.lag.time.max.ms": str(args.lag_time_max_ms),
         "min.insync.replicas": "2",
         "default.replication.factor": "3",
@@ -894,6 +907,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             "acks": -1,
             "broker_session_timeout_ms": args.session_timeout_ms,
             "broker_heartbeat_interval_ms": args.heartbeat_interval_ms,
+            "controller_quorum_election_timeout_ms": args.election_timeout_ms,
             "replica_lag_time_max_ms": args.lag_time_max_ms,
             "profiled": args.profile_node,
         },
@@ -906,8 +920,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             "record sent after it; bounded below by broker.session.timeout.ms (the "
             "controller fences a broker only when its heartbeats stop for that long), plus "
             "a controller election when the leader was also the active controller",
-            "each failover kill uses a fresh topic, deleted afterwards (a second restart of a "
-            "node crashes on metadata replay otherwise: see tests/node/test_replication.py)",
+            "each failover kill uses a fresh topic (3 in-sync replicas), deleted afterwards",
             "wall-clock on a shared machine: figures are noisy"
             + ("; the nodes ran under cProfile (inflated times)" if args.profile_node else ""),
         ],

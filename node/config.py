@@ -95,6 +95,7 @@ class NodeConfig:
     replica_lag_time_max_ms: int = 30_000
     replica_fetch_max_bytes: int = 1_048_576
     broker_heartbeat_interval_ms: int = 2_000
+    controller_quorum_election_timeout_ms: int = 1_000
     auto_leader_rebalance_enable: bool = True
     leader_imbalance_check_interval_seconds: int = 300
     raw: Mapping[str, str] = field(default_factory=dict, compare=False, repr=False)
@@ -144,6 +145,9 @@ class NodeConfig:
             replica_fetch_max_bytes=_int(props, "replica.fetch.max.bytes", 1_048_576, at_least=1),
             broker_heartbeat_interval_ms=_int(
                 props, "broker.heartbeat.interval.ms", 2_000, at_least=1
+            ),
+            controller_quorum_election_timeout_ms=_int(
+                props, "controller.quorum.election.timeout.ms", 1_000, at_least=1
             ),
             auto_leader_rebalance_enable=_bool(props, "auto.leader.rebalance.enable", True),
             leader_imbalance_check_interval_seconds=_int(

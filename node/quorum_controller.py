@@ -49,8 +49,8 @@ from .raft_transport import PeerSender
 _log = EventLogger("controller")
 Listener = Callable[[MetadataImage, list[MetadataRecord]], None]
 
-TICK_S = 0.05
-ELECTION_TICKS = 10  # 0.5-1 s election timeout
+TICK_S = 0.025
+DEFAULT_ELECTION_TIMEOUT_MS = 1_000  # Kafka's controller.quorum.election.timeout.ms
 SNAPSHOT_EVERY = 2_000  # applied entries between metadata snapshots
 COMMIT_TIMEOUT_S = 10.0
 INBOUND_LIMIT = 10_000
@@ -77,6 +77,7 @@ class QuorumController:
         session_timeout_ms: int = 9_000,
         auto_leader_rebalance: bool = True,
         rebalance_interval_ms: int = 300_000,
+        election_timeout_ms: int = DEFAULT_ELECTION_TIMEOUT_MS,
     ) -> None:
         self.node_id = node_id
         self.voters = dict(voters)
@@ -84,6 +85,9 @@ class QuorumController:
         self.broker_defaults = broker_defaults
         self.rng = rng
         self.session_timeout_s = session_timeout_ms / 1000
+        # Randomised in [T, 2T) by the core; heartbeats about 8 times per timeout.
+        self.election_ticks = max(2, round(election_timeout_ms / 1000 / TICK_S))
+        self.heartbeat_ticks = max(1, self.election_ticks // 8)
         self.auto_leader_rebalance = auto_leader_rebalance
         self.rebalance_interval_s = rebalance_interval_ms / 1000
         self.image = MetadataImage()
@@ -101,7 +105,9 @@ class QuorumController:
         self._thread: threading.Thread | None = None
         self._duty_thread: threading.Thread | None = None
         self._leader_ready_index = -1
+        self._former_leader: int | None = None  # the last other voter known to lead
         self._sessions: dict[int, float] = {}  # broker id -> last heartbeat (monotonic)
+        self._last_heard: dict[int, float] = {}  # voter id -> last Raft message (monotonic)
         self._registered_at: dict[int, int] = {}  # broker id -> index of its registration
         # What request threads may read without touching the core.
         self.role = Role.FOLLOWER.value
@@ -122,8 +128,8 @@ class QuorumController:
             self.node_id,
             sorted(self.voters),
             persisted=persisted,
-            election_ticks=ELECTION_TICKS,
-            heartbeat_ticks=1,
+            election_ticks=self.election_ticks,
+            heartbeat_ticks=self.heartbeat_ticks,
             rng=self.rng,
         )
         self.term = persisted.term
@@ -195,6 +201,7 @@ class QuorumController:
     def _handle(self, kind: str, payload: object) -> None:
         assert self._raft is not None
         if kind == "message":
+            self._last_heard[payload.src] = time.monotonic()  # type: ignore[attr-defined]
             self._raft.step(payload)  # type: ignore[arg-type]
         elif kind == "propose":
             data, future = payload  # type: ignore[misc]
@@ -227,13 +234,22 @@ class QuorumController:
                 self._apply(entry.index, entry.term, entry.data)
             raft.advance(rd)
         was_leader = self.role == Role.LEADER.value
+        if raft.leader_id is not None and raft.leader_id != self.node_id:
+            self._former_leader = raft.leader_id
         self.role, self.term = raft.role.value, raft.term
         self.leader_id, self.commit_index = raft.leader_id, raft.commit_index
         if raft.role == Role.LEADER and not was_leader:
             self._leader_ready_index = raft.last_index
             now = time.monotonic()
-            # A new active controller gives every broker a fresh session.
+            # Sessions are not replicated: a new active controller gives every broker a
+            # fresh one, except the former controller's own broker (combined mode), which
+            # was last heard of when its Raft messages stopped. That it lost the
+            # controllership is a sign it died, and waiting a whole session from now
+            # would add an election timeout to every failover of its partitions.
             self._sessions = {b: now for b in self.image.brokers}
+            former = self._former_leader
+            if former is not None and former in self._sessions and former in self._last_heard:
+                self._sessions[former] = min(now, self._last_heard[former])
             _log.info("became_active_controller", term=raft.term, node=self.node_id)
         elif raft.role != Role.LEADER and was_leader:
             self._fail_pending("NOT_CONTROLLER", "leadership lost")
@@ -440,7 +456,9 @@ class QuorumController:
 
     def _duties(self) -> None:
         last_rebalance = time.monotonic()
-        while not self._stopped.wait(0.1):
+        # Checked often enough that fencing lags a session's expiry by a tenth at most.
+        poll_s = min(0.1, max(0.01, self.session_timeout_s / 10))
+        while not self._stopped.wait(poll_s):
             if not self.is_active():
                 continue
             now = time.monotonic()

@@ -112,6 +112,9 @@ class OffsetResult:
     error_message: str = ""
 
 
+_Pending = tuple[int, "Future[pr.ProduceCompleted]"]  # request id, its answer
+
+
 def now_ms() -> int:
     return int(time.time() * 1000)
 
@@ -289,6 +292,48 @@ class ReplicaManager:
     def produce(
         self, tp: TopicPartition, data: bytes, acks: int, timeout_ms: int = 30_000
     ) -> ProduceResult:
+        return self.produce_all([(tp, data)], acks, timeout_ms)[0]
+
+    def produce_all(
+        self, items: Sequence[tuple[TopicPartition, bytes]], acks: int, timeout_ms: int = 30_000
+    ) -> list[ProduceResult]:
+        """One request's batches: every partition is appended first and the answers are
+        awaited together (as Kafka's purgatory does), so a request's partitions
+        replicate in parallel rather than one after another."""
+        timeout_ms = max(timeout_ms, 1)
+        started = [(tp, self._start_produce(tp, data, acks, timeout_ms)) for tp, data in items]
+        self._wake_fetchers()  # followers long-poll for new data too
+        deadline = time.monotonic() + timeout_ms / 1000 + 1
+        results = []
+        for tp, pending in started:
+            if isinstance(pending, ProduceResult):
+                results.append(pending)
+                continue
+            request_id, future = pending
+            try:
+                done = future.result(timeout=max(0.0, deadline - time.monotonic()))
+            except FutureTimeout:
+                self._waiting.pop(request_id, None)
+                results.append(
+                    ProduceResult(error_name="REQUEST_TIMED_OUT", error_message="no answer in time")
+                )
+                continue
+            if done.error != "NONE":
+                results.append(
+                    ProduceResult(
+                        error_name=done.error,
+                        error_message=f"{done.error} for {tp[0]}-{tp[1]} on node {self.node_id}",
+                    )
+                )
+            else:
+                results.append(
+                    ProduceResult(done.base_offset, done.log_append_time, done.log_start_offset)
+                )
+        return results
+
+    def _start_produce(
+        self, tp: TopicPartition, data: bytes, acks: int, timeout_ms: int
+    ) -> _Pending | ProduceResult:
         try:
             hp = self._hosted_or_error(tp)
         except PartitionError as e:
@@ -297,20 +342,9 @@ class ReplicaManager:
         future: Future[pr.ProduceCompleted] = Future()
         self._waiting[request_id] = future
         with hp.plog.lock:
-            actions = hp.replica.produce(request_id, data, acks, max(timeout_ms, 1), now_ms())
+            actions = hp.replica.produce(request_id, data, acks, timeout_ms, now_ms())
         self._carry_out(hp, actions)
-        self._wake_fetchers()  # followers long-poll for new data too
-        try:
-            done = future.result(timeout=max(timeout_ms, 1) / 1000 + 1)
-        except FutureTimeout:
-            self._waiting.pop(request_id, None)
-            return ProduceResult(error_name="REQUEST_TIMED_OUT", error_message="no answer in time")
-        if done.error != "NONE":
-            return ProduceResult(
-                error_name=done.error,
-                error_message=f"{done.error} for {tp[0]}-{tp[1]} on node {self.node_id}",
-            )
-        return ProduceResult(done.base_offset, done.log_append_time, done.log_start_offset)
+        return request_id, future
 
     # --- fetch ------------------------------------------------------------------------------
 

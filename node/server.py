@@ -70,6 +70,7 @@ class Node:
                 session_timeout_ms=config.broker_session_timeout_ms,
                 auto_leader_rebalance=config.auto_leader_rebalance_enable,
                 rebalance_interval_ms=config.leader_imbalance_check_interval_seconds * 1000,
+                election_timeout_ms=config.controller_quorum_election_timeout_ms,
             )
             self.controller_client = ControllerClient(
                 config.controller_quorum_voters,

@@ -215,13 +215,14 @@ class SegLogServicer(client_pb2_grpc.SegLogServicer):
                         error_message=f"acks must be -1, 0 or 1, got {request.acks}",
                     )
             return response
-        rm = self.node.replica_manager
+        items = [((t.name, p.partition), p.records) for t in request.topics for p in t.partitions]
+        results = iter(
+            self.node.replica_manager.produce_all(items, request.acks, request.timeout_ms or 30_000)
+        )
         for t in request.topics:
             tr = response.topics.add(name=t.name)
             for p in t.partitions:
-                result = rm.produce(
-                    (t.name, p.partition), p.records, request.acks, request.timeout_ms or 30_000
-                )
+                result = next(results)
                 if result.error_name != "NONE":
                     _log.debug(
                         "produce_error",

@@ -551,6 +551,26 @@ def test_sigkill_of_active_controller_fails_over_and_rejoins(cluster: Cluster) -
     leader, term = cluster.wait("a new controller among the survivors", new_leader)
     assert leader != old_leader and term > old_term
 
+    # The new controller does not give the dead one's broker a whole fresh session: it
+    # counts from when it last heard from it, so the fence follows the takeover in well
+    # under a session (a fresh session would put it SESSION_TIMEOUT_MS after it).
+    def fenced_after_takeover() -> float | None:
+        active = cluster.log_events(leader, "became_active_controller")
+        if not active:
+            return None
+        took_over = float(active[-1]["ts"])  # type: ignore[arg-type]
+        fenced = [
+            float(e["ts"])  # type: ignore[arg-type]
+            for e in cluster.log_events(leader, "broker_fenced")
+            if e["broker"] == old_leader and float(e["ts"]) >= took_over  # type: ignore[arg-type]
+        ]
+        return fenced[0] - took_over if fenced else None
+
+    gap = cluster.wait(f"node {leader} fences broker {old_leader}", fenced_after_takeover)
+    assert gap < SESSION_TIMEOUT_MS / 1000 * 2 / 3, (
+        f"broker {old_leader} was fenced {gap:.2f}s after node {leader} took over"
+    )
+
     # Creation works again, through the survivor that is not the new controller.
     via = next(i for i in survivors if i != leader)
     configs = {"retention.ms": "-1", "cleanup.policy": "compact"}
