@@ -31,7 +31,7 @@ from .faults import (
     LocalTarget,
     Target,
 )
-from .report import summary_line, unavailability_windows, write_report
+from .report import partition_outages, summary_line, unavailability_windows, write_report
 from .workload import History, Workload, WorkloadConfig, read_history
 
 EXIT_OK, EXIT_VIOLATION, EXIT_ERROR, EXIT_INCOMPLETE = 0, 1, 2, 3
@@ -204,7 +204,7 @@ def run(
             target.down()
     report = write_report(run_dir, meta, result, events, replicas, extra)
     windows = unavailability_windows(events)
-    line = summary_line(meta, result, windows, report)
+    line = summary_line(meta, result, windows, report, partition_outages(events))
     if "harness_error" in extra:
         code = EXIT_ERROR
     elif not result.ok:

@@ -26,12 +26,21 @@ def load_window(events: Sequence[Mapping[str, Any]]) -> tuple[float, float]:
 
 
 def unavailability_windows(
-    events: Sequence[Mapping[str, Any]], gap_s: float = DEFAULT_GAP_S
+    events: Sequence[Mapping[str, Any]],
+    gap_s: float = DEFAULT_GAP_S,
+    partition: int | None = None,
 ) -> list[dict[str, Any]]:
     """Gaps of at least gap_s between successive acknowledgements (and from the first
-    send / to the end of producing), with the faults that overlap each."""
+    send / to the end of producing), with the faults that overlap each; of one
+    partition's acknowledgements when `partition` is given."""
     start, end = load_window(events)
-    acks = sorted(e["t"] for e in events if e.get("type") == "ok" and start <= e["t"] <= end)
+    acks = sorted(
+        e["t"]
+        for e in events
+        if e.get("type") == "ok"
+        and start <= e["t"] <= end
+        and (partition is None or e.get("partition") == partition)
+    )
     points = [start, *acks, end]
     spans = fault_spans(events)
     windows = []
@@ -49,6 +58,15 @@ def unavailability_windows(
                 }
             )
     return windows
+
+
+def partition_outages(
+    events: Sequence[Mapping[str, Any]], gap_s: float = DEFAULT_GAP_S
+) -> dict[int, list[dict[str, Any]]]:
+    """Per partition that was written to, its unavailability windows: a fault on one
+    leader stops only that leader's partitions, which the whole-topic view hides."""
+    partitions = sorted({e["partition"] for e in events if e.get("type") == "invoke"})
+    return {p: unavailability_windows(events, gap_s, p) for p in partitions}
 
 
 def fault_spans(events: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
@@ -157,8 +175,10 @@ def summary_line(
     result: CheckResult,
     windows: Sequence[Mapping[str, Any]],
     report_path: Path,
+    outages: Mapping[int, Sequence[Mapping[str, Any]]] | None = None,
 ) -> str:
     unavailable = sum(w["seconds"] for w in windows)
+    worst = max((sum(w["seconds"] for w in ws) for ws in (outages or {}).values()), default=0.0)
     verdict = "OK" if result.ok else "FAIL(" + ",".join(result.failed_invariants()) + ")"
     return (
         f"{verdict} {meta['scenario']}/{meta['target']} seed={meta['seed']} "
@@ -166,7 +186,8 @@ def summary_line(
         f"duplicated={result.duplicated} divergent={result.divergent} "
         f"conflicts={result.conflicts} phantom={result.phantom} skipped={result.skipped} "
         f"backwards={result.backwards} indeterminate={result.indeterminate} "
-        f"unavailable={unavailable:.1f}s/{len(windows)} windows report={report_path}"
+        f"unavailable={unavailable:.1f}s/{len(windows)} windows "
+        f"worst_partition_unavailable={worst:.1f}s report={report_path}"
     )
 
 
@@ -225,6 +246,10 @@ def write_report(
             "gap_threshold_s": DEFAULT_GAP_S,
             "total_s": round(sum(w["seconds"] for w in windows), 3),
             "windows": windows,
+            "per_partition": {
+                str(p): {"total_s": round(sum(w["seconds"] for w in ws), 3), "windows": ws}
+                for p, ws in partition_outages(events).items()
+            },
         },
         "faults": [
             {**s, "start_s": round(s["start"] - start, 3), "end_s": round(s["end"] - start, 3)}
@@ -278,6 +303,13 @@ def _markdown(data: Mapping[str, Any], result: CheckResult) -> str:
             f"- {w['start_s']:.1f}–{w['end_s']:.1f} s ({w['seconds']:.1f} s): "
             f"{', '.join(w['faults']) or 'no fault active'}"
         )
+    lines += ["", "Per partition (stretches of ≥1 s without an ack on that partition):", ""]
+    for p, per in sorted(data["unavailability"]["per_partition"].items(), key=lambda x: int(x[0])):
+        spans = ", ".join(
+            f"{w['start_s']:.1f}–{w['end_s']:.1f} s ({'+'.join(w['faults']) or 'no fault'})"
+            for w in per["windows"]
+        )
+        lines.append(f"- partition {p}: {per['total_s']} s" + (f": {spans}" if spans else ""))
     lines += ["", "## Faults", ""]
     for f in data["faults"]:
         lines.append(f"- {f['start_s']:.1f}–{f['end_s']:.1f} s: {f['name']} on node {f['node']}")

@@ -13,7 +13,7 @@ from seglog.chaos.checker import (
     check_history,
     compare_replicas,
 )
-from seglog.chaos.report import unavailability_windows, write_report
+from seglog.chaos.report import partition_outages, unavailability_windows, write_report
 from seglog.chaos.workload import History, classify_error, read_history
 from seglog.client.errors import KafkaTimeoutError, error_class
 from seglog.storage.record_batch import NewRecord, build_batch
@@ -273,3 +273,26 @@ def test_unavailability_windows_are_gaps_between_acks() -> None:
     ]
     windows = unavailability_windows(events)
     assert windows == [{"start_s": 0.1, "end_s": 3.1, "seconds": 3.0, "faults": ["kill-leader@1"]}]
+
+
+def test_partition_outages_show_a_stall_the_whole_topic_hides() -> None:
+    events: list[dict[str, object]] = [{"type": "invoke", "t": 0.0, "value": "x", "partition": 0}]
+    events += [{"type": "invoke", "t": 0.0, "value": "y", "partition": 1}]
+    # Partition 0 acks every 0.2 s throughout; partition 1 stalls from 1.0 to 3.0 s.
+    events += [
+        {"type": "ok", "t": round(0.2 * i, 1), "value": f"a{i}", "partition": 0}
+        for i in range(1, 21)
+    ]
+    events += [{"type": "ok", "t": t, "value": f"b{t}", "partition": 1} for t in (0.5, 1.0, 3.0)]
+    events += [
+        {"type": "fault", "t": 1.1, "name": "pause-leader", "phase": "start", "node": 2},
+        {"type": "fault", "t": 2.5, "name": "pause-leader", "phase": "end", "node": 2},
+        {"type": "phase", "t": 4.0, "name": "quiesce"},
+    ]
+    assert unavailability_windows(events) == []
+    outages = partition_outages(events)
+    assert outages[0] == []
+    assert outages[1] == [
+        {"start_s": 1.0, "end_s": 3.0, "seconds": 2.0, "faults": ["pause-leader@2"]},
+        {"start_s": 3.0, "end_s": 4.0, "seconds": 1.0, "faults": []},
+    ]
