@@ -743,6 +743,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "broker.session.timeout.ms": str(args.session_timeout_ms),
         "broker.heartbeat.interval.ms": str(args.heartbeat_interval_ms),
         "controller.quorum.election.timeout.ms": str(args.election_timeout_ms),
+        "replica.fetch.backoff.ms": LOCAL_DEFAULTS["replica.fetch.backoff.ms"],
         "replica.lag.time.max.ms": str(args.lag_time_max_ms),
         "min.insync.replicas": "2",
         "default.replication.factor": "3",

@@ -94,6 +94,7 @@ class NodeConfig:
     broker_session_timeout_ms: int = 9_000
     replica_lag_time_max_ms: int = 30_000
     replica_fetch_max_bytes: int = 1_048_576
+    replica_fetch_backoff_ms: int = 1_000
     broker_heartbeat_interval_ms: int = 2_000
     controller_quorum_election_timeout_ms: int = 1_000
     auto_leader_rebalance_enable: bool = True
@@ -143,6 +144,7 @@ class NodeConfig:
             broker_session_timeout_ms=_int(props, "broker.session.timeout.ms", 9_000, at_least=1),
             replica_lag_time_max_ms=_int(props, "replica.lag.time.max.ms", 30_000, at_least=1),
             replica_fetch_max_bytes=_int(props, "replica.fetch.max.bytes", 1_048_576, at_least=1),
+            replica_fetch_backoff_ms=_int(props, "replica.fetch.backoff.ms", 1_000, at_least=0),
             broker_heartbeat_interval_ms=_int(
                 props, "broker.heartbeat.interval.ms", 2_000, at_least=1
             ),

@@ -28,6 +28,9 @@ LOCAL_DEFAULTS = {
     "broker.session.timeout.ms": "600",
     "broker.heartbeat.interval.ms": "100",
     "controller.quorum.election.timeout.ms": "500",
+    # A follower that asks a new leader before the leader has applied its election
+    # is told to back off: a short backoff keeps that race from adding a second.
+    "replica.fetch.backoff.ms": "100",
     "replica.lag.time.max.ms": "5000",
     "min.insync.replicas": "2",
     "num.partitions": "3",

@@ -128,6 +128,7 @@ class ReplicaManager:
         *,
         replica_lag_time_max_ms: int = 30_000,
         replica_fetch_max_bytes: int = 1 << 20,
+        replica_fetch_backoff_ms: int = 1_000,
         address_of: Callable[[int], tuple[str, int] | None] = lambda _n: None,
         alter_partition: AlterPartitionSender | None = None,
         is_replica_eligible: Callable[[int, int], bool] | None = None,
@@ -137,6 +138,7 @@ class ReplicaManager:
         self.topic_config = topic_config
         self.replica_lag_time_max_ms = replica_lag_time_max_ms
         self.replica_fetch_max_bytes = replica_fetch_max_bytes
+        self.replica_fetch_backoff_ms = replica_fetch_backoff_ms
         self.address_of = address_of
         self.alter_partition = alter_partition
         self.is_replica_eligible = is_replica_eligible
@@ -246,6 +248,7 @@ class ReplicaManager:
                         min_insync_replicas=config.min_insync_replicas,
                         replica_lag_time_max_ms=self.replica_lag_time_max_ms,
                         replica_fetch_max_bytes=self.replica_fetch_max_bytes,
+                        replica_fetch_backoff_ms=self.replica_fetch_backoff_ms,
                     ),
                     broker_epoch=self.broker_epoch,
                     is_replica_eligible=self.is_replica_eligible,

@@ -88,6 +88,7 @@ class Node:
             self.controller.topic_config,
             replica_lag_time_max_ms=config.replica_lag_time_max_ms,
             replica_fetch_max_bytes=config.replica_fetch_max_bytes,
+            replica_fetch_backoff_ms=config.replica_fetch_backoff_ms,
             address_of=self._broker_address,
             alter_partition=self._alter_partition,
             is_replica_eligible=self._eligible,
