@@ -9,18 +9,10 @@ from __future__ import annotations
 
 import random
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from pathlib import Path
 
-from seglog.replication.cluster_control import (
-    METADATA_TOPIC,
-    ControlError,
-    allocate_producer_ids,
-    alter_config_records,
-    alter_partition_records,
-    create_topic_records,
-    delete_topic_records,
-)
+from seglog.replication.cluster_control import METADATA_TOPIC, ControlError
 from seglog.replication.metadata_image import MetadataImage
 from seglog.replication.metadata_records import (
     BrokerFenceRecord,
@@ -31,9 +23,9 @@ from seglog.replication.metadata_records import (
 )
 from seglog.storage.log import Log
 from seglog.storage.log_config import LogConfig
-from seglog.storage.partition_metadata import new_topic_id
 from seglog.storage.record_batch import NewRecord, build_batch, decode_records, iter_batches
 
+from .controller_requests import ControllerRequests, Decision
 from .event_log import EventLogger
 
 _log = EventLogger("controller")
@@ -46,13 +38,14 @@ METADATA_LOG_CONFIG = {
 }
 
 
-class LocalController:
+class LocalController(ControllerRequests):
     def __init__(self, metadata_dir: Path, broker_defaults: LogConfig, rng: random.Random) -> None:
         self.metadata_dir = metadata_dir
         self.broker_defaults = broker_defaults
         self.rng = rng
         self.image = MetadataImage()
         self._lock = threading.RLock()
+        self._image_lock = self._lock
         self._listeners: list[Listener] = []
         self.metadata_offset = -1
         self._log: Log | None = None
@@ -119,71 +112,9 @@ class LocalController:
             _log.info("broker_registered", broker=broker_id, epoch=epoch)
             return epoch
 
-    def create_topic(
-        self,
-        name: str,
-        num_partitions: int,
-        replication_factor: int,
-        configs: Mapping[str, str],
-        validate_only: bool = False,
-    ) -> str:
+    def _op(self, decide: Decision) -> None:
         with self._lock:
-            records = create_topic_records(
-                self.image,
-                name,
-                num_partitions,
-                replication_factor,
-                configs,
-                broker_defaults=self.broker_defaults,
-                new_topic_id=new_topic_id,
-                rng=self.rng,
-            )
-            if not validate_only:
-                self._commit(records)
-                _log.info("topic_created", topic=name, partitions=num_partitions)
-            return records[0].topic_id  # type: ignore[union-attr]
-
-    def delete_topic(self, name: str) -> None:
-        with self._lock:
-            self._commit(delete_topic_records(self.image, name))
-            _log.info("topic_deleted", topic=name)
-
-    def alter_configs(
-        self, topic: str, changes: Mapping[str, str | None], validate_only: bool = False
-    ) -> None:
-        with self._lock:
-            records = alter_config_records(
-                self.image, topic, changes, broker_defaults=self.broker_defaults
-            )
-            if not validate_only:
-                self._commit(records)
-
-    def alter_partition(
-        self,
-        broker_id: int,
-        topic: str,
-        partition: int,
-        leader_epoch: int,
-        partition_epoch: int,
-        new_isr: tuple[int, ...],
-    ) -> None:
-        with self._lock:
-            self._commit(
-                alter_partition_records(
-                    self.image, topic, partition, broker_id, leader_epoch, partition_epoch, new_isr
-                )
-            )
-
-    def allocate_producer_ids(self, broker_id: int, broker_epoch: int) -> tuple[int, int]:
-        """[first, end) producer ids for a broker."""
-        with self._lock:
-            first, records = allocate_producer_ids(self.image, broker_id, broker_epoch)
-            self._commit(records)
-            return first, self.image.next_producer_id
-
-    def topic_config(self, name: str) -> LogConfig:
-        with self._lock:
-            return self.broker_defaults.with_overrides(self.image.configs.get(name, {}))
+            self._commit(decide(self.image))
 
     def shutdown(self) -> None:
         with self._lock:

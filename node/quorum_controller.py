@@ -22,11 +22,6 @@ from pathlib import Path
 from seglog.replication.cluster_control import (
     METADATA_TOPIC,
     ControlError,
-    allocate_producer_ids,
-    alter_config_records,
-    alter_partition_records,
-    create_topic_records,
-    delete_topic_records,
     fence_broker_records,
     preferred_leader_records,
     unfence_broker_records,
@@ -40,8 +35,8 @@ from seglog.replication.metadata_records import (
 )
 from seglog.replication.raft import Message, NotLeaderError, PersistentState, RaftNode, Role
 from seglog.storage.log_config import LogConfig
-from seglog.storage.partition_metadata import new_topic_id
 
+from .controller_requests import ControllerRequests, Decision
 from .event_log import EventLogger
 from .raft_storage import RaftStorage
 from .raft_transport import PeerSender
@@ -66,7 +61,7 @@ def decode_entry(data: bytes) -> list[MetadataRecord]:
     return [decode_record(json.dumps(item).encode()) for item in json.loads(data)]
 
 
-class QuorumController:
+class QuorumController(ControllerRequests):
     def __init__(
         self,
         node_id: int,
@@ -98,6 +93,7 @@ class QuorumController:
         self._pending: dict[int, tuple[int, Future[int]]] = {}
         self._op_lock = threading.Lock()
         self._state_lock = threading.Lock()  # image + listeners, read by request threads
+        self._image_lock = self._state_lock
         self._stopped = threading.Event()
         self._peers: dict[int, PeerSender] = {}
         self._storage: RaftStorage | None = None
@@ -325,9 +321,7 @@ class QuorumController:
                 "REQUEST_TIMED_OUT", f"metadata not committed within {COMMIT_TIMEOUT_S}s"
             ) from None
 
-    def _op(self, decide: Callable[[MetadataImage], list[MetadataRecord]]) -> int:
-        """Decide against the applied image and commit, one operation at a time, so
-        each decision sees every earlier one."""
+    def _op(self, decide: Decision) -> int:
         with self._op_lock:
             if not self.is_active():
                 raise ControlError(
@@ -377,80 +371,6 @@ class QuorumController:
         if broker.fenced and caught_up:
             self._op(lambda image: unfence_broker_records(image, broker_id, self.broker_defaults))
         return self.image.brokers[broker_id].fenced
-
-    def create_topic(
-        self,
-        name: str,
-        num_partitions: int,
-        replication_factor: int,
-        configs: Mapping[str, str],
-        validate_only: bool = False,
-    ) -> str:
-        topic_id: list[str] = []
-
-        def decide(image: MetadataImage) -> list[MetadataRecord]:
-            records = create_topic_records(
-                image,
-                name,
-                num_partitions,
-                replication_factor,
-                configs,
-                broker_defaults=self.broker_defaults,
-                new_topic_id=new_topic_id,
-                rng=self.rng,
-            )
-            topic_id.append(records[0].topic_id)  # type: ignore[union-attr]
-            return [] if validate_only else records
-
-        self._op(decide)
-        if not validate_only:
-            _log.info("topic_created", topic=name, partitions=num_partitions, rf=replication_factor)
-        return topic_id[0]
-
-    def delete_topic(self, name: str) -> None:
-        self._op(lambda image: delete_topic_records(image, name))
-        _log.info("topic_deleted", topic=name)
-
-    def alter_configs(
-        self, topic: str, changes: Mapping[str, str | None], validate_only: bool = False
-    ) -> None:
-        def decide(image: MetadataImage) -> list[MetadataRecord]:
-            records = alter_config_records(
-                image, topic, changes, broker_defaults=self.broker_defaults
-            )
-            return [] if validate_only else records
-
-        self._op(decide)
-
-    def alter_partition(
-        self,
-        broker_id: int,
-        topic: str,
-        partition: int,
-        leader_epoch: int,
-        partition_epoch: int,
-        new_isr: tuple[int, ...],
-    ) -> None:
-        self._op(
-            lambda image: alter_partition_records(
-                image, topic, partition, broker_id, leader_epoch, partition_epoch, new_isr
-            )
-        )
-
-    def allocate_producer_ids(self, broker_id: int, broker_epoch: int) -> tuple[int, int]:
-        first: list[int] = []
-
-        def decide(image: MetadataImage) -> list[MetadataRecord]:
-            start, records = allocate_producer_ids(image, broker_id, broker_epoch)
-            first.append(start)
-            return records
-
-        self._op(decide)
-        return first[0], self.image.next_producer_id
-
-    def topic_config(self, name: str) -> LogConfig:
-        with self._state_lock:
-            return self.broker_defaults.with_overrides(self.image.configs.get(name, {}))
 
     # --- the active controller's duties ------------------------------------------------
 

@@ -1,0 +1,115 @@
+"""The controller's request surface, shared by the quorum of one (`LocalController`)
+and the Raft quorum (`QuorumController`): each request is a pure decision from
+`seglog.replication.cluster_control` against the applied image, handed to the
+subclass's `_op`, which commits the records one operation at a time."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable, Mapping
+from contextlib import AbstractContextManager
+
+from seglog.replication.cluster_control import (
+    allocate_producer_ids,
+    alter_config_records,
+    alter_partition_records,
+    create_topic_records,
+    delete_topic_records,
+)
+from seglog.replication.metadata_image import MetadataImage
+from seglog.replication.metadata_records import MetadataRecord
+from seglog.storage.log_config import LogConfig
+from seglog.storage.partition_metadata import new_topic_id
+
+from .event_log import EventLogger
+
+_log = EventLogger("controller")
+Decision = Callable[[MetadataImage], list[MetadataRecord]]
+
+
+class ControllerRequests:
+    image: MetadataImage
+    broker_defaults: LogConfig
+    rng: random.Random
+    # Held while reading the image from request threads.
+    _image_lock: AbstractContextManager[object]
+
+    def _op(self, decide: Decision) -> object:
+        """Decide against the applied image and commit the records, serialised with
+        every other operation so each decision sees the earlier ones."""
+        raise NotImplementedError
+
+    def create_topic(
+        self,
+        name: str,
+        num_partitions: int,
+        replication_factor: int,
+        configs: Mapping[str, str],
+        validate_only: bool = False,
+    ) -> str:
+        topic_id: list[str] = []
+
+        def decide(image: MetadataImage) -> list[MetadataRecord]:
+            records = create_topic_records(
+                image,
+                name,
+                num_partitions,
+                replication_factor,
+                configs,
+                broker_defaults=self.broker_defaults,
+                new_topic_id=new_topic_id,
+                rng=self.rng,
+            )
+            topic_id.append(records[0].topic_id)  # type: ignore[union-attr]
+            return [] if validate_only else records
+
+        self._op(decide)
+        if not validate_only:
+            _log.info("topic_created", topic=name, partitions=num_partitions, rf=replication_factor)
+        return topic_id[0]
+
+    def delete_topic(self, name: str) -> None:
+        self._op(lambda image: delete_topic_records(image, name))
+        _log.info("topic_deleted", topic=name)
+
+    def alter_configs(
+        self, topic: str, changes: Mapping[str, str | None], validate_only: bool = False
+    ) -> None:
+        def decide(image: MetadataImage) -> list[MetadataRecord]:
+            records = alter_config_records(
+                image, topic, changes, broker_defaults=self.broker_defaults
+            )
+            return [] if validate_only else records
+
+        self._op(decide)
+
+    def alter_partition(
+        self,
+        broker_id: int,
+        topic: str,
+        partition: int,
+        leader_epoch: int,
+        partition_epoch: int,
+        new_isr: tuple[int, ...],
+    ) -> None:
+        self._op(
+            lambda image: alter_partition_records(
+                image, topic, partition, broker_id, leader_epoch, partition_epoch, new_isr
+            )
+        )
+
+    def allocate_producer_ids(self, broker_id: int, broker_epoch: int) -> tuple[int, int]:
+        """[first, end) producer ids for a broker."""
+        first: list[int] = []
+
+        def decide(image: MetadataImage) -> list[MetadataRecord]:
+            start, records = allocate_producer_ids(image, broker_id, broker_epoch)
+            first.append(start)
+            return records
+
+        self._op(decide)
+        return first[0], self.image.next_producer_id
+
+    def topic_config(self, name: str) -> LogConfig:
+        with self._image_lock:
+            return self.broker_defaults.with_overrides(self.image.configs.get(name, {}))
