@@ -24,7 +24,13 @@ MAX_MESSAGE_BYTES = 64 * 1024 * 1024
 CHANNEL_OPTIONS = [
     ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
     ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
-    ("grpc.keepalive_time_ms", 30_000),
+    # A leader that froze or was cut off answers no HTTP/2 ping: its calls fail within
+    # about two seconds, and the client looks for the new leader instead of waiting
+    # out request.timeout.ms. Nodes accept pings this often (node/server.py).
+    ("grpc.keepalive_time_ms", 1_000),
+    ("grpc.keepalive_timeout_ms", 1_000),
+    ("grpc.http2.ping_timeout_ms", 1_000),  # what gRPC core enforces on an unanswered ping
+    ("grpc.http2.max_pings_without_data", 0),
     # Reconnect quickly after a node restarts or a leader moves (gRPC's default
     # backoff starts at 1 s and grows to 2 min).
     ("grpc.initial_reconnect_backoff_ms", 100),

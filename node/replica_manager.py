@@ -543,6 +543,11 @@ class _Fetcher:
                 ("grpc.initial_reconnect_backoff_ms", 50),
                 ("grpc.min_reconnect_backoff_ms", 50),
                 ("grpc.max_reconnect_backoff_ms", 500),
+                # A frozen leader's long poll fails in ~2 s instead of hanging.
+                ("grpc.keepalive_time_ms", 1_000),
+                ("grpc.keepalive_timeout_ms", 1_000),
+                ("grpc.http2.ping_timeout_ms", 1_000),
+                ("grpc.http2.max_pings_without_data", 0),
             ],
         )
         self._stub = client_pb2_grpc.SegLogStub(self._channel)

@@ -119,6 +119,11 @@ class Node:
                 ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
                 ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
                 ("grpc.so_reuseport", 0),
+                # Clients and followers ping every second during long polls to notice
+                # a frozen peer: never answer that with GOAWAY (too_many_pings).
+                ("grpc.http2.min_recv_ping_interval_without_data_ms", 500),
+                ("grpc.http2.max_ping_strikes", 0),
+                ("grpc.keepalive_permit_without_calls", 1),
             ],
         )
         client_pb2_grpc.add_SegLogServicer_to_server(SegLogServicer(self), self._server)
