@@ -13,8 +13,6 @@ a registry also builds the seglog-base:bookworm base image (a few minutes, once)
 from __future__ import annotations
 
 import os
-import shutil
-import socket
 import subprocess
 import sys
 import time
@@ -22,14 +20,18 @@ import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
-COMPOSE_DIR = ROOT / "compose"
-COMPOSE_FILE = COMPOSE_DIR / "docker-compose.yml"
-BUILD_SCRIPT = COMPOSE_DIR / "build-image.sh"
+from seglog.chaos.faults import (
+    BUILD_SCRIPT,
+    COMPOSE_FILE,
+    ROOT,
+    compose_down,
+    docker_unavailable,
+    free_ports,
+)
+
 SERVICES = ("node1", "node2", "node3")
 
 BUILD_TIMEOUT_S = 1200.0  # includes a first-time debootstrap of the base image
@@ -38,45 +40,16 @@ CLI_TIMEOUT_S = 60.0
 RECORDS = 30
 
 
-def _docker_unavailable() -> str | None:
-    """Why this test cannot run here, or None."""
-    if os.environ.get("SEGLOG_SKIP_COMPOSE") == "1":
-        return "SEGLOG_SKIP_COMPOSE=1"
-    for tool in ("docker", "docker-compose"):
-        if shutil.which(tool) is None:
-            return f"{tool} is not installed"
-    try:
-        info = subprocess.run(
-            ["docker", "info", "--format", "{{.ServerVersion}}"],
-            capture_output=True,
-            text=True,
-            timeout=30,
-        )
-    except (OSError, subprocess.TimeoutExpired) as e:
-        return f"the docker engine does not answer: {e}"
-    if info.returncode != 0:
-        return f"the docker engine is not reachable: {info.stderr.strip()[:200]}"
-    return None
-
-
-_UNAVAILABLE = _docker_unavailable()
+# Why this test cannot run here, or None.
+_UNAVAILABLE = (
+    "SEGLOG_SKIP_COMPOSE=1"
+    if os.environ.get("SEGLOG_SKIP_COMPOSE") == "1"
+    else docker_unavailable()
+)
 pytestmark = [
     pytest.mark.skipif(_UNAVAILABLE is not None, reason=f"compose test: {_UNAVAILABLE}"),
     pytest.mark.timeout(BUILD_TIMEOUT_S + 600),
 ]
-
-
-def _free_ports(n: int) -> list[int]:
-    socks: list[socket.socket] = []
-    try:
-        for _ in range(n):
-            s = socket.socket()
-            s.bind(("127.0.0.1", 0))
-            socks.append(s)
-        return [int(s.getsockname()[1]) for s in socks]
-    finally:
-        for s in socks:
-            s.close()
 
 
 def _run(
@@ -187,7 +160,7 @@ def seglog(
 
 @contextmanager
 def compose_cluster() -> Iterator[Cluster]:
-    ports = _free_ports(3)
+    ports = free_ports(3)
     project = f"seglog-test-{uuid.uuid4().hex[:10]}"
     env = {
         **os.environ,
@@ -205,9 +178,7 @@ def compose_cluster() -> Iterator[Cluster]:
             e.args = (f"{e.args[0] if e.args else ''}\n--- compose logs\n{cluster.logs()}",)
         raise
     finally:
-        cluster.compose(
-            "down", "-v", "--remove-orphans", "--timeout", "10", timeout_s=180, check=False
-        )
+        compose_down(project, env)  # with its volumes; quiet if already gone
 
 
 def _consume_all(bootstrap: str, topic: str, count: int, check: bool = True) -> list[str]:

@@ -16,93 +16,42 @@ Every wait is bounded (WAIT_S); nothing asserts on timing.
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import subprocess
 import sys
 import threading
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
-from typing import TypeVar
 
 import grpc
 import pytest
 from node_process import NodeProcess, free_port
+from three_node_cluster import NODE_IDS, ThreeNodeCluster, topic_of
 
 from seglog.client.admin import LATEST_TIMESTAMP, Admin, NewTopic
 from seglog.client.consumer import TopicPartition
 from seglog.client.producer import Producer
 from seglog.proto import client_pb2 as pb
-from seglog.proto import client_pb2_grpc, cluster_pb2_grpc, errors_pb2
 from seglog.proto import cluster_pb2 as cpb
+from seglog.proto import cluster_pb2_grpc, errors_pb2
 
 E = errors_pb2.ErrorCode
 
-T = TypeVar("T")
 WAIT_S = 20.0
 SESSION_TIMEOUT_MS = 1500
-NODE_IDS = (1, 2, 3)
 
 
 # --- the cluster ------------------------------------------------------------------------
 
 
-class Cluster:
-    """Three NodeProcess voters with pre-chosen ports, and probes that never raise."""
+class Cluster(ThreeNodeCluster):
+    """The three voters (tests/three_node_cluster.py), with quorum and topic probes."""
 
-    def __init__(self, root: Path) -> None:
-        self.ports = {i: free_port() for i in NODE_IDS}
-        voters = ",".join(f"{i}@127.0.0.1:{p}" for i, p in self.ports.items())
-        overrides = {
-            "controller.quorum.voters": voters,
-            "broker.session.timeout.ms": str(SESSION_TIMEOUT_MS),
-            "broker.heartbeat.interval.ms": "300",
-        }
-        self.nodes = {i: NodeProcess(root, i, self.ports[i], overrides) for i in NODE_IDS}
-        self._channels: dict[int, grpc.Channel] = {}
-
-    # processes
-
-    def running(self) -> list[int]:
-        return [i for i, n in self.nodes.items() if n.proc is not None and n.proc.poll() is None]
-
-    def start(self, node_id: int) -> None:
-        self.nodes[node_id].start()
-
-    def stop_all(self) -> None:
-        for n in self.nodes.values():
-            n.stop()
-        for c in self._channels.values():
-            c.close()
-        self._channels.clear()
-
-    def tails(self, lines: int = 25) -> str:
-        return "\n".join(
-            f"--- node {i} log tail ---\n{n.tail(lines)}" for i, n in self.nodes.items()
-        )
-
-    def log_events(self, node_id: int, event: str) -> list[dict[str, object]]:
-        out = []
-        for line in self.nodes[node_id].log_path.read_text(errors="replace").splitlines():
-            if f'"event":"{event}"' in line:
-                try:
-                    out.append(json.loads(line))
-                except ValueError:
-                    continue
-        return out
+    session_timeout_ms = SESSION_TIMEOUT_MS
+    wait_s = WAIT_S
 
     # RPCs
-
-    def channel(self, node_id: int) -> grpc.Channel:
-        channel = self._channels.get(node_id)
-        if channel is None:
-            channel = self._channels[node_id] = grpc.insecure_channel(self.nodes[node_id].bootstrap)
-        return channel
-
-    def seglog(self, node_id: int) -> client_pb2_grpc.SegLogStub:
-        return client_pb2_grpc.SegLogStub(self.channel(node_id))
 
     def quorum(self, node_id: int) -> cpb.DescribeQuorumResponse | None:
         try:
@@ -112,19 +61,12 @@ class Cluster:
         except grpc.RpcError:
             return None
 
-    def metadata(self, node_id: int, topics: list[str] | None = None) -> pb.MetadataResponse | None:
-        request = pb.MetadataRequest(all_topics=topics is None, topics=topics or [])
-        try:
-            return self.seglog(node_id).Metadata(request, timeout=2)
-        except grpc.RpcError:
-            return None
-
     def topic_configs(self, node_id: int, topic: str) -> dict[str, str] | None:
         """The topic's config overrides as `node_id` sees them (None: no answer)."""
         request = pb.DescribeConfigsRequest()
         request.resources.add(type=pb.TOPIC, name=topic)
         try:
-            r = self.seglog(node_id).DescribeConfigs(request, timeout=2)
+            r = self.stub(node_id).DescribeConfigs(request, timeout=2)
         except grpc.RpcError:
             return None
         result = r.results[0]
@@ -145,7 +87,7 @@ class Cluster:
         request.topics.add(
             name=name, num_partitions=partitions, replication_factor=rf, configs=configs or {}
         )
-        return self.seglog(node_id).CreateTopics(request, timeout=20).topics[0]
+        return self.stub(node_id).CreateTopics(request, timeout=20).topics[0]
 
     # cluster-wide views
 
@@ -168,36 +110,13 @@ class Cluster:
             return None
         return leader, own.term
 
-    def brokers(self, node_id: int) -> dict[int, bool] | None:
-        """broker id -> fenced, from `node_id`'s Metadata."""
-        md = self.metadata(node_id, [])
-        return None if md is None else {b.node_id: b.fenced for b in md.brokers}
-
     def healthy(self) -> tuple[int, int] | None:
-        if len(self.running()) != len(NODE_IDS):
+        if not self.all_up_and_unfenced():
             return None
-        agreed = self.agreed_leader()
-        if agreed is None:
-            return None
-        for i in NODE_IDS:
-            if self.brokers(i) != {j: False for j in NODE_IDS}:
-                return None
-        return agreed
-
-    def wait(self, what: str, probe: Callable[[], T | None], timeout_s: float = WAIT_S) -> T:
-        deadline = time.monotonic() + timeout_s
-        while True:
-            value = probe()
-            if value is not None:
-                return value
-            if time.monotonic() > deadline:
-                raise AssertionError(f"timed out after {timeout_s}s: {what}\n{self.tails()}")
-            time.sleep(0.1)
+        return self.agreed_leader()
 
     def wait_healthy(self) -> tuple[int, int]:
-        for i in NODE_IDS:
-            if i not in self.running():
-                self.start(i)
+        self.start_stopped()
         return self.wait("a leader and three unfenced brokers on every node", self.healthy)
 
 
@@ -218,15 +137,6 @@ def cluster(_quorum: Cluster) -> Cluster:
     """The module's cluster, back at full health."""
     _quorum.wait_healthy()
     return _quorum
-
-
-def topic_of(md: pb.MetadataResponse | None, name: str) -> pb.TopicMetadata | None:
-    if md is None:
-        return None
-    for t in md.topics:
-        if t.name == name and not t.error_code:
-            return t
-    return None
 
 
 def seglog_cli(*args: str) -> subprocess.CompletedProcess[str]:

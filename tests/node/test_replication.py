@@ -23,31 +23,27 @@ wait is bounded and stops early when a node thread died; nothing asserts on timi
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import TypeVar
 
 import grpc
 import pytest
-from node_process import NodeProcess, free_port
+from three_node_cluster import NODE_IDS, ThreeNodeCluster, topic_of
 
 from seglog.client.admin import Admin, NewTopic
 from seglog.client.consumer import Consumer, TopicPartition
 from seglog.client.errors import KafkaError, KafkaTimeoutError, error_class
 from seglog.client.producer import Producer
 from seglog.proto import client_pb2 as pb
-from seglog.proto import client_pb2_grpc, errors_pb2
+from seglog.proto import errors_pb2
 from seglog.storage.record_batch import BATCH_SCAN, LOG_OVERHEAD, NewRecord, build_batch
 
 E = errors_pb2.ErrorCode
-T = TypeVar("T")
 
-NODE_IDS = (1, 2, 3)
 SESSION_TIMEOUT_MS = 1500
 LAG_TIME_MAX_MS = 3000
 WAIT_S = 45.0  # any one bounded wait
@@ -77,39 +73,31 @@ def number_of(value: bytes) -> int:
 # --- the cluster ------------------------------------------------------------------------
 
 
-class Cluster:
-    """Three NodeProcess voters with pre-chosen ports, and probes that never raise."""
+class Cluster(ThreeNodeCluster):
+    """The three voters (tests/three_node_cluster.py) with replication settings, nodes
+    that can be frozen (SIGSTOP), and partition probes. Every wait stops early when a
+    node thread died."""
+
+    session_timeout_ms = SESSION_TIMEOUT_MS
+    wait_s = WAIT_S
+    start_timeout_s = WAIT_S
+    tail_lines = 20
 
     def __init__(self, root: Path) -> None:
-        self.ports = {i: free_port() for i in NODE_IDS}
-        voters = ",".join(f"{i}@127.0.0.1:{p}" for i, p in self.ports.items())
-        overrides = {
-            "controller.quorum.voters": voters,
-            "broker.session.timeout.ms": str(SESSION_TIMEOUT_MS),
-            "broker.heartbeat.interval.ms": "300",
-            "replica.lag.time.max.ms": str(LAG_TIME_MAX_MS),
-            "default.replication.factor": "3",
-            "min.insync.replicas": "2",
-        }
-        self.nodes = {i: NodeProcess(root, i, self.ports[i], overrides) for i in NODE_IDS}
+        super().__init__(
+            root,
+            {
+                "replica.lag.time.max.ms": str(LAG_TIME_MAX_MS),
+                "default.replication.factor": "3",
+                "min.insync.replicas": "2",
+            },
+        )
         self.frozen: set[int] = set()
-        self._channels: dict[int, grpc.Channel] = {}
-
-    @property
-    def bootstrap(self) -> str:
-        return ",".join(n.bootstrap for n in self.nodes.values())
 
     # processes
 
     def running(self) -> list[int]:
-        return [
-            i
-            for i, n in self.nodes.items()
-            if n.proc is not None and n.proc.poll() is None and i not in self.frozen
-        ]
-
-    def start(self, node_id: int) -> None:
-        self.nodes[node_id].start(timeout_s=WAIT_S)
+        return [i for i in super().running() if i not in self.frozen]
 
     def kill(self, node_id: int) -> None:
         assert self.nodes[node_id].kill() == -signal.SIGKILL
@@ -136,96 +124,26 @@ class Cluster:
         for n in self.nodes.values():  # all at once: shutdowns overlap
             if n.proc is not None and n.proc.poll() is None:
                 n.proc.send_signal(signal.SIGTERM)
-        for n in self.nodes.values():
-            n.stop()
-        for c in self._channels.values():
-            c.close()
-        self._channels.clear()
-
-    def tails(self, lines: int = 20) -> str:
-        return "\n".join(
-            f"--- node {i} log tail ---\n{n.tail(lines)}" for i, n in self.nodes.items()
-        )
-
-    def log_events(self, node_id: int, event: str) -> list[dict[str, object]]:
-        out = []
-        text = self.nodes[node_id].log_path.read_text(errors="replace")
-        for line in text.splitlines():
-            if f'"event":"{event}"' in line:
-                try:
-                    out.append(json.loads(line))
-                except ValueError:
-                    continue
-        return out
+        super().stop_all()
 
     # RPCs
 
-    def stub(self, node_id: int) -> client_pb2_grpc.SegLogStub:
-        channel = self._channels.get(node_id)
-        if channel is None:
-            channel = grpc.insecure_channel(self.nodes[node_id].bootstrap)
-            self._channels[node_id] = channel
-        return client_pb2_grpc.SegLogStub(channel)
-
-    def metadata(self, node_id: int, topics: list[str] | None = None) -> pb.MetadataResponse | None:
-        request = pb.MetadataRequest(all_topics=topics is None, topics=topics or [])
-        try:
-            return self.stub(node_id).Metadata(request, timeout=2)
-        except grpc.RpcError:
-            return None
-
     def partitions(self, node_id: int, topic: str) -> dict[int, pb.PartitionMetadata] | None:
-        md = self.metadata(node_id, [topic])
-        if md is None:
-            return None
-        for t in md.topics:
-            if t.name == topic and not t.error_code:
-                return {p.partition: p for p in t.partitions}
-        return None
-
-    def brokers(self, node_id: int) -> dict[int, bool] | None:
-        """broker id -> fenced, as `node_id` sees it."""
-        md = self.metadata(node_id, [])
-        return None if md is None else {b.node_id: b.fenced for b in md.brokers}
+        t = topic_of(self.metadata(node_id, [topic]), topic)
+        return None if t is None else {p.partition: p for p in t.partitions}
 
     # waiting
 
-    def crashes(self) -> list[str]:
-        """Uncaught exceptions that ended a thread of some node (printed by Python's
-        threading excepthook into the node's log): always a bug."""
-        out = []
-        for i, n in self.nodes.items():
-            try:
-                lines = n.log_path.read_text(errors="replace").splitlines()
-            except OSError:
-                continue
-            for k, line in enumerate(lines):
-                if line.startswith("Exception in thread"):
-                    tb = [x for x in lines[k : k + 40] if not x.startswith("{")]
-                    out.append(f"node {i}: " + "\n".join(tb))
-        return out
-
-    def wait(self, what: str, probe: Callable[[], T | None], timeout_s: float = WAIT_S) -> T:
-        deadline = time.monotonic() + timeout_s
-        while True:
-            value = probe()
-            if value is not None:
-                return value
-            crashes = self.crashes()
-            if crashes:
-                raise AssertionError(f"while waiting for {what}: a node thread died\n" + crashes[0])
-            if time.monotonic() > deadline:
-                raise AssertionError(f"timed out after {timeout_s}s: {what}\n{self.tails()}")
-            time.sleep(0.1)
+    def check_while_waiting(self, what: str) -> None:
+        crashes = self.crashes()
+        if crashes:
+            raise AssertionError(f"while waiting for {what}: a node thread died\n" + crashes[0])
 
     def healthy(self, topics: list[str]) -> bool | None:
         """Every node up, three unfenced brokers on each, and each node's view of every
         partition of `topics`: a leader, the full ISR, the same leader epoch everywhere."""
-        if len(self.running()) != len(NODE_IDS):
+        if not self.all_up_and_unfenced():
             return None
-        for i in NODE_IDS:
-            if self.brokers(i) != dict.fromkeys(NODE_IDS, False):
-                return None
         for topic in topics:
             views = [self.partitions(i, topic) for i in NODE_IDS]
             if any(v is None or not v for v in views):
@@ -248,10 +166,7 @@ class Cluster:
     def heal(self, topics: Sequence[str] = ()) -> None:
         for i in list(self.frozen):
             self.thaw(i)
-        for i, n in self.nodes.items():
-            if n.proc is None or n.proc.poll() is not None:
-                n.proc = None
-                self.start(i)
+        self.start_stopped()
         self.wait(
             f"every node up, unfenced, and full ISRs of {list(topics)} everywhere",
             lambda: self.healthy(list(topics)),
