@@ -585,8 +585,7 @@ def test_sigstop_leader_past_lag_and_session_then_sigcont(cluster: Cluster) -> N
         writer = threading.Thread(target=write_to_frozen, args=(victim,), daemon=True)
         try:
             new_leader(cluster, topic, 0, victim)
-            # The rest of the cluster keeps taking writes meanwhile. (Partition 0 itself
-            # is stuck until the thaw: see test_producer_leaves_a_frozen_leader.)
+            # The rest of the cluster keeps taking writes meanwhile.
             load.wait_progress(cluster, others[0])
             # Frozen past replica.lag.time.max.ms and the broker session (with margin).
             hold = max(LAG_TIME_MAX_MS, SESSION_TIMEOUT_MS) / 1000 + 1.0
@@ -608,16 +607,21 @@ def test_sigstop_leader_past_lag_and_session_then_sigcont(cluster: Cluster) -> N
     check_outcome(cluster, load, {stale_value: acked_at})
 
 
-def test_producer_leaves_a_frozen_leader(cluster: Cluster) -> None:
-    topic = "frozen-leader"
+@pytest.mark.parametrize("request_timeout_ms", [2_000, 60_000])
+def test_producer_leaves_a_frozen_leader(cluster: Cluster, request_timeout_ms: int) -> None:
+    """With a long request timeout too: the frozen node answers no keepalive ping, so
+    the call to it fails in about two seconds rather than at request.timeout.ms."""
+    topic = f"frozen-leader-{request_timeout_ms}"
     cluster.create_topic(topic, 1, TOPIC_CONFIGS)
     victim = cluster.leader_of(topic, 0)
-    with Producer(cluster.bootstrap, acks=-1, linger_ms=0, request_timeout_ms=2000) as producer:
+    with Producer(
+        cluster.bootstrap, acks=-1, linger_ms=0, request_timeout_ms=request_timeout_ms
+    ) as producer:
         producer.send(topic, value=b"before", partition=0).get(timeout=30)
         cluster.freeze(victim)
         try:
             leader = new_leader(cluster, topic, 0, victim)
-            # Two request timeouts after the election, with margin.
+            # Well within a 60 s request timeout; two 2 s timeouts with margin.
             future = producer.send(topic, value=b"during", partition=0)
             try:
                 md = future.get(timeout=15)
