@@ -127,8 +127,8 @@ class LogManager:
         duties: dict[str, Callable[[int], None]] = {
             "retention": self.run_retention,
             "flush": self._flush_due,
-            "recovery_checkpoint": lambda _t: self.checkpoint(),
-            "hw_checkpoint": lambda _t: self.checkpoint(),
+            "recovery_checkpoint": self.checkpoint,
+            "hw_checkpoint": self.checkpoint,
         }
         while not self._stop.wait(TICK_S):
             t = int(time.time() * 1000)
@@ -164,23 +164,37 @@ class LogManager:
                 plog.log.remove_deleted_files(time_ms=t)
 
     def _flush_due(self, t: int) -> None:
-        for plog in self.partitions().values():
+        # The fsyncs run outside the partition lock (see FlushJob): produces and
+        # fetches of the partition go on meanwhile.
+        for tp, plog in self.partitions().items():
             with plog.lock:
-                plog.log.flush_if_due(time_ms=t)
+                job = plog.log.begin_flush(time_ms=t)
+            if job is None:
+                continue
+            job.run()
+            with plog.lock:
+                plog.log.end_flush(job)
+            if job.error is not None:
+                _log.error("flush_failed", topic=tp[0], partition=tp[1], error=str(job.error))
 
-    def checkpoint(self) -> None:
+    def checkpoint(self, t: int | None = None) -> None:
+        # Flush what rolls deferred first, outside the locks, so reading the
+        # recovery points below seldom has to fsync under them.
+        self._flush_due(int(time.time() * 1000) if t is None else t)
         for d in self.dirs:
             with self._lock:
-                plogs = [p for p in self._partitions.values() if p.directory is d]
+                plogs = {tp: p for tp, p in self._partitions.items() if p.directory is d}
             # Hold every partition lock of the directory while reading its offsets
-            # so the checkpoint sees one consistent state per log.
-            for p in plogs:
+            # so the checkpoint sees one consistent state per log; write it (fsync)
+            # after releasing them.
+            for p in plogs.values():
                 p.lock.acquire()
             try:
-                d.checkpoint()
+                state = d.checkpoint_state({tp: p.log for tp, p in plogs.items()})
             finally:
-                for p in plogs:
+                for p in plogs.values():
                     p.lock.release()
+            d.write_checkpoints(state)
 
     # --- shutdown ------------------------------------------------------------------------
 

@@ -8,7 +8,6 @@ Not thread-safe: the node serialises calls per partition. Time is an argument
 from __future__ import annotations
 
 import bisect
-import os
 import random
 import time
 from collections.abc import Callable, Iterator
@@ -27,6 +26,7 @@ from .errors import (
     StorageError,
     UnexpectedAppendOffsetError,
 )
+from .flush_job import FlushJob
 from .leader_epoch_cache import LeaderEpochCache
 from .log_config import LogConfig
 from .partition_metadata import PartitionMetadataFile
@@ -127,6 +127,8 @@ class Log:
         self._recovery_point = 0
         # A roll's flush of the finished segments, deferred (see flush_pending).
         self._pending_flush: int | None = None
+        # Counts truncations, so a FlushJob finishing after one is ignored.
+        self._truncations = 0
         self.high_watermark = 0
         self._pending_deletions: list[_PendingDeletion] = []
         self._roll_config: LogConfig | None = None
@@ -725,6 +727,7 @@ class Log:
         if offset < self._segments[0].base_offset:
             self.truncate_fully_and_start_at(offset, time_ms=t)
             return True
+        self._truncations += 1
         while len(self._segments) > 1 and self._segments[-1].base_offset > offset:
             self._segments.pop().delete()
             self._base_offsets.pop()
@@ -740,6 +743,7 @@ class Log:
     def truncate_fully_and_start_at(self, offset: int, *, time_ms: int | None = None) -> None:
         t = now_ms() if time_ms is None else time_ms
         self._pending_flush = None  # every segment it would fsync is deleted
+        self._truncations += 1
         for seg in self._segments:
             seg.delete()
         self._segments.clear()
@@ -917,34 +921,64 @@ class Log:
     def _sync_below(self, target: int) -> None:
         """fsync the segments holding data in [recovery point, target) and the
         directory, then move the recovery point to `target`."""
+        job = self._flush_job(target, due_to_flush_ms=False)
+        if not job.run():
+            assert job.error is not None
+            raise job.error
+        self._recovery_point = target
+
+    def _flush_job(self, target: int, *, due_to_flush_ms: bool) -> FlushJob:
+        segments = []
         for i, seg in enumerate(self._segments):
             nxt = self._base_offsets[i + 1] if i + 1 < len(self._segments) else None
             if seg.base_offset >= target:
                 break
             if nxt is None or nxt > self._recovery_point:
-                seg.flush()
-        try:
-            fd = os.open(self.directory, os.O_RDONLY)
-            try:
-                os.fsync(fd)
-            finally:
-                os.close(fd)
-        except OSError as e:
-            raise KafkaStorageError(f"cannot fsync directory {self.directory}: {e}") from e
-        self._recovery_point = target
+                segments.append(seg)
+        return FlushJob(self.directory, segments, target, self._truncations, due_to_flush_ms)
+
+    def begin_flush(self, *, time_ms: int | None = None) -> FlushJob | None:
+        """The flush scheduler's share, to run outside the partition lock (see
+        FlushJob): a roll's deferred flush, or the whole log when flush.ms is due.
+        None when nothing is to flush. Finish with end_flush."""
+        t = now_ms() if time_ms is None else time_ms
+        target = self._pending_flush
+        due = (
+            self._log_end_offset > max(self._recovery_point, target or 0)
+            and t - self._last_flush_ms >= self.config.flush_ms
+        )
+        if due:
+            target = self._log_end_offset
+            self._unflushed_messages = 0
+            self._last_flush_ms = t
+        if target is None or target <= self._recovery_point:
+            self._pending_flush = None
+            return None
+        self._pending_flush = None
+        return self._flush_job(target, due_to_flush_ms=due)
+
+    def end_flush(self, job: FlushJob) -> None:
+        """Under the partition lock, after job.run(): the recovery point moves to the
+        job's target if it succeeded; a failed job's flush is pending again."""
+        if job.truncations != self._truncations:
+            return  # its segments may be gone; a later flush covers what is left
+        target = min(job.target, self._log_end_offset)
+        if job.error is None:
+            if target > self._recovery_point:
+                self._recovery_point = target
+        elif target > self._recovery_point:
+            self._pending_flush = max(self._pending_flush or 0, target)
 
     def flush_if_due(self, *, time_ms: int | None = None) -> bool:
-        """flush.ms: called by the node's flush scheduler (which so also runs a
-        roll's deferred flush)."""
-        self.flush_pending()
-        t = now_ms() if time_ms is None else time_ms
-        if (
-            self._log_end_offset > self.recovery_point
-            and t - self._last_flush_ms >= self.config.flush_ms
-        ):
-            self.flush(time_ms=t)
-            return True
-        return False
+        """flush.ms, and a roll's deferred flush, inline: True if flush.ms was due."""
+        job = self.begin_flush(time_ms=time_ms)
+        if job is None:
+            return False
+        job.run()
+        self.end_flush(job)
+        if job.error is not None:
+            raise job.error
+        return job.due_to_flush_ms
 
     def close(self) -> None:
         """Clean shutdown of this log: producer snapshot at the LEO, trimmed indexes."""

@@ -10,6 +10,7 @@ this is the file side only.
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from pathlib import Path
 
 from .checkpoint_file import (
@@ -27,6 +28,13 @@ TopicPartition = tuple[str, int]
 # Logs a consensus layer owns (KRaft's metadata log), not the log manager.
 RAFT_MANAGED_TOPICS = frozenset({"__cluster_metadata"})
 _SPECIAL_DIR = re.compile(r"^(\S+)-(\S+)\.(\S+)-(delete|future|stray)$")
+
+
+@dataclass(frozen=True)
+class CheckpointState:
+    recovery_points: dict[TopicPartition, int]
+    high_watermarks: dict[TopicPartition, int]
+    log_start_offsets: dict[TopicPartition, int]
 
 
 class LogDirectory:
@@ -101,16 +109,28 @@ class LogDirectory:
 
     def checkpoint(self) -> None:
         """Write the recovery-point, log-start-offset and high-watermark checkpoints."""
-        self.recovery_points.write({tp: log.recovery_point for tp, log in self.logs.items()})
-        self.high_watermarks.write({tp: log.high_watermark for tp, log in self.logs.items()})
-        # Only starts beyond the first segment's base need remembering (Kafka's rule).
-        self.log_start_offsets.write(
-            {
+        self.write_checkpoints(self.checkpoint_state())
+
+    def checkpoint_state(self, logs: dict[TopicPartition, Log] | None = None) -> CheckpointState:
+        """The offsets the checkpoints record for `logs` (default: all of this
+        directory's); read it under the logs' locks and write it (write_checkpoints,
+        which fsyncs) after releasing them."""
+        logs = self.logs if logs is None else logs
+        return CheckpointState(
+            recovery_points={tp: log.recovery_point for tp, log in logs.items()},
+            high_watermarks={tp: log.high_watermark for tp, log in logs.items()},
+            # Only starts beyond the first segment's base need remembering (Kafka's rule).
+            log_start_offsets={
                 tp: log.log_start_offset
-                for tp, log in self.logs.items()
+                for tp, log in logs.items()
                 if log.log_start_offset > log.segments[0].base_offset
-            }
+            },
         )
+
+    def write_checkpoints(self, state: CheckpointState) -> None:
+        self.recovery_points.write(state.recovery_points)
+        self.high_watermarks.write(state.high_watermarks)
+        self.log_start_offsets.write(state.log_start_offsets)
 
     def close(self, broker_epoch: int = -1) -> None:
         """Clean shutdown: close every log, write checkpoints, then the marker."""

@@ -1349,6 +1349,50 @@ def test_flush_ms_clock_restarts_at_a_roll_with_the_callers_time(tmp_path):
     assert log.recovery_point == 20
 
 
+def test_a_flush_job_runs_outside_the_log_and_moves_the_recovery_point_after(tmp_path):
+    log = open_log(tmp_path, segment_bytes=1500)
+    log.append_as_leader(sized_batch(1000, 10), 0, time_ms=T0)
+    log.append_as_leader(sized_batch(1000, 10), 0, time_ms=T0)  # rolls: flush of [0, 10) deferred
+    job = log.begin_flush(time_ms=T0)
+    assert job is not None and job.target == 10
+    assert [s.base_offset for s in job.segments] == [0]
+    log.append_as_leader(make_batch(3), 0, time_ms=T0)  # appends go on meanwhile
+    assert job.run()
+    assert log._recovery_point == 0  # not before end_flush
+    log.end_flush(job)
+    assert log.recovery_point == 10
+    assert log.begin_flush(time_ms=T0) is None  # nothing deferred left
+
+
+def test_a_flush_job_finishing_after_a_truncation_leaves_the_recovery_point(tmp_path):
+    log = open_log(tmp_path, segment_bytes=1500)
+    log.append_as_leader(sized_batch(1000, 10), 0, time_ms=T0)
+    log.append_as_leader(sized_batch(1000, 10), 0, time_ms=T0)
+    job = log.begin_flush(time_ms=T0)
+    assert job is not None
+    log.truncate_to(10)  # drops the active segment's data
+    log.append_as_leader(sized_batch(1000, 10), 1, time_ms=T0)
+    job.run()
+    log.end_flush(job)
+    assert log._recovery_point == 0  # the job's data may be gone: ignored
+    check_log_invariants(log)
+
+
+def test_a_failed_flush_job_is_pending_again(tmp_path):
+    log = open_log(tmp_path, segment_bytes=1500)
+    log.append_as_leader(sized_batch(1000, 10), 0, time_ms=T0)
+    log.append_as_leader(sized_batch(1000, 10), 0, time_ms=T0)
+    job = log.begin_flush(time_ms=T0)
+    assert job is not None
+    job.segments[0].close()  # its fsync now fails, as on a failing disk
+    assert not job.run()
+    assert job.error is not None and "topic-0" in str(job.error)
+    log.end_flush(job)
+    assert log._recovery_point == 0
+    retry = log.begin_flush(time_ms=T0)
+    assert retry is not None and retry.target == 10
+
+
 def test_flush_messages_flushes_inline(tmp_path):
     log = open_log(tmp_path, flush_messages=5)
     log.append_as_leader(make_batch(4), 0, time_ms=T0)

@@ -1,0 +1,46 @@
+"""A log flush taken out of the partition lock.
+
+After gigabytes of writes an fsync can take a second; done under the partition
+lock it would stall every produce and fetch of that partition. `Log.begin_flush`
+(under the lock) decides what to fsync and returns a FlushJob, the caller runs it
+without the lock, and `Log.end_flush` (under the lock again) moves the recovery
+point, unless the log was truncated meanwhile: then the job's data may be gone
+and the recovery point stays where it was, which is always safe (recovery only
+re-reads more)."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from .errors import KafkaStorageError, StorageError
+from .segment import LogSegment
+
+
+@dataclass
+class FlushJob:
+    directory: Path
+    segments: list[LogSegment]
+    target: int  # the recovery point once every segment is fsynced
+    truncations: int  # the log's truncation count when the job was taken
+    due_to_flush_ms: bool  # flush.ms was due (not only a roll's deferred flush)
+    error: StorageError | None = None
+
+    def run(self) -> bool:
+        """fsync the segments and the directory; False (and `error`) if one failed.
+        A segment deleted by a concurrent truncation or retention fails here too, as
+        EBADF or a closed index, and end_flush then ignores the job."""
+        try:
+            for seg in self.segments:
+                seg.flush()
+            fd = os.open(self.directory, os.O_RDONLY)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+        except StorageError as e:
+            self.error = e
+        except (OSError, ValueError) as e:
+            self.error = KafkaStorageError(f"cannot flush {self.directory}: {e}")
+        return self.error is None

@@ -1,0 +1,66 @@
+"""The node's log manager: its fsyncs never run under a partition lock."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+import pytest
+
+from seglog.node.log_manager import LogManager
+from seglog.storage.log_config import BrokerLogSettings, LogConfig
+from seglog.storage.log_dir import LogDirectory
+from seglog.storage.record_batch import NewRecord, build_batch
+from seglog.storage.segment import LogSegment
+
+# Ten records of ~1000 bytes: two of these fill a 1500-byte segment, so the second rolls.
+BATCH = build_batch([NewRecord(b"v" * 90) for _ in range(10)])
+
+
+def lock_is_free(lock: threading.RLock) -> bool:
+    """True if another thread can take `lock` now."""
+    result: list[bool] = []
+
+    def probe() -> None:
+        got = lock.acquire(blocking=False)
+        if got:
+            lock.release()
+        result.append(got)
+
+    t = threading.Thread(target=probe)
+    t.start()
+    t.join(5)
+    return result == [True]
+
+
+@pytest.fixture
+def manager(tmp_path: Path) -> LogManager:
+    config = LogConfig.defaults().with_overrides({"segment.bytes": 1500})
+    m = LogManager((tmp_path,), config, BrokerLogSettings.defaults())
+    m.load()
+    return m
+
+
+def test_checkpoint_and_deferred_flush_fsync_outside_the_partition_lock(manager, monkeypatch):
+    plog = manager.get_or_create(("t", 0), manager.defaults)
+    with plog.lock:
+        plog.log.append_as_leader(BATCH, 0)
+        plog.log.append_as_leader(BATCH, 0)  # rolls: a deferred flush
+    seen: list[tuple[str, bool]] = []
+    seg_flush = LogSegment.flush
+    write = LogDirectory.write_checkpoints
+
+    def flush(seg: LogSegment) -> None:
+        seen.append(("segment fsync", lock_is_free(plog.lock)))
+        seg_flush(seg)
+
+    def write_checkpoints(d: LogDirectory, state) -> None:
+        seen.append(("checkpoint write", lock_is_free(plog.lock)))
+        write(d, state)
+
+    monkeypatch.setattr(LogSegment, "flush", flush)
+    monkeypatch.setattr(LogDirectory, "write_checkpoints", write_checkpoints)
+    manager.checkpoint()
+    assert seen == [("segment fsync", True), ("checkpoint write", True)]
+    recovery = manager.dirs[0].recovery_points.read()
+    assert recovery[("t", 0)] == 10
