@@ -12,8 +12,10 @@ Phases, in this order:
 2. produce_client: the Producer client end to end (send() of 1 KiB values, acks=all,
    idempotent, otherwise its defaults: linger.ms 5, batch.size 16384), flush included.
 3. latency: the Producer again, paced at 25% of the records/s produce_client reached
-   (--latency-fraction), one record at a time; per record the time from send() to its
-   acknowledgement (the future's callback). p50/p99 over --seconds after a warm-up.
+   (--latency-fraction, or --latency-rate records/s), one record at a time; per record
+   the time from send() to its acknowledgement (the future's callback). p50/p99 over
+   --seconds after a warm-up. Each phase starts with sync(2), so that it does not pay
+   for the writeback of the previous phase's data.
 4. failover: --kills times: a fresh topic (1 partition, RF=3); an idempotent Producer
    (acks=all, linger.ms 0, defaults otherwise) sends one record every 5 ms to it; the
    partition's leader is SIGKILLed; unavailability is the time from SIGKILL to the first
@@ -503,12 +505,21 @@ def measure_producer(
     return sent / MIB / elapsed, n / elapsed, n
 
 
+def settle_disk() -> None:
+    """sync(2) before a phase, so that it does not pay for the writeback of the data
+    the previous phase left dirty in the page cache."""
+    started = time.monotonic()
+    os.sync()
+    say(f"  (sync: {time.monotonic() - started:.1f} s)")
+
+
 def measure_latency(
-    cluster: Cluster, batches: Batches, rate: float, seconds: float
+    cluster: Cluster, batches: Batches, rate: float, seconds: float, linger_ms: int | None
 ) -> tuple[list[float], float]:
     """Per-record send()-to-acknowledgement latencies (ms) at `rate` records/s, after an
     untimed warm-up; and the rate achieved."""
-    producer = Producer(cluster.bootstrap, acks="all")
+    extra = {} if linger_ms is None else {"linger_ms": linger_ms}
+    producer = Producer(cluster.bootstrap, acks="all", **extra)
     latencies: list[float] = []
     failures: list[BaseException] = []
     lock = threading.Lock()
@@ -672,6 +683,12 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--batch-bytes", type=int, default=16384)
     parser.add_argument("--request-bytes", type=int, default=MIB)
     parser.add_argument("--latency-fraction", type=float, default=0.25)
+    parser.add_argument(
+        "--latency-rate", type=float, default=None, help="records/s (instead of the fraction)"
+    )
+    parser.add_argument(
+        "--latency-linger-ms", type=int, default=None, help="the latency Producer's (its default)"
+    )
     # Failure detection as `seglog local up` configures it.
     parser.add_argument(
         "--session-timeout-ms", type=int, default=int(LOCAL_DEFAULTS["broker.session.timeout.ms"])
@@ -787,15 +804,21 @@ def main(argv: Sequence[str] | None = None) -> int:
                 f"p50 {percentile(raw_latency, 50):.1f} ms, "
                 f"p99 {percentile(raw_latency, 99):.1f} ms"
             )
-        if phases & {"produce_client", "latency"}:
+        if "produce_client" in phases or ("latency" in phases and not args.latency_rate):
+            settle_disk()
             say("produce_client (Producer, acks=all, idempotent) ...")
             mb_s, rps, n = measure_producer(cluster, batches, args.seconds)
             results["produce_client_mb_s"], results["produce_client_records_s"] = mb_s, rps
             say(f"  produce_client: {mb_s:,.1f} MiB/s, {rps:,.0f} records/s ({n:,} records)")
         if "latency" in phases:
-            rate = max(1.0, results["produce_client_records_s"] * args.latency_fraction)
+            rate = args.latency_rate or max(
+                1.0, results["produce_client_records_s"] * args.latency_fraction
+            )
+            settle_disk()
             say(f"latency: Producer paced at {rate:,.0f} records/s ...")
-            latency, achieved = measure_latency(cluster, batches, rate, args.seconds)
+            latency, achieved = measure_latency(
+                cluster, batches, rate, args.seconds, args.latency_linger_ms
+            )
             results["latency_rate_records_s"] = achieved
             s = summary_ms(latency)
             say(f"  latency per record: {s}")
@@ -804,6 +827,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             profile_lines = report_profiles(profile_dir, args.profile_top)  # type: ignore[arg-type]
         if "failover" in phases:
             cluster.delete_topics(throughput_topics)
+            settle_disk()
             say(f"failover: {args.kills} SIGKILLs of a partition leader ...")
             producer = Producer(cluster.bootstrap, acks="all", linger_ms=0)
             try:
@@ -903,6 +927,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             "records_per_batch": batches.records_per_batch,
             "request_bytes": args.request_bytes,
             "latency_fraction": args.latency_fraction,
+            "latency_rate": args.latency_rate,
+            "latency_linger_ms": args.latency_linger_ms,
             "replication_factor": 3,
             "min_insync_replicas": 2,
             "acks": -1,
@@ -915,8 +941,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         "units": "MiB/s (2^20 bytes of RecordBatch per second); records/s; milliseconds",
         "notes": [
             "three node processes and this client share the machine's CPUs",
-            "latency: the Producer (linger.ms 5) paced at latency_fraction of the "
-            "produce_client records/s, per record from send() to the acknowledgement",
+            "latency: the Producer (linger.ms "
+            f"{5 if args.latency_linger_ms is None else args.latency_linger_ms}) paced at "
+            "latency_rate records/s or latency_fraction of the produce_client records/s, "
+            "per record from send() to the acknowledgement; sync(2) before each phase",
             "failover: SIGKILL of the partition leader to the first acknowledgement of a "
             "record sent after it; bounded below by broker.session.timeout.ms (the "
             "controller fences a broker only when its heartbeats stop for that long), plus "

@@ -365,11 +365,13 @@ class ReplicaManager:
         """Kafka's fetch: answer at once on enough bytes, any error or a diverging
         epoch, else wait for data until max_wait_ms."""
         deadline = time.monotonic() + max(0, max_wait_ms) / 1000
+        results: list[FetchResult] | None = None
+        marks: list[tuple[int, ...] | None] = [None] * len(specs)
         # Bounded by the deadline: each pass waits for new data or the time left.
         while True:
             with self._data_arrived:
                 version = self._data_version
-            results = self._read(specs, replica_id, replica_epoch, max_bytes)
+            results = self._read(specs, replica_id, replica_epoch, max_bytes, results, marks)
             total = sum(len(r.records) for r in results)
             stop = any(r.error_name != "NONE" or r.diverging_epoch for r in results)
             remaining = deadline - time.monotonic()
@@ -385,13 +387,35 @@ class ReplicaManager:
                 if self._data_version == version:
                     self._data_arrived.wait(timeout=min(remaining, 0.5))
 
+    @staticmethod
+    def _mark(hp: HostedPartition) -> tuple[int, ...]:
+        """What a waiting fetch's answer for the partition depends on: while it stays
+        the same, a re-read would return the same empty answer."""
+        log = hp.plog.log
+        return (
+            log.log_end_offset,
+            log.high_watermark,
+            log.log_start_offset,
+            hp.replica.leader_epoch,
+        )
+
     def _read(
-        self, specs: Sequence[FetchSpec], replica_id: int, replica_epoch: int, max_bytes: int
+        self,
+        specs: Sequence[FetchSpec],
+        replica_id: int,
+        replica_epoch: int,
+        max_bytes: int,
+        previous: list[FetchResult] | None = None,
+        marks: list[tuple[int, ...] | None] | None = None,
     ) -> list[FetchResult]:
+        """One pass over a fetch's partitions. On a waiting fetch's later passes
+        (`previous`) a partition whose state is unchanged since its last empty answer
+        keeps that answer: it is not re-read and its follower is not updated again
+        (Kafka updates a follower's state once per fetch, on arrival)."""
         results = []
         budget = max_bytes
         first_with_data = True
-        for spec in specs:
+        for i, spec in enumerate(specs):
             tp = (spec.topic, spec.partition)
             result = FetchResult(spec.topic, spec.partition)
             try:
@@ -400,7 +424,17 @@ class ReplicaManager:
                 if not first_with_data and limit == 0:
                     results.append(result)
                     continue
+                if (
+                    previous is not None
+                    and marks is not None
+                    and marks[i] is not None
+                    and marks[i] == self._mark(hp)
+                ):
+                    results.append(previous[i])
+                    continue
                 with hp.plog.lock:
+                    if marks is not None:
+                        marks[i] = self._mark(hp)
                     result.leader = (hp.replica.leader_id, hp.replica.leader_epoch)
                     if replica_id >= 0:
                         response, actions = hp.replica.handle_fetch(
