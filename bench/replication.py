@@ -846,11 +846,15 @@ def main(argv: Sequence[str] | None = None) -> int:
             finally:
                 producer.close(timeout=30)
         log_bytes = sum(f.stat().st_size for f in root.rglob("*.log") if f.is_file())
+        failed = False
+    except BaseException:
+        failed = True  # keep the nodes' logs and data to diagnose from
+        raise
     finally:
         codes = cluster.stop_all()
         if any(c not in (0, -signal.SIGKILL) for c in codes):
             say(f"WARNING: node exit codes {codes}")
-        if args.keep:
+        if args.keep or failed:
             say(f"kept {root}")
         else:
             shutil.rmtree(root, ignore_errors=True)
