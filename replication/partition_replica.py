@@ -65,6 +65,7 @@ INVALID_UPDATE_VERSION = "INVALID_UPDATE_VERSION"
 INELIGIBLE_REPLICA = "INELIGIBLE_REPLICA"
 OPERATION_NOT_ATTEMPTED = "OPERATION_NOT_ATTEMPTED"
 NEW_LEADER_ELECTED = "NEW_LEADER_ELECTED"
+UNKNOWN_TOPIC_OR_PARTITION = "UNKNOWN_TOPIC_OR_PARTITION"
 OUT_OF_ORDER_SEQUENCE_NUMBER = "OUT_OF_ORDER_SEQUENCE_NUMBER"
 
 # "Long ago" for follower timestamps: clocks here may start at 0, where Kafka's 0 would
@@ -855,10 +856,17 @@ class PartitionReplica:
             # The controller says it did not apply it and our epoch is right: back to the
             # committed state (Kafka's Partition.handleAlterPartitionError).
             self._pending_isr = None
-        else:
-            # FENCED_LEADER_EPOCH, INVALID_UPDATE_VERSION, ...: we are stale; the change
-            # stays pending (maximal ISR kept) until fresh metadata arrives (7.3).
+        elif resp.error in (
+            FENCED_LEADER_EPOCH,
+            INVALID_UPDATE_VERSION,
+            UNKNOWN_TOPIC_OR_PARTITION,
+        ):
+            # We are stale: the change stays pending (maximal ISR kept), unsent, until
+            # fresh metadata arrives (7.3).
             pending.rejected = True
+        # Any other error (NOT_CONTROLLER, REQUEST_TIMED_OUT during a controller
+        # failover, ...) says nothing about our state: the change stays pending and the
+        # tick sends it again, as Kafka retries unexpected AlterPartition errors.
         self._check_invariants()
         return actions
 

@@ -567,6 +567,26 @@ def test_isr_expands_after_catch_up_with_pending_maximal_isr() -> None:
     assert leader.pending_isr_change is None and leader.isr == {1, 2, 3}
 
 
+@pytest.mark.parametrize("error", ["NOT_CONTROLLER", "REQUEST_TIMED_OUT"])
+def test_an_isr_change_failed_for_another_reason_is_sent_again(error: str) -> None:
+    nodes = {i: make(i) for i in (1, 2, 3)}
+    for r in nodes.values():
+        r.apply_metadata(st(1, 0, 0, (1, 2, 3), (1, 2)), 0)
+    leader = nodes[1]
+    leader.produce(1, batch(5), 1, 30_000, 0)
+    fetch(nodes, 2, 5, 1)
+    _, actions = fetch(nodes, 3, 5, 2)
+    (alter,) = [a for a in actions if isinstance(a, SendAlterPartition)]
+    # e.g. the controller lost its leadership while committing the change
+    leader.on_alter_partition_response(AlterPartitionResponse(error, alter.request_id), 3)
+    assert leader.pending_isr_change == alter
+    assert alter in leader.tick(3 + cfg().alter_partition_retry_ms)
+    leader.on_alter_partition_response(
+        AlterPartitionResponse(NONE, alter.request_id, 0, 1, (1, 2, 3)), 6_000
+    )
+    assert leader.isr == {1, 2, 3} and leader.pending_isr_change is None
+
+
 def test_expand_requires_reaching_the_leader_epoch_start() -> None:
     leader_log = MemoryLog("L")
     fill(leader_log, 0, 10, "a", per_batch=5)
