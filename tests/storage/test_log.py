@@ -37,6 +37,7 @@ from seglog.storage.errors import (
     UnexpectedAppendOffsetError,
     UnsupportedMagicError,
 )
+from seglog.storage.flush_job import FlushJob
 from seglog.storage.leader_epoch_cache import EpochEntry
 from seglog.storage.log import Log
 from seglog.storage.log_config import LogConfig
@@ -1349,12 +1350,18 @@ def test_flush_ms_clock_restarts_at_a_roll_with_the_callers_time(tmp_path):
     assert log.recovery_point == 20
 
 
-def test_a_flush_job_runs_outside_the_log_and_moves_the_recovery_point_after(tmp_path):
+def rolled_log_and_its_flush_job(tmp_path: Path) -> tuple[Log, FlushJob]:
+    """A log whose second batch rolled it, and the deferred flush of [0, 10) taken."""
     log = open_log(tmp_path, segment_bytes=1500)
     log.append_as_leader(sized_batch(1000, 10), 0, time_ms=T0)
-    log.append_as_leader(sized_batch(1000, 10), 0, time_ms=T0)  # rolls: flush of [0, 10) deferred
+    log.append_as_leader(sized_batch(1000, 10), 0, time_ms=T0)
     job = log.begin_flush(time_ms=T0)
     assert job is not None and job.target == 10
+    return log, job
+
+
+def test_a_flush_job_runs_outside_the_log_and_moves_the_recovery_point_after(tmp_path):
+    log, job = rolled_log_and_its_flush_job(tmp_path)
     assert [s.base_offset for s in job.segments] == [0]
     log.append_as_leader(make_batch(3), 0, time_ms=T0)  # appends go on meanwhile
     assert job.run()
@@ -1365,11 +1372,7 @@ def test_a_flush_job_runs_outside_the_log_and_moves_the_recovery_point_after(tmp
 
 
 def test_a_flush_job_finishing_after_a_truncation_leaves_the_recovery_point(tmp_path):
-    log = open_log(tmp_path, segment_bytes=1500)
-    log.append_as_leader(sized_batch(1000, 10), 0, time_ms=T0)
-    log.append_as_leader(sized_batch(1000, 10), 0, time_ms=T0)
-    job = log.begin_flush(time_ms=T0)
-    assert job is not None
+    log, job = rolled_log_and_its_flush_job(tmp_path)
     log.truncate_to(10)  # drops the active segment's data
     log.append_as_leader(sized_batch(1000, 10), 1, time_ms=T0)
     job.run()
@@ -1379,11 +1382,7 @@ def test_a_flush_job_finishing_after_a_truncation_leaves_the_recovery_point(tmp_
 
 
 def test_a_failed_flush_job_is_pending_again(tmp_path):
-    log = open_log(tmp_path, segment_bytes=1500)
-    log.append_as_leader(sized_batch(1000, 10), 0, time_ms=T0)
-    log.append_as_leader(sized_batch(1000, 10), 0, time_ms=T0)
-    job = log.begin_flush(time_ms=T0)
-    assert job is not None
+    log, job = rolled_log_and_its_flush_job(tmp_path)
     job.segments[0].close()  # its fsync now fails, as on a failing disk
     assert not job.run()
     assert job.error is not None and "topic-0" in str(job.error)
