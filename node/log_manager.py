@@ -83,6 +83,29 @@ class LogManager:
     ) -> PartitionLog:
         with self._lock:
             existing = self._partitions.get(tp)
+            stale = (
+                existing is not None
+                and topic_id is not None
+                and existing.log.topic_id is not None
+                and existing.log.topic_id != topic_id
+            )
+            if existing is not None and not stale:
+                return existing
+        if stale:
+            # The topic was deleted and created again under the same name while this
+            # node missed the deletion (it was down, or replays both at once): the old
+            # incarnation's data must not pass for the new topic's (Kafka's topic ids).
+            assert existing is not None
+            _log.info(
+                "stale_log_deleted",
+                topic=tp[0],
+                partition=tp[1],
+                topic_id=existing.log.topic_id,
+                new_topic_id=topic_id,
+            )
+            self.delete(tp)
+        with self._lock:
+            existing = self._partitions.get(tp)
             if existing is not None:
                 return existing
             # Kafka places a new partition in the directory holding the fewest.

@@ -222,21 +222,36 @@ class ReplicaManager:
             gone = [tp for tp in self._partitions if tp not in wanted]
             removed = [self._partitions.pop(tp) for tp in gone]
         for hp in removed:
-            with hp.plog.lock:
-                actions = hp.replica.apply_metadata(
-                    PartitionState((), (), -1, hp.replica.leader_epoch + 1, 1 << 30), now_ms()
-                )
-            self._carry_out(hp, actions)
-            self.log_manager.delete(hp.tp)
+            self._stop_and_delete(hp)
         self._sync_fetchers()
         self._wake_fetchers()
+
+    def _stop_and_delete(self, hp: HostedPartition) -> None:
+        """The partition left this node (or its topic was deleted): stop the replica,
+        answer what waits on it, delete the log."""
+        with hp.plog.lock:
+            actions = hp.replica.apply_metadata(
+                PartitionState((), (), -1, hp.replica.leader_epoch + 1, 1 << 30), now_ms()
+            )
+        self._carry_out(hp, actions)
+        self.log_manager.delete(hp.tp)
 
     def _apply(
         self, tp: TopicPartition, topic_id: str, state: PartitionState, config: LogConfig
     ) -> None:
-        plog = self.log_manager.get_or_create(tp, config, topic_id)
         with self._lock:
             hp = self._partitions.get(tp)
+            if hp is not None and hp.topic_id != topic_id:
+                # The topic was deleted and created again under the same name within
+                # one metadata update (e.g. a restarted node replaying both).
+                del self._partitions[tp]
+                stale: HostedPartition | None = hp
+                hp = None
+            else:
+                stale = None
+        if stale is not None:
+            self._stop_and_delete(stale)
+        plog = self.log_manager.get_or_create(tp, config, topic_id)
         with plog.lock:
             if plog.log.config != config:
                 plog.log.config = config

@@ -119,6 +119,8 @@ class Log:
     def __init__(self, directory: Path, config: LogConfig) -> None:
         self.directory = directory
         self.topic, self.partition = parse_partition_dir(directory.name)
+        # From partition.metadata: which incarnation of the topic this log belongs to.
+        self.topic_id: str | None = None
         self.config = config
         self._segments: list[LogSegment] = []
         self._base_offsets: list[int] = []
@@ -163,11 +165,16 @@ class Log:
             raise KafkaStorageError(f"cannot create partition directory {directory}: {e}") from e
         log = cls(directory, config)
         log.producer_state = ProducerStateManager(directory, producer_id_expiration_ms)
-        if topic_id is not None:
-            metadata = PartitionMetadataFile.in_dir(directory)
-            if not metadata.exists():
-                # Before any record: data must never exist on disk without a topic id.
-                metadata.write(topic_id)
+        metadata = PartitionMetadataFile.in_dir(directory)
+        if metadata.exists():
+            try:
+                log.topic_id = metadata.read().topic_id
+            except StorageError:
+                log.topic_id = None  # unknown: never taken for another topic's log
+        elif topic_id is not None:
+            # Before any record: data must never exist on disk without a topic id.
+            metadata.write(topic_id)
+            log.topic_id = topic_id
         log._load(recovery_point, log_start_offset, had_clean_shutdown, t)
         log.high_watermark = min(max(high_watermark, log.log_start_offset), log.log_end_offset)
         log._last_flush_ms = t

@@ -107,7 +107,8 @@ class ThreeNodeCluster:
 
     def crashes(self) -> list[str]:
         """Uncaught exceptions that ended a thread of some node (printed by Python's
-        threading excepthook into the node's log): always a bug."""
+        threading excepthook into the node's log), and metadata a node failed to apply:
+        always a bug."""
         out = []
         for i, n in self.nodes.items():
             try:
@@ -118,6 +119,8 @@ class ThreeNodeCluster:
                 if line.startswith("Exception in thread"):
                     tb = [x for x in lines[k : k + 40] if not x.startswith("{")]
                     out.append(f"node {i}: " + "\n".join(tb))
+                elif '"event":"metadata_listener_failed"' in line:
+                    out.append(f"node {i}: {line}")
         return out
 
     # RPCs

@@ -1,4 +1,5 @@
-"""The node's log manager: its fsyncs never run under a partition lock."""
+"""The node's log manager: its fsyncs never run under a partition lock; a log of an
+older incarnation of a topic (same name, another topic id) is replaced."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import pytest
 from seglog.node.log_manager import LogManager
 from seglog.storage.log_config import BrokerLogSettings, LogConfig
 from seglog.storage.log_dir import LogDirectory
+from seglog.storage.partition_metadata import PartitionMetadataFile, new_topic_id
 from seglog.storage.record_batch import NewRecord, build_batch
 from seglog.storage.segment import LogSegment
 
@@ -64,3 +66,30 @@ def test_checkpoint_and_deferred_flush_fsync_outside_the_partition_lock(manager,
     assert seen == [("segment fsync", True), ("checkpoint write", True)]
     recovery = manager.dirs[0].recovery_points.read()
     assert recovery[("t", 0)] == 10
+
+
+def test_a_log_of_an_older_incarnation_of_the_topic_is_replaced(manager):
+    old_id, new_id = new_topic_id(), new_topic_id()
+    plog = manager.get_or_create(("t", 0), manager.defaults, old_id)
+    with plog.lock:
+        plog.log.append_as_leader(BATCH, 0)
+    again = manager.get_or_create(("t", 0), manager.defaults, old_id)
+    assert again is plog and again.log.log_end_offset == 10
+    # Same name, new topic id: the topic was deleted and created again meanwhile.
+    fresh = manager.get_or_create(("t", 0), manager.defaults, new_id)
+    assert fresh is not plog
+    assert fresh.log.log_end_offset == 0 and fresh.log.topic_id == new_id
+    metadata = PartitionMetadataFile.in_dir(fresh.log.directory).read()
+    assert metadata.topic_id == new_id
+
+
+def test_a_reopened_log_knows_its_topic_id(tmp_path: Path):
+    topic_id = new_topic_id()
+    first = LogManager((tmp_path,), LogConfig.defaults(), BrokerLogSettings.defaults())
+    first.load()
+    first.get_or_create(("t", 0), first.defaults, topic_id)
+    first.shutdown()
+    second = LogManager((tmp_path,), LogConfig.defaults(), BrokerLogSettings.defaults())
+    second.load()
+    plog = second.get(("t", 0))
+    assert plog is not None and plog.log.topic_id == topic_id
