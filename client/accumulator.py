@@ -223,10 +223,12 @@ class RecordAccumulator:
 
     def ready(
         self, now: float, blocked: Container[TopicPartition]
-    ) -> tuple[list[TopicPartition], float | None]:
-        """Partitions whose first batch may be sent now, and the seconds until the
-        next lingering batch becomes sendable (None: no lingering batch)."""
+    ) -> tuple[list[TopicPartition], list[TopicPartition], float | None]:
+        """Partitions whose first batch may be sent now; partitions whose first batch
+        still lingers; and the seconds until the next lingering batch becomes sendable
+        (None: no lingering batch)."""
         ready: list[TopicPartition] = []
+        lingering: list[TopicPartition] = []
         next_delay: float | None = None
         with self._lock:
             for tp, dq in self._batches.items():
@@ -236,22 +238,31 @@ class RecordAccumulator:
                 if self._sendable(head, len(dq), now):
                     ready.append(tp)
                 else:
+                    lingering.append(tp)
                     wait = self.linger_s - (now - head.created)
                     next_delay = wait if next_delay is None else min(next_delay, wait)
-        return ready, next_delay
+        return ready, lingering, next_delay
 
     def drain(
-        self, tp: TopicPartition, now: float, max_bytes: int, max_batches: int, first: bool
+        self,
+        tp: TopicPartition,
+        now: float,
+        max_bytes: int,
+        max_batches: int,
+        first: bool,
+        early: bool = False,
     ) -> list[ProducerBatch]:
         """Close and take up to `max_batches` sendable batches from the head of the
-        partition's queue, about `max_bytes` in all (one at least when `first`)."""
+        partition's queue, about `max_bytes` in all (one at least when `first`).
+        `early`: the head batch goes even if it still lingers (it rides along in a
+        request the node gets anyway)."""
         out: list[ProducerBatch] = []
         total = 0
         with self._lock:
             dq = self._batches.get(tp)
             while dq and len(out) < max_batches:
                 batch = dq[0]
-                if not self._sendable(batch, len(dq), now):
+                if not (early and not out) and not self._sendable(batch, len(dq), now):
                     break
                 if out and (batch.solo or out[0].solo):
                     break

@@ -33,7 +33,7 @@ import logging
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Container, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -594,8 +594,9 @@ class Sender(threading.Thread):
         delay = 1.0
         blocked = self._muted | self._retry.keys()
         fresh: list[TopicPartition] = []
+        lingering: list[TopicPartition] = []
         if not self.p.idempotent or self.producer_id >= 0:
-            fresh, linger_delay = self.acc.ready(now, blocked)
+            fresh, lingering, linger_delay = self.acc.ready(now, blocked)
             if linger_delay is not None:
                 delay = min(delay, linger_delay)
         retry_now: list[TopicPartition] = []
@@ -614,23 +615,34 @@ class Sender(threading.Thread):
                 delay = min(delay, self.p.retry_backoff_s or 0.05)
                 continue
             by_node.setdefault(leader, []).append(tp)
+        # As Kafka's drain: a request that goes to a node anyway also takes the
+        # lingering batches of the node's other partitions (fewer, fuller requests).
+        riders: dict[int, list[TopicPartition]] = {}
+        for tp in lingering:
+            leader = self.metadata.leader_for(tp)
+            if leader in by_node:
+                riders.setdefault(leader, []).append(tp)
         rotation = next(self._drain_rotation)
         for node_id, tps in by_node.items():
             if tps:
                 k = rotation % len(tps)
                 tps[:] = tps[k:] + tps[:k]  # fairness: no partition always comes first
+            early = set(riders.get(node_id, ()))
+            tps.extend(early)
             in_flight = self._in_flight.setdefault(node_id, set())
-            while tps and len(in_flight) < self.p.max_in_flight:
-                sends = self._collect(tps, now)
+            # Stop once only riders are left: they alone do not warrant a request.
+            while tps and not early.issuperset(tps) and len(in_flight) < self.p.max_in_flight:
+                sends = self._collect(tps, now, early)
                 if not sends:
                     break
                 self._dispatch(node_id, sends)
         return delay
 
     def _collect(
-        self, tps: list[TopicPartition], now: float
+        self, tps: list[TopicPartition], now: float, early: Container[TopicPartition] = ()
     ) -> dict[TopicPartition, PartitionSend]:
-        """Fill one request from `tps` (removing what it takes) up to max_request_size."""
+        """Fill one request from `tps` (removing what it takes) up to max_request_size;
+        partitions in `early` may send a batch that still lingers."""
         budget = self.p.max_request_size
         sends: dict[TopicPartition, PartitionSend] = {}
         remaining: list[TopicPartition] = []
@@ -645,7 +657,12 @@ class Sender(threading.Thread):
                     continue
             else:
                 batches = self.acc.drain(
-                    tp, now, budget, MAX_BATCHES_PER_PARTITION_REQUEST, first=not sends
+                    tp,
+                    now,
+                    budget,
+                    MAX_BATCHES_PER_PARTITION_REQUEST,
+                    first=not sends,
+                    early=tp in early,
                 )
                 if not batches:
                     if sends:

@@ -386,6 +386,23 @@ def test_several_batches_of_a_partition_in_one_request(raw, make_producer):
     assert [r.value[:3] for _, rs in batches for r in rs] == [b"%03d" % i for i in range(16)]
 
 
+def test_a_lingering_batch_rides_along_with_a_ready_one_to_its_node(raw, make_producer):
+    """Kafka's drain: once a request goes to a node, the node's other partitions send
+    their lingering batches with it instead of waiting out linger_ms."""
+    topic = topic_name("riders")
+    raw.create_topic(topic, partitions=2)
+    p = make_producer(linger_ms=600_000, delivery_timeout_ms=700_000, batch_size=1000)
+    rider = p.send(topic, value=b"lingering", partition=1)
+    time.sleep(0.2)
+    assert not rider.is_done  # alone it lingers
+    # Two full batches on partition 0: its first batch is ready and goes at once.
+    full = [p.send(topic, value=b"." * 400, partition=0) for _ in range(6)]
+    assert rider.get(timeout=WAIT_S).offset == 0
+    assert full[0].get(timeout=WAIT_S).offset == 0
+    assert p.metrics()["requests_sent"] == 1
+    p.flush(timeout=WAIT_S)
+
+
 def test_many_threads_send_concurrently(raw, make_producer):
     topic = topic_name("threads")
     raw.create_topic(topic, partitions=3)
