@@ -8,8 +8,10 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
+from types import FrameType
 from typing import TextIO
 
 import grpc
@@ -80,10 +82,13 @@ def up(data_dir: Path, nodes: int, base_port: int, detach: bool, out: TextIO) ->
     bootstrap = ",".join(f"127.0.0.1:{base_port + i}" for i in range(nodes))
     state = {"pids": [p.pid for p in procs], "bootstrap": bootstrap, "nodes": nodes}
     state_path.write_text(json.dumps(state))
+    if not detach:
+        _interrupt_on_sigterm()
     print(f"starting {nodes} nodes in {data_dir} ...", file=sys.stderr)
+    sys.stderr.flush()
     try:
         _wait_ready(bootstrap.split(",")[0], nodes, procs, data_dir)
-    except Exception:
+    except BaseException:  # Ctrl-C while starting too: leave no node behind
         _stop([p.pid for p in procs])
         state_path.unlink(missing_ok=True)
         raise
@@ -101,6 +106,17 @@ def up(data_dir: Path, nodes: int, base_port: int, detach: bool, out: TextIO) ->
     state_path.unlink(missing_ok=True)
     print("cluster stopped", file=sys.stderr)
     return 0
+
+
+def _interrupt_on_sigterm() -> None:
+    """`kill` of a foreground `local up` stops its nodes as Ctrl-C does (they run in
+    their own sessions, so nothing else would)."""
+
+    def interrupt(_signum: int, _frame: FrameType | None) -> None:
+        raise KeyboardInterrupt
+
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, interrupt)
 
 
 def _wait_ready(
