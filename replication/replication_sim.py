@@ -32,12 +32,14 @@ The safety claim ("safe" mode; RF=3, min.insync.replicas=2, clean elections) cov
 * at most RF - min.insync = 1 faulty node at a time, where a node is faulty from a power
   failure (losing its unflushed tail) or a pause (of up to 2.5 x replica.lag.time.max.ms)
   until it is up, re-registered and unfenced, and holds the whole committed prefix again;
-* a power failure only while, for every partition whose ISR (at the controller) holds the
-  node, another ISR member is non-faulty and holds the committed prefix. This condition is
+* a power failure only while, for every partition whose ISR holds the node - the ISR at
+  the controller, or the one an AlterPartition the node has in flight would install -
+  another member of it is non-faulty and holds the committed prefix. This condition is
   needed: a node cut off by a partition is not faulty, yet it leaves the ISR, which may
-  thus shrink to {A}; a power failure of A then loses committed data in Kafka too
-  (Kafka's promise is "as long as one in-sync replica survives", and an fsync-less power
-  failure is not survival).
+  thus shrink to {A} (even after A's power failure, while its session lasts); a power
+  failure of A then loses committed data in Kafka too (Kafka's promise is "as long as one
+  in-sync replica survives", and an fsync-less power failure is not survival; KIP-966's
+  eligible leader replicas are Kafka's later answer).
 "Wild" mode drops these limits (up to all but one node down or paused at once, optional
 unclean election): committed data may then be lost, so only convergence, prefix
 identity, HW monotonicity and duplicate checks apply.
@@ -728,16 +730,23 @@ class Simulation:
         if not node.up or node.paused or any(self._faulty(n) for n in others):
             return False
         if power:
-            # Another ISR member must survive with the committed prefix.
+            # Another ISR member must survive with the committed prefix: in the ISR the
+            # controller holds, and in the one the node's AlterPartition still in flight
+            # may install after the failure (a shrink to the node alone, accepted while
+            # its session lasts, would leave only the lost tail in the ISR).
             for p in node.hosted:
-                isr = self.controller.partitions[p].isr
-                if node.id in isr and not any(
-                    r != node.id
-                    and not self._faulty(self.nodes[r])
-                    and self._holds_committed(self.nodes[r], p)
-                    for r in isr
-                ):
-                    return False
+                isrs = [self.controller.partitions[p].isr]
+                pending = node.replicas[p].pending_isr_change
+                if pending is not None:
+                    isrs.append(frozenset(pending.new_isr))
+                for isr in isrs:
+                    if node.id in isr and not any(
+                        r != node.id
+                        and not self._faulty(self.nodes[r])
+                        and self._holds_committed(self.nodes[r], p)
+                        for r in isr
+                    ):
+                        return False
         return True
 
     def _on_fault(self) -> None:
