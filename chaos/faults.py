@@ -270,7 +270,7 @@ def free_ports(n: int) -> list[int]:
             s.close()
 
 
-def _consecutive_free_ports(n: int, rng: random.Random) -> int:
+def consecutive_free_ports(n: int, rng: random.Random) -> int:
     """A base port with n free consecutive ports after it (local up wants a base)."""
     for _ in range(200):
         base = rng.randrange(20000, 40000)
@@ -327,7 +327,7 @@ class LocalTarget:
 
     def __init__(self, data_dir: Path, seed: int = 0) -> None:
         self.data_dir = data_dir.resolve()
-        self.base_port = _consecutive_free_ports(len(NODE_IDS), random.Random(f"ports-{seed}"))
+        self.base_port = consecutive_free_ports(len(NODE_IDS), random.Random(f"ports-{seed}"))
         self.bootstrap = ",".join(self.address(n) for n in NODE_IDS)
         self.pids: dict[int, int] = {}
         self._children: dict[int, subprocess.Popen[bytes]] = {}

@@ -8,7 +8,6 @@ import os
 import queue
 import random
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -17,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from seglog.chaos.faults import consecutive_free_ports
 from seglog.client.admin import Admin, NewTopic
 from seglog.client.consumer import Consumer
 from seglog.client.producer import Producer
@@ -27,23 +27,8 @@ START_S = 90
 STOP_S = 60
 
 
-def free_base_port(n: int = 3) -> int:
-    rng = random.Random()
-    for _ in range(200):
-        base = rng.randrange(20000, 40000)
-        socks = []
-        try:
-            for i in range(n):
-                s = socket.socket()
-                socks.append(s)
-                s.bind(("127.0.0.1", base + i))
-            return base
-        except OSError:
-            continue
-        finally:
-            for s in socks:
-                s.close()
-    raise RuntimeError("no free range of ports")
+def free_base_port() -> int:
+    return consecutive_free_ports(3, random.Random())
 
 
 def seglog_local(*args: str) -> list[str]:
