@@ -305,7 +305,7 @@ def wait_serving(address: str, timeout_s: float) -> bool:
     return False
 
 
-def _proc_alive(pid: int) -> bool:
+def proc_alive(pid: int) -> bool:
     """Alive and not a zombie (a killed node whose parent has not reaped it yet)."""
     try:
         with open(f"/proc/{pid}/stat") as f:
@@ -367,7 +367,7 @@ class LocalTarget:
         if child is not None and child.pid == self.pids.get(node):
             return child.poll() is None
         pid = self.pids.get(node)
-        return pid is not None and _proc_alive(pid)
+        return pid is not None and proc_alive(pid)
 
     def is_down(self, node: int) -> bool:
         return not self._alive(node)

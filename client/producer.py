@@ -617,17 +617,17 @@ class Sender(threading.Thread):
             by_node.setdefault(leader, []).append(tp)
         # As Kafka's drain: a request that goes to a node anyway also takes the
         # lingering batches of the node's other partitions (fewer, fuller requests).
-        riders: dict[int, list[TopicPartition]] = {}
+        riders: dict[int, set[TopicPartition]] = {}
         for tp in lingering:
             leader = self.metadata.leader_for(tp)
             if leader in by_node:
-                riders.setdefault(leader, []).append(tp)
+                riders.setdefault(leader, set()).add(tp)
         rotation = next(self._drain_rotation)
         for node_id, tps in by_node.items():
             if tps:
                 k = rotation % len(tps)
                 tps[:] = tps[k:] + tps[:k]  # fairness: no partition always comes first
-            early = set(riders.get(node_id, ()))
+            early = riders.get(node_id, set())
             tps.extend(early)
             in_flight = self._in_flight.setdefault(node_id, set())
             # Stop once only riders are left: they alone do not warrant a request.

@@ -85,7 +85,6 @@ def up(data_dir: Path, nodes: int, base_port: int, detach: bool, out: TextIO) ->
     if not detach:
         _interrupt_on_sigterm()
     print(f"starting {nodes} nodes in {data_dir} ...", file=sys.stderr)
-    sys.stderr.flush()
     try:
         _wait_ready(bootstrap.split(",")[0], nodes, procs, data_dir)
     except BaseException:  # Ctrl-C while starting too: leave no node behind

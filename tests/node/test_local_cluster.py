@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from seglog.chaos.faults import consecutive_free_ports
+from seglog.chaos.faults import proc_alive as alive
 from seglog.client.admin import Admin, NewTopic
 from seglog.client.consumer import Consumer
 from seglog.client.producer import Producer
@@ -77,19 +78,6 @@ class Foreground:
         if self.proc.poll() is None:
             self.proc.kill()
             self.proc.wait()
-
-
-def alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except OSError:
-        return False
-    # A zombie (exited, not yet reaped by its parent) counts as gone.
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
 
 
 def wait_all_gone(pids: list[int]) -> list[int]:
