@@ -5,6 +5,7 @@ down cleanly on SIGTERM/SIGINT."""
 from __future__ import annotations
 
 import random
+import resource
 import signal
 import sys
 import threading
@@ -296,9 +297,18 @@ class QuorumDescriber(cluster_pb2_grpc.ControllerServicer):
 NODE_SWITCH_INTERVAL_S = 0.001
 
 
+def raise_open_files_limit() -> None:
+    """A partition holds a .log file open per segment: at thousands of partitions the
+    usual soft limit of 1024 descriptors is too few (Kafka's docs ask for 100,000)."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft != resource.RLIM_INFINITY and (hard == resource.RLIM_INFINITY or soft < hard):
+        resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+
+
 def run_node(config: NodeConfig, log_level: str = "INFO") -> int:
     configure(log_level, config.node_id)
     sys.setswitchinterval(NODE_SWITCH_INTERVAL_S)
+    raise_open_files_limit()
     node = Node(config, log_level)
 
     def on_signal(signum: int, _frame: FrameType | None) -> None:
