@@ -99,11 +99,16 @@ class Node:
     def start(self) -> None:
         self.log_manager.load()
         self.controller.load(clean=self.log_manager.had_clean_shutdown)
+        # A fixed pool (a long-polling fetch or a parked acks=-1 produce holds a worker,
+        # hence four per num.io.threads), and at most queued.max.requests calls in the
+        # node: beyond that a call is refused with RESOURCE_EXHAUSTED, which clients
+        # retry, instead of queueing without bound.
         self._server = grpc.server(
             futures.ThreadPoolExecutor(
                 max_workers=max(32, self.config.num_io_threads * 4),
                 thread_name_prefix="grpc",
             ),
+            maximum_concurrent_rpcs=self.config.queued_max_requests,
             options=[
                 ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
                 ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
