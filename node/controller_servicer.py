@@ -81,6 +81,13 @@ class ControllerServicer(cluster_pb2_grpc.ControllerServicer):
     def AlterPartition(  # noqa: N802
         self, request: cpb.AlterPartitionRequest, context: grpc.ServicerContext
     ) -> cpb.AlterPartitionResponse:
+        remaining = context.time_remaining()
+        if remaining is not None and remaining <= 0:
+            # The broker gave up on this request while it queued: doing it now is work
+            # nobody waits for (its changes come again in the broker's next request).
+            return cpb.AlterPartitionResponse(
+                error_code=code("REQUEST_TIMED_OUT"), error_message="deadline passed in queue"
+            )
         changes = [
             IsrChange(i.topic, i.partition, i.leader_epoch, i.partition_epoch, tuple(i.new_isr))
             for i in request.items
