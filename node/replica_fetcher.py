@@ -107,6 +107,8 @@ class ReplicaFetcher:
             except grpc.RpcError:
                 self._stopped.wait(0.2)  # the leader is down or moved: metadata will tell
             except Exception:  # noqa: BLE001 - keep fetching; log and back off
+                if self._stopped.is_set():
+                    return  # stopped mid-round: its channel is closed
                 _log.error("fetcher_failed", exc=True, leader=self.leader)
                 self._reset_session()
                 self._stopped.wait(0.5)

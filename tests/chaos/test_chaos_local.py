@@ -28,3 +28,13 @@ def test_chase_leader_loses_nothing(tmp_path: Path) -> None:
         "local", "chase-leader", 12, 30, tmp_path / "cl", settle_timeout=45, timeout_s=RUN_TIMEOUT_S
     )
     assert len([f for f in data["faults"] if f["name"] == "chase-leader"]) >= 2, data["faults"]
+
+
+@pytest.mark.timeout(RUN_TIMEOUT_S + 60)
+def test_many_partitions_overload_recovers_and_loses_nothing(tmp_path: Path) -> None:
+    data = run_chaos(
+        "local", "many-partitions", 13, 40, tmp_path / "mp", settle_timeout=60,
+        timeout_s=RUN_TIMEOUT_S,
+    )
+    ends = [f for f in data["faults"] if f["name"] == "many-partitions" and f["phase"] == "end"]
+    assert ends and ends[0]["recovered"] is True, data["faults"]
