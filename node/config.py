@@ -121,7 +121,7 @@ def _names(props: Mapping[str, str], key: str, default: str) -> tuple[str, ...]:
 
 
 def parse_voters(value: str) -> dict[int, tuple[str, int]]:
-    """`controller.quorum.voters=1@h:9092,2@h:9093` → {1: (h, 9092), ...}."""
+    """`controller.quorum.voters=1@h:9292,2@h:9293` → {1: (h, 9292), ...}."""
     voters: dict[int, tuple[str, int]] = {}
     for item in value.split(","):
         item = item.strip()
