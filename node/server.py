@@ -9,7 +9,7 @@ import resource
 import signal
 import sys
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent import futures
 from types import FrameType
 
@@ -182,14 +182,24 @@ class Node:
             return
         self._stopped.set()
         self._health.enter_graceful_shutdown()
-        # A remote controller makes the controlled shutdown (leaderships move away)
-        # before its process exits.
-        self.controller.shutdown()
-        if self._server is not None:
-            self._server.stop(grace=2).wait(5)
-        self.replica_manager.shutdown()
-        self.log_manager.shutdown(self.broker_epoch)
-        _log.info("node_stopped", node_id=self.node_id)
+        # Each step runs even when an earlier one failed, and the process always ends:
+        # a failed step (a log directory gone, a snapshot that cannot be written) is
+        # logged and makes the exit code 1, it never leaves a process that hangs.
+        steps: list[tuple[str, Callable[[], object]]] = [
+            # A remote controller makes the controlled shutdown (leaderships move
+            # away) before its process exits.
+            ("controller", self.controller.shutdown),
+            ("server", lambda: self._server.stop(grace=2).wait(5) if self._server else None),
+            ("replica_manager", self.replica_manager.shutdown),
+            ("logs", lambda: self.log_manager.shutdown(self.broker_epoch)),
+        ]
+        for name, step in steps:
+            try:
+                step()
+            except Exception:  # noqa: BLE001 - reported, and the shutdown goes on
+                _log.error("shutdown_step_failed", exc=True, step=name)
+                self.exit_code = 1
+        _log.info("node_stopped", node_id=self.node_id, exit_code=self.exit_code)
         self._done.set()
 
     def wait(self) -> None:
