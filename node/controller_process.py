@@ -265,8 +265,9 @@ def main() -> int:
     process = ControllerProcess(config, bool(setup.get("clean", False)))
     process.start()
     print("controller-ready", flush=True)
+    parent = os.getppid()  # 1 itself when the broker is a container's first process
     while not done.wait(1):
-        if os.getppid() == 1:
+        if os.getppid() != parent:
             break  # orphaned (no PDEATHSIG on this platform)
     process.shutdown()
     time.sleep(0.05)
