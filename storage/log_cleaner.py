@@ -1,0 +1,655 @@
+"""The log cleaner's file work (Kafka's LogCleaner `Cleaner`): a thin shell around
+`cleaner_plan` (what to clean), `offset_map` (key -> last offset) and
+`cleaner_filter` (what to keep).
+
+One pass over a compacted log:
+
+1. Under the partition lock: a view of the log (`log_view`), its cleanable range,
+   and what the pass must know of the log then (segments, sizes, truncation
+   count, active producers).
+2. Without the lock: every batch header of the log is walked for aborted
+   transactions; the offset map is filled from the dirty range, batch by batch,
+   until it is full or the range ends (`map_end`; a later pass goes on from there).
+3. Without the lock, a group of segments at a time: every segment below `map_end`
+   is rewritten into `<base>.log.cleaned` (plus indexes), fsynced.
+4. Under the lock, if the log still holds those segments and was not truncated:
+   the `.cleaned` files are renamed to `.swap` (indexes first, the `.log` last:
+   the commit point), the old segments' files to `.deleted`, the `.swap` files to
+   their final names, and the segment list is updated; the old files are removed
+   after file.delete.delay.ms, like retention's.
+
+A crash before the `.log.swap` exists leaves `.cleaned` files that opening the
+log deletes (the old segments are intact); after it, opening the log completes
+the swap (`Log._commit_swap`): the segments the `.swap` covers, up to its last
+batch's offset, are deleted and the suffix is stripped. The last batch of every
+group is kept (empty if need be) so that this range covers the whole group.
+
+Offsets never change. The source segments are read through the cleaner's own file
+descriptors, so a concurrent deletion or retention cannot pull them away mid-read;
+a truncation or retention meanwhile makes step 4 give up, leaving the log as it was.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import time
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import NamedTuple
+
+import numpy as np
+
+from .atomic_file import fsync_dir
+from .cleaner_filter import (
+    AbortedTxnCollector,
+    AbortedTxns,
+    Action,
+    BatchFilter,
+    CleanerError,
+    LastRecord,
+    RecordView,
+    mappable,
+)
+from .cleaner_plan import (
+    CleanableRange,
+    LogView,
+    SegmentView,
+    cleanable_range,
+    group_segments,
+    is_due,
+)
+from .cleaner_records import (
+    Buffer,
+    ScannedRecord,
+    batch_payload,
+    empty_batch,
+    rebuild_batch,
+    scan_records,
+)
+from .errors import StorageError
+from .log import Log
+from .offset_map import OffsetMap, hash_keys
+from .record_batch import HEADER_SIZE, BatchHeader, batch_size_at, check_batch, control_record_type
+from .segment import (
+    CLEANED_SUFFIX,
+    DELETED_SUFFIX,
+    INDEX_SUFFIX,
+    LOG_SUFFIX,
+    SWAP_SUFFIX,
+    TIME_INDEX_SUFFIX,
+    LogSegment,
+    file_prefix,
+)
+
+DEFAULT_DEDUPE_BUFFER_SIZE = 128 * 1024 * 1024
+DEFAULT_IO_BUFFER_SIZE = 512 * 1024
+# Keys are hashed and looked up this many at a time.
+MAP_FLUSH_KEYS = 65_536
+
+StepHook = Callable[[str], None]
+Throttle = Callable[[int], object]
+
+
+class CleanerAborted(CleanerError):
+    """The pass was asked to stop (partition deleted, node shutting down)."""
+
+
+@dataclass(frozen=True)
+class CleanerConfig:
+    dedupe_buffer_size: int = DEFAULT_DEDUPE_BUFFER_SIZE  # per cleaner thread
+    io_buffer_size: int = DEFAULT_IO_BUFFER_SIZE
+    io_buffer_load_factor: float = 0.9
+
+
+@dataclass
+class CleanResult:
+    """What one pass did (Kafka's CleanerStats, in part)."""
+
+    first_dirty: int
+    map_end: int  # the next pass's first dirty offset (the new checkpoint)
+    first_uncleanable: int
+    swapped: bool = True  # False: the log changed under the pass, nothing was replaced
+    map_keys: int = 0
+    bytes_read: int = 0
+    bytes_written: int = 0
+    records_read: int = 0
+    records_kept: int = 0
+    batches_emptied: int = 0
+    segments_cleaned: int = 0
+    groups: int = 0
+    horizon_due_ms: int | None = None  # earliest delete horizon of what was kept
+    elapsed_s: float = 0.0
+    dirty_ratio: float = 0.0
+
+
+def log_view(log: Log, checkpoint: int | None, horizon_due_ms: int | None = None) -> LogView:
+    """The planner's view of `log`; take it under the partition lock."""
+    segs = log.segments
+    views = []
+    for i, seg in enumerate(segs):
+        nxt = segs[i + 1].base_offset if i + 1 < len(segs) else log.log_end_offset
+        first_ts = seg.rolling_base_timestamp()
+        views.append(
+            SegmentView(
+                base_offset=seg.base_offset,
+                next_offset=nxt,
+                size=seg.size,
+                index_bytes=seg.offset_index.entries * 8,
+                time_index_bytes=seg.time_index.entries * 12,
+                largest_timestamp=seg.largest_timestamp,
+                first_timestamp=first_ts if first_ts is not None else -1,
+            )
+        )
+    config = log.config
+    return LogView(
+        segments=tuple(views),
+        log_start_offset=log.log_start_offset,
+        high_watermark=log.high_watermark,
+        first_undecided_offset=log.producer_state.first_undecided_offset(),
+        checkpoint=checkpoint,
+        compact=config.compact,
+        min_cleanable_dirty_ratio=config.min_cleanable_dirty_ratio,
+        min_compaction_lag_ms=config.min_compaction_lag_ms,
+        max_compaction_lag_ms=config.max_compaction_lag_ms,
+        horizon_due_ms=horizon_due_ms,
+    )
+
+
+@dataclass
+class _Source:
+    """A segment as the pass saw it under the lock."""
+
+    segment: LogSegment
+    path: Path
+    size: int
+    view: SegmentView
+
+
+class _Pending(NamedTuple):
+    """A batch read and scanned, waiting for its keys' map lookups."""
+
+    view: memoryview
+    pos: int
+    header: BatchHeader
+    control_type: int | None
+    records: list[ScannedRecord]
+    payload: Buffer
+
+
+@dataclass
+class _Piece:
+    """Output batches waiting to be appended as one chunk (one index entry at most)."""
+
+    data: list[bytes] = field(default_factory=list)
+    size: int = 0
+    last_offset: int = -1
+    max_ts: int = -1
+    offset_of_max: int = -1
+
+    def add(self, batch: bytes, h: BatchHeader, max_ts: int) -> None:
+        self.data.append(batch)
+        self.size += len(batch)
+        self.last_offset = h.last_offset
+        if max_ts > self.max_ts or self.offset_of_max < 0:
+            if max_ts > self.max_ts:
+                self.max_ts = max_ts
+            self.offset_of_max = h.last_offset
+
+
+class CleaningJob:
+    """One pass over one log; see the module docstring for the steps and the locking."""
+
+    def __init__(
+        self,
+        log: Log,
+        rng: CleanableRange,
+        *,
+        now_ms: int,
+        offset_map: OffsetMap,
+        config: CleanerConfig,
+        throttle: Throttle | None = None,
+        should_abort: Callable[[], bool] | None = None,
+        step_hook: StepHook | None = None,
+    ) -> None:
+        # Under the partition lock: what the pass needs of the log.
+        self.directory = log.directory
+        self.rng = rng
+        self.now_ms = now_ms
+        self.map = offset_map
+        self.config = config
+        self._throttle = throttle
+        self._should_abort = should_abort
+        self._hook = step_hook
+        self.truncations = log.truncation_count
+        self.log_start_offset = log.log_start_offset
+        self.segment_bytes = log.config.segment_bytes
+        self.segment_index_bytes = log.config.segment_index_bytes
+        self.index_interval_bytes = log.config.index_interval_bytes
+        self.delete_retention_ms = log.config.delete_retention_ms
+        view = log_view(log, None)
+        self.sources = [
+            _Source(seg, seg.log_path, seg.size, sv)
+            for seg, sv in zip(log.segments, view.segments, strict=True)
+        ]
+        self.last_records = {
+            pid: LastRecord(
+                e.last_data_offset if e.last_data_offset >= 0 else None, e.producer_epoch
+            )
+            for pid, e in log.producer_state.active_producers.items()
+        }
+        self.chunk = max(64 * 1024, config.io_buffer_size // 2)
+        self.aborted = AbortedTxns()
+        self.map_end = rng.first_dirty
+        self.result = CleanResult(rng.first_dirty, rng.first_dirty, rng.first_uncleanable)
+        self.result.dirty_ratio = rng.ratio
+
+    # --- reading ----------------------------------------------------------------------
+
+    def _step(self, name: str) -> None:
+        if self._hook is not None:
+            self._hook(name)
+
+    def _check_abort(self) -> None:
+        if self._should_abort is not None and self._should_abort():
+            raise CleanerAborted(f"cleaning of {self.directory.name} aborted")
+
+    def _batches(self, src: _Source) -> Iterator[tuple[memoryview, int, BatchHeader]]:
+        """Every batch of a source segment, as far as it was when the pass began."""
+        try:
+            fd = os.open(src.path, os.O_RDONLY)
+        except OSError as e:
+            raise CleanerError(f"cannot open {src.path} for cleaning: {e}") from e
+        try:
+            pos = 0
+            while pos < src.size:
+                self._check_abort()
+                data = os.pread(fd, min(self.chunk, src.size - pos), pos)
+                if not data:
+                    raise CleanerError(f"{src.path} is shorter than {src.size} bytes")
+                self.result.bytes_read += len(data)
+                if self._throttle is not None:
+                    self._throttle(len(data))
+                view = memoryview(data)
+                p = 0
+                while p < len(view):
+                    size = batch_size_at(view, p)
+                    if size is None:
+                        break
+                    yield view, p, check_batch(view, p)
+                    p += size
+                if p == 0:  # one batch larger than the chunk
+                    head = BatchHeader.parse(os.pread(fd, HEADER_SIZE, pos))
+                    whole = memoryview(os.pread(fd, head.size, pos))
+                    if len(whole) < head.size:
+                        raise CleanerError(f"{src.path} ends inside a batch at {pos}")
+                    yield whole, 0, check_batch(whole, 0)
+                    p = head.size
+                pos += p
+        finally:
+            os.close(fd)
+
+    def _headers(self, src: _Source) -> Iterator[tuple[int, BatchHeader]]:
+        """(position, header) of every batch, reading headers only."""
+        fd = os.open(src.path, os.O_RDONLY)
+        try:
+            pos = 0
+            while pos + HEADER_SIZE <= src.size:
+                raw = os.pread(fd, HEADER_SIZE, pos)
+                if len(raw) < HEADER_SIZE:
+                    break
+                h = BatchHeader.parse(raw)
+                if h.size < HEADER_SIZE or pos + h.size > src.size:
+                    raise CleanerError(f"bad batch header at {pos} of {src.path}")
+                yield pos, h
+                pos += h.size
+        finally:
+            os.close(fd)
+
+    def _control_type(self, src: _Source, pos: int, h: BatchHeader) -> int | None:
+        with open(src.path, "rb") as f:
+            f.seek(pos)
+            data = f.read(h.size)
+        control = control_record_type(data, 0, h)
+        return None if control is None else control[0]
+
+    # --- step 2: aborted transactions and the offset map -------------------------------
+
+    def collect_aborted_transactions(self) -> None:
+        collector = AbortedTxnCollector()
+        for src in self.sources:
+            self._check_abort()
+            for pos, h in self._headers(src):
+                if h.is_transactional and h.has_producer_id:
+                    ctype = self._control_type(src, pos, h) if h.is_control else None
+                    collector.feed(h, ctype)
+        self.aborted = collector.aborted
+
+    def build_offset_map(self) -> None:
+        """Map keys from the first dirty offset until the map is full or the range ends;
+        `map_end` is the first offset not mapped."""
+        m = self.map
+        m.clear()
+        first_dirty, end = self.rng.first_dirty, self.rng.first_uncleanable
+        keys: list[bytes] = []
+        offsets: list[int] = []
+
+        def flush() -> None:
+            if keys:
+                h1, h2 = hash_keys(keys)
+                m.put_many(h1, h2, np.asarray(offsets, dtype=np.int64))
+                keys.clear()
+                offsets.clear()
+
+        self.map_end = end
+        for src in self.sources:
+            if src.view.next_offset <= first_dirty or src.view.base_offset >= end:
+                continue
+            for view, p, h in self._batches(src):
+                if h.last_offset < first_dirty:
+                    continue
+                if h.base_offset >= end:
+                    break
+                if not mappable(h, self.aborted) or h.records_count == 0:
+                    continue
+                if m.size + len(keys) + h.records_count > m.max_entries:
+                    flush()
+                    if m.size + h.records_count > m.max_entries:
+                        if m.size == 0:
+                            raise CleanerError(
+                                f"log.cleaner.dedupe.buffer.size holds {m.max_entries} keys, "
+                                f"fewer than the {h.records_count} records of the batch at "
+                                f"offset {h.base_offset} of {self.directory.name}"
+                            )
+                        self.map_end = h.base_offset  # full: the next pass goes on here
+                        flush()
+                        self.result.map_keys = m.size
+                        return
+                records = scan_records(batch_payload(view, p, h), h.records_count, h.base_offset)
+                for r in records:
+                    if r.key is not None:
+                        keys.append(r.key)
+                        offsets.append(h.base_offset + r.offset_delta)
+                if len(keys) >= MAP_FLUSH_KEYS:
+                    flush()
+        flush()
+        self.result.map_keys = m.size
+
+    # --- step 3: writing a group ----------------------------------------------------------
+
+    def groups(self) -> list[list[_Source]]:
+        """The segments below the map's end (and not wholly below the log start), grouped."""
+        chosen = [
+            s
+            for s in self.sources[:-1]
+            if s.view.base_offset < self.map_end and s.view.next_offset > self.log_start_offset
+        ]
+        by_base = {s.view.base_offset: s for s in chosen}
+        planned = group_segments(
+            [s.view for s in chosen], self.segment_bytes, self.segment_index_bytes
+        )
+        return [[by_base[v.base_offset] for v in g] for g in planned]
+
+    def _cleaned_segment(self, base: int) -> LogSegment:
+        prefix = self.directory / file_prefix(base)
+        for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX):
+            Path(f"{prefix}{suffix}{CLEANED_SUFFIX}").unlink(missing_ok=True)
+        return LogSegment(
+            self.directory,
+            base,
+            index_interval_bytes=self.index_interval_bytes,
+            max_index_size=self.segment_index_bytes,
+            now_ms=self.now_ms,
+            file_suffix=CLEANED_SUFFIX,
+        )
+
+    def write_group(self, group: list[_Source], batch_filter: BatchFilter) -> LogSegment | None:
+        """Rewrite the group into a `.cleaned` segment (fsynced); None if it holds no batch."""
+        non_empty = [s for s in group if s.size > 0]
+        if not non_empty:
+            return None
+        last_src = non_empty[-1]
+        cleaned = self._cleaned_segment(group[0].view.base_offset)
+        try:
+            piece = _Piece()
+            wrote_any = False
+            for src in group:
+                pending: list[_Pending] = []
+                for view, p, h in self._batches(src):
+                    payload: Buffer = batch_payload(view, p, h) if h.records_count else b""
+                    records = (
+                        scan_records(payload, h.records_count, h.base_offset)
+                        if h.records_count
+                        else []
+                    )
+                    ctype = None
+                    if h.is_control and h.records_count:
+                        control = control_record_type(view, p, h)
+                        ctype = None if control is None else control[0]
+                    pending.append(_Pending(view, p, h, ctype, records, payload))
+                    self.result.records_read += h.records_count
+                    if len(pending) > 4096:
+                        # The last one waits: it may be the group's last batch.
+                        wrote_any |= self._filter_pending(
+                            pending[:-1], batch_filter, piece, cleaned, False
+                        )
+                        pending = pending[-1:]
+                wrote_any |= self._filter_pending(
+                    pending, batch_filter, piece, cleaned, src is last_src
+                )
+            self._append_piece(cleaned, piece)
+            self._step("cleaned_written")
+            if not wrote_any:
+                cleaned.delete()
+                return None
+            cleaned.on_becoming_inactive()
+            cleaned.flush()
+            return cleaned
+        except BaseException:
+            cleaned.delete()
+            raise
+
+    def _filter_pending(
+        self,
+        pending: list[_Pending],
+        batch_filter: BatchFilter,
+        piece: _Piece,
+        cleaned: LogSegment,
+        last_is_group_end: bool,
+    ) -> bool:
+        if not pending:
+            return False
+        keys = [r.key for (_v, _p, h, _c, recs, _pl) in pending for r in recs if r.key is not None]
+        mapped = self.map.get_many(*hash_keys(keys)).tolist() if keys else []
+        k = 0
+        wrote = False
+        last_index = len(pending) - 1
+        for i, (view, p, h, ctype, records, payload) in enumerate(pending):
+            rviews = []
+            for r in records:
+                if r.key is not None:
+                    mo = mapped[k]
+                    k += 1
+                else:
+                    mo = -1
+                rviews.append(
+                    RecordView(h.base_offset + r.offset_delta, r.key is not None, r.tombstone, mo)
+                )
+            retain_empty = last_is_group_end and i == last_index
+            verdict = batch_filter.decide(
+                h, rviews, control_type=ctype, retain_empty=retain_empty
+            )
+            if verdict.horizon_ms is not None:
+                due = self.result.horizon_due_ms
+                self.result.horizon_due_ms = (
+                    verdict.horizon_ms if due is None else min(due, verdict.horizon_ms)
+                )
+            action = verdict.action
+            if action is Action.DROP:
+                continue
+            if action is Action.COPY:
+                out = bytes(view[p : p + h.size])
+                max_ts = h.max_timestamp
+                self.result.records_kept += len(verdict.kept)
+            elif action is Action.EMPTY:
+                out = empty_batch(h)
+                max_ts = h.max_timestamp
+                self.result.batches_emptied += 1
+            else:
+                kept = [records[j] for j in verdict.kept]
+                out = rebuild_batch(h, payload, kept, verdict.delete_horizon_ms)
+                max_ts = BatchHeader.parse(out).max_timestamp
+                self.result.records_kept += len(kept)
+            piece.add(out, h, max_ts)
+            wrote = True
+            if piece.size >= self.index_interval_bytes:
+                self._append_piece(cleaned, piece)
+        return wrote
+
+    def _append_piece(self, cleaned: LogSegment, piece: _Piece) -> None:
+        if not piece.data:
+            return
+        self._check_abort()
+        if cleaned.offset_index.is_full() or cleaned.time_index.is_full():
+            # A full index stays as it is; the rest of the segment is found by scanning.
+            cleaned.bytes_since_last_index_entry = -(2**62)
+        data = b"".join(piece.data)
+        cleaned.append(piece.last_offset, piece.max_ts, piece.offset_of_max, data)
+        self.result.bytes_written += len(data)
+        if self._throttle is not None:
+            self._throttle(len(data))
+        if len(piece.data) and self.result.bytes_written == len(data):
+            self._step("cleaned_partial")
+        piece.data = []
+        piece.size = 0
+        piece.max_ts = -1
+        piece.offset_of_max = -1
+
+    # --- step 4: swapping a group in --------------------------------------------------------
+
+    def still_current(self, log: Log, group: list[_Source]) -> bool:
+        if log.truncation_count != self.truncations or log.closed:
+            return False
+        segs = log.segments
+        first = group[0].segment
+        for i, seg in enumerate(segs):
+            if seg is first:
+                window = segs[i : i + len(group)]
+                return len(window) == len(group) and all(
+                    a is b.segment for a, b in zip(window, group, strict=True)
+                ) and i + len(group) < len(segs)
+        return False
+
+    def swap_in(self, log: Log, group: list[_Source], cleaned: LogSegment) -> bool:
+        """Under the partition lock: replace the group by the cleaned segment, or give up
+        (deleting the `.cleaned` files) if the log changed meanwhile."""
+        if not self.still_current(log, group):
+            cleaned.delete()
+            return False
+        _rename_segment(cleaned, CLEANED_SUFFIX, SWAP_SUFFIX)
+        fsync_dir(self.directory)
+        self._step("swap_renamed")
+        for i, src in enumerate(group):
+            src.segment.rename_with_suffix(DELETED_SUFFIX)
+            if i == 0:
+                self._step("old_deleting")
+        self._step("old_deleted")
+        _rename_segment(cleaned, SWAP_SUFFIX, "")
+        fsync_dir(self.directory)
+        self._step("swapped")
+        log.replace_segments(cleaned, [s.segment for s in group], time_ms=self.now_ms)
+        self.result.segments_cleaned += len(group)
+        self.result.groups += 1
+        return True
+
+
+def _rename_segment(seg: LogSegment, old_suffix: str, new_suffix: str) -> None:
+    """Rename a segment's files from one suffix to another: the indexes first and the
+    `.log` last, so the `.log`'s rename is the step that counts."""
+
+    def renamed(path: Path) -> Path:
+        name = path.name
+        if old_suffix:
+            assert name.endswith(old_suffix), f"{name} does not end with {old_suffix}"
+            name = name[: -len(old_suffix)]
+        return path.with_name(name + new_suffix)
+
+    seg.offset_index.rename_to(renamed(seg.offset_index.path))
+    seg.time_index.rename_to(renamed(seg.time_index.path))
+    new_log = renamed(seg.log_path)
+    os.rename(seg.log_path, new_log)
+    seg.log_path = new_log
+
+
+def clean_log(
+    log: Log,
+    *,
+    offset_map: OffsetMap,
+    now_ms: int,
+    checkpoint: int | None = None,
+    horizon_due_ms: int | None = None,
+    config: CleanerConfig | None = None,
+    force: bool = False,
+    locked: Callable[[], AbstractContextManager[object]] | None = None,
+    throttle: Throttle | None = None,
+    should_abort: Callable[[], bool] | None = None,
+    step_hook: StepHook | None = None,
+) -> CleanResult | None:
+    """One cleaning pass, or None if the log is not due (with `force`: has nothing
+    cleanable). `locked()` is entered around the steps that need the partition lock."""
+    started = time.monotonic()
+    lock = locked or contextlib.nullcontext
+    with lock():
+        view = log_view(log, checkpoint, horizon_due_ms)
+        rng = cleanable_range(view, now_ms)
+        if not (is_due(view, rng) if not force else view.compact and _anything(view, rng)):
+            return None
+        job = CleaningJob(
+            log,
+            rng,
+            now_ms=now_ms,
+            offset_map=offset_map,
+            config=config or CleanerConfig(),
+            throttle=throttle,
+            should_abort=should_abort,
+            step_hook=step_hook,
+        )
+    job.collect_aborted_transactions()
+    job.build_offset_map()
+    batch_filter = BatchFilter(
+        map_end=job.map_end,
+        now_ms=now_ms,
+        delete_retention_ms=job.delete_retention_ms,
+        last_records=job.last_records,
+        aborted=job.aborted,
+    )
+    result = job.result
+    result.map_end = job.map_end
+    for group in job.groups():
+        cleaned = job.write_group(group, batch_filter)
+        if cleaned is None:
+            continue
+        with lock():
+            if not job.swap_in(log, group, cleaned):
+                result.swapped = False
+                break
+    result.elapsed_s = time.monotonic() - started
+    return result
+
+
+def _anything(view: LogView, rng: CleanableRange) -> bool:
+    return rng.has_dirty or rng.first_dirty > view.log_start_offset
+
+
+__all__ = [
+    "CleanResult",
+    "CleanerAborted",
+    "CleanerConfig",
+    "CleanerError",
+    "CleaningJob",
+    "StorageError",
+    "clean_log",
+    "log_view",
+]
