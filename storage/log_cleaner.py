@@ -478,9 +478,7 @@ class CleaningJob:
                     RecordView(h.base_offset + r.offset_delta, r.key is not None, r.tombstone, mo)
                 )
             retain_empty = last_is_group_end and i == last_index
-            verdict = batch_filter.decide(
-                h, rviews, control_type=ctype, retain_empty=retain_empty
-            )
+            verdict = batch_filter.decide(h, rviews, control_type=ctype, retain_empty=retain_empty)
             if verdict.horizon_ms is not None:
                 due = self.result.horizon_due_ms
                 self.result.horizon_due_ms = (
@@ -537,9 +535,11 @@ class CleaningJob:
         for i, seg in enumerate(segs):
             if seg is first:
                 window = segs[i : i + len(group)]
-                return len(window) == len(group) and all(
-                    a is b.segment for a, b in zip(window, group, strict=True)
-                ) and i + len(group) < len(segs)
+                return (
+                    len(window) == len(group)
+                    and all(a is b.segment for a, b in zip(window, group, strict=True))
+                    and i + len(group) < len(segs)
+                )
         return False
 
     def swap_in(self, log: Log, group: list[_Source], cleaned: LogSegment) -> bool:
