@@ -447,8 +447,8 @@ class CleaningJob:
             cleaned.on_becoming_inactive()
             cleaned.flush()
             return cleaned
-        except BaseException:
-            cleaned.delete()
+        except Exception:
+            cleaned.delete()  # a crash leaves it instead: opening the log deletes it
             raise
 
     def _filter_pending(
@@ -514,11 +514,12 @@ class CleaningJob:
             # A full index stays as it is; the rest of the segment is found by scanning.
             cleaned.bytes_since_last_index_entry = -(2**62)
         data = b"".join(piece.data)
+        first = cleaned.size == 0
         cleaned.append(piece.last_offset, piece.max_ts, piece.offset_of_max, data)
         self.result.bytes_written += len(data)
         if self._throttle is not None:
             self._throttle(len(data))
-        if len(piece.data) and self.result.bytes_written == len(data):
+        if first:
             self._step("cleaned_partial")
         piece.data = []
         piece.size = 0
