@@ -123,6 +123,7 @@ class CleanResult:
     horizon_due_ms: int | None = None  # earliest delete horizon of what was kept
     elapsed_s: float = 0.0
     dirty_ratio: float = 0.0
+    truncations: int = 0  # the log's truncation count the pass started from
 
 
 def log_view(log: Log, checkpoint: int | None, horizon_due_ms: int | None = None) -> LogView:
@@ -245,6 +246,7 @@ class CleaningJob:
         self.map_end = rng.first_dirty
         self.result = CleanResult(rng.first_dirty, rng.first_dirty, rng.first_uncleanable)
         self.result.dirty_ratio = rng.ratio
+        self.result.truncations = self.truncations
 
     # --- reading ----------------------------------------------------------------------
 
@@ -603,6 +605,8 @@ def clean_log(
     started = time.monotonic()
     lock = locked or contextlib.nullcontext
     with lock():
+        if log.closed:
+            return None  # deleted (or closed) before the pass began
         view = log_view(log, checkpoint, horizon_due_ms)
         rng = cleanable_range(view, now_ms)
         if not (is_due(view, rng) if not force else view.compact and _anything(view, rng)):

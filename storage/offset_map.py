@@ -41,11 +41,10 @@ class OffsetMap:
             raise ValueError(f"load factor {load_factor} is not in (0, 1]")
         self.slots = max(1, memory // BYTES_PER_ENTRY)
         self.max_entries = int(self.slots * load_factor)
-        self._h1: U64 = np.zeros(self.slots, dtype=np.uint64)
-        self._h2: U64 = np.zeros(self.slots, dtype=np.uint64)
-        self._offsets: I64 = np.full(self.slots, EMPTY, dtype=np.int64)
-        self.size = 0
-        self.latest_offset = -1
+        self._h1: U64
+        self._h2: U64
+        self._offsets: I64  # offset + 1; 0 marks a free slot
+        self.clear()
 
     @property
     def memory_bytes(self) -> int:
@@ -57,7 +56,11 @@ class OffsetMap:
         return self.max_entries - self.size
 
     def clear(self) -> None:
-        self._offsets.fill(EMPTY)
+        # Fresh zeroed arrays: the pages come from the OS untouched, so an idle or
+        # lightly used map costs memory only for the slots it has written.
+        self._h1 = np.zeros(self.slots, dtype=np.uint64)
+        self._h2 = np.zeros(self.slots, dtype=np.uint64)
+        self._offsets = np.zeros(self.slots, dtype=np.int64)
         self.size = 0
         self.latest_offset = -1
 
@@ -73,7 +76,7 @@ class OffsetMap:
         s1, s2, so = h1[order], h2[order], offsets[order]
         last = np.ones(n, dtype=bool)
         last[:-1] = (s1[1:] != s1[:-1]) | (s2[1:] != s2[:-1])
-        k1, k2, ko = s1[last], s2[last], so[last]
+        k1, k2, ko = s1[last], s2[last], so[last] + 1
         slots = np.uint64(self.slots)
         pos = (k1 % slots).astype(np.int64)
         table1, table2, table_off = self._h1, self._h2, self._offsets
@@ -84,7 +87,7 @@ class OffsetMap:
             if len(pos) == 0:
                 break
             cur = table_off[pos]
-            empty = cur == EMPTY
+            empty = cur == 0
             match = ~empty & (table1[pos] == k1) & (table2[pos] == k2)
             if match.any():
                 table_off[pos[match]] = ko[match]
@@ -127,9 +130,9 @@ class OffsetMap:
             if len(pos) == 0:
                 break
             cur = table_off[pos]
-            empty = cur == EMPTY
+            empty = cur == 0
             match = ~empty & (table1[pos] == k1) & (table2[pos] == k2)
-            result[idx[match]] = cur[match]
+            result[idx[match]] = cur[match] - 1
             keep = ~empty & ~match
             pos = pos[keep] + 1
             pos[pos >= self.slots] = 0
