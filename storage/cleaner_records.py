@@ -31,6 +31,7 @@ from .varint import decode_varint, encode_varint
 Buffer = bytes | bytearray | memoryview
 
 DELETE_HORIZON_FLAG = 0x40
+_new_tuple = tuple.__new__
 _CODEC_MASK = 0x07
 
 
@@ -48,6 +49,10 @@ def _varint(buf: Buffer, pos: int, max_bytes: int) -> tuple[int, int]:
     b = buf[pos]
     if b < 0x80:
         return (b >> 1) ^ -(b & 1), pos + 1
+    b2 = buf[pos + 1]
+    if b2 < 0x80:
+        u = (b & 0x7F) | (b2 << 7)
+        return (u >> 1) ^ -(u & 1), pos + 2
     return decode_varint(buf, pos, max_bytes)
 
 
@@ -62,13 +67,15 @@ def batch_payload(buf: Buffer, pos: int, header: BatchHeader) -> bytes | memoryv
 def scan_records(payload: Buffer, count: int, base_offset: int = 0) -> list[ScannedRecord]:
     """The `count` records of a decompressed records section, checked for framing."""
     out: list[ScannedRecord] = []
+    append = out.append
+    new = _new_tuple
     n = len(payload)
     p = 0
     varint = _varint
     try:
         for _ in range(count):
+            start = p
             length, p = varint(payload, p, 5)
-            start_body = p
             end = p + length
             if length < 1 or end > n:
                 raise CorruptRecordError(
@@ -89,15 +96,10 @@ def scan_records(payload: Buffer, count: int, base_offset: int = 0) -> list[Scan
                 raise CorruptRecordError(
                     f"record in batch at offset {base_offset} runs past its declared length"
                 )
-            out.append(
-                ScannedRecord(
-                    start_body - _varint_len(length),
-                    end,
-                    offset_delta,
-                    ts_delta,
-                    ts_end,
-                    key,
-                    value_len < 0,
+            append(
+                new(
+                    ScannedRecord,
+                    (start, end, offset_delta, ts_delta, ts_end, key, value_len < 0),
                 )
             )
             p = end
@@ -109,15 +111,6 @@ def scan_records(payload: Buffer, count: int, base_offset: int = 0) -> list[Scan
             f"{n - p} bytes after its {count} records"
         )
     return out
-
-
-def _varint_len(value: int) -> int:
-    u = (value << 1) ^ (value >> 63)
-    size = 1
-    while u > 0x7F:
-        u >>= 7
-        size += 1
-    return size
 
 
 def first_null_key(buf: Buffer, pos: int, header: BatchHeader) -> int | None:

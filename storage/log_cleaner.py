@@ -241,7 +241,7 @@ class CleaningJob:
             )
             for pid, e in log.producer_state.active_producers.items()
         }
-        self.chunk = max(64 * 1024, config.io_buffer_size // 2)
+        self.chunk = max(64 * 1024, config.io_buffer_size)  # the read buffer
         self.aborted = AbortedTxns()
         self.map_end = rng.first_dirty
         self.result = CleanResult(rng.first_dirty, rng.first_dirty, rng.first_uncleanable)

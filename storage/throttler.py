@@ -1,8 +1,8 @@
 """A byte-rate throttle (Kafka's Throttler), as the cleaner uses for
 `log.cleaner.io.max.bytes.per.second`: callers report the bytes they read or
-wrote; once per check interval the observed rate is compared with the target
-and the caller sleeps long enough to bring it back. The clock and the sleep are
-arguments, so the logic is tested without waiting."""
+wrote; whenever the bytes of the current period (300 ms) are ahead of the rate,
+the caller sleeps until they are not. The clock and the sleep are arguments, so
+the logic is tested without waiting."""
 
 from __future__ import annotations
 
@@ -10,7 +10,8 @@ import threading
 import time
 from collections.abc import Callable
 
-CHECK_INTERVAL_MS = 100
+CHECK_INTERVAL_MS = 300
+MIN_SLEEP_MS = 1.0
 
 
 class Throttler:
@@ -37,26 +38,25 @@ class Throttler:
 
     def maybe_throttle(self, observed: float) -> float:
         """Account `observed` bytes; sleeps (and returns) the milliseconds needed to keep
-        the rate. Shared by several threads: the sleep happens under the lock, so all
-        of them wait, as in Kafka."""
+        the rate over the current period. Shared by several threads: the sleep happens
+        under the lock, so all of them wait, as in Kafka."""
         if self.unlimited:
             return 0.0
         with self._lock:
             self._observed += observed
-            now = self._clock()
-            elapsed = now - self._period_start
-            if elapsed < self.check_interval_ms or self._observed <= 0:
-                return 0.0
-            rate_per_ms = self.rate / 1000
-            needed = self._observed / rate_per_ms
+            elapsed = self._clock() - self._period_start
+            needed = self._observed / (self.rate / 1000)
             sleep = needed - elapsed
-            if sleep > 0:
+            if sleep >= MIN_SLEEP_MS:
                 self._sleep(sleep)
                 self.slept_ms += sleep
+                elapsed += sleep
             else:
                 sleep = 0.0
-            self._period_start = self._clock()
-            self._observed = 0.0
+            if elapsed >= self.check_interval_ms:
+                # A new period: time spent idle before it earns no burst allowance.
+                self._period_start = self._clock()
+                self._observed = 0.0
             return sleep
 
 
