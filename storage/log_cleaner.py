@@ -419,6 +419,7 @@ class CleaningJob:
             wrote_any = False
             for src in group:
                 pending: list[_Pending] = []
+                pending_bytes = 0
                 for view, p, h in self._batches(src):
                     payload: Buffer = batch_payload(view, p, h) if h.records_count else b""
                     records = (
@@ -431,13 +432,16 @@ class CleaningJob:
                         control = control_record_type(view, p, h)
                         ctype = None if control is None else control[0]
                     pending.append(_Pending(view, p, h, ctype, records, payload))
+                    pending_bytes += h.size
                     self.result.records_read += h.records_count
-                    if len(pending) > 4096:
+                    # Bounded by bytes: pending batches keep their read chunks alive.
+                    if pending_bytes > self.chunk:
                         # The last one waits: it may be the group's last batch.
                         wrote_any |= self._filter_pending(
                             pending[:-1], batch_filter, piece, cleaned, False
                         )
                         pending = pending[-1:]
+                        pending_bytes = pending[0].header.size
                 wrote_any |= self._filter_pending(
                     pending, batch_filter, piece, cleaned, src is last_src
                 )
