@@ -6,6 +6,7 @@ records without a key."""
 
 from __future__ import annotations
 
+import io
 import os
 from pathlib import Path
 
@@ -29,6 +30,7 @@ from hypothesis import strategies as st
 from seglog.storage.checkpoint_file import CLEANER_OFFSET_CHECKPOINT
 from seglog.storage.cleaner_checkpoint import CleanerCheckpoint
 from seglog.storage.compression import CompressionType
+from seglog.storage.dump_log import DumpOptions, dump_files
 from seglog.storage.errors import InvalidRecordError
 from seglog.storage.log import Log
 from seglog.storage.log_cleaner import clean_log
@@ -395,3 +397,25 @@ def test_cleaner_offset_checkpoint_is_kafkas_text_format(tmp_path: Path) -> None
     (tmp_path / CLEANER_OFFSET_CHECKPOINT).write_text("garbage")
     assert CleanerCheckpoint(tmp_path).all() == {}  # unreadable: start over
     assert os.path.exists(tmp_path / CLEANER_OFFSET_CHECKPOINT)
+
+
+def test_dump_log_shows_cleaned_segments(tmp_path: Path) -> None:
+    log = open_compacted(tmp_path / "t-0", segment_bytes=100_000)
+    log.append_as_leader(
+        keyed_batch([(b"a", b"1")], producer_id=9, producer_epoch=0, base_sequence=0),
+        0,
+        time_ms=T0,
+    )
+    log.append_as_leader(keyed_batch([(b"a", b"2"), (b"b", None)]), 0, time_ms=T0)
+    seal(log)
+    clean_fully(log, T0, OffsetMap(1 << 16))
+    out = io.StringIO()
+    paths = [Path(s.log_path) for s in log.segments[:1]]
+    paths += [Path(str(s.log_path)[: -len(".log")] + ".index") for s in log.segments[:1]]
+    rc = dump_files(paths, DumpOptions(print_data_log=True, verify_index_only=False), out)
+    text = out.getvalue()
+    assert rc == 0, text
+    assert "baseOffset: 0 lastOffset: 0 count: 0 " in text and "producerId: 9" in text
+    assert f"deleteHorizonMs: OptionalLong[{T0 + RETENTION_MS}]" in text
+    assert "offset: 2 CreateTime: 1700000000000 keySize: 1 valueSize: -1" in text
+    log.close()
