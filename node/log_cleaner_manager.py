@@ -24,6 +24,7 @@ from typing import Protocol
 
 from seglog.storage.cleaner_checkpoint import CleanerCheckpoint
 from seglog.storage.cleaner_plan import LogView, idle_roll_due, select_filthiest
+from seglog.storage.cleaner_source import SourceGone
 from seglog.storage.errors import StorageError
 from seglog.storage.log import Log
 from seglog.storage.log_cleaner import (
@@ -242,7 +243,8 @@ class LogCleanerManager:
                 throttle=self.throttler.maybe_throttle,
                 should_abort=lambda: abort.is_set() or self._stop.is_set(),
             )
-        except CleanerAborted:
+        except (CleanerAborted, SourceGone) as e:
+            _log.info("clean_abandoned", topic=tp[0], partition=tp[1], reason=str(e))
             return False
         except (CleanerError, StorageError, OSError) as e:
             _log.error("clean_failed", topic=tp[0], partition=tp[1], error=str(e))

@@ -885,8 +885,10 @@ class Log:
         renamed `.deleted`), which are removed after file.delete.delay.ms."""
         t = now_ms() if time_ms is None else time_ms
         i = next((k for k, seg in enumerate(self._segments) if seg is old[0]), None)
-        if i is None or self._segments[i : i + len(old)] != old or i + len(old) >= len(
-            self._segments
+        if (
+            i is None
+            or self._segments[i : i + len(old)] != old
+            or i + len(old) >= len(self._segments)
         ):
             raise StorageError(f"segments to replace are not in {self.directory.name}")
         if new.base_offset != old[0].base_offset:

@@ -34,11 +34,10 @@ from __future__ import annotations
 import contextlib
 import os
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from contextlib import AbstractContextManager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import NamedTuple
 
 import numpy as np
 
@@ -46,11 +45,9 @@ from .atomic_file import fsync_dir
 from .cleaner_filter import (
     AbortedTxnCollector,
     AbortedTxns,
-    Action,
     BatchFilter,
     CleanerError,
     LastRecord,
-    RecordView,
     mappable,
 )
 from .cleaner_plan import (
@@ -62,26 +59,19 @@ from .cleaner_plan import (
     is_due,
 )
 from .cleaner_records import (
-    Buffer,
-    ScannedRecord,
     batch_payload,
-    empty_batch,
-    rebuild_batch,
     scan_records,
 )
+from .cleaner_source import SourceSegment
+from .cleaner_writer import GroupWriter, WriteStats
 from .errors import StorageError
 from .log import Log
 from .offset_map import OffsetMap, hash_keys
-from .record_batch import HEADER_SIZE, BatchHeader, batch_size_at, check_batch, control_record_type
 from .segment import (
     CLEANED_SUFFIX,
     DELETED_SUFFIX,
-    INDEX_SUFFIX,
-    LOG_SUFFIX,
     SWAP_SUFFIX,
-    TIME_INDEX_SUFFIX,
     LogSegment,
-    file_prefix,
 )
 
 DEFAULT_DEDUPE_BUFFER_SIZE = 128 * 1024 * 1024
@@ -159,47 +149,6 @@ def log_view(log: Log, checkpoint: int | None, horizon_due_ms: int | None = None
     )
 
 
-@dataclass
-class _Source:
-    """A segment as the pass saw it under the lock."""
-
-    segment: LogSegment
-    path: Path
-    size: int
-    view: SegmentView
-
-
-class _Pending(NamedTuple):
-    """A batch read and scanned, waiting for its keys' map lookups."""
-
-    view: memoryview
-    pos: int
-    header: BatchHeader
-    control_type: int | None
-    records: list[ScannedRecord]
-    payload: Buffer
-
-
-@dataclass
-class _Piece:
-    """Output batches waiting to be appended as one chunk (one index entry at most)."""
-
-    data: list[bytes] = field(default_factory=list)
-    size: int = 0
-    last_offset: int = -1
-    max_ts: int = -1
-    offset_of_max: int = -1
-
-    def add(self, batch: bytes, h: BatchHeader, max_ts: int) -> None:
-        self.data.append(batch)
-        self.size += len(batch)
-        self.last_offset = h.last_offset
-        if max_ts > self.max_ts or self.offset_of_max < 0:
-            if max_ts > self.max_ts:
-                self.max_ts = max_ts
-            self.offset_of_max = h.last_offset
-
-
 class CleaningJob:
     """One pass over one log; see the module docstring for the steps and the locking."""
 
@@ -232,7 +181,7 @@ class CleaningJob:
         self.delete_retention_ms = log.config.delete_retention_ms
         view = log_view(log, None)
         self.sources = [
-            _Source(seg, seg.log_path, seg.size, sv)
+            SourceSegment(seg, seg.log_path, seg.size, sv)
             for seg, sv in zip(log.segments, view.segments, strict=True)
         ]
         self.last_records = {
@@ -258,64 +207,12 @@ class CleaningJob:
         if self._should_abort is not None and self._should_abort():
             raise CleanerAborted(f"cleaning of {self.directory.name} aborted")
 
-    def _batches(self, src: _Source) -> Iterator[tuple[memoryview, int, BatchHeader]]:
-        """Every batch of a source segment, as far as it was when the pass began."""
-        try:
-            fd = os.open(src.path, os.O_RDONLY)
-        except OSError as e:
-            raise CleanerError(f"cannot open {src.path} for cleaning: {e}") from e
-        try:
-            pos = 0
-            while pos < src.size:
-                self._check_abort()
-                data = os.pread(fd, min(self.chunk, src.size - pos), pos)
-                if not data:
-                    raise CleanerError(f"{src.path} is shorter than {src.size} bytes")
-                self.result.bytes_read += len(data)
-                if self._throttle is not None:
-                    self._throttle(len(data))
-                view = memoryview(data)
-                p = 0
-                while p < len(view):
-                    size = batch_size_at(view, p)
-                    if size is None:
-                        break
-                    yield view, p, check_batch(view, p)
-                    p += size
-                if p == 0:  # one batch larger than the chunk
-                    head = BatchHeader.parse(os.pread(fd, HEADER_SIZE, pos))
-                    whole = memoryview(os.pread(fd, head.size, pos))
-                    if len(whole) < head.size:
-                        raise CleanerError(f"{src.path} ends inside a batch at {pos}")
-                    yield whole, 0, check_batch(whole, 0)
-                    p = head.size
-                pos += p
-        finally:
-            os.close(fd)
-
-    def _headers(self, src: _Source) -> Iterator[tuple[int, BatchHeader]]:
-        """(position, header) of every batch, reading headers only."""
-        fd = os.open(src.path, os.O_RDONLY)
-        try:
-            pos = 0
-            while pos + HEADER_SIZE <= src.size:
-                raw = os.pread(fd, HEADER_SIZE, pos)
-                if len(raw) < HEADER_SIZE:
-                    break
-                h = BatchHeader.parse(raw)
-                if h.size < HEADER_SIZE or pos + h.size > src.size:
-                    raise CleanerError(f"bad batch header at {pos} of {src.path}")
-                yield pos, h
-                pos += h.size
-        finally:
-            os.close(fd)
-
-    def _control_type(self, src: _Source, pos: int, h: BatchHeader) -> int | None:
-        with open(src.path, "rb") as f:
-            f.seek(pos)
-            data = f.read(h.size)
-        control = control_record_type(data, 0, h)
-        return None if control is None else control[0]
+    def _on_read(self, n: int) -> None:
+        """Every chunk read: the abort check, the byte count, the throttle."""
+        self._check_abort()
+        self.result.bytes_read += n
+        if self._throttle is not None:
+            self._throttle(n)
 
     # --- step 2: aborted transactions and the offset map -------------------------------
 
@@ -323,9 +220,9 @@ class CleaningJob:
         collector = AbortedTxnCollector()
         for src in self.sources:
             self._check_abort()
-            for pos, h in self._headers(src):
+            for pos, h in src.headers():
                 if h.is_transactional and h.has_producer_id:
-                    ctype = self._control_type(src, pos, h) if h.is_control else None
+                    ctype = src.control_type(pos, h) if h.is_control else None
                     collector.feed(h, ctype)
         self.aborted = collector.aborted
 
@@ -349,7 +246,7 @@ class CleaningJob:
         for src in self.sources:
             if src.view.next_offset <= first_dirty or src.view.base_offset >= end:
                 continue
-            for view, p, h in self._batches(src):
+            for view, p, h in src.batches(self.chunk, self._on_read):
                 if h.last_offset < first_dirty:
                     continue
                 if h.base_offset >= end:
@@ -381,7 +278,7 @@ class CleaningJob:
 
     # --- step 3: writing a group ----------------------------------------------------------
 
-    def groups(self) -> list[list[_Source]]:
+    def groups(self) -> list[list[SourceSegment]]:
         """The segments below the map's end (and not wholly below the log start), grouped."""
         chosen = [
             s
@@ -394,147 +291,58 @@ class CleaningJob:
         )
         return [[by_base[v.base_offset] for v in g] for g in planned]
 
-    def _cleaned_segment(self, base: int) -> LogSegment:
-        prefix = self.directory / file_prefix(base)
-        for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX):
-            Path(f"{prefix}{suffix}{CLEANED_SUFFIX}").unlink(missing_ok=True)
-        return LogSegment(
-            self.directory,
-            base,
-            index_interval_bytes=self.index_interval_bytes,
-            max_index_size=self.segment_index_bytes,
-            now_ms=self.now_ms,
-            file_suffix=CLEANED_SUFFIX,
-        )
-
-    def write_group(self, group: list[_Source], batch_filter: BatchFilter) -> LogSegment | None:
+    def write_group(
+        self, group: list[SourceSegment], batch_filter: BatchFilter
+    ) -> LogSegment | None:
         """Rewrite the group into a `.cleaned` segment (fsynced); None if it holds no batch."""
         non_empty = [s for s in group if s.size > 0]
         if not non_empty:
             return None
-        last_src = non_empty[-1]
-        cleaned = self._cleaned_segment(group[0].view.base_offset)
+        writer = GroupWriter(
+            self.directory,
+            group[0].view.base_offset,
+            now_ms=self.now_ms,
+            index_interval_bytes=self.index_interval_bytes,
+            max_index_bytes=self.segment_index_bytes,
+            offset_map=self.map,
+            batch_filter=batch_filter,
+            buffer_bytes=self.chunk,
+            on_write=self._on_write,
+            step=self._step,
+        )
         try:
-            piece = _Piece()
-            wrote_any = False
-            for src in group:
-                pending: list[_Pending] = []
-                pending_bytes = 0
-                for view, p, h in self._batches(src):
-                    payload: Buffer = batch_payload(view, p, h) if h.records_count else b""
-                    records = (
-                        scan_records(payload, h.records_count, h.base_offset)
-                        if h.records_count
-                        else []
-                    )
-                    ctype = None
-                    if h.is_control and h.records_count:
-                        control = control_record_type(view, p, h)
-                        ctype = None if control is None else control[0]
-                    pending.append(_Pending(view, p, h, ctype, records, payload))
-                    pending_bytes += h.size
-                    self.result.records_read += h.records_count
-                    # Bounded by bytes: pending batches keep their read chunks alive.
-                    if pending_bytes > self.chunk:
-                        # The last one waits: it may be the group's last batch.
-                        wrote_any |= self._filter_pending(
-                            pending[:-1], batch_filter, piece, cleaned, False
-                        )
-                        pending = pending[-1:]
-                        pending_bytes = pending[0].header.size
-                wrote_any |= self._filter_pending(
-                    pending, batch_filter, piece, cleaned, src is last_src
-                )
-            self._append_piece(cleaned, piece)
-            self._step("cleaned_written")
-            if not wrote_any:
-                cleaned.delete()
-                return None
-            cleaned.on_becoming_inactive()
-            cleaned.flush()
-            return cleaned
+            for src in non_empty:
+                for view, p, h in src.batches(self.chunk, self._on_read):
+                    writer.add(view, p, h)
+                writer.flush(group_end=src is non_empty[-1])
+            cleaned = writer.finish()
         except Exception:
-            cleaned.delete()  # a crash leaves it instead: opening the log deletes it
+            writer.discard()  # a crash leaves it instead: opening the log deletes it
             raise
+        finally:
+            self._merge(writer.stats)
+        return cleaned
 
-    def _filter_pending(
-        self,
-        pending: list[_Pending],
-        batch_filter: BatchFilter,
-        piece: _Piece,
-        cleaned: LogSegment,
-        last_is_group_end: bool,
-    ) -> bool:
-        if not pending:
-            return False
-        keys = [r.key for (_v, _p, h, _c, recs, _pl) in pending for r in recs if r.key is not None]
-        mapped = self.map.get_many(*hash_keys(keys)).tolist() if keys else []
-        k = 0
-        wrote = False
-        last_index = len(pending) - 1
-        for i, (view, p, h, ctype, records, payload) in enumerate(pending):
-            rviews = []
-            for r in records:
-                if r.key is not None:
-                    mo = mapped[k]
-                    k += 1
-                else:
-                    mo = -1
-                rviews.append(
-                    RecordView(h.base_offset + r.offset_delta, r.key is not None, r.tombstone, mo)
-                )
-            retain_empty = last_is_group_end and i == last_index
-            verdict = batch_filter.decide(h, rviews, control_type=ctype, retain_empty=retain_empty)
-            if verdict.horizon_ms is not None:
-                due = self.result.horizon_due_ms
-                self.result.horizon_due_ms = (
-                    verdict.horizon_ms if due is None else min(due, verdict.horizon_ms)
-                )
-            action = verdict.action
-            if action is Action.DROP:
-                continue
-            if action is Action.COPY:
-                out = bytes(view[p : p + h.size])
-                max_ts = h.max_timestamp
-                self.result.records_kept += len(verdict.kept)
-            elif action is Action.EMPTY:
-                out = empty_batch(h)
-                max_ts = h.max_timestamp
-                self.result.batches_emptied += 1
-            else:
-                kept = [records[j] for j in verdict.kept]
-                out = rebuild_batch(h, payload, kept, verdict.delete_horizon_ms)
-                max_ts = BatchHeader.parse(out).max_timestamp
-                self.result.records_kept += len(kept)
-            piece.add(out, h, max_ts)
-            wrote = True
-            if piece.size >= self.index_interval_bytes:
-                self._append_piece(cleaned, piece)
-        return wrote
-
-    def _append_piece(self, cleaned: LogSegment, piece: _Piece) -> None:
-        if not piece.data:
-            return
+    def _on_write(self, n: int) -> None:
         self._check_abort()
-        if cleaned.offset_index.is_full() or cleaned.time_index.is_full():
-            # A full index stays as it is; the rest of the segment is found by scanning.
-            cleaned.bytes_since_last_index_entry = -(2**62)
-        data = b"".join(piece.data)
-        first = cleaned.size == 0
-        cleaned.append(piece.last_offset, piece.max_ts, piece.offset_of_max, data)
-        self.result.bytes_written += len(data)
         if self._throttle is not None:
-            self._throttle(len(data))
-        if first:
-            self._step("cleaned_partial")
-        piece.data = []
-        piece.size = 0
-        piece.max_ts = -1
-        piece.offset_of_max = -1
+            self._throttle(n)
+
+    def _merge(self, stats: WriteStats) -> None:
+        r = self.result
+        r.records_read += stats.records_read
+        r.records_kept += stats.records_kept
+        r.batches_emptied += stats.batches_emptied
+        r.bytes_written += stats.bytes_written
+        if stats.horizon_due_ms is not None:
+            due = r.horizon_due_ms
+            r.horizon_due_ms = (
+                stats.horizon_due_ms if due is None else min(due, stats.horizon_due_ms)
+            )
 
     # --- step 4: swapping a group in --------------------------------------------------------
 
-    def still_current(self, log: Log, group: list[_Source]) -> bool:
+    def still_current(self, log: Log, group: list[SourceSegment]) -> bool:
         if log.truncation_count != self.truncations or log.closed:
             return False
         segs = log.segments
@@ -549,7 +357,7 @@ class CleaningJob:
                 )
         return False
 
-    def swap_in(self, log: Log, group: list[_Source], cleaned: LogSegment) -> bool:
+    def swap_in(self, log: Log, group: list[SourceSegment], cleaned: LogSegment) -> bool:
         """Under the partition lock: replace the group by the cleaned segment, or give up
         (deleting the `.cleaned` files) if the log changed meanwhile."""
         if not self.still_current(log, group):
