@@ -7,6 +7,8 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
+from seglog.node.cli import main as cli_main
+from seglog.node.cli_log_dirs import describe
 from seglog.node.log_manager import LogManager
 from seglog.storage.checkpoint_file import CLEANER_OFFSET_CHECKPOINT, OffsetCheckpointFile
 from seglog.storage.log_config import BrokerLogSettings, LogConfig
@@ -59,6 +61,15 @@ def test_one_round_cleans_the_compacted_log_and_checkpoints_it(tmp_path: Path) -
     assert keys_and_offsets(m, ("d", 0)) == before_d  # a delete-policy log is left alone
     assert OffsetCheckpointFile(tmp_path / CLEANER_OFFSET_CHECKPOINT).read() == {("c", 0): active}
     assert m.cleaner.last_pass[("c", 0)].checkpoint == active
+    # seglog log-dirs --describe reports the cleaner's progress from the files
+    described = {
+        p["partition"]: p for p in describe([tmp_path])["brokers"][0]["logDirs"][0]["partitions"]
+    }
+    assert described["c-0"]["cleaner"]["firstDirtyOffset"] == active
+    assert described["c-0"]["cleaner"]["dirtyBytes"] == plog.log.active_segment.size
+    assert described["c-0"]["logEndOffset"] == plog.log.log_end_offset
+    assert "cleaner" not in described["d-0"]
+    assert cli_main(["log-dirs", "--describe", "--log-dirs", str(tmp_path)]) == 0
     m.shutdown()
 
 
