@@ -191,9 +191,18 @@ class LogCleanerManager:
                 log = plog.log
                 if not log.config.compact or log.closed:
                     continue
-                checkpoint = self._checkpoint_for(plog.directory.path).get(tp)
-                if self._truncations.get(tp, log.truncation_count) != log.truncation_count:
-                    checkpoint = None  # truncated since the last pass: clean it all again
+                cp_file = self._checkpoint_for(plog.directory.path)
+                checkpoint = cp_file.get(tp)
+                # A log counts its truncations from when it was opened. One truncated
+                # since the last pass (or since it was opened) may hold new data below
+                # the checkpoint that no offset map has seen: clean it all again.
+                if checkpoint is not None and self._truncations.get(tp, 0) != (
+                    log.truncation_count
+                ):
+                    checkpoint = None
+                    cp_file.remove(tp)
+                    with self._cond:
+                        self._truncations[tp] = log.truncation_count
                 views.append((tp, log_view(log, checkpoint, self._horizons.get(tp))))
         return views
 

@@ -133,3 +133,22 @@ def test_deleting_a_partition_aborts_its_pass(tmp_path: Path) -> None:
         assert ("c", 0) not in m.cleaner.last_pass
     finally:
         m.shutdown()
+
+
+def test_a_truncated_log_is_cleaned_again_from_its_start(tmp_path: Path) -> None:
+    m = LogManager((tmp_path,), LogConfig.defaults(), settings())
+    m.load()
+    fill(m, ("c", 0), COMPACT)
+    assert m.cleaner.clean_once(OffsetMap(1 << 16))
+    cp = OffsetCheckpointFile(tmp_path / CLEANER_OFFSET_CHECKPOINT)
+    assert cp.read()[("c", 0)] > 0
+    plog = m.get(("c", 0))
+    assert plog is not None
+    with plog.lock:  # a follower's truncation, then new data
+        plog.log.truncate_to(plog.log.log_end_offset - 5)
+    fill(m, ("c", 0), COMPACT, n=100)
+    m.cleaner._views(int(time.time() * 1000))
+    assert ("c", 0) not in cp.read()  # the checkpoint no longer vouches for anything
+    assert m.cleaner.clean_once(OffsetMap(1 << 16))
+    assert m.cleaner.last_pass[("c", 0)].first_dirty == plog.log.log_start_offset
+    m.shutdown()
