@@ -56,11 +56,19 @@ class OffsetMap:
         return self.max_entries - self.size
 
     def clear(self) -> None:
-        # Fresh zeroed arrays: the pages come from the OS untouched, so an idle or
-        # lightly used map costs memory only for the slots it has written.
-        self._h1 = np.zeros(self.slots, dtype=np.uint64)
-        self._h2 = np.zeros(self.slots, dtype=np.uint64)
-        self._offsets = np.zeros(self.slots, dtype=np.int64)
+        used = getattr(self, "_used", None)
+        if used is not None and self.size <= self.slots // 16:
+            # A lightly used map: zero the slots written (a pass over a small log
+            # does not pay for touching the whole buffer again).
+            for positions in used:
+                self._offsets[positions] = 0
+        else:
+            # Fresh zeroed arrays: the pages come from the OS untouched, so an idle
+            # or lightly used map costs memory only for the slots it has written.
+            self._h1 = np.zeros(self.slots, dtype=np.uint64)
+            self._h2 = np.zeros(self.slots, dtype=np.uint64)
+            self._offsets = np.zeros(self.slots, dtype=np.int64)
+        self._used: list[I64] = []  # the slots claimed, while few (see clear)
         self.size = 0
         self.latest_offset = -1
 
@@ -101,6 +109,8 @@ class OffsetMap:
                 table2[wpos] = k2[winners]
                 table_off[wpos] = ko[winners]
                 self.size += len(winners)
+                if self.size <= self.slots // 16:
+                    self._used.append(wpos)
                 settled = match.copy()
                 settled[winners] = True
             else:
