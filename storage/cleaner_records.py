@@ -113,6 +113,45 @@ def scan_records(payload: Buffer, count: int, base_offset: int = 0) -> list[Scan
     return out
 
 
+def scan_keys(
+    payload: Buffer, count: int, base_offset: int, keys: list[bytes], offsets: list[int]
+) -> None:
+    """Append the key and offset of every keyed record to `keys` / `offsets`: what the
+    offset map needs, without the rest of scan_records' work."""
+    n = len(payload)
+    p = 0
+    varint = _varint
+    kappend = keys.append
+    oappend = offsets.append
+    try:
+        for _ in range(count):
+            length, p = varint(payload, p, 5)
+            end = p + length
+            if length < 1 or end > n:
+                raise CorruptRecordError(
+                    f"record in batch at offset {base_offset} declares length {length} "
+                    f"beyond the batch's data"
+                )
+            _ts, p = varint(payload, p + 1, 10)
+            offset_delta, p = varint(payload, p, 5)
+            key_len, p = varint(payload, p, 5)
+            if key_len >= 0:
+                if p + key_len > end:
+                    raise CorruptRecordError(
+                        f"record in batch at offset {base_offset} runs past its declared length"
+                    )
+                kappend(bytes(payload[p : p + key_len]))
+                oappend(base_offset + offset_delta)
+            p = end
+    except IndexError as e:
+        raise CorruptRecordError(f"records of batch at offset {base_offset} are cut short") from e
+    if p != n:
+        raise CorruptRecordError(
+            f"incorrect declared batch size: batch at offset {base_offset} holds "
+            f"{n - p} bytes after its {count} records"
+        )
+
+
 def first_null_key(buf: Buffer, pos: int, header: BatchHeader) -> int | None:
     """Offset delta of the batch's first record without a key, None if every record has one."""
     payload = batch_payload(buf, pos, header)
@@ -223,5 +262,6 @@ __all__ = [
     "first_null_key",
     "rebuild_batch",
     "record_timestamp",
+    "scan_keys",
     "scan_records",
 ]

@@ -40,10 +40,12 @@ class SourceSegment:
             raise CleanerError(f"cannot open {self.path} for cleaning: {e}") from e
 
     def batches(
-        self, chunk: int, on_read: Callable[[int], None]
+        self, chunk: int, on_read: Callable[[int], None], *, validate: bool = True
     ) -> Iterator[tuple[memoryview, int, BatchHeader]]:
-        """(chunk view, position in it, header) of every batch, CRC-checked, read
-        `chunk` bytes at a time; `on_read(n)` after every read (abort check, throttle)."""
+        """(chunk view, position in it, header) of every batch, CRC-checked unless
+        `validate` is false, read `chunk` bytes at a time; `on_read(n)` after every
+        read (abort check, throttle)."""
+        parse = check_batch if validate else BatchHeader.parse
         fd = self._open()
         try:
             pos = 0
@@ -58,7 +60,7 @@ class SourceSegment:
                     size = batch_size_at(view, p)
                     if size is None:
                         break
-                    yield view, p, check_batch(view, p)
+                    yield view, p, parse(view, p)
                     p += size
                 if p == 0:  # one batch larger than the chunk
                     head = BatchHeader.parse(os.pread(fd, HEADER_SIZE, pos))
@@ -66,7 +68,7 @@ class SourceSegment:
                     if len(whole) < head.size:
                         raise SourceGone(f"{self.path} ends inside a batch at {pos}")
                     on_read(len(whole))
-                    yield whole, 0, check_batch(whole, 0)
+                    yield whole, 0, parse(whole, 0)
                     p = head.size
                 pos += p
         finally:

@@ -60,7 +60,7 @@ from .cleaner_plan import (
 )
 from .cleaner_records import (
     batch_payload,
-    scan_records,
+    scan_keys,
 )
 from .cleaner_source import SourceSegment
 from .cleaner_writer import GroupWriter, WriteStats
@@ -246,7 +246,9 @@ class CleaningJob:
         for src in self.sources:
             if src.view.next_offset <= first_dirty or src.view.base_offset >= end:
                 continue
-            for view, p, h in src.batches(self.chunk, self._on_read):
+            # The map pass skips CRCs: the writing pass checks every batch it reads,
+            # and a corrupt one fails the pass before anything is swapped in.
+            for view, p, h in src.batches(self.chunk, self._on_read, validate=False):
                 if h.last_offset < first_dirty:
                     continue
                 if h.base_offset >= end:
@@ -266,11 +268,7 @@ class CleaningJob:
                         flush()
                         self.result.map_keys = m.size
                         return
-                records = scan_records(batch_payload(view, p, h), h.records_count, h.base_offset)
-                for r in records:
-                    if r.key is not None:
-                        keys.append(r.key)
-                        offsets.append(h.base_offset + r.offset_delta)
+                scan_keys(batch_payload(view, p, h), h.records_count, h.base_offset, keys, offsets)
                 if len(keys) >= MAP_FLUSH_KEYS:
                     flush()
         flush()

@@ -31,7 +31,7 @@ from seglog.storage.checkpoint_file import CLEANER_OFFSET_CHECKPOINT
 from seglog.storage.cleaner_checkpoint import CleanerCheckpoint
 from seglog.storage.compression import CompressionType
 from seglog.storage.dump_log import DumpOptions, dump_files
-from seglog.storage.errors import InvalidRecordError
+from seglog.storage.errors import InvalidRecordError, StorageError
 from seglog.storage.log import Log
 from seglog.storage.log_cleaner import clean_log
 from seglog.storage.offset_map import BYTES_PER_ENTRY, OffsetMap
@@ -463,3 +463,18 @@ def records_of_bytes(data: bytes) -> list[Row]:
         for pos, h in iter_batches(data)
         for r in decode_records(data, pos, h)
     ]
+
+
+def test_a_corrupt_batch_fails_the_pass_and_changes_nothing(tmp_path: Path) -> None:
+    log = open_compacted(tmp_path / "t-0", segment_bytes=500)
+    append_rows(log, [[(b"k%d" % (i % 3), b"value-%d" % i)] for i in range(40)], T0)
+    seal(log)
+    first = Path(log.segments[0].log_path)
+    data = bytearray(first.read_bytes())
+    data[-3] ^= 0xFF  # inside the last record's value: the CRC no longer matches
+    first.write_bytes(bytes(data))
+    before = {p.name: p.read_bytes() for p in (tmp_path / "t-0").iterdir()}
+    with pytest.raises(StorageError, match="CRC"):
+        clean_log(log, offset_map=OffsetMap(1 << 16), now_ms=T0, force=True)
+    after = {p.name: p.read_bytes() for p in (tmp_path / "t-0").iterdir()}
+    assert after == before
