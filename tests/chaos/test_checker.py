@@ -344,3 +344,32 @@ def test_compacted_replica_with_another_value_or_a_lost_key_diverges() -> None:
         {1: {0: _segments(*full)}, 2: {0: _segments(full[0])}}, {0: (1, 3)}
     )
     assert short[0].identical and short[0].lagging == [2]
+
+
+def _keyed_ack(h: H, value: str, key: str, partition: int, offset: int) -> H:
+    h._add(type="invoke", process="p0", value=value, partition=partition, key=key)
+    h._add(type="ok", process="p0", value=value, partition=partition, offset=offset)
+    return h
+
+
+def test_compacted_history_allows_superseded_values_to_vanish() -> None:
+    h = H()
+    h._add(type="meta", topic_configs={"cleanup.policy": "compact"})
+    for value, key, offset in [("a", "k1", 0), ("b", "k2", 1), ("c", "k1", 2), ("d", "k3", 3)]:
+        _keyed_ack(h, value, key, 0, offset)
+    # The cleaner removed "a" (k1 again at offset 2): the consumer jumps from 0 to 1.
+    h.seek(0, 0).poll(0, 1, "b").poll(0, 2, "c").poll(0, 3, "d")
+    r = check_history(h.events)
+    assert r.ok, r.to_dict()
+    assert check_history(h.events, compacted=False).lost == 1  # without compaction: lost
+
+
+def test_compacted_history_still_catches_a_lost_last_value_and_a_real_skip() -> None:
+    h = H()
+    h._add(type="meta", topic_configs={"cleanup.policy": "compact"})
+    for value, key, offset in [("a", "k1", 0), ("b", "k2", 1), ("c", "k1", 2), ("d", "k3", 3)]:
+        _keyed_ack(h, value, key, 0, offset)
+    h.seek(0, 0).poll(0, 2, "c").poll(0, 3, "d")  # "b" is the last value of k2
+    r = check_history(h.events)
+    assert r.lost == 1 and r.skipped == 1
+    assert r.examples.lost[0]["value"] == "b"
