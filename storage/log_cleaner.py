@@ -77,7 +77,7 @@ from .segment import (
 DEFAULT_DEDUPE_BUFFER_SIZE = 128 * 1024 * 1024
 DEFAULT_IO_BUFFER_SIZE = 512 * 1024
 # Keys are hashed and looked up this many at a time.
-MAP_FLUSH_KEYS = 65_536
+MAP_FLUSH_KEYS = 16_384
 
 StepHook = Callable[[str], None]
 Throttle = Callable[[int], object]
