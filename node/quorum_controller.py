@@ -30,8 +30,8 @@ from seglog.replication.metadata_image import MetadataImage
 from seglog.replication.metadata_records import (
     MetadataRecord,
     RegisterBrokerRecord,
-    decode_record,
     encode_record,
+    record_from_json,
 )
 from seglog.replication.raft import Message, NotLeaderError, PersistentState, RaftNode, Role
 from seglog.storage.log_config import LogConfig
@@ -58,7 +58,7 @@ def encode_entry(records: list[MetadataRecord]) -> bytes:
 def decode_entry(data: bytes) -> list[MetadataRecord]:
     if not data:
         return []  # a new leader's no-op
-    return [decode_record(json.dumps(item).encode()) for item in json.loads(data)]
+    return [record_from_json(item) for item in json.loads(data)]
 
 
 class QuorumController(ControllerRequests):
@@ -162,6 +162,11 @@ class QuorumController(ControllerRequests):
         with self._state_lock:
             self._listeners.append(listener)
             listener(self.image, [])
+
+    def remove_listener(self, listener: Listener) -> None:
+        with self._state_lock:
+            if listener in self._listeners:
+                self._listeners.remove(listener)
 
     # --- the Raft thread ---------------------------------------------------------------
 
@@ -334,11 +339,17 @@ class QuorumController(ControllerRequests):
 
     # --- requests (the same surface as LocalController) --------------------------------
 
-    def register_broker(self, broker_id: int, host: str, port: int) -> int:
+    def register_broker(
+        self,
+        broker_id: int,
+        host: str,
+        port: int,
+        endpoints: tuple[tuple[str, str, int], ...] = (),
+    ) -> int:
         def decide(image: MetadataImage) -> list[MetadataRecord]:
             old = image.brokers.get(broker_id)
             epoch = max(old.broker_epoch + 1 if old else 1, self.metadata_offset + 1)
-            return [RegisterBrokerRecord(broker_id, epoch, host, port)]
+            return [RegisterBrokerRecord(broker_id, epoch, host, port, None, endpoints)]
 
         self._op(decide)
         self._sessions[broker_id] = time.monotonic()
@@ -378,10 +389,19 @@ class QuorumController(ControllerRequests):
         last_rebalance = time.monotonic()
         # Checked often enough that fencing lags a session's expiry by a tenth at most.
         poll_s = min(0.1, max(0.01, self.session_timeout_s / 10))
+        last_poll = time.monotonic()
         while not self._stopped.wait(poll_s):
+            now = time.monotonic()
+            stalled = now - last_poll - poll_s
+            last_poll = now
+            if stalled > poll_s:
+                # This process did not run for a while (CPU starved, a long apply):
+                # heartbeats that arrived meanwhile still wait in its queue, so the
+                # stall is not the brokers' silence. Their sessions move on by it.
+                for b in list(self._sessions):
+                    self._sessions[b] += stalled
             if not self.is_active():
                 continue
-            now = time.monotonic()
             expired = [
                 b
                 for b, seen in list(self._sessions.items())

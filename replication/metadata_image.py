@@ -45,6 +45,13 @@ class BrokerImage:
     port: int
     fenced: bool
     rack: str | None = None
+    endpoints: tuple[tuple[str, str, int], ...] = ()
+
+    def endpoint(self, listener: str) -> tuple[str, int] | None:
+        for name, host, port in self.endpoints:
+            if name == listener:
+                return host, port
+        return None
 
 
 class MetadataImage:
@@ -70,6 +77,7 @@ class MetadataImage:
                     record.port,
                     True,
                     record.rack,
+                    record.endpoints,
                 )
             case BrokerFenceRecord():
                 old = self.brokers.get(record.broker_id)
@@ -144,7 +152,11 @@ class MetadataImage:
         """Records that rebuild this image from empty (a metadata snapshot)."""
         out: list[MetadataRecord] = []
         for b in sorted(self.brokers.values(), key=lambda b: b.broker_id):
-            out.append(RegisterBrokerRecord(b.broker_id, b.broker_epoch, b.host, b.port, b.rack))
+            out.append(
+                RegisterBrokerRecord(
+                    b.broker_id, b.broker_epoch, b.host, b.port, b.rack, b.endpoints
+                )
+            )
             out.append(BrokerFenceRecord(b.broker_id, b.broker_epoch, b.fenced))
         for t in sorted(self.topics.values(), key=lambda t: t.name):
             out.append(TopicRecord(t.name, t.topic_id))

@@ -20,6 +20,9 @@ class RegisterBrokerRecord:
     host: str
     port: int
     rack: str | None = None
+    # Every advertised listener as (name, host, port), Kafka's BrokerRegistration
+    # endpoints; host/port above are the one seglog's clients use.
+    endpoints: tuple[tuple[str, str, int], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -127,18 +130,34 @@ def encode_record(record: MetadataRecord) -> bytes:
     return json.dumps(body, separators=(",", ":"), sort_keys=True).encode()
 
 
+def _tuples(value: Any) -> Any:  # noqa: ANN401 - JSON in, the same shape with tuples out
+    """JSON arrays back into the tuples the records hold (nested ones too)."""
+    if isinstance(value, list):
+        return tuple(_tuples(v) for v in value)
+    return value
+
+
 def decode_record(data: bytes) -> MetadataRecord:
     try:
-        body: dict[str, Any] = json.loads(data)
+        body: Any = json.loads(data)
+    except ValueError as e:
+        raise MetadataRecordError(f"not a metadata record: {data[:80]!r}") from e
+    return record_from_json(body)
+
+
+def record_from_json(body: Any) -> MetadataRecord:  # noqa: ANN401 - parsed JSON of any shape
+    """A record from its parsed JSON object (an entry holds many: parsed once)."""
+    try:
+        body = dict(body)
         cls = _BY_KIND[body.pop("kind")]
     except (ValueError, KeyError, TypeError) as e:
-        raise MetadataRecordError(f"not a metadata record: {data[:80]!r}") from e
+        raise MetadataRecordError(f"not a metadata record: {str(body)[:80]!r}") from e
     kwargs = {}
     for f in fields(cls):
         if f.name not in body:
             continue
         value = body[f.name]
-        kwargs[f.name] = tuple(value) if isinstance(value, list) else value
+        kwargs[f.name] = _tuples(value)
     try:
         return cls(**kwargs)  # type: ignore[no-any-return]
     except TypeError as e:

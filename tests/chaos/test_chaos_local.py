@@ -31,6 +31,16 @@ def test_chase_leader_loses_nothing(tmp_path: Path) -> None:
 
 
 @pytest.mark.timeout(RUN_TIMEOUT_S + 60)
+def test_many_partitions_overload_recovers_and_loses_nothing(tmp_path: Path) -> None:
+    data = run_chaos(
+        "local", "many-partitions", 13, 40, tmp_path / "mp", settle_timeout=60,
+        timeout_s=RUN_TIMEOUT_S,
+    )
+    ends = [f for f in data["faults"] if f["name"] == "many-partitions" and f["phase"] == "end"]
+    assert ends and ends[0]["recovered"] is True, data["faults"]
+
+
+@pytest.mark.timeout(RUN_TIMEOUT_S + 60)
 def test_kill_leader_on_a_compacted_topic_loses_nothing(tmp_path: Path) -> None:
     """Keyed records on a compacted topic: every replica cleans its own log while
     leaders are killed; no last value of a key is lost, and the replicas agree record
