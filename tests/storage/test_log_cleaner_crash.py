@@ -5,10 +5,14 @@ it then gives what an uninterrupted clean gives.
 The crash is an exception raised from the cleaner's step hook (a BaseException the
 cleaner does not catch, so nothing is tidied up), after which the Log object is
 abandoned, as a killed process would leave it, and the directory opened afresh
-without a clean shutdown."""
+without a clean shutdown; and, the same steps again, a real child process
+(crash_cleaner.py) SIGKILLed while it pauses at the step."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -100,6 +104,73 @@ def test_a_crash_at_any_step_loses_and_duplicates_nothing(
     # Reads through the rebuilt indexes agree with the files.
     for o, _k, _v in got:
         assert reopened.read(o, 1).records
+    clean_fully(reopened, T0, OffsetMap(1 << 16))
+    assert rows(reopened) == cleaned
+    reopened.close()
+
+
+# --- a real process, SIGKILLed -------------------------------------------------------------
+
+CHILD = Path(__file__).with_name("crash_cleaner.py")
+
+
+@pytest.mark.parametrize(
+    ("step", "occurrence"),
+    [
+        ("cleaned_partial", 2),
+        ("cleaned_written", 1),
+        ("swap_renamed", 1),
+        ("old_deleting", 2),
+        ("old_deleted", 3),
+        ("swapped", 2),
+    ],
+)
+def test_a_sigkilled_cleaner_loses_and_duplicates_nothing(
+    tmp_path: Path, step: str, occurrence: int
+) -> None:
+    reference = build(tmp_path / "ref-0", True)
+    original = rows(reference)
+    clean_fully(reference, T0, OffsetMap(1 << 16))
+    cleaned = rows(reference)
+    reference.close()
+
+    directory = tmp_path / "t-0"
+    log = build(directory, True)
+    leo = log.log_end_offset
+    log.close()
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(CHILD.parent), *sys.path]))
+    child = subprocess.Popen(
+        [sys.executable, str(CHILD), str(directory), str(leo)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=env,
+    )
+    seen = 0
+    try:
+        assert child.stdout is not None
+        for raw in child.stdout:
+            line = raw.decode().strip()
+            if line == f"STEP {step}":
+                seen += 1
+                if seen == occurrence:
+                    break
+            if line == "DONE":
+                break
+    finally:
+        child.kill()
+        _out, err = child.communicate(timeout=30)
+    assert seen == occurrence, f"the child never reached {step} #{occurrence}: {err[-2000:]!r}"
+
+    reopened = Log.open(
+        directory, compact_config(segment_bytes=600), high_watermark=leo, time_ms=T0
+    )
+    leftovers = [p.name for p in directory.iterdir() if p.suffix in (".cleaned", ".swap")]
+    assert not leftovers
+    got = rows(reopened)
+    offsets = [r[0] for r in got]
+    assert offsets == sorted(set(offsets)), "an offset appears twice or out of order"
+    assert set(got) <= set(original) and set(cleaned) <= set(got)
+    assert {k: (o, v) for o, k, v in got} == {k: (o, v) for o, k, v in original}
     clean_fully(reopened, T0, OffsetMap(1 << 16))
     assert rows(reopened) == cleaned
     reopened.close()
