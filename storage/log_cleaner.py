@@ -1,6 +1,7 @@
 """The log cleaner's file work (Kafka's LogCleaner `Cleaner`): a thin shell around
 `cleaner_plan` (what to clean), `offset_map` (key -> last offset) and
-`cleaner_filter` (what to keep).
+`cleaner_filter` (what to keep), reading through `cleaner_source` and writing
+through `cleaner_writer`.
 
 One pass over a compacted log:
 
@@ -64,7 +65,6 @@ from .cleaner_records import (
 )
 from .cleaner_source import SourceSegment
 from .cleaner_writer import GroupWriter, WriteStats
-from .errors import StorageError
 from .log import Log
 from .offset_map import OffsetMap, hash_keys
 from .segment import (
@@ -464,7 +464,6 @@ __all__ = [
     "CleanerConfig",
     "CleanerError",
     "CleaningJob",
-    "StorageError",
     "clean_log",
     "log_view",
 ]
