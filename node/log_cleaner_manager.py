@@ -224,6 +224,10 @@ class LogCleanerManager:
                 return False
             self._in_progress[tp] = abort
         try:
+            # LogManager.delete drops the partition before abort_and_wait: once
+            # registered, either that call sees this pass or this check sees it gone.
+            if self._partitions().get(tp) is not plog:
+                return False
             return self._clean(tp, plog, offset_map, chosen[1].first_dirty, abort, t)
         finally:
             with self._cond:
