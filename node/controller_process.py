@@ -163,6 +163,18 @@ class ControllerProcess:
                 else:
                     self._stopped.wait(interval)
                 continue
+            if self.quorum.is_active():
+                # The active controller is this process: no call through the network.
+                try:
+                    self.quorum.heartbeat(
+                        self.node_id, self.broker_epoch, self.broker_applied, False
+                    )
+                except ControlError as e:
+                    if e.error_name in ("STALE_BROKER_EPOCH", "BROKER_NOT_AVAILABLE"):
+                        self.broker_epoch = -1
+                        continue
+                self._stopped.wait(interval)
+                continue
             try:
                 r = client.call(
                     lambda n: client.controller_stub(n).BrokerHeartbeat(

@@ -26,7 +26,7 @@ _log = EventLogger("controller")
 # Updates a watching broker may fall behind by before its stream is ended (it then
 # reconnects and starts again from a snapshot): the queue never grows past this.
 WATCH_QUEUE_LIMIT = 10_000
-WATCH_IDLE_S = 0.2
+WATCH_IDLE_S = 1.0  # how often an idle watch checks that its broker is still there
 
 
 class ControllerServicer(cluster_pb2_grpc.ControllerServicer):
