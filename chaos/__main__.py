@@ -6,6 +6,10 @@ report, take the cluster down. Prints one summary line; exits 0 when every
 invariant holds, 1 when one fails, 3 when the evidence is incomplete (the final
 read or the replicas never caught up after healing), 2 on a harness error.
 
+With `--compact-keys N` the topic is compacted and records carry N keys: the checker
+then allows values a later record of the same key superseded to vanish, and compares
+replicas by (offset, key, value) instead of bytes.
+
 `python -m seglog.chaos check HISTORY` re-checks a history file (no replicas).
 `python -m seglog.chaos list` names the scenarios.
 """
@@ -22,7 +26,13 @@ import traceback
 from pathlib import Path
 from typing import Any
 
-from .checker import CheckResult, apply_replica_check, check_history, compare_replicas
+from .checker import (
+    CheckResult,
+    apply_replica_check,
+    check_history,
+    compare_compacted_replicas,
+    compare_replicas,
+)
 from .faults import (
     SCENARIOS,
     ClusterView,
@@ -35,6 +45,13 @@ from .report import partition_outages, summary_line, unavailability_windows, wri
 from .workload import History, Workload, WorkloadConfig, read_history
 
 EXIT_OK, EXIT_VIOLATION, EXIT_ERROR, EXIT_INCOMPLETE = 0, 1, 2, 3
+COMPACT_TOPIC_CONFIGS = {
+    "cleanup.policy": "compact",
+    "segment.bytes": "65536",
+    "segment.ms": "5000",
+    "min.cleanable.dirty.ratio": "0.1",
+    "delete.retention.ms": "5000",
+}
 # Node log lines worth quoting as evidence when an invariant fails.
 _EVIDENCE = re.compile(
     r"truncat|diverg|recover|corrupt|error|warn|fenced|leader|isr|epoch|crash|exception",
@@ -62,6 +79,7 @@ def run(
     settle_s: float = 120.0,
     project: str | None = None,
     command: str = "",
+    compact_keys: int = 0,
 ) -> tuple[int, str, Path]:
     """One chaos run; (exit code, summary line, report path)."""
     scenario = SCENARIOS[scenario_name]
@@ -76,6 +94,9 @@ def run(
         target = ComposeTarget(project, build=build)
     topic = f"chaos-{scenario_name}-{seed}"
     configs = {"min.insync.replicas": "2", **scenario.topic_configs}
+    if compact_keys > 0:
+        # A compacted topic: keyed records, small segments rolled often, cleaned eagerly.
+        configs.update(COMPACT_TOPIC_CONFIGS)
     history = History(run_dir / "history.jsonl")
     meta: dict[str, Any] = {
         "scenario": scenario_name,
@@ -88,6 +109,7 @@ def run(
         "consumers": consumers,
         "rate_per_producer": rate,
         "topic_configs": configs,
+        "compact_keys": compact_keys,
         "command": command,
         "started_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         "bootstrap": target.bootstrap,
@@ -116,6 +138,7 @@ def run(
                 consumers=consumers,
                 rate=rate,
                 seed=seed,
+                keys=compact_keys,
             ),
             history,
         )
@@ -168,11 +191,14 @@ def run(
         )
         workload.stop()
 
-        _log("[chaos] comparing replica bytes below the HW")
         files = {node: target.replica_files(node, topic) for node in target.node_ids}
-        replicas = compare_replicas(
-            files, {p: (o.leader, o.high_watermark) for p, o in offsets.items()}
-        )
+        hws = {p: (o.leader, o.high_watermark) for p, o in offsets.items()}
+        if compact_keys > 0:
+            _log("[chaos] comparing replica records (offset, key, value) below the HW")
+            replicas = compare_compacted_replicas(files, hws)
+        else:
+            _log("[chaos] comparing replica bytes below the HW")
+            replicas = compare_replicas(files, hws)
         history.append({"type": "phase", "name": "done"})
     except Exception as e:  # noqa: BLE001 - reported with whatever history exists
         extra["harness_error"] = "".join(traceback.format_exception(e))
@@ -266,6 +292,12 @@ def main(argv: list[str] | None = None) -> int:
     r.add_argument("--producers", type=int, default=3)
     r.add_argument("--consumers", type=int, default=2)
     r.add_argument("--rate", type=float, default=60.0, help="sends per second per producer")
+    r.add_argument(
+        "--compact-keys",
+        type=int,
+        default=0,
+        help="a compacted topic: records keyed over this many keys (0: plain topic)",
+    )
     r.add_argument("--keep", action="store_true", help="leave the cluster running")
     r.add_argument("--build", action="store_true", help="compose: run build-image.sh first")
     r.add_argument("--project", help="compose: the project name (default: a unique one)")
@@ -305,6 +337,7 @@ def main(argv: list[str] | None = None) -> int:
         settle_s=args.settle_timeout,
         project=args.project,
         command=command,
+        compact_keys=args.compact_keys,
     )
     print(line, flush=True)
     return code

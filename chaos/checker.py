@@ -19,16 +19,26 @@ fine, and not reading it is not a loss.
 byte-identical to the leader's below the high watermark. Each replica's segment
 files are cut at the HW's byte position (the end of the last batch below it) and
 the prefixes compared batch by batch, reporting the first differing offset.
+
+`compare_compacted_replicas(files, offsets)`: for compacted topics each replica
+cleans its own log, so bytes differ; below the HW, every offset both replicas
+still hold must carry the same key and value, offsets must only grow, and a
+replica that reached the HW must hold the same live value (the last non-null
+value) for every key as the leader.
 """
 
 from __future__ import annotations
 
+import bisect
 import hashlib
 import struct
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
+
+from seglog.storage.errors import StorageError
+from seglog.storage.record_batch import decode_records, iter_batches
 
 # The examples kept per violation kind (the counts are exact).
 MAX_EXAMPLES = 20
@@ -95,8 +105,28 @@ def _keep(bucket: list[dict[str, Any]], item: dict[str, Any]) -> None:
         bucket.append(item)
 
 
-def check_history(events: Iterable[Mapping[str, Any]]) -> CheckResult:
+def _is_compacted(events: list[Mapping[str, Any]]) -> bool:
+    for e in events:
+        if e.get("type") == "meta":
+            policy = str((e.get("topic_configs") or {}).get("cleanup.policy", ""))
+            return "compact" in policy
+    return False
+
+
+def check_history(
+    events: Iterable[Mapping[str, Any]], *, compacted: bool | None = None
+) -> CheckResult:
+    """The invariants above. On a compacted topic (`compacted`, default: as the
+    history's meta event says) the cleaner may remove a value once a later record with
+    the same key is in the partition: such a value unread is not lost, and a consumer
+    may jump over offsets, unless it jumps over a value still required (the last of
+    its key)."""
+    events = list(events)
+    if compacted is None:
+        compacted = _is_compacted(events)
     r = CheckResult()
+    key_of: dict[str, str] = {}
+    jumps: list[tuple[str, int, int, int, Any]] = []
     invoked: dict[str, Mapping[str, Any]] = {}
     acked: dict[str, tuple[int, int]] = {}
     failed: dict[str, Mapping[str, Any]] = {}
@@ -111,6 +141,8 @@ def check_history(events: Iterable[Mapping[str, Any]]) -> CheckResult:
         kind = e.get("type")
         if kind == "invoke":
             invoked[e["value"]] = e
+            if "key" in e:
+                key_of[e["value"]] = e["key"]
         elif kind == "ok":
             value, pos = e["value"], (int(e["partition"]), int(e["offset"]))
             acked[value] = pos
@@ -130,7 +162,9 @@ def check_history(events: Iterable[Mapping[str, Any]]) -> CheckResult:
             seen_by[(p, o)].setdefault(value, f"read by {e.get('process')}")
             key = (e["process"], p)
             want = expected.get(key)
-            if want is not None and o > want:
+            if want is not None and o > want and compacted:
+                jumps.append((key[0], p, want, o, e.get("t")))
+            elif want is not None and o > want:
                 r.skipped += 1
                 _keep(
                     r.examples.skipped,
@@ -166,8 +200,42 @@ def check_history(events: Iterable[Mapping[str, Any]]) -> CheckResult:
     r.indeterminate = len(outcome_unknown)
     r.indeterminate_read = len(outcome_unknown & read_values)
 
+    # (partition, key) -> the highest offset known to hold that key (acked or read)
+    newest: dict[tuple[int, str], int] = {}
+    for value, where in positions.items():
+        k = key_of.get(value)
+        if k is not None:
+            for p, o in where:
+                newest[(p, k)] = max(newest.get((p, k), -1), o)
+
+    def superseded(value: str, pos: tuple[int, int]) -> bool:
+        k = key_of.get(value)
+        return compacted and k is not None and newest.get((pos[0], k), -1) > pos[1]
+
+    required: dict[int, list[int]] = defaultdict(list)
+    for value, pos in acked.items():
+        if not superseded(value, pos):
+            required[pos[0]].append(pos[1])
+    for offsets in required.values():
+        offsets.sort()
+    for consumer, p, want, got, t in jumps:
+        offsets = required.get(p, [])
+        over = bisect.bisect_left(offsets, got) - bisect.bisect_left(offsets, want)
+        if over:
+            r.skipped += 1
+            _keep(
+                r.examples.skipped,
+                {
+                    "consumer": consumer,
+                    "partition": p,
+                    "expected": want,
+                    "got": got,
+                    "missing": over,
+                    "t": t,
+                },
+            )
     for value, pos in sorted(acked.items(), key=lambda kv: kv[1]):
-        if value not in read_values:
+        if value not in read_values and not superseded(value, pos):
             r.lost += 1
             _keep(
                 r.examples.lost,
@@ -368,6 +436,118 @@ def _first_difference(reference: list[Batch], other: list[Batch]) -> dict[str, A
                 if ref.base_offset not in mine:
                     return {"offset": ref.base_offset, "why": "leader batch missing on replica"}
     return None
+
+
+# (offset, key, value) of one record
+Row = tuple[int, bytes | None, bytes | None]
+
+
+def parse_rows(
+    segments: Iterable[tuple[str, bytes]], high_watermark: int
+) -> tuple[list[Row], int | None, list[str]]:
+    """Records below the HW of a (maybe cleaned) replica, the offset after its last
+    batch below the HW, and problems (a bad CRC or framing, offsets going backwards)."""
+    rows: list[Row] = []
+    problems: list[str] = []
+    next_offset: int | None = None
+    last = -1
+    for name, data in segments:
+        try:
+            for pos, h in iter_batches(data):
+                if h.base_offset >= high_watermark:
+                    break
+                if h.base_offset <= last:
+                    problems.append(f"{name}: batch at offset {h.base_offset} follows {last}")
+                last = h.last_offset
+                next_offset = h.last_offset + 1
+                if not h.is_control:
+                    rows += [
+                        (r.offset, r.key, r.value)
+                        for r in decode_records(data, pos, h)
+                        if r.offset < high_watermark
+                    ]
+        except StorageError as e:
+            problems.append(f"{name}: {e}")
+    return rows, next_offset, problems
+
+
+def _live_values(rows: list[Row]) -> dict[bytes | None, tuple[int, bytes]]:
+    last: dict[bytes | None, Row] = {}
+    for row in rows:
+        last[row[1]] = row
+    return {k: (o, v) for k, (o, _k, v) in last.items() if v is not None}
+
+
+def compare_compacted_replicas(
+    files: Mapping[int, ReplicaFiles], high_watermarks: Mapping[int, tuple[int, int]]
+) -> list[PartitionReport]:
+    """compare_replicas for compacted topics: records, not bytes (see the module doc)."""
+    out = []
+    for partition, (leader, hw) in sorted(high_watermarks.items()):
+        parsed: dict[int, list[Row]] = {}
+        ends: dict[int, int | None] = {}
+        reports: dict[int, ReplicaReport] = {}
+        for node, by_partition in sorted(files.items()):
+            rows, end, problems = parse_rows(by_partition.get(partition, []), hw)
+            parsed[node], ends[node] = rows, end
+            live = sorted(_live_values(rows).items(), key=lambda kv: kv[1][0])
+            reports[node] = ReplicaReport(
+                node=node,
+                batches_below_hw=len(rows),
+                hw_byte_position=0,
+                first_offset=rows[0][0] if rows else None,
+                next_offset=end,
+                sha256=hashlib.sha256(repr(live).encode()).hexdigest(),
+                problems=problems,
+            )
+        reference = parsed.get(leader, [])
+        by_offset = {o: (k, v) for o, k, v in reference}
+        leader_live = _live_values(reference)
+        identical = True
+        lagging: list[int] = []
+        first_difference = None
+        unreconciled: dict[int, dict[str, Any]] = {}
+        for node, rows in parsed.items():
+            if node == leader:
+                continue
+            diff = None
+            for o, k, v in rows:
+                if o in by_offset and by_offset[o] != (k, v):
+                    diff = {"offset": o, "why": "record differs from the leader's"}
+                    break
+            short = (ends[node] or 0) < hw
+            if diff is None and not short and _live_values(rows) != leader_live:
+                mine = _live_values(rows)
+                key = next(
+                    k for k in set(mine) | set(leader_live) if mine.get(k) != leader_live.get(k)
+                )
+                diff = {
+                    "offset": (mine.get(key) or leader_live.get(key) or (None,))[0],
+                    "why": f"key {key!r} has another live value than on the leader",
+                }
+            if short:
+                lagging.append(node)
+            if diff is not None and short:
+                unreconciled[node] = diff
+            elif diff is not None:
+                identical = False
+                if first_difference is None:
+                    first_difference = {"node": node, **diff}
+        if any(rep.problems for rep in reports.values()):
+            identical = False
+        out.append(
+            PartitionReport(
+                partition,
+                leader,
+                hw,
+                identical,
+                lagging,
+                list(reports.values()),
+                first_difference,
+                unreconciled,
+            )
+        )
+    return out
 
 
 def apply_replica_check(result: CheckResult, reports: list[PartitionReport]) -> None:

@@ -144,6 +144,8 @@ class WorkloadConfig:
     request_timeout_ms: int = 8000
     delivery_timeout_ms: int = 45000
     seed: int = 0
+    # > 0: every record gets one of this many keys (a compacted topic); 0: no keys.
+    keys: int = 0
 
 
 @dataclass
@@ -240,19 +242,26 @@ class Workload:
             value = f"{name}-{seq}"
             seq += 1
             partition = rng.randrange(c.partitions)
+            key = f"k{rng.randrange(c.keys)}" if c.keys > 0 else None
             started = time.time()
-            self.history.append(
-                {
-                    "type": "invoke",
-                    "t": started,
-                    "process": name,
-                    "value": value,
-                    "partition": partition,
-                }
-            )
+            invoke = {
+                "type": "invoke",
+                "t": started,
+                "process": name,
+                "value": value,
+                "partition": partition,
+            }
+            if key is not None:
+                invoke["key"] = key
+            self.history.append(invoke)
             stats.invoked += 1
             try:
-                future = producer.send(c.topic, value=value.encode(), partition=partition)
+                future = producer.send(
+                    c.topic,
+                    value=value.encode(),
+                    key=key.encode() if key is not None else None,
+                    partition=partition,
+                )
             except Exception as e:  # noqa: BLE001 - any synchronous failure is recorded
                 # send() raised before the record entered the accumulator: never written.
                 outstanding.release()
@@ -398,6 +407,14 @@ class Workload:
                         )
                     if records:
                         positions[tp.partition] = records[-1].offset + 1
+                if c.keys > 0:
+                    # Compacted: batches the cleaner emptied move a position past the
+                    # last record read, also in a poll that returned no record.
+                    for tp in tps:
+                        try:
+                            positions[tp.partition] = consumer.position(tp, timeout_ms=1000)
+                        except KafkaError:
+                            pass
         finally:
             consumer.close()
 

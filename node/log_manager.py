@@ -17,6 +17,7 @@ from seglog.storage.log_config import BrokerLogSettings, LogConfig
 from seglog.storage.log_dir import LogDirectory
 
 from .event_log import EventLogger
+from .log_cleaner_manager import LogCleanerManager
 
 TopicPartition = tuple[str, int]
 _log = EventLogger("log_manager")
@@ -47,6 +48,8 @@ class LogManager:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self.had_clean_shutdown = True
+        # Compacted topics' cleaner threads (log.cleaner.*), started with the manager.
+        self.cleaner = LogCleanerManager(self.partitions, settings)
 
     # --- start-up ------------------------------------------------------------------
 
@@ -67,6 +70,7 @@ class LogManager:
     def start(self) -> None:
         self._thread = threading.Thread(target=self._run, name="log-manager", daemon=True)
         self._thread.start()
+        self.cleaner.start()
 
     # --- partitions ----------------------------------------------------------------
 
@@ -120,6 +124,7 @@ class LogManager:
             plog = self._partitions.pop(tp, None)
         if plog is None:
             return
+        self.cleaner.abort_and_wait(tp)
         with plog.lock:
             plog.directory.delete_log(*tp)
         _log.info("log_deleted", topic=tp[0], partition=tp[1])
@@ -224,6 +229,7 @@ class LogManager:
     def shutdown(self, broker_epoch: int = -1) -> None:
         """Clean shutdown: snapshots, trimmed indexes, checkpoints, then the marker."""
         self._stop.set()
+        self.cleaner.shutdown()
         if self._thread is not None:
             self._thread.join(timeout=10)
         for d in self.dirs:

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import NamedTuple, TypeVar
 
 from .checkpoint_file import LeaderEpochCheckpointFile
+from .cleaner_records import check_keys_for_compaction
 from .compression import CompressionType
 from .errors import (
     CorruptIndexError,
@@ -320,6 +321,16 @@ class Log:
     def latest_epoch(self) -> int | None:
         return self.epoch_cache.latest_epoch
 
+    @property
+    def truncation_count(self) -> int:
+        """Counts truncations: work taken out of the partition lock (a flush, a
+        cleaning pass) compares it to know whether the log changed under it."""
+        return self._truncations
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
     def _segment_index_for(self, offset: int) -> int:
         return max(0, bisect.bisect_right(self._base_offsets, offset) - 1)
 
@@ -339,6 +350,8 @@ class Log:
         headers = validate_client_batches(data, config.max_message_bytes)
         if config.compression_type != "producer":
             data, headers = self._recompress(data, headers)
+        if config.compact:
+            check_keys_for_compaction(data, headers, self.topic)
         if len(data) > config.segment_bytes:
             raise RecordListTooLargeError(
                 f"append of {len(data)} bytes to {self.directory.name} exceeds "
@@ -863,6 +876,32 @@ class Log:
                 _PendingDeletion(seg, snapshot, t + self.config.file_delete_delay_ms)
             )
         return len(victims)
+
+    def replace_segments(
+        self, new: LogSegment, old: list[LogSegment], *, time_ms: int | None = None
+    ) -> None:
+        """The log cleaner's swap (storage/log_cleaner.py), in memory: `new` (already under
+        its final file names) takes the place of the consecutive segments `old` (already
+        renamed `.deleted`), which are removed after file.delete.delay.ms."""
+        t = now_ms() if time_ms is None else time_ms
+        i = next((k for k, seg in enumerate(self._segments) if seg is old[0]), None)
+        if (
+            i is None
+            or self._segments[i : i + len(old)] != old
+            or i + len(old) >= len(self._segments)
+        ):
+            raise StorageError(f"segments to replace are not in {self.directory.name}")
+        if new.base_offset != old[0].base_offset:
+            raise StorageError("a cleaned segment keeps the base offset of the first it replaces")
+        self._segments[i : i + len(old)] = [new]
+        self._base_offsets[i : i + len(old)] = [new.base_offset]
+        for seg in old:
+            snapshot = None
+            if seg.base_offset != new.base_offset:
+                snapshot = self.producer_state.rename_snapshot_for_deletion(seg.base_offset)
+            self._pending_deletions.append(
+                _PendingDeletion(seg, snapshot, t + self.config.file_delete_delay_ms)
+            )
 
     def remove_deleted_files(self, *, time_ms: int | None = None, force: bool = False) -> int:
         """Physically delete `.deleted` files whose delay (file.delete.delay.ms) has passed."""

@@ -29,6 +29,7 @@ from .errors import InvalidConfigError
 
 INT_MIN, INT_MAX = -(2**31), 2**31 - 1
 LONG_MIN, LONG_MAX = -(2**63), 2**63 - 1
+DOUBLE_MAX = 1.7976931348623157e308  # Java's Double.MAX_VALUE
 
 ConfigValue = bool | int | float | str | tuple[str, ...]
 
@@ -552,12 +553,20 @@ BROKER_LOG_SETTING_KEYS: Mapping[str, ConfigKey] = _keys(
     ConfigKey("replica.high.watermark.checkpoint.interval.ms", _T.LONG, 5_000),
     ConfigKey("producer.id.expiration.ms", _T.INT, 24 * _HOUR_MS, at_least=1),
     ConfigKey("producer.id.expiration.check.interval.ms", _T.INT, 10 * _MINUTE_MS, at_least=1),
+    ConfigKey("log.cleaner.enable", _T.BOOLEAN, True),
+    ConfigKey("log.cleaner.threads", _T.INT, 1, at_least=0),
+    ConfigKey("log.cleaner.dedupe.buffer.size", _T.LONG, 128 * 1024 * 1024),
+    ConfigKey("log.cleaner.io.buffer.size", _T.INT, 512 * 1024, at_least=0),
+    ConfigKey("log.cleaner.io.buffer.load.factor", _T.DOUBLE, 0.9),
+    ConfigKey("log.cleaner.io.max.bytes.per.second", _T.DOUBLE, DOUBLE_MAX),
+    ConfigKey("log.cleaner.backoff.ms", _T.LONG, 15_000, at_least=0),
 )
 
 
 @dataclass(frozen=True)
 class BrokerLogSettings:
-    """Broker-wide log-manager timers and producer-id expiry; no topic-level equivalent."""
+    """Broker-wide log-manager timers, producer-id expiry and the log cleaner's settings;
+    no topic-level equivalent."""
 
     log_retention_check_interval_ms: int = 5 * _MINUTE_MS
     log_initial_task_delay_ms: int = 30_000
@@ -567,6 +576,15 @@ class BrokerLogSettings:
     replica_high_watermark_checkpoint_interval_ms: int = 5_000
     producer_id_expiration_ms: int = 24 * _HOUR_MS
     producer_id_expiration_check_interval_ms: int = 10 * _MINUTE_MS
+    # The log cleaner (compacted topics): threads, the offset map's memory shared by
+    # them, read/write buffers, the I/O throttle and the idle back-off.
+    log_cleaner_enable: bool = True
+    log_cleaner_threads: int = 1
+    log_cleaner_dedupe_buffer_size: int = 128 * 1024 * 1024
+    log_cleaner_io_buffer_size: int = 512 * 1024
+    log_cleaner_io_buffer_load_factor: float = 0.9
+    log_cleaner_io_max_bytes_per_second: float = DOUBLE_MAX
+    log_cleaner_backoff_ms: int = 15_000
 
     def __post_init__(self) -> None:
         _normalize(self, BROKER_LOG_SETTING_KEYS)

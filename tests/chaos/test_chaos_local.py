@@ -44,3 +44,29 @@ def test_many_partitions_overload_recovers_and_loses_nothing(tmp_path: Path) -> 
     assert ends, "the scenario ran to its end"
     assert ends[0]["recovered"] is True, ends
     assert ends[0]["flooded"] > 0, "the flood sent records"
+
+
+@pytest.mark.timeout(RUN_TIMEOUT_S + 60)
+def test_kill_leader_on_a_compacted_topic_loses_nothing(tmp_path: Path) -> None:
+    """Keyed records on a compacted topic: every replica cleans its own log while
+    leaders are killed; no last value of a key is lost, and the replicas agree record
+    by record below the HW."""
+    out = tmp_path / "klc"
+    data = run_chaos(
+        "local",
+        "kill-leader",
+        13,
+        20,
+        out,
+        settle_timeout=45,
+        timeout_s=RUN_TIMEOUT_S,
+        extra=("--compact-keys", "40"),
+    )
+    assert [f for f in data["faults"] if f["name"] == "kill-leader"], "no fault was injected"
+    assert data["meta"]["topic_configs"]["cleanup.policy"] == "compact"
+    cleaned = sum(
+        log.read_text(errors="replace").count('"event":"log_cleaned"')
+        for log in out.glob("cluster/node-*/node.log")
+    )
+    assert cleaned > 0, "no replica was ever cleaned"
+    assert all(rep["identical"] for rep in data["replicas"]), data["replicas"]

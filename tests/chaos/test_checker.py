@@ -11,6 +11,7 @@ from seglog.chaos.checker import (
     CheckResult,
     apply_replica_check,
     check_history,
+    compare_compacted_replicas,
     compare_replicas,
 )
 from seglog.chaos.report import partition_outages, unavailability_windows, write_report
@@ -296,3 +297,79 @@ def test_partition_outages_show_a_stall_the_whole_topic_hides() -> None:
         {"start_s": 1.0, "end_s": 3.0, "seconds": 2.0, "faults": ["pause-leader@2"]},
         {"start_s": 3.0, "end_s": 4.0, "seconds": 1.0, "faults": []},
     ]
+
+
+# --- compacted topics: records, not bytes -----------------------------------------------
+
+
+def _keyed(base: int, pairs: list[tuple[bytes, bytes | None]], epoch: int = 0) -> bytes:
+    records = [NewRecord(v, key=k, timestamp=1_700_000_000_000) for k, v in pairs]
+    return build_batch(records, base_offset=base, partition_leader_epoch=epoch)
+
+
+def test_compacted_replicas_cleaned_differently_agree() -> None:
+    full = [
+        _keyed(0, [(b"a", b"1")]),
+        _keyed(1, [(b"b", b"2")]),
+        _keyed(2, [(b"a", b"3")]),
+        _keyed(3, [(b"b", None)]),
+        _keyed(4, [(b"c", b"4")]),
+    ]
+    cleaned = [full[2], full[4]]  # a and c kept, b deleted (its tombstone gone too)
+    reports = compare_compacted_replicas(
+        {1: {0: _segments(*full)}, 2: {0: _segments(*cleaned)}, 3: {0: _segments(*full)}},
+        {0: (1, 5)},
+    )
+    assert reports[0].identical and not reports[0].lagging
+    assert len({r.sha256 for r in reports[0].replicas}) == 1  # same live values
+
+
+def test_compacted_replica_with_another_value_or_a_lost_key_diverges() -> None:
+    full = [_keyed(0, [(b"a", b"1")]), _keyed(1, [(b"b", b"2")]), _keyed(2, [(b"c", b"3")])]
+    other = [full[0], _keyed(1, [(b"b", b"X")]), full[2]]
+    r1 = compare_compacted_replicas(
+        {1: {0: _segments(*full)}, 2: {0: _segments(*other)}}, {0: (1, 3)}
+    )
+    assert not r1[0].identical and r1[0].first_difference["offset"] == 1
+    lost = [full[0], _keyed(1, [(b"zz", b"2")]), full[2]]  # b's only value missing
+    r2 = compare_compacted_replicas(
+        {1: {0: _segments(*full)}, 2: {0: _segments(full[0], full[2])}}, {0: (1, 3)}
+    )
+    assert not r2[0].identical
+    r3 = compare_compacted_replicas(
+        {1: {0: _segments(*full)}, 2: {0: _segments(*lost)}}, {0: (1, 3)}
+    )
+    assert not r3[0].identical
+    short = compare_compacted_replicas(
+        {1: {0: _segments(*full)}, 2: {0: _segments(full[0])}}, {0: (1, 3)}
+    )
+    assert short[0].identical and short[0].lagging == [2]
+
+
+def _keyed_ack(h: H, value: str, key: str, partition: int, offset: int) -> H:
+    h._add(type="invoke", process="p0", value=value, partition=partition, key=key)
+    h._add(type="ok", process="p0", value=value, partition=partition, offset=offset)
+    return h
+
+
+def test_compacted_history_allows_superseded_values_to_vanish() -> None:
+    h = H()
+    h._add(type="meta", topic_configs={"cleanup.policy": "compact"})
+    for value, key, offset in [("a", "k1", 0), ("b", "k2", 1), ("c", "k1", 2), ("d", "k3", 3)]:
+        _keyed_ack(h, value, key, 0, offset)
+    # The cleaner removed "a" (k1 again at offset 2): the consumer jumps from 0 to 1.
+    h.seek(0, 0).poll(0, 1, "b").poll(0, 2, "c").poll(0, 3, "d")
+    r = check_history(h.events)
+    assert r.ok, r.to_dict()
+    assert check_history(h.events, compacted=False).lost == 1  # without compaction: lost
+
+
+def test_compacted_history_still_catches_a_lost_last_value_and_a_real_skip() -> None:
+    h = H()
+    h._add(type="meta", topic_configs={"cleanup.policy": "compact"})
+    for value, key, offset in [("a", "k1", 0), ("b", "k2", 1), ("c", "k1", 2), ("d", "k3", 3)]:
+        _keyed_ack(h, value, key, 0, offset)
+    h.seek(0, 0).poll(0, 2, "c").poll(0, 3, "d")  # "b" is the last value of k2
+    r = check_history(h.events)
+    assert r.lost == 1 and r.skipped == 1
+    assert r.examples.lost[0]["value"] == "b"

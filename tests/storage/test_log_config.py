@@ -74,7 +74,7 @@ KAFKA_TOPIC_DEFAULT_STRINGS: dict[str, str] = {
     "message.timestamp.after.max.ms": "9223372036854775807",
 }
 
-KAFKA_BROKER_LOG_DEFAULTS: dict[str, int] = {
+KAFKA_BROKER_LOG_DEFAULTS: dict[str, object] = {
     "log.retention.check.interval.ms": 300000,
     "log.initial.task.delay.ms": 30000,
     "log.flush.offset.checkpoint.interval.ms": 60000,
@@ -83,6 +83,13 @@ KAFKA_BROKER_LOG_DEFAULTS: dict[str, int] = {
     "replica.high.watermark.checkpoint.interval.ms": 5000,
     "producer.id.expiration.ms": 86400000,
     "producer.id.expiration.check.interval.ms": 600000,
+    "log.cleaner.enable": True,
+    "log.cleaner.threads": 1,
+    "log.cleaner.dedupe.buffer.size": 134217728,
+    "log.cleaner.io.buffer.size": 524288,
+    "log.cleaner.io.buffer.load.factor": 0.9,
+    "log.cleaner.io.max.bytes.per.second": 1.7976931348623157e308,
+    "log.cleaner.backoff.ms": 15000,
 }
 
 
