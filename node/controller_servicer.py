@@ -33,7 +33,9 @@ class ControllerServicer(cluster_pb2_grpc.ControllerServicer):
                 error_message=f"cluster id {request.cluster_id} is not {self.cluster_id}",
             )
         try:
-            epoch = self.controller.register_broker(request.broker_id, request.host, request.port)
+            epoch = self.controller.register_broker(
+                request.broker_id, request.host, request.port, request.listeners
+            )
             return cpb.RegisterBrokerResponse(broker_epoch=epoch)
         except ControlError as e:
             return cpb.RegisterBrokerResponse(error_code=code(e.error_name), error_message=str(e))

@@ -334,11 +334,11 @@ class QuorumController(ControllerRequests):
 
     # --- requests (the same surface as LocalController) --------------------------------
 
-    def register_broker(self, broker_id: int, host: str, port: int) -> int:
+    def register_broker(self, broker_id: int, host: str, port: int, listeners: str = "") -> int:
         def decide(image: MetadataImage) -> list[MetadataRecord]:
             old = image.brokers.get(broker_id)
             epoch = max(old.broker_epoch + 1 if old else 1, self.metadata_offset + 1)
-            return [RegisterBrokerRecord(broker_id, epoch, host, port)]
+            return [RegisterBrokerRecord(broker_id, epoch, host, port, None, listeners)]
 
         self._op(decide)
         self._sessions[broker_id] = time.monotonic()

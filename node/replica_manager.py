@@ -26,6 +26,7 @@ from seglog.replication import partition_replica as pr
 from seglog.replication.metadata_image import MetadataImage, PartitionState
 from seglog.replication.metadata_records import MetadataRecord
 from seglog.storage.errors import StorageError
+from seglog.storage.file_slice import FileSlice
 from seglog.storage.log_config import LogConfig
 
 from .event_log import EventLogger
@@ -98,7 +99,7 @@ class FetchResult:
     error_message: str = ""
     high_watermark: int = -1
     log_start_offset: int = -1
-    records: bytes = b""
+    records: bytes | FileSlice = b""  # a FileSlice from a zero_copy fetch
     leader: tuple[int, int] = field(default=(-1, -1))
     diverging_epoch: tuple[int, int] | None = None
 
@@ -376,9 +377,11 @@ class ReplicaManager:
         max_bytes: int,
         replica_epoch: int = -1,
         cancelled: Callable[[], bool] = lambda: False,
+        zero_copy: bool = False,
     ) -> list[FetchResult]:
         """Kafka's fetch: answer at once on enough bytes, any error or a diverging
-        epoch, else wait for data until max_wait_ms."""
+        epoch, else wait for data until max_wait_ms. `zero_copy`: a consumer's records
+        come as FileSlices (for sendfile); the caller closes them."""
         deadline = time.monotonic() + max(0, max_wait_ms) / 1000
         results: list[FetchResult] | None = None
         marks: list[tuple[int, ...] | None] = [None] * len(specs)
@@ -386,7 +389,9 @@ class ReplicaManager:
         while True:
             with self._data_arrived:
                 version = self._data_version
-            results = self._read(specs, replica_id, replica_epoch, max_bytes, results, marks)
+            results = self._read(
+                specs, replica_id, replica_epoch, max_bytes, results, marks, zero_copy
+            )
             total = sum(len(r.records) for r in results)
             stop = any(r.error_name != "NONE" or r.diverging_epoch for r in results)
             remaining = deadline - time.monotonic()
@@ -422,6 +427,7 @@ class ReplicaManager:
         max_bytes: int,
         previous: list[FetchResult] | None = None,
         marks: list[tuple[int, ...] | None] | None = None,
+        zero_copy: bool = False,
     ) -> list[FetchResult]:
         """One pass over a fetch's partitions. On a waiting fetch's later passes
         (`previous`) a partition whose state is unchanged since its last empty answer
@@ -473,7 +479,7 @@ class ReplicaManager:
                             result.diverging_epoch = (d.epoch, d.end_offset)
                     else:
                         consumer = hp.replica.read_for_consumer(
-                            spec.fetch_offset, limit, spec.current_leader_epoch
+                            spec.fetch_offset, limit, spec.current_leader_epoch, zero_copy
                         )
                         actions = []
                         result.error_name = consumer.error

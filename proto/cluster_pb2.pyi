@@ -114,16 +114,18 @@ class RaftAck(_message.Message):
     def __init__(self) -> None: ...
 
 class RegisterBrokerRequest(_message.Message):
-    __slots__ = ("broker_id", "host", "port", "cluster_id")
+    __slots__ = ("broker_id", "host", "port", "cluster_id", "listeners")
     BROKER_ID_FIELD_NUMBER: _ClassVar[int]
     HOST_FIELD_NUMBER: _ClassVar[int]
     PORT_FIELD_NUMBER: _ClassVar[int]
     CLUSTER_ID_FIELD_NUMBER: _ClassVar[int]
+    LISTENERS_FIELD_NUMBER: _ClassVar[int]
     broker_id: int
     host: str
     port: int
     cluster_id: str
-    def __init__(self, broker_id: _Optional[int] = ..., host: _Optional[str] = ..., port: _Optional[int] = ..., cluster_id: _Optional[str] = ...) -> None: ...
+    listeners: str
+    def __init__(self, broker_id: _Optional[int] = ..., host: _Optional[str] = ..., port: _Optional[int] = ..., cluster_id: _Optional[str] = ..., listeners: _Optional[str] = ...) -> None: ...
 
 class RegisterBrokerResponse(_message.Message):
     __slots__ = ("error_code", "error_message", "broker_epoch")

@@ -45,6 +45,16 @@ class BrokerImage:
     port: int
     fenced: bool
     rack: str | None = None
+    listeners: str = ""  # every advertised listener, "NAME://host:port,..."
+
+    def endpoint(self, name: str) -> tuple[str, int] | None:
+        """The advertised (host, port) of the listener `name`, if the broker has one."""
+        for item in self.listeners.split(","):
+            scheme, sep, address = item.strip().partition("://")
+            host, colon, port = address.rpartition(":")
+            if sep and colon and scheme == name and port.isdigit():
+                return host.strip("[]"), int(port)
+        return None
 
 
 class MetadataImage:
@@ -70,6 +80,7 @@ class MetadataImage:
                     record.port,
                     True,
                     record.rack,
+                    record.listeners,
                 )
             case BrokerFenceRecord():
                 old = self.brokers.get(record.broker_id)
@@ -144,7 +155,11 @@ class MetadataImage:
         """Records that rebuild this image from empty (a metadata snapshot)."""
         out: list[MetadataRecord] = []
         for b in sorted(self.brokers.values(), key=lambda b: b.broker_id):
-            out.append(RegisterBrokerRecord(b.broker_id, b.broker_epoch, b.host, b.port, b.rack))
+            out.append(
+                RegisterBrokerRecord(
+                    b.broker_id, b.broker_epoch, b.host, b.port, b.rack, b.listeners
+                )
+            )
             out.append(BrokerFenceRecord(b.broker_id, b.broker_epoch, b.fenced))
         for t in sorted(self.topics.values(), key=lambda t: t.name):
             out.append(TopicRecord(t.name, t.topic_id))

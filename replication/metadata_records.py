@@ -20,6 +20,9 @@ class RegisterBrokerRecord:
     host: str
     port: int
     rack: str | None = None
+    # Every advertised listener, Kafka's way: "PLAINTEXT://h:9092,GRPC://h:9192"
+    # (host and port above are the gRPC endpoint the nodes use among themselves).
+    listeners: str = ""
 
 
 @dataclass(frozen=True, slots=True)
