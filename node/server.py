@@ -29,6 +29,7 @@ from .controller_client import ControllerClient
 from .controller_servicer import ControllerServicer
 from .event_log import EventLogger, configure
 from .forwarding import FORWARDED, FORWARDED_HEADER
+from .kafka.listener import KafkaListener
 from .local_controller import LocalController
 from .log_manager import LogManager
 from .quorum_controller import QuorumController
@@ -103,6 +104,7 @@ class Node:
         self._done = threading.Event()
         self._lifecycle: threading.Thread | None = None
         self.port = -1
+        self.kafka: KafkaListener | None = None  # the PLAINTEXT (Kafka protocol) listener
 
     # --- lifecycle -----------------------------------------------------------------
 
@@ -141,17 +143,21 @@ class Node:
         self.controller.add_listener(self.replica_manager.on_metadata)
         self.replica_manager.start()
         self._server.start()
+        self.kafka = KafkaListener.maybe_create(self, self.config.raw)
+        listeners = "" if self.kafka is None else self.kafka.advertised_listeners((host, port))
+        if self.kafka is not None:
+            self.kafka.start()
         if self.quorum is not None:
             self.quorum.start()
             self._lifecycle = threading.Thread(
                 target=self._broker_lifecycle,
-                args=(host, port),
+                args=(host, port, listeners),
                 name="broker-lifecycle",
                 daemon=True,
             )
             self._lifecycle.start()
         else:
-            self.broker_epoch = self.controller.register_broker(self.node_id, host, port)
+            self.broker_epoch = self.controller.register_broker(self.node_id, host, port, listeners)
             self.replica_manager.set_broker_epoch(self.broker_epoch)
         self.log_manager.start()
         self._health.set("", health_pb2.HealthCheckResponse.SERVING)
@@ -164,7 +170,7 @@ class Node:
             log_dirs=[str(d) for d in self.config.log_dirs],
         )
 
-    def _broker_lifecycle(self, host: str, port: int) -> None:
+    def _broker_lifecycle(self, host: str, port: int, listeners: str) -> None:
         """KRaft's broker side: register with the active controller, then heartbeat;
         re-register when the controller no longer knows this incarnation."""
         client = self.controller_client
@@ -181,6 +187,7 @@ class Node:
                                 host=host,
                                 port=port,
                                 cluster_id=self.cluster_id,
+                                listeners=listeners,
                             ),
                             timeout=5,
                         ),
@@ -239,6 +246,8 @@ class Node:
         self._stopped.set()
         self._health.enter_graceful_shutdown()
         self._controlled_shutdown()
+        if self.kafka is not None:
+            self.kafka.shutdown()
         if self._server is not None:
             self._server.stop(grace=2).wait(5)
         self.replica_manager.shutdown()
