@@ -96,10 +96,12 @@ def percentile(values: Sequence[float], q: float) -> float:
 class Cluster:
     def __init__(self, module: ModuleType, root: Path, overrides: dict[str, str]) -> None:
         ports = {i: module.free_port() for i in NODE_IDS}
-        voters = ",".join(f"{i}@127.0.0.1:{p}" for i, p in ports.items())
+        controller_ports = {i: module.free_port() for i in NODE_IDS}
+        voters = ",".join(f"{i}@127.0.0.1:{p}" for i, p in controller_ports.items())
         overrides = {"controller.quorum.voters": voters, **overrides}
         self.nodes: dict[int, Any] = {
-            i: module.NodeProcess(root, i, ports[i], overrides) for i in NODE_IDS
+            i: module.NodeProcess(root, i, ports[i], overrides, controller_ports[i])
+            for i in NODE_IDS
         }
         self._channels: dict[int, grpc.Channel] = {}
 

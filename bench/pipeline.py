@@ -65,7 +65,7 @@ class LocalNode:
         self.bootstrap = f"127.0.0.1:{self.port}"
         config = data_dir / "server.properties"
         config.write_text(
-            f"node.id=1\nlisteners=PLAINTEXT://127.0.0.1:{self.port}\n"
+            f"node.id=1\nlisteners=GRPC://127.0.0.1:{self.port}\n"
             f"log.dirs={data_dir / 'logs'}\nnum.partitions=1\n"
         )
         self.log = open(data_dir / "node.log", "ab")  # noqa: SIM115 - the child's output

@@ -145,7 +145,8 @@ class Cluster:
         profile_dir: Path | None,
     ) -> None:
         ports = {i: node_module.free_port() for i in NODE_IDS}
-        voters = ",".join(f"{i}@127.0.0.1:{p}" for i, p in ports.items())
+        controller_ports = {i: node_module.free_port() for i in NODE_IDS}
+        voters = ",".join(f"{i}@127.0.0.1:{p}" for i, p in controller_ports.items())
         overrides = {"controller.quorum.voters": voters, **overrides}
         base = node_module.NodeProcess
 
@@ -176,7 +177,7 @@ class Cluster:
                 return self
 
         self.nodes: dict[int, Any] = {
-            i: ProfiledNode(root, i, ports[i], overrides) for i in NODE_IDS
+            i: ProfiledNode(root, i, ports[i], overrides, controller_ports[i]) for i in NODE_IDS
         }
         self._channels: dict[int, grpc.Channel] = {}
         self.anomalies: list[str] = []

@@ -47,6 +47,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from seglog.client.admin import Admin, NewTopic
 from seglog.client.errors import KafkaError
+from seglog.node.local_cluster import PORT_OFFSETS, listener_port
 from seglog.proto import client_pb2 as pb
 from seglog.proto import client_pb2_grpc
 
@@ -271,15 +272,17 @@ def free_ports(n: int) -> list[int]:
 
 
 def consecutive_free_ports(n: int, rng: random.Random) -> int:
-    """A base port with n free consecutive ports after it (local up wants a base)."""
+    """A base port with n free consecutive ports after it and after each of the other
+    listeners' offsets (local up wants a base, `local_cluster.PORT_OFFSETS`)."""
     for _ in range(200):
         base = rng.randrange(20000, 40000)
         socks = []
         try:
-            for i in range(n):
-                s = socket.socket()
-                socks.append(s)
-                s.bind(("127.0.0.1", base + i))
+            for offset in PORT_OFFSETS.values():
+                for i in range(n):
+                    s = socket.socket()
+                    socks.append(s)
+                    s.bind(("127.0.0.1", base + offset + i))
             return base
         except OSError:
             continue
@@ -334,7 +337,7 @@ class LocalTarget:
         self.stopped: set[int] = set()  # SIGSTOPped (paused or "isolated")
 
     def address(self, node: int) -> str:
-        return f"127.0.0.1:{self.base_port + node - 1}"
+        return f"127.0.0.1:{listener_port(self.base_port, node, 'GRPC')}"
 
     def up(self) -> None:
         cmd = [

@@ -6,7 +6,7 @@ contract). The image runs it as
 
     /opt/seglog/bin/python /usr/local/lib/seglog/healthcheck.py
 
-Defaults: 127.0.0.1:9092 (the listener inside the container), service
+Defaults: 127.0.0.1:9192 (the listener inside the container), service
 "seglog.v1.SegLog". Override with --address/--service or the environment
 variables SEGLOG_HEALTH_ADDRESS / SEGLOG_HEALTH_SERVICE.
 """
@@ -21,7 +21,7 @@ from collections.abc import Sequence
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-DEFAULT_ADDRESS = "127.0.0.1:9092"
+DEFAULT_ADDRESS = "127.0.0.1:9192"
 DEFAULT_SERVICE = "seglog.v1.SegLog"
 
 

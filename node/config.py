@@ -41,20 +41,83 @@ def _bool(props: Mapping[str, str], key: str, default: bool) -> bool:
     return text == "true"
 
 
-def parse_listener(key: str, value: str) -> tuple[str, int]:
-    """`PLAINTEXT://host:port` (one listener serves every service of the node)."""
-    first = value.split(",")[0].strip()
-    _scheme, sep, address = first.partition("://")
-    if not sep:
-        raise InvalidConfigError(
-            f"Invalid value {value} for configuration {key}: expected PLAINTEXT://host:port"
-        )
-    host, colon, port = address.rpartition(":")
-    if not colon or not port.isdigit() or not 0 <= int(port) <= 65535:
-        raise InvalidConfigError(
-            f"Invalid value {value} for configuration {key}: expected PLAINTEXT://host:port"
-        )
-    return host.strip("[]") or "0.0.0.0", int(port)
+# Security protocols a listener may be mapped to, and the ones served today.
+SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+SUPPORTED_SECURITY_PROTOCOLS = ("PLAINTEXT",)
+# Kafka's default map, plus seglog's own listener names (gRPC for seglog's clients
+# and replication; the controller quorum), which Kafka users would have to map.
+DEFAULT_SECURITY_PROTOCOL_MAP = (
+    "PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL,"
+    "GRPC:PLAINTEXT,REPLICATION:PLAINTEXT,CONTROLLER:PLAINTEXT"
+)
+DEFAULT_LISTENERS = "GRPC://127.0.0.1:9192,CONTROLLER://127.0.0.1:9292"
+
+
+@dataclass(frozen=True, slots=True)
+class Listener:
+    """One `NAME://host:port` entry of `listeners` or `advertised.listeners`."""
+
+    name: str
+    host: str
+    port: int
+
+    @property
+    def address(self) -> tuple[str, int]:
+        return self.host, self.port
+
+
+def parse_listeners(key: str, value: str) -> dict[str, Listener]:
+    """`NAME://host:port,...` with unique names (Kafka's listener syntax)."""
+    out: dict[str, Listener] = {}
+    for item in value.split(","):
+        item = item.strip()
+        if not item:
+            continue
+        name, sep, address = item.partition("://")
+        host, colon, port = address.rpartition(":")
+        if (
+            not sep
+            or not name
+            or not colon
+            or not port.isdigit()
+            or not 0 <= int(port) <= 65535
+        ):
+            raise InvalidConfigError(
+                f"Invalid value {value} for configuration {key}: "
+                f"expected NAME://host:port entries, got {item!r}"
+            )
+        name = name.upper()
+        if name in out:
+            raise InvalidConfigError(
+                f"Invalid value {value} for configuration {key}: "
+                f"each listener must have a different name, {name} appears twice"
+            )
+        out[name] = Listener(name, host.strip("[]") or "0.0.0.0", int(port))
+    if not out:
+        raise InvalidConfigError(f"Invalid value {value} for configuration {key}: no listener")
+    return out
+
+
+def parse_protocol_map(value: str) -> dict[str, str]:
+    """`listener.security.protocol.map=NAME:PROTOCOL,...`."""
+    out: dict[str, str] = {}
+    for item in value.split(","):
+        item = item.strip()
+        if not item:
+            continue
+        name, colon, protocol = item.partition(":")
+        protocol = protocol.strip().upper()
+        if not colon or protocol not in SECURITY_PROTOCOLS:
+            raise InvalidConfigError(
+                f"Invalid value {value} for configuration listener.security.protocol.map: "
+                f"{item!r} is not NAME:PROTOCOL with a protocol among {list(SECURITY_PROTOCOLS)}"
+            )
+        out[name.strip().upper()] = protocol
+    return out
+
+
+def _names(props: Mapping[str, str], key: str, default: str) -> tuple[str, ...]:
+    return tuple(n.strip().upper() for n in props.get(key, default).split(",") if n.strip())
 
 
 def parse_voters(value: str) -> dict[int, tuple[str, int]]:
@@ -78,8 +141,8 @@ def parse_voters(value: str) -> dict[int, tuple[str, int]]:
 @dataclass(frozen=True)
 class NodeConfig:
     node_id: int
-    listener: tuple[str, int]
-    advertised_listener: tuple[str, int]
+    listeners: dict[str, Listener]
+    advertised_listeners: dict[str, Listener]
     log_dirs: tuple[Path, ...]
     log_config: LogConfig
     log_settings: BrokerLogSettings
@@ -99,6 +162,10 @@ class NodeConfig:
     controller_quorum_election_timeout_ms: int = 1_000
     auto_leader_rebalance_enable: bool = True
     leader_imbalance_check_interval_seconds: int = 300
+    security_protocol_map: dict[str, str] = field(default_factory=dict)
+    controller_listener_names: tuple[str, ...] = ("CONTROLLER",)
+    grpc_listener_names: tuple[str, ...] = ("GRPC", "REPLICATION")
+    inter_broker_listener_name: str = "GRPC"
     raw: Mapping[str, str] = field(default_factory=dict, compare=False, repr=False)
 
     @classmethod
@@ -108,12 +175,57 @@ class NodeConfig:
                 "Missing required configuration node.id which has no default value"
             )
         node_id = _int(props, "node.id", 0, at_least=0)
-        listener = parse_listener("listeners", props.get("listeners", "PLAINTEXT://127.0.0.1:9092"))
-        advertised = listener
+        listeners = parse_listeners("listeners", props.get("listeners", DEFAULT_LISTENERS))
+        protocol_map = parse_protocol_map(
+            props.get("listener.security.protocol.map", DEFAULT_SECURITY_PROTOCOL_MAP)
+        )
+        controller_names = _names(props, "controller.listener.names", "CONTROLLER")
+        grpc_names = _names(props, "grpc.listener.names", "GRPC,REPLICATION")
+        for listener in listeners.values():
+            protocol = protocol_map.get(listener.name)
+            if protocol is None:
+                raise InvalidConfigError(
+                    f"Invalid value {props.get('listeners')} for configuration listeners: "
+                    f"listener {listener.name} has no security protocol in "
+                    f"listener.security.protocol.map"
+                )
+            if protocol not in SUPPORTED_SECURITY_PROTOCOLS:
+                raise InvalidConfigError(
+                    f"listener {listener.name} ({listener.host}:{listener.port}) is mapped to "
+                    f"{protocol}, which seglog does not serve yet: only "
+                    f"{', '.join(SUPPORTED_SECURITY_PROTOCOLS)} listeners are supported"
+                )
+        ports = [listener.port for listener in listeners.values() if listener.port]
+        if len(ports) != len(set(ports)):
+            raise InvalidConfigError(
+                f"Invalid value {props.get('listeners')} for configuration listeners: "
+                "each listener must have a different port"
+            )
+        advertised = {
+            n: Listener(n, "127.0.0.1" if lst.host in ("0.0.0.0", "::") else lst.host, lst.port)
+            for n, lst in listeners.items()
+            if n not in controller_names
+        }
         if "advertised.listeners" in props:
-            advertised = parse_listener("advertised.listeners", props["advertised.listeners"])
-        elif listener[0] in ("0.0.0.0", "::"):
-            advertised = ("127.0.0.1", listener[1])
+            for n, lst in parse_listeners(
+                "advertised.listeners", props["advertised.listeners"]
+            ).items():
+                if n in controller_names:
+                    raise InvalidConfigError(
+                        f"Invalid value {props['advertised.listeners']} for configuration "
+                        f"advertised.listeners: the controller listener {n} is not advertised"
+                    )
+                if n not in listeners:
+                    raise InvalidConfigError(
+                        f"Invalid value {props['advertised.listeners']} for configuration "
+                        f"advertised.listeners: {n} is not among listeners"
+                    )
+                advertised[n] = lst
+        inter_broker = props.get(
+            "inter.broker.listener.name",
+            next((n for n in listeners if n in grpc_names and n != "REPLICATION"), "")
+            or next((n for n in listeners if n in grpc_names), "GRPC"),
+        ).strip().upper()
         dirs_raw = props.get("log.dirs", props.get("log.dir", "/tmp/kafka-logs"))
         log_dirs = tuple(Path(d.strip()) for d in dirs_raw.split(",") if d.strip())
         if not log_dirs:
@@ -126,10 +238,37 @@ class NodeConfig:
                     f"unknown role {role!r} (expected broker and/or controller)"
                 )
         voters = parse_voters(props.get("controller.quorum.voters", ""))
+        if not any(n in grpc_names for n in listeners):
+            raise InvalidConfigError(
+                f"Invalid value {props.get('listeners')} for configuration listeners: "
+                f"no gRPC listener (one named in grpc.listener.names: {', '.join(grpc_names)})"
+            )
+        if inter_broker not in listeners or inter_broker not in grpc_names:
+            raise InvalidConfigError(
+                f"Invalid value {inter_broker} for configuration inter.broker.listener.name: "
+                "it must name a gRPC listener among listeners"
+            )
+        if voters and "controller" in roles:
+            own = [listeners[n] for n in controller_names if n in listeners]
+            if not own:
+                raise InvalidConfigError(
+                    f"Invalid value {props.get('listeners')} for configuration listeners: "
+                    f"a controller needs a listener named in controller.listener.names "
+                    f"({', '.join(controller_names)})"
+                )
+            if node_id in voters and voters[node_id][1] != own[0].port:
+                raise InvalidConfigError(
+                    f"controller.quorum.voters gives node {node_id} port {voters[node_id][1]}, "
+                    f"but its controller listener {own[0].name} listens on {own[0].port}"
+                )
         return cls(
             node_id=node_id,
-            listener=listener,
-            advertised_listener=advertised,
+            listeners=listeners,
+            advertised_listeners=advertised,
+            security_protocol_map=protocol_map,
+            controller_listener_names=controller_names,
+            grpc_listener_names=grpc_names,
+            inter_broker_listener_name=inter_broker,
             log_dirs=log_dirs,
             log_config=LogConfig.from_broker(props),
             log_settings=BrokerLogSettings.from_broker(props),
@@ -157,6 +296,42 @@ class NodeConfig:
             ),
             raw=dict(props),
         )
+
+    @property
+    def grpc_listeners(self) -> list[Listener]:
+        return [lst for n, lst in self.listeners.items() if n in self.grpc_listener_names]
+
+    @property
+    def controller_listener(self) -> Listener | None:
+        for n in self.controller_listener_names:
+            if n in self.listeners:
+                return self.listeners[n]
+        return None
+
+    @property
+    def kafka_listeners(self) -> list[Listener]:
+        """Listeners that serve Kafka's wire protocol: every one that is neither gRPC
+        nor the controller's."""
+        return [
+            lst
+            for n, lst in self.listeners.items()
+            if n not in self.grpc_listener_names and n not in self.controller_listener_names
+        ]
+
+    @property
+    def listener(self) -> tuple[str, int]:
+        """Where seglog's gRPC clients connect (the first gRPC listener)."""
+        return self.grpc_listeners[0].address
+
+    @property
+    def advertised_listener(self) -> tuple[str, int]:
+        name = self.grpc_listeners[0].name
+        return self.advertised_listeners[name].address
+
+    @property
+    def inter_broker_address(self) -> tuple[str, int]:
+        """Where other brokers reach this one for replication."""
+        return self.advertised_listeners[self.inter_broker_listener_name].address
 
     @classmethod
     def load(cls, path: Path, overrides: Sequence[str] = ()) -> NodeConfig:

@@ -6,10 +6,12 @@ subclass's `_op`, which commits the records one operation at a time."""
 from __future__ import annotations
 
 import random
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager
+from dataclasses import dataclass
 
 from seglog.replication.cluster_control import (
+    ControlError,
     allocate_producer_ids,
     alter_config_records,
     alter_partition_records,
@@ -25,6 +27,17 @@ from .event_log import EventLogger
 
 _log = EventLogger("controller")
 Decision = Callable[[MetadataImage], list[MetadataRecord]]
+
+
+@dataclass(frozen=True, slots=True)
+class IsrChange:
+    """One partition's ISR change as its leader asks for it."""
+
+    topic: str
+    partition: int
+    leader_epoch: int
+    partition_epoch: int
+    new_isr: tuple[int, ...]
 
 
 class ControllerRequests:
@@ -83,20 +96,35 @@ class ControllerRequests:
 
         self._op(decide)
 
-    def alter_partition(
-        self,
-        broker_id: int,
-        topic: str,
-        partition: int,
-        leader_epoch: int,
-        partition_epoch: int,
-        new_isr: tuple[int, ...],
-    ) -> None:
-        self._op(
-            lambda image: alter_partition_records(
-                image, topic, partition, broker_id, leader_epoch, partition_epoch, new_isr
-            )
-        )
+    def alter_partitions(
+        self, broker_id: int, changes: Sequence[IsrChange]
+    ) -> list[tuple[str, str]]:
+        """A leader's pending ISR changes (Kafka's batched AlterPartition), committed as
+        one entry; (error name, message) per change, NONE for an accepted one."""
+        answers: list[tuple[str, str]] = []
+
+        def decide(image: MetadataImage) -> list[MetadataRecord]:
+            answers.clear()
+            records: list[MetadataRecord] = []
+            for c in changes:
+                try:
+                    records += alter_partition_records(
+                        image,
+                        c.topic,
+                        c.partition,
+                        broker_id,
+                        c.leader_epoch,
+                        c.partition_epoch,
+                        c.new_isr,
+                    )
+                    answers.append(("NONE", ""))
+                except ControlError as e:
+                    answers.append((e.error_name, str(e)))
+            return records
+
+        self._op(decide)
+        assert len(answers) == len(changes)
+        return answers
 
     def allocate_producer_ids(self, broker_id: int, broker_epoch: int) -> tuple[int, int]:
         """[first, end) producer ids for a broker."""

@@ -3,21 +3,42 @@ broker-to-controller calls answered by the active controller."""
 
 from __future__ import annotations
 
+import queue
+import threading
+from collections.abc import Callable, Iterator
+
 import grpc
 
 from seglog.proto import cluster_pb2 as cpb
 from seglog.proto import cluster_pb2_grpc
 from seglog.replication.cluster_control import ControlError
+from seglog.replication.metadata_image import MetadataImage
+from seglog.replication.metadata_records import MetadataRecord, encode_record
+from seglog.storage.errors import InvalidConfigError
 
+from .controller_requests import IsrChange
+from .event_log import EventLogger
 from .quorum_controller import QuorumController
 from .raft_transport import from_proto
 from .servicer import code
 
+_log = EventLogger("controller")
+# Updates a watching broker may fall behind by before its stream is ended (it then
+# reconnects and starts again from a snapshot): the queue never grows past this.
+WATCH_QUEUE_LIMIT = 10_000
+WATCH_IDLE_S = 0.2
+
 
 class ControllerServicer(cluster_pb2_grpc.ControllerServicer):
-    def __init__(self, controller: QuorumController, cluster_id: str) -> None:
+    def __init__(
+        self,
+        controller: QuorumController,
+        cluster_id: str,
+        on_broker_applied: Callable[[int, int], None] = lambda _b, _o: None,
+    ) -> None:
         self.controller = controller
         self.cluster_id = cluster_id
+        self.on_broker_applied = on_broker_applied
 
     def Raft(self, request: cpb.RaftMessage, context: grpc.ServicerContext) -> cpb.RaftAck:  # noqa: N802
         if request.dst == self.controller.node_id:
@@ -34,7 +55,10 @@ class ControllerServicer(cluster_pb2_grpc.ControllerServicer):
             )
         try:
             epoch = self.controller.register_broker(
-                request.broker_id, request.host, request.port, request.listeners
+                request.broker_id,
+                request.host,
+                request.port,
+                tuple((e.name, e.host, e.port) for e in request.endpoints),
             )
             return cpb.RegisterBrokerResponse(broker_epoch=epoch)
         except ControlError as e:
@@ -57,26 +81,111 @@ class ControllerServicer(cluster_pb2_grpc.ControllerServicer):
     def AlterPartition(  # noqa: N802
         self, request: cpb.AlterPartitionRequest, context: grpc.ServicerContext
     ) -> cpb.AlterPartitionResponse:
+        changes = [
+            IsrChange(i.topic, i.partition, i.leader_epoch, i.partition_epoch, tuple(i.new_isr))
+            for i in request.items
+        ]
         try:
-            self.controller.alter_partition(
-                request.broker_id,
-                request.topic,
-                request.partition,
-                request.leader_epoch,
-                request.partition_epoch,
-                tuple(request.new_isr),
-            )
-            error, message = "NONE", ""
+            answers = self.controller.alter_partitions(request.broker_id, changes)
         except ControlError as e:
-            error, message = e.error_name, str(e)
-        state = self.controller.image.partition(request.topic, request.partition)
-        response = cpb.AlterPartitionResponse(error_code=code(error), error_message=message)
-        if state is not None:
-            response.leader_id = state.leader
-            response.leader_epoch = state.leader_epoch
-            response.partition_epoch = state.partition_epoch
-            response.isr.extend(state.isr)
+            return cpb.AlterPartitionResponse(error_code=code(e.error_name), error_message=str(e))
+        response = cpb.AlterPartitionResponse()
+        image = self.controller.image
+        for change, (error, message) in zip(changes, answers, strict=True):
+            result = response.results.add(
+                topic=change.topic,
+                partition=change.partition,
+                error_code=code(error),
+                error_message=message,
+            )
+            state = image.partition(change.topic, change.partition)
+            if state is not None:
+                result.leader_id = state.leader
+                result.leader_epoch = state.leader_epoch
+                result.partition_epoch = state.partition_epoch
+                result.isr.extend(state.isr)
         return response
+
+    # --- admin changes a broker forwards --------------------------------------------
+
+    def CreateTopic(  # noqa: N802
+        self, request: cpb.CreateTopicRequest, context: grpc.ServicerContext
+    ) -> cpb.ControlResponse:
+        return self._control(
+            lambda: self.controller.create_topic(
+                request.name,
+                request.num_partitions,
+                request.replication_factor,
+                dict(request.configs),
+                request.validate_only,
+            )
+        )
+
+    def DeleteTopic(  # noqa: N802
+        self, request: cpb.DeleteTopicRequest, context: grpc.ServicerContext
+    ) -> cpb.ControlResponse:
+        return self._control(lambda: self.controller.delete_topic(request.name))
+
+    def AlterTopicConfigs(  # noqa: N802
+        self, request: cpb.AlterTopicConfigsRequest, context: grpc.ServicerContext
+    ) -> cpb.ControlResponse:
+        changes: dict[str, str | None] = dict(request.set)
+        changes.update({name: None for name in request.delete})
+        return self._control(
+            lambda: self.controller.alter_configs(request.topic, changes, request.validate_only)
+        )
+
+    def _control(self, op: Callable[[], object]) -> cpb.ControlResponse:
+        try:
+            result = op()
+        except ControlError as e:
+            return cpb.ControlResponse(error_code=code(e.error_name), error_message=str(e))
+        except InvalidConfigError as e:
+            return cpb.ControlResponse(error_code=code("INVALID_CONFIG"), error_message=str(e))
+        return cpb.ControlResponse(topic_id=result if isinstance(result, str) else "")
+
+    # --- the co-located broker's metadata ---------------------------------------------
+
+    def WatchMetadata(  # noqa: N802
+        self, request_iterator: Iterator[cpb.MetadataApplied], context: grpc.ServicerContext
+    ) -> Iterator[cpb.MetadataUpdate]:
+        updates: queue.Queue[cpb.MetadataUpdate] = queue.Queue(WATCH_QUEUE_LIMIT)
+        overflow = threading.Event()
+
+        def listener(image: MetadataImage, records: list[MetadataRecord]) -> None:
+            # On the Raft thread: encode and queue, never block.
+            snapshot = not records
+            rs = image.to_records() if snapshot else records
+            update = cpb.MetadataUpdate(
+                offset=self.controller.metadata_offset,
+                snapshot=snapshot,
+                records=[encode_record(r) for r in rs],
+            )
+            try:
+                updates.put_nowait(update)
+            except queue.Full:
+                overflow.set()
+
+        def acks() -> None:
+            try:
+                for applied in request_iterator:
+                    self.on_broker_applied(applied.broker_id, applied.offset)
+            except grpc.RpcError:
+                pass  # the stream ended
+
+        threading.Thread(target=acks, name="metadata-acks", daemon=True).start()
+        self.controller.add_listener(listener)
+        try:
+            while context.is_active():
+                if overflow.is_set():
+                    _log.warning("metadata_watch_overflow", limit=WATCH_QUEUE_LIMIT)
+                    context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, "metadata watch fell behind")
+                try:
+                    yield updates.get(timeout=WATCH_IDLE_S)
+                except queue.Empty:
+                    continue
+        finally:
+            self.controller.remove_listener(listener)
 
     def AllocateProducerIds(  # noqa: N802
         self, request: cpb.AllocateProducerIdsRequest, context: grpc.ServicerContext

@@ -39,12 +39,34 @@ LOCAL_DEFAULTS = {
 }
 
 
+# Each listener's ports start this far above --base-port (node 1 at the start, node 2
+# one above, ...): the Kafka protocol at the base itself, as clients expect 9092.
+PORT_OFFSETS = {"PLAINTEXT": 0, "GRPC": 100, "CONTROLLER": 200}
+GRPC_LISTENERS = ("GRPC",)
+
+
+def listener_port(base_port: int, node_id: int, name: str) -> int:
+    return base_port + PORT_OFFSETS[name] + node_id - 1
+
+
+def bootstrap_servers(base_port: int, nodes: int, name: str = "GRPC") -> str:
+    return ",".join(
+        f"127.0.0.1:{listener_port(base_port, i, name)}" for i in range(1, nodes + 1)
+    )
+
+
 def node_properties(node_id: int, nodes: int, base_port: int, data_dir: Path) -> dict[str, str]:
-    voters = ",".join(f"{i}@127.0.0.1:{base_port + i - 1}" for i in range(1, nodes + 1))
+    voters = ",".join(
+        f"{i}@127.0.0.1:{listener_port(base_port, i, 'CONTROLLER')}" for i in range(1, nodes + 1)
+    )
+    listeners = ",".join(
+        f"{name}://127.0.0.1:{listener_port(base_port, node_id, name)}"
+        for name in ("PLAINTEXT", "GRPC", "CONTROLLER")
+    )
     props = {
         "node.id": str(node_id),
         "process.roles": "broker,controller",
-        "listeners": f"PLAINTEXT://127.0.0.1:{base_port + node_id - 1}",
+        "listeners": listeners,
         "log.dirs": str(data_dir / f"node-{node_id}" / "logs"),
         "controller.quorum.voters": voters,
         "default.replication.factor": str(min(3, nodes)),
@@ -79,8 +101,14 @@ def up(data_dir: Path, nodes: int, base_port: int, detach: bool, out: TextIO) ->
             )
         )
         log.close()
-    bootstrap = ",".join(f"127.0.0.1:{base_port + i}" for i in range(nodes))
-    state = {"pids": [p.pid for p in procs], "bootstrap": bootstrap, "nodes": nodes}
+    bootstrap = bootstrap_servers(base_port, nodes)
+    kafka_bootstrap = bootstrap_servers(base_port, nodes, "PLAINTEXT")
+    state = {
+        "pids": [p.pid for p in procs],
+        "bootstrap": bootstrap,
+        "kafka_bootstrap": kafka_bootstrap,
+        "nodes": nodes,
+    }
     state_path.write_text(json.dumps(state))
     if not detach:
         _interrupt_on_sigterm()
@@ -92,6 +120,7 @@ def up(data_dir: Path, nodes: int, base_port: int, detach: bool, out: TextIO) ->
         state_path.unlink(missing_ok=True)
         raise
     print(f"bootstrap servers: {bootstrap}", file=out)
+    print(f"kafka bootstrap servers: {kafka_bootstrap}", file=out)
     out.flush()
     if detach:
         return 0

@@ -97,7 +97,13 @@ class LocalController(ControllerRequests):
 
     # --- requests ------------------------------------------------------------------
 
-    def register_broker(self, broker_id: int, host: str, port: int, listeners: str = "") -> int:
+    def register_broker(
+        self,
+        broker_id: int,
+        host: str,
+        port: int,
+        endpoints: tuple[tuple[str, str, int], ...] = (),
+    ) -> int:
         """A new broker epoch for this incarnation; unfenced at once (a single node
         is caught up with its own metadata by construction)."""
         with self._lock:
@@ -105,7 +111,7 @@ class LocalController(ControllerRequests):
             epoch = (old.broker_epoch + 1) if old is not None else 1
             self._commit(
                 [
-                    RegisterBrokerRecord(broker_id, epoch, host, port, None, listeners),
+                    RegisterBrokerRecord(broker_id, epoch, host, port, None, endpoints),
                     BrokerFenceRecord(broker_id, epoch, False),
                 ]
             )

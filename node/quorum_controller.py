@@ -163,6 +163,11 @@ class QuorumController(ControllerRequests):
             self._listeners.append(listener)
             listener(self.image, [])
 
+    def remove_listener(self, listener: Listener) -> None:
+        with self._state_lock:
+            if listener in self._listeners:
+                self._listeners.remove(listener)
+
     # --- the Raft thread ---------------------------------------------------------------
 
     def deliver(self, message: Message) -> None:
@@ -334,11 +339,17 @@ class QuorumController(ControllerRequests):
 
     # --- requests (the same surface as LocalController) --------------------------------
 
-    def register_broker(self, broker_id: int, host: str, port: int, listeners: str = "") -> int:
+    def register_broker(
+        self,
+        broker_id: int,
+        host: str,
+        port: int,
+        endpoints: tuple[tuple[str, str, int], ...] = (),
+    ) -> int:
         def decide(image: MetadataImage) -> list[MetadataRecord]:
             old = image.brokers.get(broker_id)
             epoch = max(old.broker_epoch + 1 if old else 1, self.metadata_offset + 1)
-            return [RegisterBrokerRecord(broker_id, epoch, host, port, None, listeners)]
+            return [RegisterBrokerRecord(broker_id, epoch, host, port, None, endpoints)]
 
         self._op(decide)
         self._sessions[broker_id] = time.monotonic()

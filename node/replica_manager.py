@@ -24,11 +24,19 @@ from seglog.proto import client_pb2 as pb
 from seglog.proto import client_pb2_grpc, errors_pb2
 from seglog.replication import partition_replica as pr
 from seglog.replication.metadata_image import MetadataImage, PartitionState
-from seglog.replication.metadata_records import MetadataRecord
+from seglog.replication.metadata_records import (
+    ConfigRecord,
+    MetadataRecord,
+    PartitionChangeRecord,
+    PartitionRecord,
+    RemoveTopicRecord,
+    TopicRecord,
+)
 from seglog.storage.errors import StorageError
 from seglog.storage.file_slice import FileSlice
 from seglog.storage.log_config import LogConfig
 
+from .alter_partition_manager import AlterPartitionManager, BatchSender
 from .event_log import EventLogger
 from .log_manager import LogManager, PartitionLog
 
@@ -41,10 +49,7 @@ MAX_TIMESTAMP = -3
 TICK_S = 0.05
 FETCH_WAIT_MS = 500
 FETCH_MAX_BYTES = 10 << 20
-ALTER_PARTITION_TIMEOUT_S = 10.0
 
-# Sends an ISR change to the active controller: (topic, partition, request) → response.
-AlterPartitionSender = Callable[[str, int, pr.SendAlterPartition], pr.AlterPartitionResponse]
 
 
 class PartitionError(Exception):
@@ -131,7 +136,7 @@ class ReplicaManager:
         replica_fetch_max_bytes: int = 1 << 20,
         replica_fetch_backoff_ms: int = 1_000,
         address_of: Callable[[int], tuple[str, int] | None] = lambda _n: None,
-        alter_partition: AlterPartitionSender | None = None,
+        alter_partitions: BatchSender | None = None,
         is_replica_eligible: Callable[[int, int], bool] | None = None,
     ) -> None:
         self.node_id = node_id
@@ -141,7 +146,11 @@ class ReplicaManager:
         self.replica_fetch_max_bytes = replica_fetch_max_bytes
         self.replica_fetch_backoff_ms = replica_fetch_backoff_ms
         self.address_of = address_of
-        self.alter_partition = alter_partition
+        self._alter_partitions = (
+            AlterPartitionManager(alter_partitions, self._on_alter_partition_response)
+            if alter_partitions is not None
+            else None
+        )
         self.is_replica_eligible = is_replica_eligible
         self.broker_epoch = -1
         self._partitions: dict[TopicPartition, HostedPartition] = {}
@@ -156,11 +165,15 @@ class ReplicaManager:
         self._ticker: threading.Thread | None = None
 
     def start(self) -> None:
+        if self._alter_partitions is not None:
+            self._alter_partitions.start()
         self._ticker = threading.Thread(target=self._tick_loop, name="replica-ticks", daemon=True)
         self._ticker.start()
 
     def shutdown(self) -> None:
         self._stopped.set()
+        if self._alter_partitions is not None:
+            self._alter_partitions.shutdown()
         for f in list(self._fetchers.values()):
             f.stop()
         if self._ticker is not None:
@@ -178,18 +191,15 @@ class ReplicaManager:
             elif isinstance(a, pr.HighWatermarkUpdated):
                 self._wake_fetchers()
             elif isinstance(a, pr.SendAlterPartition):
-                threading.Thread(
-                    target=self._send_alter_partition, args=(hp, a), daemon=True
-                ).start()
+                if self._alter_partitions is not None:
+                    self._alter_partitions.submit(hp.tp, a)
 
-    def _send_alter_partition(self, hp: HostedPartition, request: pr.SendAlterPartition) -> None:
-        if self.alter_partition is None:
-            return
-        try:
-            response = self.alter_partition(hp.tp[0], hp.tp[1], request)
-        except Exception:  # noqa: BLE001 - a lost answer is retried by the replica's timer
-            _log.warning("alter_partition_failed", topic=hp.tp[0], partition=hp.tp[1])
-            return
+    def _on_alter_partition_response(
+        self, tp: TopicPartition, response: pr.AlterPartitionResponse
+    ) -> None:
+        hp = self.hosted(tp)
+        if hp is None:
+            return  # the partition left this node meanwhile
         with hp.plog.lock:
             actions = hp.replica.on_alter_partition_response(response, now_ms())
         self._carry_out(hp, actions)
@@ -210,6 +220,17 @@ class ReplicaManager:
     # --- following metadata -----------------------------------------------------------------
 
     def on_metadata(self, image: MetadataImage, records: list[MetadataRecord]) -> None:
+        """Follow the metadata: with the records of one committed update, only the
+        partitions they touch are visited (Kafka applies metadata as deltas); with
+        none (a new image: start-up, a snapshot, changed configs) all of them."""
+        if not records:
+            self._apply_all(image)
+        else:
+            self._apply_delta(image, records)
+        self._sync_fetchers()
+        self._wake_fetchers()
+
+    def _apply_all(self, image: MetadataImage) -> None:
         wanted: set[TopicPartition] = set()
         for topic in image.topics.values():
             config = self.topic_config(topic.name)
@@ -224,8 +245,43 @@ class ReplicaManager:
             removed = [self._partitions.pop(tp) for tp in gone]
         for hp in removed:
             self._stop_and_delete(hp)
-        self._sync_fetchers()
-        self._wake_fetchers()
+
+    def _apply_delta(self, image: MetadataImage, records: list[MetadataRecord]) -> None:
+        topics: set[str] = set()  # every partition of these
+        partitions: set[TopicPartition] = set()
+        removed_ids: set[str] = set()
+        for r in records:
+            if isinstance(r, TopicRecord):
+                topics.add(r.name)
+            elif isinstance(r, PartitionRecord | PartitionChangeRecord):
+                name = image.topic_names_by_id.get(r.topic_id)
+                if name is not None:
+                    partitions.add((name, r.partition))
+            elif isinstance(r, ConfigRecord):
+                topics.add(r.resource_name)
+            elif isinstance(r, RemoveTopicRecord):
+                removed_ids.add(r.topic_id)
+        for name in topics:
+            topic = image.topics.get(name)
+            if topic is not None:
+                partitions.update((name, p) for p in topic.partitions)
+        configs: dict[str, LogConfig] = {}
+        gone: list[TopicPartition] = []
+        for tp in sorted(partitions):
+            topic = image.topics.get(tp[0])
+            state = topic.partitions.get(tp[1]) if topic is not None else None
+            if topic is None or state is None or self.node_id not in state.replicas:
+                gone.append(tp)
+                continue
+            if tp[0] not in configs:
+                configs[tp[0]] = self.topic_config(tp[0])
+            self._apply(tp, topic.topic_id, state, configs[tp[0]])
+        with self._lock:
+            if removed_ids:
+                gone += [tp for tp, hp in self._partitions.items() if hp.topic_id in removed_ids]
+            stopped = [self._partitions.pop(tp) for tp in set(gone) if tp in self._partitions]
+        for hp in stopped:
+            self._stop_and_delete(hp)
 
     def _stop_and_delete(self, hp: HostedPartition) -> None:
         """The partition left this node (or its topic was deleted): stop the replica,

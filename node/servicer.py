@@ -14,7 +14,6 @@ from seglog.replication.cluster_control import ControlError
 from seglog.storage.errors import InvalidConfigError
 
 from .event_log import EventLogger
-from .forwarding import marks_forwarded
 from .replica_manager import FetchSpec, ReplicaManager
 
 _log = EventLogger("servicer")
@@ -117,7 +116,6 @@ class SegLogServicer(client_pb2_grpc.SegLogServicer):
 
     # --- admin ---------------------------------------------------------------------
 
-    @marks_forwarded
     def CreateTopics(
         self, request: pb.CreateTopicsRequest, context: grpc.ServicerContext
     ) -> pb.CreateTopicsResponse:  # noqa: N802
@@ -140,7 +138,6 @@ class SegLogServicer(client_pb2_grpc.SegLogServicer):
                 )
         return response
 
-    @marks_forwarded
     def DeleteTopics(
         self, request: pb.DeleteTopicsRequest, context: grpc.ServicerContext
     ) -> pb.DeleteTopicsResponse:  # noqa: N802
@@ -177,7 +174,6 @@ class SegLogServicer(client_pb2_grpc.SegLogServicer):
                 )
         return response
 
-    @marks_forwarded
     def AlterConfigs(
         self, request: pb.AlterConfigsRequest, context: grpc.ServicerContext
     ) -> pb.AlterConfigsResponse:  # noqa: N802

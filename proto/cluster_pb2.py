@@ -25,13 +25,17 @@ _sym_db = _symbol_database.Default()
 from . import errors_pb2 as errors__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\rcluster.proto\x12\tseglog.v1\x1a\x0c\x65rrors.proto\"6\n\tRaftEntry\x12\r\n\x05index\x18\x01 \x01(\x03\x12\x0c\n\x04term\x18\x02 \x01(\x03\x12\x0c\n\x04\x64\x61ta\x18\x03 \x01(\x0c\"X\n\x0fRaftVoteRequest\x12\x0c\n\x04term\x18\x01 \x01(\x03\x12\x12\n\nlast_index\x18\x02 \x01(\x03\x12\x11\n\tlast_term\x18\x03 \x01(\x03\x12\x10\n\x08pre_vote\x18\x04 \x01(\x08\"C\n\x10RaftVoteResponse\x12\x0c\n\x04term\x18\x01 \x01(\x03\x12\x0f\n\x07granted\x18\x02 \x01(\x08\x12\x10\n\x08pre_vote\x18\x03 \x01(\x08\"\x86\x01\n\x11RaftAppendRequest\x12\x0c\n\x04term\x18\x01 \x01(\x03\x12\x12\n\nprev_index\x18\x02 \x01(\x03\x12\x11\n\tprev_term\x18\x03 \x01(\x03\x12%\n\x07\x65ntries\x18\x04 \x03(\x0b\x32\x14.seglog.v1.RaftEntry\x12\x15\n\rleader_commit\x18\x05 \x01(\x03\"\x85\x01\n\x12RaftAppendResponse\x12\x0c\n\x04term\x18\x01 \x01(\x03\x12\x0f\n\x07success\x18\x02 \x01(\x08\x12\x13\n\x0bmatch_index\x18\x03 \x01(\x03\x12\x14\n\x0creject_index\x18\x04 \x01(\x03\x12\x12\n\nhint_index\x18\x05 \x01(\x03\x12\x11\n\thint_term\x18\x06 \x01(\x03\"`\n\x13RaftSnapshotRequest\x12\x0c\n\x04term\x18\x01 \x01(\x03\x12\x16\n\x0esnapshot_index\x18\x02 \x01(\x03\x12\x15\n\rsnapshot_term\x18\x03 \x01(\x03\x12\x0c\n\x04\x64\x61ta\x18\x04 \x01(\x0c\"9\n\x14RaftSnapshotResponse\x12\x0c\n\x04term\x18\x01 \x01(\x03\x12\x13\n\x0bmatch_index\x18\x02 \x01(\x03\"\x85\x03\n\x0bRaftMessage\x12\x0b\n\x03src\x18\x01 \x01(\x05\x12\x0b\n\x03\x64st\x18\x02 \x01(\x05\x12\x32\n\x0cvote_request\x18\x03 \x01(\x0b\x32\x1a.seglog.v1.RaftVoteRequestH\x00\x12\x34\n\rvote_response\x18\x04 \x01(\x0b\x32\x1b.seglog.v1.RaftVoteResponseH\x00\x12\x36\n\x0e\x61ppend_request\x18\x05 \x01(\x0b\x32\x1c.seglog.v1.RaftAppendRequestH\x00\x12\x38\n\x0f\x61ppend_response\x18\x06 \x01(\x0b\x32\x1d.seglog.v1.RaftAppendResponseH\x00\x12:\n\x10snapshot_request\x18\x07 \x01(\x0b\x32\x1e.seglog.v1.RaftSnapshotRequestH\x00\x12<\n\x11snapshot_response\x18\x08 \x01(\x0b\x32\x1f.seglog.v1.RaftSnapshotResponseH\x00\x42\x06\n\x04\x62ody\"\t\n\x07RaftAck\"m\n\x15RegisterBrokerRequest\x12\x11\n\tbroker_id\x18\x01 \x01(\x05\x12\x0c\n\x04host\x18\x02 \x01(\t\x12\x0c\n\x04port\x18\x03 \x01(\x05\x12\x12\n\ncluster_id\x18\x04 \x01(\t\x12\x11\n\tlisteners\x18\x05 \x01(\t\"o\n\x16RegisterBrokerResponse\x12(\n\nerror_code\x18\x01 \x01(\x0e\x32\x14.seglog.v1.ErrorCode\x12\x15\n\rerror_message\x18\x02 \x01(\t\x12\x14\n\x0c\x62roker_epoch\x18\x03 \x01(\x03\"q\n\x16\x42rokerHeartbeatRequest\x12\x11\n\tbroker_id\x18\x01 \x01(\x05\x12\x14\n\x0c\x62roker_epoch\x18\x02 \x01(\x03\x12\x17\n\x0fmetadata_offset\x18\x03 \x01(\x03\x12\x15\n\rwant_shutdown\x18\x04 \x01(\x08\"j\n\x17\x42rokerHeartbeatResponse\x12(\n\nerror_code\x18\x01 \x01(\x0e\x32\x14.seglog.v1.ErrorCode\x12\x15\n\rerror_message\x18\x02 \x01(\t\x12\x0e\n\x06\x66\x65nced\x18\x03 \x01(\x08\"\xa2\x01\n\x15\x41lterPartitionRequest\x12\x11\n\tbroker_id\x18\x01 \x01(\x05\x12\x14\n\x0c\x62roker_epoch\x18\x02 \x01(\x03\x12\r\n\x05topic\x18\x03 \x01(\t\x12\x11\n\tpartition\x18\x04 \x01(\x05\x12\x14\n\x0cleader_epoch\x18\x05 \x01(\x05\x12\x17\n\x0fpartition_epoch\x18\x06 \x01(\x05\x12\x0f\n\x07new_isr\x18\x07 \x03(\x05\"\xa8\x01\n\x16\x41lterPartitionResponse\x12(\n\nerror_code\x18\x01 \x01(\x0e\x32\x14.seglog.v1.ErrorCode\x12\x15\n\rerror_message\x18\x02 \x01(\t\x12\x11\n\tleader_id\x18\x03 \x01(\x05\x12\x14\n\x0cleader_epoch\x18\x04 \x01(\x05\x12\x17\n\x0fpartition_epoch\x18\x05 \x01(\x05\x12\x0b\n\x03isr\x18\x06 \x03(\x05\"E\n\x1a\x41llocateProducerIdsRequest\x12\x11\n\tbroker_id\x18\x01 \x01(\x05\x12\x14\n\x0c\x62roker_epoch\x18\x02 \x01(\x03\"\x92\x01\n\x1b\x41llocateProducerIdsResponse\x12(\n\nerror_code\x18\x01 \x01(\x0e\x32\x14.seglog.v1.ErrorCode\x12\x15\n\rerror_message\x18\x02 \x01(\t\x12\x19\n\x11\x66irst_producer_id\x18\x03 \x01(\x03\x12\x17\n\x0f\x65nd_producer_id\x18\x04 \x01(\x03\"\x17\n\x15\x44\x65scribeQuorumRequest\"5\n\x0bQuorumVoter\x12\x0f\n\x07node_id\x18\x01 \x01(\x05\x12\x15\n\rlog_end_index\x18\x02 \x01(\x03\"\x96\x01\n\x16\x44\x65scribeQuorumResponse\x12\x0f\n\x07node_id\x18\x01 \x01(\x05\x12\x11\n\tleader_id\x18\x02 \x01(\x05\x12\x0c\n\x04term\x18\x03 \x01(\x03\x12\x14\n\x0c\x63ommit_index\x18\x04 \x01(\x03\x12\x0c\n\x04role\x18\x05 \x01(\t\x12&\n\x06voters\x18\x06 \x03(\x0b\x32\x16.seglog.v1.QuorumVoter2\x85\x04\n\nController\x12\x32\n\x04Raft\x12\x16.seglog.v1.RaftMessage\x1a\x12.seglog.v1.RaftAck\x12U\n\x0eRegisterBroker\x12 .seglog.v1.RegisterBrokerRequest\x1a!.seglog.v1.RegisterBrokerResponse\x12X\n\x0f\x42rokerHeartbeat\x12!.seglog.v1.BrokerHeartbeatRequest\x1a\".seglog.v1.BrokerHeartbeatResponse\x12U\n\x0e\x41lterPartition\x12 .seglog.v1.AlterPartitionRequest\x1a!.seglog.v1.AlterPartitionResponse\x12\x64\n\x13\x41llocateProducerIds\x12%.seglog.v1.AllocateProducerIdsRequest\x1a&.seglog.v1.AllocateProducerIdsResponse\x12U\n\x0e\x44\x65scribeQuorum\x12 .seglog.v1.DescribeQuorumRequest\x1a!.seglog.v1.DescribeQuorumResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\rcluster.proto\x12\tseglog.v1\x1a\x0c\x65rrors.proto\"6\n\tRaftEntry\x12\r\n\x05index\x18\x01 \x01(\x03\x12\x0c\n\x04term\x18\x02 \x01(\x03\x12\x0c\n\x04\x64\x61ta\x18\x03 \x01(\x0c\"X\n\x0fRaftVoteRequest\x12\x0c\n\x04term\x18\x01 \x01(\x03\x12\x12\n\nlast_index\x18\x02 \x01(\x03\x12\x11\n\tlast_term\x18\x03 \x01(\x03\x12\x10\n\x08pre_vote\x18\x04 \x01(\x08\"C\n\x10RaftVoteResponse\x12\x0c\n\x04term\x18\x01 \x01(\x03\x12\x0f\n\x07granted\x18\x02 \x01(\x08\x12\x10\n\x08pre_vote\x18\x03 \x01(\x08\"\x86\x01\n\x11RaftAppendRequest\x12\x0c\n\x04term\x18\x01 \x01(\x03\x12\x12\n\nprev_index\x18\x02 \x01(\x03\x12\x11\n\tprev_term\x18\x03 \x01(\x03\x12%\n\x07\x65ntries\x18\x04 \x03(\x0b\x32\x14.seglog.v1.RaftEntry\x12\x15\n\rleader_commit\x18\x05 \x01(\x03\"\x85\x01\n\x12RaftAppendResponse\x12\x0c\n\x04term\x18\x01 \x01(\x03\x12\x0f\n\x07success\x18\x02 \x01(\x08\x12\x13\n\x0bmatch_index\x18\x03 \x01(\x03\x12\x14\n\x0creject_index\x18\x04 \x01(\x03\x12\x12\n\nhint_index\x18\x05 \x01(\x03\x12\x11\n\thint_term\x18\x06 \x01(\x03\"`\n\x13RaftSnapshotRequest\x12\x0c\n\x04term\x18\x01 \x01(\x03\x12\x16\n\x0esnapshot_index\x18\x02 \x01(\x03\x12\x15\n\rsnapshot_term\x18\x03 \x01(\x03\x12\x0c\n\x04\x64\x61ta\x18\x04 \x01(\x0c\"9\n\x14RaftSnapshotResponse\x12\x0c\n\x04term\x18\x01 \x01(\x03\x12\x13\n\x0bmatch_index\x18\x02 \x01(\x03\"\x85\x03\n\x0bRaftMessage\x12\x0b\n\x03src\x18\x01 \x01(\x05\x12\x0b\n\x03\x64st\x18\x02 \x01(\x05\x12\x32\n\x0cvote_request\x18\x03 \x01(\x0b\x32\x1a.seglog.v1.RaftVoteRequestH\x00\x12\x34\n\rvote_response\x18\x04 \x01(\x0b\x32\x1b.seglog.v1.RaftVoteResponseH\x00\x12\x36\n\x0e\x61ppend_request\x18\x05 \x01(\x0b\x32\x1c.seglog.v1.RaftAppendRequestH\x00\x12\x38\n\x0f\x61ppend_response\x18\x06 \x01(\x0b\x32\x1d.seglog.v1.RaftAppendResponseH\x00\x12:\n\x10snapshot_request\x18\x07 \x01(\x0b\x32\x1e.seglog.v1.RaftSnapshotRequestH\x00\x12<\n\x11snapshot_response\x18\x08 \x01(\x0b\x32\x1f.seglog.v1.RaftSnapshotResponseH\x00\x42\x06\n\x04\x62ody\"\t\n\x07RaftAck\"4\n\x08\x45ndpoint\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x0c\n\x04host\x18\x02 \x01(\t\x12\x0c\n\x04port\x18\x03 \x01(\x05\"\x82\x01\n\x15RegisterBrokerRequest\x12\x11\n\tbroker_id\x18\x01 \x01(\x05\x12\x0c\n\x04host\x18\x02 \x01(\t\x12\x0c\n\x04port\x18\x03 \x01(\x05\x12\x12\n\ncluster_id\x18\x04 \x01(\t\x12&\n\tendpoints\x18\x05 \x03(\x0b\x32\x13.seglog.v1.Endpoint\"o\n\x16RegisterBrokerResponse\x12(\n\nerror_code\x18\x01 \x01(\x0e\x32\x14.seglog.v1.ErrorCode\x12\x15\n\rerror_message\x18\x02 \x01(\t\x12\x14\n\x0c\x62roker_epoch\x18\x03 \x01(\x03\"q\n\x16\x42rokerHeartbeatRequest\x12\x11\n\tbroker_id\x18\x01 \x01(\x05\x12\x14\n\x0c\x62roker_epoch\x18\x02 \x01(\x03\x12\x17\n\x0fmetadata_offset\x18\x03 \x01(\x03\x12\x15\n\rwant_shutdown\x18\x04 \x01(\x08\"j\n\x17\x42rokerHeartbeatResponse\x12(\n\nerror_code\x18\x01 \x01(\x0e\x32\x14.seglog.v1.ErrorCode\x12\x15\n\rerror_message\x18\x02 \x01(\t\x12\x0e\n\x06\x66\x65nced\x18\x03 \x01(\x08\"\x95\x01\n\x12\x41lterPartitionItem\x12\r\n\x05topic\x18\x01 \x01(\t\x12\x11\n\tpartition\x18\x02 \x01(\x05\x12\x14\n\x0cleader_epoch\x18\x03 \x01(\x05\x12\x17\n\x0fpartition_epoch\x18\x04 \x01(\x05\x12\x0f\n\x07new_isr\x18\x05 \x03(\x05\x12\x1d\n\x15new_isr_broker_epochs\x18\x06 \x03(\x03\"n\n\x15\x41lterPartitionRequest\x12\x11\n\tbroker_id\x18\x01 \x01(\x05\x12\x14\n\x0c\x62roker_epoch\x18\x02 \x01(\x03\x12,\n\x05items\x18\x03 \x03(\x0b\x32\x1d.seglog.v1.AlterPartitionItem\"\xc8\x01\n\x14\x41lterPartitionResult\x12\r\n\x05topic\x18\x01 \x01(\t\x12\x11\n\tpartition\x18\x02 \x01(\x05\x12(\n\nerror_code\x18\x03 \x01(\x0e\x32\x14.seglog.v1.ErrorCode\x12\x15\n\rerror_message\x18\x04 \x01(\t\x12\x11\n\tleader_id\x18\x05 \x01(\x05\x12\x14\n\x0cleader_epoch\x18\x06 \x01(\x05\x12\x17\n\x0fpartition_epoch\x18\x07 \x01(\x05\x12\x0b\n\x03isr\x18\x08 \x03(\x05\"\x8b\x01\n\x16\x41lterPartitionResponse\x12(\n\nerror_code\x18\x01 \x01(\x0e\x32\x14.seglog.v1.ErrorCode\x12\x15\n\rerror_message\x18\x02 \x01(\t\x12\x30\n\x07results\x18\x03 \x03(\x0b\x32\x1f.seglog.v1.AlterPartitionResult\"E\n\x1a\x41llocateProducerIdsRequest\x12\x11\n\tbroker_id\x18\x01 \x01(\x05\x12\x14\n\x0c\x62roker_epoch\x18\x02 \x01(\x03\"\x92\x01\n\x1b\x41llocateProducerIdsResponse\x12(\n\nerror_code\x18\x01 \x01(\x0e\x32\x14.seglog.v1.ErrorCode\x12\x15\n\rerror_message\x18\x02 \x01(\t\x12\x19\n\x11\x66irst_producer_id\x18\x03 \x01(\x03\x12\x17\n\x0f\x65nd_producer_id\x18\x04 \x01(\x03\"\x17\n\x15\x44\x65scribeQuorumRequest\"5\n\x0bQuorumVoter\x12\x0f\n\x07node_id\x18\x01 \x01(\x05\x12\x15\n\rlog_end_index\x18\x02 \x01(\x03\"\x96\x01\n\x16\x44\x65scribeQuorumResponse\x12\x0f\n\x07node_id\x18\x01 \x01(\x05\x12\x11\n\tleader_id\x18\x02 \x01(\x05\x12\x0c\n\x04term\x18\x03 \x01(\x03\x12\x14\n\x0c\x63ommit_index\x18\x04 \x01(\x03\x12\x0c\n\x04role\x18\x05 \x01(\t\x12&\n\x06voters\x18\x06 \x03(\x0b\x32\x16.seglog.v1.QuorumVoter\"d\n\x0f\x43ontrolResponse\x12(\n\nerror_code\x18\x01 \x01(\x0e\x32\x14.seglog.v1.ErrorCode\x12\x15\n\rerror_message\x18\x02 \x01(\t\x12\x10\n\x08topic_id\x18\x03 \x01(\t\"\xda\x01\n\x12\x43reateTopicRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x16\n\x0enum_partitions\x18\x02 \x01(\x05\x12\x1a\n\x12replication_factor\x18\x03 \x01(\x05\x12;\n\x07\x63onfigs\x18\x04 \x03(\x0b\x32*.seglog.v1.CreateTopicRequest.ConfigsEntry\x12\x15\n\rvalidate_only\x18\x05 \x01(\x08\x1a.\n\x0c\x43onfigsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"\"\n\x12\x44\x65leteTopicRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\"\xb7\x01\n\x18\x41lterTopicConfigsRequest\x12\r\n\x05topic\x18\x01 \x01(\t\x12\x39\n\x03set\x18\x02 \x03(\x0b\x32,.seglog.v1.AlterTopicConfigsRequest.SetEntry\x12\x0e\n\x06\x64\x65lete\x18\x03 \x03(\t\x12\x15\n\rvalidate_only\x18\x04 \x01(\x08\x1a*\n\x08SetEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"4\n\x0fMetadataApplied\x12\x11\n\tbroker_id\x18\x01 \x01(\x05\x12\x0e\n\x06offset\x18\x02 \x01(\x03\"C\n\x0eMetadataUpdate\x12\x0e\n\x06offset\x18\x01 \x01(\x03\x12\x10\n\x08snapshot\x18\x02 \x01(\x08\x12\x0f\n\x07records\x18\x03 \x03(\x0c\x32\xbb\x06\n\nController\x12\x32\n\x04Raft\x12\x16.seglog.v1.RaftMessage\x1a\x12.seglog.v1.RaftAck\x12U\n\x0eRegisterBroker\x12 .seglog.v1.RegisterBrokerRequest\x1a!.seglog.v1.RegisterBrokerResponse\x12X\n\x0f\x42rokerHeartbeat\x12!.seglog.v1.BrokerHeartbeatRequest\x1a\".seglog.v1.BrokerHeartbeatResponse\x12U\n\x0e\x41lterPartition\x12 .seglog.v1.AlterPartitionRequest\x1a!.seglog.v1.AlterPartitionResponse\x12\x64\n\x13\x41llocateProducerIds\x12%.seglog.v1.AllocateProducerIdsRequest\x1a&.seglog.v1.AllocateProducerIdsResponse\x12U\n\x0e\x44\x65scribeQuorum\x12 .seglog.v1.DescribeQuorumRequest\x1a!.seglog.v1.DescribeQuorumResponse\x12H\n\x0b\x43reateTopic\x12\x1d.seglog.v1.CreateTopicRequest\x1a\x1a.seglog.v1.ControlResponse\x12H\n\x0b\x44\x65leteTopic\x12\x1d.seglog.v1.DeleteTopicRequest\x1a\x1a.seglog.v1.ControlResponse\x12T\n\x11\x41lterTopicConfigs\x12#.seglog.v1.AlterTopicConfigsRequest\x1a\x1a.seglog.v1.ControlResponse\x12J\n\rWatchMetadata\x12\x1a.seglog.v1.MetadataApplied\x1a\x19.seglog.v1.MetadataUpdate(\x01\x30\x01\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'cluster_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
+  _globals['_CREATETOPICREQUEST_CONFIGSENTRY']._loaded_options = None
+  _globals['_CREATETOPICREQUEST_CONFIGSENTRY']._serialized_options = b'8\001'
+  _globals['_ALTERTOPICCONFIGSREQUEST_SETENTRY']._loaded_options = None
+  _globals['_ALTERTOPICCONFIGSREQUEST_SETENTRY']._serialized_options = b'8\001'
   _globals['_RAFTENTRY']._serialized_start=42
   _globals['_RAFTENTRY']._serialized_end=96
   _globals['_RAFTVOTEREQUEST']._serialized_start=98
@@ -50,28 +54,50 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_RAFTMESSAGE']._serialized_end=1077
   _globals['_RAFTACK']._serialized_start=1079
   _globals['_RAFTACK']._serialized_end=1088
-  _globals['_REGISTERBROKERREQUEST']._serialized_start=1090
-  _globals['_REGISTERBROKERREQUEST']._serialized_end=1199
-  _globals['_REGISTERBROKERRESPONSE']._serialized_start=1201
-  _globals['_REGISTERBROKERRESPONSE']._serialized_end=1312
-  _globals['_BROKERHEARTBEATREQUEST']._serialized_start=1314
-  _globals['_BROKERHEARTBEATREQUEST']._serialized_end=1427
-  _globals['_BROKERHEARTBEATRESPONSE']._serialized_start=1429
-  _globals['_BROKERHEARTBEATRESPONSE']._serialized_end=1535
-  _globals['_ALTERPARTITIONREQUEST']._serialized_start=1538
-  _globals['_ALTERPARTITIONREQUEST']._serialized_end=1700
-  _globals['_ALTERPARTITIONRESPONSE']._serialized_start=1703
-  _globals['_ALTERPARTITIONRESPONSE']._serialized_end=1871
-  _globals['_ALLOCATEPRODUCERIDSREQUEST']._serialized_start=1873
-  _globals['_ALLOCATEPRODUCERIDSREQUEST']._serialized_end=1942
-  _globals['_ALLOCATEPRODUCERIDSRESPONSE']._serialized_start=1945
-  _globals['_ALLOCATEPRODUCERIDSRESPONSE']._serialized_end=2091
-  _globals['_DESCRIBEQUORUMREQUEST']._serialized_start=2093
-  _globals['_DESCRIBEQUORUMREQUEST']._serialized_end=2116
-  _globals['_QUORUMVOTER']._serialized_start=2118
-  _globals['_QUORUMVOTER']._serialized_end=2171
-  _globals['_DESCRIBEQUORUMRESPONSE']._serialized_start=2174
-  _globals['_DESCRIBEQUORUMRESPONSE']._serialized_end=2324
-  _globals['_CONTROLLER']._serialized_start=2327
-  _globals['_CONTROLLER']._serialized_end=2844
+  _globals['_ENDPOINT']._serialized_start=1090
+  _globals['_ENDPOINT']._serialized_end=1142
+  _globals['_REGISTERBROKERREQUEST']._serialized_start=1145
+  _globals['_REGISTERBROKERREQUEST']._serialized_end=1275
+  _globals['_REGISTERBROKERRESPONSE']._serialized_start=1277
+  _globals['_REGISTERBROKERRESPONSE']._serialized_end=1388
+  _globals['_BROKERHEARTBEATREQUEST']._serialized_start=1390
+  _globals['_BROKERHEARTBEATREQUEST']._serialized_end=1503
+  _globals['_BROKERHEARTBEATRESPONSE']._serialized_start=1505
+  _globals['_BROKERHEARTBEATRESPONSE']._serialized_end=1611
+  _globals['_ALTERPARTITIONITEM']._serialized_start=1614
+  _globals['_ALTERPARTITIONITEM']._serialized_end=1763
+  _globals['_ALTERPARTITIONREQUEST']._serialized_start=1765
+  _globals['_ALTERPARTITIONREQUEST']._serialized_end=1875
+  _globals['_ALTERPARTITIONRESULT']._serialized_start=1878
+  _globals['_ALTERPARTITIONRESULT']._serialized_end=2078
+  _globals['_ALTERPARTITIONRESPONSE']._serialized_start=2081
+  _globals['_ALTERPARTITIONRESPONSE']._serialized_end=2220
+  _globals['_ALLOCATEPRODUCERIDSREQUEST']._serialized_start=2222
+  _globals['_ALLOCATEPRODUCERIDSREQUEST']._serialized_end=2291
+  _globals['_ALLOCATEPRODUCERIDSRESPONSE']._serialized_start=2294
+  _globals['_ALLOCATEPRODUCERIDSRESPONSE']._serialized_end=2440
+  _globals['_DESCRIBEQUORUMREQUEST']._serialized_start=2442
+  _globals['_DESCRIBEQUORUMREQUEST']._serialized_end=2465
+  _globals['_QUORUMVOTER']._serialized_start=2467
+  _globals['_QUORUMVOTER']._serialized_end=2520
+  _globals['_DESCRIBEQUORUMRESPONSE']._serialized_start=2523
+  _globals['_DESCRIBEQUORUMRESPONSE']._serialized_end=2673
+  _globals['_CONTROLRESPONSE']._serialized_start=2675
+  _globals['_CONTROLRESPONSE']._serialized_end=2775
+  _globals['_CREATETOPICREQUEST']._serialized_start=2778
+  _globals['_CREATETOPICREQUEST']._serialized_end=2996
+  _globals['_CREATETOPICREQUEST_CONFIGSENTRY']._serialized_start=2950
+  _globals['_CREATETOPICREQUEST_CONFIGSENTRY']._serialized_end=2996
+  _globals['_DELETETOPICREQUEST']._serialized_start=2998
+  _globals['_DELETETOPICREQUEST']._serialized_end=3032
+  _globals['_ALTERTOPICCONFIGSREQUEST']._serialized_start=3035
+  _globals['_ALTERTOPICCONFIGSREQUEST']._serialized_end=3218
+  _globals['_ALTERTOPICCONFIGSREQUEST_SETENTRY']._serialized_start=3176
+  _globals['_ALTERTOPICCONFIGSREQUEST_SETENTRY']._serialized_end=3218
+  _globals['_METADATAAPPLIED']._serialized_start=3220
+  _globals['_METADATAAPPLIED']._serialized_end=3272
+  _globals['_METADATAUPDATE']._serialized_start=3274
+  _globals['_METADATAUPDATE']._serialized_end=3341
+  _globals['_CONTROLLER']._serialized_start=3344
+  _globals['_CONTROLLER']._serialized_end=4171
 # @@protoc_insertion_point(module_scope)

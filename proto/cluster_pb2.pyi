@@ -113,19 +113,29 @@ class RaftAck(_message.Message):
     __slots__ = ()
     def __init__(self) -> None: ...
 
+class Endpoint(_message.Message):
+    __slots__ = ("name", "host", "port")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    HOST_FIELD_NUMBER: _ClassVar[int]
+    PORT_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    host: str
+    port: int
+    def __init__(self, name: _Optional[str] = ..., host: _Optional[str] = ..., port: _Optional[int] = ...) -> None: ...
+
 class RegisterBrokerRequest(_message.Message):
-    __slots__ = ("broker_id", "host", "port", "cluster_id", "listeners")
+    __slots__ = ("broker_id", "host", "port", "cluster_id", "endpoints")
     BROKER_ID_FIELD_NUMBER: _ClassVar[int]
     HOST_FIELD_NUMBER: _ClassVar[int]
     PORT_FIELD_NUMBER: _ClassVar[int]
     CLUSTER_ID_FIELD_NUMBER: _ClassVar[int]
-    LISTENERS_FIELD_NUMBER: _ClassVar[int]
+    ENDPOINTS_FIELD_NUMBER: _ClassVar[int]
     broker_id: int
     host: str
     port: int
     cluster_id: str
-    listeners: str
-    def __init__(self, broker_id: _Optional[int] = ..., host: _Optional[str] = ..., port: _Optional[int] = ..., cluster_id: _Optional[str] = ..., listeners: _Optional[str] = ...) -> None: ...
+    endpoints: _containers.RepeatedCompositeFieldContainer[Endpoint]
+    def __init__(self, broker_id: _Optional[int] = ..., host: _Optional[str] = ..., port: _Optional[int] = ..., cluster_id: _Optional[str] = ..., endpoints: _Optional[_Iterable[_Union[Endpoint, _Mapping]]] = ...) -> None: ...
 
 class RegisterBrokerResponse(_message.Message):
     __slots__ = ("error_code", "error_message", "broker_epoch")
@@ -159,39 +169,61 @@ class BrokerHeartbeatResponse(_message.Message):
     fenced: bool
     def __init__(self, error_code: _Optional[_Union[_errors_pb2.ErrorCode, str]] = ..., error_message: _Optional[str] = ..., fenced: _Optional[bool] = ...) -> None: ...
 
-class AlterPartitionRequest(_message.Message):
-    __slots__ = ("broker_id", "broker_epoch", "topic", "partition", "leader_epoch", "partition_epoch", "new_isr")
-    BROKER_ID_FIELD_NUMBER: _ClassVar[int]
-    BROKER_EPOCH_FIELD_NUMBER: _ClassVar[int]
+class AlterPartitionItem(_message.Message):
+    __slots__ = ("topic", "partition", "leader_epoch", "partition_epoch", "new_isr", "new_isr_broker_epochs")
     TOPIC_FIELD_NUMBER: _ClassVar[int]
     PARTITION_FIELD_NUMBER: _ClassVar[int]
     LEADER_EPOCH_FIELD_NUMBER: _ClassVar[int]
     PARTITION_EPOCH_FIELD_NUMBER: _ClassVar[int]
     NEW_ISR_FIELD_NUMBER: _ClassVar[int]
-    broker_id: int
-    broker_epoch: int
+    NEW_ISR_BROKER_EPOCHS_FIELD_NUMBER: _ClassVar[int]
     topic: str
     partition: int
     leader_epoch: int
     partition_epoch: int
     new_isr: _containers.RepeatedScalarFieldContainer[int]
-    def __init__(self, broker_id: _Optional[int] = ..., broker_epoch: _Optional[int] = ..., topic: _Optional[str] = ..., partition: _Optional[int] = ..., leader_epoch: _Optional[int] = ..., partition_epoch: _Optional[int] = ..., new_isr: _Optional[_Iterable[int]] = ...) -> None: ...
+    new_isr_broker_epochs: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, topic: _Optional[str] = ..., partition: _Optional[int] = ..., leader_epoch: _Optional[int] = ..., partition_epoch: _Optional[int] = ..., new_isr: _Optional[_Iterable[int]] = ..., new_isr_broker_epochs: _Optional[_Iterable[int]] = ...) -> None: ...
 
-class AlterPartitionResponse(_message.Message):
-    __slots__ = ("error_code", "error_message", "leader_id", "leader_epoch", "partition_epoch", "isr")
+class AlterPartitionRequest(_message.Message):
+    __slots__ = ("broker_id", "broker_epoch", "items")
+    BROKER_ID_FIELD_NUMBER: _ClassVar[int]
+    BROKER_EPOCH_FIELD_NUMBER: _ClassVar[int]
+    ITEMS_FIELD_NUMBER: _ClassVar[int]
+    broker_id: int
+    broker_epoch: int
+    items: _containers.RepeatedCompositeFieldContainer[AlterPartitionItem]
+    def __init__(self, broker_id: _Optional[int] = ..., broker_epoch: _Optional[int] = ..., items: _Optional[_Iterable[_Union[AlterPartitionItem, _Mapping]]] = ...) -> None: ...
+
+class AlterPartitionResult(_message.Message):
+    __slots__ = ("topic", "partition", "error_code", "error_message", "leader_id", "leader_epoch", "partition_epoch", "isr")
+    TOPIC_FIELD_NUMBER: _ClassVar[int]
+    PARTITION_FIELD_NUMBER: _ClassVar[int]
     ERROR_CODE_FIELD_NUMBER: _ClassVar[int]
     ERROR_MESSAGE_FIELD_NUMBER: _ClassVar[int]
     LEADER_ID_FIELD_NUMBER: _ClassVar[int]
     LEADER_EPOCH_FIELD_NUMBER: _ClassVar[int]
     PARTITION_EPOCH_FIELD_NUMBER: _ClassVar[int]
     ISR_FIELD_NUMBER: _ClassVar[int]
+    topic: str
+    partition: int
     error_code: _errors_pb2.ErrorCode
     error_message: str
     leader_id: int
     leader_epoch: int
     partition_epoch: int
     isr: _containers.RepeatedScalarFieldContainer[int]
-    def __init__(self, error_code: _Optional[_Union[_errors_pb2.ErrorCode, str]] = ..., error_message: _Optional[str] = ..., leader_id: _Optional[int] = ..., leader_epoch: _Optional[int] = ..., partition_epoch: _Optional[int] = ..., isr: _Optional[_Iterable[int]] = ...) -> None: ...
+    def __init__(self, topic: _Optional[str] = ..., partition: _Optional[int] = ..., error_code: _Optional[_Union[_errors_pb2.ErrorCode, str]] = ..., error_message: _Optional[str] = ..., leader_id: _Optional[int] = ..., leader_epoch: _Optional[int] = ..., partition_epoch: _Optional[int] = ..., isr: _Optional[_Iterable[int]] = ...) -> None: ...
+
+class AlterPartitionResponse(_message.Message):
+    __slots__ = ("error_code", "error_message", "results")
+    ERROR_CODE_FIELD_NUMBER: _ClassVar[int]
+    ERROR_MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    RESULTS_FIELD_NUMBER: _ClassVar[int]
+    error_code: _errors_pb2.ErrorCode
+    error_message: str
+    results: _containers.RepeatedCompositeFieldContainer[AlterPartitionResult]
+    def __init__(self, error_code: _Optional[_Union[_errors_pb2.ErrorCode, str]] = ..., error_message: _Optional[str] = ..., results: _Optional[_Iterable[_Union[AlterPartitionResult, _Mapping]]] = ...) -> None: ...
 
 class AllocateProducerIdsRequest(_message.Message):
     __slots__ = ("broker_id", "broker_epoch")
@@ -240,3 +272,77 @@ class DescribeQuorumResponse(_message.Message):
     role: str
     voters: _containers.RepeatedCompositeFieldContainer[QuorumVoter]
     def __init__(self, node_id: _Optional[int] = ..., leader_id: _Optional[int] = ..., term: _Optional[int] = ..., commit_index: _Optional[int] = ..., role: _Optional[str] = ..., voters: _Optional[_Iterable[_Union[QuorumVoter, _Mapping]]] = ...) -> None: ...
+
+class ControlResponse(_message.Message):
+    __slots__ = ("error_code", "error_message", "topic_id")
+    ERROR_CODE_FIELD_NUMBER: _ClassVar[int]
+    ERROR_MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    TOPIC_ID_FIELD_NUMBER: _ClassVar[int]
+    error_code: _errors_pb2.ErrorCode
+    error_message: str
+    topic_id: str
+    def __init__(self, error_code: _Optional[_Union[_errors_pb2.ErrorCode, str]] = ..., error_message: _Optional[str] = ..., topic_id: _Optional[str] = ...) -> None: ...
+
+class CreateTopicRequest(_message.Message):
+    __slots__ = ("name", "num_partitions", "replication_factor", "configs", "validate_only")
+    class ConfigsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    NUM_PARTITIONS_FIELD_NUMBER: _ClassVar[int]
+    REPLICATION_FACTOR_FIELD_NUMBER: _ClassVar[int]
+    CONFIGS_FIELD_NUMBER: _ClassVar[int]
+    VALIDATE_ONLY_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    num_partitions: int
+    replication_factor: int
+    configs: _containers.ScalarMap[str, str]
+    validate_only: bool
+    def __init__(self, name: _Optional[str] = ..., num_partitions: _Optional[int] = ..., replication_factor: _Optional[int] = ..., configs: _Optional[_Mapping[str, str]] = ..., validate_only: _Optional[bool] = ...) -> None: ...
+
+class DeleteTopicRequest(_message.Message):
+    __slots__ = ("name",)
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    def __init__(self, name: _Optional[str] = ...) -> None: ...
+
+class AlterTopicConfigsRequest(_message.Message):
+    __slots__ = ("topic", "set", "delete", "validate_only")
+    class SetEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    TOPIC_FIELD_NUMBER: _ClassVar[int]
+    SET_FIELD_NUMBER: _ClassVar[int]
+    DELETE_FIELD_NUMBER: _ClassVar[int]
+    VALIDATE_ONLY_FIELD_NUMBER: _ClassVar[int]
+    topic: str
+    set: _containers.ScalarMap[str, str]
+    delete: _containers.RepeatedScalarFieldContainer[str]
+    validate_only: bool
+    def __init__(self, topic: _Optional[str] = ..., set: _Optional[_Mapping[str, str]] = ..., delete: _Optional[_Iterable[str]] = ..., validate_only: _Optional[bool] = ...) -> None: ...
+
+class MetadataApplied(_message.Message):
+    __slots__ = ("broker_id", "offset")
+    BROKER_ID_FIELD_NUMBER: _ClassVar[int]
+    OFFSET_FIELD_NUMBER: _ClassVar[int]
+    broker_id: int
+    offset: int
+    def __init__(self, broker_id: _Optional[int] = ..., offset: _Optional[int] = ...) -> None: ...
+
+class MetadataUpdate(_message.Message):
+    __slots__ = ("offset", "snapshot", "records")
+    OFFSET_FIELD_NUMBER: _ClassVar[int]
+    SNAPSHOT_FIELD_NUMBER: _ClassVar[int]
+    RECORDS_FIELD_NUMBER: _ClassVar[int]
+    offset: int
+    snapshot: bool
+    records: _containers.RepeatedScalarFieldContainer[bytes]
+    def __init__(self, offset: _Optional[int] = ..., snapshot: _Optional[bool] = ..., records: _Optional[_Iterable[bytes]] = ...) -> None: ...

@@ -67,6 +67,26 @@ class ControllerStub:
                 request_serializer=cluster__pb2.DescribeQuorumRequest.SerializeToString,
                 response_deserializer=cluster__pb2.DescribeQuorumResponse.FromString,
                 _registered_method=True)
+        self.CreateTopic = channel.unary_unary(
+                '/seglog.v1.Controller/CreateTopic',
+                request_serializer=cluster__pb2.CreateTopicRequest.SerializeToString,
+                response_deserializer=cluster__pb2.ControlResponse.FromString,
+                _registered_method=True)
+        self.DeleteTopic = channel.unary_unary(
+                '/seglog.v1.Controller/DeleteTopic',
+                request_serializer=cluster__pb2.DeleteTopicRequest.SerializeToString,
+                response_deserializer=cluster__pb2.ControlResponse.FromString,
+                _registered_method=True)
+        self.AlterTopicConfigs = channel.unary_unary(
+                '/seglog.v1.Controller/AlterTopicConfigs',
+                request_serializer=cluster__pb2.AlterTopicConfigsRequest.SerializeToString,
+                response_deserializer=cluster__pb2.ControlResponse.FromString,
+                _registered_method=True)
+        self.WatchMetadata = channel.stream_stream(
+                '/seglog.v1.Controller/WatchMetadata',
+                request_serializer=cluster__pb2.MetadataApplied.SerializeToString,
+                response_deserializer=cluster__pb2.MetadataUpdate.FromString,
+                _registered_method=True)
 
 
 class ControllerServicer:
@@ -112,6 +132,34 @@ class ControllerServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def CreateTopic(self, request, context):
+        """Admin changes a broker hands to the active controller (Kafka's forwarding).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def DeleteTopic(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def AlterTopicConfigs(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def WatchMetadata(self, request_iterator, context):
+        """The committed metadata, for the broker of the controller's own node (the
+        controller runs in a process of its own): a snapshot of the image first, then
+        each committed batch of records in order. The broker reports what it applied.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_ControllerServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -144,6 +192,26 @@ def add_ControllerServicer_to_server(servicer, server):
                     servicer.DescribeQuorum,
                     request_deserializer=cluster__pb2.DescribeQuorumRequest.FromString,
                     response_serializer=cluster__pb2.DescribeQuorumResponse.SerializeToString,
+            ),
+            'CreateTopic': grpc.unary_unary_rpc_method_handler(
+                    servicer.CreateTopic,
+                    request_deserializer=cluster__pb2.CreateTopicRequest.FromString,
+                    response_serializer=cluster__pb2.ControlResponse.SerializeToString,
+            ),
+            'DeleteTopic': grpc.unary_unary_rpc_method_handler(
+                    servicer.DeleteTopic,
+                    request_deserializer=cluster__pb2.DeleteTopicRequest.FromString,
+                    response_serializer=cluster__pb2.ControlResponse.SerializeToString,
+            ),
+            'AlterTopicConfigs': grpc.unary_unary_rpc_method_handler(
+                    servicer.AlterTopicConfigs,
+                    request_deserializer=cluster__pb2.AlterTopicConfigsRequest.FromString,
+                    response_serializer=cluster__pb2.ControlResponse.SerializeToString,
+            ),
+            'WatchMetadata': grpc.stream_stream_rpc_method_handler(
+                    servicer.WatchMetadata,
+                    request_deserializer=cluster__pb2.MetadataApplied.FromString,
+                    response_serializer=cluster__pb2.MetadataUpdate.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -311,6 +379,114 @@ class Controller:
             '/seglog.v1.Controller/DescribeQuorum',
             cluster__pb2.DescribeQuorumRequest.SerializeToString,
             cluster__pb2.DescribeQuorumResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def CreateTopic(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/seglog.v1.Controller/CreateTopic',
+            cluster__pb2.CreateTopicRequest.SerializeToString,
+            cluster__pb2.ControlResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DeleteTopic(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/seglog.v1.Controller/DeleteTopic',
+            cluster__pb2.DeleteTopicRequest.SerializeToString,
+            cluster__pb2.ControlResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def AlterTopicConfigs(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/seglog.v1.Controller/AlterTopicConfigs',
+            cluster__pb2.AlterTopicConfigsRequest.SerializeToString,
+            cluster__pb2.ControlResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def WatchMetadata(request_iterator,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.stream_stream(
+            request_iterator,
+            target,
+            '/seglog.v1.Controller/WatchMetadata',
+            cluster__pb2.MetadataApplied.SerializeToString,
+            cluster__pb2.MetadataUpdate.FromString,
             options,
             channel_credentials,
             insecure,

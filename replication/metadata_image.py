@@ -45,15 +45,12 @@ class BrokerImage:
     port: int
     fenced: bool
     rack: str | None = None
-    listeners: str = ""  # every advertised listener, "NAME://host:port,..."
+    endpoints: tuple[tuple[str, str, int], ...] = ()
 
-    def endpoint(self, name: str) -> tuple[str, int] | None:
-        """The advertised (host, port) of the listener `name`, if the broker has one."""
-        for item in self.listeners.split(","):
-            scheme, sep, address = item.strip().partition("://")
-            host, colon, port = address.rpartition(":")
-            if sep and colon and scheme == name and port.isdigit():
-                return host.strip("[]"), int(port)
+    def endpoint(self, listener: str) -> tuple[str, int] | None:
+        for name, host, port in self.endpoints:
+            if name == listener:
+                return host, port
         return None
 
 
@@ -80,7 +77,7 @@ class MetadataImage:
                     record.port,
                     True,
                     record.rack,
-                    record.listeners,
+                    record.endpoints,
                 )
             case BrokerFenceRecord():
                 old = self.brokers.get(record.broker_id)
@@ -157,7 +154,7 @@ class MetadataImage:
         for b in sorted(self.brokers.values(), key=lambda b: b.broker_id):
             out.append(
                 RegisterBrokerRecord(
-                    b.broker_id, b.broker_epoch, b.host, b.port, b.rack, b.listeners
+                    b.broker_id, b.broker_epoch, b.host, b.port, b.rack, b.endpoints
                 )
             )
             out.append(BrokerFenceRecord(b.broker_id, b.broker_epoch, b.fenced))

@@ -20,9 +20,9 @@ class RegisterBrokerRecord:
     host: str
     port: int
     rack: str | None = None
-    # Every advertised listener, Kafka's way: "PLAINTEXT://h:9092,GRPC://h:9192"
-    # (host and port above are the gRPC endpoint the nodes use among themselves).
-    listeners: str = ""
+    # Every advertised listener as (name, host, port), Kafka's BrokerRegistration
+    # endpoints; host/port above are the one seglog's clients use.
+    endpoints: tuple[tuple[str, str, int], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -130,6 +130,13 @@ def encode_record(record: MetadataRecord) -> bytes:
     return json.dumps(body, separators=(",", ":"), sort_keys=True).encode()
 
 
+def _tuples(value: Any) -> Any:  # noqa: ANN401 - JSON in, the same shape with tuples out
+    """JSON arrays back into the tuples the records hold (nested ones too)."""
+    if isinstance(value, list):
+        return tuple(_tuples(v) for v in value)
+    return value
+
+
 def decode_record(data: bytes) -> MetadataRecord:
     try:
         body: dict[str, Any] = json.loads(data)
@@ -141,7 +148,7 @@ def decode_record(data: bytes) -> MetadataRecord:
         if f.name not in body:
             continue
         value = body[f.name]
-        kwargs[f.name] = tuple(value) if isinstance(value, list) else value
+        kwargs[f.name] = _tuples(value)
     try:
         return cls(**kwargs)  # type: ignore[no-any-return]
     except TypeError as e:

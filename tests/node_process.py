@@ -30,16 +30,23 @@ class NodeProcess:
         node_id: int = 1,
         port: int | None = None,
         overrides: Mapping[str, str] | None = None,
+        controller_port: int | None = None,
     ) -> None:
+        """`controller_port`: the CONTROLLER listener of a Raft voter (its entry in
+        controller.quorum.voters); without it the node is a quorum of one."""
         self.data_dir = data_dir
         self.node_id = node_id
         self.port = port or free_port()
+        self.controller_port = controller_port
+        listeners = f"GRPC://127.0.0.1:{self.port}"
+        if controller_port is not None:
+            listeners += f",CONTROLLER://127.0.0.1:{controller_port}"
         self.config_path = data_dir / f"server-{node_id}.properties"
         self.log_path = data_dir / f"node-{node_id}.log"
         self.log_dirs = [data_dir / f"node{node_id}-logs-a", data_dir / f"node{node_id}-logs-b"]
         props = {
             "node.id": str(node_id),
-            "listeners": f"PLAINTEXT://127.0.0.1:{self.port}",
+            "listeners": listeners,
             "log.dirs": ",".join(str(d) for d in self.log_dirs),
             "num.partitions": "1",
             "log.initial.task.delay.ms": "1000",

@@ -49,14 +49,18 @@ class ThreeNodeCluster:
     def __init__(self, root: Path, overrides: Mapping[str, str] | None = None) -> None:
         """`overrides`: further node properties, on top of the quorum's."""
         self.ports = {i: free_port() for i in NODE_IDS}
-        voters = ",".join(f"{i}@127.0.0.1:{p}" for i, p in self.ports.items())
+        self.controller_ports = {i: free_port() for i in NODE_IDS}
+        voters = ",".join(f"{i}@127.0.0.1:{p}" for i, p in self.controller_ports.items())
         props = {
             "controller.quorum.voters": voters,
             "broker.session.timeout.ms": str(self.session_timeout_ms),
             "broker.heartbeat.interval.ms": "300",
             **(overrides or {}),
         }
-        self.nodes = {i: NodeProcess(root, i, self.ports[i], props) for i in NODE_IDS}
+        self.nodes = {
+            i: NodeProcess(root, i, self.ports[i], props, self.controller_ports[i])
+            for i in NODE_IDS
+        }
         self._channels: dict[int, grpc.Channel] = {}
 
     @property

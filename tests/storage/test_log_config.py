@@ -247,7 +247,7 @@ def test_non_log_broker_keys_are_ignored_even_with_odd_values():
     props = {
         "num.partitions": "abc",
         "node.id": "1",
-        "listeners": "PLAINTEXT://:9092",
+        "listeners": "GRPC://:9192",
         # Topic-level names are not broker names; a broker config does not set them.
         "segment.bytes": "not-a-number",
         "retention.ms": "5",

@@ -1,0 +1,253 @@
+"""The controller of a combined node (`process.roles=broker,controller`) in a process
+of its own.
+
+In one CPython process the Raft thread and the broker's heartbeats share the GIL
+with every produce and fetch, and at thousands of partitions a saturated data plane
+made them miss their deadlines: elections followed one another and brokers were
+fenced. Here they have a process to themselves: the Raft quorum
+(`QuorumController`) and its gRPC service on the CONTROLLER listener, and the
+broker's lifecycle (registration, heartbeats, controlled shutdown), which is what
+the controller judges the broker's liveness by. The broker process
+(`remote_controller.RemoteController`) starts this process, receives the committed
+metadata over `WatchMetadata` and reports what it applied, which the heartbeats
+carry.
+
+The process ends with its broker: the kernel sends it SIGKILL when the broker dies
+(PR_SET_PDEATHSIG), and EOF on its stdin (the broker's pipe) stops it too. SIGTERM
+stops it cleanly, after a controlled shutdown of its broker.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import json
+import os
+import random
+import signal
+import sys
+import threading
+import time
+from concurrent import futures
+from types import FrameType
+
+import grpc
+from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+
+from seglog.proto import cluster_pb2 as cpb
+from seglog.proto import cluster_pb2_grpc
+from seglog.replication.cluster_control import ControlError
+
+from .config import NodeConfig
+from .controller_client import ControllerClient
+from .controller_servicer import ControllerServicer
+from .event_log import EventLogger, configure
+from .quorum_controller import QuorumController
+from .servicer import code
+
+_log = EventLogger("controller_process")
+SERVICE_NAME = "seglog.v1.Controller"
+# Raft messages, heartbeats, broker calls and one metadata watch: a small fixed pool.
+CONTROLLER_RPC_THREADS = 16
+PR_SET_PDEATHSIG = 1
+
+
+def _die_with_parent() -> None:
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    except (OSError, AttributeError):
+        pass  # not Linux: the stdin watch below still ends the process
+
+
+class ControllerProcess:
+    def __init__(self, config: NodeConfig, clean: bool) -> None:
+        self.config = config
+        self.node_id = config.node_id
+        self.quorum = QuorumController(
+            config.node_id,
+            config.controller_quorum_voters,
+            config.log_dirs[0],
+            config.log_config,
+            random.Random(),
+            session_timeout_ms=config.broker_session_timeout_ms,
+            auto_leader_rebalance=config.auto_leader_rebalance_enable,
+            rebalance_interval_ms=config.leader_imbalance_check_interval_seconds * 1000,
+            election_timeout_ms=config.controller_quorum_election_timeout_ms,
+        )
+        self.quorum.load(clean=clean)
+        self.client = ControllerClient(
+            config.controller_quorum_voters, lambda: self.quorum.leader_id
+        )
+        self.broker_applied = -1  # the last metadata offset the broker reported
+        self.broker_epoch = -1
+        self._stopped = threading.Event()
+        self._server: grpc.Server | None = None
+        self._health = health.HealthServicer()
+        self._lifecycle: threading.Thread | None = None
+
+    def on_broker_applied(self, broker_id: int, offset: int) -> None:
+        if broker_id == self.node_id:
+            self.broker_applied = max(self.broker_applied, offset)
+
+    def start(self) -> None:
+        listener = self.config.controller_listener
+        assert listener is not None, "config checks a voter has a controller listener"
+        self._server = grpc.server(
+            futures.ThreadPoolExecutor(
+                max_workers=CONTROLLER_RPC_THREADS, thread_name_prefix="controller-rpc"
+            ),
+            options=[
+                ("grpc.max_send_message_length", 64 << 20),
+                ("grpc.max_receive_message_length", 64 << 20),
+                ("grpc.so_reuseport", 0),
+                ("grpc.http2.min_recv_ping_interval_without_data_ms", 500),
+                ("grpc.http2.max_ping_strikes", 0),
+                ("grpc.keepalive_permit_without_calls", 1),
+            ],
+        )
+        cluster_pb2_grpc.add_ControllerServicer_to_server(
+            ControllerServicer(self.quorum, self.config.cluster_id, self.on_broker_applied),
+            self._server,
+        )
+        health_pb2_grpc.add_HealthServicer_to_server(self._health, self._server)
+        if self._server.add_insecure_port(f"{listener.host}:{listener.port}") == 0:
+            raise OSError(f"cannot listen on {listener.host}:{listener.port} ({listener.name})")
+        self._server.start()
+        self.quorum.start()
+        self._lifecycle = threading.Thread(
+            target=self._broker_lifecycle, name="broker-lifecycle", daemon=True
+        )
+        self._lifecycle.start()
+        self._health.set("", health_pb2.HealthCheckResponse.SERVING)
+        self._health.set(SERVICE_NAME, health_pb2.HealthCheckResponse.SERVING)
+        _log.info("controller_started", listener=f"{listener.host}:{listener.port}")
+
+    def _registration(self) -> cpb.RegisterBrokerRequest:
+        host, port = self.config.advertised_listener
+        return cpb.RegisterBrokerRequest(
+            broker_id=self.node_id,
+            host=host,
+            port=port,
+            cluster_id=self.config.cluster_id,
+            endpoints=[
+                cpb.Endpoint(name=lst.name, host=lst.host, port=lst.port)
+                for lst in self.config.advertised_listeners.values()
+            ],
+        )
+
+    def _broker_lifecycle(self) -> None:
+        """KRaft's broker side: once the broker follows the metadata, register it with
+        the active controller, then heartbeat; re-register when the controller no
+        longer knows this incarnation."""
+        client = self.client
+        interval = self.config.broker_heartbeat_interval_ms / 1000
+        rpc_timeout = max(0.2, min(2.0, self.config.broker_session_timeout_ms / 3000))
+        while not self._stopped.is_set():
+            if self.broker_applied < 0:
+                self._stopped.wait(0.05)  # the broker has not started following yet
+                continue
+            if self.broker_epoch < 0:
+                try:
+                    r = client.call(
+                        lambda n: client.controller_stub(n).RegisterBroker(
+                            self._registration(), timeout=5
+                        ),
+                        lambda r: (r.error_code, r.error_message),
+                    )
+                except ControlError:
+                    continue
+                if r.error_code == 0:
+                    self.broker_epoch = r.broker_epoch
+                    _log.info("registered", broker_epoch=r.broker_epoch)
+                else:
+                    self._stopped.wait(interval)
+                continue
+            try:
+                r = client.call(
+                    lambda n: client.controller_stub(n).BrokerHeartbeat(
+                        cpb.BrokerHeartbeatRequest(
+                            broker_id=self.node_id,
+                            broker_epoch=self.broker_epoch,
+                            metadata_offset=self.broker_applied,
+                        ),
+                        # A frozen voter must not hold a heartbeat past the session.
+                        timeout=rpc_timeout,
+                    ),
+                    lambda r: (r.error_code, r.error_message),
+                    deadline_s=max(2.0, interval * 3),
+                )
+                if r.error_code in (code("STALE_BROKER_EPOCH"), code("BROKER_NOT_AVAILABLE")):
+                    self.broker_epoch = -1
+                    continue
+            except ControlError:
+                pass
+            self._stopped.wait(interval)
+
+    def _controlled_shutdown(self) -> None:
+        if self.broker_epoch < 0:
+            return
+        client = self.client
+        try:
+            client.call(
+                lambda n: client.controller_stub(n).BrokerHeartbeat(
+                    cpb.BrokerHeartbeatRequest(
+                        broker_id=self.node_id, broker_epoch=self.broker_epoch, want_shutdown=True
+                    ),
+                    timeout=3,
+                ),
+                lambda r: (r.error_code, r.error_message),
+                deadline_s=3,
+            )
+        except ControlError:
+            pass  # the controller will fence this broker when its session expires
+
+    def shutdown(self) -> None:
+        if self._stopped.is_set():
+            return
+        self._stopped.set()
+        self._health.enter_graceful_shutdown()
+        if self._lifecycle is not None:
+            self._lifecycle.join(timeout=5)
+        self._controlled_shutdown()
+        if self._server is not None:
+            self._server.stop(grace=1).wait(3)
+        self.quorum.shutdown()
+        self.client.close()
+        _log.info("controller_stopped")
+
+
+def main() -> int:
+    """Entry point: the node's properties arrive as JSON on stdin (one line), so the
+    child runs exactly the parent's configuration; stdin then stays open until the
+    parent goes."""
+    _die_with_parent()
+    setup = json.loads(sys.stdin.readline())
+    config = NodeConfig.from_properties(setup["properties"])
+    configure(setup.get("log_level", "INFO"), config.node_id)
+    sys.setswitchinterval(0.001)
+    done = threading.Event()
+
+    def on_signal(signum: int, _frame: FrameType | None) -> None:
+        done.set()
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the broker decides when to stop
+
+    def watch_parent() -> None:
+        sys.stdin.read()  # EOF: the broker is gone
+        done.set()
+
+    threading.Thread(target=watch_parent, name="parent-watch", daemon=True).start()
+    process = ControllerProcess(config, bool(setup.get("clean", False)))
+    process.start()
+    print("controller-ready", flush=True)
+    while not done.wait(1):
+        if os.getppid() == 1:
+            break  # orphaned (no PDEATHSIG on this platform)
+    process.shutdown()
+    time.sleep(0.05)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

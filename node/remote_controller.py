@@ -1,0 +1,349 @@
+"""The broker's side of a combined node whose controller runs in a process of its own
+(`controller_process`): it starts that process, follows the committed metadata it
+streams (a snapshot, then every committed update in order) into the broker's own
+image, tells the broker's listeners, and reports back what it applied. Requests for
+the controller (ISR changes, producer ids, topic changes) go to the active
+controller over gRPC, whichever voter that is.
+
+It offers the same surface as `LocalController`, so the node does not care where
+its controller runs.
+"""
+
+from __future__ import annotations
+
+import json
+import queue
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+
+import grpc
+
+from seglog.proto import cluster_pb2 as cpb
+from seglog.proto import cluster_pb2_grpc, errors_pb2
+from seglog.replication.cluster_control import ControlError
+from seglog.replication.metadata_image import MetadataImage
+from seglog.replication.metadata_records import MetadataRecord, decode_record
+from seglog.storage.errors import InvalidConfigError
+from seglog.storage.log_config import LogConfig
+
+from .alter_partition_manager import IsrChangeResult
+from .config import NodeConfig
+from .controller_client import ControllerClient
+from .controller_requests import IsrChange
+from .event_log import EventLogger
+
+_log = EventLogger("remote_controller")
+Listener = Callable[[MetadataImage, list[MetadataRecord]], None]
+START_TIMEOUT_S = 60.0
+STOP_TIMEOUT_S = 15.0
+RPC_TIMEOUT_S = 10.0
+ALTER_PARTITION_DEADLINE_S = 5.0
+ACK_QUEUE_LIMIT = 1_000
+
+
+class RemoteController:
+    def __init__(
+        self,
+        config: NodeConfig,
+        log_level: str = "INFO",
+        on_fatal: Callable[[str], None] = lambda _why: None,
+    ) -> None:
+        self.config = config
+        self.node_id = config.node_id
+        self.broker_defaults = config.log_config
+        self.log_level = log_level
+        self.on_fatal = on_fatal
+        self.image = MetadataImage()
+        self.metadata_offset = -1
+        self._listeners: list[Listener] = []
+        self._lock = threading.RLock()  # image + listeners
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._stopped = threading.Event()
+        self._watcher: threading.Thread | None = None
+        self._clean = False
+        listener = config.controller_listener
+        assert listener is not None
+        host = "127.0.0.1" if listener.host in ("0.0.0.0", "::", "") else listener.host
+        self._own_address = f"{host}:{listener.port}"
+        self._own_channel: grpc.Channel | None = None
+        self.client = ControllerClient(config.controller_quorum_voters, self._leader_hint)
+        self._leader_seen: int | None = None
+        self._leader_checked = 0.0
+
+    # --- lifecycle ---------------------------------------------------------------------
+
+    def load(self, clean: bool) -> None:
+        """Start the controller process (it loads the quorum's state itself)."""
+        self._clean = clean
+        self._proc = subprocess.Popen(
+            [sys.executable, "-m", "seglog.node.controller_process"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=None,  # the node's own log
+        )
+        assert self._proc.stdin is not None and self._proc.stdout is not None
+        setup = {"properties": dict(self.config.raw), "clean": clean, "log_level": self.log_level}
+        self._proc.stdin.write(json.dumps(setup).encode() + b"\n")
+        self._proc.stdin.flush()
+        line = self._proc.stdout.readline()  # bounded: the child prints it or exits
+        if line.strip() != b"controller-ready":
+            code = self._proc.wait(timeout=5)
+            raise RuntimeError(
+                f"the controller process of node {self.node_id} exited with code {code} "
+                "before it was ready (its log lines are in this node's log)"
+            )
+        self._own_channel = grpc.insecure_channel(self._own_address)
+        _log.info("controller_process_started", pid=self._proc.pid, address=self._own_address)
+
+    def start(self) -> None:
+        self._watcher = threading.Thread(target=self._watch, name="metadata-watch", daemon=True)
+        self._watcher.start()
+
+    def wait_for_metadata(self, timeout_s: float = START_TIMEOUT_S) -> None:
+        deadline = time.monotonic() + timeout_s
+        while self.metadata_offset < 0 and time.monotonic() < deadline:
+            if self._proc is not None and self._proc.poll() is not None:
+                raise RuntimeError(f"the controller process exited ({self._proc.returncode})")
+            time.sleep(0.02)
+
+    def shutdown(self) -> None:
+        """Stop the controller process: it makes a controlled shutdown of this broker
+        (its leaderships move away) first."""
+        self._stopped.set()
+        proc = self._proc
+        if proc is not None and proc.poll() is None:
+            proc.terminate()
+            try:
+                proc.wait(timeout=STOP_TIMEOUT_S)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(timeout=5)
+        if self._own_channel is not None:
+            self._own_channel.close()
+        self.client.close()
+
+    def add_listener(self, listener: Listener) -> None:
+        with self._lock:
+            self._listeners.append(listener)
+            listener(self.image, [])
+
+    def topic_config(self, name: str) -> LogConfig:
+        with self._lock:
+            return self.broker_defaults.with_overrides(self.image.configs.get(name, {}))
+
+    # --- following the metadata ---------------------------------------------------------
+
+    def _watch(self) -> None:
+        """Bounded by the process's life: each pass follows one stream until it ends;
+        a controller process that exited is fatal for the node."""
+        while not self._stopped.is_set():
+            if self._proc is not None and self._proc.poll() is not None:
+                why = f"the controller process exited with code {self._proc.returncode}"
+                _log.error("controller_process_exited", code=self._proc.returncode)
+                self.on_fatal(why)
+                return
+            acks: queue.Queue[cpb.MetadataApplied | None] = queue.Queue(ACK_QUEUE_LIMIT)
+            try:
+                self._follow(acks)
+            except grpc.RpcError as e:
+                if not self._stopped.is_set():
+                    _log.warning("metadata_watch_ended", code=str(e.code()))
+            finally:
+                try:
+                    acks.put_nowait(None)
+                except queue.Full:
+                    pass
+            self._stopped.wait(0.1)
+
+    def _follow(self, acks: queue.Queue[cpb.MetadataApplied | None]) -> None:
+        assert self._own_channel is not None
+
+        def requests() -> Iterator[cpb.MetadataApplied]:
+            while True:
+                item = acks.get()
+                if item is None:
+                    return
+                yield item
+
+        stub = _controller_stub(self._own_channel)
+        for update in stub.WatchMetadata(requests()):
+            records = [decode_record(r) for r in update.records]
+            with self._lock:
+                if update.snapshot:
+                    image = MetadataImage()
+                    for r in records:
+                        image.apply(r)
+                    self.image = image
+                else:
+                    for r in records:
+                        self.image.apply(r)
+                self.metadata_offset = update.offset
+                listeners = list(self._listeners)
+                image = self.image
+            published = [] if update.snapshot else records
+            for listener in listeners:
+                try:
+                    listener(image, published)
+                except Exception:  # noqa: BLE001 - a listener must not stop the watch
+                    _log.error("metadata_listener_failed", exc=True, offset=update.offset)
+            try:
+                acks.put_nowait(cpb.MetadataApplied(broker_id=self.node_id, offset=update.offset))
+            except queue.Full:
+                pass  # a later ack carries a later offset
+
+    # --- the quorum ---------------------------------------------------------------------
+
+    def _leader_hint(self) -> int | None:
+        return self._leader_seen
+
+    @property
+    def leader_id(self) -> int | None:
+        """The active controller, as the local controller process knows it (asked at
+        most every 100 ms)."""
+        now = time.monotonic()
+        if now - self._leader_checked > 0.1 and self._own_channel is not None:
+            self._leader_checked = now
+            try:
+                r = _controller_stub(self._own_channel).DescribeQuorum(
+                    cpb.DescribeQuorumRequest(), timeout=1
+                )
+                self._leader_seen = None if r.leader_id < 0 else r.leader_id
+            except grpc.RpcError:
+                pass
+        return self._leader_seen
+
+    def describe_quorum(self, timeout_s: float) -> cpb.DescribeQuorumResponse:
+        assert self._own_channel is not None
+        return _controller_stub(self._own_channel).DescribeQuorum(
+            cpb.DescribeQuorumRequest(), timeout=timeout_s
+        )
+
+    # --- requests to the active controller ------------------------------------------------
+
+    def _control(
+        self, fn: Callable[[int], cpb.ControlResponse], deadline_s: float = 15.0
+    ) -> cpb.ControlResponse:
+        r = self.client.call(fn, lambda r: (r.error_code, r.error_message), deadline_s)
+        if r.error_code:
+            name = errors_pb2.ErrorCode.Name(r.error_code)
+            if name == "INVALID_CONFIG":
+                raise InvalidConfigError(r.error_message)
+            raise ControlError(name, r.error_message)
+        return r
+
+    def create_topic(
+        self,
+        name: str,
+        num_partitions: int,
+        replication_factor: int,
+        configs: Mapping[str, str],
+        validate_only: bool = False,
+    ) -> str:
+        request = cpb.CreateTopicRequest(
+            name=name,
+            num_partitions=num_partitions,
+            replication_factor=replication_factor,
+            configs=dict(configs),
+            validate_only=validate_only,
+        )
+        r = self._control(
+            lambda n: self.client.controller_stub(n).CreateTopic(request, timeout=RPC_TIMEOUT_S)
+        )
+        if not validate_only:
+            self._await(lambda image: name in image.topics)
+        return str(r.topic_id)
+
+    def delete_topic(self, name: str) -> None:
+        request = cpb.DeleteTopicRequest(name=name)
+        self._control(
+            lambda n: self.client.controller_stub(n).DeleteTopic(request, timeout=RPC_TIMEOUT_S)
+        )
+        self._await(lambda image: name not in image.topics)
+
+    def alter_configs(
+        self, topic: str, changes: Mapping[str, str | None], validate_only: bool = False
+    ) -> None:
+        request = cpb.AlterTopicConfigsRequest(
+            topic=topic,
+            set={k: v for k, v in changes.items() if v is not None},
+            delete=[k for k, v in changes.items() if v is None],
+            validate_only=validate_only,
+        )
+        self._control(
+            lambda n: self.client.controller_stub(n).AlterTopicConfigs(
+                request, timeout=RPC_TIMEOUT_S
+            )
+        )
+        if not validate_only:
+            wanted = {k: v for k, v in changes.items()}
+            self._await(
+                lambda image: all(
+                    image.configs.get(topic, {}).get(k) == v for k, v in wanted.items()
+                )
+            )
+
+    def _await(self, ready: Callable[[MetadataImage], bool], timeout_s: float = 10.0) -> None:
+        """Answer once this broker applied the change too, so the client's next request
+        here sees it."""
+        deadline = time.monotonic() + timeout_s
+        while not ready(self.image) and time.monotonic() < deadline:
+            time.sleep(0.01)
+
+    def alter_partitions(
+        self, broker_id: int, broker_epoch: int, changes: Sequence[IsrChange]
+    ) -> list[IsrChangeResult]:
+        request = cpb.AlterPartitionRequest(
+            broker_id=broker_id,
+            broker_epoch=broker_epoch,
+            items=[
+                cpb.AlterPartitionItem(
+                    topic=c.topic,
+                    partition=c.partition,
+                    leader_epoch=c.leader_epoch,
+                    partition_epoch=c.partition_epoch,
+                    new_isr=c.new_isr,
+                )
+                for c in changes
+            ],
+        )
+        r = self.client.call(
+            lambda n: self.client.controller_stub(n).AlterPartition(
+                request, timeout=RPC_TIMEOUT_S
+            ),
+            lambda r: (r.error_code, r.error_message),
+            deadline_s=ALTER_PARTITION_DEADLINE_S,
+        )
+        if r.error_code:
+            raise ControlError(errors_pb2.ErrorCode.Name(r.error_code), r.error_message)
+        if len(r.results) != len(changes):
+            raise ControlError("UNKNOWN_SERVER_ERROR", "AlterPartition answer of another size")
+        return [
+            IsrChangeResult(
+                errors_pb2.ErrorCode.Name(x.error_code),
+                x.error_message,
+                x.leader_epoch,
+                x.partition_epoch,
+                tuple(x.isr),
+            )
+            for x in r.results
+        ]
+
+    def allocate_producer_ids(self, broker_id: int, broker_epoch: int) -> tuple[int, int]:
+        r = self.client.call(
+            lambda n: self.client.controller_stub(n).AllocateProducerIds(
+                cpb.AllocateProducerIdsRequest(broker_id=broker_id, broker_epoch=broker_epoch),
+                timeout=RPC_TIMEOUT_S,
+            ),
+            lambda r: (r.error_code, r.error_message),
+        )
+        if r.error_code:
+            raise ControlError(errors_pb2.ErrorCode.Name(r.error_code), r.error_message)
+        return r.first_producer_id, r.end_producer_id
+
+
+def _controller_stub(channel: grpc.Channel) -> cluster_pb2_grpc.ControllerStub:
+    return cluster_pb2_grpc.ControllerStub(channel)
+
