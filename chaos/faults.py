@@ -376,8 +376,13 @@ class LocalTarget:
         return not self._alive(node)
 
     def _signal(self, node: int, sig: int) -> None:
+        """To the node's whole process group: the broker and its controller process
+        (each node runs in a session of its own)."""
         if self._alive(node):
-            os.kill(self.pids[node], sig)
+            try:
+                os.killpg(self.pids[node], sig)
+            except ProcessLookupError:
+                pass
 
     def kill(self, node: int, sig: str) -> None:
         if node in self.stopped:

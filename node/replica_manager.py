@@ -47,6 +47,7 @@ LATEST_TIMESTAMP = -1
 EARLIEST_TIMESTAMP = -2
 MAX_TIMESTAMP = -3
 TICK_S = 0.05
+SWEEP_S = 0.5
 FETCH_WAIT_MS = 500
 FETCH_MAX_BYTES = 10 << 20
 
@@ -161,6 +162,8 @@ class ReplicaManager:
         self._request_ids = itertools.count(1)
         self._waiting: dict[int, Future[pr.ProduceCompleted]] = {}
         self._fetchers: dict[int, _Fetcher] = {}
+        # Partitions with parked acks=-1 produces: ticked every TICK_S for timeouts.
+        self._ticking: set[TopicPartition] = set()
         self._stopped = threading.Event()
         self._ticker: threading.Thread | None = None
 
@@ -210,11 +213,25 @@ class ReplicaManager:
             self._data_arrived.notify_all()
 
     def _tick_loop(self) -> None:
+        """Timers, with work proportional to the partitions that have some: those with
+        parked acks=-1 produces every tick (their timeouts), every partition once a
+        sweep (ISR shrink checks every replica.lag.time.max.ms/2, AlterPartition
+        re-sends), instead of every partition 20 times a second."""
+        next_sweep = 0.0
         while not self._stopped.wait(TICK_S):
             t = now_ms()
-            for hp in self.partitions():
+            if time.monotonic() >= next_sweep:
+                next_sweep = time.monotonic() + SWEEP_S
+                targets = self.partitions()
+            else:
+                with self._lock:
+                    targets = [self._partitions[p] for p in self._ticking if p in self._partitions]
+            for hp in targets:
                 with hp.plog.lock:
                     actions = hp.replica.tick(t)
+                    if hp.replica.delayed_produce_count == 0:
+                        with self._lock:  # under the partition's lock, as produce adds it
+                            self._ticking.discard(hp.tp)
                 self._carry_out(hp, actions)
 
     # --- following metadata -----------------------------------------------------------------
@@ -418,6 +435,9 @@ class ReplicaManager:
         self._waiting[request_id] = future
         with hp.plog.lock:
             actions = hp.replica.produce(request_id, data, acks, timeout_ms, now_ms())
+            if hp.replica.delayed_produce_count:
+                with self._lock:
+                    self._ticking.add(hp.tp)
         self._carry_out(hp, actions)
         return request_id, future
 

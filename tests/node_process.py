@@ -67,6 +67,9 @@ class NodeProcess:
             stdout=log,
             stderr=subprocess.STDOUT,
             env={**os.environ, "PYTHONUNBUFFERED": "1"},
+            # A group of its own: freezing a node (SIGSTOP to the group) freezes its
+            # controller process too.
+            start_new_session=True,
         )
         log.close()
         self.wait_healthy(timeout_s)

@@ -135,6 +135,15 @@ class ThreeNodeCluster:
             channel = self._channels[node_id] = grpc.insecure_channel(self.nodes[node_id].bootstrap)
         return channel
 
+    def controller_channel(self, node_id: int) -> grpc.Channel:
+        """The node's CONTROLLER listener (its controller process)."""
+        key = -node_id
+        channel = self._channels.get(key)
+        if channel is None:
+            address = f"127.0.0.1:{self.controller_ports[node_id]}"
+            channel = self._channels[key] = grpc.insecure_channel(address)
+        return channel
+
     def stub(self, node_id: int) -> client_pb2_grpc.SegLogStub:
         return client_pb2_grpc.SegLogStub(self.channel(node_id))
 

@@ -228,7 +228,7 @@ def test_rf3_records_are_replicated_and_become_visible(cluster: Cluster) -> None
 def test_a_follower_answers_broker_heartbeats_with_not_controller(cluster: Cluster) -> None:
     leader, _term = cluster.agreed_leader() or (-1, -1)
     follower = next(i for i in NODE_IDS if i != leader)
-    stub = cluster_pb2_grpc.ControllerStub(cluster.channel(follower))
+    stub = cluster_pb2_grpc.ControllerStub(cluster.controller_channel(follower))
     answers = {
         what: stub.BrokerHeartbeat(
             cpb.BrokerHeartbeatRequest(broker_id=broker, broker_epoch=epoch), timeout=5

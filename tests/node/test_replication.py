@@ -110,12 +110,12 @@ class Cluster(ThreeNodeCluster):
         proc = self.nodes[node_id].proc
         assert proc is not None
         self.frozen.add(node_id)
-        os.kill(proc.pid, signal.SIGSTOP)
+        os.killpg(proc.pid, signal.SIGSTOP)  # the broker and its controller process
 
     def thaw(self, node_id: int) -> None:
         proc = self.nodes[node_id].proc
         if proc is not None and proc.poll() is None:
-            os.kill(proc.pid, signal.SIGCONT)
+            os.killpg(proc.pid, signal.SIGCONT)
         self.frozen.discard(node_id)
 
     def stop_all(self) -> None:
