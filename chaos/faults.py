@@ -541,11 +541,13 @@ class ComposeTarget:
 
     def __init__(self, project: str | None = None, build: bool = False) -> None:
         self.project = project or f"seglog-chaos-{uuid.uuid4().hex[:8]}"
-        self.ports = free_ports(len(NODE_IDS))
+        ports = free_ports(2 * len(NODE_IDS))  # gRPC, then the Kafka-protocol listeners
+        self.ports, self.kafka_ports = ports[: len(NODE_IDS)], ports[len(NODE_IDS) :]
         self.bootstrap = ",".join(self.address(n) for n in NODE_IDS)
         self.env = {
             **os.environ,
             **{f"SEGLOG_PORT_{n}": str(self.ports[n - 1]) for n in NODE_IDS},
+            **{f"SEGLOG_KAFKA_PORT_{n}": str(self.kafka_ports[n - 1]) for n in NODE_IDS},
         }
         self.build = build
         self.containers: dict[int, str] = {}
