@@ -160,7 +160,8 @@ def seglog(
 
 @contextmanager
 def compose_cluster() -> Iterator[Cluster]:
-    ports, kafka_ports = (lambda p: (p[:3], p[3:]))(free_ports(6))  # gRPC, Kafka listeners
+    both = free_ports(6)  # gRPC, then the Kafka-protocol listeners (published too)
+    ports, kafka_ports = both[:3], both[3:]
     project = f"seglog-test-{uuid.uuid4().hex[:10]}"
     env = {
         **os.environ,

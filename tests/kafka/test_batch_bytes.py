@@ -144,7 +144,8 @@ def test_confluent_kafka_batches_are_stored_byte_identical(tmp_path: Path):
         segment = next(d for d in node.log_dirs if (d / "bytes-0").exists()) / "bytes-0"
         stored = _batches((segment / "00000000000000000000.log").read_bytes())
         sent_masked = {_mask(b) for b in sent}
-        assert len(stored) > 1 and len(stored) == len(sent_masked)  # retries (if any) were deduplicated
+        # Retries (if any) were deduplicated: one stored batch per distinct sent one.
+        assert len(stored) > 1 and len(stored) == len(sent_masked)
         for b in stored:
             assert _mask(b) in sent_masked, "a stored batch differs from what the client sent"
         assert all(struct.unpack_from(">h", b, 21)[0] & 0x07 == 3 for b in stored)  # lz4, kept
