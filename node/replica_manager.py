@@ -17,6 +17,7 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 import grpc
 
@@ -120,6 +121,13 @@ class OffsetResult:
 
 
 _Pending = tuple[int, "Future[pr.ProduceCompleted]"]  # request id, its answer
+
+
+class StartedProduce(NamedTuple):
+    """Appended batches whose answers are awaited (ReplicaManager.await_produced)."""
+
+    started: list[tuple[TopicPartition, _Pending | ProduceResult]]
+    deadline: float  # time.monotonic()
 
 
 def now_ms() -> int:
@@ -392,10 +400,22 @@ class ReplicaManager:
         """One request's batches: every partition is appended first and the answers are
         awaited together (as Kafka's purgatory does), so a request's partitions
         replicate in parallel rather than one after another."""
+        return self.await_produced(self.start_produce_all(items, acks, timeout_ms))
+
+    def start_produce_all(
+        self, items: Sequence[tuple[TopicPartition, bytes]], acks: int, timeout_ms: int = 30_000
+    ) -> StartedProduce:
+        """produce_all's first half: the appends, in order, now (a connection's next
+        request may be appended as soon as this returns); await_produced waits."""
         timeout_ms = max(timeout_ms, 1)
         started = [(tp, self._start_produce(tp, data, acks, timeout_ms)) for tp, data in items]
         self._wake_fetchers()  # followers long-poll for new data too
-        deadline = time.monotonic() + timeout_ms / 1000 + 1
+        return StartedProduce(started, time.monotonic() + timeout_ms / 1000 + 1)
+
+    def await_produced(self, produce: StartedProduce) -> list[ProduceResult]:
+        """produce_all's second half: each partition's answer (acks=-1: once the HW
+        passed the batch), bounded by the request's timeout."""
+        started, deadline = produce
         results = []
         for tp, pending in started:
             if isinstance(pending, ProduceResult):

@@ -28,6 +28,7 @@ from .codec import (
 from .errors import error_code
 from .metadata import api_versions, describe_cluster, find_coordinator, metadata
 from .node_api import KafkaNode
+from .socket_server import Deferred
 
 _log = EventLogger("kafka")
 MAX_FETCH_WAIT_MS = 30_000  # a client's fetch.max.wait.ms is capped at this
@@ -70,9 +71,10 @@ class KafkaApis:
 
     # --- produce -------------------------------------------------------------------
 
-    def produce(self, request: KafkaRequest) -> list[Part] | None:
+    def produce(self, request: KafkaRequest) -> list[Part] | Deferred | None:
+        """Appends now; the answer (acks=-1: once the high watermark passed) comes from
+        a Deferred, so the connection's next request can be appended meanwhile."""
         req = request.body
-        cls = response_class(request)
         acks = req.acks
         refuse: str | None = None
         if acks not in (-1, 0, 1):
@@ -95,15 +97,23 @@ class KafkaApis:
                     seen.add(tp)
                     items.append((tp, bytes(p.records)))
         timeout = req.timeout_ms if req.timeout_ms > 0 else DEFAULT_PRODUCE_TIMEOUT_MS
-        done = dict(
-            zip(
-                (tp for tp, _ in items),
-                self.node.replica_manager.produce_all(items, acks, timeout) if items else [],
-                strict=True,
-            )
-        )
-        if acks == 0:
-            return None
+        rm = self.node.replica_manager
+        started = rm.start_produce_all(items, acks, timeout) if items else None
+
+        def answer() -> list[Part] | None:
+            results = rm.await_produced(started) if started is not None else []
+            done = dict(zip((tp for tp, _ in items), results, strict=True))
+            if acks == 0:
+                return None
+            return self._produce_response(request, errors, done)
+
+        return Deferred(answer) if started is not None else answer()
+
+    def _produce_response(
+        self, request: KafkaRequest, errors: dict[tuple[str, int], str], done: dict[Any, Any]
+    ) -> list[Part]:
+        req = request.body
+        cls = response_class(request)
         topics = []
         for t in req.topic_data:
             partitions = []

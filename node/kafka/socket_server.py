@@ -10,9 +10,13 @@
   channel blocks the processor, which stops reading: back-pressure to the clients);
 - `num.io.threads` handler threads take requests from the channel and answer them.
 
-As in Kafka, a connection is muted from a request's arrival until its response is
-sent: a connection has one request in flight, so its responses go back in request
-order, and a client's pipelined requests wait in its socket buffer.
+A connection is muted from a request's arrival until its handler has *started* it
+(for most requests: answered it; for a Produce: appended its batches), so a
+connection's requests are applied in order; a Produce waiting for acks=all then
+lets the connection's next request in (Kafka parks it in a purgatory; here the
+handler thread waits), up to MAX_IN_FLIGHT per connection. Responses go back in
+request order: each request has a slot in its connection's queue, and a slot is
+written only when every slot before it has been.
 """
 
 from __future__ import annotations
@@ -39,9 +43,31 @@ RECV_CHUNK = 64 * 1024
 SELECT_TIMEOUT_S = 0.3
 MAX_NEW_CONNECTIONS = 20  # a processor's queue of accepted, not yet registered sockets
 
-# A handler: request → the parts of its response frame, or None for no response
-# (a Produce with acks=0).
-Handler = Callable[[KafkaRequest], list[Part] | None]
+MAX_IN_FLIGHT = 5  # requests of one connection being handled or awaiting their turn
+
+
+class Deferred:
+    """A handler's answer for a request it has started but not finished: wait() (on
+    the handler thread) returns the response parts (None: no response)."""
+
+    def __init__(self, wait: Callable[[], list[Part] | None]) -> None:
+        self.wait = wait
+
+
+# A handler: request → the parts of its response frame, None for no response (a
+# Produce with acks=0), or a Deferred for one that continues after it started.
+Handler = Callable[[KafkaRequest], "list[Part] | None | Deferred"]
+
+
+class Slot:
+    """A request's place in its connection's response order."""
+
+    __slots__ = ("close", "done", "parts")
+
+    def __init__(self) -> None:
+        self.done = False
+        self.parts: list[Part] | None = None
+        self.close = False
 
 
 @dataclass(frozen=True)
@@ -66,28 +92,32 @@ class Connection:
         self.inbuf = bytearray()
         self.outq: deque[Part] = deque()
         self.out_pos = 0  # bytes of outq[0] already sent
-        self.muted = False  # a request is in flight
+        self.slots: deque[Slot] = deque()  # requests in flight, in arrival order
+        self.unstarted: Slot | None = None  # dispatched, its handler not yet started
         self.closed = False
         self.last_active = time.monotonic()
+
+
+Work = tuple[Connection, KafkaRequest, Slot]
 
 
 class RequestChannel:
     """The bounded queue between the processors and the handlers."""
 
     def __init__(self, capacity: int) -> None:
-        self._queue: queue.Queue[tuple[Connection, KafkaRequest] | None] = queue.Queue(capacity)
+        self._queue: queue.Queue[Work | None] = queue.Queue(capacity)
 
-    def put(self, conn: Connection, request: KafkaRequest, stopped: threading.Event) -> bool:
+    def put(self, work: Work, stopped: threading.Event) -> bool:
         # Bounded by `stopped`: a full channel is retried until there is room or shutdown.
         while not stopped.is_set():
             try:
-                self._queue.put((conn, request), timeout=0.2)
+                self._queue.put(work, timeout=0.2)
                 return True
             except queue.Full:
                 continue
         return False
 
-    def get(self) -> tuple[Connection, KafkaRequest] | None:
+    def get(self) -> Work | None:
         return self._queue.get()
 
     def close(self, handlers: int) -> None:
@@ -112,7 +142,9 @@ class Processor(threading.Thread):
         self.server = server
         self.selector = selectors.DefaultSelector()
         self._new: queue.Queue[socket.socket] = queue.Queue(MAX_NEW_CONNECTIONS)
-        self._responses: deque[tuple[Connection, list[Part] | None, bool]] = deque()
+        # (connection, slot, parts, close); slot None: the connection's unstarted
+        # request has started (its next request may come in).
+        self._responses: deque[tuple[Connection, Slot | None, list[Part] | None, bool]] = deque()
         self._responses_lock = threading.Lock()
         self._wake_r, self._wake_w = socket.socketpair()
         self._wake_r.setblocking(False)
@@ -131,11 +163,20 @@ class Processor(threading.Thread):
         self._wake()
         return True
 
-    def respond(self, conn: Connection, parts: list[Part] | None, close: bool = False) -> None:
+    def respond(
+        self, conn: Connection, slot: Slot, parts: list[Part] | None, close: bool = False
+    ) -> None:
         """From a handler: the request's response (None: none is sent); `close`: close
         the connection instead."""
         with self._responses_lock:
-            self._responses.append((conn, parts, close))
+            self._responses.append((conn, slot, parts, close))
+        self._wake()
+
+    def started(self, conn: Connection) -> None:
+        """From a handler: the connection's request has started (its effects are
+        applied); the next request may be read while this one waits."""
+        with self._responses_lock:
+            self._responses.append((conn, None, None, False))
         self._wake()
 
     def _wake(self) -> None:
@@ -190,22 +231,34 @@ class Processor(threading.Thread):
         with self._responses_lock:
             pending = list(self._responses)
             self._responses.clear()
-        for conn, parts, close in pending:
+        for conn, slot, parts, close in pending:
             if conn.closed or close:
                 _close_parts(parts or [])
                 self._close(conn, "handler failed")
                 continue
-            if parts is None:
-                conn.muted = False  # no response (acks=0): read the next request
+            if slot is None:
+                conn.unstarted = None
+            else:
+                if conn.unstarted is slot:
+                    conn.unstarted = None
+                slot.done, slot.parts = True, parts
+                # Bounded by the connection's slots (at most MAX_IN_FLIGHT).
+                while conn.slots and conn.slots[0].done:
+                    head = conn.slots.popleft()
+                    if head.parts:  # None: no response (acks=0)
+                        conn.outq.extend(head.parts)
+            if conn.outq:
+                self._write(conn)
+            else:
                 self._interest(conn)
                 self._next_request(conn)
-                continue
-            conn.outq.extend(parts)
-            self._write(conn)
+
+    def _muted(self, conn: Connection) -> bool:
+        return conn.unstarted is not None or len(conn.slots) >= MAX_IN_FLIGHT
 
     def _interest(self, conn: Connection) -> None:
         events = selectors.EVENT_WRITE if conn.outq else 0
-        if not conn.muted:
+        if not self._muted(conn):
             events |= selectors.EVENT_READ
         if events:
             self.selector.modify(conn.sock, events, conn)
@@ -214,7 +267,7 @@ class Processor(threading.Thread):
             self.selector.modify(conn.sock, selectors.EVENT_READ, conn)
 
     def _read(self, conn: Connection) -> None:
-        if conn.muted:
+        if self._muted(conn):
             self._interest(conn)
             return
         try:
@@ -233,7 +286,7 @@ class Processor(threading.Thread):
 
     def _next_request(self, conn: Connection) -> None:
         """Take one whole frame off the connection's buffer, if there is one."""
-        if conn.muted or conn.closed or len(conn.inbuf) < 4:
+        if self._muted(conn) or conn.closed or len(conn.inbuf) < 4:
             return
         (size,) = _SIZE.unpack_from(conn.inbuf)
         if size < 0 or size > self.settings.socket_request_max_bytes:
@@ -255,9 +308,11 @@ class Processor(threading.Thread):
             _log.warning("kafka_request_refused", connection=conn.id, reason=str(e))
             self._close(conn, "invalid request")
             return
-        conn.muted = True
+        slot = Slot()
+        conn.slots.append(slot)
+        conn.unstarted = slot
         self._interest(conn)
-        if not self.channel.put(conn, request, self.server.stopped):
+        if not self.channel.put((conn, request, slot), self.server.stopped):
             self._close(conn, "shutdown")
 
     def _write(self, conn: Connection) -> None:
@@ -286,7 +341,6 @@ class Processor(threading.Thread):
                 conn.out_pos = 0
                 if isinstance(part, FileSlice):
                     part.close()
-        conn.muted = False
         self._interest(conn)
         self._next_request(conn)
 
@@ -294,7 +348,7 @@ class Processor(threading.Thread):
         limit = self.settings.connections_max_idle_ms / 1000
         now = time.monotonic()
         for conn in list(self.connections.values()):
-            if not conn.muted and not conn.outq and now - conn.last_active > limit:
+            if not conn.slots and not conn.outq and now - conn.last_active > limit:
                 self._close(conn, "idle")
 
     def _close(self, conn: Connection, reason: str) -> None:
@@ -309,6 +363,9 @@ class Processor(threading.Thread):
         conn.sock.close()
         _close_parts(list(conn.outq))
         conn.outq.clear()
+        for slot in conn.slots:
+            _close_parts(slot.parts or [])
+        conn.slots.clear()
         self.server.connection_closed()
         _log.debug("kafka_connection_closed", connection=conn.id, reason=reason)
 
@@ -401,9 +458,12 @@ class SocketServer:
             item = self.channel.get()
             if item is None or self.stopped.is_set():
                 return
-            conn, request = item
+            conn, request, slot = item
             try:
-                parts = self.handler(request)
+                answer = self.handler(request)
+                if isinstance(answer, Deferred):
+                    conn.processor.started(conn)
+                    answer = answer.wait()
             except Exception as e:  # a bug in a handler: this connection only
                 _log.error(
                     "kafka_handler_failed",
@@ -411,6 +471,6 @@ class SocketServer:
                     version=request.api_version,
                     error=f"{type(e).__name__}: {e}",
                 )
-                conn.processor.respond(conn, None, close=True)
+                conn.processor.respond(conn, slot, None, close=True)
                 continue
-            conn.processor.respond(conn, parts)
+            conn.processor.respond(conn, slot, answer)

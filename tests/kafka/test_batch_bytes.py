@@ -127,6 +127,7 @@ def test_confluent_kafka_batches_are_stored_byte_identical(tmp_path: Path):
                 "acks": "all",
                 "compression.type": "lz4",
                 "linger.ms": 20,
+                "batch.size": 16384,  # several batches
             }
         )
         for i in range(2000):
