@@ -31,6 +31,7 @@ from .faults import (
     LocalTarget,
     Target,
 )
+from .kafka_workload import KafkaWorkload
 from .report import partition_outages, summary_line, unavailability_windows, write_report
 from .workload import History, Workload, WorkloadConfig, read_history
 
@@ -62,6 +63,7 @@ def run(
     settle_s: float = 120.0,
     project: str | None = None,
     command: str = "",
+    client: str = "seglog",
 ) -> tuple[int, str, Path]:
     """One chaos run; (exit code, summary line, report path)."""
     scenario = SCENARIOS[scenario_name]
@@ -89,6 +91,7 @@ def run(
         "rate_per_producer": rate,
         "topic_configs": configs,
         "command": command,
+        "client": client,
         "started_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         "bootstrap": target.bootstrap,
     }
@@ -96,7 +99,7 @@ def run(
         meta["project"] = target.project
         meta["image"] = _image_id()
     history.append({"type": "meta", **meta})
-    workload: Workload | None = None
+    workload: Workload | KafkaWorkload | None = None
     view: ClusterView | None = None
     extra: dict[str, Any] = {}
     replicas: list[Any] = []
@@ -107,9 +110,11 @@ def run(
         target.up()
         view = ClusterView(target, topic)
         view.create_topic(partitions, configs, 90)
-        workload = Workload(
+        # --client librdkafka: confluent-kafka on the Kafka listeners, same history.
+        workload_class = Workload if client == "seglog" else KafkaWorkload
+        workload = workload_class(
             WorkloadConfig(
-                bootstrap=target.bootstrap,
+                bootstrap=target.bootstrap if client == "seglog" else target.kafka_bootstrap,
                 topic=topic,
                 partitions=partitions,
                 producers=producers,
@@ -267,6 +272,12 @@ def main(argv: list[str] | None = None) -> int:
     r.add_argument("--consumers", type=int, default=2)
     r.add_argument("--rate", type=float, default=60.0, help="sends per second per producer")
     r.add_argument("--keep", action="store_true", help="leave the cluster running")
+    r.add_argument(
+        "--client",
+        choices=["seglog", "librdkafka"],
+        default="seglog",
+        help="the workload's clients: seglog's own (gRPC) or confluent-kafka (Kafka protocol)",
+    )
     r.add_argument("--build", action="store_true", help="compose: run build-image.sh first")
     r.add_argument("--project", help="compose: the project name (default: a unique one)")
     r.add_argument(
@@ -305,6 +316,7 @@ def main(argv: list[str] | None = None) -> int:
         settle_s=args.settle_timeout,
         project=args.project,
         command=command,
+        client=args.client,
     )
     print(line, flush=True)
     return code
