@@ -151,9 +151,10 @@ class KafkaApis:
 
     # --- fetch ---------------------------------------------------------------------
 
-    def fetch(self, request: KafkaRequest) -> list[Part]:
+    def fetch(self, request: KafkaRequest) -> list[Part] | Deferred:
+        """A fetch with enough bytes (or an error) now is answered now; one that must
+        wait for fetch.min.bytes goes to a delayed thread for up to fetch.max.wait.ms."""
         req = request.body
-        cls = response_class(request)
         specs = [
             FetchSpec(
                 t.topic,
@@ -173,15 +174,34 @@ class KafkaApis:
         wait_ms = min(max(req.max_wait_ms, 0), MAX_FETCH_WAIT_MS)
         if req.min_bytes <= 0:
             wait_ms = 0
-        results = self.node.replica_manager.fetch(
-            specs,
-            replica_id=-1,  # replicas fetch over gRPC: a Kafka fetch is a consumer's
-            max_wait_ms=wait_ms,
-            min_bytes=max(req.min_bytes, 1),
-            max_bytes=max_bytes,
-            cancelled=self.stopped.is_set,
-            zero_copy=True,
-        )
+        min_bytes = max(req.min_bytes, 1)
+
+        def read(wait: int) -> list[Any]:
+            return self.node.replica_manager.fetch(
+                specs,
+                replica_id=-1,  # replicas fetch over gRPC: a Kafka fetch is a consumer's
+                max_wait_ms=wait,
+                min_bytes=min_bytes,
+                max_bytes=max_bytes,
+                cancelled=self.stopped.is_set,
+                zero_copy=True,
+            )
+
+        now = read(0)
+        if (
+            wait_ms == 0
+            or any(r.error_name != "NONE" for r in now)
+            or (sum(len(r.records) for r in now) >= min_bytes)
+        ):
+            return self._fetch_response(request, now)
+        for r in now:
+            if isinstance(r.records, FileSlice):
+                r.records.close()
+        return Deferred(lambda: self._fetch_response(request, read(wait_ms)))
+
+    def _fetch_response(self, request: KafkaRequest, results: list[Any]) -> list[Part]:
+        req = request.body
+        cls = response_class(request)
         slices: dict[bytes, FileSlice] = {}
         try:
             topics: list[Any] = []

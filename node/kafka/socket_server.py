@@ -12,9 +12,10 @@
 
 A connection is muted from a request's arrival until its handler has *started* it
 (for most requests: answered it; for a Produce: appended its batches), so a
-connection's requests are applied in order; a Produce waiting for acks=all then
-lets the connection's next request in (Kafka parks it in a purgatory; here the
-handler thread waits), up to MAX_IN_FLIGHT per connection. Responses go back in
+connection's requests are applied in order. A request that then waits (a Produce
+for acks=all, a Fetch for fetch.min.bytes) is handed to a bounded pool of delayed
+threads (Kafka parks it in its purgatory), which frees the handler and lets the
+connection's next request in, up to MAX_IN_FLIGHT per connection. Responses go back in
 request order: each request has a slot in its connection's queue, and a slot is
 written only when every slot before it has been.
 """
@@ -80,6 +81,14 @@ class SocketSettings:
     socket_request_max_bytes: int = 104_857_600
     max_connections: int = 1000
     connections_max_idle_ms: int = 600_000
+    # Threads that wait out delayed requests (acks=all produces, long-polling
+    # fetches), so that waits never hold the num.io.threads handlers: seglog's
+    # stand-in for Kafka's purgatory. 0: 4 per io thread.
+    num_delayed_threads: int = 0
+
+    @property
+    def delayed_threads(self) -> int:
+        return self.num_delayed_threads or 4 * self.num_io_threads
 
 
 class Connection:
@@ -400,12 +409,19 @@ class SocketServer:
             threading.Thread(target=self._handle_loop, name=f"kafka-io-{i}", daemon=True)
             for i in range(self.settings.num_io_threads)
         ]
+        self.delayed: queue.Queue[tuple[Connection, Slot, Deferred] | None] = queue.Queue(
+            self.settings.queued_max_requests
+        )
+        self._delayed_threads = [
+            threading.Thread(target=self._delayed_loop, name=f"kafka-delayed-{i}", daemon=True)
+            for i in range(self.settings.delayed_threads)
+        ]
         self._acceptor = threading.Thread(
             target=self._accept_loop, name="kafka-acceptor", daemon=True
         )
 
     def start(self) -> None:
-        for t in (*self.processors, *self._handlers, self._acceptor):
+        for t in (*self.processors, *self._handlers, *self._delayed_threads, self._acceptor):
             t.start()
         _log.info("kafka_listener_started", host=self.host, port=self.port)
 
@@ -417,6 +433,13 @@ class SocketServer:
             p._wake()
             p.join(2)
         for t in self._handlers:
+            t.join(1)
+        for _ in self._delayed_threads:
+            try:
+                self.delayed.put_nowait(None)
+            except queue.Full:
+                break
+        for t in self._delayed_threads:
             t.join(1)
 
     def connection_closed(self) -> None:
@@ -461,16 +484,35 @@ class SocketServer:
             conn, request, slot = item
             try:
                 answer = self.handler(request)
-                if isinstance(answer, Deferred):
-                    conn.processor.started(conn)
-                    answer = answer.wait()
             except Exception as e:  # a bug in a handler: this connection only
-                _log.error(
-                    "kafka_handler_failed",
-                    api=request.spec.name,
-                    version=request.api_version,
-                    error=f"{type(e).__name__}: {e}",
-                )
-                conn.processor.respond(conn, slot, None, close=True)
+                self._failed(conn, slot, request.spec.name, e)
+                continue
+            if isinstance(answer, Deferred):
+                conn.processor.started(conn)
+                # Bounded: a full pool of waits blocks this handler (back-pressure).
+                while not self.stopped.is_set():
+                    try:
+                        self.delayed.put((conn, slot, answer), timeout=0.2)
+                        break
+                    except queue.Full:
+                        continue
                 continue
             conn.processor.respond(conn, slot, answer)
+
+    def _delayed_loop(self) -> None:
+        # Bounded by shutdown: the queue yields None to each delayed thread then.
+        while True:
+            item = self.delayed.get()
+            if item is None or self.stopped.is_set():
+                return
+            conn, slot, deferred = item
+            try:
+                parts = deferred.wait()
+            except Exception as e:  # a bug in a handler: this connection only
+                self._failed(conn, slot, "delayed", e)
+                continue
+            conn.processor.respond(conn, slot, parts)
+
+    def _failed(self, conn: Connection, slot: Slot, api: str, e: Exception) -> None:
+        _log.error("kafka_handler_failed", api=api, error=f"{type(e).__name__}: {e}")
+        conn.processor.respond(conn, slot, None, close=True)
