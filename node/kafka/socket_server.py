@@ -103,6 +103,7 @@ class Connection:
         self.out_pos = 0  # bytes of outq[0] already sent
         self.slots: deque[Slot] = deque()  # requests in flight, in arrival order
         self.unstarted: Slot | None = None  # dispatched, its handler not yet started
+        self.events = 0  # what the processor's selector watches for (0: not registered)
         self.closed = False
         self.last_active = time.monotonic()
 
@@ -234,7 +235,7 @@ class Processor(threading.Thread):
             peer = sock.getpeername() if sock.family != socket.AF_UNIX else ("unix", 0)
             conn = Connection(sock, f"{peer[0]}:{peer[1]}-{self.index}-{self._next_id}", self)
             self.connections[conn.id] = conn
-            self.selector.register(sock, selectors.EVENT_READ, conn)
+            self._interest(conn)
 
     def _send_responses(self) -> None:
         with self._responses_lock:
@@ -266,14 +267,21 @@ class Processor(threading.Thread):
         return conn.unstarted is not None or len(conn.slots) >= MAX_IN_FLIGHT
 
     def _interest(self, conn: Connection) -> None:
+        """Select on what the connection can do now: write its queued output, read
+        when not muted. Nothing (muted, no output): off the selector until a handler
+        answers, so waiting bytes in its socket do not wake the loop again and again."""
         events = selectors.EVENT_WRITE if conn.outq else 0
         if not self._muted(conn):
             events |= selectors.EVENT_READ
-        if events:
-            self.selector.modify(conn.sock, events, conn)
+        if events == conn.events or conn.closed:
+            return
+        if conn.events == 0:
+            self.selector.register(conn.sock, events, conn)
+        elif events == 0:
+            self.selector.unregister(conn.sock)
         else:
-            # Nothing to wait for until the handler answers; stay registered but idle.
-            self.selector.modify(conn.sock, selectors.EVENT_READ, conn)
+            self.selector.modify(conn.sock, events, conn)
+        conn.events = events
 
     def _read(self, conn: Connection) -> None:
         if self._muted(conn):
@@ -309,7 +317,8 @@ class Processor(threading.Thread):
             return
         if len(conn.inbuf) < 4 + size:
             return
-        frame = bytes(conn.inbuf[4 : 4 + size])
+        with memoryview(conn.inbuf) as view:  # one copy, released before the del
+            frame = bytes(view[4 : 4 + size])
         del conn.inbuf[: 4 + size]
         try:
             request = parse_request(frame)
@@ -365,10 +374,12 @@ class Processor(threading.Thread):
             return
         conn.closed = True
         self.connections.pop(conn.id, None)
-        try:
-            self.selector.unregister(conn.sock)
-        except (KeyError, ValueError):
-            pass
+        if conn.events:
+            try:
+                self.selector.unregister(conn.sock)
+            except (KeyError, ValueError):
+                pass
+            conn.events = 0
         conn.sock.close()
         _close_parts(list(conn.outq))
         conn.outq.clear()

@@ -350,3 +350,18 @@ def test_produce_to_a_partition_this_node_does_not_lead(kafka_cluster, leader_po
     assert r.responses[0].partition_responses[0].error_code == 6  # NOT_LEADER_OR_FOLLOWER
     assert missing.responses[0].partition_responses[0].error_code == 3  # UNKNOWN_TOPIC_OR_PARTITION
     assert latest(leader_port) == before
+
+
+def test_list_offsets_max_timestamp_and_by_time(leader_port):
+    t0 = 1_900_000_000_000
+    records = [NewRecord(b"t", timestamp=t0 + d) for d in (5, 100, 50)]
+    with KafkaConnection(leader_port) as conn:
+        _body, r = conn.request(produce(9, build_batch(records, base_offset=0)))
+        base = r.responses[0].partition_responses[0].base_offset
+        assert base >= 0
+        _body, top = conn.request(list_offsets(7, -3))  # MAX_TIMESTAMP (KIP-734)
+        _body, at = conn.request(list_offsets(7, t0 + 60))  # first at or after t0+60
+    p = top.topics[0].partitions[0]
+    assert (p.error_code, p.offset, p.timestamp) == (0, base + 1, t0 + 100)
+    q = at.topics[0].partitions[0]
+    assert q.error_code == 0 and q.offset == base + 1, q
