@@ -19,8 +19,9 @@ Two targets with one surface (`Target`):
 
 Scenarios (`SCENARIOS`): kill-leader, chase-leader (SIGKILL) and chase-leader-term
 (SIGTERM), pause-leader, partition-leader, corrupt-follower-disk,
-kill-during-roll, storm. Each writes "fault" events into the history and leaves
-the cluster for `heal()`.
+kill-during-roll, storm, many-partitions (a flooded 1,000-partition topic and a
+killed node; the cluster must recover by itself). Each writes "fault" events into
+the history and leaves the cluster for `heal()`.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ import socket
 import subprocess
 import sys
 import tarfile
+import threading
 import time
 import uuid
 from collections.abc import Callable, Mapping
@@ -47,6 +49,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from seglog.client.admin import Admin, NewTopic
 from seglog.client.errors import KafkaError
+from seglog.client.producer import Producer
 from seglog.node.local_cluster import PORT_OFFSETS, listener_port
 from seglog.proto import client_pb2 as pb
 from seglog.proto import client_pb2_grpc
@@ -1121,6 +1124,69 @@ def storm(ctx: FaultContext) -> None:
         ctx.sleep(ctx.rng.uniform(0.5, 4))
 
 
+WIDE_TOPIC = "chaos-wide"
+WIDE_PARTITIONS = 1000
+
+
+def _flood(target: Target, stop: threading.Event, sent: list[int]) -> None:
+    """Keyed acks=all records to the wide topic as fast as one Producer sends them,
+    with short delivery timeouts: beyond what the cluster serves, so records pile up
+    and time out; none of them is checked (the workload's topic is)."""
+    p = Producer(
+        target.bootstrap, acks="all", linger_ms=0, delivery_timeout_ms=5_000,
+        request_timeout_ms=3_000,
+    )
+    n = 0
+    try:
+        while not stop.is_set():
+            try:
+                p.send(WIDE_TOPIC, key=b"%d" % n, value=b"w" * 300)
+                n += 1
+            except KafkaError:
+                time.sleep(0.01)  # a full buffer: keep pushing
+    finally:
+        sent.append(n)
+        p.close(0)
+
+
+def many_partitions(ctx: FaultContext) -> None:
+    """Thousands of partitions and overload: a second topic of 1,000 partitions (RF=3)
+    beside the workload's, flooded by two producers beyond what the cluster serves,
+    while a node is SIGKILLed and restarted (its leaderships move, hundreds of ISRs
+    shrink and grow again). Then the flood stops, and the cluster must come back by
+    itself: every partition of both topics led, with a full ISR, agreed by every node."""
+    wide = ClusterView(ctx.target, WIDE_TOPIC)
+    try:
+        wide.create_topic(WIDE_PARTITIONS, {"min.insync.replicas": "2"}, 120)
+        ctx.fault("many-partitions", "info", None, partitions=WIDE_PARTITIONS,
+                  converged=wide.wait_converged(WIDE_PARTITIONS, 120))
+        stop = threading.Event()
+        sent: list[int] = []
+        floods = [
+            threading.Thread(target=_flood, args=(ctx.target, stop, sent), daemon=True)
+            for _ in range(2)
+        ]
+        ctx.fault("many-partitions", "start", None, producers=len(floods))
+        for t in floods:
+            t.start()
+        ctx.sleep(min(10.0, max(2.0, ctx.remaining() / 4)))
+        victim = ctx.rng.choice(ctx.target.node_ids)
+        ctx.fault("many-partitions", "info", victim, kill="KILL")
+        ctx.target.kill(victim, "KILL")
+        ctx.sleep(3.0)
+        ctx.target.start(victim)
+        ctx.sleep(min(10.0, max(2.0, ctx.remaining() / 3)))
+        stop.set()
+        for t in floods:
+            t.join(30)
+        recovered = wide.wait_converged(WIDE_PARTITIONS, 90) and ctx.settle(60)
+        # Recorded, not raised: the run still heals and reads everything back, and the
+        # report (and the test) judge the recovery.
+        ctx.fault("many-partitions", "end", None, flooded=sum(sent), recovered=recovered)
+    finally:
+        wide.close()
+
+
 @dataclass(frozen=True)
 class Scenario:
     name: str
@@ -1141,5 +1207,6 @@ SCENARIOS: dict[str, Scenario] = {
         Scenario("corrupt-follower-disk", corrupt_follower_disk, {"segment.bytes": "16384"}),
         Scenario("kill-during-roll", kill_during_roll, {"segment.bytes": "16384"}),
         Scenario("storm", storm, _SMALL),
+        Scenario("many-partitions", many_partitions, {}),
     )
 }

@@ -149,12 +149,12 @@ def _raise_batch(
 
 
 class Admin:
-    """`Admin(bootstrap_servers="127.0.0.1:9092")`; thread-safe; `close()` when done
+    """`Admin(bootstrap_servers="127.0.0.1:9192")`; thread-safe; `close()` when done
     (or use it as a context manager)."""
 
     def __init__(
         self,
-        bootstrap_servers: str | Sequence[str] = "localhost:9092",
+        bootstrap_servers: str | Sequence[str] = "127.0.0.1:9192",
         request_timeout_ms: int = 30_000,
         client_id: str = "seglog-admin",
         metadata_max_age_ms: int = 300_000,

@@ -85,6 +85,9 @@ def call(fn: Callable[..., T], request: object, timeout_s: float) -> T:
             raise KafkaTimeoutError(f"no answer within {timeout_s:.1f}s: {detail}") from e
         if code in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.CANCELLED):
             raise NodeNotReadyError(str(detail)) from e
+        if code == grpc.StatusCode.RESOURCE_EXHAUSTED:
+            # The node holds queued.max.requests calls already: back off and retry.
+            raise NodeNotReadyError(f"node overloaded: {detail}") from e
         raise KafkaError(f"{code}: {detail}") from e
 
 

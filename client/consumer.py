@@ -3,7 +3,7 @@ only: seglog has no group coordinator, so `subscribe()` (or topics given to
 the constructor) assigns every partition of the topics and positions live in
 the consumer alone (nothing is committed).
 
-    consumer = Consumer("events", bootstrap_servers="127.0.0.1:9092",
+    consumer = Consumer("events", bootstrap_servers="127.0.0.1:9192",
                         auto_offset_reset="earliest", consumer_timeout_ms=1000)
     for record in consumer:
         ...
@@ -113,7 +113,7 @@ class Consumer:
     def __init__(
         self,
         *topics: str,
-        bootstrap_servers: str | Sequence[str] = "localhost:9092",
+        bootstrap_servers: str | Sequence[str] = "127.0.0.1:9192",
         client_id: str = "seglog-consumer",
         group_id: str | None = None,
         key_deserializer: Deserializer | None = None,

@@ -144,7 +144,7 @@ class Producer:
 
     def __init__(
         self,
-        bootstrap_servers: str | Sequence[str] = "127.0.0.1:9092",
+        bootstrap_servers: str | Sequence[str] = "127.0.0.1:9192",
         *,
         acks: int | str = "all",
         linger_ms: int = 5,

@@ -1,13 +1,8 @@
-"""Kafka's AlterPartitionManager: a broker's ISR changes go to the controller in one
-request at a time, whatever the number of partitions.
-
-Replicas decide ISR changes (`PartitionReplica` emits `SendAlterPartition`); this
-class only carries them. Pending changes are kept one per partition (a newer change
-of a partition replaces an older one not yet sent), one thread sends them all in
-one request, and the answers are handed back per partition. A failed request (no
-controller, a failover) puts its changes back unless newer ones came meanwhile, and
-the next try waits a backoff that doubles up to a bound. Nothing here grows with
-the load: one thread, at most one pending change per hosted partition.
+"""The shell around `AlterPartitionBatcher` (replication/alter_partition_batcher.py):
+one thread sends a broker's pending ISR changes to the active controller, one request
+at a time, and hands the answers back per partition. A failed request is retried
+after a backoff that doubles up to a bound. Nothing here grows with the load: one
+thread, at most one pending change per hosted partition.
 """
 
 from __future__ import annotations
@@ -18,6 +13,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from seglog.replication import partition_replica as pr
+from seglog.replication.alter_partition_batcher import AlterPartitionBatcher
 
 from .controller_requests import IsrChange
 from .event_log import EventLogger
@@ -25,7 +21,6 @@ from .event_log import EventLogger
 TopicPartition = tuple[str, int]
 _log = EventLogger("alter_partition")
 
-MAX_ITEMS_PER_REQUEST = 2_000
 BACKOFF_MIN_S = 0.05
 BACKOFF_MAX_S = 1.0
 
@@ -52,7 +47,7 @@ class AlterPartitionManager:
     def __init__(self, send: BatchSender, deliver: Deliver, name: str = "alter-partition") -> None:
         self._send = send
         self._deliver = deliver
-        self._pending: dict[TopicPartition, pr.SendAlterPartition] = {}
+        self._batcher: AlterPartitionBatcher[TopicPartition] = AlterPartitionBatcher()
         self._cond = threading.Condition()
         self._stopped = False
         self._thread = threading.Thread(target=self._run, name=name, daemon=True)
@@ -72,28 +67,21 @@ class AlterPartitionManager:
         """Queue a partition's ISR change; it replaces one of the same partition that
         was not sent yet."""
         with self._cond:
-            self._pending[tp] = request
+            self._batcher.submit(tp, request)
             self._cond.notify()
 
     def pending(self) -> int:
         with self._cond:
-            return len(self._pending)
+            return self._batcher.pending
 
     def _take(self) -> list[tuple[TopicPartition, pr.SendAlterPartition]] | None:
         with self._cond:
-            while not self._pending and not self._stopped:
+            while not self._stopped:
+                batch = self._batcher.next_batch()
+                if batch is not None:
+                    return batch
                 self._cond.wait()
-            if self._stopped:
-                return None
-            batch = []
-            for tp in list(self._pending)[:MAX_ITEMS_PER_REQUEST]:
-                batch.append((tp, self._pending.pop(tp)))
-            return batch
-
-    def _put_back(self, batch: list[tuple[TopicPartition, pr.SendAlterPartition]]) -> None:
-        with self._cond:
-            for tp, request in batch:
-                self._pending.setdefault(tp, request)  # a newer change wins
+            return None
 
     def _run(self) -> None:
         backoff = BACKOFF_MIN_S
@@ -110,13 +98,15 @@ class AlterPartitionManager:
                 self.requests_sent += 1
             except Exception as e:  # noqa: BLE001 - any failure: retry after a backoff
                 _log.warning("alter_partition_failed", items=len(batch), error=str(e)[:200])
-                self._put_back(batch)
                 with self._cond:
+                    self._batcher.failed()
                     if not self._stopped:
                         self._cond.wait(backoff)
                 backoff = min(backoff * 2, BACKOFF_MAX_S)
                 continue
             backoff = BACKOFF_MIN_S
+            with self._cond:
+                self._batcher.answered()
             assert len(results) == len(batch), "one result per change"
             for (tp, request), result in zip(batch, results, strict=True):
                 self._deliver(

@@ -6,8 +6,8 @@ Output, one line each:
 
     ClusterId: seglog-cluster
     Controller: 2	Term: 7
-    Node: 1	Address: 127.0.0.1:9092	Fenced: false	Role: follower
-    Node: 2	Address: 127.0.0.1:9093	Fenced: false	Role: leader
+    Node: 1	Address: 127.0.0.1:9192	Fenced: false	Role: follower
+    Node: 2	Address: 127.0.0.1:9193	Fenced: false	Role: leader
     Node: 3	Address: 127.0.0.1:9094	Fenced: true	Role: unreachable
 
 The controller and term come from DescribeQuorum on the bootstrap node (the Controller

@@ -121,7 +121,7 @@ def _names(props: Mapping[str, str], key: str, default: str) -> tuple[str, ...]:
 
 
 def parse_voters(value: str) -> dict[int, tuple[str, int]]:
-    """`controller.quorum.voters=1@h:9092,2@h:9093` → {1: (h, 9092), ...}."""
+    """`controller.quorum.voters=1@h:9292,2@h:9293` → {1: (h, 9292), ...}."""
     voters: dict[int, tuple[str, int]] = {}
     for item in value.split(","):
         item = item.strip()
@@ -151,6 +151,7 @@ class NodeConfig:
     auto_create_topics_enable: bool = True
     fetch_max_bytes: int = 57_671_680
     num_io_threads: int = 8
+    queued_max_requests: int = 500
     process_roles: tuple[str, ...] = ("broker", "controller")
     controller_quorum_voters: dict[int, tuple[str, int]] = field(default_factory=dict)
     cluster_id: str = "seglog-cluster"
@@ -277,6 +278,7 @@ class NodeConfig:
             auto_create_topics_enable=_bool(props, "auto.create.topics.enable", True),
             fetch_max_bytes=_int(props, "fetch.max.bytes", 57_671_680, at_least=1024),
             num_io_threads=_int(props, "num.io.threads", 8, at_least=1),
+            queued_max_requests=_int(props, "queued.max.requests", 500, at_least=1),
             process_roles=roles,
             controller_quorum_voters=voters,
             cluster_id=props.get("cluster.id", "seglog-cluster"),

@@ -26,7 +26,7 @@ _log = EventLogger("controller")
 # Updates a watching broker may fall behind by before its stream is ended (it then
 # reconnects and starts again from a snapshot): the queue never grows past this.
 WATCH_QUEUE_LIMIT = 10_000
-WATCH_IDLE_S = 0.2
+WATCH_IDLE_S = 1.0  # how often an idle watch checks that its broker is still there
 
 
 class ControllerServicer(cluster_pb2_grpc.ControllerServicer):
@@ -81,6 +81,13 @@ class ControllerServicer(cluster_pb2_grpc.ControllerServicer):
     def AlterPartition(  # noqa: N802
         self, request: cpb.AlterPartitionRequest, context: grpc.ServicerContext
     ) -> cpb.AlterPartitionResponse:
+        remaining = context.time_remaining()
+        if remaining is not None and remaining <= 0:
+            # The broker gave up on this request while it queued: doing it now is work
+            # nobody waits for (its changes come again in the broker's next request).
+            return cpb.AlterPartitionResponse(
+                error_code=code("REQUEST_TIMED_OUT"), error_message="deadline passed in queue"
+            )
         changes = [
             IsrChange(i.topic, i.partition, i.leader_epoch, i.partition_epoch, tuple(i.new_isr))
             for i in request.items

@@ -19,10 +19,7 @@ from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
-import grpc
-
 from seglog.proto import client_pb2 as pb
-from seglog.proto import client_pb2_grpc, errors_pb2
 from seglog.replication import partition_replica as pr
 from seglog.replication.metadata_image import MetadataImage, PartitionState
 from seglog.replication.metadata_records import (
@@ -39,7 +36,10 @@ from seglog.storage.log_config import LogConfig
 
 from .alter_partition_manager import AlterPartitionManager, BatchSender
 from .event_log import EventLogger
+from .fetch_session import DEFAULT_SLOTS as DEFAULT_SESSION_SLOTS
+from .fetch_session import FetchSessionCache
 from .log_manager import LogManager, PartitionLog
+from .replica_fetcher import ReplicaFetcher
 
 TopicPartition = tuple[str, int]
 _log = EventLogger("replica_manager")
@@ -48,9 +48,7 @@ LATEST_TIMESTAMP = -1
 EARLIEST_TIMESTAMP = -2
 MAX_TIMESTAMP = -3
 TICK_S = 0.05
-SWEEP_S = 0.5
-FETCH_WAIT_MS = 500
-FETCH_MAX_BYTES = 10 << 20
+SWEEP_S = 1.0
 
 
 
@@ -147,6 +145,7 @@ class ReplicaManager:
         address_of: Callable[[int], tuple[str, int] | None] = lambda _n: None,
         alter_partitions: BatchSender | None = None,
         is_replica_eligible: Callable[[int, int], bool] | None = None,
+        fetch_session_slots: int = DEFAULT_SESSION_SLOTS,
     ) -> None:
         self.node_id = node_id
         self.log_manager = log_manager
@@ -169,9 +168,10 @@ class ReplicaManager:
         self._data_arrived = threading.Condition()
         self._request_ids = itertools.count(1)
         self._waiting: dict[int, Future[pr.ProduceCompleted]] = {}
-        self._fetchers: dict[int, _Fetcher] = {}
+        self._fetchers: dict[int, ReplicaFetcher] = {}
         # Partitions with parked acks=-1 produces: ticked every TICK_S for timeouts.
         self._ticking: set[TopicPartition] = set()
+        self._sessions = FetchSessionCache(fetch_session_slots)
         self._stopped = threading.Event()
         self._ticker: threading.Thread | None = None
 
@@ -250,9 +250,9 @@ class ReplicaManager:
         none (a new image: start-up, a snapshot, changed configs) all of them."""
         if not records:
             self._apply_all(image)
+            self._sync_fetchers()
         else:
-            self._apply_delta(image, records)
-        self._sync_fetchers()
+            self._sync_fetchers(self._apply_delta(image, records))
         self._wake_fetchers()
 
     def _apply_all(self, image: MetadataImage) -> None:
@@ -271,7 +271,10 @@ class ReplicaManager:
         for hp in removed:
             self._stop_and_delete(hp)
 
-    def _apply_delta(self, image: MetadataImage, records: list[MetadataRecord]) -> None:
+    def _apply_delta(
+        self, image: MetadataImage, records: list[MetadataRecord]
+    ) -> set[TopicPartition]:
+        """Applies the partitions the records touch; returns them."""
         topics: set[str] = set()  # every partition of these
         partitions: set[TopicPartition] = set()
         removed_ids: set[str] = set()
@@ -307,6 +310,7 @@ class ReplicaManager:
             stopped = [self._partitions.pop(tp) for tp in set(gone) if tp in self._partitions]
         for hp in stopped:
             self._stop_and_delete(hp)
+        return partitions
 
     def _stop_and_delete(self, hp: HostedPartition) -> None:
         """The partition left this node (or its topic was deleted): stop the replica,
@@ -503,6 +507,81 @@ class ReplicaManager:
                 if self._data_version == version:
                     self._data_arrived.wait(timeout=min(remaining, 0.5))
 
+    def fetch_in_session(
+        self,
+        session_id: int,
+        session_epoch: int,
+        specs: Sequence[FetchSpec],
+        forgotten: Sequence[TopicPartition],
+        *,
+        replica_id: int,
+        max_wait_ms: int,
+        min_bytes: int,
+        max_bytes: int,
+        replica_epoch: int = -1,
+        cancelled: Callable[[], bool] = lambda: False,
+    ) -> tuple[int, list[FetchResult]]:
+        """A follower's fetch in a KIP-227 session: `specs` are the partitions whose
+        position changed, the session holds the others. Only partitions whose state
+        changed since the session last examined them are read, and the answer holds
+        only those with records, an error, a diverging epoch or a new HW or log start.
+        Raises FetchSessionError for an unknown session or a wrong epoch."""
+        if session_id == 0 and session_epoch == 0:
+            session = self._sessions.open(replica_id)
+        else:
+            session = self._sessions.get(session_id, session_epoch, replica_id)
+        with session.lock:
+            session.update(specs, forgotten)
+            deadline = time.monotonic() + max(0, max_wait_ms) / 1000
+            out: dict[TopicPartition, FetchResult] = {}
+            total = 0
+            # Bounded by the deadline: each pass waits for new data or the time left.
+            while True:
+                with self._data_arrived:
+                    version = self._data_version
+                candidates = []
+                for tp, spec in session.specs.items():
+                    if tp in out and out[tp].records:
+                        continue
+                    hp = self._partitions.get(tp)
+                    if hp is None or session.seen.get(tp) != self._mark(hp):
+                        candidates.append(spec)
+                if candidates:
+                    marks: list[tuple[int, ...] | None] = [None] * len(candidates)
+                    budget = max(max_bytes - total, 0)
+                    results = self._read(
+                        candidates, replica_id, replica_epoch, budget, None, marks
+                    )
+                    for spec, r, m in zip(candidates, results, marks, strict=True):
+                        tp = (spec.topic, spec.partition)
+                        failed = r.error_name != "NONE" or r.diverging_epoch is not None
+                        if m is not None and not failed:
+                            session.seen[tp] = m
+                        if (
+                            r.records
+                            or failed
+                            or session.told.get(tp) != (r.high_watermark, r.log_start_offset)
+                        ):
+                            out[tp] = r
+                            total += len(r.records)
+                stop = any(r.error_name != "NONE" or r.diverging_epoch for r in out.values())
+                remaining = deadline - time.monotonic()
+                if (
+                    total >= min_bytes
+                    or stop
+                    or remaining <= 0
+                    or cancelled()
+                    or self._stopped.is_set()
+                ):
+                    break
+                with self._data_arrived:
+                    if self._data_version == version:
+                        self._data_arrived.wait(timeout=min(remaining, 0.5))
+            for tp, r in out.items():
+                if r.error_name == "NONE":
+                    session.told[tp] = (r.high_watermark, r.log_start_offset)
+            return session.session_id, list(out.values())
+
     @staticmethod
     def _mark(hp: HostedPartition) -> tuple[int, ...]:
         """What a waiting fetch's answer for the partition depends on: while it stays
@@ -658,206 +737,19 @@ class ReplicaManager:
 
     # --- follower fetchers -----------------------------------------------------------------
 
-    def _sync_fetchers(self) -> None:
-        """One fetcher per leader node that leads a partition this node follows."""
-        leaders = {
-            hp.replica.leader_id
-            for hp in self.partitions()
-            if hp.replica.role is pr.Role.FOLLOWER and hp.replica.leader_id >= 0
-        }
-        for node in leaders - set(self._fetchers):
+    def _sync_fetchers(self, touched: set[TopicPartition] | None = None) -> None:
+        """One fetcher per leader node that leads a partition this node follows, each
+        told which partitions it pulls; `touched` (None: all) were just changed by
+        metadata and ask their leader again."""
+        by_leader: dict[int, set[TopicPartition]] = {}
+        for hp in self.partitions():
+            if hp.replica.role is pr.Role.FOLLOWER and hp.replica.leader_id >= 0:
+                by_leader.setdefault(hp.replica.leader_id, set()).add(hp.tp)
+        for node in set(by_leader) - set(self._fetchers):
             address = self.address_of(node)
             if address is not None:
-                self._fetchers[node] = _Fetcher(self, node, address)
-        for node in set(self._fetchers) - leaders:
+                self._fetchers[node] = ReplicaFetcher(self, node, address)
+        for node in set(self._fetchers) - set(by_leader):
             self._fetchers.pop(node).stop()
-
-    def followed_from(self, leader: int) -> list[HostedPartition]:
-        return [
-            hp
-            for hp in self.partitions()
-            if hp.replica.role is pr.Role.FOLLOWER and hp.replica.leader_id == leader
-        ]
-
-
-class _Fetcher:
-    """Pulls every partition this node follows from one leader node: one long-poll
-    Fetch for all of them; OffsetsForLeaderEpoch and ListOffsets as they need."""
-
-    def __init__(self, manager: ReplicaManager, leader: int, address: tuple[str, int]) -> None:
-        self.manager = manager
-        self.leader = leader
-        self._channel = grpc.insecure_channel(
-            f"{address[0]}:{address[1]}",
-            [
-                ("grpc.max_receive_message_length", 64 << 20),
-                ("grpc.initial_reconnect_backoff_ms", 50),
-                ("grpc.min_reconnect_backoff_ms", 50),
-                ("grpc.max_reconnect_backoff_ms", 500),
-                # A frozen leader's long poll fails in ~2 s instead of hanging.
-                ("grpc.keepalive_time_ms", 1_000),
-                ("grpc.keepalive_timeout_ms", 1_000),
-                ("grpc.http2.ping_timeout_ms", 1_000),
-                ("grpc.http2.max_pings_without_data", 0),
-            ],
-        )
-        self._stub = client_pb2_grpc.SegLogStub(self._channel)
-        self._stopped = threading.Event()
-        self._thread = threading.Thread(target=self._run, name=f"fetcher-{leader}", daemon=True)
-        self._thread.start()
-
-    def stop(self) -> None:
-        self._stopped.set()
-        self._channel.close()
-
-    def _run(self) -> None:
-        while not self._stopped.is_set():
-            try:
-                if not self._round():
-                    self._stopped.wait(0.05)
-            except grpc.RpcError:
-                self._stopped.wait(0.2)  # the leader is down or moved: metadata will tell
-            except Exception:  # noqa: BLE001 - keep fetching; log and back off
-                _log.error("fetcher_failed", exc=True, leader=self.leader)
-                self._stopped.wait(0.5)
-
-    def _round(self) -> bool:
-        """One round of requests; False when there was nothing to send."""
-        t = now_ms()
-        fetches: list[tuple[HostedPartition, pr.FetchRequest]] = []
-        others: list[tuple[HostedPartition, pr.FollowerRequest]] = []
-        for hp in self.manager.followed_from(self.leader):
-            with hp.plog.lock:
-                out = hp.replica.next_request(t)
-            if out is None or out.destination != self.leader:
-                continue
-            if isinstance(out.request, pr.FetchRequest):
-                fetches.append((hp, out.request))
-            else:
-                others.append((hp, out.request))
-        for hp, req in others:
-            self._send_other(hp, req)
-        if fetches:
-            self._send_fetch(fetches)
-        return bool(fetches or others)
-
-    def _deliver(self, hp: HostedPartition, response: pr.FollowerResponse) -> None:
-        with hp.plog.lock:
-            actions = hp.replica.handle_response(response, now_ms())
-        self.manager._carry_out(hp, actions)
-
-    def _send_other(self, hp: HostedPartition, req: pr.FollowerRequest) -> None:
-        topic, partition = hp.tp
-        if isinstance(req, pr.OffsetsForLeaderEpochRequest):
-            r = self._stub.OffsetsForLeaderEpoch(
-                pb.OffsetsForLeaderEpochRequest(
-                    replica_id=self.manager.node_id,
-                    topics=[
-                        pb.OffsetForLeaderTopic(
-                            name=topic,
-                            partitions=[
-                                pb.OffsetForLeaderPartition(
-                                    partition=partition,
-                                    current_leader_epoch=req.current_leader_epoch,
-                                    leader_epoch=req.leader_epoch,
-                                )
-                            ],
-                        )
-                    ],
-                ),
-                timeout=10,
-            )
-            p = r.topics[0].partitions[0]
-            self._deliver(
-                hp,
-                pr.OffsetsForLeaderEpochResponse(
-                    _name(p.error_code), p.leader_epoch, p.end_offset, req.correlation_id
-                ),
-            )
-        elif isinstance(req, pr.ListOffsetsRequest):
-            r = self._stub.ListOffsets(
-                pb.ListOffsetsRequest(
-                    replica_id=self.manager.node_id,
-                    topics=[
-                        pb.ListOffsetsTopic(
-                            name=topic,
-                            partitions=[
-                                pb.ListOffsetsPartition(
-                                    partition=partition,
-                                    current_leader_epoch=req.current_leader_epoch,
-                                    timestamp=req.timestamp,
-                                )
-                            ],
-                        )
-                    ],
-                ),
-                timeout=10,
-            )
-            p = r.topics[0].partitions[0]
-            self._deliver(
-                hp,
-                pr.ListOffsetsResponse(
-                    _name(p.error_code), p.offset, p.timestamp, p.leader_epoch, req.correlation_id
-                ),
-            )
-
-    def _send_fetch(self, fetches: list[tuple[HostedPartition, pr.FetchRequest]]) -> None:
-        by_topic: dict[str, list[pb.FetchPartition]] = {}
-        for hp, req in fetches:
-            by_topic.setdefault(hp.tp[0], []).append(
-                pb.FetchPartition(
-                    partition=hp.tp[1],
-                    current_leader_epoch=req.current_leader_epoch,
-                    fetch_offset=req.fetch_offset,
-                    last_fetched_epoch=req.last_fetched_epoch,
-                    log_start_offset=req.log_start_offset,
-                    partition_max_bytes=req.max_bytes,
-                )
-            )
-        request = pb.FetchRequest(
-            replica_id=self.manager.node_id,
-            replica_epoch=self.manager.broker_epoch,
-            max_wait_ms=FETCH_WAIT_MS,
-            min_bytes=1,
-            max_bytes=FETCH_MAX_BYTES,
-            topics=[pb.FetchTopic(name=t, partitions=ps) for t, ps in by_topic.items()],
-        )
-        try:
-            response = self._stub.Fetch(request, timeout=FETCH_WAIT_MS / 1000 + 10)
-        except grpc.RpcError:
-            # Nobody answered: let every partition's request time out into backoff.
-            for hp, req in fetches:
-                self._deliver(
-                    hp,
-                    pr.FetchResponse(
-                        "NOT_LEADER_OR_FOLLOWER", req.correlation_id, req.fetch_offset
-                    ),
-                )
-            raise
-        answers = {(t.name, p.partition): p for t in response.topics for p in t.partitions}
-        for hp, req in fetches:
-            p = answers.get(hp.tp)
-            if p is None:
-                continue
-            diverging = None
-            if p.HasField("diverging_epoch"):
-                diverging = pr.EpochEndOffset(p.diverging_epoch.epoch, p.diverging_epoch.end_offset)
-            self._deliver(
-                hp,
-                pr.FetchResponse(
-                    _name(p.error_code),
-                    req.correlation_id,
-                    req.fetch_offset,
-                    p.high_watermark,
-                    p.log_start_offset,
-                    p.records,
-                    diverging,
-                ),
-            )
-
-
-def _name(code: int) -> str:
-    try:
-        return errors_pb2.ErrorCode.Name(code)
-    except ValueError:
-        return "UNKNOWN_SERVER_ERROR"
+        for node, fetcher in self._fetchers.items():
+            fetcher.set_partitions(by_leader.get(node, set()), touched)

@@ -5,10 +5,11 @@ down cleanly on SIGTERM/SIGINT."""
 from __future__ import annotations
 
 import random
+import resource
 import signal
 import sys
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent import futures
 from types import FrameType
 
@@ -94,11 +95,16 @@ class Node:
     def start(self) -> None:
         self.log_manager.load()
         self.controller.load(clean=self.log_manager.had_clean_shutdown)
+        # A fixed pool (a long-polling fetch or a parked acks=-1 produce holds a worker,
+        # hence four per num.io.threads), and at most queued.max.requests calls in the
+        # node: beyond that a call is refused with RESOURCE_EXHAUSTED, which clients
+        # retry, instead of queueing without bound.
         self._server = grpc.server(
             futures.ThreadPoolExecutor(
                 max_workers=max(32, self.config.num_io_threads * 4),
                 thread_name_prefix="grpc",
             ),
+            maximum_concurrent_rpcs=self.config.queued_max_requests,
             options=[
                 ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
                 ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
@@ -173,16 +179,25 @@ class Node:
             return
         self._stopped.set()
         self._health.enter_graceful_shutdown()
-        # A remote controller makes the controlled shutdown (leaderships move away)
-        # before its process exits.
-        self.controller.shutdown()
-        for kafka in self.kafka:
-            kafka.shutdown()
-        if self._server is not None:
-            self._server.stop(grace=2).wait(5)
-        self.replica_manager.shutdown()
-        self.log_manager.shutdown(self.broker_epoch)
-        _log.info("node_stopped", node_id=self.node_id)
+        # Each step runs even when an earlier one failed, and the process always ends:
+        # a failed step (a log directory gone, a snapshot that cannot be written) is
+        # logged and makes the exit code 1, it never leaves a process that hangs.
+        steps: list[tuple[str, Callable[[], object]]] = [
+            # A remote controller makes the controlled shutdown (leaderships move
+            # away) before its process exits.
+            ("controller", self.controller.shutdown),
+            ("kafka", lambda: [kafka.shutdown() for kafka in self.kafka]),
+            ("server", lambda: self._server.stop(grace=2).wait(5) if self._server else None),
+            ("replica_manager", self.replica_manager.shutdown),
+            ("logs", lambda: self.log_manager.shutdown(self.broker_epoch)),
+        ]
+        for name, step in steps:
+            try:
+                step()
+            except Exception:  # noqa: BLE001 - reported, and the shutdown goes on
+                _log.error("shutdown_step_failed", exc=True, step=name)
+                self.exit_code = 1
+        _log.info("node_stopped", node_id=self.node_id, exit_code=self.exit_code)
         self._done.set()
 
     def wait(self) -> None:
@@ -295,9 +310,18 @@ class QuorumDescriber(cluster_pb2_grpc.ControllerServicer):
 NODE_SWITCH_INTERVAL_S = 0.001
 
 
+def raise_open_files_limit() -> None:
+    """A partition holds a .log file open per segment: at thousands of partitions the
+    usual soft limit of 1024 descriptors is too few (Kafka's docs ask for 100,000)."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft != resource.RLIM_INFINITY and (hard == resource.RLIM_INFINITY or soft < hard):
+        resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+
+
 def run_node(config: NodeConfig, log_level: str = "INFO") -> int:
     configure(log_level, config.node_id)
     sys.setswitchinterval(NODE_SWITCH_INTERVAL_S)
+    raise_open_files_limit()
     node = Node(config, log_level)
 
     def on_signal(signum: int, _frame: FrameType | None) -> None:

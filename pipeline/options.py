@@ -139,7 +139,7 @@ def bootstrap_servers(options: Mapping[str, str]) -> str:
     if not servers:
         raise ValueError(
             "option bootstrap.servers (or kafka.bootstrap.servers) must name the cluster, "
-            "e.g. 127.0.0.1:9092"
+            "e.g. 127.0.0.1:9192"
         )
     return servers
 

@@ -5,7 +5,7 @@ offsets JSON in the checkpoint).
     from seglog.pipeline import register
     register(spark)
     df = (spark.read.format("seglog")
-          .option("bootstrap.servers", "127.0.0.1:9092")
+          .option("bootstrap.servers", "127.0.0.1:9192")
           .option("subscribe", "events")
           .load())
 

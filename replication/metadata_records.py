@@ -139,10 +139,19 @@ def _tuples(value: Any) -> Any:  # noqa: ANN401 - JSON in, the same shape with t
 
 def decode_record(data: bytes) -> MetadataRecord:
     try:
-        body: dict[str, Any] = json.loads(data)
+        body: Any = json.loads(data)
+    except ValueError as e:
+        raise MetadataRecordError(f"not a metadata record: {data[:80]!r}") from e
+    return record_from_json(body)
+
+
+def record_from_json(body: Any) -> MetadataRecord:  # noqa: ANN401 - parsed JSON of any shape
+    """A record from its parsed JSON object (an entry holds many: parsed once)."""
+    try:
+        body = dict(body)
         cls = _BY_KIND[body.pop("kind")]
     except (ValueError, KeyError, TypeError) as e:
-        raise MetadataRecordError(f"not a metadata record: {data[:80]!r}") from e
+        raise MetadataRecordError(f"not a metadata record: {str(body)[:80]!r}") from e
     kwargs = {}
     for f in fields(cls):
         if f.name not in body:

@@ -64,6 +64,7 @@ from seglog.storage.record_batch import (
     iter_batches,
 )
 
+from .alter_partition_batcher import AlterPartitionBatcher
 from .memory_log import MemoryLog
 from .metadata_image import PartitionState
 from .partition_replica import (
@@ -89,6 +90,8 @@ CONTROLLER = 0
 PRODUCER_BASE = 1000
 SAFE = "safe"
 WILD = "wild"
+ALTER_PARTITION_TIMEOUT_MS = 500  # a node gives up on an unanswered AlterPartition
+ALTER_PARTITION_BACKOFF_MS = (50, 1000)  # then retries after a backoff, doubling
 
 
 class SimulationFailure(AssertionError):
@@ -123,6 +126,22 @@ class SimParams:
     flush_probability: float
     active_ms: int
     max_quiesce_ms: int
+    # A slow controller: each request waits [lo, hi] ms and they are served one after
+    # another, so ISR changes queue up behind each other (0, 0: answered on arrival).
+    controller_delay_ms: tuple[int, int] = (0, 0)
+
+
+def draw_many_partitions_params(rng: random.Random, mode: str | None = None) -> SimParams:
+    """Many partitions and a slow controller: ISR changes, elections and fencing of
+    dozens of partitions queue at a controller that answers each request late."""
+    base = draw_params(rng, mode)
+    return replace(
+        base,
+        partitions=rng.choice((16, 32, 48)),
+        producers_per_partition=1,
+        batches_per_producer=rng.randint(3, 6),
+        controller_delay_ms=rng.choice(((20, 80), (50, 250), (200, 600))),
+    )
 
 
 def draw_params(rng: random.Random, mode: str | None = None) -> SimParams:
@@ -262,6 +281,12 @@ class SimNode:
         self.logs = {p: MemoryLog(f"n{node_id}-p{p}") for p in self.hosted}
         self.replicas: dict[int, PartitionReplica] = {}
         self.inbox: list[tuple[int, tuple[object, ...]]] = []
+        # ISR changes travel as in production: batched, one request in flight.
+        self.alter: AlterPartitionBatcher[int] = AlterPartitionBatcher()
+        self.alter_sent_ms = 0
+        self.alter_batch_id = 0
+        self.alter_backoff_ms = ALTER_PARTITION_BACKOFF_MS[0]
+        self.alter_retry_at = 0
         self.make_replicas()
 
     def make_replicas(self) -> None:
@@ -353,10 +378,15 @@ class Simulation:
         mode: str | None = None,
         verbose: bool = False,
         params: SimParams | None = None,
+        many_partitions: bool = False,
     ) -> None:
         self.seed = seed
         self.rng = random.Random(seed)
-        self.params = params or draw_params(self.rng, mode)
+        draw = draw_many_partitions_params if many_partitions else draw_params
+        self.params = params or draw(self.rng, mode)
+        # A slow controller's queue, served one request at a time.
+        self._controller_queue: deque[tuple[int, tuple[object, ...]]] = deque()
+        self._controller_busy = False
         self.verbose = verbose
         self.trace_tail: deque[str] = deque(maxlen=300)
         self.now = 0
@@ -405,7 +435,7 @@ class Simulation:
         self._checked: tuple[int, int] = (-1, -1)
         self.pending_acks: list[_Ack] = []
         self.acked_msgs: dict[int, list[bytes]] = {pr: [] for pr in self.producers}
-        self.stats = {"crashes": 0, "pauses": 0, "cuts": 0, "acks": 0}
+        self.stats = {"crashes": 0, "pauses": 0, "cuts": 0, "acks": 0, "alter_batches": 0}
         self.trace(f"params {prm}")
 
     # ------------------------------------------------------------------ plumbing
@@ -492,6 +522,11 @@ class Simulation:
         for p, rep in node.replicas.items():
             self.apply(node, p, rep.tick(self.now))
             self.poll_fetcher(node, p)
+        if node.alter.in_flight and self.now - node.alter_sent_ms > ALTER_PARTITION_TIMEOUT_MS:
+            node.alter.failed()  # no answer: its changes go again after a backoff
+            node.alter_retry_at = self.now + node.alter_backoff_ms
+            node.alter_backoff_ms = min(node.alter_backoff_ms * 2, ALTER_PARTITION_BACKOFF_MS[1])
+        self.send_alter(node)
         if self.rng.random() < self.params.flush_probability:
             for log in node.logs.values():
                 log.flush()
@@ -513,11 +548,32 @@ class Simulation:
                     self.send(node.id, owner[0], ("produce_resp", replace(a, request_id=owner[1])))
             elif isinstance(a, SendAlterPartition):
                 self.trace(f"n{node.id} p{p} AlterPartition {a}")
-                self.send(node.id, CONTROLLER, ("alter", p, a, node.incarnation))
+                node.alter.submit(p, a)
+                self.send_alter(node)
+
+    def send_alter(self, node: SimNode) -> None:
+        """The node's pending ISR changes in one request, unless one is in flight."""
+        if self.now < node.alter_retry_at:
+            return  # backing off after a request that got no answer
+        batch = node.alter.next_batch()
+        if batch is None:
+            return
+        node.alter_sent_ms = self.now
+        node.alter_batch_id += 1
+        self.stats["alter_batches"] += 1
+        # The deadline travels with the request, as gRPC's does: a controller that
+        # reaches it late drops it instead of doing work nobody waits for.
+        deadline = self.now + ALTER_PARTITION_TIMEOUT_MS
+        payload = ("alter", tuple(batch), node.incarnation, node.alter_batch_id, deadline)
+        self.send(node.id, CONTROLLER, payload)
 
     def _on_msg(self, src: int, dst: int, payload: tuple[object, ...]) -> None:
         if dst == CONTROLLER:
-            self._controller_receive(src, payload)
+            if self.params.controller_delay_ms[1] > 0:
+                self._controller_queue.append((src, payload))
+                self._controller_next()
+            else:
+                self._controller_receive(src, payload)
             return
         if dst >= PRODUCER_BASE:
             self._producer_receive(self.producers[dst], payload)
@@ -570,10 +626,19 @@ class Simulation:
             rep = node.replicas[p]
             self.apply(node, p, rep.produce(rid, data, acks, timeout, self.now))
         elif kind == "alter_resp":
-            _, p, resp, inc = payload
-            if inc == node.incarnation:
+            _, answers, inc, batch_id = payload
+            if inc != node.incarnation:
+                return
+            if node.alter.in_flight and batch_id == node.alter_batch_id:
+                node.alter.answered()
+                node.alter_backoff_ms = ALTER_PARTITION_BACKOFF_MS[0]
+            # A late answer (its request timed out and went again) still counts: each
+            # replica matches it against the change it waits for, by request id.
+            for p, resp in answers:
+                node.alter.resolved(p, resp.request_id)
                 rep = node.replicas[p]
                 self.apply(node, p, rep.on_alter_partition_response(resp, self.now))
+            self.send_alter(node)
         elif kind == "registered":
             _, inc, epoch = payload
             if inc == node.incarnation:
@@ -589,14 +654,34 @@ class Simulation:
             for p, rep in node.replicas.items():
                 self.apply(node, p, rep.apply_metadata(image[p], self.now))
 
+    def _controller_next(self) -> None:
+        """A slow controller serves its queue one request at a time; a request whose
+        deadline passed while it queued is dropped without work (gRPC's deadline)."""
+        while self._controller_queue and not self._controller_busy:
+            src, payload = self._controller_queue.popleft()
+            if payload[0] == "alter" and self.now > payload[4]:  # type: ignore[operator]
+                self.trace(f"controller drops n{src}'s AlterPartition: its deadline passed")
+                continue
+            self._controller_busy = True
+            lo, hi = self.params.controller_delay_ms
+            self.at(self.now + self.rng.randint(lo, hi), "controller_msg", src, payload)
+
+    def _on_controller_msg(self, src: int, payload: tuple[object, ...]) -> None:
+        self._controller_busy = False
+        self._controller_receive(src, payload)
+        self._controller_next()
+
     def _controller_receive(self, src: int, payload: tuple[object, ...]) -> None:
         kind = payload[0]
         if kind == "alter":
-            _, p, req, inc = payload
-            resp = self.controller.alter_partition(p, req)
-            self.trace(f"controller p{p} AlterPartition from n{src}: {resp.error}")
-            self.send(CONTROLLER, src, ("alter_resp", p, resp, inc))
-            if resp.error == NONE:
+            _, batch, inc, batch_id, _deadline = payload
+            answers = []
+            for p, req in batch:
+                resp = self.controller.alter_partition(p, req)
+                self.trace(f"controller p{p} AlterPartition from n{src}: {resp.error}")
+                answers.append((p, resp))
+            self.send(CONTROLLER, src, ("alter_resp", tuple(answers), inc, batch_id))
+            if any(resp.error == NONE for _p, resp in answers):
                 self.publish()
         elif kind == "register":
             _, inc = payload
@@ -800,6 +885,7 @@ class Simulation:
         node.registered = False
         node.logs = {p: log.crash() for p, log in node.logs.items()}
         node.replicas = {}
+        node.alter.reset()
         self.at(self.now + self.rng.randint(100, 2000), "restart", node.id)
 
     def _on_restart(self, b: int) -> None:
@@ -1038,9 +1124,11 @@ class Simulation:
         return "\n".join(parts)
 
 
-def simulate(seed: int, *, mode: str | None = None, verbose: bool = False) -> Simulation:
+def simulate(
+    seed: int, *, mode: str | None = None, verbose: bool = False, many_partitions: bool = False
+) -> Simulation:
     """Run one seed; raises SimulationFailure (naming the seed) on any violation."""
-    return Simulation(seed, mode=mode, verbose=verbose).run()
+    return Simulation(seed, mode=mode, verbose=verbose, many_partitions=many_partitions).run()
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -1049,10 +1137,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--count", type=int, default=1, help="run seeds seed..seed+count-1")
     parser.add_argument("--mode", choices=(SAFE, WILD), default=None)
     parser.add_argument("--verbose", action="store_true", help="print the whole trace")
+    parser.add_argument(
+        "--many-partitions",
+        action="store_true",
+        help="16-48 partitions and a slow controller that serves requests one at a time",
+    )
     args = parser.parse_args(argv)
     for seed in range(args.seed, args.seed + args.count):
         try:
-            sim = simulate(seed, mode=args.mode, verbose=args.verbose)
+            sim = simulate(
+                seed, mode=args.mode, verbose=args.verbose, many_partitions=args.many_partitions
+            )
         except SimulationFailure as exc:
             print(exc, file=sys.stderr)
             return 1

@@ -387,6 +387,25 @@ class MappedIndex:
             self._mm.close()
             self._mm = None
 
+    def _write_entry(self, slot: int, entry: bytes) -> None:
+        """Append path: the entry goes in with pwrite, not through the mapping. A
+        store into a mapped page the process has not written since the kernel last
+        wrote it back faults, and on a sparse, preallocated index that fault costs
+        milliseconds (block allocation) — with the GIL held, stalling every thread of
+        the node. The mapping shares the page cache, so reads see the entry at once."""
+        try:
+            fd = os.open(self.path, os.O_WRONLY)
+            try:
+                written = os.pwrite(fd, entry, slot * self.ENTRY_SIZE)
+            finally:
+                os.close(fd)
+        except OSError as e:
+            raise KafkaStorageError(f"Error while appending to index {self.path}: {e}") from e
+        if written != len(entry):
+            raise KafkaStorageError(
+                f"Short write appending to index {self.path}: {written} of {len(entry)} bytes"
+            )
+
     def _set_entries(self, n: int) -> None:
         assert 0 <= n <= self._max_entries, (n, self._max_entries)
         self._entries = n

@@ -66,7 +66,7 @@ class OffsetIndex(MappedIndex):
                 f"position {position} for offset {offset} does not fit an int32 (index {self.path})"
             )
         assert self._mm is not None  # not full, so the file has room
-        _ENTRY.pack_into(self._mm, n << 3, relative, position)
+        self._write_entry(n, _ENTRY.pack(relative, position))
         self._entries = n + 1
         self._last_offset = offset
         self._live = None

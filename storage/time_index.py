@@ -90,7 +90,7 @@ class TimeIndex(MappedIndex):
                 "reserved slot included"
             )
         assert self._mm is not None  # not full, so the file has room
-        _ENTRY.pack_into(self._mm, n * 12, timestamp, relative)
+        self._write_entry(n, _ENTRY.pack(timestamp, relative))
         self._entries = n + 1
         self._last_timestamp = timestamp
         self._last_offset = offset

@@ -1,6 +1,6 @@
 """Produce page-visit events for the page_visits example.
 
-    python -m seglog.pipeline.examples.generate_page_visits --bootstrap-server 127.0.0.1:9092 \
+    python -m seglog.pipeline.examples.generate_page_visits --bootstrap-server 127.0.0.1:9192 \
         [--events 1000] [--minutes 5] [--topic page_visits] [--seed 1]
 
 Each event is a JSON value `{"page": "/home", "user": "u7", "ts": <epoch ms>}` keyed

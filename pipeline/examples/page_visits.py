@@ -1,7 +1,7 @@
 """Visits per page per one-minute window, from `page_visits` to `page_visit_counts`.
 
-    python -m seglog.pipeline.examples.generate_page_visits --bootstrap-server 127.0.0.1:9092
-    python -m seglog.pipeline.examples.page_visits --bootstrap-server 127.0.0.1:9092 \
+    python -m seglog.pipeline.examples.generate_page_visits --bootstrap-server 127.0.0.1:9192
+    python -m seglog.pipeline.examples.page_visits --bootstrap-server 127.0.0.1:9192 \
         [--available-now] [--checkpoint DIR] [--watermark "1 minute"]
 
 Reads the JSON events `{"page", "user", "ts"}` (ts: epoch ms, the event time) as

@@ -6,6 +6,7 @@ healing), printing the summary and the report's path."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -28,3 +29,18 @@ def test_chase_leader_loses_nothing(tmp_path: Path) -> None:
         "local", "chase-leader", 12, 30, tmp_path / "cl", settle_timeout=45, timeout_s=RUN_TIMEOUT_S
     )
     assert len([f for f in data["faults"] if f["name"] == "chase-leader"]) >= 2, data["faults"]
+
+
+@pytest.mark.timeout(RUN_TIMEOUT_S + 60)
+def test_many_partitions_overload_recovers_and_loses_nothing(tmp_path: Path) -> None:
+    out = tmp_path / "mp"
+    run_chaos("local", "many-partitions", 13, 40, out, settle_timeout=60, timeout_s=RUN_TIMEOUT_S)
+    events = [json.loads(line) for line in (out / "history.jsonl").read_text().splitlines()]
+    ends = [
+        e
+        for e in events
+        if e.get("type") == "fault" and e.get("name") == "many-partitions" and e["phase"] == "end"
+    ]
+    assert ends, "the scenario ran to its end"
+    assert ends[0]["recovered"] is True, ends
+    assert ends[0]["flooded"] > 0, "the flood sent records"

@@ -1,0 +1,95 @@
+"""KIP-227 incremental fetch sessions, the leader's side: what a follower's session
+holds, so its fetches carry only the partitions whose position changed and the
+answers only the partitions with something new.
+
+A session remembers, per partition, the follower's last fetch position (a
+`FetchSpec`), the leader-side state it last examined (`seen`: LEO, HW, log start,
+leader epoch — while that is unchanged, re-reading would give nothing new) and
+what it last told the follower (`told`: HW and log start). The cache holds at most
+`max.incremental.fetch.session.cache.slots` sessions and evicts the least recently
+used one; a follower whose session is gone gets FETCH_SESSION_ID_NOT_FOUND and
+opens a new one with a full fetch.
+"""
+
+from __future__ import annotations
+
+import itertools
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from .replica_manager import FetchSpec
+
+TopicPartition = tuple[str, int]
+DEFAULT_SLOTS = 1_000  # Kafka's max.incremental.fetch.session.cache.slots
+
+
+class FetchSessionError(Exception):
+    def __init__(self, error_name: str, message: str) -> None:
+        super().__init__(message)
+        self.error_name = error_name
+
+
+@dataclass(slots=True)
+class FetchSession:
+    session_id: int
+    replica_id: int
+    next_epoch: int = 1
+    specs: dict[TopicPartition, FetchSpec] = field(default_factory=dict)
+    seen: dict[TopicPartition, tuple[int, ...]] = field(default_factory=dict)
+    told: dict[TopicPartition, tuple[int, int]] = field(default_factory=dict)
+    # One fetch at a time per session: a follower never overlaps its own.
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def update(self, specs: Sequence[FetchSpec], forgotten: Sequence[TopicPartition]) -> None:
+        for tp in forgotten:
+            self.specs.pop(tp, None)
+            self.seen.pop(tp, None)
+            self.told.pop(tp, None)
+        for spec in specs:
+            tp = (spec.topic, spec.partition)
+            self.specs[tp] = spec
+            self.seen.pop(tp, None)  # a new position: read it whatever the state
+
+
+class FetchSessionCache:
+    def __init__(self, slots: int = DEFAULT_SLOTS) -> None:
+        assert slots >= 1
+        self.slots = slots
+        self._sessions: OrderedDict[int, FetchSession] = OrderedDict()
+        self._ids = itertools.count(int(time.time() * 1000) % (1 << 30) + 1)
+        self._lock = threading.Lock()
+
+    def open(self, replica_id: int) -> FetchSession:
+        with self._lock:
+            session_id = next(self._ids) % (1 << 31) or 1
+            session = FetchSession(session_id, replica_id)
+            self._sessions[session_id] = session
+            while len(self._sessions) > self.slots:
+                self._sessions.popitem(last=False)  # the least recently used
+            return session
+
+    def get(self, session_id: int, epoch: int, replica_id: int) -> FetchSession:
+        """The session for a fetch with this id and epoch; its epoch moves on."""
+        with self._lock:
+            session = self._sessions.get(session_id)
+            if session is None or session.replica_id != replica_id:
+                raise FetchSessionError(
+                    "FETCH_SESSION_ID_NOT_FOUND", f"no fetch session {session_id}"
+                )
+            if epoch != session.next_epoch:
+                raise FetchSessionError(
+                    "INVALID_FETCH_SESSION_EPOCH",
+                    f"fetch session {session_id} expects epoch {session.next_epoch}, got {epoch}",
+                )
+            session.next_epoch += 1
+            self._sessions.move_to_end(session_id)
+            return session
+
+    def __len__(self) -> int:
+        with self._lock:
+            return len(self._sessions)

@@ -1,0 +1,314 @@
+"""A follower's fetcher: pulls every partition this node follows from one leader
+node in a KIP-227 incremental fetch session.
+
+The session makes a fetch cost what changed, not what is followed: a request carries
+only the partitions whose position moved (those answered since the last request,
+new ones, and ones a metadata change touched) and the leader answers only partitions
+with something new. A partition the leader has not answered stays outstanding in the
+session: its replica keeps its fetch in flight until the answer comes. A sweep once a
+second asks every partition's replica for its next request, which catches timeouts
+and backoffs; a partition in backoff is asked again every round until it ends.
+Truncation requests (OffsetsForLeaderEpoch) and ListOffsets go outside the session.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import TYPE_CHECKING
+
+import grpc
+
+from seglog.proto import client_pb2 as pb
+from seglog.proto import client_pb2_grpc, errors_pb2
+from seglog.replication import partition_replica as pr
+
+from .event_log import EventLogger
+
+if TYPE_CHECKING:
+    from .replica_manager import HostedPartition, ReplicaManager
+
+TopicPartition = tuple[str, int]
+_log = EventLogger("replica_fetcher")
+
+FETCH_WAIT_MS = 500
+FETCH_MAX_BYTES = 10 << 20
+SWEEP_MS = 1_000
+SESSION_ERRORS = (
+    errors_pb2.ErrorCode.Value("FETCH_SESSION_ID_NOT_FOUND"),
+    errors_pb2.ErrorCode.Value("INVALID_FETCH_SESSION_EPOCH"),
+)
+CHANNEL_OPTIONS = [
+    ("grpc.max_receive_message_length", 64 << 20),
+    ("grpc.initial_reconnect_backoff_ms", 50),
+    ("grpc.min_reconnect_backoff_ms", 50),
+    ("grpc.max_reconnect_backoff_ms", 500),
+    # A frozen leader's long poll fails in ~2 s instead of hanging.
+    ("grpc.keepalive_time_ms", 1_000),
+    ("grpc.keepalive_timeout_ms", 1_000),
+    ("grpc.http2.ping_timeout_ms", 1_000),
+    ("grpc.http2.max_pings_without_data", 0),
+]
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+def error_name(code: int) -> str:
+    try:
+        return errors_pb2.ErrorCode.Name(code)
+    except ValueError:
+        return "UNKNOWN_SERVER_ERROR"
+
+
+class ReplicaFetcher:
+    def __init__(self, manager: ReplicaManager, leader: int, address: tuple[str, int]) -> None:
+        self.manager = manager
+        self.leader = leader
+        self._channel = grpc.insecure_channel(f"{address[0]}:{address[1]}", CHANNEL_OPTIONS)
+        self._stub = client_pb2_grpc.SegLogStub(self._channel)
+        self._lock = threading.Lock()
+        self._partitions: set[TopicPartition] = set()
+        self._due: set[TopicPartition] = set()
+        self._next_sweep_ms = 0
+        # The session as this side knows it; touched by the fetcher thread only.
+        self._session_id = 0
+        self._epoch = 0
+        self._in_session: set[TopicPartition] = set()
+        self._outstanding: dict[TopicPartition, tuple[HostedPartition, pr.FetchRequest]] = {}
+        self._stopped = threading.Event()
+        self._thread = threading.Thread(target=self._run, name=f"fetcher-{leader}", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stopped.set()
+        self._channel.close()
+
+    def set_partitions(
+        self, partitions: set[TopicPartition], touched: set[TopicPartition] | None
+    ) -> None:
+        """The partitions this node follows from the leader; new ones and `touched`
+        ones (None: all) ask for their next request."""
+        with self._lock:
+            new = partitions - self._partitions
+            self._partitions = partitions
+            self._due |= new | (partitions if touched is None else partitions & touched)
+
+    def _mark_due(self, tp: TopicPartition) -> None:
+        with self._lock:
+            self._due.add(tp)
+
+    def _run(self) -> None:
+        while not self._stopped.is_set():
+            try:
+                if not self._round():
+                    self._stopped.wait(0.05)
+            except grpc.RpcError:
+                self._stopped.wait(0.2)  # the leader is down or moved: metadata will tell
+            except Exception:  # noqa: BLE001 - keep fetching; log and back off
+                if self._stopped.is_set():
+                    return  # stopped mid-round: its channel is closed
+                _log.error("fetcher_failed", exc=True, leader=self.leader)
+                self._reset_session()
+                self._stopped.wait(0.5)
+
+    def _round(self) -> bool:
+        """One round of requests; False when there was nothing to send."""
+        t = now_ms()
+        with self._lock:
+            due, self._due = self._due, set()
+            followed = self._partitions
+        if t >= self._next_sweep_ms:
+            due |= followed
+            self._next_sweep_ms = t + SWEEP_MS
+        fetches: list[tuple[HostedPartition, pr.FetchRequest]] = []
+        others: list[tuple[HostedPartition, pr.FollowerRequest]] = []
+        for tp in due:
+            hp = self.manager.hosted(tp) if tp in followed else None
+            if hp is None:
+                continue
+            with hp.plog.lock:
+                out = hp.replica.next_request(t)
+                f = hp.replica.fetcher
+                backing_off = out is None and f.in_flight is None and t < f.backoff_until_ms
+            if backing_off:
+                self._mark_due(tp)
+            if out is None or out.destination != self.leader:
+                continue
+            if isinstance(out.request, pr.FetchRequest):
+                fetches.append((hp, out.request))
+            else:
+                others.append((hp, out.request))
+        for hp, req in others:
+            self._send_other(hp, req)
+        forgotten = [tp for tp in self._in_session if tp not in followed]
+        for tp in forgotten:
+            self._outstanding.pop(tp, None)
+        for hp, req in fetches:
+            self._outstanding[hp.tp] = (hp, req)
+        if fetches or forgotten or self._outstanding:
+            self._send_fetch(fetches, forgotten)
+            return True
+        return bool(others)
+
+    def _deliver(self, hp: HostedPartition, response: pr.FollowerResponse) -> None:
+        with hp.plog.lock:
+            actions = hp.replica.handle_response(response, now_ms())
+        self.manager._carry_out(hp, actions)
+        self._mark_due(hp.tp)
+
+    def _reset_session(self) -> None:
+        self._session_id, self._epoch = 0, 0
+        self._in_session.clear()
+
+    def _send_fetch(
+        self,
+        fetches: list[tuple[HostedPartition, pr.FetchRequest]],
+        forgotten: list[TopicPartition],
+    ) -> None:
+        full = self._session_id == 0
+        # A new session starts with a full fetch of everything outstanding.
+        sending = list(self._outstanding.values()) if full else fetches
+        request = pb.FetchRequest(
+            replica_id=self.manager.node_id,
+            replica_epoch=self.manager.broker_epoch,
+            max_wait_ms=FETCH_WAIT_MS,
+            min_bytes=1,
+            max_bytes=FETCH_MAX_BYTES,
+            topics=_topics(sending),
+            session_id=self._session_id,
+            session_epoch=self._epoch,
+        )
+        if not full:
+            by_topic: dict[str, list[int]] = {}
+            for topic, partition in forgotten:
+                by_topic.setdefault(topic, []).append(partition)
+            request.forgotten.extend(
+                pb.FetchTopic(name=t, partitions=[pb.FetchPartition(partition=p) for p in ps])
+                for t, ps in by_topic.items()
+            )
+        try:
+            response = self._stub.Fetch(request, timeout=FETCH_WAIT_MS / 1000 + 10)
+        except grpc.RpcError:
+            # Nobody answered: every outstanding partition times out into backoff.
+            outstanding, self._outstanding = self._outstanding, {}
+            self._reset_session()
+            for hp, req in outstanding.values():
+                self._deliver(
+                    hp,
+                    pr.FetchResponse(
+                        "NOT_LEADER_OR_FOLLOWER", req.correlation_id, req.fetch_offset
+                    ),
+                )
+            raise
+        if response.error_code in SESSION_ERRORS:
+            _log.info(
+                "fetch_session_reset", leader=self.leader, error=error_name(response.error_code)
+            )
+            self._reset_session()  # the next round opens a new one with a full fetch
+            return
+        if response.error_code:
+            raise grpc.RpcError(f"fetch failed: {error_name(response.error_code)}")
+        self._session_id = response.session_id
+        self._epoch = 1 if full else self._epoch + 1
+        self._in_session.update(hp.tp for hp, _req in sending)
+        self._in_session.difference_update(forgotten)
+        for t in response.topics:
+            for p in t.partitions:
+                entry = self._outstanding.pop((t.name, p.partition), None)
+                if entry is None:
+                    continue
+                hp, req = entry
+                diverging = None
+                if p.HasField("diverging_epoch"):
+                    diverging = pr.EpochEndOffset(
+                        p.diverging_epoch.epoch, p.diverging_epoch.end_offset
+                    )
+                self._deliver(
+                    hp,
+                    pr.FetchResponse(
+                        error_name(p.error_code),
+                        req.correlation_id,
+                        req.fetch_offset,
+                        p.high_watermark,
+                        p.log_start_offset,
+                        p.records,
+                        diverging,
+                    ),
+                )
+
+    def _send_other(self, hp: HostedPartition, req: pr.FollowerRequest) -> None:
+        topic, partition = hp.tp
+        if isinstance(req, pr.OffsetsForLeaderEpochRequest):
+            r = self._stub.OffsetsForLeaderEpoch(
+                pb.OffsetsForLeaderEpochRequest(
+                    replica_id=self.manager.node_id,
+                    topics=[
+                        pb.OffsetForLeaderTopic(
+                            name=topic,
+                            partitions=[
+                                pb.OffsetForLeaderPartition(
+                                    partition=partition,
+                                    current_leader_epoch=req.current_leader_epoch,
+                                    leader_epoch=req.leader_epoch,
+                                )
+                            ],
+                        )
+                    ],
+                ),
+                timeout=10,
+            )
+            p = r.topics[0].partitions[0]
+            self._deliver(
+                hp,
+                pr.OffsetsForLeaderEpochResponse(
+                    error_name(p.error_code), p.leader_epoch, p.end_offset, req.correlation_id
+                ),
+            )
+        elif isinstance(req, pr.ListOffsetsRequest):
+            r = self._stub.ListOffsets(
+                pb.ListOffsetsRequest(
+                    replica_id=self.manager.node_id,
+                    topics=[
+                        pb.ListOffsetsTopic(
+                            name=topic,
+                            partitions=[
+                                pb.ListOffsetsPartition(
+                                    partition=partition,
+                                    current_leader_epoch=req.current_leader_epoch,
+                                    timestamp=req.timestamp,
+                                )
+                            ],
+                        )
+                    ],
+                ),
+                timeout=10,
+            )
+            p = r.topics[0].partitions[0]
+            self._deliver(
+                hp,
+                pr.ListOffsetsResponse(
+                    error_name(p.error_code),
+                    p.offset,
+                    p.timestamp,
+                    p.leader_epoch,
+                    req.correlation_id,
+                ),
+            )
+
+
+def _topics(fetches: list[tuple[HostedPartition, pr.FetchRequest]]) -> list[pb.FetchTopic]:
+    by_topic: dict[str, list[pb.FetchPartition]] = {}
+    for hp, req in fetches:
+        by_topic.setdefault(hp.tp[0], []).append(
+            pb.FetchPartition(
+                partition=hp.tp[1],
+                current_leader_epoch=req.current_leader_epoch,
+                fetch_offset=req.fetch_offset,
+                last_fetched_epoch=req.last_fetched_epoch,
+                log_start_offset=req.log_start_offset,
+                partition_max_bytes=req.max_bytes,
+            )
+        )
+    return [pb.FetchTopic(name=t, partitions=ps) for t, ps in by_topic.items()]

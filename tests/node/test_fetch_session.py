@@ -1,0 +1,92 @@
+"""KIP-227 fetch sessions: the leader-side cache (ids, epochs, eviction) and a
+follower's incremental fetch against a real ReplicaManager over real logs."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from seglog.node.fetch_session import FetchSessionCache, FetchSessionError
+from seglog.node.log_manager import LogManager
+from seglog.node.replica_manager import FetchSpec, ReplicaManager
+from seglog.replication.metadata_image import PartitionState
+from seglog.storage.log_config import BrokerLogSettings, LogConfig
+from seglog.storage.partition_metadata import new_topic_id
+from seglog.storage.record_batch import NewRecord, build_batch
+
+
+def test_epochs_must_follow_each_other() -> None:
+    cache = FetchSessionCache(slots=4)
+    s = cache.open(replica_id=2)
+    assert cache.get(s.session_id, 1, 2) is s
+    assert cache.get(s.session_id, 2, 2) is s
+    with pytest.raises(FetchSessionError) as e:
+        cache.get(s.session_id, 2, 2)  # a replayed epoch
+    assert e.value.error_name == "INVALID_FETCH_SESSION_EPOCH"
+    with pytest.raises(FetchSessionError) as e:
+        cache.get(s.session_id, 3, replica_id=3)  # another follower's id
+    assert e.value.error_name == "FETCH_SESSION_ID_NOT_FOUND"
+
+
+def test_the_least_recently_used_session_is_evicted() -> None:
+    cache = FetchSessionCache(slots=2)
+    a, b = cache.open(1), cache.open(2)
+    cache.get(a.session_id, 1, 1)  # a is now the most recently used
+    cache.open(3)
+    assert len(cache) == 2
+    assert cache.get(a.session_id, 2, 1) is a
+    with pytest.raises(FetchSessionError) as e:
+        cache.get(b.session_id, 1, 2)
+    assert e.value.error_name == "FETCH_SESSION_ID_NOT_FOUND"
+
+
+PARTITIONS = 50
+
+
+@pytest.fixture
+def leader(tmp_path: Path):
+    """Node 1 leading PARTITIONS partitions with follower 2 in the ISR."""
+    logs = LogManager([tmp_path / "logs"], LogConfig.defaults(), BrokerLogSettings())
+    logs.load()
+    rm = ReplicaManager(1, logs, lambda _t: LogConfig.defaults())
+    topic_id = new_topic_id()
+    state = PartitionState((1, 2), (1, 2), 1, 0, 0)
+    for p in range(PARTITIONS):
+        rm._apply(("t", p), topic_id, state, LogConfig.defaults())
+    yield rm
+    rm.shutdown()
+    logs.shutdown(-1)
+
+
+def specs(offsets: dict[int, int]) -> list[FetchSpec]:
+    return [FetchSpec("t", p, o, 0, 1 << 20, -1 if o == 0 else 0) for p, o in offsets.items()]
+
+
+def fetch(rm: ReplicaManager, sid: int, epoch: int, changed: list[FetchSpec], wait_ms: int = 0):
+    return rm.fetch_in_session(
+        sid, epoch, changed, [], replica_id=2, max_wait_ms=wait_ms, min_bytes=1, max_bytes=10 << 20
+    )
+
+
+def test_an_incremental_fetch_carries_and_answers_only_what_changed(leader: ReplicaManager) -> None:
+    rm = leader
+    sid, first = fetch(rm, 0, 0, specs(dict.fromkeys(range(PARTITIONS), 0)))
+    assert sid > 0 and len(first) == PARTITIONS  # a full fetch answers every partition
+    # Nothing changed: an incremental fetch with no partitions answers none.
+    _sid, idle = fetch(rm, sid, 1, [])
+    assert idle == []
+    # New data on two partitions: only those are answered, with their records.
+    for p in (3, 17):
+        produced = rm.produce(("t", p), build_batch([NewRecord(b"v%d" % p)]), acks=1)
+        assert produced.error_name == "NONE"
+    _sid, answered = fetch(rm, sid, 2, [])
+    assert sorted(r.partition for r in answered) == [3, 17]
+    assert all(r.records for r in answered)
+    # The follower moves its position on those two; the HW follows (read again in the
+    # same long poll, after the follower's new position moved it), nothing else moves.
+    _sid, after = fetch(rm, sid, 3, specs({3: 1, 17: 1}), wait_ms=300)
+    assert sorted((r.partition, r.high_watermark) for r in after) == [(3, 1), (17, 1)]
+    assert all(not r.records for r in after)
+    _sid, quiet = fetch(rm, sid, 4, [])
+    assert quiet == []
