@@ -41,6 +41,7 @@ from .faults import (
     LocalTarget,
     Target,
 )
+from .kafka_workload import KafkaWorkload
 from .report import partition_outages, summary_line, unavailability_windows, write_report
 from .workload import History, Workload, WorkloadConfig, read_history
 
@@ -80,6 +81,7 @@ def run(
     project: str | None = None,
     command: str = "",
     compact_keys: int = 0,
+    client: str = "seglog",
 ) -> tuple[int, str, Path]:
     """One chaos run; (exit code, summary line, report path)."""
     scenario = SCENARIOS[scenario_name]
@@ -111,6 +113,7 @@ def run(
         "topic_configs": configs,
         "compact_keys": compact_keys,
         "command": command,
+        "client": client,
         "started_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         "bootstrap": target.bootstrap,
     }
@@ -118,7 +121,7 @@ def run(
         meta["project"] = target.project
         meta["image"] = _image_id()
     history.append({"type": "meta", **meta})
-    workload: Workload | None = None
+    workload: Workload | KafkaWorkload | None = None
     view: ClusterView | None = None
     extra: dict[str, Any] = {}
     replicas: list[Any] = []
@@ -129,9 +132,11 @@ def run(
         target.up()
         view = ClusterView(target, topic)
         view.create_topic(partitions, configs, 90)
-        workload = Workload(
+        # --client librdkafka: confluent-kafka on the Kafka listeners, same history.
+        workload_class = Workload if client == "seglog" else KafkaWorkload
+        workload = workload_class(
             WorkloadConfig(
-                bootstrap=target.bootstrap,
+                bootstrap=target.bootstrap if client == "seglog" else target.kafka_bootstrap,
                 topic=topic,
                 partitions=partitions,
                 producers=producers,
@@ -299,6 +304,12 @@ def main(argv: list[str] | None = None) -> int:
         help="a compacted topic: records keyed over this many keys (0: plain topic)",
     )
     r.add_argument("--keep", action="store_true", help="leave the cluster running")
+    r.add_argument(
+        "--client",
+        choices=["seglog", "librdkafka"],
+        default="seglog",
+        help="the workload's clients: seglog's own (gRPC) or confluent-kafka (Kafka protocol)",
+    )
     r.add_argument("--build", action="store_true", help="compose: run build-image.sh first")
     r.add_argument("--project", help="compose: the project name (default: a unique one)")
     r.add_argument(
@@ -311,6 +322,8 @@ def main(argv: list[str] | None = None) -> int:
     c.add_argument("history", type=Path)
     sub.add_parser("list", help="the scenario names")
     args = parser.parse_args(argv)
+    if args.compact_keys and args.client != "seglog":
+        parser.error("--compact-keys runs seglog's own clients; it does not combine with --client")
     if args.command == "list":
         for name, s in SCENARIOS.items():
             print(
@@ -338,6 +351,7 @@ def main(argv: list[str] | None = None) -> int:
         project=args.project,
         command=command,
         compact_keys=args.compact_keys,
+        client=args.client,
     )
     print(line, flush=True)
     return code

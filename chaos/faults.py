@@ -239,6 +239,7 @@ def _group_by_partition(items: list[tuple[str, bytes]], topic: str) -> ReplicaFi
 class Target(Protocol):
     name: str
     bootstrap: str
+    kafka_bootstrap: str  # the Kafka-protocol listeners, for --client librdkafka
     node_ids: tuple[int, ...]
 
     def up(self) -> None: ...
@@ -335,6 +336,9 @@ class LocalTarget:
         self.data_dir = data_dir.resolve()
         self.base_port = consecutive_free_ports(len(NODE_IDS), random.Random(f"ports-{seed}"))
         self.bootstrap = ",".join(self.address(n) for n in NODE_IDS)
+        self.kafka_bootstrap = ",".join(  # the Kafka-protocol listeners (PLAINTEXT)
+            f"127.0.0.1:{listener_port(self.base_port, n, 'PLAINTEXT')}" for n in NODE_IDS
+        )
         self.pids: dict[int, int] = {}
         self._children: dict[int, subprocess.Popen[bytes]] = {}
         self.stopped: set[int] = set()  # SIGSTOPped (paused or "isolated")
@@ -544,11 +548,14 @@ class ComposeTarget:
 
     def __init__(self, project: str | None = None, build: bool = False) -> None:
         self.project = project or f"seglog-chaos-{uuid.uuid4().hex[:8]}"
-        self.ports = free_ports(len(NODE_IDS))
+        ports = free_ports(2 * len(NODE_IDS))  # gRPC, then the Kafka-protocol listeners
+        self.ports, self.kafka_ports = ports[: len(NODE_IDS)], ports[len(NODE_IDS) :]
         self.bootstrap = ",".join(self.address(n) for n in NODE_IDS)
+        self.kafka_bootstrap = ",".join(f"127.0.0.1:{p}" for p in self.kafka_ports)
         self.env = {
             **os.environ,
             **{f"SEGLOG_PORT_{n}": str(self.ports[n - 1]) for n in NODE_IDS},
+            **{f"SEGLOG_KAFKA_PORT_{n}": str(self.kafka_ports[n - 1]) for n in NODE_IDS},
         }
         self.build = build
         self.containers: dict[int, str] = {}

@@ -61,7 +61,7 @@ def node_properties(node_id: int, nodes: int, base_port: int, data_dir: Path) ->
     )
     listeners = ",".join(
         f"{name}://127.0.0.1:{listener_port(base_port, node_id, name)}"
-        for name in ("GRPC", "CONTROLLER")
+        for name in ("PLAINTEXT", "GRPC", "CONTROLLER")
     )
     props = {
         "node.id": str(node_id),
@@ -102,7 +102,13 @@ def up(data_dir: Path, nodes: int, base_port: int, detach: bool, out: TextIO) ->
         )
         log.close()
     bootstrap = bootstrap_servers(base_port, nodes)
-    state = {"pids": [p.pid for p in procs], "bootstrap": bootstrap, "nodes": nodes}
+    kafka_bootstrap = bootstrap_servers(base_port, nodes, "PLAINTEXT")
+    state = {
+        "pids": [p.pid for p in procs],
+        "bootstrap": bootstrap,
+        "kafka_bootstrap": kafka_bootstrap,
+        "nodes": nodes,
+    }
     state_path.write_text(json.dumps(state))
     if not detach:
         _interrupt_on_sigterm()
@@ -114,6 +120,7 @@ def up(data_dir: Path, nodes: int, base_port: int, detach: bool, out: TextIO) ->
         state_path.unlink(missing_ok=True)
         raise
     print(f"bootstrap servers: {bootstrap}", file=out)
+    print(f"kafka bootstrap servers: {kafka_bootstrap}", file=out)
     out.flush()
     if detach:
         return 0

@@ -17,6 +17,7 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from seglog.proto import client_pb2 as pb
 from seglog.replication import partition_replica as pr
@@ -30,6 +31,7 @@ from seglog.replication.metadata_records import (
     TopicRecord,
 )
 from seglog.storage.errors import StorageError
+from seglog.storage.file_slice import FileSlice
 from seglog.storage.log_config import LogConfig
 
 from .alter_partition_manager import AlterPartitionManager, BatchSender
@@ -102,7 +104,7 @@ class FetchResult:
     error_message: str = ""
     high_watermark: int = -1
     log_start_offset: int = -1
-    records: bytes = b""
+    records: bytes | FileSlice = b""  # a FileSlice from a zero_copy fetch
     leader: tuple[int, int] = field(default=(-1, -1))
     diverging_epoch: tuple[int, int] | None = None
 
@@ -117,6 +119,13 @@ class OffsetResult:
 
 
 _Pending = tuple[int, "Future[pr.ProduceCompleted]"]  # request id, its answer
+
+
+class StartedProduce(NamedTuple):
+    """Appended batches whose answers are awaited (ReplicaManager.await_produced)."""
+
+    started: list[tuple[TopicPartition, _Pending | ProduceResult]]
+    deadline: float  # time.monotonic()
 
 
 def now_ms() -> int:
@@ -395,10 +404,22 @@ class ReplicaManager:
         """One request's batches: every partition is appended first and the answers are
         awaited together (as Kafka's purgatory does), so a request's partitions
         replicate in parallel rather than one after another."""
+        return self.await_produced(self.start_produce_all(items, acks, timeout_ms))
+
+    def start_produce_all(
+        self, items: Sequence[tuple[TopicPartition, bytes]], acks: int, timeout_ms: int = 30_000
+    ) -> StartedProduce:
+        """produce_all's first half: the appends, in order, now (a connection's next
+        request may be appended as soon as this returns); await_produced waits."""
         timeout_ms = max(timeout_ms, 1)
         started = [(tp, self._start_produce(tp, data, acks, timeout_ms)) for tp, data in items]
         self._wake_fetchers()  # followers long-poll for new data too
-        deadline = time.monotonic() + timeout_ms / 1000 + 1
+        return StartedProduce(started, time.monotonic() + timeout_ms / 1000 + 1)
+
+    def await_produced(self, produce: StartedProduce) -> list[ProduceResult]:
+        """produce_all's second half: each partition's answer (acks=-1: once the HW
+        passed the batch), bounded by the request's timeout."""
+        started, deadline = produce
         results = []
         for tp, pending in started:
             if isinstance(pending, ProduceResult):
@@ -456,9 +477,11 @@ class ReplicaManager:
         max_bytes: int,
         replica_epoch: int = -1,
         cancelled: Callable[[], bool] = lambda: False,
+        zero_copy: bool = False,
     ) -> list[FetchResult]:
         """Kafka's fetch: answer at once on enough bytes, any error or a diverging
-        epoch, else wait for data until max_wait_ms."""
+        epoch, else wait for data until max_wait_ms. `zero_copy`: a consumer's records
+        come as FileSlices (for sendfile); the caller closes them."""
         deadline = time.monotonic() + max(0, max_wait_ms) / 1000
         results: list[FetchResult] | None = None
         marks: list[tuple[int, ...] | None] = [None] * len(specs)
@@ -466,7 +489,9 @@ class ReplicaManager:
         while True:
             with self._data_arrived:
                 version = self._data_version
-            results = self._read(specs, replica_id, replica_epoch, max_bytes, results, marks)
+            results = self._read(
+                specs, replica_id, replica_epoch, max_bytes, results, marks, zero_copy
+            )
             total = sum(len(r.records) for r in results)
             stop = any(r.error_name != "NONE" or r.diverging_epoch for r in results)
             remaining = deadline - time.monotonic()
@@ -577,6 +602,7 @@ class ReplicaManager:
         max_bytes: int,
         previous: list[FetchResult] | None = None,
         marks: list[tuple[int, ...] | None] | None = None,
+        zero_copy: bool = False,
     ) -> list[FetchResult]:
         """One pass over a fetch's partitions. On a waiting fetch's later passes
         (`previous`) a partition whose state is unchanged since its last empty answer
@@ -628,7 +654,7 @@ class ReplicaManager:
                             result.diverging_epoch = (d.epoch, d.end_offset)
                     else:
                         consumer = hp.replica.read_for_consumer(
-                            spec.fetch_offset, limit, spec.current_leader_epoch
+                            spec.fetch_offset, limit, spec.current_leader_epoch, zero_copy
                         )
                         actions = []
                         result.error_name = consumer.error

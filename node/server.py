@@ -27,6 +27,7 @@ from .alter_partition_manager import IsrChangeResult
 from .config import NodeConfig
 from .controller_requests import IsrChange
 from .event_log import EventLogger, configure
+from .kafka.listener import KafkaListener, start_kafka_listeners
 from .local_controller import LocalController
 from .log_manager import LogManager
 from .remote_controller import RemoteController
@@ -49,12 +50,6 @@ class Node:
         self.num_partitions = config.num_partitions
         self.default_replication_factor = config.default_replication_factor
         self.auto_create_topics_enable = config.auto_create_topics_enable
-        if config.kafka_listeners:
-            names = ", ".join(lst.name for lst in config.kafka_listeners)
-            raise InvalidConfigError(
-                f"listeners {names} would serve Kafka's wire protocol, which this node "
-                f"does not serve yet; name gRPC listeners in grpc.listener.names"
-            )
         self.log_manager = LogManager(config.log_dirs, config.log_config, config.log_settings)
         self.remote: RemoteController | None = None
         if config.controller_quorum_voters:
@@ -93,6 +88,7 @@ class Node:
         self._done = threading.Event()
         self.exit_code = 0
         self.port = -1
+        self.kafka: list[KafkaListener] = []  # Kafka-protocol listeners (e.g. PLAINTEXT)
 
     # --- lifecycle -----------------------------------------------------------------
 
@@ -136,6 +132,7 @@ class Node:
         self.controller.add_listener(self.replica_manager.on_metadata)
         self.replica_manager.start()
         self._server.start()
+        self.kafka = start_kafka_listeners(self, self.config)
         if self.remote is not None:
             self.remote.start()
             self.remote.wait_for_metadata()
@@ -189,6 +186,7 @@ class Node:
             # A remote controller makes the controlled shutdown (leaderships move
             # away) before its process exits.
             ("controller", self.controller.shutdown),
+            ("kafka", lambda: [kafka.shutdown() for kafka in self.kafka]),
             ("server", lambda: self._server.stop(grace=2).wait(5) if self._server else None),
             ("replica_manager", self.replica_manager.shutdown),
             ("logs", lambda: self.log_manager.shutdown(self.broker_epoch)),

@@ -41,6 +41,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from seglog.storage.errors import StorageError
+from seglog.storage.file_slice import FileSlice
 from seglog.storage.leader_epoch_cache import (
     UNDEFINED_EPOCH,
     UNDEFINED_EPOCH_OFFSET,
@@ -116,6 +117,14 @@ class ReplicaLog(Protocol):
         upper_bound: int | None = ...,
         min_one_batch: bool = ...,
     ) -> FetchDataInfo: ...
+    def read_slice(
+        self,
+        offset: int,
+        max_bytes: int,
+        *,
+        upper_bound: int | None = ...,
+        min_one_batch: bool = ...,
+    ) -> FileSlice: ...
     def truncate_to(self, offset: int, *, time_ms: int | None = ...) -> bool: ...
     def truncate_fully_and_start_at(self, offset: int, *, time_ms: int | None = ...) -> None: ...
     def update_high_watermark(self, offset: int) -> int: ...
@@ -216,7 +225,7 @@ class ConsumerFetchResponse:
     error: str
     high_watermark: int = -1
     log_start_offset: int = -1
-    records: bytes = b""
+    records: bytes | FileSlice = b""  # a FileSlice when read with zero_copy
 
 
 @dataclass(frozen=True, slots=True)
@@ -816,9 +825,14 @@ class PartitionReplica:
         return ListOffsetsResponse(NONE, found.offset, found.timestamp, epoch, cid)
 
     def read_for_consumer(
-        self, fetch_offset: int, max_bytes: int, current_leader_epoch: int = -1
+        self,
+        fetch_offset: int,
+        max_bytes: int,
+        current_leader_epoch: int = -1,
+        zero_copy: bool = False,
     ) -> ConsumerFetchResponse:
-        """A consumer fetch (READ_UNCOMMITTED): whole batches below the HW (8.1, 8.2)."""
+        """A consumer fetch (READ_UNCOMMITTED): whole batches below the HW (8.1, 8.2).
+        `zero_copy`: the records as a FileSlice of the segment (for sendfile)."""
         fenced = self._fence(current_leader_epoch)
         if fenced is not None:
             return ConsumerFetchResponse(fenced)
@@ -826,6 +840,9 @@ class PartitionReplica:
         start = self.log.log_start_offset
         if fetch_offset < start or fetch_offset > self.log.log_end_offset:
             return ConsumerFetchResponse(OFFSET_OUT_OF_RANGE, hw, start)
+        if zero_copy:
+            piece = self.log.read_slice(fetch_offset, max_bytes, upper_bound=hw)
+            return ConsumerFetchResponse(NONE, hw, start, piece)
         data = self.log.read(fetch_offset, max_bytes, upper_bound=hw, min_one_batch=True)
         return ConsumerFetchResponse(NONE, hw, start, bytes(data.records))
 

@@ -27,6 +27,7 @@ from .errors import (
     StorageError,
     UnexpectedAppendOffsetError,
 )
+from .file_slice import FileSlice
 from .flush_job import FlushJob
 from .leader_epoch_cache import LeaderEpochCache
 from .log_config import LogConfig
@@ -677,6 +678,44 @@ class Log:
                 break
             i += 1
         return FetchDataInfo(b"", offset, offset)
+
+    def read_slice(
+        self,
+        offset: int,
+        max_bytes: int,
+        *,
+        upper_bound: int | None = None,
+        min_one_batch: bool = True,
+    ) -> FileSlice:
+        """`read`'s batches as a FileSlice of their segment (nothing is read but the
+        batch headers): what a Kafka fetch response sends with sendfile."""
+        if offset < self.log_start_offset or offset > self._log_end_offset:
+            raise OffsetOutOfRangeError(
+                f"offset {offset} is out of range for {self.directory.name}: "
+                f"[{self.log_start_offset}, {self._log_end_offset}]"
+            )
+        bound = (
+            self._log_end_offset if upper_bound is None else min(upper_bound, self._log_end_offset)
+        )
+        if offset >= bound:
+            return FileSlice(-1, 0, 0)
+        segments = self._segments
+        i = max(bisect.bisect_right(self._base_offsets, offset) - 1, 0)
+        # Bounded by the segment count: each pass moves to the next segment.
+        while i < len(segments):
+            seg = segments[i]
+            try:
+                extent = seg.read_extent(offset, max_bytes, bound, min_one_batch)
+            except CorruptIndexError:
+                extent = self._rebuild_index_and_retry(
+                    seg, lambda s: s.read_extent(offset, max_bytes, bound, min_one_batch)
+                )
+            if extent is not None and extent[1] > 0:
+                return FileSlice.of(seg.fd, extent[0], extent[1])
+            if extent is not None:
+                break
+            i += 1
+        return FileSlice(-1, 0, 0)
 
     def _with_valid_index(self, seg: LogSegment, op: Callable[[LogSegment], T]) -> T:
         """Run a lookup; if the segment's index proves bad, rebuild it once and retry."""

@@ -234,6 +234,11 @@ class LogSegment:
 
     # --- reading --------------------------------------------------------------
 
+    @property
+    def fd(self) -> int:
+        """The open `.log`'s descriptor (for FileSlice.of, under the log's lock)."""
+        return self._fd
+
     def pread(self, position: int, size: int) -> bytes:
         try:
             return os.pread(self._fd, size, position)
@@ -349,6 +354,46 @@ class LogSegment:
             end += fields[1] + LOG_OVERHEAD
             next_offset = fields[0] + fields[3] + 1
         return _new_tuple(SegmentRead, (data[:end], position, first_offset, next_offset))
+
+    def read_extent(
+        self,
+        start_offset: int,
+        max_bytes: int,
+        max_offset: int | None = None,
+        min_one_batch: bool = True,
+    ) -> tuple[int, int, int] | None:
+        """What `read` would return, as (position, size, next offset) without reading
+        the batches: it steps from header to header (one small pread each), so the
+        bytes can go from the file to a socket with sendfile. None: the offset lies
+        past this segment."""
+        found = self._locate(start_offset, 0)
+        if found is None:
+            return None
+        position, raw = found
+        first_offset, batch_length, _magic, last_offset_delta = BATCH_SCAN.unpack_from(raw)
+        size = batch_length + LOG_OVERHEAD
+        if max_offset is not None and first_offset >= max_offset:
+            return position, 0, first_offset
+        if size > max_bytes and not min_one_batch:
+            return position, 0, first_offset
+        if position + size > self.size:
+            return position, 0, first_offset  # a partial batch at the end: not yet whole
+        end, next_offset = position + size, first_offset + last_offset_delta + 1
+        limit = position + max(max_bytes, size)
+        # Bounded by the segment's size: each pass moves past one whole batch.
+        while end < self.size:
+            raw = self.pread(end, BATCH_SCAN.size)
+            if len(raw) < BATCH_SCAN.size:
+                break
+            base, length, magic, delta = BATCH_SCAN.unpack_from(raw)
+            size = length + LOG_OVERHEAD
+            if magic != CURRENT_MAGIC or size < HEADER_SIZE or end + size > self.size:
+                break
+            if end + size > limit or (max_offset is not None and base >= max_offset):
+                break
+            end += size
+            next_offset = base + delta + 1
+        return position, end - position, next_offset
 
     def scan(
         self, start_position: int = 0, validate: bool = True

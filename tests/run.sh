@@ -14,6 +14,11 @@ if ! java -version >/dev/null 2>&1; then
     apt-get update -qq && apt-get install -y -qq openjdk-17-jre-headless >/dev/null
 fi
 
+if ! command -v kcat >/dev/null 2>&1; then
+    echo "tests/run.sh: installing kcat for the Kafka-protocol tests" >&2
+    apt-get update -qq && apt-get install -y -qq kcat >/dev/null
+fi
+
 python3 -m ruff check .
 python3 proto/generate.py --check
 python3 -m pytest -q -p no:cacheprovider "$@"

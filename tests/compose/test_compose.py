@@ -160,13 +160,15 @@ def seglog(
 
 @contextmanager
 def compose_cluster() -> Iterator[Cluster]:
-    ports = free_ports(3)
+    both = free_ports(6)  # gRPC, then the Kafka-protocol listeners (published too)
+    ports, kafka_ports = both[:3], both[3:]
     project = f"seglog-test-{uuid.uuid4().hex[:10]}"
     env = {
         **os.environ,
         "SEGLOG_PORT_1": str(ports[0]),
         "SEGLOG_PORT_2": str(ports[1]),
         "SEGLOG_PORT_3": str(ports[2]),
+        **{f"SEGLOG_KAFKA_PORT_{n}": str(p) for n, p in enumerate(kafka_ports, 1)},
     }
     cluster = Cluster(project, ports, env)
     try:

@@ -1,0 +1,209 @@
+"""CreateTopics, DeleteTopics, CreatePartitions, DescribeConfigs and
+IncrementalAlterConfigs: Kafka's admin requests onto the node's controller calls
+(which forward to the active controller as the gRPC service's do)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from seglog.replication.cluster_control import ControlError
+from seglog.storage.errors import InvalidConfigError
+from seglog.storage.partition_metadata import topic_id_to_uuid
+
+from .codec import KafkaRequest, Part, encode_response, response_class
+from .errors import error_code
+from .node_api import KafkaNode
+
+TOPIC = 2
+BROKER = 4
+SET, DELETE = 0, 1
+STATIC_BROKER_CONFIG = 4
+DEFAULT_CONFIG = 5
+
+
+def create_topics(node: KafkaNode, request: KafkaRequest) -> list[Part]:
+    req = request.body
+    cls = response_class(request)
+    names = [t.name for t in req.topics]
+    results = []
+    for t in req.topics:
+        partitions = t.num_partitions if t.num_partitions != -1 else node.num_partitions
+        rf = t.replication_factor if t.replication_factor != -1 else node.default_replication_factor
+        result = cls.CreatableTopicResult(
+            name=t.name, error_code=0, num_partitions=partitions, replication_factor=rf
+        )
+        if names.count(t.name) > 1:
+            result.error_code = error_code("INVALID_REQUEST")
+            result.error_message = f"topic {t.name!r} appears more than once in the request"
+        elif t.assignments:
+            result.error_code = error_code("INVALID_REQUEST")
+            result.error_message = "manual replica assignments are not supported"
+        else:
+            configs = {c.name: c.value for c in t.configs if c.value is not None}
+            try:
+                topic_id = node.create_topic(t.name, partitions, rf, configs, req.validate_only)
+                if topic_id:
+                    try:
+                        result.topic_id = topic_id_to_uuid(topic_id)
+                    except ValueError:
+                        pass
+            except ControlError as e:
+                result.error_code, result.error_message = error_code(e.error_name), str(e)
+            except InvalidConfigError as e:
+                result.error_code, result.error_message = error_code("INVALID_CONFIG"), str(e)
+        if result.error_code:
+            result.num_partitions, result.replication_factor = -1, -1
+        results.append(result)
+    return encode_response(request, cls(throttle_time_ms=0, topics=results))
+
+
+def delete_topics(node: KafkaNode, request: KafkaRequest) -> list[Part]:
+    req = request.body
+    cls = response_class(request)
+    image = node.metadata_image()
+    if request.api_version >= 6:
+        wanted = []
+        for t in req.topics:
+            name = t.name
+            if name is None and t.topic_id is not None:
+                for tname, topic in image.topics.items():
+                    try:
+                        if topic_id_to_uuid(topic.topic_id) == t.topic_id:
+                            name = tname
+                    except ValueError:
+                        continue
+            wanted.append((name, t.topic_id))
+    else:
+        wanted = [(name, None) for name in req.topic_names]
+    results = []
+    for name, topic_id in wanted:
+        result = cls.DeletableTopicResult(name=name, error_code=0)
+        if request.api_version >= 6:
+            result.topic_id = topic_id
+        if name is None:
+            result.error_code = error_code("UNKNOWN_TOPIC_ID")
+        else:
+            topic = image.topics.get(name)
+            if topic is not None and request.api_version >= 6 and result.topic_id is None:
+                result.topic_id = topic_id_to_uuid(topic.topic_id)
+            try:
+                node.delete_topic(name)
+            except ControlError as e:
+                result.error_code, result.error_message = error_code(e.error_name), str(e)
+        results.append(result)
+    return encode_response(request, cls(throttle_time_ms=0, responses=results))
+
+
+def create_partitions(node: KafkaNode, request: KafkaRequest) -> list[Part]:
+    """Adding partitions to a topic is not supported by seglog's controller yet: every
+    topic gets INVALID_REQUEST with the reason (an unknown topic, its own error)."""
+    req = request.body
+    cls = response_class(request)
+    image = node.metadata_image()
+    results = []
+    for t in req.topics:
+        if t.name not in image.topics:
+            code, message = error_code("UNKNOWN_TOPIC_OR_PARTITION"), f"no topic {t.name!r}"
+        elif t.count <= len(image.topics[t.name].partitions):
+            code = error_code("INVALID_PARTITIONS")
+            message = (
+                f"topic {t.name!r} has {len(image.topics[t.name].partitions)} partitions; "
+                f"the count can only grow"
+            )
+        else:
+            code = error_code("INVALID_REQUEST")
+            message = "adding partitions to an existing topic is not supported yet"
+        results.append(
+            cls.CreatePartitionsTopicResult(name=t.name, error_code=code, error_message=message)
+        )
+    return encode_response(request, cls(throttle_time_ms=0, results=results))
+
+
+def describe_configs(
+    node: KafkaNode, properties: Mapping[str, str], request: KafkaRequest
+) -> list[Part]:
+    req = request.body
+    cls = response_class(request)
+    entry_cls = cls.DescribeConfigsResult.DescribeConfigsResourceResult
+    results = []
+    for resource in req.resources:
+        result = cls.DescribeConfigsResult(
+            error_code=0,
+            error_message=None,
+            resource_type=resource.resource_type,
+            resource_name=resource.resource_name,
+            configs=[],
+        )
+        wanted = set(resource.configuration_keys or ())
+        entries: list[tuple[str, str, int]] = []
+        if resource.resource_type == TOPIC:
+            try:
+                entries = node.describe_topic_config(resource.resource_name)
+            except ControlError as e:
+                result.error_code, result.error_message = error_code(e.error_name), str(e)
+        elif resource.resource_type == BROKER and resource.resource_name == str(node.node_id):
+            entries = [(k, v, STATIC_BROKER_CONFIG) for k, v in sorted(properties.items())]
+        elif resource.resource_type == BROKER:
+            result.error_code = error_code("INVALID_REQUEST")
+            result.error_message = (
+                f"broker {resource.resource_name!r} must be asked itself (this is "
+                f"broker {node.node_id})"
+            )
+        else:
+            result.error_code = error_code("INVALID_REQUEST")
+            result.error_message = "only TOPIC and BROKER config resources are supported"
+        for name, value, source in entries:
+            if wanted and name not in wanted:
+                continue
+            sensitive = "password" in name
+            result.configs.append(
+                entry_cls(
+                    name=name,
+                    value=None if sensitive else value,
+                    read_only=resource.resource_type == BROKER,
+                    config_source=source,
+                    is_sensitive=sensitive,
+                    synonyms=[],
+                )
+            )
+        results.append(result)
+    return encode_response(request, cls(throttle_time_ms=0, results=results))
+
+
+def incremental_alter_configs(node: KafkaNode, request: KafkaRequest) -> list[Part]:
+    req = request.body
+    cls = response_class(request)
+    results = []
+    for resource in req.resources:
+        result = cls.AlterConfigsResourceResponse(
+            error_code=0,
+            error_message=None,
+            resource_type=resource.resource_type,
+            resource_name=resource.resource_name,
+        )
+        if resource.resource_type != TOPIC:
+            result.error_code = error_code("INVALID_REQUEST")
+            result.error_message = "only TOPIC config resources can be altered"
+            results.append(result)
+            continue
+        changes: dict[str, str | None] = {}
+        for c in resource.configs:
+            if c.config_operation == SET and c.value is not None:
+                changes[c.name] = c.value
+            elif c.config_operation == DELETE:
+                changes[c.name] = None
+            else:
+                result.error_code = error_code("INVALID_CONFIG")
+                result.error_message = (
+                    f"operation {c.config_operation} on {c.name} is not supported "
+                    f"(SET with a value and DELETE are)"
+                )
+        if not result.error_code:
+            try:
+                node.alter_configs(resource.resource_name, changes, req.validate_only)
+            except ControlError as e:
+                result.error_code, result.error_message = error_code(e.error_name), str(e)
+            except InvalidConfigError as e:
+                result.error_code, result.error_message = error_code("INVALID_CONFIG"), str(e)
+        results.append(result)
+    return encode_response(request, cls(throttle_time_ms=0, responses=results))

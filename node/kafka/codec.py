@@ -1,0 +1,247 @@
+"""Frames and messages of Kafka's protocol, on top of kafka-python's `kafka.protocol`
+(request and response classes generated from Kafka's JSON message schemas).
+
+A request frame is decoded into a `KafkaRequest`; a response body is encoded with its
+header into the parts of one frame. A fetch response's records may be FileSlices of
+segment files: the body is encoded with a placeholder in their place, and the frame
+is cut around each placeholder so that the slice goes out with sendfile and only the
+length prefix before it is rewritten."""
+
+from __future__ import annotations
+
+import io
+import os
+import struct
+from dataclasses import dataclass
+from typing import Any
+
+from kafka.protocol.admin import (
+    CreatePartitionsRequest,
+    CreatePartitionsResponse,
+    CreateTopicsRequest,
+    CreateTopicsResponse,
+    DeleteTopicsRequest,
+    DeleteTopicsResponse,
+    DescribeClusterRequest,
+    DescribeClusterResponse,
+    DescribeConfigsRequest,
+    DescribeConfigsResponse,
+    IncrementalAlterConfigsRequest,
+    IncrementalAlterConfigsResponse,
+)
+from kafka.protocol.consumer import (
+    FetchRequest,
+    FetchResponse,
+    ListOffsetsRequest,
+    ListOffsetsResponse,
+    OffsetForLeaderEpochRequest,
+    OffsetForLeaderEpochResponse,
+)
+from kafka.protocol.metadata import (
+    ApiVersionsRequest,
+    ApiVersionsResponse,
+    FindCoordinatorRequest,
+    FindCoordinatorResponse,
+    MetadataRequest,
+    MetadataResponse,
+)
+from kafka.protocol.producer import (
+    InitProducerIdRequest,
+    InitProducerIdResponse,
+    ProduceRequest,
+    ProduceResponse,
+)
+
+from seglog.storage.file_slice import FileSlice
+
+_HEADER = struct.Struct(">hhi")  # api key, api version, correlation id
+_INT32 = struct.Struct(">i")
+
+Part = bytes | FileSlice
+
+
+@dataclass(frozen=True)
+class ApiSpec:
+    """One API this listener serves: `served` versions are decoded and answered;
+    `advertised_min` may be lower (Produce is advertised from 0 as Kafka 4 does:
+    librdkafka only compresses when the advertised range starts low)."""
+
+    key: int
+    name: str
+    request: Any  # the kafka.protocol request class
+    response: Any  # and its response class
+    served: tuple[int, int]
+    advertised_min: int | None = None
+
+    @property
+    def advertised(self) -> tuple[int, int]:
+        low = self.served[0] if self.advertised_min is None else self.advertised_min
+        return low, self.served[1]
+
+
+API_VERSIONS = 18
+PRODUCE = 0
+FETCH = 1
+
+APIS: dict[int, ApiSpec] = {
+    spec.key: spec
+    for spec in (
+        ApiSpec(0, "Produce", ProduceRequest, ProduceResponse, (3, 9), advertised_min=0),
+        ApiSpec(1, "Fetch", FetchRequest, FetchResponse, (4, 12)),
+        ApiSpec(2, "ListOffsets", ListOffsetsRequest, ListOffsetsResponse, (1, 7)),
+        ApiSpec(3, "Metadata", MetadataRequest, MetadataResponse, (0, 12)),
+        # Consumer groups come with their own issue; FindCoordinator is served (it
+        # answers COORDINATOR_NOT_AVAILABLE) because librdkafka enables LZ4 only when a
+        # broker advertises FindCoordinator v0.
+        ApiSpec(10, "FindCoordinator", FindCoordinatorRequest, FindCoordinatorResponse, (0, 4)),
+        ApiSpec(18, "ApiVersions", ApiVersionsRequest, ApiVersionsResponse, (0, 4)),
+        ApiSpec(19, "CreateTopics", CreateTopicsRequest, CreateTopicsResponse, (2, 7)),
+        ApiSpec(20, "DeleteTopics", DeleteTopicsRequest, DeleteTopicsResponse, (1, 6)),
+        ApiSpec(22, "InitProducerId", InitProducerIdRequest, InitProducerIdResponse, (0, 4)),
+        ApiSpec(
+            23,
+            "OffsetForLeaderEpoch",
+            OffsetForLeaderEpochRequest,
+            OffsetForLeaderEpochResponse,
+            (2, 4),
+        ),
+        ApiSpec(32, "DescribeConfigs", DescribeConfigsRequest, DescribeConfigsResponse, (1, 4)),
+        ApiSpec(37, "CreatePartitions", CreatePartitionsRequest, CreatePartitionsResponse, (0, 3)),
+        ApiSpec(
+            44,
+            "IncrementalAlterConfigs",
+            IncrementalAlterConfigsRequest,
+            IncrementalAlterConfigsResponse,
+            (0, 1),
+        ),
+        ApiSpec(60, "DescribeCluster", DescribeClusterRequest, DescribeClusterResponse, (0, 1)),
+    )
+}
+
+
+class InvalidRequestError(Exception):
+    """A frame that cannot be answered: the connection is closed, as Kafka does."""
+
+
+@dataclass
+class KafkaRequest:
+    api_key: int
+    api_version: int
+    correlation_id: int
+    client_id: str | None
+    body: Any  # the decoded request; None for an ApiVersions above our range
+    size: int  # bytes in the frame
+
+    @property
+    def spec(self) -> ApiSpec:
+        return APIS[self.api_key]
+
+    def flexible(self) -> bool:
+        return bool(self.spec.request.flexible_version_q(self.api_version))
+
+
+def parse_request(frame: bytes | bytearray | memoryview) -> KafkaRequest:
+    """Decode one request frame (without its 4-byte size). Raises InvalidRequestError
+    for anything the connection should be closed over: a truncated header, an unknown
+    API key, a version we do not serve (except ApiVersions, which then gets a v0 error
+    answer), a body that does not decode."""
+    data = bytes(frame)
+    if len(data) < _HEADER.size:
+        raise InvalidRequestError(f"request header truncated ({len(data)} bytes)")
+    api_key, api_version, correlation_id = _HEADER.unpack_from(data)
+    spec = APIS.get(api_key)
+    if spec is None:
+        raise InvalidRequestError(f"unknown API key {api_key}")
+    low, high = spec.served
+    if api_key == API_VERSIONS and api_version > high:
+        # KIP-511: answer with our ranges at v0, whatever the body holds.
+        return KafkaRequest(api_key, api_version, correlation_id, None, None, len(data))
+    if not low <= api_version <= high:
+        raise InvalidRequestError(
+            f"{spec.name} v{api_version} is not supported (served: v{low}-v{high})"
+        )
+    try:
+        stream = io.BytesIO(data)
+        header = spec.request.parse_header(stream, version=api_version)
+        body = spec.request.decode(memoryview(data)[stream.tell() :], version=api_version)
+    except InvalidRequestError:
+        raise
+    except Exception as e:  # the generated decoders raise anything on malformed input
+        raise InvalidRequestError(
+            f"malformed {spec.name} v{api_version} request: {type(e).__name__}: {e}"
+        ) from None
+    return KafkaRequest(api_key, api_version, correlation_id, header.client_id, body, len(data))
+
+
+def response_header(request: KafkaRequest) -> bytes:
+    """Response header v0 (correlation id), or v1 (plus empty tagged fields) for a
+    flexible version; ApiVersions always answers with v0 (KIP-511)."""
+    if request.api_key != API_VERSIONS and request.flexible():
+        return _INT32.pack(request.correlation_id) + b"\x00"
+    return _INT32.pack(request.correlation_id)
+
+
+def response_class(request: KafkaRequest) -> Any:
+    """The response class of the request's API at its version."""
+    return request.spec.response[request.api_version]
+
+
+def encode_response(request: KafkaRequest, body: Any, version: int | None = None) -> list[Part]:
+    """One response frame: size, header, body. `body` is an instance of the response
+    class; `version` overrides the request's (an ApiVersions error answer is v0)."""
+    encoded = bytes(body.encode(version=request.api_version if version is None else version))
+    header = response_header(request)
+    return [_INT32.pack(len(header) + len(encoded)) + header + encoded]
+
+
+def placeholder() -> bytes:
+    """A record-set stand-in for a FileSlice: random, so it never occurs in the rest
+    of the response by chance."""
+    return b"\xfeSEGLOG" + os.urandom(9)
+
+
+def _varint(value: int) -> bytes:
+    out = bytearray()
+    while value >= 0x80:
+        out.append((value & 0x7F) | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)
+
+
+def _length_prefix(size: int, flexible: bool) -> bytes:
+    """A records field's length: INT32 before flexible versions, else compact
+    (unsigned varint of length + 1)."""
+    return _varint(size + 1) if flexible else _INT32.pack(size)
+
+
+def encode_with_slices(
+    request: KafkaRequest, body: Any, slices: dict[bytes, FileSlice]
+) -> list[Part]:
+    """As encode_response, with each placeholder (and the length before it) replaced
+    by its FileSlice and the slice's own length."""
+    if not slices:
+        return encode_response(request, body)
+    encoded = bytes(body.encode(version=request.api_version))
+    flexible = request.flexible()
+    header = response_header(request)
+    parts: list[Part] = []
+    total = len(header)
+    pos = 0
+    found = sorted((encoded.index(token), token) for token in slices)
+    placeholder_prefix = len(_length_prefix(len(next(iter(slices))), flexible))
+    for at, token in found:
+        start = at - placeholder_prefix
+        if start < pos or encoded[start:at] != _length_prefix(len(token), flexible):
+            raise AssertionError("records placeholder not where the codec put it")
+        piece = slices[token]
+        chunk = encoded[pos:start] + _length_prefix(len(piece), flexible)
+        parts.append(chunk)
+        parts.append(piece)
+        total += len(chunk) + len(piece)
+        pos = at + len(token)
+    tail = encoded[pos:]
+    parts.append(tail)
+    total += len(tail)
+    parts[0] = _INT32.pack(total) + header + parts[0]  # type: ignore[operator]
+    return parts

@@ -1,0 +1,313 @@
+"""The Kafka request handlers: each decoded request goes to the node's replica manager
+or controller calls, as the gRPC service's do, and its answer is encoded back.
+
+Produce hands the client's RecordBatch bytes to the replica manager as they arrived
+(the log assigns only baseOffset and partitionLeaderEpoch, outside the CRC); Fetch
+reads FileSlices of the segments and the codec frames them for sendfile."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from seglog.replication.cluster_control import ControlError
+from seglog.storage.file_slice import FileSlice
+
+from ..event_log import EventLogger
+from ..replica_manager import FetchSpec
+from . import admin
+from .codec import (
+    KafkaRequest,
+    Part,
+    encode_response,
+    encode_with_slices,
+    placeholder,
+    response_class,
+)
+from .errors import error_code
+from .metadata import api_versions, describe_cluster, find_coordinator, metadata
+from .node_api import KafkaNode
+from .socket_server import Deferred
+
+_log = EventLogger("kafka")
+MAX_FETCH_WAIT_MS = 30_000  # a client's fetch.max.wait.ms is capped at this
+DEFAULT_PRODUCE_TIMEOUT_MS = 30_000
+
+
+class KafkaApis:
+    """Request → response parts (None: no response, for acks=0)."""
+
+    def __init__(
+        self,
+        node: KafkaNode,
+        listener: str = "PLAINTEXT",
+        properties: Mapping[str, str] | None = None,
+        stopped: threading.Event | None = None,
+    ) -> None:
+        self.node = node
+        self.listener = listener
+        self.properties = dict(properties or {})
+        self.stopped = stopped or threading.Event()
+        self._apis: dict[int, Callable[[KafkaRequest], list[Part] | None]] = {
+            0: self.produce,
+            1: self.fetch,
+            2: self.list_offsets,
+            3: lambda r: metadata(self.node, self.listener, r),
+            10: find_coordinator,
+            18: api_versions,
+            19: lambda r: admin.create_topics(self.node, r),
+            20: lambda r: admin.delete_topics(self.node, r),
+            22: self.init_producer_id,
+            23: self.offsets_for_leader_epoch,
+            32: lambda r: admin.describe_configs(self.node, self.properties, r),
+            37: lambda r: admin.create_partitions(self.node, r),
+            44: lambda r: admin.incremental_alter_configs(self.node, r),
+            60: lambda r: describe_cluster(self.node, self.listener, r),
+        }
+
+    def __call__(self, request: KafkaRequest) -> list[Part] | None:
+        return self._apis[request.api_key](request)
+
+    # --- produce -------------------------------------------------------------------
+
+    def produce(self, request: KafkaRequest) -> list[Part] | Deferred | None:
+        """Appends now; the answer (acks=-1: once the high watermark passed) comes from
+        a Deferred, so the connection's next request can be appended meanwhile."""
+        req = request.body
+        acks = req.acks
+        refuse: str | None = None
+        if acks not in (-1, 0, 1):
+            refuse = "INVALID_REQUIRED_ACKS"
+        elif req.transactional_id is not None:
+            refuse = "TRANSACTIONAL_ID_AUTHORIZATION_FAILED"  # no transactions in seglog
+        items: list[tuple[tuple[str, int], bytes]] = []
+        seen: set[tuple[str, int]] = set()
+        errors: dict[tuple[str, int], str] = {}
+        for t in req.topic_data:
+            for p in t.partition_data:
+                tp = (t.name, p.index)
+                if refuse is not None:
+                    errors[tp] = refuse
+                elif p.records is None or len(p.records) == 0:
+                    errors[tp] = "CORRUPT_MESSAGE"
+                elif tp in seen:
+                    errors[tp] = "INVALID_REQUEST"
+                else:
+                    seen.add(tp)
+                    items.append((tp, bytes(p.records)))
+        timeout = req.timeout_ms if req.timeout_ms > 0 else DEFAULT_PRODUCE_TIMEOUT_MS
+        rm = self.node.replica_manager
+        started = rm.start_produce_all(items, acks, timeout) if items else None
+
+        def answer() -> list[Part] | None:
+            results = rm.await_produced(started) if started is not None else []
+            done = dict(zip((tp for tp, _ in items), results, strict=True))
+            if acks == 0:
+                return None
+            return self._produce_response(request, errors, done)
+
+        return Deferred(answer) if started is not None else answer()
+
+    def _produce_response(
+        self, request: KafkaRequest, errors: dict[tuple[str, int], str], done: dict[Any, Any]
+    ) -> list[Part]:
+        req = request.body
+        cls = response_class(request)
+        topics = []
+        for t in req.topic_data:
+            partitions = []
+            for p in t.partition_data:
+                tp = (t.name, p.index)
+                r = done.get(tp)
+                if r is None:
+                    name = errors.get(tp, "UNKNOWN_SERVER_ERROR")
+                    partitions.append(
+                        cls.TopicProduceResponse.PartitionProduceResponse(
+                            index=p.index,
+                            error_code=error_code(name),
+                            base_offset=-1,
+                            error_message=name,
+                        )
+                    )
+                    continue
+                if r.error_name != "NONE":
+                    _log.debug(
+                        "kafka_produce_error", topic=t.name, partition=p.index, error=r.error_name
+                    )
+                partitions.append(
+                    cls.TopicProduceResponse.PartitionProduceResponse(
+                        index=p.index,
+                        error_code=error_code(r.error_name),
+                        base_offset=r.base_offset,
+                        log_append_time_ms=r.log_append_time,
+                        log_start_offset=r.log_start_offset,
+                        record_errors=[],
+                        error_message=r.error_message or None,
+                    )
+                )
+            topics.append(cls.TopicProduceResponse(name=t.name, partition_responses=partitions))
+        return encode_response(request, cls(responses=topics, throttle_time_ms=0))
+
+    # --- fetch ---------------------------------------------------------------------
+
+    def fetch(self, request: KafkaRequest) -> list[Part] | Deferred:
+        """A fetch with enough bytes (or an error) now is answered now; one that must
+        wait for fetch.min.bytes goes to a delayed thread for up to fetch.max.wait.ms."""
+        req = request.body
+        specs = [
+            FetchSpec(
+                t.topic,
+                p.partition,
+                p.fetch_offset,
+                p.current_leader_epoch if request.api_version >= 9 else -1,
+                p.partition_max_bytes if p.partition_max_bytes > 0 else 1 << 20,
+                -1,
+                p.log_start_offset,
+            )
+            for t in req.topics
+            for p in t.partitions
+        ]
+        max_bytes = self.node.fetch_max_bytes
+        if req.max_bytes > 0:
+            max_bytes = min(req.max_bytes, max_bytes)
+        wait_ms = min(max(req.max_wait_ms, 0), MAX_FETCH_WAIT_MS)
+        if req.min_bytes <= 0:
+            wait_ms = 0
+        min_bytes = max(req.min_bytes, 1)
+
+        def read(wait: int) -> list[Any]:
+            return self.node.replica_manager.fetch(
+                specs,
+                replica_id=-1,  # replicas fetch over gRPC: a Kafka fetch is a consumer's
+                max_wait_ms=wait,
+                min_bytes=min_bytes,
+                max_bytes=max_bytes,
+                cancelled=self.stopped.is_set,
+                zero_copy=True,
+            )
+
+        now = read(0)
+        if (
+            wait_ms == 0
+            or any(r.error_name != "NONE" for r in now)
+            or (sum(len(r.records) for r in now) >= min_bytes)
+        ):
+            return self._fetch_response(request, now)
+        for r in now:
+            if isinstance(r.records, FileSlice):
+                r.records.close()
+        return Deferred(lambda: self._fetch_response(request, read(wait_ms)))
+
+    def _fetch_response(self, request: KafkaRequest, results: list[Any]) -> list[Part]:
+        req = request.body
+        cls = response_class(request)
+        slices: dict[bytes, FileSlice] = {}
+        try:
+            topics: list[Any] = []
+            for r in results:
+                records: bytes | None = b""
+                if isinstance(r.records, FileSlice):
+                    if len(r.records) > 0:
+                        token = placeholder()
+                        slices[token] = r.records
+                        records = token
+                    else:
+                        r.records.close()
+                elif r.records:
+                    records = bytes(r.records)
+                part = cls.FetchableTopicResponse.PartitionData(
+                    partition_index=r.partition,
+                    error_code=error_code(r.error_name),
+                    high_watermark=r.high_watermark,
+                    last_stable_offset=r.high_watermark,
+                    log_start_offset=r.log_start_offset,
+                    aborted_transactions=[] if req.isolation_level == 1 else None,
+                    preferred_read_replica=-1,
+                    records=records,
+                )
+                if topics and topics[-1].topic == r.topic:
+                    topics[-1].partitions.append(part)
+                else:
+                    topics.append(cls.FetchableTopicResponse(topic=r.topic, partitions=[part]))
+            body = cls(throttle_time_ms=0, error_code=0, session_id=0, responses=topics)
+            return encode_with_slices(request, body, slices)
+        except BaseException:
+            for piece in slices.values():
+                piece.close()
+            raise
+
+    # --- offsets -------------------------------------------------------------------
+
+    def list_offsets(self, request: KafkaRequest) -> list[Part]:
+        req = request.body
+        cls = response_class(request)
+        rm = self.node.replica_manager
+        topics = []
+        for t in req.topics:
+            partitions = []
+            for p in t.partitions:
+                epoch = p.current_leader_epoch if request.api_version >= 4 else -1
+                r = rm.list_offset((t.name, p.partition_index), p.timestamp, epoch, -1)
+                partitions.append(
+                    cls.ListOffsetsTopicResponse.ListOffsetsPartitionResponse(
+                        partition_index=p.partition_index,
+                        error_code=error_code(r.error_name),
+                        timestamp=r.timestamp,
+                        offset=r.offset,
+                        leader_epoch=r.leader_epoch,
+                    )
+                )
+            topics.append(cls.ListOffsetsTopicResponse(name=t.name, partitions=partitions))
+        return encode_response(request, cls(throttle_time_ms=0, topics=topics))
+
+    def offsets_for_leader_epoch(self, request: KafkaRequest) -> list[Part]:
+        req = request.body
+        cls = response_class(request)
+        rm = self.node.replica_manager
+        topics = []
+        for t in req.topics:
+            partitions = []
+            for p in t.partitions:
+                r = rm.end_offset_for_epoch(
+                    (t.topic, p.partition), p.leader_epoch, p.current_leader_epoch
+                )
+                partitions.append(
+                    cls.OffsetForLeaderTopicResult.EpochEndOffset(
+                        error_code=error_code(r.error_name),
+                        partition=p.partition,
+                        leader_epoch=r.leader_epoch,
+                        end_offset=r.offset,
+                    )
+                )
+            topics.append(cls.OffsetForLeaderTopicResult(topic=t.topic, partitions=partitions))
+        return encode_response(request, cls(throttle_time_ms=0, topics=topics))
+
+    # --- producer ids --------------------------------------------------------------
+
+    def init_producer_id(self, request: KafkaRequest) -> list[Part]:
+        req = request.body
+        cls = response_class(request)
+        if req.transactional_id is not None:
+            body = cls(
+                throttle_time_ms=0,
+                error_code=error_code("TRANSACTIONAL_ID_AUTHORIZATION_FAILED"),
+                producer_id=-1,
+                producer_epoch=-1,
+            )
+            return encode_response(request, body)
+        try:
+            pid = self.node.next_producer_id()
+        except ControlError as e:
+            _log.info("kafka_init_producer_id_failed", error=e.error_name)
+            # Retriable for every client: it asks again.
+            body = cls(
+                throttle_time_ms=0,
+                error_code=error_code("COORDINATOR_NOT_AVAILABLE"),
+                producer_id=-1,
+                producer_epoch=-1,
+            )
+            return encode_response(request, body)
+        return encode_response(
+            request, cls(throttle_time_ms=0, error_code=0, producer_id=pid, producer_epoch=0)
+        )

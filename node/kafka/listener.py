@@ -1,0 +1,85 @@
+"""A node's Kafka listeners: every entry of `listeners` that is neither a gRPC
+listener (`grpc.listener.names`) nor the controller's (`controller.listener.names`)
+serves Kafka's wire protocol, e.g. `PLAINTEXT://0.0.0.0:9092`. Each gets its own
+socket server with the Kafka handlers; Metadata answers list every broker's endpoint
+on the listener the request came in on, as Kafka does."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from seglog.storage.errors import InvalidConfigError
+
+from ..config import Listener, NodeConfig
+from ..event_log import EventLogger
+from .handlers import KafkaApis
+from .node_api import KafkaNode
+from .socket_server import SocketServer, SocketSettings
+
+_log = EventLogger("kafka")
+
+
+def socket_settings(props: Mapping[str, str], num_io_threads: int) -> SocketSettings:
+    """Kafka's socket server settings, by Kafka's names and with its defaults."""
+    defaults = SocketSettings()
+
+    def number(key: str, default: int) -> int:
+        raw = props.get(key)
+        if raw is None:
+            return default
+        try:
+            value = int(str(raw).strip())
+        except ValueError:
+            raise InvalidConfigError(
+                f"Invalid value {raw} for configuration {key}: Not a number of type INT"
+            ) from None
+        if value < 1:
+            raise InvalidConfigError(
+                f"Invalid value {raw} for configuration {key}: Value must be at least 1"
+            )
+        return value
+
+    return SocketSettings(
+        num_network_threads=number("num.network.threads", defaults.num_network_threads),
+        num_io_threads=num_io_threads,
+        queued_max_requests=number("queued.max.requests", defaults.queued_max_requests),
+        socket_request_max_bytes=number(
+            "socket.request.max.bytes", defaults.socket_request_max_bytes
+        ),
+        max_connections=number("max.connections", defaults.max_connections),
+        connections_max_idle_ms=number("connections.max.idle.ms", defaults.connections_max_idle_ms),
+    )
+
+
+class KafkaListener:
+    """One Kafka-protocol listener: bound on construction, start() serves, shutdown()
+    stops."""
+
+    def __init__(self, node: KafkaNode, listener: Listener, config: NodeConfig) -> None:
+        self.name = listener.name
+        self.settings = socket_settings(config.raw, config.num_io_threads)
+        self.apis = KafkaApis(node, listener.name, config.raw)
+        self.server = SocketServer(listener.host, listener.port, self.apis, self.settings)
+        self.apis.stopped = self.server.stopped
+        self.port = self.server.port
+
+    def start(self) -> None:
+        self.server.start()
+
+    def shutdown(self) -> None:
+        self.server.shutdown()
+
+
+def start_kafka_listeners(node: KafkaNode, config: NodeConfig) -> list[KafkaListener]:
+    """Bind and start every Kafka listener of the config (none: an empty list)."""
+    started: list[KafkaListener] = []
+    try:
+        for listener in config.kafka_listeners:
+            k = KafkaListener(node, listener, config)
+            k.start()
+            started.append(k)
+    except BaseException:
+        for k in started:
+            k.shutdown()
+        raise
+    return started

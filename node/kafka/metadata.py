@@ -1,0 +1,195 @@
+"""ApiVersions, Metadata and DescribeCluster: what a client learns about the cluster.
+Brokers are listed with their address on the listener the request came in on, as
+Kafka does; fenced brokers are left out, and a partition whose leader is not among
+the live brokers answers LEADER_NOT_AVAILABLE."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from seglog.replication.cluster_control import ControlError
+from seglog.replication.metadata_image import BrokerImage, MetadataImage
+from seglog.storage.partition_metadata import topic_id_to_uuid
+
+from .codec import API_VERSIONS, APIS, KafkaRequest, Part, encode_response, response_class
+from .errors import error_code
+from .node_api import KafkaNode
+
+UNSUPPORTED_VERSION = 35
+
+
+def api_versions(request: KafkaRequest) -> list[Part]:
+    """Our ranges; an ApiVersions above ours gets them in a v0 error answer (KIP-511)."""
+    spec = APIS[API_VERSIONS]
+    unsupported = request.body is None
+    version = 0 if unsupported else request.api_version
+    cls = spec.response[version]
+    keys = [
+        cls.ApiVersion(api_key=s.key, min_version=s.advertised[0], max_version=s.advertised[1])
+        for s in sorted(APIS.values(), key=lambda s: s.key)
+    ]
+    body = cls(
+        error_code=UNSUPPORTED_VERSION if unsupported else 0,
+        api_keys=keys,
+        throttle_time_ms=0,
+    )
+    return encode_response(request, body, version=version)
+
+
+def live_brokers(image: MetadataImage, listener: str) -> dict[int, tuple[BrokerImage, str, int]]:
+    """Unfenced brokers that advertise `listener`: id → (broker, host, port)."""
+    out = {}
+    for b in image.brokers.values():
+        if b.fenced:
+            continue
+        endpoint = b.endpoint(listener)
+        if endpoint is not None:
+            out[b.broker_id] = (b, endpoint[0], endpoint[1])
+    return out
+
+
+def _topic_uuid(topic_id: str) -> Any:
+    try:
+        return topic_id_to_uuid(topic_id)
+    except ValueError:
+        return None
+
+
+def metadata(node: KafkaNode, listener: str, request: KafkaRequest) -> list[Part]:
+    req = request.body
+    v = request.api_version
+    cls = response_class(request)
+    image = node.metadata_image()
+    if req.topics is None or (v == 0 and not req.topics):
+        wanted = sorted(image.topics)
+    else:
+        wanted = []
+        for t in req.topics:
+            name = t.name
+            if name is None and getattr(t, "topic_id", None) is not None:
+                for tname, topic in image.topics.items():
+                    if _topic_uuid(topic.topic_id) == t.topic_id:
+                        name = tname
+            wanted.append(name)
+    auto_create = (req.allow_auto_topic_creation if v >= 4 else True) and (
+        node.auto_create_topics_enable
+    )
+    topics = []
+    for name in wanted:
+        if name is None:
+            topics.append(
+                cls.MetadataResponseTopic(error_code=error_code("UNKNOWN_TOPIC_ID"), name=None)
+            )
+            continue
+        topic = image.topics.get(name)
+        if topic is None and auto_create:
+            try:
+                node.create_topic(
+                    name, node.num_partitions, node.default_replication_factor, {}, False
+                )
+            except ControlError as e:
+                if e.error_name != "TOPIC_ALREADY_EXISTS":
+                    topics.append(
+                        cls.MetadataResponseTopic(error_code=error_code(e.error_name), name=name)
+                    )
+                    continue
+            image = node.metadata_image()
+            topic = image.topics.get(name)
+            if topic is None:
+                topics.append(
+                    cls.MetadataResponseTopic(
+                        error_code=error_code("LEADER_NOT_AVAILABLE"), name=name
+                    )
+                )
+                continue
+        if topic is None:
+            topics.append(
+                cls.MetadataResponseTopic(
+                    error_code=error_code("UNKNOWN_TOPIC_OR_PARTITION"), name=name
+                )
+            )
+            continue
+        live = live_brokers(image, listener)
+        partitions = []
+        for p, state in sorted(topic.partitions.items()):
+            leader_up = state.leader in live
+            partitions.append(
+                cls.MetadataResponseTopic.MetadataResponsePartition(
+                    error_code=0 if leader_up else error_code("LEADER_NOT_AVAILABLE"),
+                    partition_index=p,
+                    leader_id=state.leader if leader_up else -1,
+                    leader_epoch=state.leader_epoch,
+                    replica_nodes=list(state.replicas),
+                    isr_nodes=list(state.isr),
+                    offline_replicas=[r for r in state.replicas if r not in live],
+                )
+            )
+        topics.append(
+            cls.MetadataResponseTopic(
+                error_code=0,
+                name=name,
+                topic_id=_topic_uuid(topic.topic_id),
+                is_internal=False,
+                partitions=partitions,
+            )
+        )
+    brokers = [
+        cls.MetadataResponseBroker(node_id=i, host=host, port=port, rack=b.rack)
+        for i, (b, host, port) in sorted(live_brokers(node.metadata_image(), listener).items())
+    ]
+    body = cls(
+        throttle_time_ms=0,
+        brokers=brokers,
+        cluster_id=node.cluster_id,
+        controller_id=node.controller_id(),
+        topics=topics,
+    )
+    return encode_response(request, body)
+
+
+def describe_cluster(node: KafkaNode, listener: str, request: KafkaRequest) -> list[Part]:
+    req = request.body
+    cls = response_class(request)
+    endpoint_type = getattr(req, "endpoint_type", 1)
+    if endpoint_type != 1:
+        body = cls(
+            error_code=error_code("INVALID_REQUEST"),
+            error_message="only broker endpoints (endpoint type 1) are served",
+            endpoint_type=endpoint_type,
+            cluster_id=node.cluster_id,
+            brokers=[],
+        )
+        return encode_response(request, body)
+    brokers = [
+        cls.DescribeClusterBroker(broker_id=i, host=host, port=port, rack=b.rack)
+        for i, (b, host, port) in sorted(live_brokers(node.metadata_image(), listener).items())
+    ]
+    body = cls(
+        throttle_time_ms=0,
+        error_code=0,
+        endpoint_type=endpoint_type,
+        cluster_id=node.cluster_id,
+        controller_id=node.controller_id(),
+        brokers=brokers,
+    )
+    return encode_response(request, body)
+
+
+def find_coordinator(request: KafkaRequest) -> list[Part]:
+    """No group or transaction coordinator yet: COORDINATOR_NOT_AVAILABLE (retriable)
+    for every key."""
+    cls = response_class(request)
+    code = error_code("COORDINATOR_NOT_AVAILABLE")
+    message = "consumer groups and transactions are not supported yet"
+    if request.api_version >= 4:
+        coordinators = [
+            cls.Coordinator(
+                key=key, node_id=-1, host="", port=-1, error_code=code, error_message=message
+            )
+            for key in request.body.coordinator_keys
+        ]
+        return encode_response(request, cls(throttle_time_ms=0, coordinators=coordinators))
+    body = cls(
+        throttle_time_ms=0, error_code=code, error_message=message, node_id=-1, host="", port=-1
+    )
+    return encode_response(request, body)

@@ -1,0 +1,22 @@
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from kafka_cluster import KafkaCluster  # noqa: E402
+
+
+@pytest.fixture(scope="session")
+def kafka_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaCluster]:
+    """Three real nodes with Kafka listeners, shared by the tests that do not kill
+    nodes (each uses topics of its own)."""
+    cluster = KafkaCluster(tmp_path_factory.mktemp("kafka-cluster"))
+    try:
+        cluster.start_all()
+        yield cluster
+        assert not cluster.crashes(), cluster.crashes()
+    finally:
+        cluster.stop_all()

@@ -1,0 +1,134 @@
+"""Real node processes with a Kafka (PLAINTEXT) listener beside gRPC, for the Kafka
+protocol tests: the three voters of tests/three_node_cluster.py with one more port
+each, and a raw Kafka connection that sends requests encoded by kafka-python and reads
+the response frames back (for the tests that need exact bytes or bad input)."""
+
+from __future__ import annotations
+
+import socket
+import struct
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from node_process import free_port
+from three_node_cluster import NODE_IDS, ThreeNodeCluster
+
+# A session timeout that notices a SIGKILLed leader in about a second, as local up.
+KAFKA_OVERRIDES = {
+    "num.partitions": "1",
+    "default.replication.factor": "3",
+    "replica.fetch.backoff.ms": "100",
+    "controller.quorum.election.timeout.ms": "500",
+}
+
+
+class KafkaCluster(ThreeNodeCluster):
+    session_timeout_ms = 1500
+    wait_s = 30.0
+
+    def __init__(self, root: Path, overrides: Mapping[str, str] | None = None) -> None:
+        super().__init__(root, {**KAFKA_OVERRIDES, **(overrides or {})})
+        self.kafka_ports = {i: free_port() for i in NODE_IDS}
+        for i, n in self.nodes.items():
+            text = n.config_path.read_text()
+            lines = []
+            for line in text.splitlines():
+                if line.startswith("listeners="):
+                    line += f",PLAINTEXT://127.0.0.1:{self.kafka_ports[i]}"
+                lines.append(line)
+            n.config_path.write_text("\n".join(lines) + "\n")
+
+    @property
+    def kafka_bootstrap(self) -> str:
+        return ",".join(f"127.0.0.1:{p}" for p in self.kafka_ports.values())
+
+    def start_all(self) -> None:
+        for i in NODE_IDS:
+            self.start(i)
+        self.wait("three unfenced brokers", lambda: True if self.all_up_and_unfenced() else None)
+
+    def leader_of(self, topic: str, partition: int = 0) -> int | None:
+        md = self.metadata(1, [topic]) or self.metadata(2, [topic]) or self.metadata(3, [topic])
+        if md is None:
+            return None
+        for t in md.topics:
+            if t.name == topic and not t.error_code:
+                for p in t.partitions:
+                    if p.partition == partition and p.leader_id >= 0:
+                        return int(p.leader_id)
+        return None
+
+
+_SIZE = struct.Struct(">i")
+
+
+class KafkaConnection:
+    """One raw connection to a Kafka listener."""
+
+    def __init__(self, port: int, timeout_s: float = 10.0) -> None:
+        self.sock = socket.create_connection(("127.0.0.1", port), timeout=timeout_s)
+        self.correlation_id = 0
+
+    def close(self) -> None:
+        self.sock.close()
+
+    def __enter__(self) -> KafkaConnection:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def send_raw(self, data: bytes) -> None:
+        self.sock.sendall(data)
+
+    def send(self, request: Any) -> int:  # noqa: ANN401 - a kafka.protocol request
+        self.correlation_id += 1
+        request.with_header(correlation_id=self.correlation_id, client_id="seglog-tests")
+        self.sock.sendall(bytes(request.encode(header=True, framed=True)))
+        return self.correlation_id
+
+    def read_frame(self) -> bytes:
+        size = _SIZE.unpack(self._read_exact(4))[0]
+        return self._read_exact(size)
+
+    def _read_exact(self, n: int) -> bytes:
+        out = bytearray()
+        while len(out) < n:
+            chunk = self.sock.recv(n - len(out))
+            if not chunk:
+                raise ConnectionError(f"closed after {len(out)} of {n} bytes")
+            out += chunk
+        return bytes(out)
+
+    def request(self, request: Any) -> tuple[bytes, Any]:  # noqa: ANN401
+        """Send and read the answer: (body bytes after the response header, decoded)."""
+        cid = self.send(request)
+        frame = self.read_frame()
+        assert _SIZE.unpack_from(frame)[0] == cid
+        cls = _response_class(request)
+        # ApiVersions answers with response header v0 at every version (KIP-511).
+        flexible = cls.flexible_version_q(request.API_VERSION) and request.API_KEY != 18
+        body = frame[5:] if flexible else frame[4:]
+        return body, cls.decode(body, version=request.API_VERSION)
+
+    def closed_by_peer(self, timeout_s: float = 5.0) -> bool:
+        """True when the node closes the connection (EOF or reset) within the time."""
+        self.sock.settimeout(timeout_s)
+        deadline = time.monotonic() + timeout_s
+        try:
+            while time.monotonic() < deadline:
+                if not self.sock.recv(65536):
+                    return True
+        except (ConnectionResetError, BrokenPipeError):
+            return True
+        except TimeoutError:
+            return False
+        return False
+
+
+def _response_class(request: Any) -> Any:  # noqa: ANN401
+    import kafka.protocol.api_header as h
+
+    return h.ResponseClassRegistry.get_response_class(request.header)

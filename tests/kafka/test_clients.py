@@ -1,0 +1,154 @@
+"""Unmodified Kafka clients against three real nodes: confluent-kafka (librdkafka
+2.16), kafka-python 3 and aiokafka; produce, consume and admin requests."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections import defaultdict
+
+import pytest
+
+TIMEOUT_S = 30.0
+
+
+def _wait(what: str, probe, timeout_s: float = TIMEOUT_S):  # noqa: ANN001, ANN202
+    deadline = time.monotonic() + timeout_s
+    while True:
+        value = probe()
+        if value is not None:
+            return value
+        assert time.monotonic() < deadline, f"timed out: {what}"
+        time.sleep(0.1)
+
+
+def test_confluent_kafka_idempotent_producer_and_assigned_consumer(kafka_cluster):
+    ck = pytest.importorskip("confluent_kafka")
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    b = kafka_cluster.kafka_bootstrap
+    admin = AdminClient({"bootstrap.servers": b})
+    futures = admin.create_topics(
+        [NewTopic("ck-orders", 3, 3, config={"min.insync.replicas": "2"})]
+    )
+    futures["ck-orders"].result(TIMEOUT_S)
+    producer = ck.Producer(
+        {"bootstrap.servers": b, "enable.idempotence": True, "acks": "all", "linger.ms": 5}
+    )
+    delivered: dict[int, list[tuple[int, bytes]]] = defaultdict(list)
+    errors = []
+
+    def on_delivery(err, msg):  # noqa: ANN001, ANN202
+        if err is not None:
+            errors.append(err)
+        else:
+            delivered[msg.partition()].append((msg.offset(), msg.value()))
+
+    for i in range(3000):
+        producer.produce(
+            "ck-orders", value=b"m%06d" % i, key=b"k%d" % (i % 11), on_delivery=on_delivery
+        )
+        producer.poll(0)
+    assert producer.flush(TIMEOUT_S) == 0
+    assert not errors, errors[:3]
+    assert sum(len(v) for v in delivered.values()) == 3000
+    assert len(delivered) == 3  # the keys spread over every partition
+
+    consumer = ck.Consumer(
+        {"bootstrap.servers": b, "group.id": "not-used", "enable.auto.commit": False}
+    )
+    consumer.assign([ck.TopicPartition("ck-orders", p, 0) for p in range(3)])
+    got: dict[int, list[tuple[int, bytes]]] = defaultdict(list)
+    deadline = time.monotonic() + TIMEOUT_S
+    while sum(len(v) for v in got.values()) < 3000 and time.monotonic() < deadline:
+        msg = consumer.poll(0.5)
+        if msg is None or msg.error():
+            continue
+        got[msg.partition()].append((msg.offset(), msg.value()))
+    consumer.close()
+    for p in range(3):
+        assert got[p] == sorted(delivered[p]), f"partition {p} differs"
+
+
+def test_kafka_python_admin_producer_consumer(kafka_cluster):
+    from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
+    from kafka.admin import ConfigResource, ConfigResourceType, NewTopic
+
+    b = kafka_cluster.kafka_bootstrap.split(",")
+    admin = KafkaAdminClient(bootstrap_servers=b, request_timeout_ms=10_000)
+    try:
+        admin.create_topics(
+            [NewTopic("kp-events", 2, 3, topic_configs={"retention.ms": "3600000"})]
+        )
+
+        def retention():  # noqa: ANN202 - brokers learn the new topic asynchronously
+            result = admin.describe_configs(
+                [ConfigResource(ConfigResourceType.TOPIC, "kp-events", ["retention.ms"])]
+            )
+            entry = result["topic"].get("kp-events", {}).get("retention.ms")
+            return entry["value"] if entry else None
+
+        assert _wait("retention.ms described", retention) == "3600000"
+        admin.alter_configs(
+            [ConfigResource(ConfigResourceType.TOPIC, "kp-events", {"retention.ms": "7200000"})],
+            incremental=True,
+        )
+        _wait("retention.ms altered", lambda: True if retention() == "7200000" else None)
+
+        producer = KafkaProducer(
+            bootstrap_servers=b, acks="all", enable_idempotence=True, compression_type="gzip"
+        )
+        futures = [producer.send("kp-events", b"e%05d" % i, partition=i % 2) for i in range(500)]
+        producer.flush(TIMEOUT_S)
+        acked = [f.get(TIMEOUT_S) for f in futures]
+        producer.close()
+        assert sorted(m.offset for m in acked if m.partition == 0) == list(range(250))
+
+        consumer = KafkaConsumer(bootstrap_servers=b, consumer_timeout_ms=5000)
+        consumer.assign([TopicPartition("kp-events", p) for p in range(2)])
+        consumer.seek_to_beginning()
+        values = sorted(m.value for m in consumer)
+        consumer.close()
+        assert values == sorted(b"e%05d" % i for i in range(500))
+
+        admin.delete_topics(["kp-events"])
+        _wait(
+            "topic deleted",
+            lambda: True if "kp-events" not in admin.list_topics() else None,
+        )
+    finally:
+        admin.close()
+
+
+def test_aiokafka_producer_and_consumer(kafka_cluster):
+    aiokafka = pytest.importorskip("aiokafka")
+    from aiokafka.structs import TopicPartition
+
+    b = kafka_cluster.kafka_bootstrap
+
+    async def run() -> list[bytes]:
+        producer = aiokafka.AIOKafkaProducer(bootstrap_servers=b, acks="all")
+        await producer.start()
+        try:
+            for i in range(200):
+                await producer.send("aio-events", b"a%04d" % i, partition=0)
+            await producer.flush()
+        finally:
+            await producer.stop()
+        consumer = aiokafka.AIOKafkaConsumer(bootstrap_servers=b, auto_offset_reset="earliest")
+        await consumer.start()
+        got: list[bytes] = []
+        try:
+            tp = TopicPartition("aio-events", 0)
+            consumer.assign([tp])
+            await consumer.seek_to_beginning(tp)
+            deadline = time.monotonic() + TIMEOUT_S
+            while len(got) < 200 and time.monotonic() < deadline:
+                batch = await consumer.getmany(timeout_ms=500)
+                for records in batch.values():
+                    got.extend(r.value for r in records)
+        finally:
+            await consumer.stop()
+        return got
+
+    assert asyncio.run(run()) == [b"a%04d" % i for i in range(200)]
