@@ -187,7 +187,10 @@ class LogManager:
         return deleted
 
     def _remove_deleted(self, t: int) -> None:
+        # Twice a second: only logs with deletions pending take their lock.
         for plog in self.partitions().values():
+            if not plog.log.has_pending_deletions:
+                continue
             with plog.lock:
                 plog.log.remove_deleted_files(time_ms=t)
 

@@ -6,8 +6,8 @@ only the partitions whose position moved (those answered since the last request,
 new ones, and ones a metadata change touched) and the leader answers only partitions
 with something new. A partition the leader has not answered stays outstanding in the
 session: its replica keeps its fetch in flight until the answer comes. A sweep once a
-second asks every partition's replica for its next request, which catches timeouts
-and backoffs; a partition in backoff is asked again every round until it ends.
+5 seconds asks every partition's replica for its next request, which catches request
+timeouts; a partition in backoff is asked again every round until it ends.
 Truncation requests (OffsetsForLeaderEpoch) and ListOffsets go outside the session.
 """
 
@@ -33,7 +33,7 @@ _log = EventLogger("replica_fetcher")
 
 FETCH_WAIT_MS = 500
 FETCH_MAX_BYTES = 10 << 20
-SWEEP_MS = 1_000
+SWEEP_MS = 5_000  # a safety net: answers, metadata and backoffs mark partitions due
 SESSION_ERRORS = (
     errors_pb2.ErrorCode.Value("FETCH_SESSION_ID_NOT_FOUND"),
     errors_pb2.ErrorCode.Value("INVALID_FETCH_SESSION_EPOCH"),

@@ -48,7 +48,8 @@ LATEST_TIMESTAMP = -1
 EARLIEST_TIMESTAMP = -2
 MAX_TIMESTAMP = -3
 TICK_S = 0.05
-SWEEP_S = 1.0
+SWEEP_S = 1.0  # the shortest sweep of every leader
+SWEEP_MAX_S = 2.5  # half an AlterPartition re-send interval
 
 
 
@@ -172,6 +173,9 @@ class ReplicaManager:
         # Partitions with parked acks=-1 produces: ticked every TICK_S for timeouts.
         self._ticking: set[TopicPartition] = set()
         self._sessions = FetchSessionCache(fetch_session_slots)
+        # A leader's ISR shrink check is due every replica.lag.time.max.ms/2: sweeping
+        # at a quarter of the lag finds it at most that late.
+        self._sweep_s = min(max(SWEEP_S, replica_lag_time_max_ms / 4000), SWEEP_MAX_S)
         self._stopped = threading.Event()
         self._ticker: threading.Thread | None = None
 
@@ -222,15 +226,17 @@ class ReplicaManager:
 
     def _tick_loop(self) -> None:
         """Timers, with work proportional to the partitions that have some: those with
-        parked acks=-1 produces every tick (their timeouts), every partition once a
-        sweep (ISR shrink checks every replica.lag.time.max.ms/2, AlterPartition
-        re-sends), instead of every partition 20 times a second."""
+        parked acks=-1 produces every tick (their timeouts), every leader once a sweep
+        (ISR shrink checks every replica.lag.time.max.ms/2, AlterPartition re-sends),
+        instead of every partition 20 times a second."""
         next_sweep = 0.0
         while not self._stopped.wait(TICK_S):
             t = now_ms()
             if time.monotonic() >= next_sweep:
-                next_sweep = time.monotonic() + SWEEP_S
-                targets = self.partitions()
+                next_sweep = time.monotonic() + self._sweep_s
+                # Only leaders have timers beyond parked produces (a follower's
+                # requests are its fetcher's business).
+                targets = [hp for hp in self.partitions() if hp.replica.is_leader]
             else:
                 with self._lock:
                     targets = [self._partitions[p] for p in self._ticking if p in self._partitions]

@@ -942,6 +942,11 @@ class Log:
                 _PendingDeletion(seg, snapshot, t + self.config.file_delete_delay_ms)
             )
 
+    @property
+    def has_pending_deletions(self) -> bool:
+        """Whether `.deleted` files wait for their delay (a cheap check, no lock)."""
+        return bool(self._pending_deletions)
+
     def remove_deleted_files(self, *, time_ms: int | None = None, force: bool = False) -> int:
         """Physically delete `.deleted` files whose delay (file.delete.delay.ms) has passed."""
         t = now_ms() if time_ms is None else time_ms
