@@ -7,7 +7,8 @@ broker sessions, 500 ms elections):
 * create_s — CreateTopics until every node's Metadata shows every partition with a
   leader and a full ISR;
 * idle_cores — CPU of all node processes (brokers and their controller processes),
-  in cores, over --idle-seconds with the topic idle;
+  in cores, over --idle-seconds with the topic idle, --settle-seconds after it was
+  created;
 * rss_mib, threads — per node (broker + controller process), after the produce phase;
 * records_per_s, p50_ms, p99_ms — a keyed, idempotent, acks=all Producer (linger.ms 5)
   sending --records records of 200 bytes with keys spread over every partition; the
@@ -20,7 +21,7 @@ its last line. With 2 cores the client and the three nodes share the machine; qu
 the load average with the figures.
 
     python bench/scale.py [--partitions 10,100,1000,5000] [--records N]
-                          [--idle-seconds S] [--plot PATH] [--dir D]
+                          [--idle-seconds S] [--settle-seconds S] [--plot PATH] [--dir D]
 """
 
 from __future__ import annotations
@@ -146,7 +147,9 @@ class LocalCluster:
         return True
 
 
-def run_count(partitions: int, records: int, idle_s: float, root: Path) -> dict[str, object]:
+def run_count(
+    partitions: int, records: int, idle_s: float, settle_s: float, root: Path
+) -> dict[str, object]:
     cluster = LocalCluster(root)
     say(f"[{partitions} partitions] starting a cluster in {root}")
     cluster.up()
@@ -161,7 +164,7 @@ def run_count(partitions: int, records: int, idle_s: float, root: Path) -> dict[
             time.sleep(0.2)
         create_s = time.perf_counter() - started
         say(f"  created in {create_s:.1f} s")
-        time.sleep(2)
+        time.sleep(settle_s)  # the new partitions' first fetches and checkpoints pass
         cpu0, t0 = cluster.cpu_s(), time.perf_counter()
         time.sleep(idle_s)
         idle_cores = (cluster.cpu_s() - cpu0) / (time.perf_counter() - t0)
@@ -245,6 +248,7 @@ def main() -> int:
     parser.add_argument("--partitions", default="10,100,1000,5000")
     parser.add_argument("--records", type=int, default=30_000)
     parser.add_argument("--idle-seconds", type=float, default=10.0)
+    parser.add_argument("--settle-seconds", type=float, default=15.0)
     parser.add_argument("--plot", default=str(ROOT / "docs" / "perf" / "scale.png"))
     parser.add_argument("--dir", default=None, help="where the clusters' data goes")
     args = parser.parse_args()
@@ -255,7 +259,9 @@ def main() -> int:
     for count in counts:
         root = base / f"p{count}"
         shutil.rmtree(root, ignore_errors=True)
-        results.append(run_count(count, args.records, args.idle_seconds, root))
+        results.append(
+            run_count(count, args.records, args.idle_seconds, args.settle_seconds, root)
+        )
     if args.plot:
         plot(results, Path(args.plot))
     first = results[0]
