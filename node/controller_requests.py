@@ -15,6 +15,7 @@ from seglog.replication.cluster_control import (
     allocate_producer_ids,
     alter_config_records,
     alter_partition_records,
+    create_partitions_records,
     create_topic_records,
     delete_topic_records,
 )
@@ -80,6 +81,15 @@ class ControllerRequests:
         if not validate_only:
             _log.info("topic_created", topic=name, partitions=num_partitions, rf=replication_factor)
         return topic_id[0]
+
+    def create_partitions(self, name: str, total_count: int, validate_only: bool = False) -> None:
+        def decide(image: MetadataImage) -> list[MetadataRecord]:
+            records = create_partitions_records(image, name, total_count, self.rng)
+            return [] if validate_only else records
+
+        self._op(decide)
+        if not validate_only:
+            _log.info("partitions_created", topic=name, partitions=total_count)
 
     def delete_topic(self, name: str) -> None:
         self._op(lambda image: delete_topic_records(image, name))

@@ -133,6 +133,15 @@ class ControllerServicer(cluster_pb2_grpc.ControllerServicer):
     ) -> cpb.ControlResponse:
         return self._control(lambda: self.controller.delete_topic(request.name))
 
+    def CreatePartitions(  # noqa: N802
+        self, request: cpb.CreatePartitionsRequest, context: grpc.ServicerContext
+    ) -> cpb.ControlResponse:
+        return self._control(
+            lambda: self.controller.create_partitions(
+                request.name, request.total_count, request.validate_only
+            )
+        )
+
     def AlterTopicConfigs(  # noqa: N802
         self, request: cpb.AlterTopicConfigsRequest, context: grpc.ServicerContext
     ) -> cpb.ControlResponse:

@@ -256,6 +256,21 @@ class RemoteController:
             self._await(lambda image: name in image.topics)
         return str(r.topic_id)
 
+    def create_partitions(self, name: str, total_count: int, validate_only: bool = False) -> None:
+        request = cpb.CreatePartitionsRequest(
+            name=name, total_count=total_count, validate_only=validate_only
+        )
+        self._control(
+            lambda n: self.client.controller_stub(n).CreatePartitions(
+                request, timeout=RPC_TIMEOUT_S
+            )
+        )
+        if not validate_only:
+            self._await(
+                lambda image: name in image.topics
+                and len(image.topics[name].partitions) >= total_count
+            )
+
     def delete_topic(self, name: str) -> None:
         request = cpb.DeleteTopicRequest(name=name)
         self._control(

@@ -256,6 +256,9 @@ class Node:
     ) -> str:
         return self.controller.create_topic(name, partitions, rf, configs, validate_only)
 
+    def create_partitions(self, name: str, total_count: int, validate_only: bool) -> None:
+        self.controller.create_partitions(name, total_count, validate_only)
+
     def delete_topic(self, name: str) -> None:
         self.controller.delete_topic(name)
 

@@ -310,6 +310,16 @@ class DeleteTopicRequest(_message.Message):
     name: str
     def __init__(self, name: _Optional[str] = ...) -> None: ...
 
+class CreatePartitionsRequest(_message.Message):
+    __slots__ = ("name", "total_count", "validate_only")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    TOTAL_COUNT_FIELD_NUMBER: _ClassVar[int]
+    VALIDATE_ONLY_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    total_count: int
+    validate_only: bool
+    def __init__(self, name: _Optional[str] = ..., total_count: _Optional[int] = ..., validate_only: _Optional[bool] = ...) -> None: ...
+
 class AlterTopicConfigsRequest(_message.Message):
     __slots__ = ("topic", "set", "delete", "validate_only")
     class SetEntry(_message.Message):

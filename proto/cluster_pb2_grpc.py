@@ -77,6 +77,11 @@ class ControllerStub:
                 request_serializer=cluster__pb2.DeleteTopicRequest.SerializeToString,
                 response_deserializer=cluster__pb2.ControlResponse.FromString,
                 _registered_method=True)
+        self.CreatePartitions = channel.unary_unary(
+                '/seglog.v1.Controller/CreatePartitions',
+                request_serializer=cluster__pb2.CreatePartitionsRequest.SerializeToString,
+                response_deserializer=cluster__pb2.ControlResponse.FromString,
+                _registered_method=True)
         self.AlterTopicConfigs = channel.unary_unary(
                 '/seglog.v1.Controller/AlterTopicConfigs',
                 request_serializer=cluster__pb2.AlterTopicConfigsRequest.SerializeToString,
@@ -145,6 +150,12 @@ class ControllerServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def CreatePartitions(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def AlterTopicConfigs(self, request, context):
         """Missing associated documentation comment in .proto file."""
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
@@ -201,6 +212,11 @@ def add_ControllerServicer_to_server(servicer, server):
             'DeleteTopic': grpc.unary_unary_rpc_method_handler(
                     servicer.DeleteTopic,
                     request_deserializer=cluster__pb2.DeleteTopicRequest.FromString,
+                    response_serializer=cluster__pb2.ControlResponse.SerializeToString,
+            ),
+            'CreatePartitions': grpc.unary_unary_rpc_method_handler(
+                    servicer.CreatePartitions,
+                    request_deserializer=cluster__pb2.CreatePartitionsRequest.FromString,
                     response_serializer=cluster__pb2.ControlResponse.SerializeToString,
             ),
             'AlterTopicConfigs': grpc.unary_unary_rpc_method_handler(
@@ -432,6 +448,33 @@ class Controller:
             target,
             '/seglog.v1.Controller/DeleteTopic',
             cluster__pb2.DeleteTopicRequest.SerializeToString,
+            cluster__pb2.ControlResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def CreatePartitions(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/seglog.v1.Controller/CreatePartitions',
+            cluster__pb2.CreatePartitionsRequest.SerializeToString,
             cluster__pb2.ControlResponse.FromString,
             options,
             channel_credentials,

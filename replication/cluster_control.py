@@ -118,6 +118,35 @@ def create_topic_records(
     return records
 
 
+def create_partitions_records(
+    image: MetadataImage, name: str, total_count: int, rng: random.Random
+) -> list[MetadataRecord]:
+    """Kafka's CreatePartitions: grow a topic to `total_count` partitions, placing the
+    new ones with the topic's replication factor as a new topic's would be."""
+    topic = image.topics.get(name)
+    if topic is None:
+        raise ControlError("UNKNOWN_TOPIC_OR_PARTITION", f"topic {name!r} does not exist")
+    current = len(topic.partitions)
+    if total_count <= current:
+        raise ControlError(
+            "INVALID_PARTITIONS",
+            f"topic {name!r} has {current} partitions; the count can only grow "
+            f"(asked for {total_count})",
+        )
+    rf = len(topic.partitions[0].replicas) if topic.partitions else 1
+    brokers = image.unfenced_brokers()
+    if rf > len(brokers):
+        raise ControlError(
+            "INVALID_REPLICATION_FACTOR",
+            f"replication factor {rf} is larger than the {len(brokers)} available brokers",
+        )
+    placements = assign_replicas(brokers, total_count - current, rf, rng)
+    return [
+        PartitionRecord(topic.topic_id, current + i, replicas, replicas, replicas[0], 0, 0)
+        for i, replicas in enumerate(placements)
+    ]
+
+
 def delete_topic_records(image: MetadataImage, name: str) -> list[MetadataRecord]:
     topic = image.topics.get(name)
     if topic is None:

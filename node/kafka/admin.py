@@ -95,24 +95,21 @@ def delete_topics(node: KafkaNode, request: KafkaRequest) -> list[Part]:
 
 
 def create_partitions(node: KafkaNode, request: KafkaRequest) -> list[Part]:
-    """Adding partitions to a topic is not supported by seglog's controller yet: every
-    topic gets INVALID_REQUEST with the reason (an unknown topic, its own error)."""
+    """Grow topics to the requested partition counts (new partitions placed as a new
+    topic's would be; explicit assignments are refused: seglog places replicas)."""
     req = request.body
     cls = response_class(request)
-    image = node.metadata_image()
     results = []
     for t in req.topics:
-        if t.name not in image.topics:
-            code, message = error_code("UNKNOWN_TOPIC_OR_PARTITION"), f"no topic {t.name!r}"
-        elif t.count <= len(image.topics[t.name].partitions):
-            code = error_code("INVALID_PARTITIONS")
-            message = (
-                f"topic {t.name!r} has {len(image.topics[t.name].partitions)} partitions; "
-                f"the count can only grow"
-            )
-        else:
+        code, message = 0, None
+        if getattr(t, "assignments", None):
             code = error_code("INVALID_REQUEST")
-            message = "adding partitions to an existing topic is not supported yet"
+            message = "explicit replica assignments are not supported; omit them"
+        else:
+            try:
+                node.create_partitions(t.name, t.count, bool(req.validate_only))
+            except ControlError as e:
+                code, message = error_code(e.error_name), str(e)
         results.append(
             cls.CreatePartitionsTopicResult(name=t.name, error_code=code, error_message=message)
         )

@@ -152,3 +152,35 @@ def test_aiokafka_producer_and_consumer(kafka_cluster):
         return got
 
     assert asyncio.run(run()) == [b"a%04d" % i for i in range(200)]
+
+
+def test_kafka_python_create_partitions_grows_a_topic_that_then_serves(kafka_cluster):
+    from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
+    from kafka.admin import NewPartitions, NewTopic
+    from kafka.errors import InvalidPartitionsError
+
+    b = kafka_cluster.kafka_bootstrap.split(",")
+    admin = KafkaAdminClient(bootstrap_servers=b, request_timeout_ms=10_000)
+    try:
+        admin.create_topics([NewTopic("kp-grow", 2, 3)])
+        admin.create_partitions({"kp-grow": NewPartitions(total_count=5)})
+        with pytest.raises(InvalidPartitionsError):
+            admin.create_partitions({"kp-grow": NewPartitions(total_count=3)})  # only grows
+
+        def five():  # noqa: ANN202 - brokers learn the new partitions asynchronously
+            parts = admin.describe_topics(["kp-grow"])[0]["partitions"]
+            return len(parts) if len(parts) == 5 else None
+
+        assert _wait("five partitions described", five) == 5
+        producer = KafkaProducer(bootstrap_servers=b, acks="all")
+        acked = [producer.send("kp-grow", b"p%d" % p, partition=p) for p in range(5)]
+        producer.flush(TIMEOUT_S)
+        assert sorted(f.get(TIMEOUT_S).partition for f in acked) == list(range(5))
+        producer.close()
+        consumer = KafkaConsumer(bootstrap_servers=b, consumer_timeout_ms=5000)
+        consumer.assign([TopicPartition("kp-grow", 4)])
+        consumer.seek_to_beginning()
+        assert [m.value for m in consumer] == [b"p4"]
+        consumer.close()
+    finally:
+        admin.close()
