@@ -11,7 +11,11 @@ from seglog.storage.log_config import BrokerLogSettings, LogConfig
 from seglog.storage.properties_file import parse_properties
 
 
-def _int(props: Mapping[str, str], key: str, default: int, at_least: int | None = None) -> int:
+def int_setting(
+    props: Mapping[str, str], key: str, default: int, at_least: int | None = None
+) -> int:
+    """An INT setting by its Kafka name: the default when absent, else a clear error
+    naming the key for a value that is not a number or is below `at_least`."""
     raw = props.get(key)
     if raw is None:
         return default
@@ -26,6 +30,9 @@ def _int(props: Mapping[str, str], key: str, default: int, at_least: int | None 
             f"Invalid value {raw} for configuration {key}: Value must be at least {at_least}"
         )
     return value
+
+
+_int = int_setting  # the short name the long list below uses
 
 
 def _bool(props: Mapping[str, str], key: str, default: bool) -> bool:
@@ -175,7 +182,7 @@ class NodeConfig:
             raise InvalidConfigError(
                 "Missing required configuration node.id which has no default value"
             )
-        node_id = _int(props, "node.id", 0, at_least=0)
+        node_id = int_setting(props, "node.id", 0, at_least=0)
         listeners = parse_listeners("listeners", props.get("listeners", DEFAULT_LISTENERS))
         protocol_map = parse_protocol_map(
             props.get("listener.security.protocol.map", DEFAULT_SECURITY_PROTOCOL_MAP)

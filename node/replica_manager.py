@@ -13,7 +13,7 @@ from __future__ import annotations
 import itertools
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass, field
@@ -499,15 +499,8 @@ class ReplicaManager:
                 specs, replica_id, replica_epoch, max_bytes, results, marks, zero_copy
             )
             total = sum(len(r.records) for r in results)
-            stop = any(r.error_name != "NONE" or r.diverging_epoch for r in results)
             remaining = deadline - time.monotonic()
-            if (
-                total >= min_bytes
-                or stop
-                or remaining <= 0
-                or cancelled()
-                or self._stopped.is_set()
-            ):
+            if self._answer_now(results, total, min_bytes, remaining, cancelled):
                 return results
             with self._data_arrived:
                 if self._data_version == version:
@@ -570,15 +563,8 @@ class ReplicaManager:
                         ):
                             out[tp] = r
                             total += len(r.records)
-                stop = any(r.error_name != "NONE" or r.diverging_epoch for r in out.values())
                 remaining = deadline - time.monotonic()
-                if (
-                    total >= min_bytes
-                    or stop
-                    or remaining <= 0
-                    or cancelled()
-                    or self._stopped.is_set()
-                ):
+                if self._answer_now(out.values(), total, min_bytes, remaining, cancelled):
                     break
                 with self._data_arrived:
                     if self._data_version == version:
@@ -587,6 +573,24 @@ class ReplicaManager:
                 if r.error_name == "NONE":
                     session.told[tp] = (r.high_watermark, r.log_start_offset)
             return session.session_id, list(out.values())
+
+    def _answer_now(
+        self,
+        results: Iterable[FetchResult],
+        total: int,
+        min_bytes: int,
+        remaining: float,
+        cancelled: Callable[[], bool],
+    ) -> bool:
+        """Kafka's delayed-fetch rule: answer on enough bytes, any error or diverging
+        epoch, the deadline, a cancelled call or a stopping node."""
+        return (
+            total >= min_bytes
+            or any(r.error_name != "NONE" or r.diverging_epoch for r in results)
+            or remaining <= 0
+            or cancelled()
+            or self._stopped.is_set()
+        )
 
     @staticmethod
     def _mark(hp: HostedPartition) -> tuple[int, ...]:

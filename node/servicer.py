@@ -4,8 +4,6 @@ of its own beyond request shape checks."""
 
 from __future__ import annotations
 
-from typing import Any
-
 import grpc
 
 from seglog.proto import client_pb2 as pb
@@ -15,7 +13,8 @@ from seglog.storage.errors import InvalidConfigError
 
 from .event_log import EventLogger
 from .fetch_session import FetchSessionError
-from .replica_manager import FetchSpec, ReplicaManager
+from .node_services import NodeServices
+from .replica_manager import FetchSpec
 
 _log = EventLogger("servicer")
 E = errors_pb2.ErrorCode
@@ -26,30 +25,6 @@ def code(name: str) -> int:
         return E.Value(name)
     except ValueError:
         return E.Value("UNKNOWN_SERVER_ERROR")
-
-
-class NodeServices:
-    """What the servicer needs from the node (kept narrow for tests)."""
-
-    node_id: int
-    cluster_id: str
-    replica_manager: ReplicaManager
-    fetch_max_bytes: int
-    num_partitions: int
-    default_replication_factor: int
-    auto_create_topics_enable: bool
-
-    def metadata_image(self) -> Any: ...
-    def controller_id(self) -> int: ...
-    def create_topic(
-        self, name: str, partitions: int, rf: int, configs: dict[str, str], validate_only: bool
-    ) -> str: ...
-    def delete_topic(self, name: str) -> None: ...
-    def alter_configs(
-        self, topic: str, changes: dict[str, str | None], validate_only: bool
-    ) -> None: ...
-    def describe_topic_config(self, topic: str) -> list[tuple[str, str, int]]: ...
-    def next_producer_id(self) -> int: ...
 
 
 class SegLogServicer(client_pb2_grpc.SegLogServicer):

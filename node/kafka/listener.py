@@ -8,9 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from seglog.storage.errors import InvalidConfigError
-
-from ..config import Listener, NodeConfig
+from ..config import Listener, NodeConfig, int_setting
 from ..event_log import EventLogger
 from .handlers import KafkaApis
 from .node_api import KafkaNode
@@ -24,20 +22,7 @@ def socket_settings(props: Mapping[str, str], num_io_threads: int) -> SocketSett
     defaults = SocketSettings()
 
     def number(key: str, default: int) -> int:
-        raw = props.get(key)
-        if raw is None:
-            return default
-        try:
-            value = int(str(raw).strip())
-        except ValueError:
-            raise InvalidConfigError(
-                f"Invalid value {raw} for configuration {key}: Not a number of type INT"
-            ) from None
-        if value < 1:
-            raise InvalidConfigError(
-                f"Invalid value {raw} for configuration {key}: Value must be at least 1"
-            )
-        return value
+        return int_setting(props, key, default, at_least=1)
 
     return SocketSettings(
         num_network_threads=number("num.network.threads", defaults.num_network_threads),

@@ -1,33 +1,8 @@
 """What the Kafka handlers need from the node: the same surface as the gRPC
-service's (`seglog.node.servicer.NodeServices`), plus the node's properties."""
+service's (`seglog.node.node_services.NodeServices`)."""
 
 from __future__ import annotations
 
-from typing import Protocol
+from ..node_services import NodeServices as KafkaNode
 
-from seglog.replication.metadata_image import MetadataImage
-
-from ..replica_manager import ReplicaManager
-
-
-class KafkaNode(Protocol):
-    node_id: int
-    cluster_id: str
-    replica_manager: ReplicaManager
-    fetch_max_bytes: int
-    num_partitions: int
-    default_replication_factor: int
-    auto_create_topics_enable: bool
-
-    def metadata_image(self) -> MetadataImage: ...
-    def controller_id(self) -> int: ...
-    def create_topic(
-        self, name: str, partitions: int, rf: int, configs: dict[str, str], validate_only: bool
-    ) -> str: ...
-    def delete_topic(self, name: str) -> None: ...
-    def create_partitions(self, name: str, total_count: int, validate_only: bool) -> None: ...
-    def alter_configs(
-        self, topic: str, changes: dict[str, str | None], validate_only: bool
-    ) -> None: ...
-    def describe_topic_config(self, topic: str) -> list[tuple[str, str, int]]: ...
-    def next_producer_id(self) -> int: ...
+__all__ = ["KafkaNode"]
