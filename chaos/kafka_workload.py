@@ -16,10 +16,10 @@ import random
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
-from .workload import History, WorkloadConfig, _ProducerStats
+from .workload import WorkloadState, _ProducerStats
 
 _DEFINITE = frozenset(
     {
@@ -41,21 +41,8 @@ def classify(error: Any) -> tuple[str, bool]:  # noqa: ANN401 - a confluent_kafk
 
 
 @dataclass
-class KafkaWorkload:
+class KafkaWorkload(WorkloadState):
     """The Workload interface (start, stop_producers, drain, final_read, stop)."""
-
-    config: WorkloadConfig
-    history: History
-    _stop_producing: threading.Event = field(default_factory=threading.Event)
-    _stop_consuming: threading.Event = field(default_factory=threading.Event)
-    _threads: list[threading.Thread] = field(default_factory=list)
-    _producer_threads: list[threading.Thread] = field(default_factory=list)
-    _producers: list[Any] = field(default_factory=list)
-    _outstanding: list[threading.Semaphore] = field(default_factory=list)
-    _positions: dict[str, dict[int, int]] = field(default_factory=dict)
-    _positions_lock: threading.Lock = field(default_factory=threading.Lock)
-    stats: dict[str, _ProducerStats] = field(default_factory=dict)
-    errors: list[str] = field(default_factory=list)
 
     def start(self) -> None:
         import confluent_kafka as ck

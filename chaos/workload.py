@@ -156,8 +156,8 @@ class _ProducerStats:
 
 
 @dataclass
-class Workload:
-    """Start with start(); stop_producers() then drain() then stop()."""
+class WorkloadState:
+    """What every workload keeps while it runs, whichever client it drives."""
 
     config: WorkloadConfig
     history: History
@@ -165,12 +165,17 @@ class Workload:
     _stop_consuming: threading.Event = field(default_factory=threading.Event)
     _threads: list[threading.Thread] = field(default_factory=list)
     _producer_threads: list[threading.Thread] = field(default_factory=list)
-    _producers: list[Producer] = field(default_factory=list)
+    _producers: list[Any] = field(default_factory=list)
     _outstanding: list[threading.Semaphore] = field(default_factory=list)
     _positions: dict[str, dict[int, int]] = field(default_factory=dict)
     _positions_lock: threading.Lock = field(default_factory=threading.Lock)
     stats: dict[str, _ProducerStats] = field(default_factory=dict)
     errors: list[str] = field(default_factory=list)
+
+
+@dataclass
+class Workload(WorkloadState):
+    """Start with start(); stop_producers() then drain() then stop()."""
 
     def start(self) -> None:
         c = self.config
