@@ -59,3 +59,78 @@ def test_bad_values_name_the_setting(key: str, value: str, says: str) -> None:
     with pytest.raises(InvalidConfigError) as e:
         NodeConfig.from_properties({"node.id": "1", key: value})
     assert key in str(e.value) and says in str(e.value)
+
+
+# --- named listeners ----------------------------------------------------------------
+
+
+def listeners_config(**props: str) -> NodeConfig:
+    return NodeConfig.from_properties({"node.id": "1", **props})
+
+
+def test_named_listeners_and_the_inter_broker_one() -> None:
+    c = listeners_config(
+        listeners="PLAINTEXT://0.0.0.0:9092,GRPC://0.0.0.0:9192,"
+        "REPLICATION://0.0.0.0:9392,CONTROLLER://0.0.0.0:9292",
+        **{
+            "advertised.listeners": "GRPC://127.0.0.1:19192,REPLICATION://node1:9392",
+            "inter.broker.listener.name": "REPLICATION",
+            "controller.quorum.voters": "1@node1:9292",
+        },
+    )
+    assert [lst.name for lst in c.kafka_listeners] == ["PLAINTEXT"]
+    assert [lst.name for lst in c.grpc_listeners] == ["GRPC", "REPLICATION"]
+    assert c.controller_listener is not None and c.controller_listener.port == 9292
+    assert c.advertised_listener == ("127.0.0.1", 19192)
+    assert c.inter_broker_address == ("node1", 9392)
+    assert "CONTROLLER" not in c.advertised_listeners  # a controller is never advertised
+
+
+@pytest.mark.parametrize(
+    ("props", "says"),
+    [
+        ({"listeners": "SSL://127.0.0.1:9093,GRPC://127.0.0.1:9192"}, "listener SSL"),
+        (
+            {
+                "listeners": "SECURE://127.0.0.1:9093,GRPC://127.0.0.1:9192",
+                "listener.security.protocol.map": "SECURE:SASL_SSL,GRPC:PLAINTEXT",
+            },
+            "listener SECURE",
+        ),
+        ({"listeners": "ODD://127.0.0.1:9093,GRPC://127.0.0.1:9192"}, "ODD has no security"),
+        ({"listeners": "GRPC://127.0.0.1:9192,GRPC://127.0.0.1:9193"}, "GRPC appears twice"),
+        ({"listeners": "GRPC://127.0.0.1:9192,PLAINTEXT://127.0.0.1:9192"}, "different port"),
+        ({"listeners": "PLAINTEXT://127.0.0.1:9092"}, "no gRPC listener"),
+        ({"listeners": "GRPC://127.0.0.1"}, "NAME://host:port"),
+        (
+            {
+                "listeners": "GRPC://127.0.0.1:9192",
+                "controller.quorum.voters": "1@127.0.0.1:9292",
+            },
+            "needs a listener named in controller.listener.names",
+        ),
+        (
+            {
+                "listeners": "GRPC://127.0.0.1:9192,CONTROLLER://127.0.0.1:9293",
+                "controller.quorum.voters": "1@127.0.0.1:9292",
+            },
+            "listens on 9293",
+        ),
+        (
+            {
+                "listeners": "GRPC://127.0.0.1:9192,CONTROLLER://127.0.0.1:9292",
+                "advertised.listeners": "CONTROLLER://h:9292",
+            },
+            "is not advertised",
+        ),
+        (
+            {"listeners": "GRPC://127.0.0.1:9192", "inter.broker.listener.name": "PLAINTEXT"},
+            "inter.broker.listener.name",
+        ),
+    ],
+)
+def test_bad_listeners_are_refused_naming_what_is_wrong(props: dict[str, str], says: str) -> None:
+    """A listener seglog cannot serve as configured (e.g. SSL) is refused at start,
+    never served as something else."""
+    with pytest.raises(InvalidConfigError, match=says):
+        listeners_config(**props)
