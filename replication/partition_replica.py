@@ -923,6 +923,14 @@ class PartitionReplica:
             if out_of_sync:
                 # A pending shrink keeps the old, larger ISR as the maximal one.
                 self._propose_isr(self._ordered(self.isr - out_of_sync), self.isr, now_ms, actions)
+        if self._pending_isr is None:
+            # A caught-up follower that was not eligible when it last fetched (its
+            # broker still fenced after a restart) joins once it is: with incremental
+            # fetch sessions an idle partition's follower sends no new fetch to
+            # trigger the check.
+            for r in sorted(self.followers):
+                if r not in self.isr and self._pending_isr is None:
+                    self._maybe_expand_isr(r, self.followers[r], now_ms, actions)
         self._maybe_increment_hw(now_ms, actions)
         return actions
 

@@ -616,6 +616,23 @@ def test_ineligible_replica_is_not_added_and_rejection_reverts() -> None:
     assert leader.pending_isr_change is None and leader.maximal_isr == {1}
 
 
+def test_a_caught_up_follower_joins_once_eligible_without_a_new_fetch() -> None:
+    """A follower restarted and caught up while its broker was still fenced: in a fetch
+    session its idle partition sends no new fetch, so the leader's timer adds it once
+    the broker is eligible (before, the ISR stayed short until new data came)."""
+    eligible = {2: False}
+    leader = PartitionReplica(
+        1, MemoryLog("L"), cfg(), broker_epoch=1, is_replica_eligible=lambda r, e: eligible[r]
+    )
+    leader.apply_metadata(st(1, 0, 0, (1, 2), (1,)), 0)
+    _, actions = leader.handle_fetch(FetchRequest(2, 0, 0, replica_epoch=5), 1)
+    assert not any(isinstance(a, SendAlterPartition) for a in actions)
+    assert not any(isinstance(a, SendAlterPartition) for a in leader.tick(2))
+    eligible[2] = True  # the controller unfenced it; no fetch arrives
+    (alter,) = [a for a in leader.tick(3) if isinstance(a, SendAlterPartition)]
+    assert alter.new_isr == (1, 2)
+
+
 # --- metadata, epochs, fencing -----------------------------------------------------------
 
 
