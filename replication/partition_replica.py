@@ -1,4 +1,4 @@
-"""One partition replica on one node, as a plain state machine (kafka-internals.md 6-8).
+"""One partition replica on one node, as a plain state machine (docs/replication-rules.md).
 
 No sockets, threads or clocks: every event is a method call carrying `now_ms`, and the
 replica answers with responses and `Action`s for the I/O shell to carry out (send an

@@ -10,7 +10,7 @@ any failure exactly:
 
     python -m seglog.replication.replication_sim --seed 42 --verbose
 
-Checked after every event (kafka-internals.md 6-8):
+Checked after every event (docs/replication-rules.md, sections 6-7):
 * synced followers are byte-identical prefixes of their leader (6.4-6.5): every follower
   that has fetched successfully in the current leader epoch has
   log[:its LEO] == leader log[:its LEO] (so in particular below the HW);

@@ -1,4 +1,4 @@
-"""Kafka's generic text checkpoint files (kafka-internals.md section 1.3).
+"""Kafka's generic text checkpoint files (docs/replication-rules.md, 1.3).
 
 Layout, UTF-8, every line terminated by ``\\n``::
 

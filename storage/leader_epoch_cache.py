@@ -1,4 +1,4 @@
-"""Per-partition leader epoch cache (kafka-internals.md 6.1-6.3), Kafka's LeaderEpochFileCache.
+"""Per-partition leader epoch cache, Kafka's LeaderEpochFileCache (replication-rules 6.1-6.3).
 
 An ordered list of ``(epoch, start_offset)``: ``start_offset`` is the first offset written in
 ``epoch``. Both columns strictly increase; this is checked after every change.

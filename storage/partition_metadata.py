@@ -1,4 +1,4 @@
-"""``partition.metadata``: the topic id of a partition directory (kafka-internals.md 1.4).
+"""``partition.metadata``: the topic id of a partition directory (docs/architecture.md (storage)).
 
 Exact bytes, no trailing newline::
 

@@ -1,6 +1,6 @@
 """Producer-state snapshot files (`<offset>.snapshot`), byte-compatible with Kafka.
 
-Layout (kafka-internals.md 5.2; Kafka's ProducerSnapshot message, version 1,
+Layout (docs/architecture.md (storage); Kafka's ProducerSnapshot message, version 1,
 non-flexible), all big-endian:
 
     int16  version = 1

@@ -1,7 +1,7 @@
 """Producer state: idempotence / transaction bookkeeping per producer id, and its snapshots.
 
 Mirrors Kafka's ProducerStateManager, ProducerStateEntry, ProducerAppendInfo and
-BatchMetadata (kafka-internals.md section 5). The Log drives it:
+BatchMetadata (docs/architecture.md (storage)). The Log drives it:
 
 * leader / follower append: `prepare_append` (validate, before the bytes are written)
   then `update` (commit, after) and `update_map_end_offset(last_offset + 1)`;
@@ -796,7 +796,7 @@ class ProducerStateManager:
         return [o for o, _ in doomed]
 
     def truncate_and_reload(self, log_start_offset: int, log_end_offset: int, now_ms: int) -> int:
-        """Bring the state to `log_end_offset` from snapshots (kafka-internals.md 5.4, 1-2).
+        """Bring the state to `log_end_offset` from snapshots (docs/architecture.md (storage)).
 
         Returns the offset from which the Log must replay batches (through replay_batch)
         up to log_end_offset before update_map_end_offset(log_end_offset) + take_snapshot().

@@ -1,4 +1,4 @@
-"""PartitionReplica against the rules and worked examples of kafka-internals.md 6-8."""
+"""PartitionReplica against the rules and worked examples of docs/replication-rules.md."""
 
 from __future__ import annotations
 

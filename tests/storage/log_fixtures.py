@@ -1,5 +1,5 @@
 """Shared helpers for the Log / LogDirectory tests: batch builders, directory hashing,
-and whole-log invariant checks against kafka-internals.md sections 3 and 4."""
+and whole-log invariant checks against docs/architecture.md (storage)."""
 
 from __future__ import annotations
 
@@ -131,7 +131,7 @@ def offsets_read(log: Log) -> list[int]:
 
 
 def check_log_invariants(log: Log, *, single_batch_chunks: bool = False) -> None:
-    """Structural invariants of kafka-internals.md 3.2-3.4 and 4.4 over every segment.
+    """Structural invariants of docs/architecture.md (storage) over every segment.
 
     An offset-index entry maps the last offset of an appended chunk to the chunk's first
     byte (3.4): with `single_batch_chunks` (every append carried one batch) that is exactly

@@ -1,4 +1,4 @@
-"""Text checkpoint files (kafka-internals.md 1.3) and the atomic write underneath them."""
+"""Text checkpoint files (docs/architecture.md (storage)) and the atomic write underneath them."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-""".kafka_cleanshutdown marker (kafka-internals.md 1.1)."""
+""".kafka_cleanshutdown marker (docs/architecture.md (storage))."""
 
 from __future__ import annotations
 

@@ -29,7 +29,7 @@ def _hex(text: str) -> bytes:
     return bytes.fromhex(" ".join(line[6:] for line in text.strip().splitlines()))
 
 
-# kafka-internals.md 2.10: two records, uncompressed, offsets 0-1, leader epoch 0.
+# docs/architecture.md (storage) : two records, uncompressed, offsets 0-1, leader epoch 0.
 EXAMPLE_1 = _hex(
     """
 0000  00 00 00 00 00 00 00 00 00 00 00 4f 00 00 00 00

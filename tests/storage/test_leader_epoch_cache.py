@@ -1,4 +1,4 @@
-"""Leader epoch cache (kafka-internals.md 6.1-6.3, 6.5, 6.8)."""
+"""Leader epoch cache (docs/replication-rules.md)."""
 
 from __future__ import annotations
 

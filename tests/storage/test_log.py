@@ -1,4 +1,4 @@
-"""Log behaviour, case by case, against kafka-internals.md sections 2.9, 3.4-3.7, 4.1-4.5,
+"""Log behaviour, case by case, against docs/architecture.md (storage)
 5.3-5.5 and 8.2-8.3."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """LogDirectory: loading partitions and the per-directory checkpoint files
-(kafka-internals.md 1.1-1.3, 3.7 step 2, 4.4)."""
+(docs/architecture.md (storage) step 2, 4.4)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """Random operation sequences on a Log against a small in-memory model
-(kafka-internals.md 3.4, 4.1-4.5, 5.5, 6.1).
+(docs/architecture.md (storage)).
 
 Small segment.bytes / index.interval.bytes / segment.index.bytes make rolls and index
 entries frequent; every step is followed by the structural invariants of

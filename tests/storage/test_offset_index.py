@@ -1,4 +1,4 @@
-"""OffsetIndex (`.index`) against doc section 3 (kafka-internals.md 3.1, 3.2, 3.5, 3.7)."""
+"""OffsetIndex (`.index`) against doc section 3 (docs/architecture.md (storage))."""
 
 from __future__ import annotations
 

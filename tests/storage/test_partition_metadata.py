@@ -1,4 +1,4 @@
-"""partition.metadata and Kafka's Uuid rendering (kafka-internals.md 1.4)."""
+"""partition.metadata and Kafka's Uuid rendering (docs/architecture.md (storage))."""
 
 from __future__ import annotations
 

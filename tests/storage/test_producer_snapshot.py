@@ -1,4 +1,4 @@
-"""Producer snapshot files: golden bytes from kafka-internals.md 5.2, round trips, corruption."""
+"""Producer snapshot files: golden bytes of a worked example, round trips, corruption."""
 
 from __future__ import annotations
 
@@ -25,7 +25,7 @@ from seglog.storage.producer_snapshot import (
     write_snapshot,
 )
 
-# kafka-internals.md 5.2 worked example.
+# docs/architecture.md (storage) worked example.
 GOLDEN_ENTRIES = [
     SnapshotEntry(
         producer_id=1000,

@@ -1,4 +1,4 @@
-"""Producer state: idempotence (kafka-internals.md 5.5), sequences (5.6), snapshots (5.2-5.4)."""
+"""Producer state: idempotence, sequences and snapshots (docs/replication-rules.md 5.5)."""
 
 from __future__ import annotations
 

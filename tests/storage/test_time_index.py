@@ -1,4 +1,4 @@
-"""TimeIndex (`.timeindex`) against doc section 3 (kafka-internals.md 3.1, 3.3-3.7)."""
+"""TimeIndex (`.timeindex`) against doc section 3 (docs/architecture.md (storage))."""
 
 from __future__ import annotations
 
