@@ -15,7 +15,6 @@ from __future__ import annotations
 import random
 import threading
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -83,16 +82,6 @@ class KafkaWorkload(WorkloadState):
             self._threads.append(th)
         for th in self._producer_threads + self._threads:
             th.start()
-
-    def _guard(self, fn: Callable[..., None]) -> Callable[..., None]:
-        def run(*args: Any) -> None:
-            try:
-                fn(*args)
-            except Exception as e:  # noqa: BLE001 - recorded, then the run goes on
-                self.errors.append(f"{threading.current_thread().name}: {e!r}")
-                self.history.append({"type": "workload_error", "error": repr(e)})
-
-        return run
 
     # --- producing ----------------------------------------------------------------------
 
@@ -285,39 +274,3 @@ class KafkaWorkload(WorkloadState):
         finally:
             consumer.close()
 
-    def positions(self) -> dict[str, dict[int, int]]:
-        with self._positions_lock:
-            return {k: dict(v) for k, v in self._positions.items()}
-
-    def drain(self, end_offsets: dict[int, int], timeout_s: float) -> bool:
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            pos = self.positions()
-            running = [n for n in pos if n.startswith("c")]
-            if all(pos[n].get(p, 0) >= end for n in running for p, end in end_offsets.items()):
-                return True
-            if not any(th.is_alive() for th in self._threads):
-                return False
-            time.sleep(0.5)
-        return False
-
-    def final_read(self, end_offsets: dict[int, int], timeout_s: float) -> bool:
-        th = threading.Thread(
-            target=self._guard(self._consume_loop),
-            args=("final", end_offsets),
-            name="chaos-final",
-            daemon=True,
-        )
-        th.start()
-        th.join(timeout_s)
-        if th.is_alive():
-            self._stop_consuming.set()
-            th.join(15)
-            return False
-        pos = self.positions().get("final", {})
-        return all(pos.get(p, 0) >= end for p, end in end_offsets.items())
-
-    def stop(self) -> None:
-        self._stop_consuming.set()
-        for th in self._threads:
-            th.join(15)
