@@ -262,11 +262,12 @@ class GroupCoordinatorRuntime:
         member_id: str,
         instance: str | None,
         partitions: list[CommitPartition],
+        retention_ms: int = -1,
     ) -> Future[Result]:
         return self.submit(
             group_id,
             lambda s, rid, now: s.commit(
-                rid, group_id, generation, member_id, instance, partitions, now
+                rid, group_id, generation, member_id, instance, partitions, now, retention_ms
             ),
         )
 
