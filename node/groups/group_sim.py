@@ -215,8 +215,28 @@ class GroupSim:
         )
 
     def failover(self, partition: int, crash: bool) -> None:
-        """A new leader for the partition; it keeps the committed prefix and maybe part
-        of the unreplicated tail. The old leader's waiting appends fail."""
+        """A new leader for the partition (for every partition its leader led, when
+        that leader's process crashes: a restarted node leads nothing until elected
+        again, at a new epoch); each keeps the committed prefix and maybe part of the
+        unreplicated tail. The old leader's waiting appends fail."""
+        old = self.logs[partition].leader
+        moved = [p for p, log in self.logs.items() if log.leader == old] if crash else [partition]
+        for p in moved:
+            self.move_leader(p, crash)
+        if crash:
+            # The old leader's process dies: all its state, answered or not, is gone.
+            self.coordinators[old] = GroupCoordinator(self.config, random.Random(self.rng.random()))
+            self.known_leader[old] = {p: -1 for p in self.logs}
+            for rid, (_c, _k, ctx) in list(self.pending.items()):
+                if ctx == old:
+                    del self.pending[rid]
+            self.at(self.rng.choice((100, 1000, 3000)), lambda: self.learn_all(old))
+        for p in moved:
+            for n in NODES:
+                if n != old or not crash:
+                    self.at(self.rng.choice((1, 50, 500, 2000)), lambda n=n, p=p: self.learn(n, p))
+
+    def move_leader(self, partition: int, crash: bool) -> None:
         slog = self.logs[partition]
         old = slog.leader
         new = self.rng.choice([n for n in NODES if n != old])
@@ -235,17 +255,6 @@ class GroupSim:
                 ),
             )
         self.at(self.rng.choice((10, 100, 1000)), lambda: self.replicate(partition, slog.epoch))
-        if crash:
-            # The old leader's process dies: all its state, answered or not, is gone.
-            self.coordinators[old] = GroupCoordinator(self.config, random.Random(self.rng.random()))
-            self.known_leader[old] = {p: -1 for p in self.logs}
-            for rid, (_c, _k, ctx) in list(self.pending.items()):
-                if ctx == old:
-                    del self.pending[rid]
-            self.at(self.rng.choice((100, 1000, 3000)), lambda: self.learn_all(old))
-        for n in NODES:
-            if n != old or not crash:
-                self.at(self.rng.choice((1, 50, 500, 2000)), lambda n=n: self.learn(n, partition))
 
     def learn_all(self, node: int) -> None:
         for p in self.logs:

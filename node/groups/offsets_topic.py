@@ -31,6 +31,7 @@ from .group_coordinator import (
     COORDINATOR_LOAD_IN_PROGRESS,
     COORDINATOR_NOT_AVAILABLE,
     NONE,
+    NOT_COORDINATOR,
     Action,
     Append,
     CommitPartition,
@@ -78,6 +79,10 @@ class GroupCoordinatorRuntime:
         self._waiters: dict[int, ThreadPoolExecutor] = {}  # per partition, one thread
         self._stopped = threading.Event()
         self._ticker: threading.Thread | None = None
+        # Whether this node's metadata has the offsets topic yet: a group request that
+        # comes (from a client that learnt the coordinator elsewhere) before it has
+        # is answered COORDINATOR_NOT_AVAILABLE — retriable — not NOT_COORDINATOR.
+        self._offsets_topic_known = False
 
     # --- lifecycle ------------------------------------------------------------------
 
@@ -109,6 +114,7 @@ class GroupCoordinatorRuntime:
         (called after the replica manager applied the same image)."""
         topic = image.topics.get(OFFSETS_TOPIC)
         led: dict[int, int] = {}
+        self._offsets_topic_known = topic is not None
         if topic is not None:
             for p, state in topic.partitions.items():
                 if state.leader == self.node_id:
@@ -225,6 +231,8 @@ class GroupCoordinatorRuntime:
         with self._lock:
             shard, error = self.coordinator.shard_for(group_id)
             if shard is None:
+                if error == NOT_COORDINATOR and not self._offsets_topic_known:
+                    error = COORDINATOR_NOT_AVAILABLE
                 answer.set_result(ErrorResult(error))
                 return answer
             if len(self._answers) >= MAX_WAITING:
