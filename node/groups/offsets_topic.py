@@ -114,7 +114,6 @@ class GroupCoordinatorRuntime:
         (called after the replica manager applied the same image)."""
         topic = image.topics.get(OFFSETS_TOPIC)
         led: dict[int, int] = {}
-        self._offsets_topic_known = topic is not None
         if topic is not None:
             for p, state in topic.partitions.items():
                 if state.leader == self.node_id:
@@ -131,6 +130,7 @@ class GroupCoordinatorRuntime:
                     shard, unloaded = self.coordinator.begin_loading(p, epoch)
                     out += unloaded
                     to_load.append(shard)
+            self._offsets_topic_known = topic is not None  # with its shards, atomically
             self._carry_out(out)
         for shard in to_load:
             threading.Thread(
