@@ -122,3 +122,34 @@ def test_a_member_over_grpc_joins_syncs_commits_and_kafka_sees_it(group_cluster)
     fetched = coord.OffsetFetch(gpb.OffsetFetchRequest(group_id=GROUP, all_topics=True))
     assert list(fetched.topics) == []
     channel.close()
+
+
+def test_grpc_produce_to_the_offsets_topic_is_refused(group_cluster):
+    from seglog.proto import client_pb2 as pb
+    from seglog.storage.record_batch import NewRecord, build_batch
+
+    group_cluster.wait(
+        "the offsets topic",
+        lambda: (
+            stub(group_cluster, 1).FindCoordinator(gpb.FindCoordinatorRequest(key="x")).error_code
+            == 0
+            or None
+        ),
+    )
+    answer = group_cluster.stub(1).Produce(
+        pb.ProduceRequest(
+            acks=-1,
+            timeout_ms=5000,
+            topics=[
+                pb.TopicProduceData(
+                    name="__consumer_offsets",
+                    partitions=[
+                        pb.PartitionProduceData(
+                            partition=0, records=build_batch([NewRecord(b"v", b"k")])
+                        )
+                    ],
+                )
+            ],
+        )
+    )
+    assert answer.topics[0].partitions[0].error_code == 17  # INVALID_TOPIC_EXCEPTION
