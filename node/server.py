@@ -149,6 +149,13 @@ class Node:
             )
             self.replica_manager.set_broker_epoch(self.broker_epoch)
         self.log_manager.start()
+        # Every component has read its settings by now: what nobody read is unknown.
+        for key in self.config.raw.unused():
+            _log.warning(
+                "unknown_config",
+                message=f"The configuration '{key}' was supplied but isn't a known config.",
+                key=key,
+            )
         self._health.set("", health_pb2.HealthCheckResponse.SERVING)
         self._health.set(SERVICE_NAME, health_pb2.HealthCheckResponse.SERVING)
         _log.info(
