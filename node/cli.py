@@ -12,6 +12,7 @@ from seglog.client.errors import KafkaError
 from seglog.storage.errors import StorageError
 
 from . import cli_cluster, cli_console, cli_log_dirs, cli_offsets, cli_topics
+from .local_cluster import LocalClusterError
 
 
 def _dump_log(args: argparse.Namespace) -> int:
@@ -131,7 +132,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         # str() is "ERROR_NAME: the node's message".
         print(f"seglog {args.command}: {e}", file=sys.stderr)
         return 1
-    except (OSError, ValueError) as e:
+    except (OSError, ValueError, LocalClusterError) as e:
         print(f"seglog {args.command}: {e}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:

@@ -125,8 +125,13 @@ def up(data_dir: Path, nodes: int, base_port: int, detach: bool, out: TextIO) ->
     if detach:
         return 0
     print("Ctrl-C (or 'seglog local down') stops the cluster", file=sys.stderr)
+    reported: set[int] = set()
     try:
         while any(p.poll() is None for p in procs):
+            for i, p in enumerate(procs, start=1):
+                if p.returncode is not None and i not in reported:
+                    reported.add(i)  # said once; the others keep serving
+                    print(_node_failed(data_dir, i, p.returncode, "while serving"), file=sys.stderr)
             time.sleep(0.5)
     except KeyboardInterrupt:
         pass
@@ -147,26 +152,75 @@ def _interrupt_on_sigterm() -> None:
         signal.signal(signal.SIGTERM, interrupt)
 
 
+class LocalClusterError(Exception):
+    """A node of `local up` failed: which one, and where its log is."""
+
+
+def node_log(data_dir: Path, node_id: int) -> Path:
+    return data_dir / f"node-{node_id}" / "node.log"
+
+
+def last_error(log: Path, max_bytes: int = 65536) -> str:
+    """The last error a node logged (its structured `event` and `error` fields), or its
+    last line: what to show beside the path when it failed."""
+    try:
+        with open(log, "rb") as f:
+            f.seek(max(0, f.seek(0, os.SEEK_END) - max_bytes))
+            lines = f.read().decode("utf-8", "replace").splitlines()
+    except OSError:
+        return ""
+    for line in reversed(lines):
+        try:
+            entry = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(entry, dict) and entry.get("level") in ("error", "critical"):
+            error = str(entry.get("error", "")).strip().splitlines()
+            return " ".join(
+                x for x in (str(entry.get("event", "")), error[-1] if error else "") if x
+            )
+    return lines[-1].strip() if lines else ""
+
+
+def _node_failed(data_dir: Path, node_id: int, returncode: int | None, when: str) -> str:
+    log = node_log(data_dir, node_id)
+    why = last_error(log)
+    return (
+        f"node {node_id} exited with code {returncode} {when}; its log is {log}"
+        + (f" (last error: {why})" if why else "")
+    )
+
+
 def _wait_ready(
     address: str, nodes: int, procs: list[subprocess.Popen[bytes]], data_dir: Path
 ) -> None:
-    """Until every node is registered and unfenced in the metadata."""
+    """Until every node is registered and unfenced in the metadata; a node that exits
+    first, or the deadline, is a LocalClusterError naming the node(s) and their logs."""
     deadline = time.monotonic() + START_TIMEOUT_S
+    ready: set[int] = set()
     with grpc.insecure_channel(address) as channel:
         stub = client_pb2_grpc.SegLogStub(channel)
         while time.monotonic() < deadline:
             for i, p in enumerate(procs, start=1):
                 if p.poll() is not None:
-                    log = data_dir / f"node-{i}" / "node.log"
-                    raise RuntimeError(f"node {i} exited with code {p.returncode}; see {log}")
+                    raise LocalClusterError(
+                        _node_failed(data_dir, i, p.returncode, "while starting")
+                    )
             try:
                 r = stub.Metadata(pb.MetadataRequest(all_topics=True), timeout=2)
-                if sum(1 for b in r.brokers if not b.fenced) == nodes:
+                ready = {b.node_id for b in r.brokers if not b.fenced}
+                if len(ready) == nodes:
                     return
             except grpc.RpcError:
                 pass
             time.sleep(0.2)
-    raise TimeoutError(f"the cluster did not become ready within {START_TIMEOUT_S:.0f}s")
+    missing = [i for i in range(1, nodes + 1) if i not in ready]
+    raise LocalClusterError(
+        f"the cluster did not become ready within {START_TIMEOUT_S:.0f}s: "
+        + "; ".join(
+            f"node {i} is not registered (its log is {node_log(data_dir, i)})" for i in missing
+        )
+    )
 
 
 def down(data_dir: Path, out: TextIO) -> int:
