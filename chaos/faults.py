@@ -26,6 +26,7 @@ the history and leaves the cluster for `heal()`.
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 import io
 import json
@@ -386,10 +387,8 @@ class LocalTarget:
         """To the node's whole process group: the broker and its controller process
         (each node runs in a session of its own)."""
         if self._alive(node):
-            try:
+            with contextlib.suppress(ProcessLookupError):
                 os.killpg(self.pids[node], sig)
-            except ProcessLookupError:
-                pass
 
     def kill(self, node: int, sig: str) -> None:
         if node in self.stopped:

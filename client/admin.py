@@ -364,7 +364,7 @@ class Admin:
     def alter_configs(
         self,
         topic: str,
-        set: Mapping[str, str] | None = None,  # noqa: A002 - the brief's (and Kafka's) word
+        set: Mapping[str, str] | None = None,
         delete: Iterable[str] = (),
         validate_only: bool = False,
     ) -> None:

@@ -181,7 +181,7 @@ class FetchedBatches:
                 self._current, self._records, self._record_index = header, records, 0
         except KafkaError as e:
             return out, e
-        except Exception as e:  # a deserializer's own failure
+        except Exception as e:  # noqa: BLE001 - a deserializer's own failure
             error = KafkaError(
                 f"cannot deserialize {self.tp.topic}-{self.tp.partition} offset "
                 f"{self._records[self._record_index].offset}: {e!r}"

@@ -3,6 +3,7 @@ and controller voter, for development and the README's main job."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -256,10 +257,8 @@ def _stop(pids: list[int]) -> int:
     deadline = time.monotonic() + STOP_TIMEOUT_S
     while time.monotonic() < deadline and any(_pid_alive(pid) for pid in alive):
         for pid in alive:
-            try:
+            with contextlib.suppress(ChildProcessError):
                 os.waitpid(pid, os.WNOHANG)
-            except ChildProcessError:
-                pass
         time.sleep(0.1)
     for pid in alive:
         if _pid_alive(pid):

@@ -9,6 +9,7 @@ heartbeats stop and moves their leaderships.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import queue
 import random
@@ -173,10 +174,8 @@ class QuorumController(ControllerRequests):
 
     def deliver(self, message: Message) -> None:
         """A Raft message from a peer (gRPC thread); dropped when the queue is full."""
-        try:
+        with contextlib.suppress(queue.Full):
             self._inbound.put_nowait(("message", message))
-        except queue.Full:
-            pass
 
     def _run(self) -> None:
         assert self._raft is not None and self._storage is not None
@@ -292,10 +291,8 @@ class QuorumController(ControllerRequests):
             with self._state_lock:
                 snapshot = encode_entry(self.image.to_records())
             # Compacted between Readies, never in the middle of one.
-            try:
+            with contextlib.suppress(queue.Full):
                 self._inbound.put_nowait(("compact", (index, snapshot)))
-            except queue.Full:
-                pass
 
     def _fail_pending(self, error: str, message: str) -> None:
         for _term, future in self._pending.values():
@@ -420,10 +417,8 @@ class QuorumController(ControllerRequests):
                     break
             if self.auto_leader_rebalance and now - last_rebalance > self.rebalance_interval_s:
                 last_rebalance = now
-                try:
+                with contextlib.suppress(ControlError):
                     self._op(preferred_leader_records)
-                except ControlError:
-                    pass
 
     def describe(self) -> dict[str, object]:
         raft = self._raft

@@ -11,6 +11,7 @@ its controller runs.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import queue
 import subprocess
@@ -152,10 +153,8 @@ class RemoteController:
                 if not self._stopped.is_set():
                     _log.warning("metadata_watch_ended", code=str(e.code()))
             finally:
-                try:
+                with contextlib.suppress(queue.Full):
                     acks.put_nowait(None)
-                except queue.Full:
-                    pass
             self._stopped.wait(0.1)
 
     def _follow(self, acks: queue.Queue[cpb.MetadataApplied | None]) -> None:

@@ -35,7 +35,7 @@ class SegLogServicer(client_pb2_grpc.SegLogServicer):
 
     def Metadata(
         self, request: pb.MetadataRequest, context: grpc.ServicerContext
-    ) -> pb.MetadataResponse:  # noqa: N802
+    ) -> pb.MetadataResponse:
         image = self.node.metadata_image()
         response = pb.MetadataResponse(
             cluster_id=self.node.cluster_id, controller_id=self.node.controller_id()
@@ -94,7 +94,7 @@ class SegLogServicer(client_pb2_grpc.SegLogServicer):
 
     def CreateTopics(
         self, request: pb.CreateTopicsRequest, context: grpc.ServicerContext
-    ) -> pb.CreateTopicsResponse:  # noqa: N802
+    ) -> pb.CreateTopicsResponse:
         response = pb.CreateTopicsResponse()
         for t in request.topics:
             partitions = t.num_partitions if t.num_partitions != -1 else self.node.num_partitions
@@ -116,7 +116,7 @@ class SegLogServicer(client_pb2_grpc.SegLogServicer):
 
     def DeleteTopics(
         self, request: pb.DeleteTopicsRequest, context: grpc.ServicerContext
-    ) -> pb.DeleteTopicsResponse:  # noqa: N802
+    ) -> pb.DeleteTopicsResponse:
         response = pb.DeleteTopicsResponse()
         for name in request.names:
             try:
@@ -128,7 +128,7 @@ class SegLogServicer(client_pb2_grpc.SegLogServicer):
 
     def DescribeConfigs(
         self, request: pb.DescribeConfigsRequest, context: grpc.ServicerContext
-    ) -> pb.DescribeConfigsResponse:  # noqa: N802
+    ) -> pb.DescribeConfigsResponse:
         response = pb.DescribeConfigsResponse()
         for resource in request.resources:
             result = response.results.add(type=resource.type, name=resource.name)
@@ -152,7 +152,7 @@ class SegLogServicer(client_pb2_grpc.SegLogServicer):
 
     def AlterConfigs(
         self, request: pb.AlterConfigsRequest, context: grpc.ServicerContext
-    ) -> pb.AlterConfigsResponse:  # noqa: N802
+    ) -> pb.AlterConfigsResponse:
         response = pb.AlterConfigsResponse()
         for resource in request.resources:
             result = response.results.add(type=resource.type, name=resource.name)
@@ -175,7 +175,7 @@ class SegLogServicer(client_pb2_grpc.SegLogServicer):
 
     def Produce(
         self, request: pb.ProduceRequest, context: grpc.ServicerContext
-    ) -> pb.ProduceResponse:  # noqa: N802
+    ) -> pb.ProduceResponse:
         response = pb.ProduceResponse()
         if request.acks not in (-1, 0, 1):
             for t in request.topics:
@@ -213,7 +213,7 @@ class SegLogServicer(client_pb2_grpc.SegLogServicer):
                 )
         return response
 
-    def Fetch(self, request: pb.FetchRequest, context: grpc.ServicerContext) -> pb.FetchResponse:  # noqa: N802
+    def Fetch(self, request: pb.FetchRequest, context: grpc.ServicerContext) -> pb.FetchResponse:
         specs = [
             FetchSpec(
                 t.name,
@@ -282,7 +282,7 @@ class SegLogServicer(client_pb2_grpc.SegLogServicer):
 
     def ListOffsets(
         self, request: pb.ListOffsetsRequest, context: grpc.ServicerContext
-    ) -> pb.ListOffsetsResponse:  # noqa: N802
+    ) -> pb.ListOffsetsResponse:
         response = pb.ListOffsetsResponse()
         rm = self.node.replica_manager
         for t in request.topics:
@@ -303,7 +303,7 @@ class SegLogServicer(client_pb2_grpc.SegLogServicer):
 
     def OffsetsForLeaderEpoch(
         self, request: pb.OffsetsForLeaderEpochRequest, context: grpc.ServicerContext
-    ) -> pb.OffsetsForLeaderEpochResponse:  # noqa: N802
+    ) -> pb.OffsetsForLeaderEpochResponse:
         response = pb.OffsetsForLeaderEpochResponse()
         rm = self.node.replica_manager
         for t in request.topics:
@@ -320,7 +320,7 @@ class SegLogServicer(client_pb2_grpc.SegLogServicer):
                 )
         return response
 
-    def DescribeReplicas(  # noqa: N802
+    def DescribeReplicas(
         self, request: pb.DescribeReplicasRequest, context: grpc.ServicerContext
     ) -> pb.DescribeReplicasResponse:
         led = self.node.replica_manager.describe_led(set(request.topics))
@@ -328,7 +328,7 @@ class SegLogServicer(client_pb2_grpc.SegLogServicer):
 
     def InitProducerId(
         self, request: pb.InitProducerIdRequest, context: grpc.ServicerContext
-    ) -> pb.InitProducerIdResponse:  # noqa: N802
+    ) -> pb.InitProducerIdResponse:
         if request.transactional_id:
             return pb.InitProducerIdResponse(
                 error_code=E.INVALID_REQUEST,

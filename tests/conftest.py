@@ -7,7 +7,7 @@ import pytest
 # Shared helpers (node_process.py) live beside this file.
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from node_process import NodeProcess  # noqa: E402
+from node_process import NodeProcess
 
 
 @pytest.fixture

@@ -259,9 +259,11 @@ def test_list_offsets(admin: Admin, shared_node: NodeProcess) -> None:
 
 def test_unreachable_bootstrap_is_a_clear_error() -> None:
     port = free_port()
-    with Admin(f"127.0.0.1:{port}", request_timeout_ms=1_000) as a:
-        with pytest.raises(NoBrokersAvailable) as info:
-            a.list_topics()
+    with (
+        Admin(f"127.0.0.1:{port}", request_timeout_ms=1_000) as a,
+        pytest.raises(NoBrokersAvailable) as info,
+    ):
+        a.list_topics()
     message = str(info.value)
     assert f"cannot reach 127.0.0.1:{port}" in message
     assert "connection refused" in message

@@ -203,7 +203,7 @@ def lose_responses(producer: Producer, count: int) -> list[pb.ProduceRequest]:
     real = sender.start_produce
     lost: list[pb.ProduceRequest] = []
 
-    def start_produce(stub, request, timeout_s):
+    def start_produce(stub, request, timeout_s) -> object:
         if len(lost) < count:
             stub.Produce(request, timeout=timeout_s)  # the node writes the data
             lost.append(request)

@@ -43,7 +43,7 @@ def batch(n: int = 3) -> bytes:
     return build_batch([NewRecord(b"value-%d" % i, key=b"k") for i in range(n)], base_offset=0)
 
 
-def produce(v: int, records: bytes, partition: int = 0, topic: str = TOPIC):  # noqa: ANN201
+def produce(v: int, records: bytes, partition: int = 0, topic: str = TOPIC):
     R = ProduceRequest
     return R[v](
         transactional_id=None,
@@ -60,7 +60,7 @@ def produce(v: int, records: bytes, partition: int = 0, topic: str = TOPIC):  # 
     )
 
 
-def list_offsets(v: int, timestamp: int, topic: str = TOPIC):  # noqa: ANN201
+def list_offsets(v: int, timestamp: int, topic: str = TOPIC):
     R = ListOffsetsRequest
     return R[v](
         replica_id=-1,
@@ -78,7 +78,7 @@ def list_offsets(v: int, timestamp: int, topic: str = TOPIC):  # noqa: ANN201
     )
 
 
-def requests_for(api_key: int, v: int):  # noqa: ANN201, C901 - one request per API
+def requests_for(api_key: int, v: int):
     if api_key == 0:
         return produce(v, batch())
     if api_key == 1:
@@ -203,7 +203,7 @@ SERVED = [
 
 
 @pytest.fixture(scope="module")
-def leader_port(kafka_cluster) -> int:  # noqa: ANN001
+def leader_port(kafka_cluster) -> int:
     from confluent_kafka.admin import AdminClient, NewTopic
 
     admin = AdminClient({"bootstrap.servers": kafka_cluster.kafka_bootstrap})
