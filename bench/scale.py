@@ -39,7 +39,7 @@ import threading
 import time
 from pathlib import Path
 
-from seglog.chaos.faults import consecutive_free_ports
+from seglog.chaos.targets import consecutive_free_ports
 from seglog.client.admin import Admin, NewTopic
 from seglog.client.producer import Producer
 from seglog.node.local_cluster import bootstrap_servers

@@ -33,16 +33,11 @@ from .checker import (
     compare_compacted_replicas,
     compare_replicas,
 )
-from .faults import (
-    SCENARIOS,
-    ClusterView,
-    ComposeTarget,
-    FaultContext,
-    LocalTarget,
-    Target,
-)
+from .cluster_view import ClusterView
 from .kafka_workload import KafkaWorkload
 from .report import partition_outages, summary_line, unavailability_windows, write_report
+from .scenarios import SCENARIOS, FaultContext
+from .targets import ComposeTarget, LocalTarget, Target
 from .workload import History, Workload, WorkloadConfig, read_history
 
 EXIT_OK, EXIT_VIOLATION, EXIT_ERROR, EXIT_INCOMPLETE = 0, 1, 2, 3
@@ -322,7 +317,7 @@ def main(argv: list[str] | None = None) -> int:
     c.add_argument("history", type=Path)
     sub.add_parser("list", help="the scenario names")
     args = parser.parse_args(argv)
-    if args.compact_keys and args.client != "seglog":
+    if args.command == "run" and args.compact_keys and args.client != "seglog":
         parser.error("--compact-keys runs seglog's own clients; it does not combine with --client")
     if args.command == "list":
         for name, s in SCENARIOS.items():

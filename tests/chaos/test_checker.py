@@ -4,6 +4,8 @@ clean history passes. Also the replica byte comparison on hand-made segments."""
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +24,7 @@ from seglog.chaos.report import (
     unavailability_windows,
     write_report,
 )
+from seglog.chaos.scenarios import SCENARIOS
 from seglog.chaos.workload import History, classify_error, read_history
 from seglog.client.errors import KafkaTimeoutError, error_class
 from seglog.storage.record_batch import NewRecord, build_batch
@@ -410,3 +413,14 @@ def test_the_headline_counts_partition_unavailability_the_topic_windows_hide() -
     )
     assert line.startswith("## Unavailability — worst partition 1: 3 s; 4.5 partition-seconds")
     assert "2 of 3 partitions" in line and "whole topic 0 s in 0 windows" in line
+
+
+def test_the_scenario_list_names_every_scenario() -> None:
+    """`python -m seglog.chaos list` failed on an option only `run` has."""
+    out = subprocess.run(
+        [sys.executable, "-m", "seglog.chaos", "list"], capture_output=True, text=True, timeout=60
+    )
+    assert out.returncode == 0, out.stderr
+    names = [line.split(":", 1)[0] for line in out.stdout.splitlines()]
+    assert names == list(SCENARIOS)
+    assert all(line.split(":", 1)[1].strip() for line in out.stdout.splitlines())

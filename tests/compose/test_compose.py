@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from seglog.chaos.faults import (
+from seglog.chaos.targets import (
     BUILD_SCRIPT,
     COMPOSE_FILE,
     ROOT,

@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from seglog.chaos.faults import consecutive_free_ports
-from seglog.chaos.faults import proc_alive as alive
+from seglog.chaos.targets import consecutive_free_ports
+from seglog.chaos.targets import proc_alive as alive
 from seglog.client.admin import Admin, NewTopic
 from seglog.client.consumer import Consumer
 from seglog.client.producer import Producer
