@@ -31,16 +31,6 @@ InvalidPartitions = error_class("INVALID_PARTITIONS")
 InvalidTopic = error_class("INVALID_TOPIC_EXCEPTION")
 
 
-@pytest.fixture(scope="module")
-def shared_node(tmp_path_factory: pytest.TempPathFactory) -> Iterator[NodeProcess]:
-    # One node for the module keeps the suite fast; tests use distinct topic names.
-    node = NodeProcess(tmp_path_factory.mktemp("admin") / "cluster").start()
-    try:
-        yield node
-    finally:
-        node.stop()
-
-
 @pytest.fixture
 def admin(shared_node: NodeProcess) -> Iterator[Admin]:
     a = Admin(shared_node.bootstrap, request_timeout_ms=10_000)

@@ -7,7 +7,6 @@ import os
 import re
 import subprocess
 import sys
-from collections.abc import Iterator
 
 import grpc
 import pytest
@@ -16,16 +15,6 @@ from node_process import NodeProcess, free_port
 from seglog.proto import client_pb2 as pb
 from seglog.proto import client_pb2_grpc
 from seglog.storage.record_batch import NewRecord, build_batch
-
-
-@pytest.fixture(scope="module")
-def shared_node(tmp_path_factory: pytest.TempPathFactory) -> Iterator[NodeProcess]:
-    # One node for the module keeps the suite fast; tests use distinct topic names.
-    node = NodeProcess(tmp_path_factory.mktemp("cli") / "cluster").start()
-    try:
-        yield node
-    finally:
-        node.stop()
 
 
 def seglog(*args: str, stdin: str | bytes | None = None) -> subprocess.CompletedProcess[str]:
