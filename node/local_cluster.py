@@ -97,7 +97,7 @@ def up(data_dir: Path, nodes: int, base_port: int, detach: bool, out: TextIO) ->
         log = open(node_dir / "node.log", "ab")  # noqa: SIM115 - owned by the child
         procs.append(
             subprocess.Popen(
-                [sys.executable, "-m", "seglog.node.cli", "node", "--config", str(config)],
+                [sys.executable, "-m", "seglog.cli", "node", "--config", str(config)],
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 start_new_session=True,

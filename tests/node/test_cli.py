@@ -20,7 +20,7 @@ from seglog.storage.record_batch import NewRecord, build_batch
 def seglog(*args: str, stdin: str | bytes | None = None) -> subprocess.CompletedProcess[str]:
     data = stdin.encode() if isinstance(stdin, str) else stdin
     proc = subprocess.run(
-        [sys.executable, "-m", "seglog.node.cli", *args],
+        [sys.executable, "-m", "seglog.cli", *args],
         input=data,
         capture_output=True,
         timeout=60,

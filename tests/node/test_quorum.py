@@ -141,7 +141,7 @@ def cluster(_quorum: Cluster) -> Cluster:
 
 def seglog_cli(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "seglog.node.cli", *args],
+        [sys.executable, "-m", "seglog.cli", *args],
         capture_output=True,
         text=True,
         timeout=60,
