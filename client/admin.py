@@ -55,6 +55,14 @@ class NewTopic:
     topic_configs: Mapping[str, str] = field(default_factory=dict)
 
 
+@dataclass(frozen=True)
+class NewPartitions:
+    """kafka-python's NewPartitions: the topic's partition count after the change."""
+
+    total_count: int
+    new_assignments: Sequence[Sequence[int]] | None = None
+
+
 @dataclass(frozen=True, slots=True)
 class CreateTopicResult:
     name: str
@@ -273,6 +281,39 @@ class Admin:
         self._metadata.request_update()
         _raise_batch(errors, results, [t.name for t in new_topics])
         return results
+
+    def create_partitions(
+        self,
+        topic_partitions: Mapping[str, NewPartitions],
+        timeout_ms: int | None = None,
+        validate_only: bool = False,
+    ) -> list[str]:
+        """Raise each topic's partition count to its NewPartitions.total_count (kafka-
+        python's shape); the topics changed. Raises like create_topics."""
+        request = pb.CreateTopicPartitionsRequest(
+            timeout_ms=timeout_ms if timeout_ms is not None else self.request_timeout_ms,
+            validate_only=validate_only,
+        )
+        for name, new in topic_partitions.items():
+            if new.new_assignments is not None:
+                raise ValueError(
+                    f"{name}: new_assignments is not supported; the controller places "
+                    f"the new partitions' replicas"
+                )
+            request.topics.add(name=name, count=new.total_count)
+        response: pb.CreateTopicPartitionsResponse = self._rpc(
+            "CreatePartitions", request, lambda r: [t.error_code for t in r.results]
+        )
+        changed: dict[str, str] = {}
+        errors: dict[str, KafkaError] = {}
+        for r in response.results:
+            if r.error_code:
+                errors[r.name] = _topic_error(r.name, r.error_code, r.error_message)
+            else:
+                changed[r.name] = r.name
+        self._metadata.request_update()
+        _raise_batch(errors, changed, list(topic_partitions))
+        return list(changed)
 
     def delete_topics(self, topics: Sequence[str], timeout_ms: int | None = None) -> list[str]:
         """Delete the topics; the names deleted. Raises like create_topics."""

@@ -114,6 +114,20 @@ class SegLogServicer(client_pb2_grpc.SegLogServicer):
                 )
         return response
 
+    def CreatePartitions(
+        self, request: pb.CreateTopicPartitionsRequest, context: grpc.ServicerContext
+    ) -> pb.CreateTopicPartitionsResponse:
+        response = pb.CreateTopicPartitionsResponse()
+        for t in request.topics:
+            try:
+                self.node.create_partitions(t.name, t.count, request.validate_only)
+                response.results.add(name=t.name)
+            except ControlError as e:
+                response.results.add(
+                    name=t.name, error_code=code(e.error_name), error_message=str(e)
+                )
+        return response
+
     def DeleteTopics(
         self, request: pb.DeleteTopicsRequest, context: grpc.ServicerContext
     ) -> pb.DeleteTopicsResponse:

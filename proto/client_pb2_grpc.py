@@ -52,6 +52,11 @@ class SegLogStub:
                 request_serializer=client__pb2.DeleteTopicsRequest.SerializeToString,
                 response_deserializer=client__pb2.DeleteTopicsResponse.FromString,
                 _registered_method=True)
+        self.CreatePartitions = channel.unary_unary(
+                '/seglog.v1.SegLog/CreatePartitions',
+                request_serializer=client__pb2.CreateTopicPartitionsRequest.SerializeToString,
+                response_deserializer=client__pb2.CreateTopicPartitionsResponse.FromString,
+                _registered_method=True)
         self.DescribeConfigs = channel.unary_unary(
                 '/seglog.v1.SegLog/DescribeConfigs',
                 request_serializer=client__pb2.DescribeConfigsRequest.SerializeToString,
@@ -113,6 +118,12 @@ class SegLogServicer:
         raise NotImplementedError('Method not implemented!')
 
     def DeleteTopics(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def CreatePartitions(self, request, context):
         """Missing associated documentation comment in .proto file."""
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -184,6 +195,11 @@ def add_SegLogServicer_to_server(servicer, server):
                     servicer.DeleteTopics,
                     request_deserializer=client__pb2.DeleteTopicsRequest.FromString,
                     response_serializer=client__pb2.DeleteTopicsResponse.SerializeToString,
+            ),
+            'CreatePartitions': grpc.unary_unary_rpc_method_handler(
+                    servicer.CreatePartitions,
+                    request_deserializer=client__pb2.CreateTopicPartitionsRequest.FromString,
+                    response_serializer=client__pb2.CreateTopicPartitionsResponse.SerializeToString,
             ),
             'DescribeConfigs': grpc.unary_unary_rpc_method_handler(
                     servicer.DescribeConfigs,
@@ -310,6 +326,33 @@ class SegLog:
             '/seglog.v1.SegLog/DeleteTopics',
             client__pb2.DeleteTopicsRequest.SerializeToString,
             client__pb2.DeleteTopicsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def CreatePartitions(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/seglog.v1.SegLog/CreatePartitions',
+            client__pb2.CreateTopicPartitionsRequest.SerializeToString,
+            client__pb2.CreateTopicPartitionsResponse.FromString,
             options,
             channel_credentials,
             insecure,

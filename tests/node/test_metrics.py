@@ -7,6 +7,8 @@ from __future__ import annotations
 import json
 import os
 import signal
+import subprocess
+import sys
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
@@ -138,9 +140,11 @@ def test_a_stopped_follower_shows_as_under_replicated_and_then_recovers(
         admin.create_topics([NewTopic("urp", 6, 3)])
     md = cluster.wait(
         "leaders for urp",
-        lambda: (t := topic_of(cluster.metadata(1, ["urp"]), "urp"))
-        and all(p.leader_id > 0 for p in t.partitions)
-        and t,
+        lambda: (
+            (t := topic_of(cluster.metadata(1, ["urp"]), "urp"))
+            and all(p.leader_id > 0 for p in t.partitions)
+            and t
+        ),
     )
     assert len(md.partitions) == 6
     ports = {i: metrics_port(n) for i, n in cluster.nodes.items()}
@@ -169,6 +173,26 @@ def test_a_stopped_follower_shows_as_under_replicated_and_then_recovers(
             "6 under-replicated partitions on the survivors",
             lambda: urp(1) + urp(2) == 6 or None,
         )
+        # kafka-topics' filter agrees with the metric.
+        described = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "seglog.cli",
+                "topics",
+                "--bootstrap-server",
+                cluster.nodes[1].bootstrap,
+                "--describe",
+                "--topic",
+                "urp",
+                "--under-replicated-partitions",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert described.returncode == 0, described.stderr
+        assert len(described.stdout.splitlines()) == 6, described.stdout
         shrinks = sum(
             value(scrape(ports[i]), "kafka_server_replicamanager_isrshrinks_total") for i in (1, 2)
         )
