@@ -226,4 +226,13 @@ class ControllerServicer(cluster_pb2_grpc.ControllerServicer):
             term=int(d["term"]),  # type: ignore[call-overload]
             commit_index=int(d["commit_index"]),  # type: ignore[call-overload]
             role=str(d["role"]),
+            voters=[
+                cpb.QuorumVoter(
+                    node_id=v,
+                    log_end_index=end,
+                    last_fetch_timestamp_ms=fetched,
+                    last_caught_up_timestamp_ms=caught_up,
+                )
+                for v, end, fetched, caught_up in d["voters"]  # type: ignore[attr-defined]
+            ],
         )

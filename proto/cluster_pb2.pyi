@@ -250,12 +250,16 @@ class DescribeQuorumRequest(_message.Message):
     def __init__(self) -> None: ...
 
 class QuorumVoter(_message.Message):
-    __slots__ = ("node_id", "log_end_index")
+    __slots__ = ("node_id", "log_end_index", "last_fetch_timestamp_ms", "last_caught_up_timestamp_ms")
     NODE_ID_FIELD_NUMBER: _ClassVar[int]
     LOG_END_INDEX_FIELD_NUMBER: _ClassVar[int]
+    LAST_FETCH_TIMESTAMP_MS_FIELD_NUMBER: _ClassVar[int]
+    LAST_CAUGHT_UP_TIMESTAMP_MS_FIELD_NUMBER: _ClassVar[int]
     node_id: int
     log_end_index: int
-    def __init__(self, node_id: _Optional[int] = ..., log_end_index: _Optional[int] = ...) -> None: ...
+    last_fetch_timestamp_ms: int
+    last_caught_up_timestamp_ms: int
+    def __init__(self, node_id: _Optional[int] = ..., log_end_index: _Optional[int] = ..., last_fetch_timestamp_ms: _Optional[int] = ..., last_caught_up_timestamp_ms: _Optional[int] = ...) -> None: ...
 
 class DescribeQuorumResponse(_message.Message):
     __slots__ = ("node_id", "leader_id", "term", "commit_index", "role", "voters")

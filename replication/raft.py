@@ -336,6 +336,16 @@ class RaftNode:
     def role(self) -> Role:
         return self._role
 
+    def match_indexes(self) -> dict[int, int]:
+        """Leader only: the last index known to be on each voter (its own last index
+        for itself); empty on a follower."""
+        if self._role is not Role.LEADER:
+            return {}
+        return {
+            v: (self._log.last_index if v == self.id else self._progress[v].match)
+            for v in self.voters
+        }
+
     @property
     def term(self) -> int:
         return self._term

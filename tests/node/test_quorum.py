@@ -21,6 +21,7 @@ import re
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -325,6 +326,57 @@ def test_cli_cluster_and_topics_describe(cluster: Cluster) -> None:
     assert r.returncode == 1 and r.stdout == ""
     assert len(r.stderr.strip().splitlines()) == 1, r.stderr
     assert r.stderr.startswith("seglog cluster: NO_BROKERS_AVAILABLE: ")
+
+
+def test_cli_metadata_quorum_status_and_replication(cluster: Cluster) -> None:
+    """kafka-metadata-quorum's two views, as the quorum leader sees it, asked through a
+    follower."""
+    leader, term = cluster.agreed_leader() or (-1, -1)
+    follower = next(i for i in NODE_IDS if i != leader)
+    bootstrap = cluster.nodes[follower].bootstrap
+    r = seglog_cli("metadata-quorum", "--bootstrap-server", bootstrap, "describe", "--status")
+    assert r.returncode == 0, r.stderr
+    status = dict(line.split(":", 1) for line in r.stdout.splitlines())
+    status = {k: v.strip() for k, v in status.items()}
+    assert status["ClusterId"] == "seglog-cluster"
+    assert status["LeaderId"] == str(leader)
+    assert int(status["LeaderEpoch"]) >= term
+    assert int(status["HighWatermark"]) > 0
+    assert status["CurrentVoters"] == "[1,2,3]"
+    assert status["CurrentObservers"] == "[]"
+    assert 0 <= int(status["MaxFollowerLag"]) < 100
+
+    before_ms = int(time.time() * 1000)
+    r = seglog_cli("metadata-quorum", "--bootstrap-server", bootstrap, "describe", "--replication")
+    assert r.returncode == 0, r.stderr
+    header, *rows = [line.split() for line in r.stdout.splitlines()]
+    assert header == [
+        "NodeId",
+        "LogEndOffset",
+        "Lag",
+        "LastFetchTimestamp",
+        "LastCaughtUpTimestamp",
+        "Status",
+    ]
+    assert [int(row[0]) for row in rows][0] == leader and len(rows) == 3
+    assert sorted(int(row[0]) for row in rows) == list(NODE_IDS)
+    assert [row[5] for row in rows] == ["Leader", "Follower", "Follower"]
+    for row in rows:
+        assert int(row[1]) > 0 and 0 <= int(row[2]) < 100
+        # Heartbeats every election timeout / 5: heard from within the last seconds.
+        assert before_ms - 10_000 < int(row[3]) <= before_ms + 10_000
+
+
+def test_cli_metadata_quorum_on_a_single_node_says_there_is_none(tmp_path: Path) -> None:
+    node = NodeProcess(tmp_path).start()
+    try:
+        r = seglog_cli(
+            "metadata-quorum", "--bootstrap-server", node.bootstrap, "describe", "--status"
+        )
+    finally:
+        node.stop()
+    assert r.returncode == 1
+    assert "single-node mode" in r.stderr and "Traceback" not in r.stderr
 
 
 def test_cli_cluster_describe_single_node(tmp_path: Path) -> None:
