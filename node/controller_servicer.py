@@ -142,6 +142,27 @@ class ControllerServicer(cluster_pb2_grpc.ControllerServicer):
             )
         )
 
+    def ElectLeaders(
+        self, request: cpb.ElectLeadersControlRequest, context: grpc.ServicerContext
+    ) -> cpb.ElectLeadersControlResponse:
+        wanted = (
+            None
+            if request.all_partitions
+            else [(p.topic, p.partition) for p in request.partitions]
+        )
+        try:
+            results = self.controller.elect_leaders(request.election_type, wanted)
+        except ControlError as e:
+            return cpb.ElectLeadersControlResponse(
+                error_code=code(e.error_name), error_message=str(e)
+            )
+        return cpb.ElectLeadersControlResponse(
+            results=[
+                cpb.ElectionPartition(topic=t, partition=p, error_code=code(error))
+                for (t, p), error in sorted(results.items())
+            ]
+        )
+
     def AlterTopicConfigs(
         self, request: cpb.AlterTopicConfigsRequest, context: grpc.ServicerContext
     ) -> cpb.ControlResponse:

@@ -286,6 +286,11 @@ class Node:
     def delete_topic(self, name: str) -> None:
         self.controller.delete_topic(name)
 
+    def elect_leaders(
+        self, election: str, partitions: Sequence[tuple[str, int]] | None
+    ) -> dict[tuple[str, int], str]:
+        return self.controller.elect_leaders(election, partitions)
+
     def alter_configs(
         self, topic: str, changes: dict[str, str | None], validate_only: bool
     ) -> None:

@@ -57,6 +57,11 @@ class SegLogStub:
                 request_serializer=client__pb2.CreateTopicPartitionsRequest.SerializeToString,
                 response_deserializer=client__pb2.CreateTopicPartitionsResponse.FromString,
                 _registered_method=True)
+        self.ElectLeaders = channel.unary_unary(
+                '/seglog.v1.SegLog/ElectLeaders',
+                request_serializer=client__pb2.ElectLeadersRequest.SerializeToString,
+                response_deserializer=client__pb2.ElectLeadersResponse.FromString,
+                _registered_method=True)
         self.DescribeConfigs = channel.unary_unary(
                 '/seglog.v1.SegLog/DescribeConfigs',
                 request_serializer=client__pb2.DescribeConfigsRequest.SerializeToString,
@@ -124,6 +129,12 @@ class SegLogServicer:
         raise NotImplementedError('Method not implemented!')
 
     def CreatePartitions(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ElectLeaders(self, request, context):
         """Missing associated documentation comment in .proto file."""
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -200,6 +211,11 @@ def add_SegLogServicer_to_server(servicer, server):
                     servicer.CreatePartitions,
                     request_deserializer=client__pb2.CreateTopicPartitionsRequest.FromString,
                     response_serializer=client__pb2.CreateTopicPartitionsResponse.SerializeToString,
+            ),
+            'ElectLeaders': grpc.unary_unary_rpc_method_handler(
+                    servicer.ElectLeaders,
+                    request_deserializer=client__pb2.ElectLeadersRequest.FromString,
+                    response_serializer=client__pb2.ElectLeadersResponse.SerializeToString,
             ),
             'DescribeConfigs': grpc.unary_unary_rpc_method_handler(
                     servicer.DescribeConfigs,
@@ -353,6 +369,33 @@ class SegLog:
             '/seglog.v1.SegLog/CreatePartitions',
             client__pb2.CreateTopicPartitionsRequest.SerializeToString,
             client__pb2.CreateTopicPartitionsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ElectLeaders(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/seglog.v1.SegLog/ElectLeaders',
+            client__pb2.ElectLeadersRequest.SerializeToString,
+            client__pb2.ElectLeadersResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -360,3 +360,35 @@ class MetadataUpdate(_message.Message):
     snapshot: bool
     records: _containers.RepeatedScalarFieldContainer[bytes]
     def __init__(self, offset: _Optional[int] = ..., snapshot: _Optional[bool] = ..., records: _Optional[_Iterable[bytes]] = ...) -> None: ...
+
+class ElectionPartition(_message.Message):
+    __slots__ = ("topic", "partition", "error_code", "error_message")
+    TOPIC_FIELD_NUMBER: _ClassVar[int]
+    PARTITION_FIELD_NUMBER: _ClassVar[int]
+    ERROR_CODE_FIELD_NUMBER: _ClassVar[int]
+    ERROR_MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    topic: str
+    partition: int
+    error_code: _errors_pb2.ErrorCode
+    error_message: str
+    def __init__(self, topic: _Optional[str] = ..., partition: _Optional[int] = ..., error_code: _Optional[_Union[_errors_pb2.ErrorCode, str]] = ..., error_message: _Optional[str] = ...) -> None: ...
+
+class ElectLeadersControlRequest(_message.Message):
+    __slots__ = ("election_type", "all_partitions", "partitions")
+    ELECTION_TYPE_FIELD_NUMBER: _ClassVar[int]
+    ALL_PARTITIONS_FIELD_NUMBER: _ClassVar[int]
+    PARTITIONS_FIELD_NUMBER: _ClassVar[int]
+    election_type: str
+    all_partitions: bool
+    partitions: _containers.RepeatedCompositeFieldContainer[ElectionPartition]
+    def __init__(self, election_type: _Optional[str] = ..., all_partitions: _Optional[bool] = ..., partitions: _Optional[_Iterable[_Union[ElectionPartition, _Mapping]]] = ...) -> None: ...
+
+class ElectLeadersControlResponse(_message.Message):
+    __slots__ = ("error_code", "error_message", "results")
+    ERROR_CODE_FIELD_NUMBER: _ClassVar[int]
+    ERROR_MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    RESULTS_FIELD_NUMBER: _ClassVar[int]
+    error_code: _errors_pb2.ErrorCode
+    error_message: str
+    results: _containers.RepeatedCompositeFieldContainer[ElectionPartition]
+    def __init__(self, error_code: _Optional[_Union[_errors_pb2.ErrorCode, str]] = ..., error_message: _Optional[str] = ..., results: _Optional[_Iterable[_Union[ElectionPartition, _Mapping]]] = ...) -> None: ...
