@@ -101,7 +101,7 @@ class Values:
         return int(n)
 
 
-def cpu_s_per_mib(meter: Any, label: str, seconds: float, mib: float) -> float | None:  # noqa: ANN401
+def cpu_s_per_mib(meter: Any, label: str, seconds: float, mib: float) -> float | None:
     cores = meter.readings.get(label, {}).get("nodes_cores")
     if cores is None or mib <= 0:
         return None
@@ -110,7 +110,7 @@ def cpu_s_per_mib(meter: Any, label: str, seconds: float, mib: float) -> float |
 
 def kafka_produce(
     ck: ModuleType, bootstrap: str, values: Values, seconds: float, meter: Any, linger_ms: int
-):  # noqa: ANN001, ANN201, ANN401
+):
     producer = ck.Producer(
         {
             "bootstrap.servers": bootstrap,
@@ -122,7 +122,7 @@ def kafka_produce(
     acked: list[int] = []
     failed: list[Any] = []
 
-    def report(err, msg):  # noqa: ANN001, ANN202
+    def report(err, msg):  # noqa: ANN202
         if err is None:
             acked.append(1)
         else:
@@ -178,7 +178,7 @@ def kafka_latency(
         sent_at = time.perf_counter()
         keep = sent_at >= warm
 
-        def report(err, msg, sent_at=sent_at, keep=keep):  # noqa: ANN001, ANN202
+        def report(err, msg, sent_at=sent_at, keep=keep):  # noqa: ANN202
             if err is not None:
                 failed.append(err)
             elif keep:
@@ -194,7 +194,7 @@ def kafka_latency(
     return latencies, n
 
 
-def kafka_consume(ck: ModuleType, bootstrap: str, partitions: int, values: Values, meter: Any):  # noqa: ANN001, ANN201, ANN401
+def kafka_consume(ck: ModuleType, bootstrap: str, partitions: int, values: Values, meter: Any):
     consumer = ck.Consumer(
         {
             "bootstrap.servers": bootstrap,
@@ -238,7 +238,7 @@ def kafka_consume_raw(
     cluster: Any,
     kafka_ports: dict[int, int],
     seconds: float,
-    meter: Any,  # noqa: ANN401
+    meter: Any,
 ) -> tuple[float, float]:
     """Raw Kafka Fetch requests (v12, ~1 MiB, max_wait_ms 0) on one socket per leader,
     as grpc_consume_raw does over gRPC: the node's sendfile path without a client's
@@ -316,7 +316,7 @@ def kafka_consume_raw(
             sock.close()
 
 
-def run_lanes(n: int, one: Any, seconds: float, meter: Any, label: str) -> tuple[float, float]:  # noqa: ANN401
+def run_lanes(n: int, one: Any, seconds: float, meter: Any, label: str) -> tuple[float, float]:
     """`n` threads repeating one(i) (bytes moved) for `seconds` after a warm-up:
     (MiB/s, elapsed); the timed part's CPU goes to the meter under `label`."""
 
@@ -347,7 +347,7 @@ def run_lanes(n: int, one: Any, seconds: float, meter: Any, label: str) -> tuple
 
 def grpc_consume_raw(
     replication: ModuleType, node: ModuleType, cluster: Any, seconds: float, meter: Any
-):  # noqa: ANN001, ANN201, ANN401
+):
     pb = replication.pb
     by_leader: dict[int, list[int]] = {}
     for p, leader in sorted(cluster.leaders(replication.TOPIC_RAW).items()):
@@ -391,7 +391,7 @@ def record_kafka_produce(
     meter: Any,
     mb_s: float,
     rps: float,
-    elapsed: float,  # noqa: ANN401
+    elapsed: float,
 ) -> None:
     results["kafka_produce_mb_s"] = round(mb_s, 2)
     results["kafka_produce_records_s"] = round(rps)
@@ -427,7 +427,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     return args
 
 
-def main(argv: Sequence[str] | None = None) -> int:  # noqa: C901, PLR0915 - one run, in order
+def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     import confluent_kafka as ck
 

@@ -35,16 +35,11 @@ from .checker import (
     compare_compacted_replicas,
     compare_replicas,
 )
-from .faults import (
-    SCENARIOS,
-    ClusterView,
-    ComposeTarget,
-    FaultContext,
-    LocalTarget,
-    Target,
-)
+from .cluster_view import ClusterView
 from .kafka_workload import KafkaWorkload
 from .report import partition_outages, summary_line, unavailability_windows, write_report
+from .scenarios import SCENARIOS, FaultContext
+from .targets import ComposeTarget, LocalTarget, Target
 from .workload import History, Workload, WorkloadConfig, read_history
 
 EXIT_OK, EXIT_VIOLATION, EXIT_ERROR, EXIT_INCOMPLETE = 0, 1, 2, 3
@@ -338,7 +333,7 @@ def main(argv: list[str] | None = None) -> int:
         code, summary = run_groups(args.seed, args.duration, out, rate=args.rate)
         print(f"groups seed {args.seed}: {summary['result']} ({out})", flush=True)
         return code
-    if args.compact_keys and args.client != "seglog":
+    if args.command == "run" and args.compact_keys and args.client != "seglog":
         parser.error("--compact-keys runs seglog's own clients; it does not combine with --client")
     if args.command == "list":
         for name, s in SCENARIOS.items():

@@ -280,7 +280,7 @@ def check_history(
 
 # --- replicas ---------------------------------------------------------------------------
 
-# partition -> [(segment file name, bytes)] (faults.ReplicaFiles)
+# partition -> [(segment file name, bytes)] (targets.ReplicaFiles)
 ReplicaFiles = Mapping[int, list[tuple[str, bytes]]]
 
 

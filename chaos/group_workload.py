@@ -33,7 +33,7 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-from .faults import LocalTarget
+from .targets import LocalTarget
 
 PARTITIONS = 12
 CONSUMERS = 3
@@ -82,7 +82,7 @@ class GroupChaos:
             }
         )
 
-        def delivered(err: Any, msg: Any) -> None:  # noqa: ANN401 - confluent's types
+        def delivered(err: Any, msg: Any) -> None:
             with self.lock:
                 if err is None:
                     self.acknowledged.add(msg.value())

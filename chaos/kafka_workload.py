@@ -33,7 +33,7 @@ _DEFINITE = frozenset(
 )
 
 
-def classify(error: Any) -> tuple[str, bool]:  # noqa: ANN401 - a confluent_kafka.KafkaError
+def classify(error: Any) -> tuple[str, bool]:
     """(description, definite) of a delivery error."""
     name = error.name()
     return f"{name}: {error.str()}", name in _DEFINITE
@@ -85,7 +85,7 @@ class KafkaWorkload(WorkloadState):
 
     # --- producing ----------------------------------------------------------------------
 
-    def _produce_loop(self, index: int, name: str, producer: Any) -> None:  # noqa: ANN401
+    def _produce_loop(self, index: int, name: str, producer: Any) -> None:
         c = self.config
         rng = random.Random(f"{c.seed}-{name}")
         outstanding = self._outstanding[index]
@@ -121,7 +121,7 @@ class KafkaWorkload(WorkloadState):
                 err: Any,
                 msg: Any,
                 value: str = value,
-                partition: int = partition,  # noqa: ANN401
+                partition: int = partition,
                 started: float = started,
             ) -> None:
                 outstanding.release()

@@ -107,6 +107,20 @@ def throughput(
     return series
 
 
+def label_rows(xs: Sequence[float], min_gap: float, rows: int) -> list[int]:
+    """A row for each label at x (in the order given) so that labels sharing a row are
+    at least min_gap apart: the lowest row free at x, else the one free soonest."""
+    assert rows >= 1 and min_gap >= 0
+    last = [float("-inf")] * rows
+    out = []
+    for x in xs:
+        free = [r for r in range(rows) if x - last[r] >= min_gap]
+        row = free[0] if free else min(range(rows), key=lambda r: last[r])
+        last[row] = x
+        out.append(row)
+    return out
+
+
 def plot_timeline(
     path: Path,
     events: Sequence[Mapping[str, Any]],
@@ -140,24 +154,26 @@ def plot_timeline(
     names = sorted({s["name"] for s in fault_spans(events)})
     color_of = {n: colors[i % len(colors)] for i, n in enumerate(names)}
     top = max(max(series["ok"], default=1), max(series["invoke"], default=1), 1) * 1.15
-    for span in fault_spans(events):
-        a, b = span["start"] - t0, span["end"] - t0
-        ax.axvspan(a, max(b, a + 0.2), color=color_of[span["name"]], alpha=0.22, lw=0)
-        ax.text(
-            a,
-            top * 0.97,
-            f"{span['name']}\nnode {span['node']}",
-            fontsize=6,
-            va="top",
-            rotation=90,
-            color=color_of[span["name"]],
-        )
+    # Labels close in time go to different heights instead of printing over each other.
+    span_x = max(series["t"][-1] if series["t"] else 1.0, 1.0)
+    spans = sorted(fault_spans(events), key=lambda sp: sp["start"])
+    phases = [e for e in events if e.get("type") == "phase" and e.get("t", 0) >= t0]
+    labels = [(sp["start"] - t0, "fault", sp) for sp in spans]
+    labels += [(e["t"] - t0, "phase", e) for e in phases]
+    labels.sort(key=lambda item: item[0])
+    heights = (0.97, 0.78, 0.59, 0.40)
+    rows = label_rows([x for x, _, _ in labels], min_gap=span_x * 0.025, rows=len(heights))
+    for (x, kind, item), row in zip(labels, rows, strict=True):
+        if kind == "fault":
+            b = item["end"] - t0
+            ax.axvspan(x, max(b, x + 0.2), color=color_of[item["name"]], alpha=0.22, lw=0)
+            text, color = f"{item['name']}\nnode {item['node']}", color_of[item["name"]]
+        else:
+            ax.axvline(x, color="black", lw=0.5, ls=":")
+            text, color = str(item.get("name", "")), "black"
+        ax.text(x, top * heights[row], text, fontsize=6, va="top", rotation=90, color=color)
     for w in windows:
         ax.hlines(-top * 0.03, w["start_s"], w["end_s"], color="red", lw=4)
-    for e in events:
-        if e.get("type") == "phase" and e.get("t", 0) >= t0:
-            ax.axvline(e["t"] - t0, color="black", lw=0.5, ls=":")
-            ax.text(e["t"] - t0, top * 0.55, e.get("name", ""), fontsize=6, rotation=90)
     ax.set_ylim(-top * 0.06, top)
     ax.set_xlabel("seconds since the first send (red bars: no acknowledgement for ≥1 s)")
     ax.set_ylabel("records / s")
@@ -191,6 +207,35 @@ def summary_line(
     )
 
 
+def partition_headline(per_partition: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
+    """What a client of one partition saw: the worst partition's unavailable seconds,
+    the sum over partitions and how many had any (the topic-wide windows hide a stall
+    that other partitions' acks cover)."""
+    totals = {p: float(v["total_s"]) for p, v in per_partition.items()}
+    worst = max(totals, key=lambda p: (totals[p], -int(p)), default=None)
+    return {
+        "worst_partition": None if worst is None else int(worst),
+        "worst_partition_s": 0.0 if worst is None else totals[worst],
+        "partition_seconds": round(sum(totals.values()), 3),
+        "partitions_unavailable": sum(1 for t in totals.values() if t > 0),
+        "partitions_written": len(totals),
+    }
+
+
+def unavailability_headline(u: Mapping[str, Any]) -> str:
+    worst = (
+        f"worst partition {u['worst_partition']}: {u['worst_partition_s']:g} s"
+        if u["worst_partition_s"] > 0
+        else "no partition went 1 s without an ack"
+    )
+    return (
+        f"## Unavailability — {worst}; {u['partition_seconds']:g} partition-seconds on "
+        f"{u['partitions_unavailable']} of {u['partitions_written']} partitions; whole topic "
+        f"{u['total_s']:g} s in {len(u['windows'])} windows of ≥{u['gap_threshold_s']:g} s "
+        f"without any ack"
+    )
+
+
 def write_report(
     run_dir: Path,
     meta: Mapping[str, Any],
@@ -213,8 +258,14 @@ def write_report(
     plot_error = None
     try:
         plot_timeline(png, events, windows, title)
+    except ImportError:
+        plot_error = "matplotlib is not installed: pip install 'seglog[chaos]' to get timeline.png"
     except Exception as e:  # noqa: BLE001 - the numbers matter more than the picture
         plot_error = repr(e)
+    per_partition = {
+        str(p): {"total_s": round(sum(w["seconds"] for w in ws), 3), "windows": ws}
+        for p, ws in partition_outages(events).items()
+    }
     data = {
         "meta": dict(meta),
         "ok": result.ok,
@@ -246,10 +297,8 @@ def write_report(
             "gap_threshold_s": DEFAULT_GAP_S,
             "total_s": round(sum(w["seconds"] for w in windows), 3),
             "windows": windows,
-            "per_partition": {
-                str(p): {"total_s": round(sum(w["seconds"] for w in ws), 3), "windows": ws}
-                for p, ws in partition_outages(events).items()
-            },
+            "per_partition": per_partition,
+            **partition_headline(per_partition),
         },
         "faults": [
             {**s, "start_s": round(s["start"] - start, 3), "end_s": round(s["end"] - start, 3)}
@@ -294,8 +343,7 @@ def _markdown(data: Mapping[str, Any], result: CheckResult) -> str:
         f"after healing: {c['lagging']} ({c['unreconciled']} of them with a tail that "
         f"differs from the leader's, not yet truncated).",
         "",
-        f"## Unavailability ({data['unavailability']['total_s']} s, "
-        f"{len(data['unavailability']['windows'])} windows of ≥{DEFAULT_GAP_S:g} s without an ack)",
+        unavailability_headline(data["unavailability"]),
         "",
     ]
     for w in data["unavailability"]["windows"]:

@@ -23,6 +23,7 @@ answer was lost, so a later read of it is legal.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import random
 import re
@@ -459,10 +460,8 @@ class Workload(WorkloadState):
                     # Compacted: batches the cleaner emptied move a position past the
                     # last record read, also in a poll that returned no record.
                     for tp in tps:
-                        try:
+                        with contextlib.suppress(KafkaError):
                             positions[tp.partition] = consumer.position(tp, timeout_ms=1000)
-                        except KafkaError:
-                            pass
         finally:
             consumer.close()
 

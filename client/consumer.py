@@ -447,6 +447,17 @@ class Consumer:
             self._fetcher.rewind(tp)
         self._chunk.clear()
 
+    # --- introspection ----------------------------------------------------------------
+
+    def metrics(self) -> dict[str, float]:
+        """Counters of calls that reached no node and of outages reported (a WARNING
+        is logged once an outage lasts request_timeout_ms), and the current outage."""
+        reach = self._fetcher.reachability
+        m: dict[str, float] = dict(reach.counters)
+        m["unreachable_seconds"] = reach.unreachable_s(time.monotonic())
+        m["assigned_partitions"] = len(self._fetcher.states)
+        return m
+
     # --- lifecycle ------------------------------------------------------------------------
 
     def _check_open(self) -> None:

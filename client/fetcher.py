@@ -9,6 +9,7 @@ gRPC threads only hand completed futures over through `_completed`.
 
 from __future__ import annotations
 
+import logging
 import random
 import threading
 import time
@@ -26,6 +27,9 @@ from seglog.storage.record_batch import BatchHeader, Record, decode_records, ite
 
 from .cluster import ClusterMetadata, TopicPartition, call
 from .errors import IllegalStateError, KafkaError, KafkaTimeoutError, error_class, for_code
+from .reachability import Reachability
+
+_log = logging.getLogger("seglog.client.consumer")
 
 E = errors_pb2.ErrorCode
 CorruptMessageError = error_class("CORRUPT_MESSAGE")
@@ -177,7 +181,7 @@ class FetchedBatches:
                 self._current, self._records, self._record_index = header, records, 0
         except KafkaError as e:
             return out, e
-        except Exception as e:  # a deserializer's own failure
+        except Exception as e:  # noqa: BLE001 - a deserializer's own failure
             error = KafkaError(
                 f"cannot deserialize {self.tp.topic}-{self.tp.partition} offset "
                 f"{self._records[self._record_index].offset}: {e!r}"
@@ -264,6 +268,7 @@ class Fetcher:
         self._completed: deque[InFlightFetch] = deque()
         self._meta_retry_at = 0.0
         self._meta_failures = 0
+        self.reachability = Reachability(self.request_timeout_s)
         # Hooks for the consumer's subscription: which topics to ask metadata
         # for (None: all), and a callback after each refresh that returns True
         # while it still misses something (so the refresh is retried).
@@ -332,11 +337,13 @@ class Fetcher:
             return
         try:
             self.metadata.refresh(topics)
-        except KafkaError:
+        except KafkaError as e:
+            self._unreachable(now, e)
             self._meta_failures += 1
             self.metadata.request_update()
             self._meta_retry_at = now + self.backoff.delay(self._meta_failures)
             return
+        self.reachability.succeeded()
         missing = self.on_metadata()
         missing = missing or any(self.metadata.leader_for(tp) < 0 for tp in self.states)
         # Keep asking while leaders are missing, but no faster than the backoff.
@@ -344,6 +351,11 @@ class Fetcher:
         self._meta_retry_at = now + (self.backoff.delay(self._meta_failures) if missing else 0)
         if missing:
             self.metadata.request_update()
+
+    def _unreachable(self, now: float, error: Exception) -> None:
+        warning = self.reachability.failed(now, str(error))
+        if warning is not None:
+            _log.warning("consumer: %s", warning)
 
     def _retry_later(self, st: PartitionState, invalid_metadata: bool) -> None:
         st.failures += 1
@@ -586,12 +598,14 @@ class Fetcher:
             response = call(lambda _r, timeout: fetch.future.result(), None, fetch.timeout_s)
         except grpc.FutureCancelledError:
             return
-        except KafkaError:
+        except KafkaError as e:
             # The node is unreachable or slow: look for a (new) leader, back off.
+            self._unreachable(time.monotonic(), e)
             self.metadata.request_update()
             for st, _offset in mine.values():
                 self._retry_later(st, invalid_metadata=True)
             return
+        self.reachability.succeeded()
         if response.error_code:
             error = for_code(response.error_code, "fetch failed")
             for tp, (st, _offset) in mine.items():

@@ -144,5 +144,5 @@ def failed_future(exception: BaseException) -> FutureRecordMetadata:
 def _run(fn: Callable[[Any], Any], arg: object) -> None:
     try:
         fn(arg)
-    except Exception:
+    except Exception:  # noqa: BLE001 - a caller's callback must not kill the sender
         _log.exception("error in a producer future callback")

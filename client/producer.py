@@ -513,7 +513,7 @@ class Sender(threading.Thread):
     def _run_once_safely(self) -> None:
         try:
             self._run_once()
-        except Exception:
+        except Exception:  # noqa: BLE001 - logged; the sender thread must go on
             _log.exception("unexpected error in the producer's sender thread")
             time.sleep(self.p.retry_backoff_s or 0.05)
 

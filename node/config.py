@@ -36,6 +36,35 @@ def int_setting(
 _int = int_setting  # the short name the long list below uses
 
 
+class ConfigProperties(dict[str, str]):
+    """A node's properties that remember which keys were read, as Kafka's
+    AbstractConfig does: a key nobody read once the node has started is one seglog
+    does not know (a typo, or a Kafka setting seglog does not implement), and the
+    node says so at start instead of ignoring it in silence. A plain copy (`dict(p)`)
+    reads nothing."""
+
+    def __init__(self, props: Mapping[str, str] = ()) -> None:  # type: ignore[assignment]
+        super().__init__(props)
+        self._read: set[str] = set()
+
+    def __getitem__(self, key: str) -> str:
+        self._read.add(key)
+        return super().__getitem__(key)
+
+    def get(self, key: str, default: str | None = None) -> str | None:  # type: ignore[override]
+        self._read.add(key)
+        return super().get(key, default)
+
+    def __contains__(self, key: object) -> bool:
+        if isinstance(key, str):
+            self._read.add(key)
+        return super().__contains__(key)
+
+    def unused(self) -> list[str]:
+        """The keys given but never read, sorted."""
+        return sorted(k for k in self.keys() if k not in self._read)
+
+
 def _bool(props: Mapping[str, str], key: str, default: bool) -> bool:
     raw = props.get(key)
     if raw is None:
@@ -193,12 +222,15 @@ class NodeConfig:
     controller_listener_names: tuple[str, ...] = ("CONTROLLER",)
     grpc_listener_names: tuple[str, ...] = ("GRPC", "REPLICATION")
     inter_broker_listener_name: str = "GRPC"
+    metrics_port: int = -1  # -1: no /metrics endpoint
+    metrics_host: str = "0.0.0.0"
     group_config: GroupConfig = field(default_factory=GroupConfig)
     offsets_topic_replication_factor: int = 3
-    raw: Mapping[str, str] = field(default_factory=dict, compare=False, repr=False)
+    raw: ConfigProperties = field(default_factory=ConfigProperties, compare=False, repr=False)
 
     @classmethod
-    def from_properties(cls, props: Mapping[str, str]) -> NodeConfig:
+    def from_properties(cls, given: Mapping[str, str]) -> NodeConfig:
+        props = given if isinstance(given, ConfigProperties) else ConfigProperties(given)
         if "node.id" not in props:
             raise InvalidConfigError(
                 "Missing required configuration node.id which has no default value"
@@ -328,11 +360,13 @@ class NodeConfig:
             leader_imbalance_check_interval_seconds=_int(
                 props, "leader.imbalance.check.interval.seconds", 300, at_least=1
             ),
+            metrics_port=_int(props, "metrics.port", -1, at_least=-1),
+            metrics_host=props.get("metrics.host", "0.0.0.0") or "0.0.0.0",
             group_config=_group_config(props),
             offsets_topic_replication_factor=_int(
                 props, "offsets.topic.replication.factor", 3, at_least=1
             ),
-            raw=dict(props),
+            raw=props,
         )
 
     @property

@@ -40,12 +40,12 @@ class ControllerServicer(cluster_pb2_grpc.ControllerServicer):
         self.cluster_id = cluster_id
         self.on_broker_applied = on_broker_applied
 
-    def Raft(self, request: cpb.RaftMessage, context: grpc.ServicerContext) -> cpb.RaftAck:  # noqa: N802
+    def Raft(self, request: cpb.RaftMessage, context: grpc.ServicerContext) -> cpb.RaftAck:
         if request.dst == self.controller.node_id:
             self.controller.deliver(from_proto(request))
         return cpb.RaftAck()
 
-    def RegisterBroker(  # noqa: N802
+    def RegisterBroker(
         self, request: cpb.RegisterBrokerRequest, context: grpc.ServicerContext
     ) -> cpb.RegisterBrokerResponse:
         if request.cluster_id and request.cluster_id != self.cluster_id:
@@ -64,7 +64,7 @@ class ControllerServicer(cluster_pb2_grpc.ControllerServicer):
         except ControlError as e:
             return cpb.RegisterBrokerResponse(error_code=code(e.error_name), error_message=str(e))
 
-    def BrokerHeartbeat(  # noqa: N802
+    def BrokerHeartbeat(
         self, request: cpb.BrokerHeartbeatRequest, context: grpc.ServicerContext
     ) -> cpb.BrokerHeartbeatResponse:
         try:
@@ -78,7 +78,7 @@ class ControllerServicer(cluster_pb2_grpc.ControllerServicer):
         except ControlError as e:
             return cpb.BrokerHeartbeatResponse(error_code=code(e.error_name), error_message=str(e))
 
-    def AlterPartition(  # noqa: N802
+    def AlterPartition(
         self, request: cpb.AlterPartitionRequest, context: grpc.ServicerContext
     ) -> cpb.AlterPartitionResponse:
         remaining = context.time_remaining()
@@ -115,7 +115,7 @@ class ControllerServicer(cluster_pb2_grpc.ControllerServicer):
 
     # --- admin changes a broker forwards --------------------------------------------
 
-    def CreateTopic(  # noqa: N802
+    def CreateTopic(
         self, request: cpb.CreateTopicRequest, context: grpc.ServicerContext
     ) -> cpb.ControlResponse:
         return self._control(
@@ -128,12 +128,12 @@ class ControllerServicer(cluster_pb2_grpc.ControllerServicer):
             )
         )
 
-    def DeleteTopic(  # noqa: N802
+    def DeleteTopic(
         self, request: cpb.DeleteTopicRequest, context: grpc.ServicerContext
     ) -> cpb.ControlResponse:
         return self._control(lambda: self.controller.delete_topic(request.name))
 
-    def CreatePartitions(  # noqa: N802
+    def CreatePartitions(
         self, request: cpb.CreatePartitionsRequest, context: grpc.ServicerContext
     ) -> cpb.ControlResponse:
         return self._control(
@@ -142,7 +142,28 @@ class ControllerServicer(cluster_pb2_grpc.ControllerServicer):
             )
         )
 
-    def AlterTopicConfigs(  # noqa: N802
+    def ElectLeaders(
+        self, request: cpb.ElectLeadersControlRequest, context: grpc.ServicerContext
+    ) -> cpb.ElectLeadersControlResponse:
+        wanted = (
+            None
+            if request.all_partitions
+            else [(p.topic, p.partition) for p in request.partitions]
+        )
+        try:
+            results = self.controller.elect_leaders(request.election_type, wanted)
+        except ControlError as e:
+            return cpb.ElectLeadersControlResponse(
+                error_code=code(e.error_name), error_message=str(e)
+            )
+        return cpb.ElectLeadersControlResponse(
+            results=[
+                cpb.ElectionPartition(topic=t, partition=p, error_code=code(error))
+                for (t, p), error in sorted(results.items())
+            ]
+        )
+
+    def AlterTopicConfigs(
         self, request: cpb.AlterTopicConfigsRequest, context: grpc.ServicerContext
     ) -> cpb.ControlResponse:
         changes: dict[str, str | None] = dict(request.set)
@@ -162,7 +183,7 @@ class ControllerServicer(cluster_pb2_grpc.ControllerServicer):
 
     # --- the co-located broker's metadata ---------------------------------------------
 
-    def WatchMetadata(  # noqa: N802
+    def WatchMetadata(
         self, request_iterator: Iterator[cpb.MetadataApplied], context: grpc.ServicerContext
     ) -> Iterator[cpb.MetadataUpdate]:
         updates: queue.Queue[cpb.MetadataUpdate] = queue.Queue(WATCH_QUEUE_LIMIT)
@@ -203,7 +224,7 @@ class ControllerServicer(cluster_pb2_grpc.ControllerServicer):
         finally:
             self.controller.remove_listener(listener)
 
-    def AllocateProducerIds(  # noqa: N802
+    def AllocateProducerIds(
         self, request: cpb.AllocateProducerIdsRequest, context: grpc.ServicerContext
     ) -> cpb.AllocateProducerIdsResponse:
         try:
@@ -216,7 +237,7 @@ class ControllerServicer(cluster_pb2_grpc.ControllerServicer):
                 error_code=code(e.error_name), error_message=str(e)
             )
 
-    def DescribeQuorum(  # noqa: N802
+    def DescribeQuorum(
         self, request: cpb.DescribeQuorumRequest, context: grpc.ServicerContext
     ) -> cpb.DescribeQuorumResponse:
         d = self.controller.describe()
@@ -226,4 +247,13 @@ class ControllerServicer(cluster_pb2_grpc.ControllerServicer):
             term=int(d["term"]),  # type: ignore[call-overload]
             commit_index=int(d["commit_index"]),  # type: ignore[call-overload]
             role=str(d["role"]),
+            voters=[
+                cpb.QuorumVoter(
+                    node_id=v,
+                    log_end_index=end,
+                    last_fetch_timestamp_ms=fetched,
+                    last_caught_up_timestamp_ms=caught_up,
+                )
+                for v, end, fetched, caught_up in d["voters"]  # type: ignore[attr-defined]
+            ],
         )

@@ -3,6 +3,7 @@ and controller voter, for development and the README's main job."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -41,7 +42,7 @@ LOCAL_DEFAULTS = {
 
 # Each listener's ports start this far above --base-port (node 1 at the start, node 2
 # one above, ...): the Kafka protocol at the base itself, as clients expect 9092.
-PORT_OFFSETS = {"PLAINTEXT": 0, "GRPC": 100, "CONTROLLER": 200}
+PORT_OFFSETS = {"PLAINTEXT": 0, "GRPC": 100, "CONTROLLER": 200, "METRICS": 300}
 GRPC_LISTENERS = ("GRPC",)
 
 
@@ -70,6 +71,8 @@ def node_properties(node_id: int, nodes: int, base_port: int, data_dir: Path) ->
         "log.dirs": str(data_dir / f"node-{node_id}" / "logs"),
         "controller.quorum.voters": voters,
         "default.replication.factor": str(min(3, nodes)),
+        "metrics.host": "127.0.0.1",
+        "metrics.port": str(listener_port(base_port, node_id, "METRICS")),
         **LOCAL_DEFAULTS,
     }
     if nodes < 3:
@@ -94,7 +97,7 @@ def up(data_dir: Path, nodes: int, base_port: int, detach: bool, out: TextIO) ->
         log = open(node_dir / "node.log", "ab")  # noqa: SIM115 - owned by the child
         procs.append(
             subprocess.Popen(
-                [sys.executable, "-m", "seglog.node.cli", "node", "--config", str(config)],
+                [sys.executable, "-m", "seglog.cli", "node", "--config", str(config)],
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
@@ -125,8 +128,13 @@ def up(data_dir: Path, nodes: int, base_port: int, detach: bool, out: TextIO) ->
     if detach:
         return 0
     print("Ctrl-C (or 'seglog local down') stops the cluster", file=sys.stderr)
+    reported: set[int] = set()
     try:
         while any(p.poll() is None for p in procs):
+            for i, p in enumerate(procs, start=1):
+                if p.returncode is not None and i not in reported:
+                    reported.add(i)  # said once; the others keep serving
+                    print(_node_failed(data_dir, i, p.returncode, "while serving"), file=sys.stderr)
             time.sleep(0.5)
     except KeyboardInterrupt:
         pass
@@ -147,26 +155,75 @@ def _interrupt_on_sigterm() -> None:
         signal.signal(signal.SIGTERM, interrupt)
 
 
+class LocalClusterError(Exception):
+    """A node of `local up` failed: which one, and where its log is."""
+
+
+def node_log(data_dir: Path, node_id: int) -> Path:
+    return data_dir / f"node-{node_id}" / "node.log"
+
+
+def last_error(log: Path, max_bytes: int = 65536) -> str:
+    """The last error a node logged (its structured `event` and `error` fields), or its
+    last line: what to show beside the path when it failed."""
+    try:
+        with open(log, "rb") as f:
+            f.seek(max(0, f.seek(0, os.SEEK_END) - max_bytes))
+            lines = f.read().decode("utf-8", "replace").splitlines()
+    except OSError:
+        return ""
+    for line in reversed(lines):
+        try:
+            entry = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(entry, dict) and entry.get("level") in ("error", "critical"):
+            error = str(entry.get("error", "")).strip().splitlines()
+            return " ".join(
+                x for x in (str(entry.get("event", "")), error[-1] if error else "") if x
+            )
+    return lines[-1].strip() if lines else ""
+
+
+def _node_failed(data_dir: Path, node_id: int, returncode: int | None, when: str) -> str:
+    log = node_log(data_dir, node_id)
+    why = last_error(log)
+    return (
+        f"node {node_id} exited with code {returncode} {when}; its log is {log}"
+        + (f" (last error: {why})" if why else "")
+    )
+
+
 def _wait_ready(
     address: str, nodes: int, procs: list[subprocess.Popen[bytes]], data_dir: Path
 ) -> None:
-    """Until every node is registered and unfenced in the metadata."""
+    """Until every node is registered and unfenced in the metadata; a node that exits
+    first, or the deadline, is a LocalClusterError naming the node(s) and their logs."""
     deadline = time.monotonic() + START_TIMEOUT_S
+    ready: set[int] = set()
     with grpc.insecure_channel(address) as channel:
         stub = client_pb2_grpc.SegLogStub(channel)
         while time.monotonic() < deadline:
             for i, p in enumerate(procs, start=1):
                 if p.poll() is not None:
-                    log = data_dir / f"node-{i}" / "node.log"
-                    raise RuntimeError(f"node {i} exited with code {p.returncode}; see {log}")
+                    raise LocalClusterError(
+                        _node_failed(data_dir, i, p.returncode, "while starting")
+                    )
             try:
                 r = stub.Metadata(pb.MetadataRequest(all_topics=True), timeout=2)
-                if sum(1 for b in r.brokers if not b.fenced) == nodes:
+                ready = {b.node_id for b in r.brokers if not b.fenced}
+                if len(ready) == nodes:
                     return
             except grpc.RpcError:
                 pass
             time.sleep(0.2)
-    raise TimeoutError(f"the cluster did not become ready within {START_TIMEOUT_S:.0f}s")
+    missing = [i for i in range(1, nodes + 1) if i not in ready]
+    raise LocalClusterError(
+        f"the cluster did not become ready within {START_TIMEOUT_S:.0f}s: "
+        + "; ".join(
+            f"node {i} is not registered (its log is {node_log(data_dir, i)})" for i in missing
+        )
+    )
 
 
 def down(data_dir: Path, out: TextIO) -> int:
@@ -202,10 +259,8 @@ def _stop(pids: list[int]) -> int:
     deadline = time.monotonic() + STOP_TIMEOUT_S
     while time.monotonic() < deadline and any(_pid_alive(pid) for pid in alive):
         for pid in alive:
-            try:
+            with contextlib.suppress(ChildProcessError):
                 os.waitpid(pid, os.WNOHANG)
-            except ChildProcessError:
-                pass
         time.sleep(0.1)
     for pid in alive:
         if _pid_alive(pid):

@@ -152,7 +152,7 @@ class LogCleanerManager:
                 )
             try:
                 cleaned = self.clean_once(offset_map)
-            except Exception:
+            except Exception:  # noqa: BLE001 - logged; the next round retries
                 _log.error("cleaner_round_failed", exc=True)
                 cleaned = False
             if not cleaned:

@@ -12,9 +12,11 @@ import threading
 from collections.abc import Callable, Sequence
 from concurrent import futures
 from types import FrameType
+from typing import Any
 
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+from prometheus_client import start_http_server
 
 from seglog.proto import client_pb2_grpc, cluster_pb2_grpc, groups_pb2_grpc
 from seglog.proto import cluster_pb2 as cpb
@@ -33,6 +35,7 @@ from .groups.offsets_topic import GroupCoordinatorRuntime
 from .kafka.listener import KafkaListener, start_kafka_listeners
 from .local_controller import LocalController
 from .log_manager import LogManager
+from .metrics import GrpcMetricsInterceptor, NodeMetrics, NodeStateCollector
 from .remote_controller import RemoteController
 from .replica_manager import ReplicaManager
 from .servicer import SegLogServicer
@@ -87,6 +90,11 @@ class Node:
             alter_partitions=self._alter_partitions,
             is_replica_eligible=self._eligible,
         )
+        self.metrics = NodeMetrics()
+        self.metrics.registry.register(NodeStateCollector(self))
+        self.replica_manager.metrics = self.metrics
+        self._metrics_http: tuple[Any, threading.Thread] | None = None
+        self.metrics_port = -1
         self.groups = GroupCoordinatorRuntime(
             config.node_id, self.replica_manager, config.group_config
         )
@@ -117,6 +125,7 @@ class Node:
                 thread_name_prefix="grpc",
             ),
             maximum_concurrent_rpcs=self.config.queued_max_requests,
+            interceptors=[GrpcMetricsInterceptor(self.metrics)],
             options=[
                 ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
                 ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
@@ -150,7 +159,13 @@ class Node:
         self.replica_manager.start()
         self.groups.start()
         self._server.start()
-        self.kafka = start_kafka_listeners(self, self.config)
+        self.kafka = start_kafka_listeners(self, self.config, self.metrics)
+        if self.config.metrics_port >= 0:
+            server, thread = start_http_server(
+                self.config.metrics_port, self.config.metrics_host, self.metrics.registry
+            )
+            self._metrics_http = (server, thread)
+            self.metrics_port = int(server.server_port)
         if self.remote is not None:
             self.remote.start()
             self.remote.wait_for_metadata()
@@ -167,6 +182,13 @@ class Node:
             )
             self.replica_manager.set_broker_epoch(self.broker_epoch)
         self.log_manager.start()
+        # Every component has read its settings by now: what nobody read is unknown.
+        for key in self.config.raw.unused():
+            _log.warning(
+                "unknown_config",
+                message=f"The configuration '{key}' was supplied but isn't a known config.",
+                key=key,
+            )
         self._health.set("", health_pb2.HealthCheckResponse.SERVING)
         self._health.set(SERVICE_NAME, health_pb2.HealthCheckResponse.SERVING)
         _log.info(
@@ -175,6 +197,7 @@ class Node:
             listeners={n: f"{lst.host}:{lst.port}" for n, lst in self.config.listeners.items()},
             voters=sorted(self.config.controller_quorum_voters),
             log_dirs=[str(d) for d in self.config.log_dirs],
+            metrics_port=self.metrics_port,
         )
 
     def _on_metadata(self, image: MetadataImage, _records: list[MetadataRecord]) -> None:
@@ -205,6 +228,7 @@ class Node:
             # away) before its process exits.
             ("controller", self.controller.shutdown),
             ("kafka", lambda: [kafka.shutdown() for kafka in self.kafka]),
+            ("metrics", lambda: self._metrics_http[0].shutdown() if self._metrics_http else None),
             ("groups", self.groups.shutdown),
             ("server", lambda: self._server.stop(grace=2).wait(5) if self._server else None),
             ("replica_manager", self.replica_manager.shutdown),
@@ -310,6 +334,11 @@ class Node:
 
     def delete_topic(self, name: str) -> None:
         self.controller.delete_topic(name)
+
+    def elect_leaders(
+        self, election: str, partitions: Sequence[tuple[str, int]] | None
+    ) -> dict[tuple[str, int], str]:
+        return self.controller.elect_leaders(election, partitions)
 
     def alter_configs(
         self, topic: str, changes: dict[str, str | None], validate_only: bool

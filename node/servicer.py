@@ -36,7 +36,7 @@ class SegLogServicer(client_pb2_grpc.SegLogServicer):
 
     def Metadata(
         self, request: pb.MetadataRequest, context: grpc.ServicerContext
-    ) -> pb.MetadataResponse:  # noqa: N802
+    ) -> pb.MetadataResponse:
         image = self.node.metadata_image()
         response = pb.MetadataResponse(
             cluster_id=self.node.cluster_id, controller_id=self.node.controller_id()
@@ -95,7 +95,7 @@ class SegLogServicer(client_pb2_grpc.SegLogServicer):
 
     def CreateTopics(
         self, request: pb.CreateTopicsRequest, context: grpc.ServicerContext
-    ) -> pb.CreateTopicsResponse:  # noqa: N802
+    ) -> pb.CreateTopicsResponse:
         response = pb.CreateTopicsResponse()
         for t in request.topics:
             partitions = t.num_partitions if t.num_partitions != -1 else self.node.num_partitions
@@ -115,9 +115,42 @@ class SegLogServicer(client_pb2_grpc.SegLogServicer):
                 )
         return response
 
+    def CreatePartitions(
+        self, request: pb.CreateTopicPartitionsRequest, context: grpc.ServicerContext
+    ) -> pb.CreateTopicPartitionsResponse:
+        response = pb.CreateTopicPartitionsResponse()
+        for t in request.topics:
+            try:
+                self.node.create_partitions(t.name, t.count, request.validate_only)
+                response.results.add(name=t.name)
+            except ControlError as e:
+                response.results.add(
+                    name=t.name, error_code=code(e.error_name), error_message=str(e)
+                )
+        return response
+
+    def ElectLeaders(
+        self, request: pb.ElectLeadersRequest, context: grpc.ServicerContext
+    ) -> pb.ElectLeadersResponse:
+        wanted = (
+            [(t.topic, p) for t in request.topics for p in t.partitions]
+            if request.topics
+            else None
+        )
+        try:
+            results = self.node.elect_leaders(request.election_type, wanted)
+        except ControlError as e:
+            return pb.ElectLeadersResponse(error_code=code(e.error_name), error_message=str(e))
+        return pb.ElectLeadersResponse(
+            results=[
+                pb.ElectLeadersResult(topic=t, partition=p, error_code=code(error))
+                for (t, p), error in sorted(results.items())
+            ]
+        )
+
     def DeleteTopics(
         self, request: pb.DeleteTopicsRequest, context: grpc.ServicerContext
-    ) -> pb.DeleteTopicsResponse:  # noqa: N802
+    ) -> pb.DeleteTopicsResponse:
         response = pb.DeleteTopicsResponse()
         for name in request.names:
             try:
@@ -129,7 +162,7 @@ class SegLogServicer(client_pb2_grpc.SegLogServicer):
 
     def DescribeConfigs(
         self, request: pb.DescribeConfigsRequest, context: grpc.ServicerContext
-    ) -> pb.DescribeConfigsResponse:  # noqa: N802
+    ) -> pb.DescribeConfigsResponse:
         response = pb.DescribeConfigsResponse()
         for resource in request.resources:
             result = response.results.add(type=resource.type, name=resource.name)
@@ -153,7 +186,7 @@ class SegLogServicer(client_pb2_grpc.SegLogServicer):
 
     def AlterConfigs(
         self, request: pb.AlterConfigsRequest, context: grpc.ServicerContext
-    ) -> pb.AlterConfigsResponse:  # noqa: N802
+    ) -> pb.AlterConfigsResponse:
         response = pb.AlterConfigsResponse()
         for resource in request.resources:
             result = response.results.add(type=resource.type, name=resource.name)
@@ -176,7 +209,7 @@ class SegLogServicer(client_pb2_grpc.SegLogServicer):
 
     def Produce(
         self, request: pb.ProduceRequest, context: grpc.ServicerContext
-    ) -> pb.ProduceResponse:  # noqa: N802
+    ) -> pb.ProduceResponse:
         response = pb.ProduceResponse()
         if request.acks not in (-1, 0, 1):
             for t in request.topics:
@@ -224,7 +257,7 @@ class SegLogServicer(client_pb2_grpc.SegLogServicer):
                 )
         return response
 
-    def Fetch(self, request: pb.FetchRequest, context: grpc.ServicerContext) -> pb.FetchResponse:  # noqa: N802
+    def Fetch(self, request: pb.FetchRequest, context: grpc.ServicerContext) -> pb.FetchResponse:
         specs = [
             FetchSpec(
                 t.name,
@@ -293,7 +326,7 @@ class SegLogServicer(client_pb2_grpc.SegLogServicer):
 
     def ListOffsets(
         self, request: pb.ListOffsetsRequest, context: grpc.ServicerContext
-    ) -> pb.ListOffsetsResponse:  # noqa: N802
+    ) -> pb.ListOffsetsResponse:
         response = pb.ListOffsetsResponse()
         rm = self.node.replica_manager
         for t in request.topics:
@@ -314,7 +347,7 @@ class SegLogServicer(client_pb2_grpc.SegLogServicer):
 
     def OffsetsForLeaderEpoch(
         self, request: pb.OffsetsForLeaderEpochRequest, context: grpc.ServicerContext
-    ) -> pb.OffsetsForLeaderEpochResponse:  # noqa: N802
+    ) -> pb.OffsetsForLeaderEpochResponse:
         response = pb.OffsetsForLeaderEpochResponse()
         rm = self.node.replica_manager
         for t in request.topics:
@@ -331,7 +364,7 @@ class SegLogServicer(client_pb2_grpc.SegLogServicer):
                 )
         return response
 
-    def DescribeReplicas(  # noqa: N802
+    def DescribeReplicas(
         self, request: pb.DescribeReplicasRequest, context: grpc.ServicerContext
     ) -> pb.DescribeReplicasResponse:
         led = self.node.replica_manager.describe_led(set(request.topics))
@@ -339,7 +372,7 @@ class SegLogServicer(client_pb2_grpc.SegLogServicer):
 
     def InitProducerId(
         self, request: pb.InitProducerIdRequest, context: grpc.ServicerContext
-    ) -> pb.InitProducerIdResponse:  # noqa: N802
+    ) -> pb.InitProducerIdResponse:
         if request.transactional_id:
             return pb.InitProducerIdResponse(
                 error_code=E.INVALID_REQUEST,

@@ -130,7 +130,7 @@ def encode_record(record: MetadataRecord) -> bytes:
     return json.dumps(body, separators=(",", ":"), sort_keys=True).encode()
 
 
-def _tuples(value: Any) -> Any:  # noqa: ANN401 - JSON in, the same shape with tuples out
+def _tuples(value: Any) -> Any:
     """JSON arrays back into the tuples the records hold (nested ones too)."""
     if isinstance(value, list):
         return tuple(_tuples(v) for v in value)
@@ -145,7 +145,7 @@ def decode_record(data: bytes) -> MetadataRecord:
     return record_from_json(body)
 
 
-def record_from_json(body: Any) -> MetadataRecord:  # noqa: ANN401 - parsed JSON of any shape
+def record_from_json(body: Any) -> MetadataRecord:
     """A record from its parsed JSON object (an entry holds many: parsed once)."""
     try:
         body = dict(body)

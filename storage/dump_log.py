@@ -233,7 +233,7 @@ class _LogFile:
 
     def __init__(self, path: Path, limit: int | None = None) -> None:
         self.path = path
-        self._f: BinaryIO = open(path, "rb")
+        self._f: BinaryIO = open(path, "rb")  # noqa: SIM115 - closed by close()
         self.file_size = os.fstat(self._f.fileno()).st_size
         size = self.file_size
         self.end = size if limit is None else max(0, min(size, limit))

@@ -10,6 +10,7 @@ fails the response instead of sending a frame shorter than it announced.
 
 from __future__ import annotations
 
+import contextlib
 import os
 
 
@@ -50,10 +51,8 @@ class FileSlice:
 
     def __del__(self) -> None:
         if self.fd >= 0:
-            try:
+            with contextlib.suppress(OSError):
                 os.close(self.fd)
-            except OSError:
-                pass
             self.fd = -1
 
     def __repr__(self) -> str:

@@ -15,6 +15,7 @@ The offset in the file name is the exclusive end offset of the state it holds.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import struct
@@ -151,10 +152,8 @@ def write_snapshot(path: Path | str, entries: Iterable[SnapshotEntry], sync: boo
         if sync:
             _fsync_dir(path.parent)
     except OSError as exc:
-        try:
+        with contextlib.suppress(OSError):
             tmp.unlink(missing_ok=True)
-        except OSError:
-            pass
         reason = "no space left on device" if exc.errno == errno.ENOSPC else str(exc)
         raise KafkaStorageError(f"failed to write producer snapshot {path}: {reason}") from exc
 

@@ -7,6 +7,7 @@ appended chunk -> that chunk's first byte) and (max timestamp so far -> offset).
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -195,10 +196,8 @@ class LogSegment:
                     written += n
         except OSError as e:
             # A partial write (full disk) must not leave half a batch behind.
-            try:
+            with contextlib.suppress(OSError):
                 os.ftruncate(self._fd, self.size)
-            except OSError:
-                pass
             raise KafkaStorageError(f"cannot append to {self.log_path}: {e}") from e
 
     def should_roll(
@@ -598,10 +597,8 @@ class LogSegment:
         if not self._closed:
             os.close(self._fd)
             self._closed = True
-        try:
+        with contextlib.suppress(FileNotFoundError):
             os.unlink(self.log_path)
-        except FileNotFoundError:
-            pass
 
     @property
     def last_modified_ms(self) -> int:

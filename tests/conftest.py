@@ -7,7 +7,18 @@ import pytest
 # Shared helpers (node_process.py) live beside this file.
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from node_process import NodeProcess  # noqa: E402
+from node_process import NodeProcess
+
+
+@pytest.fixture(scope="module")
+def shared_node(tmp_path_factory: pytest.TempPathFactory) -> Iterator[NodeProcess]:
+    """One real node for a module's tests that neither stop it nor touch its files
+    (each uses its own topics): a node per test would dominate the run time."""
+    n = NodeProcess(tmp_path_factory.mktemp("shared") / "cluster").start()
+    try:
+        yield n
+    finally:
+        n.stop()
 
 
 @pytest.fixture

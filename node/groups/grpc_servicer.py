@@ -59,7 +59,7 @@ class GroupCoordinatorServicer(groups_pb2_grpc.GroupCoordinatorServicer):
     def __init__(self, node: NodeServices) -> None:
         self.node = node
 
-    def FindCoordinator(  # noqa: N802
+    def FindCoordinator(
         self, request: gpb.FindCoordinatorRequest, context: grpc.ServicerContext
     ) -> gpb.FindCoordinatorResponse:
         if request.key_type != 0:
@@ -84,7 +84,7 @@ class GroupCoordinatorServicer(groups_pb2_grpc.GroupCoordinatorServicer):
             error_code=0, node_id=node_id, host=broker.host, port=broker.port
         )
 
-    def JoinGroup(  # noqa: N802
+    def JoinGroup(
         self, request: gpb.JoinGroupRequest, context: grpc.ServicerContext
     ) -> gpb.JoinGroupResponse:
         req = JoinRequest(
@@ -126,7 +126,7 @@ class GroupCoordinatorServicer(groups_pb2_grpc.GroupCoordinatorServicer):
             ],
         )
 
-    def SyncGroup(  # noqa: N802
+    def SyncGroup(
         self, request: gpb.SyncGroupRequest, context: grpc.ServicerContext
     ) -> gpb.SyncGroupResponse:
         req = SyncRequest(
@@ -148,7 +148,7 @@ class GroupCoordinatorServicer(groups_pb2_grpc.GroupCoordinatorServicer):
             assignment=r.assignment,
         )
 
-    def Heartbeat(  # noqa: N802
+    def Heartbeat(
         self, request: gpb.HeartbeatRequest, context: grpc.ServicerContext
     ) -> gpb.HeartbeatResponse:
         r = wait_answer(
@@ -162,7 +162,7 @@ class GroupCoordinatorServicer(groups_pb2_grpc.GroupCoordinatorServicer):
         )
         return gpb.HeartbeatResponse(error_code=code(_error(r)))
 
-    def LeaveGroup(  # noqa: N802
+    def LeaveGroup(
         self, request: gpb.LeaveGroupRequest, context: grpc.ServicerContext
     ) -> gpb.LeaveGroupResponse:
         members = [(m.member_id, m.group_instance_id or None) for m in request.members]
@@ -179,7 +179,7 @@ class GroupCoordinatorServicer(groups_pb2_grpc.GroupCoordinatorServicer):
             ],
         )
 
-    def OffsetCommit(  # noqa: N802
+    def OffsetCommit(
         self, request: gpb.OffsetCommitRequest, context: grpc.ServicerContext
     ) -> gpb.OffsetCommitResponse:
         partitions = [
@@ -217,7 +217,7 @@ class GroupCoordinatorServicer(groups_pb2_grpc.GroupCoordinatorServicer):
                 )
         return response
 
-    def OffsetFetch(  # noqa: N802
+    def OffsetFetch(
         self, request: gpb.OffsetFetchRequest, context: grpc.ServicerContext
     ) -> gpb.OffsetFetchResponse:
         wanted = (
@@ -243,7 +243,7 @@ class GroupCoordinatorServicer(groups_pb2_grpc.GroupCoordinatorServicer):
             )
         return response
 
-    def ListGroups(  # noqa: N802
+    def ListGroups(
         self, request: gpb.ListGroupsRequest, context: grpc.ServicerContext
     ) -> gpb.ListGroupsResponse:
         error, groups = self.node.groups.list_groups(set(request.states_filter))
@@ -257,7 +257,7 @@ class GroupCoordinatorServicer(groups_pb2_grpc.GroupCoordinatorServicer):
             ],
         )
 
-    def DescribeGroups(  # noqa: N802
+    def DescribeGroups(
         self, request: gpb.DescribeGroupsRequest, context: grpc.ServicerContext
     ) -> gpb.DescribeGroupsResponse:
         response = gpb.DescribeGroupsResponse()
@@ -286,7 +286,7 @@ class GroupCoordinatorServicer(groups_pb2_grpc.GroupCoordinatorServicer):
             )
         return response
 
-    def DeleteGroups(  # noqa: N802
+    def DeleteGroups(
         self, request: gpb.DeleteGroupsRequest, context: grpc.ServicerContext
     ) -> gpb.DeleteGroupsResponse:
         response = gpb.DeleteGroupsResponse()
@@ -295,7 +295,7 @@ class GroupCoordinatorServicer(groups_pb2_grpc.GroupCoordinatorServicer):
             response.results.add(group_id=group_id, error_code=code(_error(r)))
         return response
 
-    def OffsetDelete(  # noqa: N802
+    def OffsetDelete(
         self, request: gpb.OffsetDeleteRequest, context: grpc.ServicerContext
     ) -> gpb.OffsetDeleteResponse:
         wanted = [(t.name, p) for t in request.topics for p in t.partition_indexes]

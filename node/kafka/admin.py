@@ -4,6 +4,7 @@ IncrementalAlterConfigs: Kafka's admin requests onto the node's controller calls
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Mapping
 
 from seglog.replication.cluster_control import ControlError
@@ -43,10 +44,8 @@ def create_topics(node: KafkaNode, request: KafkaRequest) -> list[Part]:
             try:
                 topic_id = node.create_topic(t.name, partitions, rf, configs, req.validate_only)
                 if topic_id:
-                    try:
+                    with contextlib.suppress(ValueError):
                         result.topic_id = topic_id_to_uuid(topic_id)
-                    except ValueError:
-                        pass
             except ControlError as e:
                 result.error_code, result.error_message = error_code(e.error_name), str(e)
             except InvalidConfigError as e:

@@ -196,7 +196,7 @@ def parse_request(frame: bytes | bytearray | memoryview) -> KafkaRequest:
         body = spec.request.decode(memoryview(data)[stream.tell() :], version=api_version)
     except InvalidRequestError:
         raise
-    except Exception as e:  # the generated decoders raise anything on malformed input
+    except Exception as e:  # noqa: BLE001 - generated decoders raise anything on bad input
         raise InvalidRequestError(
             f"malformed {spec.name} v{api_version} request: {type(e).__name__}: {e}"
         ) from None

@@ -293,9 +293,9 @@ class KafkaGroupApis:
             groups = []
             for g in req.groups:
                 error, topics = self._fetch_group(g.group_id, g.topics)
-                G = cls.OffsetFetchResponseGroup  # noqa: N806
-                T = G.OffsetFetchResponseTopics  # noqa: N806
-                P = T.OffsetFetchResponsePartitions  # noqa: N806
+                G = cls.OffsetFetchResponseGroup
+                T = G.OffsetFetchResponseTopics
+                P = T.OffsetFetchResponsePartitions
                 groups.append(
                     G(
                         group_id=g.group_id,
@@ -320,8 +320,8 @@ class KafkaGroupApis:
                 )
             return encode_response(request, cls(throttle_time_ms=0, groups=groups))
         error, topics = self._fetch_group(req.group_id, req.topics)
-        T = cls.OffsetFetchResponseTopic  # noqa: N806
-        P = T.OffsetFetchResponsePartition  # noqa: N806
+        T = cls.OffsetFetchResponseTopic
+        P = T.OffsetFetchResponsePartition
         if v < 2 and error != NONE:
             # Before v2 there is no top-level error: each partition carries it.
             wanted = [(t.name, p) for t in req.topics or [] for p in t.partition_indexes]
@@ -356,7 +356,7 @@ class KafkaGroupApis:
         if not isinstance(r, OffsetDeleteResult):
             return encode_response(request, cls(error_code=_code(r), throttle_time_ms=0, topics=[]))
         by_topic: dict[str, list[Any]] = {}
-        T = cls.OffsetDeleteResponseTopic  # noqa: N806
+        T = cls.OffsetDeleteResponseTopic
         for t, p, e in r.errors:
             by_topic.setdefault(t, []).append(
                 T.OffsetDeleteResponsePartition(partition_index=p, error_code=error_code(e))
@@ -397,7 +397,7 @@ class KafkaGroupApis:
     def describe_groups(self, request: KafkaRequest) -> list[Part]:
         req = request.body
         cls = response_class(request)
-        G = cls.DescribedGroup  # noqa: N806
+        G = cls.DescribedGroup
         out = []
         for group_id in req.groups:
             r = wait_answer(self.node.groups.describe_group(group_id), ANSWER_TIMEOUT_S)

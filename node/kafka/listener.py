@@ -10,9 +10,10 @@ from collections.abc import Mapping
 
 from ..config import Listener, NodeConfig, int_setting
 from ..event_log import EventLogger
+from ..metrics import NodeMetrics, timed_kafka_handler
 from .handlers import KafkaApis
 from .node_api import KafkaNode
-from .socket_server import SocketServer, SocketSettings
+from .socket_server import Deferred, Handler, SocketServer, SocketSettings
 
 _log = EventLogger("kafka")
 
@@ -40,11 +41,20 @@ class KafkaListener:
     """One Kafka-protocol listener: bound on construction, start() serves, shutdown()
     stops."""
 
-    def __init__(self, node: KafkaNode, listener: Listener, config: NodeConfig) -> None:
+    def __init__(
+        self,
+        node: KafkaNode,
+        listener: Listener,
+        config: NodeConfig,
+        metrics: NodeMetrics | None = None,
+    ) -> None:
         self.name = listener.name
         self.settings = socket_settings(config.raw, config.num_io_threads)
         self.apis = KafkaApis(node, listener.name, config.raw)
-        self.server = SocketServer(listener.host, listener.port, self.apis, self.settings)
+        handler: Handler = self.apis
+        if metrics is not None:
+            handler = timed_kafka_handler(self.apis, metrics, listener.name, Deferred)
+        self.server = SocketServer(listener.host, listener.port, handler, self.settings)
         self.apis.stopped = self.server.stopped
         self.port = self.server.port
 
@@ -55,12 +65,14 @@ class KafkaListener:
         self.server.shutdown()
 
 
-def start_kafka_listeners(node: KafkaNode, config: NodeConfig) -> list[KafkaListener]:
+def start_kafka_listeners(
+    node: KafkaNode, config: NodeConfig, metrics: NodeMetrics | None = None
+) -> list[KafkaListener]:
     """Bind and start every Kafka listener of the config (none: an empty list)."""
     started: list[KafkaListener] = []
     try:
         for listener in config.kafka_listeners:
-            k = KafkaListener(node, listener, config)
+            k = KafkaListener(node, listener, config, metrics)
             k.start()
             started.append(k)
     except BaseException:

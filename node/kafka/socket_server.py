@@ -22,6 +22,7 @@ written only when every slot before it has been.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import queue
 import selectors
@@ -206,10 +207,8 @@ class Processor(threading.Thread):
                 for key, events in self.selector.select(SELECT_TIMEOUT_S):
                     conn = key.data
                     if conn is None:
-                        try:
+                        with contextlib.suppress(BlockingIOError):
                             self._wake_r.recv(4096)
-                        except BlockingIOError:
-                            pass
                         continue
                     if events & selectors.EVENT_WRITE and not conn.closed:
                         self._write(conn)
@@ -376,10 +375,8 @@ class Processor(threading.Thread):
         conn.closed = True
         self.connections.pop(conn.id, None)
         if conn.events:
-            try:
+            with contextlib.suppress(KeyError, ValueError):
                 self.selector.unregister(conn.sock)
-            except (KeyError, ValueError):
-                pass
             conn.events = 0
         conn.sock.close()
         _close_parts(list(conn.outq))
@@ -496,7 +493,7 @@ class SocketServer:
             conn, request, slot = item
             try:
                 answer = self.handler(request)
-            except Exception as e:  # a bug in a handler: this connection only
+            except Exception as e:  # noqa: BLE001 - a bug in a handler: this connection only
                 self._failed(conn, slot, request.spec.name, e)
                 continue
             if isinstance(answer, Deferred):
@@ -520,7 +517,7 @@ class SocketServer:
             conn, slot, deferred = item
             try:
                 parts = deferred.wait()
-            except Exception as e:  # a bug in a handler: this connection only
+            except Exception as e:  # noqa: BLE001 - a bug in a handler: this connection only
                 self._failed(conn, slot, "delayed", e)
                 continue
             conn.processor.respond(conn, slot, parts)

@@ -4,6 +4,8 @@ clean history passes. Also the replica byte comparison on hand-made segments."""
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -14,7 +16,15 @@ from seglog.chaos.checker import (
     compare_compacted_replicas,
     compare_replicas,
 )
-from seglog.chaos.report import partition_outages, unavailability_windows, write_report
+from seglog.chaos.report import (
+    label_rows,
+    partition_headline,
+    partition_outages,
+    unavailability_headline,
+    unavailability_windows,
+    write_report,
+)
+from seglog.chaos.scenarios import SCENARIOS
 from seglog.chaos.workload import History, classify_error, read_history
 from seglog.client.errors import KafkaTimeoutError, error_class
 from seglog.storage.record_batch import NewRecord, build_batch
@@ -260,6 +270,7 @@ def test_history_round_trip_and_report(tmp_path: Path) -> None:
     assert data["ok"] and data["meta"]["seed"] == 7 and data["counts"]["sent"] == 3
     assert (tmp_path / "run" / "timeline.png").stat().st_size > 1000
     assert "kill-leader" in md.read_text()
+    assert "## Unavailability — no partition went 1 s without an ack" in md.read_text()
 
 
 def test_unavailability_windows_are_gaps_between_acks() -> None:
@@ -373,3 +384,43 @@ def test_compacted_history_still_catches_a_lost_last_value_and_a_real_skip() -> 
     r = check_history(h.events)
     assert r.lost == 1 and r.skipped == 1
     assert r.examples.lost[0]["value"] == "b"
+
+
+def test_labels_close_in_time_get_different_rows() -> None:
+    assert label_rows([0.0, 0.1, 0.2, 5.0, 5.05], min_gap=1.0, rows=3) == [0, 1, 2, 0, 1]
+    # More labels than rows: the row free soonest is reused.
+    assert label_rows([0.0, 0.1, 0.2], min_gap=1.0, rows=2) == [0, 1, 0]
+
+
+def test_the_headline_counts_partition_unavailability_the_topic_windows_hide() -> None:
+    """A run whose topic always had some ack headlined "Unavailability (0 s)" above a
+    partition that had none for 3 s: the headline now leads with the worst partition."""
+    per_partition = {
+        "0": {"total_s": 0.0, "windows": []},
+        "1": {"total_s": 3.0, "windows": [{"start_s": 1.0, "end_s": 4.0, "seconds": 3.0}]},
+        "2": {"total_s": 1.5, "windows": [{"start_s": 2.0, "end_s": 3.5, "seconds": 1.5}]},
+    }
+    summary = partition_headline(per_partition)
+    assert summary == {
+        "worst_partition": 1,
+        "worst_partition_s": 3.0,
+        "partition_seconds": 4.5,
+        "partitions_unavailable": 2,
+        "partitions_written": 3,
+    }
+    line = unavailability_headline(
+        {"total_s": 0.0, "windows": [], "gap_threshold_s": 1.0, **summary}
+    )
+    assert line.startswith("## Unavailability — worst partition 1: 3 s; 4.5 partition-seconds")
+    assert "2 of 3 partitions" in line and "whole topic 0 s in 0 windows" in line
+
+
+def test_the_scenario_list_names_every_scenario() -> None:
+    """`python -m seglog.chaos list` failed on an option only `run` has."""
+    out = subprocess.run(
+        [sys.executable, "-m", "seglog.chaos", "list"], capture_output=True, text=True, timeout=60
+    )
+    assert out.returncode == 0, out.stderr
+    names = [line.split(":", 1)[0] for line in out.stdout.splitlines()]
+    assert names == list(SCENARIOS)
+    assert all(line.split(":", 1)[1].strip() for line in out.stdout.splitlines())

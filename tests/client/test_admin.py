@@ -31,16 +31,6 @@ InvalidPartitions = error_class("INVALID_PARTITIONS")
 InvalidTopic = error_class("INVALID_TOPIC_EXCEPTION")
 
 
-@pytest.fixture(scope="module")
-def shared_node(tmp_path_factory: pytest.TempPathFactory) -> Iterator[NodeProcess]:
-    # One node for the module keeps the suite fast; tests use distinct topic names.
-    node = NodeProcess(tmp_path_factory.mktemp("admin") / "cluster").start()
-    try:
-        yield node
-    finally:
-        node.stop()
-
-
 @pytest.fixture
 def admin(shared_node: NodeProcess) -> Iterator[Admin]:
     a = Admin(shared_node.bootstrap, request_timeout_ms=10_000)
@@ -259,9 +249,11 @@ def test_list_offsets(admin: Admin, shared_node: NodeProcess) -> None:
 
 def test_unreachable_bootstrap_is_a_clear_error() -> None:
     port = free_port()
-    with Admin(f"127.0.0.1:{port}", request_timeout_ms=1_000) as a:
-        with pytest.raises(NoBrokersAvailable) as info:
-            a.list_topics()
+    with (
+        Admin(f"127.0.0.1:{port}", request_timeout_ms=1_000) as a,
+        pytest.raises(NoBrokersAvailable) as info,
+    ):
+        a.list_topics()
     message = str(info.value)
     assert f"cannot reach 127.0.0.1:{port}" in message
     assert "connection refused" in message

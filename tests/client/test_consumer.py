@@ -10,7 +10,6 @@ from pathlib import Path
 
 import grpc
 import pytest
-from node_process import NodeProcess
 
 from seglog.client.consumer import (
     Consumer,
@@ -81,17 +80,6 @@ class Cluster:
 
     def close(self) -> None:
         self.channel.close()
-
-
-@pytest.fixture(scope="module")
-def shared_node(tmp_path_factory) -> Iterator[NodeProcess]:
-    """One node for the tests that neither stop it nor touch its files (each
-    uses its own topics): starting a node per test would dominate the run time."""
-    n = NodeProcess(tmp_path_factory.mktemp("consumer") / "cluster").start()
-    try:
-        yield n
-    finally:
-        n.stop()
 
 
 @pytest.fixture

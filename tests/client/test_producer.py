@@ -128,19 +128,9 @@ class Raw:
         self.channel.close()
 
 
-@pytest.fixture(scope="module")
-def shared(tmp_path_factory: pytest.TempPathFactory) -> Iterator[NodeProcess]:
-    """One node for the tests that do not stop it; each test uses its own topics."""
-    n = NodeProcess(tmp_path_factory.mktemp("shared") / "cluster").start()
-    try:
-        yield n
-    finally:
-        n.stop()
-
-
 @pytest.fixture
-def raw(shared: NodeProcess) -> Iterator[Raw]:
-    r = Raw(shared.bootstrap)
+def raw(shared_node: NodeProcess) -> Iterator[Raw]:
+    r = Raw(shared_node.bootstrap)
     yield r
     r.close()
 
@@ -153,12 +143,12 @@ def topic_name(prefix: str) -> str:
 
 
 @pytest.fixture
-def make_producer(shared: NodeProcess) -> Iterator:
+def make_producer(shared_node: NodeProcess) -> Iterator:
     """Producers against the shared node, closed (forcefully if need be) afterwards."""
     made: list[Producer] = []
 
     def make(**kwargs: object) -> Producer:
-        kwargs.setdefault("bootstrap_servers", shared.bootstrap)
+        kwargs.setdefault("bootstrap_servers", shared_node.bootstrap)
         p = Producer(**kwargs)  # type: ignore[arg-type]
         made.append(p)
         return p
@@ -203,7 +193,7 @@ def lose_responses(producer: Producer, count: int) -> list[pb.ProduceRequest]:
     real = sender.start_produce
     lost: list[pb.ProduceRequest] = []
 
-    def start_produce(stub, request, timeout_s):
+    def start_produce(stub, request, timeout_s) -> object:
         if len(lost) < count:
             stub.Produce(request, timeout=timeout_s)  # the node writes the data
             lost.append(request)
@@ -523,10 +513,10 @@ def test_no_reachable_node(tmp_path):
     assert p.closed
 
 
-def test_context_manager_closes(raw, shared):
+def test_context_manager_closes(raw, shared_node):
     topic = topic_name("ctx")
     raw.create_topic(topic)
-    with Producer(shared.bootstrap, linger_ms=600_000, delivery_timeout_ms=700_000) as p:
+    with Producer(shared_node.bootstrap, linger_ms=600_000, delivery_timeout_ms=700_000) as p:
         f = p.send(topic, value=b"x")
     assert f.get(timeout=0).offset == 0
     assert p.closed
@@ -640,10 +630,12 @@ def test_buffer_memory_blocks_send_then_times_out(raw, make_producer):
     assert again.get(timeout=0).offset == len(futures)
 
 
-def test_delivery_timeout_fails_records_when_no_node_answers(tmp_path, raw, shared):
+def test_delivery_timeout_fails_records_when_no_node_answers(tmp_path, raw, shared_node):
     topic = topic_name("timeout")
     raw.create_topic(topic)
-    p = Producer(shared.bootstrap, request_timeout_ms=300, delivery_timeout_ms=800, linger_ms=0)
+    p = Producer(
+        shared_node.bootstrap, request_timeout_ms=300, delivery_timeout_ms=800, linger_ms=0
+    )
     try:
         assert p.send(topic, value=b"ok").get(timeout=WAIT_S).offset == 0
         lost = lose_responses(p, 10_000)  # from now on no answer ever arrives
@@ -675,7 +667,7 @@ def test_config_errors():
             Producer("127.0.0.1:1", **kwargs)
 
 
-def test_conflicting_defaults_turn_idempotence_off(shared):
+def test_conflicting_defaults_turn_idempotence_off(shared_node):
     for kwargs, idempotent in [
         (dict(), True),
         (dict(acks="all"), True),
@@ -685,7 +677,7 @@ def test_conflicting_defaults_turn_idempotence_off(shared):
         (dict(acks=1, enable_idempotence=False), False),
         (dict(enable_idempotence=False), False),
     ]:
-        p = Producer(shared.bootstrap, **kwargs)
+        p = Producer(shared_node.bootstrap, **kwargs)
         try:
             assert p.idempotent is idempotent, kwargs
         finally:

@@ -6,7 +6,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "kafka"))
 
-from kafka_cluster import KafkaCluster  # noqa: E402
+from kafka_cluster import KafkaCluster
 
 # Rebalances without Kafka's 3 s initial delay, and sessions short enough to see
 # expiries in seconds.

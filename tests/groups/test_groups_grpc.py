@@ -14,7 +14,7 @@ from seglog.proto import groups_pb2_grpc
 GROUP = "grpc-group"
 
 
-def stub(cluster, node_id: int) -> groups_pb2_grpc.GroupCoordinatorStub:  # noqa: ANN001
+def stub(cluster, node_id: int) -> groups_pb2_grpc.GroupCoordinatorStub:
     return groups_pb2_grpc.GroupCoordinatorStub(cluster.channel(node_id))
 
 

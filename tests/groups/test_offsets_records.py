@@ -97,7 +97,7 @@ def test_dump_log_offsets_decoder(tmp_path):
         [
             sys.executable,
             "-m",
-            "seglog.node.cli",
+            "seglog.cli",
             "dump-log",
             "--files",
             str(seg),

@@ -6,7 +6,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from kafka_cluster import KafkaCluster  # noqa: E402
+from kafka_cluster import KafkaCluster
 
 
 @pytest.fixture(scope="session")

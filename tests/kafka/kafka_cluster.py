@@ -83,7 +83,7 @@ class KafkaConnection:
     def send_raw(self, data: bytes) -> None:
         self.sock.sendall(data)
 
-    def send(self, request: Any) -> int:  # noqa: ANN401 - a kafka.protocol request
+    def send(self, request: Any) -> int:
         self.correlation_id += 1
         request.with_header(correlation_id=self.correlation_id, client_id="seglog-tests")
         self.sock.sendall(bytes(request.encode(header=True, framed=True)))
@@ -102,7 +102,7 @@ class KafkaConnection:
             out += chunk
         return bytes(out)
 
-    def request(self, request: Any) -> tuple[bytes, Any]:  # noqa: ANN401
+    def request(self, request: Any) -> tuple[bytes, Any]:
         """Send and read the answer: (body bytes after the response header, decoded)."""
         cid = self.send(request)
         frame = self.read_frame()
@@ -128,7 +128,7 @@ class KafkaConnection:
         return False
 
 
-def _response_class(request: Any) -> Any:  # noqa: ANN401
+def _response_class(request: Any) -> Any:
     import kafka.protocol.api_header as h
 
     return h.ResponseClassRegistry.get_response_class(request.header)

@@ -5,6 +5,7 @@ Produce request the client sends is captured on the way."""
 
 from __future__ import annotations
 
+import contextlib
 import socket
 import struct
 import threading
@@ -74,10 +75,8 @@ class RecordingProxy:
             pass
         finally:
             for s in (src, dst):
-                try:
+                with contextlib.suppress(OSError):
                     s.shutdown(socket.SHUT_RDWR)
-                except OSError:
-                    pass
 
     def _keep(self, frame: bytes) -> None:
         api_key, version = struct.unpack_from(">hh", frame)

@@ -12,7 +12,7 @@ import pytest
 TIMEOUT_S = 30.0
 
 
-def _wait(what: str, probe, timeout_s: float = TIMEOUT_S):  # noqa: ANN001, ANN202
+def _wait(what: str, probe, timeout_s: float = TIMEOUT_S):  # noqa: ANN202
     deadline = time.monotonic() + timeout_s
     while True:
         value = probe()
@@ -38,7 +38,7 @@ def test_confluent_kafka_idempotent_producer_and_assigned_consumer(kafka_cluster
     delivered: dict[int, list[tuple[int, bytes]]] = defaultdict(list)
     errors = []
 
-    def on_delivery(err, msg):  # noqa: ANN001, ANN202
+    def on_delivery(err, msg):  # noqa: ANN202
         if err is not None:
             errors.append(err)
         else:

@@ -49,7 +49,7 @@ def test_leader_sigkill_loses_and_duplicates_nothing(tmp_path):
         failed = []
         lock = threading.Lock()
 
-        def on_delivery(err, msg):  # noqa: ANN001, ANN202
+        def on_delivery(err, msg):  # noqa: ANN202
             with lock:
                 if err is not None:
                     failed.append((err, msg.value()))

@@ -99,7 +99,7 @@ def _ask_api_versions(port: int) -> int:
 
 
 def test_socket_server_survives_random_streams():
-    def handler(request: KafkaRequest) -> list:  # noqa: ANN001
+    def handler(request: KafkaRequest) -> list:
         return api_versions(request) if request.api_key == 18 else None
 
     server = SocketServer(
@@ -113,7 +113,7 @@ def test_socket_server_survives_random_streams():
 
         @settings(max_examples=300, deadline=None)
         @given(st.lists(st.binary(min_size=1, max_size=64), min_size=1, max_size=8))
-        def feed(chunks):
+        def feed(chunks) -> None:
             with socket.create_connection(("127.0.0.1", server.port), timeout=5) as s:
                 for chunk in chunks:
                     try:

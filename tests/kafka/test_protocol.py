@@ -53,7 +53,7 @@ def batch(n: int = 3) -> bytes:
     return build_batch([NewRecord(b"value-%d" % i, key=b"k") for i in range(n)], base_offset=0)
 
 
-def produce(v: int, records: bytes, partition: int = 0, topic: str = TOPIC):  # noqa: ANN201
+def produce(v: int, records: bytes, partition: int = 0, topic: str = TOPIC):
     R = ProduceRequest
     return R[v](
         transactional_id=None,
@@ -70,7 +70,7 @@ def produce(v: int, records: bytes, partition: int = 0, topic: str = TOPIC):  # 
     )
 
 
-def list_offsets(v: int, timestamp: int, topic: str = TOPIC):  # noqa: ANN201
+def list_offsets(v: int, timestamp: int, topic: str = TOPIC):
     R = ListOffsetsRequest
     return R[v](
         replica_id=-1,
@@ -88,7 +88,7 @@ def list_offsets(v: int, timestamp: int, topic: str = TOPIC):  # noqa: ANN201
     )
 
 
-def requests_for(api_key: int, v: int):  # noqa: ANN201, C901 - one request per API
+def requests_for(api_key: int, v: int):
     if api_key == 0:
         return produce(v, batch())
     if api_key == 1:
@@ -210,7 +210,7 @@ def requests_for(api_key: int, v: int):  # noqa: ANN201, C901 - one request per 
     raise AssertionError(f"no request for API {api_key}")
 
 
-def group_request(api_key: int, v: int):  # noqa: ANN201, C901
+def group_request(api_key: int, v: int):
     """The group APIs' requests: for a group of their own per version (a JoinGroup
     v0-v3 joins it and waits out the rebalance), else answered with errors (an
     unknown member, or NOT_COORDINATOR from a node that is not the coordinator)."""
@@ -320,7 +320,7 @@ SERVED = [
 
 
 @pytest.fixture(scope="module")
-def leader_port(kafka_cluster) -> int:  # noqa: ANN001
+def leader_port(kafka_cluster) -> int:
     from confluent_kafka.admin import AdminClient, NewTopic
 
     admin = AdminClient({"bootstrap.servers": kafka_cluster.kafka_bootstrap})

@@ -3,11 +3,13 @@ local cluster's faster profile, and bad values refused with the setting's name."
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
+from node_process import NodeProcess
 
-from seglog.node.config import NodeConfig
+from seglog.node.config import ConfigProperties, NodeConfig
 from seglog.node.local_cluster import LOCAL_DEFAULTS, node_properties
 from seglog.storage.errors import InvalidConfigError
 
@@ -134,3 +136,33 @@ def test_bad_listeners_are_refused_naming_what_is_wrong(props: dict[str, str], s
     never served as something else."""
     with pytest.raises(InvalidConfigError, match=says):
         listeners_config(**props)
+
+
+def test_properties_remember_what_was_read() -> None:
+    props = ConfigProperties({"node.id": "1", "log.retenton.hours": "5"})
+    config = NodeConfig.from_properties(props)
+    assert config.raw is props
+    assert props.unused() == ["log.retenton.hours"]
+    assert dict(props) == {"node.id": "1", "log.retenton.hours": "5"}  # a copy reads nothing
+    assert props.unused() == ["log.retenton.hours"]
+
+
+def test_a_node_warns_once_about_each_config_it_does_not_know(tmp_path: Path) -> None:
+    """A misspelt key was silently ignored: the node now names it at start, once, and
+    says nothing about the keys it uses."""
+    node = NodeProcess(
+        tmp_path, overrides={"log.retenton.hours": "5", "num.replica.fetchers": "4"}
+    ).start()
+    try:
+        warnings = [
+            json.loads(line)
+            for line in node.log_path.read_text().splitlines()
+            if '"unknown_config"' in line
+        ]
+    finally:
+        node.stop()
+    assert sorted(w["key"] for w in warnings) == ["log.retenton.hours", "num.replica.fetchers"]
+    assert all(w["level"] == "warning" for w in warnings)
+    assert "The configuration 'log.retenton.hours' was supplied but isn't a known config." in [
+        w["message"] for w in warnings
+    ]

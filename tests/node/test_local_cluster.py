@@ -8,6 +8,7 @@ import os
 import queue
 import random
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -16,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from seglog.chaos.faults import consecutive_free_ports
-from seglog.chaos.faults import proc_alive as alive
+from seglog.chaos.targets import consecutive_free_ports
+from seglog.chaos.targets import proc_alive as alive
 from seglog.client.admin import Admin, NewTopic
 from seglog.client.consumer import Consumer
 from seglog.client.producer import Producer
@@ -33,7 +34,7 @@ def free_base_port() -> int:
 
 
 def seglog_local(*args: str) -> list[str]:
-    return [sys.executable, "-m", "seglog.node.cli", "local", *args]
+    return [sys.executable, "-m", "seglog.cli", "local", *args]
 
 
 class Foreground:
@@ -182,3 +183,25 @@ def test_detached_cluster_and_local_down(tmp_path: Path) -> None:
         assert f"no cluster was started from {data_dir}" in twice.stderr
     finally:
         kill_leftovers(pids)
+
+
+def test_a_node_that_cannot_start_is_named_with_its_log(tmp_path: Path) -> None:
+    """Node 2's Kafka port is taken: `local up` ended in a traceback; it now names the
+    node, its log and the error, exits 1, and leaves no node behind."""
+    base = free_base_port()
+    data_dir = tmp_path / "local"
+    with socket.socket() as squatter:
+        squatter.bind(("127.0.0.1", base + 1))  # node 2's PLAINTEXT port
+        squatter.listen()
+        up = subprocess.run(
+            seglog_local("up", "--data-dir", str(data_dir), "--base-port", str(base)),
+            capture_output=True,
+            text=True,
+            timeout=START_S,
+        )
+    assert up.returncode == 1, up.stderr
+    assert "Traceback" not in up.stderr
+    log = data_dir / "node-2" / "node.log"
+    assert f"node 2 exited with code 1 while starting; its log is {log}" in up.stderr
+    assert "last error:" in up.stderr and str(base + 1) in up.stderr
+    assert not (data_dir / "cluster.json").exists()

@@ -14,6 +14,7 @@ Bounds are limits on waiting, never expectations of speed.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
 import time
@@ -71,10 +72,8 @@ class Cluster(ThreeNodeCluster):
             pids[f"controller-{i}"] = self.controller_pid(i)
             for name, pid in pids.items():
                 if pid is not None:
-                    try:
+                    with contextlib.suppress(OSError):
                         out[name] = len(os.listdir(f"/proc/{pid}/task"))
-                    except OSError:
-                        pass
         return out
 
     def events(self, event: str) -> list[dict[str, object]]:

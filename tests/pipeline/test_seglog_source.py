@@ -20,18 +20,18 @@ pytest.importorskip("pyspark")
 if shutil.which("java") is None:
     pytest.skip("Spark needs Java", allow_module_level=True)
 
-from node_process import NodeProcess  # noqa: E402
-from pyspark.sql import SparkSession  # noqa: E402
-from pyspark.sql.pandas.types import to_arrow_schema  # noqa: E402
+from node_process import NodeProcess
+from pyspark.sql import SparkSession
+from pyspark.sql.pandas.types import to_arrow_schema
 
-from seglog.client.admin import Admin, NewTopic  # noqa: E402
-from seglog.client.cluster import TopicPartition  # noqa: E402
-from seglog.client.consumer import Consumer  # noqa: E402
-from seglog.client.partitioner import partition_for_key  # noqa: E402
-from seglog.client.producer import Producer  # noqa: E402
-from seglog.pipeline import register  # noqa: E402
-from seglog.pipeline.examples import generate_page_visits, page_visits  # noqa: E402
-from seglog.pipeline.offsets import (  # noqa: E402
+from seglog.client.admin import Admin, NewTopic
+from seglog.client.cluster import TopicPartition
+from seglog.client.consumer import Consumer
+from seglog.client.partitioner import partition_for_key
+from seglog.client.producer import Producer
+from seglog.pipeline import register
+from seglog.pipeline.examples import generate_page_visits, page_visits
+from seglog.pipeline.offsets import (
     DataLossError,
     OffsetRange,
     offsets_json,
@@ -39,10 +39,10 @@ from seglog.pipeline.offsets import (  # noqa: E402
     rate_limit,
     split_ranges,
 )
-from seglog.pipeline.options import SourceOptions  # noqa: E402
-from seglog.pipeline.range_reader import read_range  # noqa: E402
-from seglog.pipeline.schema import arrow_schema, spark_schema  # noqa: E402
-from seglog.pipeline.source import ReadAllAvailable, SeglogStreamReader  # noqa: E402
+from seglog.pipeline.options import SourceOptions
+from seglog.pipeline.range_reader import read_range
+from seglog.pipeline.schema import arrow_schema, spark_schema
+from seglog.pipeline.source import ReadAllAvailable, SeglogStreamReader
 
 T0 = (int(time.time()) - 600) * 1000  # ten minutes ago: well inside retention
 

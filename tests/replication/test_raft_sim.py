@@ -112,7 +112,7 @@ def test_the_checker_catches_a_vote_forgotten_across_a_crash(monkeypatch):
     """A node that does not persist its vote may vote twice in one term."""
     real_init = raft.RaftNode.__init__
 
-    def amnesiac_init(self, *args, persisted=None, **kw):
+    def amnesiac_init(self, *args, persisted=None, **kw) -> None:
         if persisted is not None:
             persisted = raft.PersistentState(
                 persisted.term, None, persisted.snapshot, persisted.entries

@@ -475,7 +475,7 @@ def test_explicit_roll_and_segment_file_names(tmp_path):
 # ------------------------------------------------------------------------------------------
 
 
-def brute_force_offset_for_timestamp(log: Log):  # noqa: ANN201
+def brute_force_offset_for_timestamp(log: Log):
     """Kafka's answer by a plain scan (8.3): the first batch with maxTimestamp >= T, and in
     it the first record with ts >= T and offset >= log start; else the next batch."""
     start = log.log_start_offset
@@ -1135,8 +1135,7 @@ def test_append_larger_than_segment_bytes(tmp_path):
 
 def populated_log(tmp_path: Path, name: str = "topic-0") -> Log:
     log = open_log(tmp_path, name, segment_bytes=2500, index_interval_bytes=600)
-    k = 0
-    for epoch in (0, 0, 1, 1, 1, 3, 3, 3, 3, 3):
+    for k, epoch in enumerate((0, 0, 1, 1, 1, 3, 3, 3, 3, 3)):
         log.append_as_leader(
             sized_batch(
                 500 + 50 * (k % 4),
@@ -1149,7 +1148,6 @@ def populated_log(tmp_path: Path, name: str = "topic-0") -> Log:
             epoch,
             time_ms=T0,
         )
-        k += 1
     log.append_as_leader(make_batch(3, ts=T0 + 4000), 3, time_ms=T0)
     assert len(log.segments) >= 3
     log.update_high_watermark(log.log_end_offset - 3)

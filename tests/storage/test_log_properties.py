@@ -85,7 +85,7 @@ def expected_retention(
     (base, size) list: returns (surviving bases, new log start offset)."""
     segs = list(segments)
 
-    def delete_prefix(predicate) -> None:  # noqa: ANN001
+    def delete_prefix(predicate) -> None:
         nonlocal segs, start
         victims = 0
         for i, (base, size) in enumerate(segs):

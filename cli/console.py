@@ -12,7 +12,7 @@ import time
 from collections.abc import Iterable
 from typing import Any, BinaryIO, TextIO
 
-from .cli_topics import add_connection_args, bootstrap_servers, open_admin, parse_pairs
+from .topics import add_connection_args, bootstrap_servers, open_admin, parse_pairs
 
 DEFAULT_PROGRESS_INTERVAL_MS = 5_000
 # Sends awaited this far behind the newest: bounds memory and reports failures early.

@@ -24,7 +24,7 @@ import sys
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, TextIO
 
-from . import cli_topics
+from . import topics
 
 if TYPE_CHECKING:
     import grpc
@@ -54,7 +54,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         description="Describe the cluster: its nodes (fenced or not), the active controller "
         "with its Raft term, and each voter's role.",
     )
-    cli_topics.add_connection_args(p)
+    topics.add_connection_args(p)
     action = p.add_mutually_exclusive_group(required=True)
     action.add_argument(
         "--describe", action="store_true", help="print nodes, controller and quorum roles"
@@ -92,8 +92,8 @@ def run(args: argparse.Namespace, out: TextIO | None = None) -> int:
     from seglog.client.cluster import parse_bootstrap
 
     out = out or sys.stdout
-    bootstrap = cli_topics.bootstrap_servers(args)
-    with cli_topics.open_admin(args) as admin:
+    bootstrap = topics.bootstrap_servers(args)
+    with topics.open_admin(args) as admin:
         cluster = admin.describe_cluster()
     timeout_s = min(ROLE_TIMEOUT_S, args.request_timeout_ms / 1000)
 

@@ -1,0 +1,583 @@
+"""Where chaos runs: a 3-node cluster behind one surface (`Target`).
+
+* `ComposeTarget` — compose/docker-compose.yml under its own project name on free
+  loopback ports. kill = `docker kill -s KILL|TERM`, pause = `docker pause`,
+  restart = `docker restart`, isolate = `docker network disconnect` from the
+  project's network (reconnect with the service name as alias, so the other nodes
+  find it again by name). Replica files are read with `docker exec` and corrupted,
+  while the node is down, by a throw-away container on the node's volume.
+* `LocalTarget` — `seglog local up` processes. kill = SIGKILL|SIGTERM, pause =
+  SIGSTOP/SIGCONT, restart = SIGTERM then the same `seglog node --config
+  node-<i>/server.properties` command. Loopback cannot be cut per process without
+  root firewall rules that would also cut the clients, so "isolate" is simulated
+  with SIGSTOP: the node stops answering everyone, the others fence it and elect
+  new leaders, and when it resumes it still believes it leads until it hears from
+  the controller — the stale-leader case a partition produces. What SIGSTOP does not
+  reproduce is a leader that keeps serving clients on its side of the cut.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import inspect
+import io
+import json
+import os
+import random
+import signal
+import socket
+import subprocess
+import sys
+import tarfile
+import time
+import uuid
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Protocol
+
+import grpc
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+from seglog.node.local_cluster import PORT_OFFSETS, listener_port
+
+from .disk_damage import corrupt_replica
+
+ROOT = Path(__file__).resolve().parents[1]
+COMPOSE_FILE = ROOT / "compose" / "docker-compose.yml"
+BUILD_SCRIPT = ROOT / "compose" / "build-image.sh"
+COMPOSE_DATA_DIR = "/var/lib/seglog/data"
+COMPOSE_PYTHON = "/opt/seglog/bin/python"
+NODE_IDS = (1, 2, 3)
+# The clusters' replica.lag.time.max.ms (node/local_cluster.py, compose/node.properties).
+REPLICA_LAG_TIME_MAX_S = 5.0
+START_TIMEOUT_S = 90.0
+STOP_TIMEOUT_S = 30.0
+
+# --- reading replica files ---------------------------------------------------------------
+
+# Runs inside a node container: a tar of the topic's *.log files on stdout.
+_TAR_LOGS = """
+import glob, sys, tarfile
+root, topic = sys.argv[1], sys.argv[2]
+with tarfile.open(fileobj=sys.stdout.buffer, mode="w|") as t:
+    for path in sorted(glob.glob(f"{root}/{topic}-*/*.log")):
+        t.add(path, arcname=path[len(root) + 1:])
+"""
+
+# partition -> [(segment file name, bytes)], sorted by name (= base offset).
+ReplicaFiles = dict[int, list[tuple[str, bytes]]]
+
+
+def _group_by_partition(items: list[tuple[str, bytes]], topic: str) -> ReplicaFiles:
+    out: ReplicaFiles = {}
+    for rel, data in items:
+        directory, _, name = rel.rpartition("/")
+        t, _, num = directory.rpartition("-")
+        if t == topic and num.isdigit():
+            out.setdefault(int(num), []).append((name, data))
+    for files in out.values():
+        files.sort()
+    return out
+
+
+# --- targets --------------------------------------------------------------------------
+
+
+class Target(Protocol):
+    name: str
+    bootstrap: str
+    kafka_bootstrap: str  # the Kafka-protocol listeners, for --client librdkafka
+    node_ids: tuple[int, ...]
+
+    def up(self) -> None: ...
+    def down(self) -> None: ...
+    def address(self, node: int) -> str: ...
+    def kill(self, node: int, sig: str) -> None: ...
+    def start(self, node: int) -> None: ...
+    def restart(self, node: int) -> None: ...
+    def pause(self, node: int) -> None: ...
+    def resume(self, node: int) -> None: ...
+    def isolate(self, node: int) -> None: ...
+    def reconnect(self, node: int) -> None: ...
+    def is_down(self, node: int) -> bool: ...
+    def corrupt(
+        self, node: int, topic: str, partitions: list[int], mode: str, seed: int
+    ) -> dict: ...
+    def replica_files(self, node: int, topic: str) -> ReplicaFiles: ...
+    def node_log_tail(self, node: int, lines: int = 200) -> list[str]: ...
+    def save_logs(self, out: Path) -> None: ...
+    def heal(self) -> list[str]: ...
+
+
+def free_ports(n: int) -> list[int]:
+    socks: list[socket.socket] = []
+    try:
+        for _ in range(n):
+            s = socket.socket()
+            s.bind(("127.0.0.1", 0))
+            socks.append(s)
+        return [int(s.getsockname()[1]) for s in socks]
+    finally:
+        for s in socks:
+            s.close()
+
+
+def consecutive_free_ports(n: int, rng: random.Random) -> int:
+    """A base port with n free consecutive ports after it and after each of the other
+    listeners' offsets (local up wants a base, `local_cluster.PORT_OFFSETS`)."""
+    for _ in range(200):
+        base = rng.randrange(20000, 40000)
+        socks = []
+        try:
+            for offset in PORT_OFFSETS.values():
+                for i in range(n):
+                    s = socket.socket()
+                    socks.append(s)
+                    s.bind(("127.0.0.1", base + offset + i))
+            return base
+        except OSError:
+            continue
+        finally:
+            for s in socks:
+                s.close()
+    raise RuntimeError("no free range of ports")
+
+
+def wait_serving(address: str, timeout_s: float) -> bool:
+    """Until the node's gRPC health service says SERVING."""
+    deadline = time.monotonic() + timeout_s
+    with grpc.insecure_channel(address) as channel:
+        stub = health_pb2_grpc.HealthStub(channel)
+        while time.monotonic() < deadline:
+            try:
+                r = stub.Check(health_pb2.HealthCheckRequest(service=""), timeout=2)
+                if r.status == health_pb2.HealthCheckResponse.SERVING:
+                    return True
+            except grpc.RpcError:
+                pass
+            time.sleep(0.3)
+    return False
+
+
+def proc_alive(pid: int) -> bool:
+    """Alive and not a zombie (a killed node whose parent has not reaped it yet)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            state = f.read().rsplit(")", 1)[1].split()[0]
+        return state not in ("Z", "X")
+    except (OSError, IndexError):
+        try:
+            os.kill(pid, 0)
+            return True
+        except OSError:
+            return False
+
+
+class LocalTarget:
+    """`seglog local up` processes under `data_dir` (see the module docstring)."""
+
+    name = "local"
+    node_ids = NODE_IDS
+
+    def __init__(self, data_dir: Path, seed: int = 0) -> None:
+        self.data_dir = data_dir.resolve()
+        self.base_port = consecutive_free_ports(len(NODE_IDS), random.Random(f"ports-{seed}"))
+        self.bootstrap = ",".join(self.address(n) for n in NODE_IDS)
+        self.kafka_bootstrap = ",".join(  # the Kafka-protocol listeners (PLAINTEXT)
+            f"127.0.0.1:{listener_port(self.base_port, n, 'PLAINTEXT')}" for n in NODE_IDS
+        )
+        self.pids: dict[int, int] = {}
+        self._children: dict[int, subprocess.Popen[bytes]] = {}
+        self.stopped: set[int] = set()  # SIGSTOPped (paused or "isolated")
+
+    def address(self, node: int) -> str:
+        return f"127.0.0.1:{listener_port(self.base_port, node, 'GRPC')}"
+
+    def up(self) -> None:
+        cmd = [
+            sys.executable,
+            "-m",
+            "seglog.cli",
+            "local",
+            "up",
+            "--nodes",
+            "3",
+            "--data-dir",
+            str(self.data_dir),
+            "--base-port",
+            str(self.base_port),
+            "--detach",
+        ]
+        subprocess.run(cmd, check=True, timeout=START_TIMEOUT_S + 30, capture_output=True)
+        state = json.loads((self.data_dir / "cluster.json").read_text())
+        self.pids = {i + 1: int(pid) for i, pid in enumerate(state["pids"])}
+
+    def _save_state(self) -> None:
+        path = self.data_dir / "cluster.json"
+        state = json.loads(path.read_text()) if path.exists() else {"nodes": 3}
+        state["pids"] = [self.pids.get(n, -1) for n in NODE_IDS]
+        state["bootstrap"] = self.bootstrap
+        path.write_text(json.dumps(state))
+
+    def _alive(self, node: int) -> bool:
+        child = self._children.get(node)
+        if child is not None and child.pid == self.pids.get(node):
+            return child.poll() is None
+        pid = self.pids.get(node)
+        return pid is not None and proc_alive(pid)
+
+    def is_down(self, node: int) -> bool:
+        return not self._alive(node)
+
+    def _signal(self, node: int, sig: int) -> None:
+        """To the node's whole process group: the broker and its controller process
+        (each node runs in a session of its own)."""
+        if self._alive(node):
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.pids[node], sig)
+
+    def kill(self, node: int, sig: str) -> None:
+        if node in self.stopped:
+            # A stopped process handles SIGTERM only once continued.
+            self._signal(node, signal.SIGCONT)
+            self.stopped.discard(node)
+        self._signal(node, signal.SIGKILL if sig == "KILL" else signal.SIGTERM)
+        deadline = time.monotonic() + STOP_TIMEOUT_S
+        while self._alive(node) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        if self._alive(node):
+            self._signal(node, signal.SIGKILL)
+            while self._alive(node):
+                time.sleep(0.05)
+
+    def start(self, node: int) -> None:
+        if self._alive(node):
+            return
+        node_dir = self.data_dir / f"node-{node}"
+        config = node_dir / "server.properties"
+        with open(node_dir / "node.log", "ab") as log:
+            proc = subprocess.Popen(
+                [sys.executable, "-m", "seglog.cli", "node", "--config", str(config)],
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+        self._children[node] = proc
+        self.pids[node] = proc.pid
+        self._save_state()
+        wait_serving(self.address(node), START_TIMEOUT_S)
+
+    def restart(self, node: int) -> None:
+        self.kill(node, "TERM")
+        self.start(node)
+
+    def pause(self, node: int) -> None:
+        self._signal(node, signal.SIGSTOP)
+        self.stopped.add(node)
+
+    def resume(self, node: int) -> None:
+        self._signal(node, signal.SIGCONT)
+        self.stopped.discard(node)
+
+    # SIGSTOP stands in for a network partition on loopback (module docstring).
+    isolate = pause
+    reconnect = resume
+
+    def corrupt(self, node: int, topic: str, partitions: list[int], mode: str, seed: int) -> dict:
+        assert not self._alive(node), "corrupt only a stopped replica"
+        log_dir = str(self.data_dir / f"node-{node}" / "logs")
+        return corrupt_replica(log_dir, topic, partitions, mode, seed)
+
+    def replica_files(self, node: int, topic: str) -> ReplicaFiles:
+        root = self.data_dir / f"node-{node}" / "logs"
+        items = []
+        for path in sorted(root.glob(f"{topic}-*/*.log")):
+            items.append((f"{path.parent.name}/{path.name}", path.read_bytes()))
+        return _group_by_partition(items, topic)
+
+    def node_log_path(self, node: int) -> Path:
+        return self.data_dir / f"node-{node}" / "node.log"
+
+    def node_log_tail(self, node: int, lines: int = 200) -> list[str]:
+        try:
+            text = self.node_log_path(node).read_text(errors="replace")
+        except OSError:
+            return []
+        return text.splitlines()[-lines:]
+
+    def save_logs(self, out: Path) -> None:
+        pass  # the node logs already live in the run directory (data_dir/node-<i>/node.log)
+
+    def heal(self) -> list[str]:
+        done = []
+        for node in NODE_IDS:
+            if node in self.stopped:
+                self.resume(node)
+                done.append(f"SIGCONT node {node}")
+        for node in NODE_IDS:
+            if not self._alive(node):
+                self.start(node)
+                done.append(f"started node {node}")
+        return done
+
+    def down(self) -> None:
+        for node in list(self.stopped):
+            self.resume(node)
+        self._save_state()
+        subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "seglog.cli",
+                "local",
+                "down",
+                "--data-dir",
+                str(self.data_dir),
+            ],
+            timeout=STOP_TIMEOUT_S + 30,
+            capture_output=True,
+        )
+        for proc in self._children.values():
+            try:
+                proc.wait(10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(10)
+
+
+def docker_unavailable() -> str | None:
+    """Why the compose target cannot run here, or None."""
+    import shutil
+
+    for tool in ("docker", "docker-compose"):
+        if shutil.which(tool) is None:
+            return f"{tool} is not installed"
+    try:
+        r = subprocess.run(
+            ["docker", "info", "--format", "{{.ServerVersion}}"],
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
+    except (OSError, subprocess.TimeoutExpired) as e:
+        return f"the docker engine does not answer: {e}"
+    if r.returncode != 0:
+        return f"the docker engine is not reachable: {r.stderr.strip()[:200]}"
+    return None
+
+
+def _run(argv: list[str], timeout_s: float = 60, **kw: Any) -> subprocess.CompletedProcess[str]:
+    r = subprocess.run(argv, capture_output=True, text=True, timeout=timeout_s, **kw)
+    if r.returncode != 0:
+        raise RuntimeError(f"{' '.join(argv)} exited {r.returncode}: {r.stderr.strip()[-500:]}")
+    return r
+
+
+def compose_down(project: str, env: Mapping[str, str] | None = None) -> None:
+    """Take a compose project down with its volumes; bounded, and quiet about a
+    project that is already gone."""
+    subprocess.run(
+        ["docker-compose", "-p", project, "-f", str(COMPOSE_FILE), "down", "-v"]
+        + ["--remove-orphans", "--timeout", "10"],
+        env=env,
+        capture_output=True,
+        timeout=300,
+    )
+
+
+class ComposeTarget:
+    """compose/docker-compose.yml under a unique project (see the module docstring)."""
+
+    name = "compose"
+    node_ids = NODE_IDS
+
+    def __init__(self, project: str | None = None, build: bool = False) -> None:
+        self.project = project or f"seglog-chaos-{uuid.uuid4().hex[:8]}"
+        ports = free_ports(2 * len(NODE_IDS))  # gRPC, then the Kafka-protocol listeners
+        self.ports, self.kafka_ports = ports[: len(NODE_IDS)], ports[len(NODE_IDS) :]
+        self.bootstrap = ",".join(self.address(n) for n in NODE_IDS)
+        self.kafka_bootstrap = ",".join(f"127.0.0.1:{p}" for p in self.kafka_ports)
+        self.env = {
+            **os.environ,
+            **{f"SEGLOG_PORT_{n}": str(self.ports[n - 1]) for n in NODE_IDS},
+            **{f"SEGLOG_KAFKA_PORT_{n}": str(self.kafka_ports[n - 1]) for n in NODE_IDS},
+        }
+        self.build = build
+        self.containers: dict[int, str] = {}
+        self.volumes: dict[int, str] = {}
+        self.network = ""
+        self.paused: set[int] = set()
+        self.isolated: set[int] = set()
+
+    def address(self, node: int) -> str:
+        return f"127.0.0.1:{self.ports[node - 1]}"
+
+    def compose(self, *args: str, timeout_s: float = 180) -> subprocess.CompletedProcess[str]:
+        argv = ["docker-compose", "-p", self.project, "-f", str(COMPOSE_FILE), *args]
+        return _run(argv, timeout_s, env=self.env)
+
+    def up(self) -> None:
+        if (
+            self.build
+            or subprocess.run(
+                ["docker", "image", "inspect", "seglog:latest"], capture_output=True
+            ).returncode
+        ):
+            _run(["bash", str(BUILD_SCRIPT)], 1500)
+        self.compose("up", "-d", "--no-build")
+        for n in NODE_IDS:
+            cid = self.compose("ps", "-q", f"node{n}", timeout_s=30).stdout.strip()
+            if not cid:
+                raise RuntimeError(f"no container for node{n}")
+            self.containers[n] = cid
+            info = json.loads(_run(["docker", "inspect", cid]).stdout)[0]
+            self.volumes[n] = next(
+                m["Name"] for m in info["Mounts"] if m["Destination"] == COMPOSE_DATA_DIR
+            )
+            self.network = next(iter(info["NetworkSettings"]["Networks"]))
+        for n in NODE_IDS:
+            if not wait_serving(self.address(n), START_TIMEOUT_S):
+                raise RuntimeError(f"node{n} did not become healthy; {self.node_log_tail(n, 20)}")
+
+    def _docker(self, *args: str, timeout_s: float = 60) -> subprocess.CompletedProcess[str]:
+        return _run(["docker", *args], timeout_s)
+
+    def _status(self, node: int) -> str:
+        r = subprocess.run(
+            ["docker", "inspect", "-f", "{{.State.Status}}", self.containers[node]],
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
+        return r.stdout.strip()
+
+    def is_down(self, node: int) -> bool:
+        return self._status(node) in ("exited", "dead", "created")
+
+    def kill(self, node: int, sig: str) -> None:
+        if node in self.paused:
+            self.resume(node)
+        if self.is_down(node):
+            return
+        self._docker("kill", "-s", sig, self.containers[node])
+        deadline = time.monotonic() + STOP_TIMEOUT_S
+        while not self.is_down(node) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        if not self.is_down(node):
+            self._docker("kill", "-s", "KILL", self.containers[node])
+
+    def start(self, node: int) -> None:
+        if self.is_down(node):
+            self._docker("start", self.containers[node])
+        wait_serving(self.address(node), START_TIMEOUT_S)
+
+    def restart(self, node: int) -> None:
+        if node in self.paused:
+            self.resume(node)
+        self._docker("restart", "-t", "20", self.containers[node], timeout_s=90)
+        wait_serving(self.address(node), START_TIMEOUT_S)
+
+    def pause(self, node: int) -> None:
+        self._docker("pause", self.containers[node])
+        self.paused.add(node)
+
+    def resume(self, node: int) -> None:
+        self._docker("unpause", self.containers[node])
+        self.paused.discard(node)
+
+    def isolate(self, node: int) -> None:
+        self._docker("network", "disconnect", self.network, self.containers[node])
+        self.isolated.add(node)
+
+    def reconnect(self, node: int) -> None:
+        self._docker(
+            "network", "connect", "--alias", f"node{node}", self.network, self.containers[node]
+        )
+        self.isolated.discard(node)
+
+    def corrupt(self, node: int, topic: str, partitions: list[int], mode: str, seed: int) -> dict:
+        assert self.is_down(node), "corrupt only a stopped replica"
+        # The function's own source, run by the node image on the node's volume, as
+        # the image's user: the files keep their owner.
+        script = (
+            inspect.getsource(corrupt_replica)
+            + "\nimport json, sys\n"
+            + "a = json.loads(sys.argv[1])\n"
+            + "print(json.dumps(corrupt_replica(*a)))\n"
+        )
+        args = json.dumps([COMPOSE_DATA_DIR, topic, partitions, mode, seed])
+        r = self._docker(
+            "run",
+            "--rm",
+            "--network",
+            "none",
+            "-v",
+            f"{self.volumes[node]}:{COMPOSE_DATA_DIR}",
+            "--entrypoint",
+            COMPOSE_PYTHON,
+            "seglog:latest",
+            "-c",
+            script,
+            args,
+            timeout_s=120,
+        )
+        return dict(json.loads(r.stdout.strip().splitlines()[-1]))
+
+    def replica_files(self, node: int, topic: str) -> ReplicaFiles:
+        r = subprocess.run(
+            [
+                "docker",
+                "exec",
+                self.containers[node],
+                COMPOSE_PYTHON,
+                "-c",
+                _TAR_LOGS,
+                COMPOSE_DATA_DIR,
+                topic,
+            ],
+            capture_output=True,
+            timeout=300,
+        )
+        if r.returncode != 0:
+            raise RuntimeError(f"reading node{node}'s files: {r.stderr.decode()[-300:]}")
+        items = []
+        with tarfile.open(fileobj=io.BytesIO(r.stdout), mode="r|") as t:
+            for member in t:
+                f = t.extractfile(member)
+                if f is not None:
+                    items.append((member.name, f.read()))
+        return _group_by_partition(items, topic)
+
+    def node_log_tail(self, node: int, lines: int = 200) -> list[str]:
+        r = subprocess.run(
+            ["docker", "logs", "--tail", str(lines), self.containers.get(node, f"node{node}")],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        return (r.stdout + r.stderr).splitlines()
+
+    def save_logs(self, out: Path) -> None:
+        out.mkdir(parents=True, exist_ok=True)
+        for n, cid in self.containers.items():
+            r = subprocess.run(["docker", "logs", cid], capture_output=True, text=True, timeout=120)
+            (out / f"node{n}.log").write_text(r.stdout + r.stderr)
+
+    def heal(self) -> list[str]:
+        done = []
+        for node in list(self.paused):
+            self.resume(node)
+            done.append(f"unpaused node{node}")
+        for node in list(self.isolated):
+            self.reconnect(node)
+            done.append(f"reconnected node{node}")
+        for node in NODE_IDS:
+            if self.is_down(node):
+                self.start(node)
+                done.append(f"started node{node}")
+        return done
+
+    def down(self) -> None:
+        for node in list(self.paused):
+            subprocess.run(["docker", "unpause", self.containers[node]], capture_output=True)
+        compose_down(self.project, self.env)
