@@ -596,6 +596,8 @@ class GroupMembership:
         self.state = MemberState.UNJOINED
         if code == E.REBALANCE_IN_PROGRESS:
             self.request_rejoin()
+        elif code == E.COORDINATOR_LOAD_IN_PROGRESS:
+            self._rejoin_later(now, failed=True)
         elif code == E.UNKNOWN_MEMBER_ID:
             self._reset_generation(reset_member_id=True)
         elif code == E.ILLEGAL_GENERATION:
