@@ -242,6 +242,11 @@ class ClusterMetadata:
         with self._lock:
             return self.brokers.get(node_id)
 
+    def broker_addresses(self) -> list[tuple[str, int]]:
+        """Every known node's address, sorted."""
+        with self._lock:
+            return sorted(self.brokers.values())
+
     def stub_for(self, node_id: int) -> client_pb2_grpc.SegLogStub:
         address = self.address(node_id)
         if address is None:

@@ -173,7 +173,7 @@ class ConsumerCoordinator:
 
     def _find(self, request: gpb.FindCoordinatorRequest) -> None:
         """Ask one node (a different one after each failure) where the group lives."""
-        known = sorted(self.metadata.brokers.values())
+        known = self.metadata.broker_addresses()
         candidates = known + [a for a in self.metadata.bootstrap if a not in known]
         address = candidates[self._find_turn % len(candidates)]
         try:
