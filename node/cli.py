@@ -11,7 +11,14 @@ from pathlib import Path
 from seglog.client.errors import KafkaError
 from seglog.storage.errors import StorageError
 
-from . import cli_cluster, cli_console, cli_log_dirs, cli_offsets, cli_topics
+from . import (
+    cli_cluster,
+    cli_console,
+    cli_consumer_groups,
+    cli_log_dirs,
+    cli_offsets,
+    cli_topics,
+)
 
 
 def _dump_log(args: argparse.Namespace) -> int:
@@ -117,6 +124,7 @@ def build_parser() -> argparse.ArgumentParser:
     cli_offsets.add_parser(sub)
     cli_cluster.add_parser(sub)
     cli_log_dirs.add_parser(sub)
+    cli_consumer_groups.add_parser(sub)
     return parser
 
 
