@@ -156,6 +156,15 @@ class ConsumerCoordinator:
         }[send.kind]
         with self.cond:
             handler(time.monotonic(), response)
+            _log.debug(
+                "group %s: %s answered %s; now %s generation %d member %r",
+                self.group_id,
+                send.kind,
+                E.Name(getattr(response, "error_code", 0)),
+                self.m.state.value,
+                self.m.generation,
+                self.m.member_id,
+            )
             self.cond.notify_all()
 
     def _call(self, fn: Any, request: object, timeout_s: float) -> Any:
@@ -217,6 +226,7 @@ class ConsumerCoordinator:
             )
 
     def _counts_for_leader(self, topics: frozenset[str]) -> None:
+        _log.debug("group %s: leading: partition counts of %s", self.group_id, sorted(topics))
         counts: dict[str, int] = {}
         try:
             if topics:
@@ -231,6 +241,7 @@ class ConsumerCoordinator:
             return
         with self.cond:
             self.m.on_assignment_input(time.monotonic(), counts)
+            _log.debug("group %s: assigned from %s", self.group_id, counts)
             self.cond.notify_all()
 
     # --- the application thread ---------------------------------------------------------

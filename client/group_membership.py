@@ -678,6 +678,9 @@ class GroupMembership:
         if self.coordinator is not None:
             self.coordinator = None
             self.coordinator_lost_at = now
+            # Ask again after a backoff: a node may name itself coordinator a moment
+            # before it serves the group (NOT_COORDINATOR meanwhile).
+            self.coordinator_retry_at = now + self._backoff(1)
         self.last_coordinator_error = why
         if self.rebalancing():
             # The join in progress is lost with the coordinator: join again once found.

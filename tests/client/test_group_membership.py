@@ -219,8 +219,9 @@ def test_coordinator_moves_during_join_then_found_again() -> None:
     m.next_request(0.0)
     m.on_join_group(0.0, gpb.JoinGroupResponse(error_code=E.NOT_COORDINATOR))
     assert m.coordinator is None and m.state is MemberState.UNJOINED
-    find(m, 0.1)
-    assert m.next_request(0.1).kind == JOIN
+    assert m.next_request(0.05) is None  # not at once: after the retry backoff
+    find(m, 0.2)
+    assert m.next_request(0.2).kind == JOIN
 
 
 # --- stable ----------------------------------------------------------------------------
@@ -292,29 +293,23 @@ def test_heartbeat_coordinator_errors_rediscover_and_keep_the_generation() -> No
     m.next_request(1.0)
     m.on_heartbeat(1.0, gpb.HeartbeatResponse(error_code=E.NOT_COORDINATOR))
     assert m.coordinator is None and m.generation == 1
-    find(m, 1.1)
+    find(m, 1.2)
     assert m.next_request(2.0).kind == HEARTBEAT
 
 
 def test_session_timeout_without_answers_rediscovers() -> None:
     m = stable()
-    t = 1.0
-    while t < 12.0:
-        send = m.next_request(t)
-        if send is not None:
-            assert send.kind == HEARTBEAT
-            m.on_failure(t, HEARTBEAT, KafkaError("no answer"))
-            if m.coordinator is None:
-                break
-            find(m, t)
-        t += 0.5
-    # Each failure marks the coordinator dead and it is found again; a silent
-    # coordinator ends the same way once the session passes.
-    m2 = stable()
-    m2.next_request(1.0)  # a heartbeat that never completes
-    m2.in_flight = None
-    assert m2.next_request(10.5).kind == FIND
-    assert "session timeout" in m2.last_coordinator_error
+    assert m.next_request(1.0).kind == HEARTBEAT
+    m.on_failure(1.0, HEARTBEAT, KafkaError("no answer"))
+    assert m.coordinator is None and m.generation == 1  # the member stays
+    assert m.next_request(1.05) is None
+    find(m, 1.2)
+    # A coordinator that answers nothing for a whole session is given up on too.
+    m.next_request(2.2)  # a heartbeat that never completes
+    m.in_flight = None
+    assert m.next_request(11.5) is None  # found dead; asked again after the backoff
+    assert "session timeout" in m.last_coordinator_error
+    assert m.next_request(11.7).kind == FIND
 
 
 def test_poll_timeout_leaves_then_rejoins_with_partitions_lost() -> None:
