@@ -24,9 +24,15 @@ from . import (
 def _dump_log(args: argparse.Namespace) -> int:
     from seglog.storage.dump_log import DumpOptions, dump_files
 
+    decoder = None
+    if args.offsets_decoder:
+        from seglog.node.groups.offsets_records import describe_record
+
+        decoder = describe_record
     options = DumpOptions(
-        print_data_log=args.print_data_log,
-        deep_iteration=args.deep_iteration or args.print_data_log,
+        print_data_log=args.print_data_log or args.offsets_decoder,
+        deep_iteration=args.deep_iteration or args.print_data_log or args.offsets_decoder,
+        record_decoder=decoder,
         verify_index_only=args.verify_index_only,
         index_sanity_check=args.index_sanity_check,
         max_bytes=args.max_bytes,
@@ -82,6 +88,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     dump.add_argument(
         "--max-bytes", type=int, default=2**31 - 1, help="stop reading a .log after this many bytes"
+    )
+    dump.add_argument(
+        "--offsets-decoder",
+        action="store_true",
+        help="decode __consumer_offsets records (implies --print-data-log)",
     )
     dump.set_defaults(func=_dump_log)
 

@@ -288,3 +288,105 @@ def kafka_abs(n: int) -> int:
 def partition_for(group_id: str, partitions: int) -> int:
     """The `__consumer_offsets` partition that holds a group (its coordinator leads it)."""
     return kafka_abs(java_string_hash(group_id)) % partitions
+
+
+# --- kafka-dump-log --offsets-decoder ------------------------------------------------
+
+
+def _consumer_subscription(data: bytes) -> object:
+    """A ConsumerProtocolSubscription's topics and user data (every version starts
+    with them); the raw bytes in hex if it is not one."""
+    from kafka.protocol.old.consumer_protocol import ConsumerProtocolMemberMetadata_v0
+
+    try:
+        m = ConsumerProtocolMemberMetadata_v0.decode(io.BytesIO(data))
+        return {"version": m.version, "topics": list(m.topics), "userData": _hex(m.user_data)}
+    except Exception:  # noqa: BLE001 - not the consumer protocol: shown raw
+        return data.hex()
+
+
+def _consumer_assignment(data: bytes) -> object:
+    from kafka.protocol.old.consumer_protocol import ConsumerProtocolMemberAssignment_v0
+
+    if not data:
+        return None
+    try:
+        a = ConsumerProtocolMemberAssignment_v0.decode(io.BytesIO(data))
+        return {
+            "version": a.version,
+            "assignedPartitions": [
+                {"topic": t, "partitions": list(ps)} for t, ps in a.assigned_partitions
+            ],
+            "userData": _hex(a.user_data),
+        }
+    except Exception:  # noqa: BLE001 - not the consumer protocol: shown raw
+        return data.hex()
+
+
+def _hex(data: bytes | None) -> str | None:
+    return None if data is None else bytes(data).hex()
+
+
+def describe_record(key: bytes | None, value: bytes | None) -> str:
+    """One `__consumer_offsets` record as kafka-dump-log's --offsets-decoder prints it:
+    `key: {"type":..,"data":{..}} payload: {"version":..,"data":{..}}` (`<DELETE>` for
+    a tombstone); what does not decode is named with the reason."""
+    import json
+
+    if key is None:
+        return "key: null payload: unknown (a record without a key)"
+    try:
+        k = decode_key(key)
+    except OffsetsRecordError as e:
+        return f"key: unknown ({e}) payload: unknown"
+    key_version = _VERSION.unpack_from(key)[0]
+    if isinstance(k, OffsetCommitKey):
+        key_data: dict[str, object] = {"group": k.group, "topic": k.topic, "partition": k.partition}
+    else:
+        key_data = {"group": k.group}
+    key_text = json.dumps({"type": str(key_version), "data": key_data}, separators=(",", ":"))
+    if value is None:
+        return f"key: {key_text} payload: <DELETE>"
+    try:
+        v = decode_value(k, value)
+    except OffsetsRecordError as e:
+        return f"key: {key_text} payload: unknown ({e})"
+    version = _VERSION.unpack_from(value)[0]
+    data: dict[str, object]
+    if isinstance(v, OffsetCommitValue):
+        data = {"offset": v.offset}
+        if version >= 3:
+            data["leaderEpoch"] = v.leader_epoch
+        data["metadata"] = v.metadata
+        data["commitTimestamp"] = v.commit_timestamp
+        if version == 1:
+            data["expireTimestamp"] = v.expire_timestamp
+    else:
+        assert isinstance(v, GroupMetadataValue)
+        consumer = v.protocol_type == "consumer"
+        data = {
+            "protocolType": v.protocol_type,
+            "generation": v.generation,
+            "protocol": v.protocol,
+            "leader": v.leader,
+            "currentStateTimestamp": v.current_state_timestamp,
+            "members": [
+                {
+                    "memberId": m.member_id,
+                    "groupInstanceId": m.group_instance_id,
+                    "clientId": m.client_id,
+                    "clientHost": m.client_host,
+                    "rebalanceTimeout": m.rebalance_timeout,
+                    "sessionTimeout": m.session_timeout,
+                    "subscription": _consumer_subscription(m.subscription)
+                    if consumer
+                    else m.subscription.hex(),
+                    "assignment": _consumer_assignment(m.assignment)
+                    if consumer
+                    else m.assignment.hex(),
+                }
+                for m in v.members
+            ],
+        }
+    payload = json.dumps({"version": str(version), "data": data}, separators=(",", ":"))
+    return f"key: {key_text} payload: {payload}"
