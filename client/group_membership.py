@@ -495,6 +495,8 @@ class GroupMembership:
 
     def on_join_group(self, now: float, response: gpb.JoinGroupResponse) -> None:
         self._done(JOIN)
+        if self.state is not MemberState.JOINING:
+            return  # the member left or lost its coordinator meanwhile: stale
         code = response.error_code
         if code == E.NONE:
             self._join_failures = 0
@@ -575,6 +577,8 @@ class GroupMembership:
 
     def on_sync_group(self, now: float, response: gpb.SyncGroupResponse) -> None:
         self._done(SYNC)
+        if self.state is not MemberState.SYNCING:
+            return  # the member left or lost its coordinator meanwhile: stale
         self._sync_request = None
         code = response.error_code
         if code == E.NONE:

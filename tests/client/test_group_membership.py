@@ -347,6 +347,23 @@ def test_leave_dynamic_sends_leave_static_does_not() -> None:
     assert s.next_request(2.0) is None  # a static member's session ends it
 
 
+def test_answers_after_leaving_are_ignored() -> None:
+    m = membership()
+    m.set_subscription(["t"])
+    find(m)
+    prepare(m)
+    m.next_request(0.0)
+    m.on_join_group(
+        0.0,
+        gpb.JoinGroupResponse(generation_id=1, leader="x", member_id="me", protocol_name="range"),
+    )
+    assert m.next_request(0.0).kind == SYNC
+    m.leave(0.1, "closing")
+    m.on_sync_group(0.2, gpb.SyncGroupResponse(assignment=encode_assignment([TP("t", 0)])))
+    assert m.state is MemberState.UNJOINED and m.pending_assignment is None
+    assert m.app_step() is None
+
+
 def test_commit_errors_apply_kafkas_rules() -> None:
     m = stable()
     m.on_commit_error(1.0, E.REBALANCE_IN_PROGRESS)
