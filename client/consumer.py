@@ -739,6 +739,7 @@ class Consumer:
         """Commit without waiting; `callback(offsets, response_or_exception)` runs in
         a later poll()/commit()/close() of this thread."""
         c = self._require_group("commit_async()")
+        c.run_commit_callbacks()  # earlier ones first, as Kafka does
         values = self._consumed() if offsets is None else self._offsets_arg(offsets)
         c.commit_async(values, callback or self._auto_commit_done)
 

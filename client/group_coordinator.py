@@ -386,7 +386,7 @@ class ConsumerCoordinator:
             if not error.retriable or isinstance(error, RebalanceInProgressError):
                 raise error
             attempt += 1
-            delay = self.m._backoff(attempt)
+            delay = self.m.backoff(attempt)
             if time.monotonic() + delay >= deadline:
                 raise KafkaTimeoutError(f"commit to group {self.group_id!r} failed: {error}")
             time.sleep(delay)
@@ -508,7 +508,7 @@ class ConsumerCoordinator:
                 if bad not in _RETRY_OFFSET_CODES:
                     raise error
             attempt += 1
-            delay = self.m._backoff(attempt)
+            delay = self.m.backoff(attempt)
             if time.monotonic() + delay >= deadline:
                 raise KafkaTimeoutError(
                     f"committed offsets of group {self.group_id!r} not fetched: {error}"
@@ -523,9 +523,7 @@ class ConsumerCoordinator:
         with self.cond:
             self.m.leave(time.monotonic(), reason)
             self.cond.notify_all()
-            while (self.m._leave is not None or self.m.in_flight == LEAVE) and (
-                time.monotonic() < deadline
-            ):
+            while self.m.leave_pending and time.monotonic() < deadline:
                 if self.m.coordinator is None and self.m.coordinator_failures > 3:
                     break  # nobody to tell; the session timeout removes us
                 self.cond.wait(min(0.1, max(deadline - time.monotonic(), 0.001)))

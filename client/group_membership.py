@@ -240,6 +240,10 @@ class GroupMembership:
     def rebalancing(self) -> bool:
         return self.state in (MemberState.JOINING, MemberState.ASSIGNING, MemberState.SYNCING)
 
+    def backoff(self, failures: int) -> float:
+        """Exponential retry backoff (retry.backoff.ms up to retry.backoff.max.ms), jittered."""
+        return self._backoff(failures)
+
     def _backoff(self, failures: int) -> float:
         base = min(
             self.config.retry_backoff_max_ms,
@@ -318,6 +322,11 @@ class GroupMembership:
 
     def close(self) -> None:
         self.state = MemberState.CLOSED
+
+    @property
+    def leave_pending(self) -> bool:
+        """A LeaveGroup is still to be sent or awaiting its answer."""
+        return self._leave is not None or self.in_flight == LEAVE
 
     def check_metadata(self, counts: Mapping[str, int]) -> None:
         """The leader watches the partition counts it assigned from: a change
