@@ -53,7 +53,7 @@ CoordinatorNotAvailableError = error_class("COORDINATOR_NOT_AVAILABLE")
 # A coordinator that stays unknown is reported at WARNING this often, not per retry.
 WARN_EVERY_S = 10.0
 # Async commits awaiting their answer; beyond this, commit_async waits for the oldest.
-MAX_ASYNC_COMMITS = 100
+MAX_ASYNC_COMMITS = 10
 # Retriable offset-call errors: find the coordinator again (or wait for it) and resend.
 _RETRY_OFFSET_CODES = COORDINATOR_ERRORS | {
     E.COORDINATOR_LOAD_IN_PROGRESS,

@@ -548,6 +548,97 @@ def test_a_killed_members_partitions_move_within_the_session_timeout(cluster) ->
         survivor.stop()
 
 
+def restart_static_member(cluster, topic: str) -> tuple[bool, list]:
+    """Two static members split 4 partitions; one restarts within its session.
+    (Whether it got its partitions back, the other's listener calls meanwhile.)"""
+    create_topic(cluster, topic, 4)
+    group = f"g-{topic}"
+    a = Member(cluster.bootstrap, group, topic, group_instance_id="static-a")
+    b = Member(cluster.bootstrap, group, topic, group_instance_id="static-b")
+    members = [a, b]
+    for m in members:
+        m.start()
+    try:
+        wait_for("a split of 4", lambda: split_evenly([a, b], 4, topic))
+        before = a.snapshot()
+        with b.lock:
+            b_events = len(b.events)
+        a.stop()  # a static member does not leave: its session keeps its place
+        again = Member(cluster.bootstrap, group, topic, group_instance_id="static-a")
+        members.append(again)
+        again.start()
+        wait_for("the restarted member polling", again.started_polling.wait, 15)
+        kept = bool(wait_for("its share back", lambda: again.snapshot() == before, 15))
+        time.sleep(1.0)
+        with b.lock:
+            return kept, b.events[b_events:]
+    finally:
+        stop_all([m for m in members if m is not a])
+
+
+@needs_server
+def test_a_static_member_restarting_within_its_session_keeps_its_partitions(cluster) -> None:
+    kept, _ = restart_static_member(cluster, "static")
+    assert kept
+
+
+@needs_server
+@pytest.mark.xfail(
+    strict=True,
+    reason="server: node/groups/group_coordinator.py _replace_static_member rebalances "
+    "when the rejoining static member's subscription bytes differ (owned partitions, "
+    "generation); Kafka's coordinator compares only the selected protocol, so a "
+    "restarted static member (of any Kafka client) causes no rebalance",
+)
+def test_a_static_member_restarting_within_its_session_causes_no_rebalance(cluster) -> None:
+    _, others = restart_static_member(cluster, "static-quiet")
+    assert others == []  # the other member (eager range) was never asked to revoke
+
+
+@needs_server
+def test_members_follow_the_coordinator_to_another_node(cluster) -> None:
+    """Runs last among the cluster tests: it kills the group's coordinator node (and
+    starts it again)."""
+    topic = "failover"
+    create_topic(cluster, topic, 6, records=60)
+    group = "g-failover"
+    members = [Member(cluster.bootstrap, group, topic) for _ in range(2)]
+    for m in members:
+        m.start()
+    killed = None
+    try:
+        wait_for("a split of 6", lambda: split_evenly(members, 6, topic))
+        with Admin(cluster.bootstrap) as admin:
+            (info,) = admin.describe_consumer_groups([group])
+        assert info.coordinator is not None
+        killed = info.coordinator.node_id
+        cluster.nodes[killed].kill()
+        producer = Producer(
+            ",".join(n.bootstrap for i, n in cluster.nodes.items() if i != killed), linger_ms=2
+        )
+        try:
+            for i in range(60, 120):
+                producer.send(topic, value=f"{i}".encode(), partition=i % 6)
+            producer.flush()
+        finally:
+            producer.close()
+        wait_for(
+            "all 120 records after the coordinator died",
+            lambda: len({r for m in members for r in m.records}) == 120,
+            timeout_s=60,
+        )
+        wait_for("a split of 6 again", lambda: split_evenly(members, 6, topic), 30)
+        with Admin(",".join(n.bootstrap for i, n in cluster.nodes.items() if i != killed)) as admin:
+            (info,) = admin.describe_consumer_groups([group])
+        assert info.coordinator is not None and info.coordinator.node_id != killed
+        assert info.state == "Stable" and len(info.members) == 2
+    finally:
+        stop_all(members)
+        if killed is not None:
+            cluster.start(killed)
+            cluster.wait("three unfenced brokers", lambda: cluster.all_up_and_unfenced() or None)
+
+
 # --- no cluster -----------------------------------------------------------------------------
 
 
