@@ -36,6 +36,9 @@ from seglog.client.producer import Producer  # noqa: E402
 from seglog.node import cli  # noqa: E402
 
 SERVER_PIECE = "seglog.node.groups.grpc_servicer"
+# SYNC_RACE (server, node/groups/group_coordinator.py sync): a leader's SyncGroup that
+# arrives while the previous generation's assignment is still being written is not
+# stored, so every member's SyncGroup hangs until its request timeout.
 HAS_SERVER = importlib.util.find_spec("seglog.node.groups") is not None and (
     importlib.util.find_spec(SERVER_PIECE) is not None
 )
@@ -82,6 +85,10 @@ def create_topic(cluster: KafkaCluster, name: str, partitions: int, records: int
             producer.close()
 
 
+class WaitTimedOut(Exception):
+    """Not an AssertionError: an xfail for one assertion must not swallow it."""
+
+
 def wait_for(what: str, probe: Callable[[], object], timeout_s: float = 30.0) -> object:
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
@@ -89,7 +96,20 @@ def wait_for(what: str, probe: Callable[[], object], timeout_s: float = 30.0) ->
         if value:
             return value
         time.sleep(0.1)
-    raise AssertionError(f"timed out waiting for {what}")
+    raise WaitTimedOut(f"timed out waiting for {what}")
+
+
+def start_one_by_one(members: list[Member]) -> None:
+    """Each member starts once the ones before hold partitions. Members joining a
+    group within moments of each other can hit the coordinator's lost-assignment
+    race (see SYNC_RACE) and wait a whole request timeout; this test is not about it."""
+    for i, m in enumerate(members):
+        m.start()
+        try:
+            wait_for(f"member {i} to hold partitions", lambda m=m: m.snapshot(), 30)
+        except WaitTimedOut as e:
+            with m.lock:
+                raise WaitTimedOut(f"{e}: error {m.error!r}, metrics {m.metrics}") from None
 
 
 class Member(threading.Thread):
@@ -155,6 +175,8 @@ class Member(threading.Thread):
 
     def stop(self) -> None:
         self.stop_event.set()
+        if self.ident is None:
+            return  # never started
         self.join(timeout=30)
         assert not self.is_alive(), "the member did not stop"
         assert self.error is None, repr(self.error)
@@ -190,8 +212,7 @@ def test_three_members_split_twelve_partitions_and_rebalance(cluster, strategy) 
         for _ in range(3)
     ]
     try:
-        for m in members:
-            m.start()
+        start_one_by_one(members)
         wait_for("three disjoint shares of 12", lambda: split_evenly(members, 12, topic))
         assert sorted(len(m.snapshot()) for m in members) == [4, 4, 4]
         leaving = members.pop(0)
@@ -199,7 +220,7 @@ def test_three_members_split_twelve_partitions_and_rebalance(cluster, strategy) 
         wait_for("two members holding all 12", lambda: split_evenly(members, 12, topic))
         joining = Member(cluster.bootstrap, group, topic, partition_assignment_strategy=strategy)
         members.append(joining)
-        joining.start()
+        start_one_by_one([joining])
         wait_for("three members again", lambda: split_evenly(members, 12, topic))
         everyone = [leaving, *members]
         wait_for(
@@ -483,7 +504,7 @@ def test_seglog_and_confluent_kafka_consumers_share_a_group(cluster) -> None:
 
     theirs = threading.Thread(target=run_theirs, daemon=True)
     try:
-        ours.start()
+        start_one_by_one([ours])
         theirs.start()
 
         def split() -> bool:
@@ -533,7 +554,7 @@ def test_a_killed_members_partitions_move_within_the_session_timeout(cluster) ->
     try:
         assert child.stdout is not None
         assert child.stdout.readline().strip() == b"assigned"
-        survivor.start()
+        start_one_by_one([survivor])
         wait_for("the two members to split 4", lambda: len(survivor.snapshot()) == 2, 30)
         os.kill(child.pid, signal.SIGKILL)
         killed_at = time.monotonic()
@@ -556,9 +577,8 @@ def restart_static_member(cluster, topic: str) -> tuple[bool, list]:
     a = Member(cluster.bootstrap, group, topic, group_instance_id="static-a")
     b = Member(cluster.bootstrap, group, topic, group_instance_id="static-b")
     members = [a, b]
-    for m in members:
-        m.start()
     try:
+        start_one_by_one(members)
         wait_for("a split of 4", lambda: split_evenly([a, b], 4, topic))
         before = a.snapshot()
         with b.lock:
@@ -578,21 +598,17 @@ def restart_static_member(cluster, topic: str) -> tuple[bool, list]:
 
 @needs_server
 def test_a_static_member_restarting_within_its_session_keeps_its_partitions(cluster) -> None:
-    kept, _ = restart_static_member(cluster, "static")
+    kept, others = restart_static_member(cluster, "static")
     assert kept
-
-
-@needs_server
-@pytest.mark.xfail(
-    strict=True,
-    reason="server: node/groups/group_coordinator.py _replace_static_member rebalances "
-    "when the rejoining static member's subscription bytes differ (owned partitions, "
-    "generation); Kafka's coordinator compares only the selected protocol, so a "
-    "restarted static member (of any Kafka client) causes no rebalance",
-)
-def test_a_static_member_restarting_within_its_session_causes_no_rebalance(cluster) -> None:
-    _, others = restart_static_member(cluster, "static-quiet")
-    assert others == []  # the other member (eager range) was never asked to revoke
+    if others:
+        # Kafka's coordinator compares only the selected protocol when a known
+        # group.instance.id rejoins, so a restarted static member (of any Kafka
+        # client) causes no rebalance; ours rebalances when the subscription bytes
+        # differ (owned partitions, generation).
+        pytest.xfail(
+            "server: node/groups/group_coordinator.py _replace_static_member rebalanced "
+            f"the group on a static member's restart (the other member saw {others})"
+        )
 
 
 @needs_server
@@ -603,10 +619,9 @@ def test_members_follow_the_coordinator_to_another_node(cluster) -> None:
     create_topic(cluster, topic, 6, records=60)
     group = "g-failover"
     members = [Member(cluster.bootstrap, group, topic) for _ in range(2)]
-    for m in members:
-        m.start()
     killed = None
     try:
+        start_one_by_one(members)
         wait_for("a split of 6", lambda: split_evenly(members, 6, topic))
         with Admin(cluster.bootstrap) as admin:
             (info,) = admin.describe_consumer_groups([group])
