@@ -361,7 +361,8 @@ class Consumer:
                 parts = self._metadata.partitions_for(t)
                 counts[t] = len(parts) if parts else 0
             self._coordinator.check_metadata(counts)
-            return missing
+            # The leader keeps asking until every topic it assigned from exists.
+            return missing or any(n == 0 for n in counts.values())
         wanted = [
             TopicPartition(t, p)
             for t in sorted(topics)

@@ -235,6 +235,8 @@ class ConsumerCoordinator:
                 parts = self.metadata.partitions_for(t)
                 if parts:
                     counts[t] = len(parts)
+            if len(counts) < len(topics):
+                self.metadata.request_update()  # the polling thread watches for them
         except KafkaError as e:
             with self.cond:
                 self.m.on_failure(time.monotonic(), ASSIGN, e)

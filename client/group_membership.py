@@ -562,7 +562,10 @@ class GroupMembership:
                 # A member whose metadata cannot be read gets nothing (it can still
                 # consume nothing rather than break the whole group).
                 subscriptions[m.member_id] = Subscription((), group_instance_id=None)
-        self.leader_counts = {t: counts[t] for t in counts}
+        # Topics not (yet) in the metadata count 0: when they appear, check_metadata
+        # sees the change and the leader assigns them in a new generation.
+        wanted = {t for sub in subscriptions.values() for t in sub.topics}
+        self.leader_counts = {t: counts.get(t, 0) for t in wanted}
         result = assignor.assign(counts, subscriptions)
         self._sync_request = self._sync(
             [

@@ -165,6 +165,34 @@ def test_join_with_member_id_required_then_lead_the_assignment() -> None:
     assert m.rejoin_needed
 
 
+def test_the_leader_assigns_a_topic_once_it_appears_in_the_metadata() -> None:
+    m = membership()
+    m.set_subscription(["new"])
+    find(m)
+    prepare(m)
+    m.next_request(0.0)
+    sub = encode_subscription(Subscription(("new",)))
+    m.on_join_group(
+        0.0,
+        gpb.JoinGroupResponse(
+            generation_id=1,
+            protocol_name="range",
+            leader="me",
+            member_id="me",
+            members=[gpb.JoinGroupMember(member_id="me", metadata=sub)],
+        ),
+    )
+    assert m.next_request(0.0).kind == ASSIGN
+    m.on_assignment_input(0.0, {})  # just created: not in the metadata yet
+    send = m.next_request(0.0)
+    assert decode_assignment(send.request.assignments[0].assignment) == []
+    m.on_sync_group(0.0, gpb.SyncGroupResponse(assignment=send.request.assignments[0].assignment))
+    m.app_done(m.app_step())
+    assert m.leader_counts == {"new": 0} and not m.rejoin_needed
+    m.check_metadata({"new": 4})
+    assert m.rejoin_needed
+
+
 def test_coordinator_lookup_backs_off_and_counts() -> None:
     m = membership()
     m.set_subscription(["t"])
