@@ -668,6 +668,8 @@ class Consumer:
         try:
             committed = c.fetch_committed(waiting, timeout_s)
         except KafkaError as e:
+            if not (e.retriable or isinstance(e, KafkaTimeoutError)):
+                raise
             # Retried at the next poll; meanwhile they are not reset to a guess.
             _log.warning(
                 "group %s: committed offsets not fetched yet (%s); retrying", self.group_id, e
@@ -770,11 +772,11 @@ class Consumer:
         c = self._coordinator
         assert c is not None
         owned = frozenset(self._fetcher.states)
-        if self.enable_auto_commit and c.m.generation_if_stable() is not None:
+        if self.enable_auto_commit and c.in_generation():
             self._commit_quietly(c, self._consumed(), "before leaving")
         try:
             if owned:
-                lost = c.m.generation_if_stable() is None
+                lost = not c.in_generation()
                 _call_listener(
                     self._listener, "on_partitions_lost" if lost else "on_partitions_revoked", owned
                 )

@@ -52,7 +52,7 @@ RebalanceInProgressError = error_class("REBALANCE_IN_PROGRESS")
 CoordinatorNotAvailableError = error_class("COORDINATOR_NOT_AVAILABLE")
 # A coordinator that stays unknown is reported at WARNING this often, not per retry.
 WARN_EVERY_S = 10.0
-# Async commits awaiting their answer; beyond this, commit_async waits for the oldest.
+# Async commits queued or awaiting their answer; beyond this, commit_async waits.
 MAX_ASYNC_COMMITS = 10
 # Retriable offset-call errors: find the coordinator again (or wait for it) and resend.
 _RETRY_OFFSET_CODES = COORDINATOR_ERRORS | {
@@ -88,7 +88,10 @@ class ConsumerCoordinator:
         self._find_turn = 0
         self._warned_at = 0.0
         self._async: deque[tuple[dict[TopicPartition, OffsetAndMetadata], Any, Callable]] = deque()
-        self._async_in_flight = 0
+        # Async commits queued or on the wire (at most one on the wire: see commit_async).
+        self._async_queue: deque[tuple[gpb.OffsetCommitRequest, dict, Callable]] = deque()
+        self._async_pending = 0
+        self._async_sending = False
         self._in_flight_future: grpc.Future | None = None
         self._thread = threading.Thread(
             target=self._run, name=f"seglog-consumer-coordinator-{self.group_id}", daemon=True
@@ -270,6 +273,11 @@ class ConsumerCoordinator:
             self.m.check_metadata(counts)
             self.cond.notify_all()
 
+    def in_generation(self) -> bool:
+        """In a Stable generation: what it owns is still its own."""
+        with self.cond:
+            return self.m.generation_if_stable() is not None
+
     def state(self) -> MemberState:
         with self.cond:
             return self.m.state
@@ -370,6 +378,9 @@ class ConsumerCoordinator:
         if not offsets:
             return
         deadline = time.monotonic() + timeout_s
+        with self.cond:  # after the async commits made before it, as Kafka orders them
+            while self._async_pending and time.monotonic() < deadline:
+                self.cond.wait(min(0.1, max(deadline - time.monotonic(), 0.001)))
         attempt = 0
         while True:
             request = self._commit_request(offsets)
@@ -399,48 +410,74 @@ class ConsumerCoordinator:
         callback: Callable[[dict, Any], None],
     ) -> None:
         """Send once, no retry (as Kafka); `callback(offsets, response_or_error)` runs
-        in the application thread at a later poll/commit/close."""
+        in the application thread at a later poll/commit/close.
+
+        One OffsetCommit at a time, in call order: a node may serve concurrent gRPC
+        calls in any order, and a later commit must not be overtaken by an earlier
+        one (Kafka gets this order from its single connection)."""
         done = dict(offsets)
         try:
             request = self._commit_request(done)
-            with self.cond:
-                c = self.m.coordinator
-                if c is None:
-                    self.m.wants_coordinator = True
-                    self.cond.notify_all()
-                    raise CoordinatorNotAvailableError(
-                        f"no coordinator known for group {self.group_id!r} yet"
-                    )
-            while True:
-                with self.cond:
-                    if self._async_in_flight < MAX_ASYNC_COMMITS:
-                        self._async_in_flight += 1
-                        break
-                    self.cond.wait(0.1)
-            stub = self.metadata.connections.group_stub((c.host, c.port))
-            future = stub.OffsetCommit.future(request, timeout=self.request_timeout_s)
         except KafkaError as e:
             with self.cond:
                 self._async.append((done, e, callback))
             return
+        with self.cond:
+            while self._async_pending >= MAX_ASYNC_COMMITS:
+                self.cond.wait(0.1)  # bounded: the oldest completes or fails in time
+            self._async_pending += 1
+            self._async_queue.append((request, done, callback))
+        self._send_next_async()
 
-        def finished(f: grpc.Future) -> None:
-            try:
-                outcome: Any = call(lambda _r, timeout: f.result(), None, self.request_timeout_s)
-                error = self._commit_outcome(outcome)
-                if error is not None:
-                    outcome = error
-            except (KafkaError, grpc.FutureCancelledError) as e:
-                outcome = e if isinstance(e, KafkaError) else KafkaError("cancelled")
-                with self.cond:
-                    self.m.coordinator_failed(time.monotonic(), f"OffsetCommit failed: {e}")
+    def _send_next_async(self) -> None:
+        """Send the oldest queued async commit unless one is on the wire."""
+        while True:
             with self.cond:
-                self._async_in_flight -= 1
-                self._async.append((done, outcome, callback))
-                self.cond.notify_all()
-            self._wakeup_app()
+                if self._async_sending or not self._async_queue:
+                    return
+                request, done, callback = self._async_queue.popleft()
+                c = self.m.coordinator
+                if c is None:
+                    self.m.wants_coordinator = True
+                    self._async_pending -= 1
+                    self._async.append(
+                        (
+                            done,
+                            CoordinatorNotAvailableError(
+                                f"no coordinator known for group {self.group_id!r} yet"
+                            ),
+                            callback,
+                        )
+                    )
+                    self.cond.notify_all()
+                    continue
+                self._async_sending = True
+            stub = self.metadata.connections.group_stub((c.host, c.port))
+            future = stub.OffsetCommit.future(request, timeout=self.request_timeout_s)
+            future.add_done_callback(
+                lambda f, done=done, callback=callback: self._async_finished(f, done, callback)
+            )
+            return
 
-        future.add_done_callback(finished)
+    def _async_finished(
+        self, f: grpc.Future, done: dict[TopicPartition, OffsetAndMetadata], callback: Callable
+    ) -> None:
+        try:
+            outcome: Any = call(lambda _r, timeout: f.result(), None, self.request_timeout_s)
+            error = self._commit_outcome(outcome)
+            if error is not None:
+                outcome = error
+        except (KafkaError, grpc.FutureCancelledError) as e:
+            outcome = e if isinstance(e, KafkaError) else KafkaError("cancelled")
+            with self.cond:
+                self.m.coordinator_failed(time.monotonic(), f"OffsetCommit failed: {e}")
+        with self.cond:
+            self._async_sending = False
+            self._async_pending -= 1
+            self._async.append((done, outcome, callback))
+            self.cond.notify_all()
+        self._send_next_async()
+        self._wakeup_app()
 
     def run_commit_callbacks(self) -> None:
         """Completed async commits' callbacks, in the calling (application) thread."""
@@ -457,7 +494,7 @@ class ConsumerCoordinator:
     def wait_async_commits(self, timeout_s: float) -> None:
         deadline = time.monotonic() + timeout_s
         with self.cond:
-            while self._async_in_flight and time.monotonic() < deadline:
+            while self._async_pending and time.monotonic() < deadline:
                 self.cond.wait(min(0.1, max(deadline - time.monotonic(), 0.001)))
         self.run_commit_callbacks()
 

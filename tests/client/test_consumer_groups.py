@@ -286,6 +286,30 @@ def test_commits_survive_a_restart(cluster) -> None:
     assert {tp: om.offset for tp, om in committed.items()} == {TP(topic, 0): 50, TP(topic, 1): 50}
 
 
+@needs_server
+def test_async_commits_land_in_call_order(cluster) -> None:
+    """A node may serve concurrent calls in any order; the last commit must win."""
+    topic = "ordered-commits"
+    create_topic(cluster, topic, 1)
+    tp = TP(topic, 0)
+    consumer = Consumer(bootstrap_servers=cluster.bootstrap, group_id="g-ordered")
+    try:
+        consumer.assign([tp])
+        consumer.pause(tp)
+        consumer.commit({tp: 0})
+        outcomes: list[object] = []
+        for offset in range(1, 101):
+            consumer.commit_async({tp: offset}, callback=lambda o, r: outcomes.append(r))
+        deadline = time.monotonic() + 30
+        while len(outcomes) < 100 and time.monotonic() < deadline:
+            consumer.poll(timeout_ms=20)
+        assert len(outcomes) == 100
+        assert not [r for r in outcomes if isinstance(r, Exception)]
+        assert consumer.committed(tp) == 100
+    finally:
+        consumer.close(autocommit=False)
+
+
 def run_cli(*argv: str) -> tuple[int, str, str]:
     # A binary buffer under stdout: the console consumer writes records there.
     raw = io.BytesIO()
