@@ -492,12 +492,13 @@ def test_console_consumer_with_a_group_resumes_where_it_stopped(cluster) -> None
 
 
 @needs_server
-def test_seglog_and_confluent_kafka_consumers_share_a_group(cluster) -> None:
+@pytest.mark.parametrize("strategy", ["range", "cooperative-sticky"])
+def test_seglog_and_confluent_kafka_consumers_share_a_group(cluster, strategy) -> None:
     ck = pytest.importorskip("confluent_kafka")
-    topic = "mixed"
+    topic = f"mixed-{strategy}"
     create_topic(cluster, topic, 6, records=60)
-    group = "g-mixed"
-    ours = Member(cluster.bootstrap, group, topic, partition_assignment_strategy="range")
+    group = f"g-mixed-{strategy}"
+    ours = Member(cluster.bootstrap, group, topic, partition_assignment_strategy=strategy)
     stop = threading.Event()
     theirs_assigned: set[TopicPartition] = set()
     theirs_records: list[tuple[int, int]] = []
@@ -508,7 +509,7 @@ def test_seglog_and_confluent_kafka_consumers_share_a_group(cluster) -> None:
             {
                 "bootstrap.servers": cluster.kafka_bootstrap,
                 "group.id": group,
-                "partition.assignment.strategy": "range",
+                "partition.assignment.strategy": strategy,
                 "auto.offset.reset": "earliest",
                 "session.timeout.ms": SESSION_MS,
                 "heartbeat.interval.ms": HEARTBEAT_MS,
@@ -528,8 +529,14 @@ def test_seglog_and_confluent_kafka_consumers_share_a_group(cluster) -> None:
 
     theirs = threading.Thread(target=run_theirs, daemon=True)
     try:
-        start_one_by_one([ours])
-        theirs.start()
+        # One of each leads: ours assigns with range, librdkafka with cooperative-sticky.
+        if strategy == "range":
+            start_one_by_one([ours])
+            theirs.start()
+        else:
+            theirs.start()
+            wait_for("librdkafka's first assignment", lambda: theirs_assigned, 30)
+            ours.start()
 
         def split() -> bool:
             with lock:
