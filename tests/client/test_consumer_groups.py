@@ -557,6 +557,59 @@ def test_seglog_and_confluent_kafka_consumers_share_a_group(cluster, strategy) -
         ours.stop()
 
 
+@needs_server
+def test_a_member_that_stops_polling_leaves_and_comes_back(cluster) -> None:
+    topic = "slow-poller"
+    create_topic(cluster, topic, 4, records=40)
+    group = "g-slow"
+    other = Member(cluster.bootstrap, group, topic)
+    lost: list[set[TopicPartition]] = []
+
+    class Listener:
+        def on_partitions_revoked(self, tps: set[TopicPartition]) -> None:
+            pass
+
+        def on_partitions_assigned(self, tps: set[TopicPartition]) -> None:
+            pass
+
+        def on_partitions_lost(self, tps: set[TopicPartition]) -> None:
+            lost.append(set(tps))
+
+    slow = Consumer(
+        bootstrap_servers=cluster.bootstrap,
+        group_id=group,
+        auto_offset_reset="earliest",
+        session_timeout_ms=SESSION_MS,
+        heartbeat_interval_ms=HEARTBEAT_MS,
+        max_poll_interval_ms=1500,
+    )
+    try:
+        slow.subscribe([topic], listener=Listener())
+        wait_for(
+            "the slow member's partitions",
+            lambda: slow.poll(timeout_ms=100) == {} and slow.assignment(),
+            30,
+        )
+        other.start()  # the slow member keeps polling meanwhile, to rejoin in time
+        deadline = time.monotonic() + 30
+        while len(slow.assignment()) != 2 and time.monotonic() < deadline:
+            slow.poll(timeout_ms=100)
+        assert len(slow.assignment()) == 2
+        leaves = slow.metrics()["poll-timeout-leave-total"]
+        time.sleep(2.5)  # no poll() for longer than max_poll_interval_ms
+        wait_for("the other member holding all 4", lambda: len(other.snapshot()) == 4, 15)
+        assert slow.metrics()["poll-timeout-leave-total"] == leaves + 1
+        # Its next poll reports the partitions lost and rejoins.
+        deadline = time.monotonic() + 30
+        while not (lost and len(slow.assignment()) == 2) and time.monotonic() < deadline:
+            slow.poll(timeout_ms=100)
+        assert lost and len(lost[0]) == 2
+        assert len(slow.assignment()) == 2
+    finally:
+        slow.close()
+        other.stop()
+
+
 KILLABLE = textwrap.dedent(
     """
     import sys, time
