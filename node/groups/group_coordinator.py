@@ -891,7 +891,11 @@ class CoordinatorShard:
         instance: str | None,
         partitions: list[CommitPartition],
         now_ms: int,
+        retention_ms: int = -1,
     ) -> list[Action]:
+        """`retention_ms` (OffsetCommit v2-v4's retention time; -1: the broker's
+        offsets.retention.minutes) is stored as the commit's expire timestamp."""
+
         def fail(error: str) -> list[Action]:
             self._respond(
                 request_id,
@@ -926,7 +930,8 @@ class CoordinatorShard:
             if len(p.metadata.encode("utf-8")) > self.config.offset_metadata_max_bytes:
                 errors[tp] = OFFSET_METADATA_TOO_LARGE
                 continue
-            value = rec.OffsetCommitValue(p.offset, p.leader_epoch, p.metadata, now_ms)
+            expire = now_ms + retention_ms if retention_ms >= 0 else -1
+            value = rec.OffsetCommitValue(p.offset, p.leader_epoch, p.metadata, now_ms, expire)
             values[tp] = value
             records.append(
                 (
@@ -1134,7 +1139,8 @@ class CoordinatorShard:
 
     def _expire_offsets(self, now_ms: int) -> None:
         """offsets.retention.minutes: the offsets of a group without members expire
-        that long after both their commit and the group's becoming empty; a group
+        that long after both their commit and the group's becoming empty (or at the
+        expire timestamp their commit asked for, OffsetCommit v2-v4); a group
         with neither members nor offsets then goes too. Tombstones, like a delete."""
         retention = self.config.offsets_retention_ms
         for group_id, committed in list(self.offsets.items()):
@@ -1144,7 +1150,11 @@ class CoordinatorShard:
             expired = [
                 tp
                 for tp, v in committed.items()
-                if now_ms >= max(v.commit_timestamp, group.state_timestamp_ms) + retention
+                if (
+                    now_ms >= v.expire_timestamp
+                    if v.expire_timestamp >= 0
+                    else now_ms >= max(v.commit_timestamp, group.state_timestamp_ms) + retention
+                )
                 and (group_id, tp) not in self._expiring
             ]
             if not expired:

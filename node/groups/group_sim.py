@@ -18,8 +18,9 @@ Checked while it runs:
 * a shard (one coordinator epoch of one partition) never answers a JoinGroup with a
   generation below an earlier one, and its completed generations only increase;
 * SyncGroup hands an assignment only to a member of the group's current generation,
-  in a Stable group; within a shard, the assignments of one generation are disjoint
-  and no assignment of an older generation follows one of a newer;
+  in a Stable group; within a shard, no partition goes to two members of one
+  generation (a restarted static member takes over its fenced old id's share) and no
+  assignment of an older generation follows one of a newer;
 * no acknowledged commit is lost and no committed offset goes back: every OffsetFetch
   answered by the partition's current leader, and every load after a failover, holds
   at least the last acknowledged offset of each partition (consumers commit offsets
@@ -139,10 +140,10 @@ class GroupSim:
         self.acked: dict[tuple[str, int], int] = {}
         self.acked_generation: dict[str, int] = {}
         self.shard_generation: dict[tuple[int, int, int, str], int] = {}
-        self.delivered: dict[tuple[int, int, int, str, int], set[int]] = {}
+        self.handed: dict[tuple[int, int, int, str, int], dict[str, set[int]]] = {}
         self.latest_delivered: dict[tuple[int, int, int, str], int] = {}
-        self.owners: dict[tuple[int, int, int, str, int], set[int]] = {}
         self.commits: dict[int, list[tuple[str, int, int]]] = {}
+        self.sent_as: dict[int, str] = {}
         self.steps = 0
 
     # --- events -------------------------------------------------------------------
@@ -215,8 +216,28 @@ class GroupSim:
         )
 
     def failover(self, partition: int, crash: bool) -> None:
-        """A new leader for the partition; it keeps the committed prefix and maybe part
-        of the unreplicated tail. The old leader's waiting appends fail."""
+        """A new leader for the partition (for every partition its leader led, when
+        that leader's process crashes: a restarted node leads nothing until elected
+        again, at a new epoch); each keeps the committed prefix and maybe part of the
+        unreplicated tail. The old leader's waiting appends fail."""
+        old = self.logs[partition].leader
+        moved = [p for p, log in self.logs.items() if log.leader == old] if crash else [partition]
+        for p in moved:
+            self.move_leader(p, crash)
+        if crash:
+            # The old leader's process dies: all its state, answered or not, is gone.
+            self.coordinators[old] = GroupCoordinator(self.config, random.Random(self.rng.random()))
+            self.known_leader[old] = {p: -1 for p in self.logs}
+            for rid, (_c, _k, ctx) in list(self.pending.items()):
+                if ctx == old:
+                    del self.pending[rid]
+            self.at(self.rng.choice((100, 1000, 3000)), lambda: self.learn_all(old))
+        for p in moved:
+            for n in NODES:
+                if n != old or not crash:
+                    self.at(self.rng.choice((1, 50, 500, 2000)), lambda n=n, p=p: self.learn(n, p))
+
+    def move_leader(self, partition: int, crash: bool) -> None:
         slog = self.logs[partition]
         old = slog.leader
         new = self.rng.choice([n for n in NODES if n != old])
@@ -235,17 +256,6 @@ class GroupSim:
                 ),
             )
         self.at(self.rng.choice((10, 100, 1000)), lambda: self.replicate(partition, slog.epoch))
-        if crash:
-            # The old leader's process dies: all its state, answered or not, is gone.
-            self.coordinators[old] = GroupCoordinator(self.config, random.Random(self.rng.random()))
-            self.known_leader[old] = {p: -1 for p in self.logs}
-            for rid, (_c, _k, ctx) in list(self.pending.items()):
-                if ctx == old:
-                    del self.pending[rid]
-            self.at(self.rng.choice((100, 1000, 3000)), lambda: self.learn_all(old))
-        for n in NODES:
-            if n != old or not crash:
-                self.at(self.rng.choice((1, 50, 500, 2000)), lambda n=n: self.learn(n, partition))
 
     def learn_all(self, node: int) -> None:
         for p in self.logs:
@@ -327,23 +337,25 @@ class GroupSim:
         if isinstance(r, SyncResult) and r.error == NONE and key is not None:
             shard = self.coordinators[node].shards[key[1]]
             g = shard.groups.get(consumer.group)
-            if g is None or g.state is not GroupState.STABLE or consumer.member_id not in g.members:
-                raise SimInvariantError(
-                    f"{key}: assignment to {consumer.member_id} outside the Stable group"
-                )
+            member = self.sent_as.get(a.request_id, "")
+            if g is None or g.state is not GroupState.STABLE or member not in g.members:
+                raise SimInvariantError(f"{key}: assignment to {member} outside the Stable group")
             gen = g.generation
             latest = self.latest_delivered.get(key, -1)
             if gen < latest:
                 raise SimInvariantError(f"{key}: assignment of generation {gen} after {latest}")
             self.latest_delivered[key] = gen
-            owned = self.delivered.setdefault((*key, gen), set())
-            parts = decode_assignment(r.assignment)
-            if owned & set(parts) and consumer.cid not in self.owner_of(key, gen):
-                raise SimInvariantError(
-                    f"{key}: generation {gen} assigns {sorted(owned & set(parts))} twice"
-                )
-            owned.update(parts)
-            self.owners.setdefault((*key, gen), set()).add(consumer.cid)
+            # Within one generation, no partition goes to two members of the group (a
+            # restarted static member takes over the fenced old member id's share).
+            handed = self.handed.setdefault((*key, gen), {})
+            parts = set(decode_assignment(r.assignment))
+            for other, theirs in handed.items():
+                if other != member and other in g.members and parts & theirs:
+                    raise SimInvariantError(
+                        f"{key}: generation {gen} assigns {sorted(parts & theirs)} to "
+                        f"{member} and {other}"
+                    )
+            handed[member] = parts
         if isinstance(r, OffsetFetchResult) and r.error == NONE and key is not None:
             slog = self.logs[key[1]]
             if slog.leader == node and slog.epoch == key[2]:
@@ -354,9 +366,6 @@ class GroupSim:
                             f"OffsetFetch of {consumer.group} p{f.partition} = {f.offset}, "
                             f"acknowledged {acked}"
                         )
-
-    def owner_of(self, key: tuple[int, int, int, str], gen: int) -> set[int]:
-        return self.owners.get((*key, gen), set())
 
     # --- consumers ----------------------------------------------------------------
 
@@ -372,6 +381,7 @@ class GroupSim:
         c.inflight = rid
         c.inflight_deadline = self.now + REQUEST_TIMEOUT_MS
         self.pending[rid] = (c, kind, node)
+        self.sent_as[rid] = c.member_id  # the member id the request carries
 
         def arrive() -> None:
             if rid not in self.pending:

@@ -31,6 +31,7 @@ from .group_coordinator import (
     COORDINATOR_LOAD_IN_PROGRESS,
     COORDINATOR_NOT_AVAILABLE,
     NONE,
+    NOT_COORDINATOR,
     Action,
     Append,
     CommitPartition,
@@ -78,6 +79,10 @@ class GroupCoordinatorRuntime:
         self._waiters: dict[int, ThreadPoolExecutor] = {}  # per partition, one thread
         self._stopped = threading.Event()
         self._ticker: threading.Thread | None = None
+        # Whether this node's metadata has the offsets topic yet: a group request that
+        # comes (from a client that learnt the coordinator elsewhere) before it has
+        # is answered COORDINATOR_NOT_AVAILABLE — retriable — not NOT_COORDINATOR.
+        self._offsets_topic_known = False
 
     # --- lifecycle ------------------------------------------------------------------
 
@@ -125,6 +130,7 @@ class GroupCoordinatorRuntime:
                     shard, unloaded = self.coordinator.begin_loading(p, epoch)
                     out += unloaded
                     to_load.append(shard)
+            self._offsets_topic_known = topic is not None  # with its shards, atomically
             self._carry_out(out)
         for shard in to_load:
             threading.Thread(
@@ -225,6 +231,8 @@ class GroupCoordinatorRuntime:
         with self._lock:
             shard, error = self.coordinator.shard_for(group_id)
             if shard is None:
+                if error == NOT_COORDINATOR and not self._offsets_topic_known:
+                    error = COORDINATOR_NOT_AVAILABLE
                 answer.set_result(ErrorResult(error))
                 return answer
             if len(self._answers) >= MAX_WAITING:
@@ -262,11 +270,12 @@ class GroupCoordinatorRuntime:
         member_id: str,
         instance: str | None,
         partitions: list[CommitPartition],
+        retention_ms: int = -1,
     ) -> Future[Result]:
         return self.submit(
             group_id,
             lambda s, rid, now: s.commit(
-                rid, group_id, generation, member_id, instance, partitions, now
+                rid, group_id, generation, member_id, instance, partitions, now, retention_ms
             ),
         )
 

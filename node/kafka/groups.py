@@ -234,8 +234,14 @@ class KafkaGroupApis:
             for p in t.partitions
         ]
         instance = (req.group_instance_id or None) if v >= 7 else None
+        retention = req.retention_time_ms if 2 <= v <= 4 else -1
         future = self.node.groups.offset_commit(
-            req.group_id, req.generation_id_or_member_epoch, req.member_id, instance, partitions
+            req.group_id,
+            req.generation_id_or_member_epoch,
+            req.member_id,
+            instance,
+            partitions,
+            retention if retention is not None and retention >= 0 else -1,
         )
 
         def answer() -> list[Part]:

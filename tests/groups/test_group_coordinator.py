@@ -209,3 +209,14 @@ def test_coordinator_routes_and_fences_by_epoch():
     assert answers(unloaded) == {1: gc.CommitResult((("t", 0, "NOT_COORDINATOR"),))}
     assert c.on_write_done(p, 3, write.write_id, "NONE", 1) == []  # the old shard's: dropped
     assert c.shard_for("")[1] == "INVALID_GROUP_ID"
+
+
+def test_a_commit_with_a_retention_time_expires_at_its_timestamp():
+    s = shard(offsets_retention_check_interval_ms=1000)
+    out = s.commit(1, G, -1, "", None, [gc.CommitPartition("t", 0, 7)], 0, retention_ms=5000)
+    value = rec.decode_offset_commit(appends(out)[0].records[0][1] or b"")
+    assert value.expire_timestamp == 5000  # written as OffsetCommitValue v1
+    ack_all(s, out, 0)
+    assert not appends(s.tick(4000))
+    written = appends(s.tick(6000))
+    assert written and rec.decode_key(written[0].records[0][0]) == rec.OffsetCommitKey(G, "t", 0)

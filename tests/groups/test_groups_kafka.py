@@ -402,3 +402,89 @@ def test_kcat_balanced_consumer_reads_every_partition(group_cluster):
         timeout=60,
     )
     assert sorted(int(x) for x in out.stdout.split()) == list(range(5 * PARTITIONS)), out.stderr
+
+
+def test_cooperative_sticky_members_keep_their_partitions(group_cluster):
+    topic, group = "g-coop", "coop-group"
+    create_topic(group_cluster, topic)
+    members = [
+        consumer(group_cluster, group, **{"partition.assignment.strategy": "cooperative-sticky"})
+        for _ in range(3)
+    ]
+    try:
+        for c in members:
+            c.subscribe([topic])
+        poll_until(members, lambda: covers_disjointly(members))
+        before = [set(assigned(c)) for c in members[:2]]
+        members.pop().close()
+        poll_until(members, lambda: covers_disjointly(members))
+        # Incremental: the survivors only gained partitions.
+        assert all(b <= set(assigned(c)) for b, c in zip(before, members, strict=True))
+    finally:
+        for c in members:
+            c.close()
+
+
+def test_a_static_member_restarting_within_its_session_causes_no_rebalance(group_cluster):
+    topic, group = "g-static", "static-group"
+    create_topic(group_cluster, topic)
+    revoked: list[int] = []
+
+    def static(i: int, count: bool) -> Consumer:
+        c = consumer(group_cluster, group, **{"group.instance.id": f"instance-{i}"})
+        if count:
+            c.subscribe([topic], on_revoke=lambda _c, parts: revoked.append(len(parts)))
+        else:
+            c.subscribe([topic])
+        return c
+
+    leader = static(0, count=True)  # the first member stays the group's leader
+    poll_until([leader], lambda: len(assigned(leader)) == PARTITIONS)
+    members = [leader, static(1, count=True), static(2, count=False)]
+    try:
+        poll_until(members, lambda: covers_disjointly(members))
+        shares = [assigned(c) for c in members]
+        revoked.clear()
+        members.pop().close()  # a static member sends no LeaveGroup
+        members.append(static(2, count=False))
+        poll_until(members, lambda: covers_disjointly(members))
+        deadline = time.monotonic() + 3
+        while time.monotonic() < deadline:  # and nothing moves afterwards either
+            for c in members:
+                c.poll(0.05)
+        assert [assigned(c) for c in members] == shares
+        assert revoked == [], "the other members were rebalanced"
+    finally:
+        for c in members:
+            c.close()
+
+
+def test_admin_alters_lists_and_deletes_group_offsets(group_cluster):
+    from confluent_kafka import ConsumerGroupTopicPartitions
+
+    topic, group = "g-admin", "admin-group"
+    create_topic(group_cluster, topic)
+    admin = AdminClient({"bootstrap.servers": group_cluster.kafka_bootstrap})
+    wanted = [TopicPartition(topic, p, 10 + p) for p in range(3)]
+
+    def alter() -> bool | None:
+        # Right after __consumer_offsets is created, the coordinator's node may not
+        # have its metadata yet (COORDINATOR_NOT_AVAILABLE): librdkafka's admin call
+        # does not retry that itself.
+        done = admin.alter_consumer_group_offsets([ConsumerGroupTopicPartitions(group, wanted)])
+        errors = [tp.error for tp in done[group].result(30).topic_partitions]
+        assert all(e is None or e.code() in (14, 15, 16) for e in errors), errors
+        return True if not any(errors) else None
+
+    group_cluster.wait("offsets altered", alter)
+    listed = admin.list_consumer_group_offsets(
+        [ConsumerGroupTopicPartitions(group, [TopicPartition(topic, p) for p in range(3)])]
+    )[group].result(30)
+    assert {tp.partition: tp.offset for tp in listed.topic_partitions} == {0: 10, 1: 11, 2: 12}
+    admin.delete_consumer_groups([group])[group].result(30)
+    gone = admin.list_consumer_group_offsets(
+        [ConsumerGroupTopicPartitions(group, [TopicPartition(topic, 0)])]
+    )[group].result(30)
+    assert [tp.offset for tp in gone.topic_partitions] == [-1001]  # OFFSET_INVALID: none
+    with pytest.raises(Exception, match="GROUP_ID_NOT_FOUND"):
+        admin.delete_consumer_groups([group])[group].result(30)
