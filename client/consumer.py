@@ -771,6 +771,8 @@ class Consumer:
     def _leave_group(self, reason: str, timeout_s: float) -> None:
         c = self._coordinator
         assert c is not None
+        # Commits already sent land while this is still a member (as Kafka's close).
+        c.wait_async_commits(timeout_s)
         owned = frozenset(self._fetcher.states)
         if self.enable_auto_commit and c.in_generation():
             self._commit_quietly(c, self._consumed(), "before leaving")
