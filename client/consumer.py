@@ -698,7 +698,9 @@ class Consumer:
 
     def _auto_commit_done(self, offsets: dict, outcome: object) -> None:
         if isinstance(outcome, KafkaError):
-            level = logging.DEBUG if outcome.retriable else logging.WARNING
+            # During a rebalance an auto-commit may be refused; the next one follows it.
+            quiet = outcome.retriable or outcome.message == "REBALANCE_IN_PROGRESS"
+            level = logging.DEBUG if quiet else logging.WARNING
             _log.log(level, "group %s: auto-commit failed: %s", self.group_id, outcome)
 
     @staticmethod

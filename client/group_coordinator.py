@@ -27,7 +27,6 @@ from .errors import (
     CommitFailedError,
     KafkaError,
     KafkaTimeoutError,
-    NoBrokersAvailable,
     error_class,
     for_code,
 )
@@ -589,4 +588,4 @@ class ConsumerCoordinator:
             return out
 
 
-__all__ = ["ConsumerCoordinator", "NoBrokersAvailable", "OffsetAndMetadata"]
+__all__ = ["ConsumerCoordinator", "OffsetAndMetadata"]
