@@ -28,12 +28,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "kafka"))
 from kafka_cluster import KafkaCluster
 from node_process import free_port
 
+from seglog.cli import main as cli
 from seglog.client.admin import Admin, NewTopic
 from seglog.client.cluster import TopicPartition
 from seglog.client.consumer import Consumer
 from seglog.client.errors import KafkaTimeoutError
 from seglog.client.producer import Producer
-from seglog.node import cli
 
 SERVER_PIECE = "seglog.node.groups.grpc_servicer"
 # SYNC_RACE (server, node/groups/group_coordinator.py sync): a leader's SyncGroup that
