@@ -14,6 +14,10 @@ harness's cluster: RF=3 `__consumer_offsets`, acks=all appends), confluent-kafka
    before its answer). Every acknowledgement is checked: no error, and the offsets
    fetched at the end are the last ones committed.
 
+3. the same two figures with seglog's own Consumer over gRPC (its GroupCoordinator
+   service; range assignor, heartbeat_interval_ms 100): the third member's join to a
+   Stable group of three, and async commits/s outside a group.
+
 The last stdout line is one JSON object with the figures.
 
     python bench/groups.py [--quick] [--rounds N] [--seconds S] [--dir D]
@@ -36,6 +40,10 @@ sys.path.insert(0, str(ROOT / "tests"))
 sys.path.insert(0, str(ROOT / "tests" / "kafka"))
 
 PARTITIONS = 12
+# seglog's Consumer keeps at most this many async commits pending and sends them one
+# at a time, in order (concurrent gRPC calls may be served in any order, and a later
+# commit must not be overtaken by an earlier one).
+SEGLOG_MAX_IN_FLIGHT = 10
 TOPIC = "bench-groups"
 
 
@@ -141,6 +149,98 @@ def commit_throughput(bootstrap: str, seconds: float, in_flight: int) -> dict[st
     return {"commits_per_s": round(acked / elapsed, 1), "commits": acked, "last": committed}
 
 
+def seglog_consumer(bootstrap: str, group: str, **config: object) -> object:
+    from seglog.client.consumer import Consumer
+
+    return Consumer(
+        bootstrap_servers=bootstrap,
+        group_id=group,
+        enable_auto_commit=False,
+        session_timeout_ms=6000,
+        heartbeat_interval_ms=100,
+        partition_assignment_strategy="range",
+        **config,
+    )
+
+
+def seglog_rebalance_round(bootstrap: str, group: str, timeout_s: float = 60.0) -> float:
+    """As rebalance_round, with seglog's Consumer: the first two settle one after the
+    other, then the time from the third's subscribe() to a Stable split of three."""
+    members: list = []
+
+    def shares() -> list[int]:
+        return [len(m.assignment()) for m in members]
+
+    def settle(wanted: list[int], since: float) -> None:
+        while sorted(shares()) != wanted:
+            if time.monotonic() > since + timeout_s:
+                raise RuntimeError(f"seglog consumers never reached {wanted}: {shares()}")
+            for m in members:
+                m.poll(timeout_ms=5)
+
+    try:
+        for wanted in ([12], [6, 6]):
+            member = seglog_consumer(bootstrap, group)
+            members.append(member)
+            member.subscribe([TOPIC])
+            settle(wanted, time.monotonic())
+        newcomer = seglog_consumer(bootstrap, group)
+        members.append(newcomer)
+        started = time.monotonic()
+        newcomer.subscribe([TOPIC])
+        settle([4, 4, 4], started)
+        return time.monotonic() - started
+    finally:
+        for m in members:
+            m.close()
+
+
+def seglog_commit_throughput(bootstrap: str, seconds: float, in_flight: int) -> dict[str, object]:
+    """As commit_throughput, with seglog's Consumer: commit_async outside a group, its
+    callbacks run by poll() (the partition paused: nothing is fetched)."""
+    from seglog.client.cluster import TopicPartition
+
+    acked = 0
+    errors: list[str] = []
+    pending = 0
+
+    def on_commit(_offsets: object, outcome: object) -> None:
+        nonlocal acked, pending
+        pending -= 1
+        if isinstance(outcome, Exception):
+            errors.append(str(outcome))
+        else:
+            acked += 1
+
+    tp = TopicPartition(TOPIC, 0)
+    c = seglog_consumer(bootstrap, "bench-seglog-commits")
+    try:
+        c.assign([tp])
+        c.pause(tp)
+        c.commit({tp: 0})  # finds the coordinator; the timing starts after it
+        offset = 0
+        started = time.monotonic()
+        end = started + seconds
+        while time.monotonic() < end:
+            if pending < in_flight:
+                offset += 1
+                pending += 1
+                c.commit_async({tp: offset}, callback=on_commit)
+            else:
+                c.poll(timeout_ms=1)
+        while pending > 0 and time.monotonic() < end + 30:
+            c.poll(timeout_ms=10)
+        elapsed = time.monotonic() - started
+        committed = c.committed(tp)
+    finally:
+        c.close()
+    if errors:
+        raise RuntimeError(f"{len(errors)} seglog commits failed: {errors[:3]}")
+    if committed != offset:
+        raise RuntimeError(f"seglog: committed {committed} after the last commit of {offset}")
+    return {"commits_per_s": round(acked / elapsed, 1), "commits": acked, "last": committed}
+
+
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="a smoke run")
@@ -191,8 +291,33 @@ def main(argv: Sequence[str] | None = None) -> int:
             f"commits: {commits['commits_per_s']} acknowledged/s "
             f"({commits['commits']} in {args.seconds:g} s, {args.in_flight} in flight)"
         )
+        seglog_rebalance_round(cluster.bootstrap, "bench-seglog-warmup")
+        seglog_times = [
+            seglog_rebalance_round(cluster.bootstrap, f"bench-seglog-rebalance-{i}") * 1000
+            for i in range(args.rounds)
+        ]
+        say(
+            f"seglog Consumer: join -> Stable group of 3: median "
+            f"{statistics.median(seglog_times):.0f} ms, p99 {percentile(seglog_times, 0.99):.0f} ms"
+        )
+        seglog_in_flight = min(args.in_flight, SEGLOG_MAX_IN_FLIGHT)
+        seglog_commits = seglog_commit_throughput(cluster.bootstrap, args.seconds, seglog_in_flight)
+        say(
+            f"seglog Consumer: commits: {seglog_commits['commits_per_s']} acknowledged/s "
+            f"({seglog_in_flight} in flight)"
+        )
         result = {
             "benchmark": "groups",
+            "seglog_consumer": {
+                "rebalance_to_stable_of_3_ms": {
+                    "median": round(statistics.median(seglog_times), 1),
+                    "p99": round(percentile(seglog_times, 0.99), 1),
+                    "rounds": len(seglog_times),
+                },
+                "commits_per_s": seglog_commits["commits_per_s"],
+                "commits": seglog_commits["commits"],
+                "in_flight": seglog_in_flight,
+            },
             "rebalance_to_stable_of_3_ms": {
                 "median": round(statistics.median(ms), 1),
                 "p99": round(percentile(ms, 0.99), 1),

@@ -12,7 +12,16 @@ from seglog.client.errors import KafkaError
 from seglog.node.local_cluster import LocalClusterError
 from seglog.storage.errors import StorageError
 
-from . import cluster, console, leader_election, log_dirs, metadata_quorum, offsets, topics
+from . import (
+    cluster,
+    console,
+    consumer_groups,
+    leader_election,
+    log_dirs,
+    metadata_quorum,
+    offsets,
+    topics,
+)
 
 
 def _dump_log(args: argparse.Namespace) -> int:
@@ -131,6 +140,7 @@ def build_parser() -> argparse.ArgumentParser:
     log_dirs.add_parser(sub)
     metadata_quorum.add_parser(sub)
     leader_election.add_parser(sub)
+    consumer_groups.add_parser(sub)
     return parser
 
 

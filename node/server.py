@@ -29,7 +29,7 @@ from .alter_partition_manager import IsrChangeResult
 from .config import NodeConfig
 from .controller_requests import IsrChange
 from .event_log import EventLogger, configure
-from .groups.grpc_servicer import GroupCoordinatorServicer
+from .groups.grpc_servicer import MAX_WAITING_CALLS, GroupCoordinatorServicer
 from .groups.offsets_records import OFFSETS_TOPIC
 from .groups.offsets_topic import GroupCoordinatorRuntime
 from .kafka.listener import KafkaListener, start_kafka_listeners
@@ -121,7 +121,9 @@ class Node:
         # retry, instead of queueing without bound.
         self._server = grpc.server(
             futures.ThreadPoolExecutor(
-                max_workers=max(32, self.config.num_io_threads * 4),
+                # Group calls wait here too (at most MAX_WAITING_CALLS of them): the
+                # pool keeps as many again for fetches and produces.
+                max_workers=max(2 * MAX_WAITING_CALLS, self.config.num_io_threads * 8),
                 thread_name_prefix="grpc",
             ),
             maximum_concurrent_rpcs=self.config.queued_max_requests,

@@ -769,7 +769,7 @@ class CoordinatorShard:
             self._respond(member.awaiting_sync, SyncResult(REBALANCE_IN_PROGRESS))
         member.awaiting_sync = request_id
         group.synced.add(member.member_id)
-        if member.member_id == group.leader and not group.sync_write_pending:
+        if member.member_id == group.leader and group.sync_write_generation != group.generation:
             self._store_assignment(group, dict(req.assignments), now_ms)
         return self._take()
 
@@ -781,10 +781,11 @@ class CoordinatorShard:
         generation = group.generation
         for m in group.members.values():
             m.assignment = assignments.get(m.member_id, b"")
-        group.sync_write_pending = True
+        group.sync_write_generation = generation
 
         def stored(error: str, now: int) -> None:
-            group.sync_write_pending = False
+            if group.sync_write_generation == generation:
+                group.sync_write_generation = -1
             current = (
                 self.groups.get(group.group_id) is group
                 and group.generation == generation
@@ -808,7 +809,7 @@ class CoordinatorShard:
                     m.awaiting_sync = None
 
         if not self._append([self._group_record(group)], stored):
-            group.sync_write_pending = False
+            group.sync_write_generation = -1
             self._prepare_rebalance(group, now_ms)
 
     def _sync_result(self, group: ClassicGroup, member: Member) -> SyncResult:
@@ -1125,7 +1126,7 @@ class CoordinatorShard:
             group.state is GroupState.COMPLETING_REBALANCE
             and group.sync_deadline_ms is not None
             and now_ms >= group.sync_deadline_ms
-            and not group.sync_write_pending
+            and group.sync_write_generation != group.generation
         ):
             # Members that never sent SyncGroup are gone (Kafka's pending-sync timeout).
             for m in [m for m in group.members.values() if m.member_id not in group.synced]:

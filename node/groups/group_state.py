@@ -87,8 +87,9 @@ class ClassicGroup:
     initial_delay: bool = False
     # CompletingRebalance: members that have not synced by then are removed.
     sync_deadline_ms: int | None = None
-    # The GroupMetadata write in flight for this generation (the leader's SyncGroup).
-    sync_write_pending: bool = False
+    # The generation whose GroupMetadata write (the leader's SyncGroup) is in flight,
+    # -1 for none: a late write of an older generation must not block the current one.
+    sync_write_generation: int = -1
     synced: set[str] = field(default_factory=set)  # members that sent SyncGroup
 
     def transition(self, to: GroupState, now_ms: int) -> None:

@@ -5,6 +5,9 @@ coordinator (node/kafka/groups.py)."""
 
 from __future__ import annotations
 
+import threading
+from collections.abc import Callable
+from concurrent.futures import Future
 from typing import TYPE_CHECKING
 
 import grpc
@@ -34,6 +37,9 @@ if TYPE_CHECKING:
 
 E = errors_pb2.ErrorCode
 ANSWER_TIMEOUT_S = 30.0
+# Group calls waiting at once on one node's gRPC workers (server.py sizes the pool at
+# twice this at least), so that the rest stay free for fetches and produces.
+MAX_WAITING_CALLS = 32
 JOIN_MARGIN_S = 10.0
 
 
@@ -58,6 +64,25 @@ def _peer_host(context: grpc.ServicerContext) -> str:
 class GroupCoordinatorServicer(groups_pb2_grpc.GroupCoordinatorServicer):
     def __init__(self, node: NodeServices) -> None:
         self.node = node
+        self._slots = threading.BoundedSemaphore(MAX_WAITING_CALLS)
+
+    def _wait(
+        self, context: grpc.ServicerContext, submit: Callable[[], Future[Result]], timeout: float
+    ) -> Result:
+        """Submit to the coordinator and wait for its answer on this gRPC worker, at
+        most MAX_WAITING_CALLS at once: a commit waits for replication, and workers all
+        waiting would leave none for the follower fetches that replication needs.
+        Beyond the bound the call is refused with RESOURCE_EXHAUSTED, which seglog's
+        clients retry after a backoff (as for queued.max.requests)."""
+        if not self._slots.acquire(blocking=False):
+            context.abort(
+                grpc.StatusCode.RESOURCE_EXHAUSTED,
+                f"{MAX_WAITING_CALLS} group calls already wait on this node; retry",
+            )
+        try:
+            return wait_answer(submit(), timeout)
+        finally:
+            self._slots.release()
 
     def FindCoordinator(
         self, request: gpb.FindCoordinatorRequest, context: grpc.ServicerContext
@@ -103,7 +128,7 @@ class GroupCoordinatorServicer(groups_pb2_grpc.GroupCoordinatorServicer):
         timeout = (
             req.rebalance_timeout_ms + config.group_initial_rebalance_delay_ms
         ) / 1000 + JOIN_MARGIN_S
-        r = wait_answer(self.node.groups.join_group(req), timeout)
+        r = self._wait(context, lambda: self.node.groups.join_group(req), timeout)
         if not isinstance(r, JoinResult):
             return gpb.JoinGroupResponse(
                 error_code=code(_error(r)), generation_id=-1, member_id=request.member_id
@@ -138,7 +163,7 @@ class GroupCoordinatorServicer(groups_pb2_grpc.GroupCoordinatorServicer):
             request.protocol_name or None,
             tuple((a.member_id, bytes(a.assignment)) for a in request.assignments),
         )
-        r = wait_answer(self.node.groups.sync_group(req), ANSWER_TIMEOUT_S * 10)
+        r = self._wait(context, lambda: self.node.groups.sync_group(req), ANSWER_TIMEOUT_S * 10)
         if not isinstance(r, SyncResult):
             return gpb.SyncGroupResponse(error_code=code(_error(r)))
         return gpb.SyncGroupResponse(
@@ -151,8 +176,9 @@ class GroupCoordinatorServicer(groups_pb2_grpc.GroupCoordinatorServicer):
     def Heartbeat(
         self, request: gpb.HeartbeatRequest, context: grpc.ServicerContext
     ) -> gpb.HeartbeatResponse:
-        r = wait_answer(
-            self.node.groups.heartbeat(
+        r = self._wait(
+            context,
+            lambda: self.node.groups.heartbeat(
                 request.group_id,
                 request.generation_id,
                 request.member_id,
@@ -166,7 +192,11 @@ class GroupCoordinatorServicer(groups_pb2_grpc.GroupCoordinatorServicer):
         self, request: gpb.LeaveGroupRequest, context: grpc.ServicerContext
     ) -> gpb.LeaveGroupResponse:
         members = [(m.member_id, m.group_instance_id or None) for m in request.members]
-        r = wait_answer(self.node.groups.leave_group(request.group_id, members), ANSWER_TIMEOUT_S)
+        r = self._wait(
+            context,
+            lambda: self.node.groups.leave_group(request.group_id, members),
+            ANSWER_TIMEOUT_S,
+        )
         if not isinstance(r, LeaveResult):
             return gpb.LeaveGroupResponse(error_code=code(_error(r)))
         return gpb.LeaveGroupResponse(
@@ -193,8 +223,9 @@ class GroupCoordinatorServicer(groups_pb2_grpc.GroupCoordinatorServicer):
             for t in request.topics
             for p in t.partitions
         ]
-        r = wait_answer(
-            self.node.groups.offset_commit(
+        r = self._wait(
+            context,
+            lambda: self.node.groups.offset_commit(
                 request.group_id,
                 request.generation_id,
                 request.member_id,
@@ -225,7 +256,11 @@ class GroupCoordinatorServicer(groups_pb2_grpc.GroupCoordinatorServicer):
             if request.all_topics
             else [(t.name, p) for t in request.topics for p in t.partition_indexes]
         )
-        r = wait_answer(self.node.groups.offset_fetch(request.group_id, wanted), ANSWER_TIMEOUT_S)
+        r = self._wait(
+            context,
+            lambda: self.node.groups.offset_fetch(request.group_id, wanted),
+            ANSWER_TIMEOUT_S,
+        )
         if not isinstance(r, OffsetFetchResult):
             return gpb.OffsetFetchResponse(error_code=code(_error(r)))
         response = gpb.OffsetFetchResponse(error_code=code(r.error))
@@ -262,7 +297,9 @@ class GroupCoordinatorServicer(groups_pb2_grpc.GroupCoordinatorServicer):
     ) -> gpb.DescribeGroupsResponse:
         response = gpb.DescribeGroupsResponse()
         for group_id in request.groups:
-            r = wait_answer(self.node.groups.describe_group(group_id), ANSWER_TIMEOUT_S)
+            r = self._wait(
+                context, lambda g=group_id: self.node.groups.describe_group(g), ANSWER_TIMEOUT_S
+            )
             if not isinstance(r, DescribedGroup):
                 response.groups.add(error_code=code(_error(r)), group_id=group_id)
                 continue
@@ -291,7 +328,9 @@ class GroupCoordinatorServicer(groups_pb2_grpc.GroupCoordinatorServicer):
     ) -> gpb.DeleteGroupsResponse:
         response = gpb.DeleteGroupsResponse()
         for group_id in request.groups_names:
-            r = wait_answer(self.node.groups.delete_group(group_id), ANSWER_TIMEOUT_S)
+            r = self._wait(
+                context, lambda g=group_id: self.node.groups.delete_group(g), ANSWER_TIMEOUT_S
+            )
             response.results.add(group_id=group_id, error_code=code(_error(r)))
         return response
 
@@ -299,7 +338,11 @@ class GroupCoordinatorServicer(groups_pb2_grpc.GroupCoordinatorServicer):
         self, request: gpb.OffsetDeleteRequest, context: grpc.ServicerContext
     ) -> gpb.OffsetDeleteResponse:
         wanted = [(t.name, p) for t in request.topics for p in t.partition_indexes]
-        r = wait_answer(self.node.groups.offset_delete(request.group_id, wanted), ANSWER_TIMEOUT_S)
+        r = self._wait(
+            context,
+            lambda: self.node.groups.offset_delete(request.group_id, wanted),
+            ANSWER_TIMEOUT_S,
+        )
         if not isinstance(r, OffsetDeleteResult):
             return gpb.OffsetDeleteResponse(error_code=code(_error(r)))
         response = gpb.OffsetDeleteResponse(error_code=code(r.error))

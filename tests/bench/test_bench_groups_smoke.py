@@ -31,3 +31,10 @@ def test_quick_run_prints_json_last(tmp_path: Path) -> None:
     rebalance = result["rebalance_to_stable_of_3_ms"]
     assert 0 < rebalance["median"] <= rebalance["p99"] and rebalance["rounds"] == 3
     assert result["commits_per_s"] > 0 and result["commits"] > 0
+    ours = result["seglog_consumer"]
+    assert (
+        0
+        < ours["rebalance_to_stable_of_3_ms"]["median"]
+        <= ours["rebalance_to_stable_of_3_ms"]["p99"]
+    )
+    assert ours["commits_per_s"] > 0 and ours["commits"] > 0

@@ -220,3 +220,33 @@ def test_a_commit_with_a_retention_time_expires_at_its_timestamp():
     assert not appends(s.tick(4000))
     written = appends(s.tick(6000))
     assert written and rec.decode_key(written[0].records[0][0]) == rec.OffsetCommitKey(G, "t", 0)
+
+
+def test_a_sync_while_the_previous_generations_write_is_pending_is_stored():
+    """A member joined while the last generation's assignment was still being written:
+    the new leader's SyncGroup was dropped (one pending flag for every generation) and
+    every member's SyncGroup waited out its request timeout."""
+    s = shard(group_initial_rebalance_delay_ms=0)
+    a_id = answers(s.join(1, join_req(), 0))[1].member_id  # type: ignore[union-attr]
+    out = s.join(2, join_req(a_id), 0) + s.tick(1)
+    gen1 = answers(out)[2]
+    assert isinstance(gen1, gc.JoinResult) and gen1.generation == 1
+    first_write = s.sync(3, gc.SyncRequest(G, 1, a_id, None, None, None, ((a_id, b"A1"),)), 2)
+    assert len(appends(first_write)) == 1  # gen 1's assignment: written, not yet acked
+    # B arrives: the group rebalances to generation 2 while gen 1's write is in flight.
+    b_id = answers(s.join(4, join_req(), 3))[4].member_id  # type: ignore[union-attr]
+    out = s.join(5, join_req(b_id), 3) + s.join(6, join_req(a_id), 4) + s.tick(5)
+    joined = answers(out)
+    gen2 = {r.member_id: r for r in joined.values() if isinstance(r, gc.JoinResult)}
+    assert {r.generation for r in gen2.values()} == {2}, joined
+    leader = next(r for r in gen2.values() if r.members)
+    other = next(m for m in gen2 if m != leader.member_id)
+    assignment = ((leader.member_id, b"L2"), (other, b"O2"))
+    second = s.sync(7, gc.SyncRequest(G, 2, leader.member_id, None, None, None, assignment), 6)
+    second += s.sync(8, gc.SyncRequest(G, 2, other, None, None, None, ()), 6)
+    assert len(appends(second)) == 1, "generation 2's assignment must be written"
+    # Gen 1's write completes late; it must not undo generation 2's.
+    assert not [r for r in answers(ack_all(s, first_write, 7)).values() if r.error == "NONE"]
+    synced = answers(ack_all(s, second, 8))
+    assert {k: v.assignment for k, v in synced.items()} == {7: b"L2", 8: b"O2"}  # type: ignore[union-attr]
+    assert s.groups[G].state is GroupState.STABLE and s.groups[G].generation == 2

@@ -39,7 +39,7 @@ def test_the_simulator_sees_a_broken_coordinator(monkeypatch):
 
     original = gc.CoordinatorShard.on_write_done
 
-    def optimistic(self, write_id, error, now_ms) -> list[gc.Action]:
+    def optimistic(self, write_id, error, now_ms) -> object:
         return original(self, write_id, gc.NONE, now_ms)
 
     monkeypatch.setattr(gc.CoordinatorShard, "on_write_done", optimistic)

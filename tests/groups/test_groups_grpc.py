@@ -153,3 +153,68 @@ def test_grpc_produce_to_the_offsets_topic_is_refused(group_cluster):
         )
     )
     assert answer.topics[0].partitions[0].error_code == 17  # INVALID_TOPIC_EXCEPTION
+
+
+def test_a_burst_of_commits_does_not_starve_replication(group_cluster):
+    """80 standalone commits at once to one coordinator: each waits for its replication
+    on a gRPC worker, and with every worker waiting none was left for the follower
+    fetches they waited on (all timed out). At most MAX_WAITING_CALLS wait now; the
+    rest are refused with RESOURCE_EXHAUSTED and retried, and every commit lands."""
+    import threading
+    import time
+
+    group = "burst-group"
+
+    def find() -> gpb.FindCoordinatorResponse | None:
+        r = stub(group_cluster, 1).FindCoordinator(gpb.FindCoordinatorRequest(key=group))
+        return r if r.error_code == 0 else None
+
+    found = group_cluster.wait("a coordinator", find)
+    channel = grpc.insecure_channel(f"{found.host}:{found.port}")
+    coord = groups_pb2_grpc.GroupCoordinatorStub(channel)
+    outcomes: dict[int, object] = {}
+    refused = [0]
+
+    def commit(i: int) -> None:
+        request = gpb.OffsetCommitRequest(
+            group_id=group,
+            generation_id=-1,
+            topics=[
+                gpb.OffsetCommitTopic(
+                    name="burst",
+                    partitions=[gpb.OffsetCommitPartition(partition_index=i, committed_offset=i)],
+                )
+            ],
+        )
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            try:
+                r = coord.OffsetCommit(request, timeout=40)
+            except grpc.RpcError as e:
+                if e.code() != grpc.StatusCode.RESOURCE_EXHAUSTED:
+                    outcomes[i] = e.code()
+                    return
+                refused[0] += 1
+                time.sleep(0.05)
+                continue
+            code = r.topics[0].partitions[0].error_code
+            if code in (14, 15, 16):  # the offsets topic is still being created
+                time.sleep(0.1)
+                continue
+            outcomes[i] = code
+            return
+        outcomes[i] = "gave up"
+
+    threads = [threading.Thread(target=commit, args=(i,)) for i in range(80)]
+    t0 = time.monotonic()
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(90)
+    elapsed = time.monotonic() - t0
+    assert outcomes == {i: 0 for i in range(80)}, (outcomes, refused[0])
+    assert elapsed < 60, elapsed
+    fetched = coord.OffsetFetch(gpb.OffsetFetchRequest(group_id=group, all_topics=True))
+    got = {p.partition_index: p.committed_offset for t in fetched.topics for p in t.partitions}
+    assert got == {i: i for i in range(80)}
+    channel.close()
