@@ -617,7 +617,8 @@ class CoordinatorShard:
         was_leader = group.leader == old_id
         if was_leader:
             group.leader = new_id
-        if group.state is GroupState.STABLE and not was_leader and old.same_protocols(protocols):
+        unchanged = old.same_subscriptions(protocols)
+        if group.state is GroupState.STABLE and not was_leader and unchanged:
             # Nothing changed for the group: the member gets the current generation
             # (and its assignment with SyncGroup) once the new member id is stored.
             generation = group.generation

@@ -66,6 +66,20 @@ class Member:
     def same_protocols(self, protocols: list[tuple[str, bytes]]) -> bool:
         return self.protocols == protocols
 
+    def same_subscriptions(self, protocols: list[tuple[str, bytes]]) -> bool:
+        """A restarted static member subscribes as before: the same assignors in the
+        same order, each with the same topics. Its subscription bytes also carry the
+        partitions it owned and its generation (ConsumerProtocolSubscription v1+),
+        which a restart changes without changing what it asks for."""
+        if [n for n, _ in self.protocols] != [n for n, _ in protocols]:
+            return False
+        for (_, old), (_, new) in zip(self.protocols, protocols, strict=True):
+            if old != new:
+                old_topics, new_topics = subscription_topics(old), subscription_topics(new)
+                if old_topics is None or old_topics != new_topics:
+                    return False
+        return True
+
 
 @dataclass
 class ClassicGroup:
