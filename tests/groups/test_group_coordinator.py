@@ -250,3 +250,45 @@ def test_a_sync_while_the_previous_generations_write_is_pending_is_stored():
     synced = answers(ack_all(s, second, 8))
     assert {k: v.assignment for k, v in synced.items()} == {7: b"L2", 8: b"O2"}  # type: ignore[union-attr]
     assert s.groups[G].state is GroupState.STABLE and s.groups[G].generation == 2
+
+
+def subscription(topics: list[str], owned: list[tuple[str, int]], generation: int) -> bytes:
+    """A ConsumerProtocolSubscription v2: topics, user data, owned partitions, generation."""
+    import struct
+
+    out = struct.pack(">hi", 2, len(topics))
+    for t in topics:
+        out += struct.pack(">h", len(t)) + t.encode()
+    out += struct.pack(">i", -1)  # no user data
+    out += struct.pack(">i", len(owned))
+    for t, p in owned:
+        out += struct.pack(">h", len(t)) + t.encode() + struct.pack(">ii", 1, p)
+    return out + struct.pack(">i", generation)
+
+
+def test_a_static_member_restarting_with_the_same_topics_keeps_the_generation():
+    """A consumer's subscription also carries the partitions it owned and its
+    generation; a restart changes those, not what it subscribes to."""
+    s = shard()
+    joined = stable_member(s, instance="i-1")
+    first = subscription(["t"], [], -1)
+    out = s.join(20, join_req("", "i-2", meta=first), 5000)
+    out += s.join(21, join_req(joined.member_id, "i-1"), 5000)
+    got = answers(out)
+    generation, leader = got[21].generation, got[21].leader  # type: ignore[union-attr]
+    other = got[20].member_id  # type: ignore[union-attr]
+    sync = s.sync(
+        22,
+        gc.SyncRequest(G, generation, leader, "i-1", None, None, ((leader, b"A"), (other, b"B"))),
+        5001,
+    )
+    sync += s.sync(23, gc.SyncRequest(G, generation, other, "i-2", None, None, ()), 5001)
+    ack_all(s, sync, 5002)
+    restarted = subscription(["t"], [("t", 1), ("t", 3)], generation)
+    back = answers(ack_all(s, s.join(24, join_req("", "i-2", meta=restarted), 6000), 6001))[24]
+    assert isinstance(back, gc.JoinResult) and back.generation == generation
+    assert s.groups[G].state is GroupState.STABLE
+    # Another topic is a real change: the group rebalances.
+    moved = subscription(["t", "u"], [], generation)
+    out = s.join(25, join_req("", "i-2", meta=moved), 7000)
+    assert s.groups[G].state is GroupState.PREPARING_REBALANCE, answers(out)
