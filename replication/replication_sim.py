@@ -65,17 +65,12 @@ from seglog.storage.record_batch import (
 )
 
 from .alter_partition_batcher import AlterPartitionBatcher
+from .cluster_control import ControlError
 from .memory_log import MemoryLog
-from .metadata_image import PartitionState
 from .partition_replica import (
-    FENCED_LEADER_EPOCH,
-    INELIGIBLE_REPLICA,
-    INVALID_REQUEST,
-    INVALID_UPDATE_VERSION,
     NONE,
     OUT_OF_ORDER_SEQUENCE_NUMBER,
     Action,
-    AlterPartitionResponse,
     FetchRequest,
     FetchResponse,
     ListOffsetsRequest,
@@ -85,6 +80,7 @@ from .partition_replica import (
     ReplicaConfig,
     SendAlterPartition,
 )
+from .sim_controller import SimController
 
 CONTROLLER = 0
 PRODUCER_BASE = 1000
@@ -168,106 +164,13 @@ def draw_params(rng: random.Random, mode: str | None = None) -> SimParams:
     )
 
 
-# --- the controller ---------------------------------------------------------------------
-
-
-class MiniController:
-    """KRaft's partition decisions as plain state (7.7): fencing removes a broker from
-    every ISR (never the last member) and moves leadership to the first ISR member in
-    assignment order; registration of a new incarnation fences the old one first;
-    AlterPartition is accepted only for the current leader and partition epochs."""
-
-    def __init__(self, node_ids: Sequence[int], partitions: int, rf: int, unclean: bool) -> None:
-        n = len(node_ids)
-        self.partitions: dict[int, PartitionState] = {}
-        for p in range(partitions):
-            replicas = tuple(node_ids[(p + i) % n] for i in range(rf))
-            self.partitions[p] = PartitionState(replicas, replicas, replicas[0], 0, 0)
-        self.broker_epochs = {b: 1 for b in node_ids}
-        self.fenced: set[int] = set()
-        self.unclean = unclean
-
-    def alive_epochs(self) -> dict[int, int]:
-        return {b: e for b, e in self.broker_epochs.items() if b not in self.fenced}
-
-    def _change(self, p: int, leader: int | None = None, isr: Sequence[int] | None = None) -> None:
-        old = self.partitions[p]
-        new_leader = old.leader if leader is None else leader
-        new_isr = old.isr if isr is None else tuple(isr)
-        if (new_leader, new_isr) == (old.leader, old.isr):
-            return
-        bump = 1 if new_leader != old.leader else 0
-        self.partitions[p] = PartitionState(
-            old.replicas, new_isr, new_leader, old.leader_epoch + bump, old.partition_epoch + 1
-        )
-
-    def _elect(self, p: int) -> None:
-        st = self.partitions[p]
-        if st.leader >= 0 and st.leader not in self.fenced:
-            return
-        for r in st.replicas:
-            if r in st.isr and r not in self.fenced:
-                self._change(p, leader=r)
-                return
-        if self.unclean:
-            for r in st.replicas:
-                if r not in self.fenced:
-                    self._change(p, leader=r, isr=(r,))
-                    return
-        self._change(p, leader=-1)
-
-    def fence(self, b: int) -> bool:
-        if b in self.fenced:
-            return False
-        self.fenced.add(b)
-        for p, st in self.partitions.items():
-            if b in st.isr and len(st.isr) > 1:
-                self._change(p, isr=[r for r in st.isr if r != b])
-            self._elect(p)
-        return True
-
-    def unfence(self, b: int) -> bool:
-        if b not in self.fenced:
-            return False
-        self.fenced.discard(b)
-        for p in self.partitions:
-            self._elect(p)
-        return True
-
-    def register(self, b: int) -> int:
-        self.fence(b)  # the previous incarnation, before anything else
-        self.broker_epochs[b] = max(self.broker_epochs.values()) + 1
-        self.unfence(b)
-        return self.broker_epochs[b]
-
-    def alter_partition(self, p: int, req: SendAlterPartition) -> AlterPartitionResponse:
-        st = self.partitions[p]
-        rid = req.request_id
-
-        def error(name: str) -> AlterPartitionResponse:
-            return AlterPartitionResponse(name, rid)
-
-        if req.leader_epoch != st.leader_epoch:
-            return error(FENCED_LEADER_EPOCH)
-        if req.leader_id != st.leader:
-            return error(INVALID_REQUEST)
-        if req.partition_epoch != st.partition_epoch:
-            return error(INVALID_UPDATE_VERSION)
-        if st.leader not in req.new_isr or not set(req.new_isr) <= set(st.replicas):
-            return error(INVALID_REQUEST)
-        for r, e in zip(req.new_isr, req.broker_epochs, strict=True):
-            if r in self.fenced or (e >= 0 and e != self.broker_epochs[r]):
-                return error(INELIGIBLE_REPLICA)  # KIP-903
-        self._change(p, isr=req.new_isr)
-        now = self.partitions[p]
-        return AlterPartitionResponse(NONE, rid, now.leader_epoch, now.partition_epoch, now.isr)
-
-
 # --- nodes and producers ----------------------------------------------------------------
 
 
 class SimNode:
-    def __init__(self, node_id: int, hosted: Sequence[int], config: ReplicaConfig) -> None:
+    def __init__(
+        self, node_id: int, hosted: Sequence[int], config: ReplicaConfig, broker_epoch: int
+    ) -> None:
         self.id = node_id
         self.hosted = tuple(hosted)
         self.config = config
@@ -275,7 +178,7 @@ class SimNode:
         self.paused = False
         self.recovering = False  # since a power failure or pause, until whole again
         self.incarnation = 0
-        self.broker_epoch = 1
+        self.broker_epoch = broker_epoch
         self.registered = True
         self.alive_epochs: dict[int, int] = {}
         self.logs = {p: MemoryLog(f"n{node_id}-p{p}") for p in self.hosted}
@@ -403,13 +306,13 @@ class Simulation:
             alter_partition_retry_ms=400,
         )
         node_ids = list(range(1, prm.nodes + 1))
-        self.controller = MiniController(
-            node_ids, prm.partitions, prm.replication_factor, prm.unclean
+        self.controller = SimController(
+            node_ids, prm.partitions, prm.replication_factor, prm.unclean, self.rng
         )
         self.nodes: dict[int, SimNode] = {}
         for b in node_ids:
             hosted = [p for p, st in self.controller.partitions.items() if b in st.replicas]
-            self.nodes[b] = SimNode(b, hosted, self.config)
+            self.nodes[b] = SimNode(b, hosted, self.config, self.controller.broker_epochs[b])
         self.last_heartbeat = {b: 0 for b in node_ids}
         self.cuts: set[frozenset[int]] = set()
         self._meta_last: dict[int, int] = {b: 0 for b in node_ids}
@@ -473,7 +376,7 @@ class Simulation:
 
     def publish(self) -> None:
         self.structure += 1
-        image = dict(self.controller.partitions)
+        image = self.controller.partitions
         alive = self.controller.alive_epochs()
         self.trace(
             "metadata "
@@ -523,9 +426,7 @@ class Simulation:
             self.apply(node, p, rep.tick(self.now))
             self.poll_fetcher(node, p)
         if node.alter.in_flight and self.now - node.alter_sent_ms > ALTER_PARTITION_TIMEOUT_MS:
-            node.alter.failed()  # no answer: its changes go again after a backoff
-            node.alter_retry_at = self.now + node.alter_backoff_ms
-            node.alter_backoff_ms = min(node.alter_backoff_ms * 2, ALTER_PARTITION_BACKOFF_MS[1])
+            self._alter_retry_later(node)  # no answer: its changes go again after a backoff
         self.send_alter(node)
         if self.rng.random() < self.params.flush_probability:
             for log in node.logs.values():
@@ -551,6 +452,11 @@ class Simulation:
                 node.alter.submit(p, a)
                 self.send_alter(node)
 
+    def _alter_retry_later(self, node: SimNode) -> None:
+        node.alter.failed()
+        node.alter_retry_at = self.now + node.alter_backoff_ms
+        node.alter_backoff_ms = min(node.alter_backoff_ms * 2, ALTER_PARTITION_BACKOFF_MS[1])
+
     def send_alter(self, node: SimNode) -> None:
         """The node's pending ISR changes in one request, unless one is in flight."""
         if self.now < node.alter_retry_at:
@@ -564,7 +470,14 @@ class Simulation:
         # The deadline travels with the request, as gRPC's does: a controller that
         # reaches it late drops it instead of doing work nobody waits for.
         deadline = self.now + ALTER_PARTITION_TIMEOUT_MS
-        payload = ("alter", tuple(batch), node.incarnation, node.alter_batch_id, deadline)
+        payload = (
+            "alter",
+            tuple(batch),
+            node.incarnation,
+            node.alter_batch_id,
+            deadline,
+            node.broker_epoch,
+        )
         self.send(node.id, CONTROLLER, payload)
 
     def _on_msg(self, src: int, dst: int, payload: tuple[object, ...]) -> None:
@@ -639,6 +552,10 @@ class Simulation:
                 rep = node.replicas[p]
                 self.apply(node, p, rep.on_alter_partition_response(resp, self.now))
             self.send_alter(node)
+        elif kind == "alter_failed":
+            _, inc, batch_id, _error = payload
+            if inc == node.incarnation and node.alter.in_flight and batch_id == node.alter_batch_id:
+                self._alter_retry_later(node)  # as the node shell retries a refused request
         elif kind == "registered":
             _, inc, epoch = payload
             if inc == node.incarnation:
@@ -674,12 +591,15 @@ class Simulation:
     def _controller_receive(self, src: int, payload: tuple[object, ...]) -> None:
         kind = payload[0]
         if kind == "alter":
-            _, batch, inc, batch_id, _deadline = payload
-            answers = []
-            for p, req in batch:
-                resp = self.controller.alter_partition(p, req)
+            _, batch, inc, batch_id, _deadline, broker_epoch = payload
+            try:
+                answers = self.controller.alter_partitions(src, broker_epoch, batch)
+            except ControlError as e:
+                self.trace(f"controller refuses n{src}'s AlterPartition: {e.error_name} {e}")
+                self.send(CONTROLLER, src, ("alter_failed", inc, batch_id, e.error_name))
+                return
+            for p, resp in answers:
                 self.trace(f"controller p{p} AlterPartition from n{src}: {resp.error}")
-                answers.append((p, resp))
             self.send(CONTROLLER, src, ("alter_resp", tuple(answers), inc, batch_id))
             if any(resp.error == NONE for _p, resp in answers):
                 self.publish()
