@@ -18,9 +18,11 @@ from __future__ import annotations
 import bisect
 from pathlib import Path
 
-from seglog.storage.errors import OffsetOutOfRangeError, StorageError, UnexpectedAppendOffsetError
+from seglog.storage.errors import OffsetOutOfRangeError
 from seglog.storage.leader_epoch_cache import LeaderEpochCache
 from seglog.storage.log import FetchDataInfo, LogAppendInfo, TimestampAndOffset
+from seglog.storage.log_config import LogConfig
+from seglog.storage.log_validator import validate_follower_append, validate_leader_append
 from seglog.storage.producer_state import (
     AppendOrigin,
     ControlMarker,
@@ -30,12 +32,8 @@ from seglog.storage.producer_state import (
 from seglog.storage.record_batch import (
     BatchHeader,
     ControlType,
-    check_batch,
     control_record_type,
     decode_records,
-    set_base_offset,
-    set_partition_leader_epoch,
-    validate_client_batches,
 )
 
 # ProducerStateManager wants a directory for snapshots; we never take one, and it
@@ -47,9 +45,9 @@ class MemoryLog:
     # Changes to any MemoryLog (data, HW, start offset): a checker can skip idle steps.
     mutations = 0
 
-    def __init__(self, name: str = "memory-0", *, max_message_bytes: int = 1_048_588) -> None:
+    def __init__(self, name: str = "memory-0", config: LogConfig | None = None) -> None:
         self.name = name
-        self.max_message_bytes = max_message_bytes
+        self.config = config or LogConfig.defaults()
         self._buf = bytearray()
         self._headers: list[BatchHeader] = []
         self._positions: list[int] = []  # byte position of each batch in _buf
@@ -109,17 +107,17 @@ class MemoryLog:
         *,
         time_ms: int | None = None,
     ) -> LogAppendInfo:
-        headers = validate_client_batches(data, self.max_message_bytes)
-        buf = bytearray(data)
-        offset = self._log_end_offset
-        pos = 0
-        for h in headers:
-            set_base_offset(buf, pos, offset)
-            set_partition_leader_epoch(buf, pos, leader_epoch)
-            h.base_offset = offset
-            h.partition_leader_epoch = leader_epoch
-            offset = h.next_offset
-            pos += h.size
+        if time_ms is None:
+            raise ValueError(f"append to {self.name} without the time: pass time_ms")
+        buf, headers, log_append_time = validate_leader_append(
+            data,
+            self.config,
+            first_offset=self._log_end_offset,
+            leader_epoch=leader_epoch,
+            now_ms=time_ms,
+            topic=self.name,
+            log_name=self.name,
+        )
         prepared = self.producer_state.prepare_appends(headers, AppendOrigin.CLIENT)
         if isinstance(prepared, DuplicateBatch):
             return LogAppendInfo(
@@ -127,13 +125,13 @@ class MemoryLog:
                 last_offset=prepared.last_offset,
                 max_timestamp=prepared.timestamp,
                 offset_of_max_timestamp=prepared.last_offset,
-                log_append_time=-1,
+                log_append_time=prepared.timestamp if log_append_time else -1,
                 log_start_offset=self.log_start_offset,
                 record_count=0,
                 valid_bytes=0,
                 duplicate=True,
             )
-        info = self._append(buf, headers)
+        info = self._append(buf, headers, time_ms if log_append_time else -1)
         self.producer_state.update(prepared)
         self.producer_state.update_map_end_offset(self._log_end_offset)
         return info
@@ -141,22 +139,8 @@ class MemoryLog:
     def append_as_follower(
         self, data: bytes | bytearray | memoryview, *, time_ms: int | None = None
     ) -> LogAppendInfo:
-        headers: list[BatchHeader] = []
-        pos = 0
-        previous_last = self._log_end_offset - 1
-        while pos < len(data):
-            h = check_batch(data, pos)
-            if h.base_offset <= previous_last:
-                raise UnexpectedAppendOffsetError(
-                    f"follower append to {self.name}: batch at position {pos} starts at "
-                    f"offset {h.base_offset}, but the log end offset is {previous_last + 1}"
-                )
-            headers.append(h)
-            previous_last = h.last_offset
-            pos += h.size
-        if not headers:
-            raise StorageError("follower append carries no batches")
-        info = self._append(data, headers)
+        headers = validate_follower_append(data, self._log_end_offset, self.name)
+        info = self._append(data, headers, -1)
         for h, p in zip(headers, self._positions[-len(headers) :], strict=True):
             if h.has_producer_id:
                 self.producer_state.replay_batch(h, self._marker_of(p, h))
@@ -172,7 +156,7 @@ class MemoryLog:
         return ControlMarker("COMMIT" if control[0] == ControlType.COMMIT else "ABORT", control[1])
 
     def _append(
-        self, data: bytes | bytearray | memoryview, headers: list[BatchHeader]
+        self, data: bytes | bytearray | memoryview, headers: list[BatchHeader], append_time: int
     ) -> LogAppendInfo:
         pos = len(self._buf)
         if not self._headers:
@@ -199,7 +183,7 @@ class MemoryLog:
             last_offset=headers[-1].last_offset,
             max_timestamp=max_ts,
             offset_of_max_timestamp=offset_of_max,
-            log_append_time=-1,
+            log_append_time=append_time,
             log_start_offset=self.log_start_offset,
             record_count=sum(h.records_count for h in headers),
             valid_bytes=len(data),
@@ -343,7 +327,7 @@ class MemoryLog:
         """The log a node finds after losing power: batches wholly below the recovery
         point survive; the epoch cache (written synchronously) is re-truncated to the new
         LEO and log start offset as the loader does (6.1); HW from its checkpoint."""
-        survivor = MemoryLog(self.name, max_message_bytes=self.max_message_bytes)
+        survivor = MemoryLog(self.name, self.config)
         keep = bisect.bisect_right(self._last_offsets, self.recovery_point - 1)
         survivor._data_start = self._data_start
         survivor._log_end_offset = self._data_start

@@ -16,37 +16,25 @@ from pathlib import Path
 from typing import NamedTuple, TypeVar
 
 from .checkpoint_file import LeaderEpochCheckpointFile
-from .cleaner_records import check_keys_for_compaction
-from .compression import CompressionType
 from .errors import (
     CorruptIndexError,
-    InvalidTimestampError,
     KafkaStorageError,
     OffsetOutOfRangeError,
-    RecordListTooLargeError,
     StorageError,
-    UnexpectedAppendOffsetError,
 )
 from .file_slice import FileSlice
 from .flush_job import FlushJob
 from .leader_epoch_cache import LeaderEpochCache
 from .log_config import LogConfig
+from .log_validator import validate_follower_append, validate_leader_append
 from .partition_metadata import PartitionMetadataFile
 from .producer_state import AppendOrigin, ControlMarker, DuplicateBatch, ProducerStateManager
 from .record_batch import (
-    LOG_OVERHEAD,
     BatchHeader,
     ControlType,
-    NewRecord,
-    TimestampType,
-    build_batch,
     check_batch,
     control_record_type,
     decode_records,
-    set_base_offset,
-    set_log_append_time,
-    set_partition_leader_epoch,
-    validate_client_batches,
 )
 from .segment import (
     CLEANED_SUFFIX,
@@ -347,35 +335,15 @@ class Log:
         """Validate a producer's batches, assign offsets and the leader epoch in place,
         check producer state, and append. Raises before writing anything."""
         t = now_ms() if time_ms is None else time_ms
-        config = self.config
-        headers = validate_client_batches(data, config.max_message_bytes)
-        if config.compression_type != "producer":
-            data, headers = self._recompress(data, headers)
-        if config.compact:
-            check_keys_for_compaction(data, headers, self.topic)
-        if len(data) > config.segment_bytes:
-            raise RecordListTooLargeError(
-                f"append of {len(data)} bytes to {self.directory.name} exceeds "
-                f"segment.bytes {config.segment_bytes}"
-            )
-        log_append_time = config.message_timestamp_type == "LogAppendTime"
-        if not log_append_time:
-            self._check_timestamps(headers, t)
-        buf = bytearray(data)
-        offset = self._log_end_offset
-        pos = 0
-        for h in headers:
-            set_base_offset(buf, pos, offset)
-            set_partition_leader_epoch(buf, pos, leader_epoch)
-            h.base_offset = offset
-            h.partition_leader_epoch = leader_epoch
-            size = h.batch_length + LOG_OVERHEAD
-            if log_append_time:
-                set_log_append_time(buf, pos, size, t)
-                h.max_timestamp = t
-                h.attributes |= int(TimestampType.LOG_APPEND_TIME) << 3
-            offset += h.last_offset_delta + 1
-            pos += size
+        buf, headers, log_append_time = validate_leader_append(
+            data,
+            self.config,
+            first_offset=self._log_end_offset,
+            leader_epoch=leader_epoch,
+            now_ms=t,
+            topic=self.topic,
+            log_name=self.directory.name,
+        )
         prepared = self.producer_state.prepare_appends(headers, AppendOrigin.CLIENT)
         if isinstance(prepared, DuplicateBatch):
             return LogAppendInfo(
@@ -394,76 +362,13 @@ class Log:
         self.producer_state.update_map_end_offset(self._log_end_offset)
         return info
 
-    def _recompress(
-        self, data: bytes | bytearray | memoryview, headers: list[BatchHeader]
-    ) -> tuple[bytes | bytearray | memoryview, list[BatchHeader]]:
-        """A topic with its own compression.type: rebuild batches in another codec
-        (the only case where the leader decodes records, as in Kafka)."""
-        target = CompressionType.from_name(self.config.compression_type)
-        if all(h.compression == target for h in headers):
-            return data, headers
-        out = bytearray()
-        pos = 0
-        for h in headers:
-            if h.compression == target:
-                out += data[pos : pos + h.size]
-            else:
-                records = decode_records(data, pos, h)
-                out += build_batch(
-                    [
-                        NewRecord(
-                            r.value, r.key, r.timestamp, [(x.key, x.value) for x in r.headers]
-                        )
-                        for r in records
-                    ],
-                    compression=target,
-                    timestamp_type=h.timestamp_type,
-                    producer_id=h.producer_id,
-                    producer_epoch=h.producer_epoch,
-                    base_sequence=h.base_sequence,
-                    is_transactional=h.is_transactional,
-                )
-            pos += h.size
-        return out, validate_client_batches(out, None)
-
-    def _check_timestamps(self, headers: list[BatchHeader], t: int) -> None:
-        """Kafka checks every record; we check each batch's first and max timestamp,
-        which bound its records for every producer that writes them in order."""
-        before = self.config.message_timestamp_before_max_ms
-        after = self.config.message_timestamp_after_max_ms
-        # Both bounds as one range test per timestamp: t - before <= ts <= t + after.
-        low, high = t - before, t + after
-        for h in headers:
-            for ts in (h.base_timestamp, h.max_timestamp):
-                if ts >= 0 and not low <= ts <= high:
-                    raise InvalidTimestampError(
-                        f"timestamp {ts} of a batch for {self.directory.name} is out of range "
-                        f"(now {t}, message.timestamp.before.max.ms {before}, "
-                        f"message.timestamp.after.max.ms {after})"
-                    )
-
     def append_as_follower(
         self, data: bytes | bytearray | memoryview, *, time_ms: int | None = None
     ) -> LogAppendInfo:
         """Append a leader's batches verbatim: CRC and offset order are checked, nothing
         is rewritten, producer state is replayed without validation."""
         t = now_ms() if time_ms is None else time_ms
-        headers: list[BatchHeader] = []
-        pos = 0
-        previous_last = self._log_end_offset - 1
-        while pos < len(data):
-            h = check_batch(data, pos)
-            if h.base_offset <= previous_last:
-                raise UnexpectedAppendOffsetError(
-                    f"follower append to {self.directory.name}: batch at position {pos} starts "
-                    f"at offset {h.base_offset}, but the log end offset is "
-                    f"{previous_last + 1}"
-                )
-            headers.append(h)
-            previous_last = h.last_offset
-            pos += h.size
-        if not headers:
-            raise StorageError("follower append carries no batches")
+        headers = validate_follower_append(data, self._log_end_offset, self.directory.name)
         info = self._append_batches(data, headers, t, False)
         for h, view, p in self._iter_with_positions(data, headers):
             self.producer_state.replay_batch(h, self._marker_of(view, p, h))

@@ -103,7 +103,7 @@ def fill(log: MemoryLog, epoch: int, count: int, tag: str, per_batch: int = 10) 
     """Append `count` records written by a leader of `epoch` (log level)."""
     while count > 0:
         n = min(per_batch, count)
-        log.append_as_leader(batch(n, tag), epoch)
+        log.append_as_leader(batch(n, tag), epoch, time_ms=0)
         count -= n
 
 
@@ -202,7 +202,7 @@ def test_kip101_scenario_2_divergence_after_double_power_failure() -> None:
     a_log, b_log = MemoryLog("A"), MemoryLog("B")
     fill(a_log, 0, 1, "m1")
     copy_prefix(a_log, b_log, 1)
-    a_log.append_as_leader(batch(1, "m2"), 0)
+    a_log.append_as_leader(batch(1, "m2"), 0, time_ms=0)
     a_log.update_high_watermark(2)
     a_log.checkpoint_high_watermark()
     a_log.flush()
