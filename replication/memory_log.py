@@ -52,7 +52,9 @@ class MemoryLog:
         self._headers: list[BatchHeader] = []
         self._positions: list[int] = []  # byte position of each batch in _buf
         self._last_offsets: list[int] = []  # for bisecting to the batch holding an offset
-        self._data_start = 0  # offset where _buf begins
+        # The base offset of the log's first segment, as production's Log has it: set
+        # by a full truncation, kept by appends and truncations.
+        self._data_start = 0
         self._log_end_offset = 0
         self.log_start_offset = 0
         self.high_watermark = 0
@@ -159,8 +161,6 @@ class MemoryLog:
         self, data: bytes | bytearray | memoryview, headers: list[BatchHeader], append_time: int
     ) -> LogAppendInfo:
         pos = len(self._buf)
-        if not self._headers:
-            self._data_start = headers[0].base_offset
         self._buf += data
         latest = self.epoch_cache.latest_epoch
         for h in headers:
@@ -235,23 +235,22 @@ class MemoryLog:
 
     def truncate_to(self, offset: int, *, time_ms: int | None = None) -> bool:
         """Remove everything at or after `offset`. An offset inside a batch removes that
-        whole batch (the LEO becomes its base offset), as a segment truncation would."""
+        whole batch (the LEO becomes its base offset), as production's Log does."""
         if offset < 0:
             raise ValueError(f"cannot truncate {self.name} to negative offset {offset}")
         if offset >= self._log_end_offset:
             self.epoch_cache.truncate_from_end(self._log_end_offset)
             return False
-        if offset < self._data_start or not self._headers:
+        if offset < self._data_start:
             self.truncate_fully_and_start_at(offset)
             return True
         i = self._index_of(offset)
-        new_leo = self._headers[i].base_offset
-        del self._buf[self._positions[i] :]
-        del self._headers[i:]
-        del self._positions[i:]
-        del self._last_offsets[i:]
-        if not self._headers:
-            self._data_start = new_leo
+        new_leo = self._headers[i].base_offset if i < len(self._headers) else offset
+        if i < len(self._headers):
+            del self._buf[self._positions[i] :]
+            del self._headers[i:]
+            del self._positions[i:]
+            del self._last_offsets[i:]
         self._log_end_offset = new_leo
         self.epoch_cache.truncate_from_end(new_leo)
         self.log_start_offset = min(self.log_start_offset, new_leo)

@@ -49,11 +49,15 @@ from __future__ import annotations
 
 import argparse
 import heapq
+import os
 import random
+import shutil
 import sys
+import tempfile
 from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 
 from seglog.storage.record_batch import (
     BatchHeader,
@@ -66,6 +70,7 @@ from seglog.storage.record_batch import (
 
 from .alter_partition_batcher import AlterPartitionBatcher
 from .cluster_control import ControlError
+from .disk_log import DiskLog
 from .memory_log import MemoryLog
 from .partition_replica import (
     NONE,
@@ -86,6 +91,11 @@ CONTROLLER = 0
 PRODUCER_BASE = 1000
 SAFE = "safe"
 WILD = "wild"
+DISK = "disk"  # production's Log on tmpfs files, crashes applied to the files
+MEMORY = "memory"  # MemoryLog: the fast mode (same validation, same state, no files)
+FSYNC_FAILURE = 0.002  # share of flushes that fail (disk storage only)
+_TMPFS = "/dev/shm" if os.path.isdir("/dev/shm") else None
+SimLog = MemoryLog | DiskLog
 ALTER_PARTITION_TIMEOUT_MS = 500  # a node gives up on an unanswered AlterPartition
 ALTER_PARTITION_BACKOFF_MS = (50, 1000)  # then retries after a backoff, doubling
 
@@ -169,7 +179,12 @@ def draw_params(rng: random.Random, mode: str | None = None) -> SimParams:
 
 class SimNode:
     def __init__(
-        self, node_id: int, hosted: Sequence[int], config: ReplicaConfig, broker_epoch: int
+        self,
+        node_id: int,
+        hosted: Sequence[int],
+        config: ReplicaConfig,
+        broker_epoch: int,
+        logs: dict[int, SimLog],
     ) -> None:
         self.id = node_id
         self.hosted = tuple(hosted)
@@ -181,7 +196,7 @@ class SimNode:
         self.broker_epoch = broker_epoch
         self.registered = True
         self.alive_epochs: dict[int, int] = {}
-        self.logs = {p: MemoryLog(f"n{node_id}-p{p}") for p in self.hosted}
+        self.logs = logs
         self.replicas: dict[int, PartitionReplica] = {}
         self.inbox: list[tuple[int, tuple[object, ...]]] = []
         # ISR changes travel as in production: batched, one request in flight.
@@ -282,8 +297,10 @@ class Simulation:
         verbose: bool = False,
         params: SimParams | None = None,
         many_partitions: bool = False,
+        storage: str = DISK,
     ) -> None:
         self.seed = seed
+        self.storage = storage
         self.rng = random.Random(seed)
         draw = draw_many_partitions_params if many_partitions else draw_params
         self.params = params or draw(self.rng, mode)
@@ -310,9 +327,18 @@ class Simulation:
             node_ids, prm.partitions, prm.replication_factor, prm.unclean, self.rng
         )
         self.nodes: dict[int, SimNode] = {}
+        # The disk logs' own seeded generator (crash write-back, segment jitter), so
+        # storage's draws do not shift the simulation's.
+        self._storage_rng = random.Random(seed * 7919 + 1)
+        self._dir: Path | None = None
+        if storage == DISK:
+            self._dir = Path(tempfile.mkdtemp(prefix=f"seglog-sim-{seed}-", dir=_TMPFS))
         for b in node_ids:
             hosted = [p for p, st in self.controller.partitions.items() if b in st.replicas]
-            self.nodes[b] = SimNode(b, hosted, self.config, self.controller.broker_epochs[b])
+            logs = {p: self._new_log(b, p) for p in hosted}
+            self.nodes[b] = SimNode(
+                b, hosted, self.config, self.controller.broker_epochs[b], logs
+            )
         self.last_heartbeat = {b: 0 for b in node_ids}
         self.cuts: set[frozenset[int]] = set()
         self._meta_last: dict[int, int] = {b: 0 for b in node_ids}
@@ -338,10 +364,36 @@ class Simulation:
         self._checked: tuple[int, int] = (-1, -1)
         self.pending_acks: list[_Ack] = []
         self.acked_msgs: dict[int, list[bytes]] = {pr: [] for pr in self.producers}
-        self.stats = {"crashes": 0, "pauses": 0, "cuts": 0, "acks": 0, "alter_batches": 0}
+        self.stats = {
+            "crashes": 0,
+            "pauses": 0,
+            "cuts": 0,
+            "acks": 0,
+            "alter_batches": 0,
+            "fsync_failures": 0,
+            "torn_writes": 0,
+        }
         self.trace(f"params {prm}")
 
     # ------------------------------------------------------------------ plumbing
+
+    def _new_log(self, node_id: int, p: int) -> SimLog:
+        if self._dir is None:
+            return MemoryLog(f"n{node_id}-p{p}")
+        return DiskLog(self._dir / f"n{node_id}" / f"sim-{p}", self._clock, self._storage_rng)
+
+    def _clock(self) -> int:
+        return self.now
+
+    def close(self) -> None:
+        """Release the disk logs' files and remove their directory."""
+        for node in self.nodes.values():
+            for log in node.logs.values():
+                if isinstance(log, DiskLog):
+                    log.close()
+        if self._dir is not None:
+            shutil.rmtree(self._dir, ignore_errors=True)
+            self._dir = None
 
     def trace(self, line: str) -> None:
         text = f"{self.now:>7} {line}"
@@ -392,6 +444,12 @@ class Simulation:
     # ------------------------------------------------------------------ running
 
     def run(self) -> Simulation:
+        try:
+            return self._run()
+        finally:
+            self.close()
+
+    def _run(self) -> Simulation:
         prm = self.params
         for b in self.nodes:
             self.at(self.rng.randint(0, 50), "tick", b)
@@ -429,6 +487,18 @@ class Simulation:
             self._alter_retry_later(node)  # no answer: its changes go again after a backoff
         self.send_alter(node)
         if self.rng.random() < self.params.flush_probability:
+            if (
+                self.storage == DISK
+                and self.faults_active
+                and self.rng.random() < FSYNC_FAILURE
+                and self._may_fail(node, power=True)
+            ):
+                # Kafka takes a log dir whose fsync failed offline, and a broker with
+                # no log dir left halts: what was not yet durable is gone.
+                self.stats["fsync_failures"] += 1
+                self.trace(f"FAULT fsync failed on n{node.id}: its log dir goes offline")
+                self.crash(node)
+                return
             for log in node.logs.values():
                 log.flush()
         if self.rng.random() < 0.3:
@@ -804,6 +874,9 @@ class Simulation:
         node.inbox.clear()
         node.registered = False
         node.logs = {p: log.crash() for p, log in node.logs.items()}
+        for log in node.logs.values():
+            if isinstance(log, DiskLog) and log.recovered_torn_write:
+                self.stats["torn_writes"] += 1
         node.replicas = {}
         node.alter.reset()
         self.at(self.now + self.rng.randint(100, 2000), "restart", node.id)
@@ -891,7 +964,7 @@ class Simulation:
 
     def _check_committed(self, p: int, leader: PartitionReplica) -> None:
         log = leader.log
-        assert isinstance(log, MemoryLog)
+        assert isinstance(log, MemoryLog | DiskLog)
         key = (leader.node_id, id(log), log.version, log.high_watermark)
         if self._committed_key.get(p) == key:
             return
@@ -957,7 +1030,7 @@ class Simulation:
 
     def _check_followers(self, p: int, leader: PartitionReplica) -> None:
         llog = leader.log
-        assert isinstance(llog, MemoryLog)
+        assert isinstance(llog, MemoryLog | DiskLog)
         for node in self.nodes.values():
             rep = node.replicas.get(p)
             if (
@@ -968,7 +1041,7 @@ class Simulation:
             ):
                 continue
             flog = rep.log
-            assert isinstance(flog, MemoryLog)
+            assert isinstance(flog, MemoryLog | DiskLog)
             key = (id(flog), flog.version, id(llog), llog.version)
             if self._follower_key.get((node.id, p)) == key:
                 continue
@@ -990,7 +1063,7 @@ class Simulation:
             if leader is None or set(st.isr) != set(st.replicas) or set(leader.isr) != set(st.isr):
                 return False
             llog = leader.log
-            assert isinstance(llog, MemoryLog)
+            assert isinstance(llog, MemoryLog | DiskLog)
             if llog.high_watermark != llog.log_end_offset:
                 return False
             for r in st.replicas:
@@ -1045,10 +1118,17 @@ class Simulation:
 
 
 def simulate(
-    seed: int, *, mode: str | None = None, verbose: bool = False, many_partitions: bool = False
+    seed: int,
+    *,
+    mode: str | None = None,
+    verbose: bool = False,
+    many_partitions: bool = False,
+    storage: str = DISK,
 ) -> Simulation:
     """Run one seed; raises SimulationFailure (naming the seed) on any violation."""
-    return Simulation(seed, mode=mode, verbose=verbose, many_partitions=many_partitions).run()
+    return Simulation(
+        seed, mode=mode, verbose=verbose, many_partitions=many_partitions, storage=storage
+    ).run()
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -1062,16 +1142,29 @@ def main(argv: Sequence[str] | None = None) -> int:
         action="store_true",
         help="16-48 partitions and a slow controller that serves requests one at a time",
     )
+    parser.add_argument(
+        "--storage",
+        choices=(DISK, MEMORY),
+        default=DISK,
+        help="production's Log on tmpfs files (default) or the in-memory log (faster)",
+    )
     args = parser.parse_args(argv)
     for seed in range(args.seed, args.seed + args.count):
         try:
             sim = simulate(
-                seed, mode=args.mode, verbose=args.verbose, many_partitions=args.many_partitions
+                seed,
+                mode=args.mode,
+                verbose=args.verbose,
+                many_partitions=args.many_partitions,
+                storage=args.storage,
             )
         except SimulationFailure as exc:
             print(exc, file=sys.stderr)
             return 1
-        print(f"seed {seed} ({sim.params.mode}): ok, {sim.steps} steps, {sim.now} ms, {sim.stats}")
+        print(
+            f"seed {seed} ({sim.params.mode}, {sim.storage}): ok, {sim.steps} steps, "
+            f"{sim.now} ms, {sim.stats}"
+        )
     return 0
 
 

@@ -53,7 +53,11 @@ T = TypeVar("T")
 
 
 def now_ms() -> int:
+    """The wall clock in ms: the default `Clock` of a log (Kafka's Time.SYSTEM)."""
     return int(time.time() * 1000)
+
+
+Clock = Callable[[], int]  # ms; a simulator passes its own
 
 
 def parse_partition_dir(name: str) -> tuple[str, int]:
@@ -106,7 +110,14 @@ class _PendingDeletion:
 class Log:
     """Open one with `Log.open(...)`."""
 
-    def __init__(self, directory: Path, config: LogConfig) -> None:
+    def __init__(
+        self,
+        directory: Path,
+        config: LogConfig,
+        *,
+        clock: Clock = now_ms,
+        rng: random.Random | None = None,
+    ) -> None:
         self.directory = directory
         self.topic, self.partition = parse_partition_dir(directory.name)
         # From partition.metadata: which incarnation of the topic this log belongs to.
@@ -127,7 +138,10 @@ class Log:
         self._max_segment_ms = 0
         self._unflushed_messages = 0
         self._last_flush_ms = 0
-        self._rng = random.Random()
+        # Time and randomness are inputs (Kafka's Time): the node passes the wall clock
+        # and a seeded generator, a simulator its own clock and seed.
+        self.clock = clock
+        self._rng = rng if rng is not None else random.Random()
         self.epoch_cache = LeaderEpochCache(LeaderEpochCheckpointFile.in_dir(directory))
         self.producer_state: ProducerStateManager
         self._closed = False
@@ -147,13 +161,15 @@ class Log:
         topic_id: str | None = None,
         producer_id_expiration_ms: int = 86_400_000,
         time_ms: int | None = None,
+        clock: Clock = now_ms,
+        rng: random.Random | None = None,
     ) -> Log:
-        t = now_ms() if time_ms is None else time_ms
+        t = clock() if time_ms is None else time_ms
         try:
             directory.mkdir(parents=True, exist_ok=True)
         except OSError as e:
             raise KafkaStorageError(f"cannot create partition directory {directory}: {e}") from e
-        log = cls(directory, config)
+        log = cls(directory, config, clock=clock, rng=rng)
         log.producer_state = ProducerStateManager(directory, producer_id_expiration_ms)
         metadata = PartitionMetadataFile.in_dir(directory)
         if metadata.exists():
@@ -334,7 +350,7 @@ class Log:
     ) -> LogAppendInfo:
         """Validate a producer's batches, assign offsets and the leader epoch in place,
         check producer state, and append. Raises before writing anything."""
-        t = now_ms() if time_ms is None else time_ms
+        t = self.clock() if time_ms is None else time_ms
         buf, headers, log_append_time = validate_leader_append(
             data,
             self.config,
@@ -367,7 +383,7 @@ class Log:
     ) -> LogAppendInfo:
         """Append a leader's batches verbatim: CRC and offset order are checked, nothing
         is rewritten, producer state is replayed without validation."""
-        t = now_ms() if time_ms is None else time_ms
+        t = self.clock() if time_ms is None else time_ms
         headers = validate_follower_append(data, self._log_end_offset, self.directory.name)
         info = self._append_batches(data, headers, t, False)
         for h, view, p in self._iter_with_positions(data, headers):
@@ -522,7 +538,7 @@ class Log:
         self, expected_next_offset: int | None = None, *, time_ms: int | None = None
     ) -> LogSegment:
         """Close the active segment and start a new one at max(expected, LEO)."""
-        t = now_ms() if time_ms is None else time_ms
+        t = self.clock() if time_ms is None else time_ms
         new_base = max(expected_next_offset or 0, self._log_end_offset)
         active = self._segments[-1]
         if active.base_offset == new_base and active.size == 0:
@@ -680,10 +696,11 @@ class Log:
     # --- truncation -----------------------------------------------------------------
 
     def truncate_to(self, offset: int, *, time_ms: int | None = None) -> bool:
-        """Remove everything at or after `offset` (a batch boundary). True if data went."""
+        """Remove everything at or after `offset`; an offset inside a batch removes the
+        whole batch and the LEO becomes its base offset. True if data went."""
         if offset < 0:
             raise ValueError(f"cannot truncate {self.directory.name} to negative offset {offset}")
-        t = now_ms() if time_ms is None else time_ms
+        t = self.clock() if time_ms is None else time_ms
         self.flush_pending()
         if offset >= self._log_end_offset:
             self.epoch_cache.truncate_from_end(self._log_end_offset)
@@ -695,7 +712,11 @@ class Log:
         while len(self._segments) > 1 and self._segments[-1].base_offset > offset:
             self._segments.pop().delete()
             self._base_offsets.pop()
-        self._segments[-1].truncate_to(offset)
+        active = self._segments[-1]
+        active.truncate_to(offset)
+        # An offset inside a batch takes the whole batch: the LEO is where the data
+        # ends, so a follower fetches that batch again rather than leave a hole.
+        offset = min(offset, active.read_next_offset())
         self._log_end_offset = offset
         self.epoch_cache.truncate_from_end(offset)
         self.log_start_offset = min(self.log_start_offset, offset)
@@ -705,7 +726,7 @@ class Log:
         return True
 
     def truncate_fully_and_start_at(self, offset: int, *, time_ms: int | None = None) -> None:
-        t = now_ms() if time_ms is None else time_ms
+        t = self.clock() if time_ms is None else time_ms
         self._pending_flush = None  # every segment it would fsync is deleted
         self._truncations += 1
         for seg in self._segments:
@@ -763,7 +784,7 @@ class Log:
     def delete_old_segments(self, *, time_ms: int | None = None) -> int:
         """One retention pass (Kafka's order: start-offset breach, size, time).
         Returns the number of segments scheduled for deletion."""
-        t = now_ms() if time_ms is None else time_ms
+        t = self.clock() if time_ms is None else time_ms
         self.flush_pending()
         deleted = self._delete_prefix(
             lambda seg, nxt: nxt is not None and nxt.base_offset <= self.log_start_offset, t
@@ -827,7 +848,7 @@ class Log:
         """The log cleaner's swap (storage/log_cleaner.py), in memory: `new` (already under
         its final file names) takes the place of the consecutive segments `old` (already
         renamed `.deleted`), which are removed after file.delete.delay.ms."""
-        t = now_ms() if time_ms is None else time_ms
+        t = self.clock() if time_ms is None else time_ms
         i = next((k for k, seg in enumerate(self._segments) if seg is old[0]), None)
         if (
             i is None
@@ -854,7 +875,7 @@ class Log:
 
     def remove_deleted_files(self, *, time_ms: int | None = None, force: bool = False) -> int:
         """Physically delete `.deleted` files whose delay (file.delete.delay.ms) has passed."""
-        t = now_ms() if time_ms is None else time_ms
+        t = self.clock() if time_ms is None else time_ms
         self.flush_pending()
         due = [p for p in self._pending_deletions if force or p.due_ms <= t]
         for p in due:
@@ -878,6 +899,12 @@ class Log:
         """Offset below which every segment is fsynced (completes a pending flush)."""
         if self._pending_flush is not None:
             self.flush_pending()
+        return self._recovery_point
+
+    @property
+    def durable_offset(self) -> int:
+        """Offset below which the data is fsynced now — what a crash keeps — without
+        running a pending flush (the recovery point's reader runs it)."""
         return self._recovery_point
 
     @recovery_point.setter
@@ -911,7 +938,7 @@ class Log:
             return
         self._sync_below(target)
         self._unflushed_messages = 0
-        self._last_flush_ms = now_ms() if time_ms is None else time_ms
+        self._last_flush_ms = self.clock() if time_ms is None else time_ms
 
     def _sync_below(self, target: int) -> None:
         """fsync the segments holding data in [recovery point, target) and the
@@ -936,7 +963,7 @@ class Log:
         """The flush scheduler's share, to run outside the partition lock (see
         FlushJob): a roll's deferred flush, or the whole log when flush.ms is due.
         None when nothing is to flush. Finish with end_flush."""
-        t = now_ms() if time_ms is None else time_ms
+        t = self.clock() if time_ms is None else time_ms
         target = self._pending_flush
         due = (
             self._log_end_offset > max(self._recovery_point, target or 0)
@@ -985,6 +1012,17 @@ class Log:
         for seg in self._segments:
             seg.close()
         self.remove_deleted_files(force=True)
+        self._closed = True
+
+    def abandon(self) -> None:
+        """The process died (a simulated power failure or kill): release every file
+        and map without writing anything — no snapshot, no flush, no trimmed index —
+        so the directory holds what a crash leaves for `open` to recover."""
+        for seg in self._segments:
+            seg.abandon()
+        for pending in self._pending_deletions:
+            pending.segment.abandon()
+        self._pending_flush = None
         self._closed = True
 
     def delete(self) -> None:

@@ -210,6 +210,12 @@ class MappedIndex:
         self._unmap()
         self._closed = True
 
+    def abandon(self) -> None:
+        """The process died: drop the mapping, write nothing (a simulated crash)."""
+        if not self._closed:
+            self._unmap()
+            self._closed = True
+
     def rename_to(self, new_path: Path) -> None:
         """Rename the file (e.g. add `.deleted`); the mapping keeps working. A missing
         file is not an error: the index still takes the new name, as in Kafka."""

@@ -584,6 +584,15 @@ class LogSegment:
         os.close(self._fd)
         self._closed = True
 
+    def abandon(self) -> None:
+        """The process died: release the file and the index maps, write nothing."""
+        if self._closed:
+            return
+        self.offset_index.abandon()
+        self.time_index.abandon()
+        os.close(self._fd)
+        self._closed = True
+
     def rename_with_suffix(self, suffix: str) -> None:
         """Rename all three files, e.g. adding `.deleted`; the segment keeps working."""
         new_log = Path(str(self.log_path) + suffix)
