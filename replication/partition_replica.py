@@ -35,13 +35,15 @@ the checks).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 
 from seglog.storage.errors import StorageError
 from seglog.storage.leader_epoch_cache import UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET
 
 from .fetch_state import FetchState
 from .follower_fetcher import FollowerFetcher
+from .isr_changes import IsrChanges
+from .leader_reads import LeaderReads
 from .metadata_image import PartitionState
 from .replica_messages import (
     EARLIEST_TIMESTAMP,
@@ -95,7 +97,7 @@ from .replica_messages import (
 # --- the replica ----------------------------------------------------------------------
 
 
-class PartitionReplica:
+class PartitionReplica(IsrChanges, LeaderReads):
     """The replica of one partition on node `node_id`.
 
     `is_replica_eligible(replica_id, broker_epoch)` tells the leader whether a follower may
@@ -145,27 +147,12 @@ class PartitionReplica:
         return self.log.high_watermark
 
     @property
-    def maximal_isr(self) -> frozenset[int]:
-        """Committed ISR, or committed ∪ adding while an expansion is pending (7.3)."""
-        if self._pending_isr is not None:
-            return self._pending_isr.maximal_isr
-        return self.isr
-
-    @property
     def effective_min_isr(self) -> int:
         return min(self.config.min_insync_replicas, max(1, len(self.replicas)))
 
     @property
-    def pending_isr_change(self) -> SendAlterPartition | None:
-        return self._pending_isr.request if self._pending_isr is not None else None
-
-    @property
     def delayed_produce_count(self) -> int:
         return len(self._delayed)
-
-    def consumer_read_bound(self) -> int:
-        """Consumers (READ_UNCOMMITTED) read below this offset only: the HW (8.1)."""
-        return self.log.high_watermark
 
     def is_synced_follower(self) -> bool:
         """A follower whose log is known to be a prefix of the current leader's (6.5)."""
@@ -366,17 +353,6 @@ class PartitionReplica:
 
     # ------------------------------------------------------------------ leader: fetches
 
-    def _fence(self, current_leader_epoch: int, *, require_leader: bool = True) -> str | None:
-        """Leader-epoch fencing of a request (7.6)."""
-        if current_leader_epoch >= 0:
-            if current_leader_epoch < self.leader_epoch:
-                return FENCED_LEADER_EPOCH
-            if current_leader_epoch > self.leader_epoch:
-                return UNKNOWN_LEADER_EPOCH
-        if require_leader and self.role is not Role.LEADER:
-            return NOT_LEADER_OR_FOLLOWER
-        return None
-
     def handle_fetch(self, req: FetchRequest, now_ms: int) -> tuple[FetchResponse, list[Action]]:
         """A follower's fetch (7.2 leader side, 6.5). Reads up to the LEO."""
 
@@ -448,52 +424,6 @@ class PartitionReplica:
         self._maybe_expand_isr(req.replica_id, follower, now_ms, actions)
         self._maybe_increment_hw(now_ms, actions)
 
-    def _is_caught_up(self, follower: FollowerState, now_ms: int) -> bool:
-        return (
-            follower.leo == self.log.log_end_offset
-            or now_ms - follower.last_caught_up_time_ms <= self.config.replica_lag_time_max_ms
-        )
-
-    def _maybe_expand_isr(
-        self, replica_id: int, follower: FollowerState, now_ms: int, actions: list[Action]
-    ) -> None:
-        if self._pending_isr is not None or replica_id in self.isr:
-            return
-        # 7.3 expand: at least the HW, and has reached the current epoch.
-        if follower.leo < self.log.high_watermark or follower.leo < self.epoch_start_offset:
-            return
-        if not self._eligible(replica_id, follower.broker_epoch):
-            return
-        new_isr = self._ordered(self.isr | {replica_id})
-        self._propose_isr(new_isr, frozenset(self.isr | {replica_id}), now_ms, actions)
-
-    def _ordered(self, members: Iterable[int]) -> tuple[int, ...]:
-        wanted = set(members)
-        return tuple(r for r in self.replicas if r in wanted)
-
-    def _propose_isr(
-        self,
-        new_isr: tuple[int, ...],
-        maximal: frozenset[int],
-        now_ms: int,
-        actions: list[Action],
-    ) -> None:
-        epochs = tuple(
-            self.broker_epoch if r == self.node_id else self.followers[r].broker_epoch
-            for r in new_isr
-        )
-        request = SendAlterPartition(
-            self._next_alter_request_id,
-            self.node_id,
-            self.leader_epoch,
-            self.partition_epoch,
-            new_isr,
-            epochs,
-        )
-        self._next_alter_request_id += 1
-        self._pending_isr = _PendingIsrChange(request, maximal, now_ms)
-        actions.append(request)
-
     def _maybe_increment_hw(self, now_ms: int, actions: list[Action]) -> bool:
         """7.4: HW = min LEO over the maximal ISR and caught-up eligible followers."""
         if self.role is not Role.LEADER:
@@ -523,114 +453,9 @@ class PartitionReplica:
 
     # ------------------------------------------------------------------ leader: other reads
 
-    def handle_offsets_for_leader_epoch(
-        self, req: OffsetsForLeaderEpochRequest
-    ) -> OffsetsForLeaderEpochResponse:
-        """6.3: fence, require leadership, answer endOffsetFor (undefined is NONE, -1/-1)."""
-        fenced = self._fence(req.current_leader_epoch)
-        if fenced is not None:
-            return OffsetsForLeaderEpochResponse(fenced, correlation_id=req.correlation_id)
-        epoch, end = self.log.epoch_cache.end_offset_for(req.leader_epoch, self.log.log_end_offset)
-        return OffsetsForLeaderEpochResponse(NONE, epoch, end, req.correlation_id)
-
-    def handle_list_offsets(self, req: ListOffsetsRequest) -> ListOffsetsResponse:
-        """8.3 for LATEST, EARLIEST and timestamps >= 0; replicas get the LEO for LATEST."""
-        cid = req.correlation_id
-        fenced = self._fence(req.current_leader_epoch)
-        if fenced is not None:
-            return ListOffsetsResponse(fenced, correlation_id=cid)
-        from_client = req.replica_id < 0
-        hw = self.log.high_watermark
-        if from_client and req.timestamp != EARLIEST_TIMESTAMP and hw < self.epoch_start_offset:
-            # 7.4 last paragraph: a new leader's HW is still below its epoch start.
-            return ListOffsetsResponse(OFFSET_NOT_AVAILABLE, correlation_id=cid)
-        if req.timestamp == LATEST_TIMESTAMP:
-            offset = hw if from_client else self.log.log_end_offset
-            return ListOffsetsResponse(NONE, offset, -1, self.leader_epoch, cid)
-        if req.timestamp == EARLIEST_TIMESTAMP:
-            start = self.log.log_start_offset
-            earliest = self.log.epoch_cache.earliest_entry
-            epoch = (
-                earliest.epoch if earliest is not None and earliest.start_offset <= start else -1
-            )
-            return ListOffsetsResponse(NONE, start, -1, epoch, cid)
-        if req.timestamp < 0:
-            return ListOffsetsResponse(INVALID_REQUEST, correlation_id=cid)
-        found = self.log.offset_for_timestamp(req.timestamp)
-        bound = hw if from_client else self.log.log_end_offset
-        if found is None or found.offset >= bound:
-            return ListOffsetsResponse(NONE, -1, -1, -1, cid)
-        epoch = found.leader_epoch if found.leader_epoch is not None else -1
-        return ListOffsetsResponse(NONE, found.offset, found.timestamp, epoch, cid)
-
-    def read_for_consumer(
-        self,
-        fetch_offset: int,
-        max_bytes: int,
-        current_leader_epoch: int = -1,
-        zero_copy: bool = False,
-    ) -> ConsumerFetchResponse:
-        """A consumer fetch (READ_UNCOMMITTED): whole batches below the HW (8.1, 8.2).
-        `zero_copy`: the records as a FileSlice of the segment (for sendfile)."""
-        fenced = self._fence(current_leader_epoch)
-        if fenced is not None:
-            return ConsumerFetchResponse(fenced)
-        hw = self.log.high_watermark
-        start = self.log.log_start_offset
-        if fetch_offset < start or fetch_offset > self.log.log_end_offset:
-            return ConsumerFetchResponse(OFFSET_OUT_OF_RANGE, hw, start)
-        if zero_copy:
-            piece = self.log.read_slice(fetch_offset, max_bytes, upper_bound=hw)
-            return ConsumerFetchResponse(NONE, hw, start, piece)
-        data = self.log.read(fetch_offset, max_bytes, upper_bound=hw, min_one_batch=True)
-        return ConsumerFetchResponse(NONE, hw, start, bytes(data.records))
-
     # ------------------------------------------------------------------ leader: ISR
 
-    def on_alter_partition_response(
-        self, resp: AlterPartitionResponse, now_ms: int
-    ) -> list[Action]:
-        pending = self._pending_isr
-        if pending is None or pending.request.request_id != resp.request_id:
-            return []  # not the change we are waiting for
-        actions: list[Action] = []
-        if resp.error == NONE:
-            if (
-                resp.leader_epoch != self.leader_epoch
-                or resp.partition_epoch < self.partition_epoch
-            ):
-                return []  # stale answer
-            check(
-                self.node_id in resp.isr,
-                lambda: f"controller dropped the leader from the ISR {resp}",
-            )
-            self.isr = frozenset(resp.isr)
-            self.partition_epoch = resp.partition_epoch
-            self._pending_isr = None
-            self._maybe_increment_hw(now_ms, actions)
-        elif resp.error in (INELIGIBLE_REPLICA, OPERATION_NOT_ATTEMPTED):
-            # The controller says it did not apply it and our epoch is right: back to the
-            # committed state (Kafka's Partition.handleAlterPartitionError).
-            self._pending_isr = None
-        elif resp.error in (
-            FENCED_LEADER_EPOCH,
-            INVALID_UPDATE_VERSION,
-            UNKNOWN_TOPIC_OR_PARTITION,
-        ):
-            # We are stale: the change stays pending (maximal ISR kept), unsent, until
-            # fresh metadata arrives (7.3).
-            pending.rejected = True
-        # Any other error (NOT_CONTROLLER, REQUEST_TIMED_OUT during a controller
-        # failover, ...) says nothing about our state: the change stays pending and the
-        # tick sends it again, as Kafka retries unexpected AlterPartition errors.
-        self.check_invariants()
-        return actions
-
     # ------------------------------------------------------------------ timers
-
-    @property
-    def _isr_check_interval(self) -> int:
-        return max(1, self.config.replica_lag_time_max_ms // 2)
 
     def tick(self, now_ms: int) -> list[Action]:
         """Timers: delayed-produce timeouts, the ISR shrink check every lag/2 (7.3), and
@@ -642,34 +467,7 @@ class PartitionReplica:
                 actions.append(ProduceCompleted(rid, REQUEST_TIMED_OUT, -1))
         if self.role is not Role.LEADER:
             return actions
-        pending = self._pending_isr
-        if pending is not None:
-            if (
-                not pending.rejected
-                and now_ms - pending.sent_ms >= self.config.alter_partition_retry_ms
-            ):
-                pending.sent_ms = now_ms
-                actions.append(pending.request)
-        elif now_ms >= self._next_isr_check_ms:
-            self._next_isr_check_ms = now_ms + self._isr_check_interval
-            out_of_sync = {
-                r
-                for r in self.isr
-                if r != self.node_id
-                and r in self.followers
-                and not self._is_caught_up(self.followers[r], now_ms)
-            }
-            if out_of_sync:
-                # A pending shrink keeps the old, larger ISR as the maximal one.
-                self._propose_isr(self._ordered(self.isr - out_of_sync), self.isr, now_ms, actions)
-        if self._pending_isr is None:
-            # A caught-up follower that was not eligible when it last fetched (its
-            # broker still fenced after a restart) joins once it is: with incremental
-            # fetch sessions an idle partition's follower sends no new fetch to
-            # trigger the check.
-            for r in sorted(self.followers):
-                if r not in self.isr and self._pending_isr is None:
-                    self._maybe_expand_isr(r, self.followers[r], now_ms, actions)
+        self._isr_timers(now_ms, actions)
         self._maybe_increment_hw(now_ms, actions)
         return actions
 
