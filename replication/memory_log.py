@@ -1,8 +1,12 @@
 """An in-memory `ReplicaLog` for the replication simulator and unit tests.
 
+The replication simulator's fast mode (`--storage memory`); by default it runs
+production's `Log` (disk_log.py). tests/replication/test_log_equivalence.py holds the two
+to the same offsets, HW, LEO, epochs, bytes and errors.
+
 It stores real RecordBatch v2 bytes, contiguously, exactly as a segment file would hold
-them: the leader validates client batches and assigns offsets and the leader epoch in
-place (storage/record_batch.py), a follower appends verbatim after CRC checks, the epoch
+them: appends are checked by production's `storage/log_validator.py` (the leader's
+offsets and leader epoch assigned in place, a follower's batches CRC-checked), the epoch
 cache is storage's `LeaderEpochCache(None)` and idempotence is storage's
 `ProducerStateManager` (never asked to write snapshots). A "flushed" prefix (the recovery
 point) models the page cache: `crash()` returns the log a restarted node would find, with
@@ -18,7 +22,8 @@ from __future__ import annotations
 import bisect
 from pathlib import Path
 
-from seglog.storage.errors import OffsetOutOfRangeError
+from seglog.storage.errors import OffsetOutOfRangeError, StorageError
+from seglog.storage.file_slice import FileSlice
 from seglog.storage.leader_epoch_cache import LeaderEpochCache
 from seglog.storage.log import FetchDataInfo, LogAppendInfo, TimestampAndOffset
 from seglog.storage.log_config import LogConfig
@@ -220,6 +225,18 @@ class MemoryLog:
             next_offset = h.next_offset
             i += 1
         return FetchDataInfo(bytes(self._buf[start:end]), offset, next_offset)
+
+    def read_slice(
+        self,
+        offset: int,
+        max_bytes: int,
+        *,
+        upper_bound: int | None = None,
+        min_one_batch: bool = True,
+    ) -> FileSlice:
+        raise StorageError(
+            f"{self.name} is a MemoryLog: it has no segment files for a zero-copy read"
+        )
 
     def offset_for_timestamp(self, timestamp: int) -> TimestampAndOffset | None:
         for h, p in zip(self._headers, self._positions, strict=True):

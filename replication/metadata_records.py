@@ -106,7 +106,7 @@ MetadataRecord = (
     | ProducerIdsRecord
 )
 
-_BY_KIND: dict[str, type] = {
+_BY_KIND: dict[str, type[MetadataRecord]] = {
     cls.kind: cls
     for cls in (
         RegisterBrokerRecord,
@@ -160,7 +160,7 @@ def record_from_json(body: Any) -> MetadataRecord:  # noqa: ANN401 - parsed JSON
         value = body[f.name]
         kwargs[f.name] = _tuples(value)
     try:
-        return cls(**kwargs)  # type: ignore[no-any-return]
+        return cls(**kwargs)
     except TypeError as e:
         raise MetadataRecordError(f"malformed {cls.kind} record: {e}") from e
 

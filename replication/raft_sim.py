@@ -145,11 +145,11 @@ def _admissible(image: MetadataImage, r: MetadataRecord) -> bool:
             return r.topic_id in image.topic_names_by_id
         case PartitionChangeRecord():
             name = image.topic_names_by_id.get(r.topic_id)
-            old = image.topics[name].partitions.get(r.partition) if name else None
+            state = image.topics[name].partitions.get(r.partition) if name else None
             return (
-                old is not None
-                and r.partition_epoch > old.partition_epoch
-                and r.leader_epoch >= old.leader_epoch
+                state is not None
+                and r.partition_epoch > state.partition_epoch
+                and r.leader_epoch >= state.leader_epoch
             )
         case RemoveTopicRecord():
             return r.topic_id in image.topic_names_by_id
@@ -534,6 +534,7 @@ class _Sim:
         node = self.rng.choice(live)
         assert node.raft is not None
         if node.raft.role is not Role.LEADER:
+            role = node.raft.role.value
             try:
                 node.raft.propose(b"?")
             except NotLeaderError as e:
@@ -542,12 +543,13 @@ class _Sim:
                     return
                 node = target  # a client follows the leader hint
             else:
-                raise _Failure(f"node {node.id} ({node.raft.role.value}) accepted a proposal")
+                raise _Failure(f"node {node.id} ({role}) accepted a proposal")
+        assert node.raft is not None
         records = self._records(node.image)
         if not records:
             return
         try:
-            index = node.raft.propose(encode_entry(records))  # type: ignore[union-attr]
+            index = node.raft.propose(encode_entry(records))
         except NotLeaderError:
             return
         self.stats["proposals"] += 1
@@ -595,8 +597,8 @@ class _Sim:
             if choice < 0.8:
                 return delete_topic_records(image, rng.choice(topics))
             if choice < 0.85:
-                broker = rng.choice(image.unfenced_brokers())
-                return fence_broker_records(image, broker, self.broker_defaults)
+                fenced = rng.choice(image.unfenced_brokers())
+                return fence_broker_records(image, fenced, self.broker_defaults)
             if choice < 0.93:
                 return self._alter_partition(image, rng.choice(topics))
             broker = image.brokers[rng.choice(image.unfenced_brokers())]

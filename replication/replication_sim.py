@@ -2,11 +2,17 @@
 
 One `random.Random(seed)` drives everything (TigerBeetle's VOPR idea): the simulated
 clock, the cluster shape, a network between nodes (delays, drops, duplicates, reordering,
-partitions that heal), power failures that lose each log's unflushed tail, process pauses
-longer than replica.lag.time.max.ms, a minimal KRaft-like controller, and idempotent
-producers (acks=-1, some acks=1) that retry with the same sequence numbers. Every node
-runs one `PartitionReplica` per hosted partition over a `MemoryLog`. So one seed replays
-any failure exactly:
+partitions that heal), power failures, failed fsyncs, process pauses longer than
+replica.lag.time.max.ms, and idempotent producers (acks=-1, some acks=1) that retry with
+the same sequence numbers. What runs is production's code: the controller's decisions
+(`cluster_control`, through `SimController` and the metadata-log codec), one
+`PartitionReplica` per hosted partition, the `AlterPartitionBatcher`, and — with the
+default `--storage disk` — production's `storage.log.Log` over tmpfs files, whose
+crashes keep only what was fsynced (plus, maybe, a written-back prefix of the rest,
+torn last batch included) and reopen through `Log`'s own recovery (`DiskLog`).
+`--storage memory` runs `MemoryLog` instead: faster, the same append validation, held
+to `Log`'s behaviour by tests/replication/test_log_equivalence.py. docs/simulators.md
+says what is shared and what is simulated. So one seed replays any failure exactly:
 
     python -m seglog.replication.replication_sim --seed 42 --verbose
 
@@ -58,6 +64,7 @@ from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Any
 
 from seglog.storage.record_batch import (
     BatchHeader,
@@ -78,6 +85,7 @@ from .partition_replica import (
     Action,
     FetchRequest,
     FetchResponse,
+    FollowerResponse,
     ListOffsetsRequest,
     OffsetsForLeaderEpochRequest,
     PartitionReplica,
@@ -198,7 +206,7 @@ class SimNode:
         self.alive_epochs: dict[int, int] = {}
         self.logs = logs
         self.replicas: dict[int, PartitionReplica] = {}
-        self.inbox: list[tuple[int, tuple[object, ...]]] = []
+        self.inbox: list[tuple[int, tuple[Any, ...]]] = []
         # ISR changes travel as in production: batched, one request in flight.
         self.alter: AlterPartitionBatcher[int] = AlterPartitionBatcher()
         self.alter_sent_ms = 0
@@ -305,13 +313,13 @@ class Simulation:
         draw = draw_many_partitions_params if many_partitions else draw_params
         self.params = params or draw(self.rng, mode)
         # A slow controller's queue, served one request at a time.
-        self._controller_queue: deque[tuple[int, tuple[object, ...]]] = deque()
+        self._controller_queue: deque[tuple[int, tuple[Any, ...]]] = deque()
         self._controller_busy = False
         self.verbose = verbose
         self.trace_tail: deque[str] = deque(maxlen=300)
         self.now = 0
         self.steps = 0
-        self._queue: list[tuple[int, int, str, tuple[object, ...]]] = []
+        self._queue: list[tuple[int, int, str, tuple[Any, ...]]] = []
         self._seq = 0
         prm = self.params
         self.config = ReplicaConfig(
@@ -409,7 +417,7 @@ class Simulation:
         self._seq += 1
         heapq.heappush(self._queue, (t, self._seq, kind, args))
 
-    def send(self, src: int, dst: int, payload: tuple[object, ...]) -> None:
+    def send(self, src: int, dst: int, payload: tuple[Any, ...]) -> None:
         prm = self.params
         if self._cut(src, dst) or self.rng.random() < prm.drop:
             return
@@ -417,7 +425,7 @@ class Simulation:
         if self.rng.random() < prm.duplicate:
             self.at(self.now + self.rng.randint(1, prm.max_delay_ms * 3), "msg", src, dst, payload)
 
-    def send_metadata(self, dst: int, payload: tuple[object, ...]) -> None:
+    def send_metadata(self, dst: int, payload: tuple[Any, ...]) -> None:
         """The metadata log: reliable, in order per node, delayed."""
         t = max(self.now + self.rng.randint(1, self.params.max_delay_ms), self._meta_last[dst] + 1)
         self._meta_last[dst] = t
@@ -550,7 +558,7 @@ class Simulation:
         )
         self.send(node.id, CONTROLLER, payload)
 
-    def _on_msg(self, src: int, dst: int, payload: tuple[object, ...]) -> None:
+    def _on_msg(self, src: int, dst: int, payload: tuple[Any, ...]) -> None:
         if dst == CONTROLLER:
             if self.params.controller_delay_ms[1] > 0:
                 self._controller_queue.append((src, payload))
@@ -571,13 +579,14 @@ class Simulation:
             return
         self._node_receive(node, src, payload)
 
-    def _node_receive(self, node: SimNode, src: int, payload: tuple[object, ...]) -> None:
+    def _node_receive(self, node: SimNode, src: int, payload: tuple[Any, ...]) -> None:
         kind = payload[0]
         if kind not in ("fetch", "fetch_resp", "produce"):
             self.structure += 1  # roles, ISR or registration may change
         if kind == "fetch":
             _, p, req, src_inc = payload
             rep = node.replicas[p]
+            resp: FollowerResponse
             if isinstance(req, FetchRequest):
                 resp, actions = rep.handle_fetch(req, self.now)
                 self.apply(node, p, actions)
@@ -617,10 +626,10 @@ class Simulation:
                 node.alter_backoff_ms = ALTER_PARTITION_BACKOFF_MS[0]
             # A late answer (its request timed out and went again) still counts: each
             # replica matches it against the change it waits for, by request id.
-            for p, resp in answers:
-                node.alter.resolved(p, resp.request_id)
+            for p, answer in answers:
+                node.alter.resolved(p, answer.request_id)
                 rep = node.replicas[p]
-                self.apply(node, p, rep.on_alter_partition_response(resp, self.now))
+                self.apply(node, p, rep.on_alter_partition_response(answer, self.now))
             self.send_alter(node)
         elif kind == "alter_failed":
             _, inc, batch_id, _error = payload
@@ -646,19 +655,19 @@ class Simulation:
         deadline passed while it queued is dropped without work (gRPC's deadline)."""
         while self._controller_queue and not self._controller_busy:
             src, payload = self._controller_queue.popleft()
-            if payload[0] == "alter" and self.now > payload[4]:  # type: ignore[operator]
+            if payload[0] == "alter" and self.now > payload[4]:
                 self.trace(f"controller drops n{src}'s AlterPartition: its deadline passed")
                 continue
             self._controller_busy = True
             lo, hi = self.params.controller_delay_ms
             self.at(self.now + self.rng.randint(lo, hi), "controller_msg", src, payload)
 
-    def _on_controller_msg(self, src: int, payload: tuple[object, ...]) -> None:
+    def _on_controller_msg(self, src: int, payload: tuple[Any, ...]) -> None:
         self._controller_busy = False
         self._controller_receive(src, payload)
         self._controller_next()
 
-    def _controller_receive(self, src: int, payload: tuple[object, ...]) -> None:
+    def _controller_receive(self, src: int, payload: tuple[Any, ...]) -> None:
         kind = payload[0]
         if kind == "alter":
             _, batch, inc, batch_id, _deadline, broker_epoch = payload
@@ -743,7 +752,7 @@ class Simulation:
         )
         self.send(pr.id, leader, ("produce", pr.partition, rid, b.data, pr.acks, 1000))
 
-    def _producer_receive(self, pr: SimProducer, payload: tuple[object, ...]) -> None:
+    def _producer_receive(self, pr: SimProducer, payload: tuple[Any, ...]) -> None:
         done = payload[1]
         assert isinstance(done, ProduceCompleted)
         b = pr.batch
@@ -813,7 +822,7 @@ class Simulation:
                 isrs = [self.controller.partitions[p].isr]
                 pending = node.replicas[p].pending_isr_change
                 if pending is not None:
-                    isrs.append(frozenset(pending.new_isr))
+                    isrs.append(pending.new_isr)
                 for isr in isrs:
                     if node.id in isr and not any(
                         r != node.id

@@ -409,8 +409,9 @@ class Log:
         control = control_record_type(view, pos, h)
         if control is None or control[0] not in (ControlType.ABORT, ControlType.COMMIT):
             return None
-        kind = "COMMIT" if control[0] == ControlType.COMMIT else "ABORT"
-        return ControlMarker(kind, control[1])
+        if control[0] == ControlType.COMMIT:
+            return ControlMarker("COMMIT", control[1])
+        return ControlMarker("ABORT", control[1])
 
     def _append_batches(
         self,
@@ -901,15 +902,15 @@ class Log:
             self.flush_pending()
         return self._recovery_point
 
+    @recovery_point.setter
+    def recovery_point(self, offset: int) -> None:
+        self._recovery_point = offset
+
     @property
     def durable_offset(self) -> int:
         """Offset below which the data is fsynced now — what a crash keeps — without
         running a pending flush (the recovery point's reader runs it)."""
         return self._recovery_point
-
-    @recovery_point.setter
-    def recovery_point(self, offset: int) -> None:
-        self._recovery_point = offset
 
     def flush_pending(self) -> None:
         """Run the flush the last roll(s) deferred, if any."""

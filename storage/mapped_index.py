@@ -210,6 +210,12 @@ class MappedIndex:
         self._unmap()
         self._closed = True
 
+    def _mapped(self) -> mmap.mmap:
+        """The mapping, for reads of entries (an open index always has one)."""
+        mm = self._mm
+        assert mm is not None, f"index {self.path} is not mapped"
+        return mm
+
     def abandon(self) -> None:
         """The process died: drop the mapping, write nothing (a simulated crash)."""
         if not self._closed:

@@ -175,7 +175,7 @@ class LogSegment:
         # an entry maps the chunk's last offset to its first byte.
         if self.bytes_since_last_index_entry > self.index_interval_bytes:
             self.offset_index.append(largest_offset, position)
-            self.time_index.maybe_append(self._max_timestamp, self._offset_of_max_timestamp)
+            self.time_index.maybe_append(self.max_timestamp_so_far, self._offset_of_max_timestamp)
             self.bytes_since_last_index_entry = length
         else:
             self.bytes_since_last_index_entry += length

@@ -156,14 +156,19 @@ class SameLog(RuleBasedStateMachine):
         """The simulator's two logs after a crash: the memory log loses its whole
         unflushed tail, the disk log maybe less (write-back) — each keeps every flushed
         batch and is a batch-aligned prefix of what it held."""
-        before = bytes(self.memory.prefix(self.memory.log_end_offset))
-        durable = bytes(self.memory.prefix(self.memory.recovery_point))
+        m = self.memory
+        start = m.log_start_offset
+        before = read_all(m, start, m.log_end_offset)[1]
+        durable = read_all(m, start, m.recovery_point)[1]
+        assert isinstance(before, bytes) and isinstance(durable, bytes)
         disk = self.sim_disk.crash()
-        memory = self.memory.crash()
+        memory = m.crash()
         for log in (disk, memory):
-            kept = bytes(log.prefix(log.log_end_offset))
+            assert log.log_start_offset == min(start, log.log_end_offset)
+            kept = read_all(log, start, log.log_end_offset)[1]
+            assert isinstance(kept, bytes)
             assert before.startswith(kept) and kept.startswith(durable)
-        assert bytes(memory.prefix(memory.log_end_offset)) == durable
+        assert read_all(memory, start, memory.log_end_offset)[1] == durable
         # Continue from the memory log's state in all three.
         self.disk.abandon()
         self.sim_disk.close()
@@ -207,7 +212,7 @@ def read_all(log: Log | MemoryLog | DiskLog, start: int, end: int) -> tuple[str,
         for _ in range(1000):  # bounded: each read returns a batch or ends
             if position >= end:
                 break
-            chunk = log.read(position, 1 << 20)
+            chunk = log.read(position, 1 << 20, upper_bound=end)
             if chunk.next_offset <= position:
                 break
             out += chunk.records
