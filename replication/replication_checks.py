@@ -83,7 +83,6 @@ class ReplicationChecks:
         self.finished = True
         self.trace(f"converged after {self.steps} steps; stats {self.stats}")
 
-
     def _leader_replica(self, p: int) -> PartitionReplica | None:
         st = self.controller.partitions[p]
         if st.leader < 0:

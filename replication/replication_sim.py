@@ -322,9 +322,7 @@ class Simulation(SimFaults, ReplicationChecks):
         for b in node_ids:
             hosted = [p for p, st in self.controller.partitions.items() if b in st.replicas]
             logs = {p: self._new_log(b, p) for p in hosted}
-            self.nodes[b] = SimNode(
-                b, hosted, self.config, self.controller.broker_epochs[b], logs
-            )
+            self.nodes[b] = SimNode(b, hosted, self.config, self.controller.broker_epochs[b], logs)
         self.last_heartbeat = {b: 0 for b in node_ids}
         self.cuts: set[frozenset[int]] = set()
         self._meta_last: dict[int, int] = {b: 0 for b in node_ids}

@@ -43,7 +43,6 @@ class SimFaults:
     def _node_receive(self, node: SimNode, src: int, payload: tuple[Any, ...]) -> None:
         raise NotImplementedError
 
-
     def _faulty(self, node: SimNode) -> bool:
         """Down, paused, not (re-)registered, or - after a power failure or pause - not yet
         holding the committed prefix again. A node merely cut off is not faulty."""

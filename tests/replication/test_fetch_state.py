@@ -32,9 +32,7 @@ def test_every_state_is_reachable_and_metadata_moves_from_anywhere() -> None:
         (FetchState.IDLE, FetchEvent.FENCED_LEADER_EPOCH),
     ],
 )
-def test_a_move_outside_the_table_is_refused_by_name(
-    state: FetchState, event: FetchEvent
-) -> None:
+def test_a_move_outside_the_table_is_refused_by_name(state: FetchState, event: FetchEvent) -> None:
     with pytest.raises(IllegalFetchTransition, match=f"{state.value} has no move on {event.value}"):
         next_fetch_state(state, event)
 
