@@ -271,7 +271,7 @@ class Node:
         """One AlterPartition request with this broker's pending ISR changes."""
         if self.remote is not None:
             return self.remote.alter_partitions(self.node_id, self.broker_epoch, changes)
-        answers = self.controller.alter_partitions(self.node_id, changes)
+        answers = self.controller.alter_partitions(self.node_id, self.broker_epoch, changes)
         out = []
         for change, (error, message) in zip(changes, answers, strict=True):
             state = self.controller.image.partition(change.topic, change.partition)
