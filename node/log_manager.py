@@ -5,6 +5,7 @@ touches a Log holds it."""
 
 from __future__ import annotations
 
+import random
 import threading
 import time
 from collections.abc import Callable
@@ -12,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from seglog.storage.errors import StorageError
-from seglog.storage.log import Log
+from seglog.storage.log import Clock, Log
 from seglog.storage.log_config import BrokerLogSettings, LogConfig
 from seglog.storage.log_dir import LogDirectory
 
@@ -38,11 +39,18 @@ class LogManager:
         log_dirs: tuple[Path, ...],
         defaults: LogConfig,
         settings: BrokerLogSettings,
+        *,
+        clock: Clock,
+        rng: random.Random,
     ) -> None:
+        """`clock` (ms) and `rng` are handed to every log directory and through it to
+        every log (segment.jitter.ms, time-based rolls and retention): inputs, as
+        Kafka's Time, so a simulation can drive them."""
         self.defaults = defaults
         self.settings = settings
         self.hw_interval_ms = settings.replica_high_watermark_checkpoint_interval_ms
-        self.dirs = [LogDirectory(p) for p in log_dirs]
+        self.clock = clock
+        self.dirs = [LogDirectory(p, clock=clock, rng=rng) for p in log_dirs]
         self._partitions: dict[TopicPartition, PartitionLog] = {}
         self._lock = threading.Lock()  # guards the partition map, not the logs
         self._stop = threading.Event()
@@ -139,7 +147,7 @@ class LogManager:
 
     def _run(self) -> None:
         s = self.settings
-        now = time.time() * 1000
+        now = self.clock()
         due: dict[str, float] = {
             "retention": now + s.log_initial_task_delay_ms,
             "flush": now,
@@ -159,7 +167,7 @@ class LogManager:
             "hw_checkpoint": self.checkpoint,
         }
         while not self._stop.wait(TICK_S):
-            t = int(time.time() * 1000)
+            t = self.clock()
             for name, at in due.items():
                 if t < at:
                     continue
@@ -211,7 +219,7 @@ class LogManager:
     def checkpoint(self, t: int | None = None) -> None:
         # Flush what rolls deferred first, outside the locks, so reading the
         # recovery points below seldom has to fsync under them.
-        self._flush_due(int(time.time() * 1000) if t is None else t)
+        self._flush_due(self.clock() if t is None else t)
         for d in self.dirs:
             with self._lock:
                 plogs = {tp: p for tp, p in self._partitions.items() if p.directory is d}

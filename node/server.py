@@ -24,6 +24,7 @@ from seglog.replication.cluster_control import ControlError
 from seglog.replication.metadata_image import MetadataImage
 from seglog.replication.metadata_records import MetadataRecord
 from seglog.storage.errors import InvalidConfigError
+from seglog.storage.log import now_ms
 
 from .alter_partition_manager import IsrChangeResult
 from .config import NodeConfig
@@ -62,7 +63,15 @@ class Node:
         self.num_partitions = config.num_partitions
         self.default_replication_factor = config.default_replication_factor
         self.auto_create_topics_enable = config.auto_create_topics_enable
-        self.log_manager = LogManager(config.log_dirs, config.log_config, config.log_settings)
+        # The wall clock and a generator seeded per node are the logs' inputs (the
+        # simulator passes its own).
+        self.log_manager = LogManager(
+            config.log_dirs,
+            config.log_config,
+            config.log_settings,
+            clock=now_ms,
+            rng=random.Random(f"{config.cluster_id}/{config.node_id}"),
+        )
         self.remote: RemoteController | None = None
         if config.controller_quorum_voters:
             if config.node_id not in config.controller_quorum_voters:

@@ -4,6 +4,7 @@ partition deleted mid-pass stops its pass."""
 
 from __future__ import annotations
 
+import random
 import time
 from pathlib import Path
 
@@ -11,6 +12,7 @@ from seglog.cli.log_dirs import describe
 from seglog.cli.main import main as cli_main
 from seglog.node.log_manager import LogManager
 from seglog.storage.checkpoint_file import CLEANER_OFFSET_CHECKPOINT, OffsetCheckpointFile
+from seglog.storage.log import now_ms
 from seglog.storage.log_config import BrokerLogSettings, LogConfig
 from seglog.storage.offset_map import OffsetMap
 from seglog.storage.record_batch import NewRecord, build_batch, decode_records, iter_batches
@@ -46,7 +48,9 @@ def settings(**kw: object) -> BrokerLogSettings:
 
 
 def test_one_round_cleans_the_compacted_log_and_checkpoints_it(tmp_path: Path) -> None:
-    m = LogManager((tmp_path,), LogConfig.defaults(), settings())
+    m = LogManager(
+        (tmp_path,), LogConfig.defaults(), settings(), clock=now_ms, rng=random.Random(0)
+    )
     m.load()
     fill(m, ("c", 0), COMPACT)
     fill(m, ("d", 0), LogConfig.defaults().with_overrides({"segment.bytes": 2000}))
@@ -74,7 +78,13 @@ def test_one_round_cleans_the_compacted_log_and_checkpoints_it(tmp_path: Path) -
 
 
 def test_the_cleaner_thread_cleans_in_the_background(tmp_path: Path) -> None:
-    m = LogManager((tmp_path,), LogConfig.defaults(), settings(log_cleaner_backoff_ms=50))
+    m = LogManager(
+        (tmp_path,),
+        LogConfig.defaults(),
+        settings(log_cleaner_backoff_ms=50),
+        clock=now_ms,
+        rng=random.Random(0),
+    )
     m.load()
     m.start()
     try:
@@ -89,7 +99,13 @@ def test_the_cleaner_thread_cleans_in_the_background(tmp_path: Path) -> None:
 
 
 def test_disabled_cleaner_starts_no_thread(tmp_path: Path) -> None:
-    m = LogManager((tmp_path,), LogConfig.defaults(), settings(log_cleaner_enable="false"))
+    m = LogManager(
+        (tmp_path,),
+        LogConfig.defaults(),
+        settings(log_cleaner_enable="false"),
+        clock=now_ms,
+        rng=random.Random(0),
+    )
     m.load()
     m.start()
     assert m.cleaner.threads == 0 and not m.cleaner._workers
@@ -97,7 +113,9 @@ def test_disabled_cleaner_starts_no_thread(tmp_path: Path) -> None:
 
 
 def test_a_quiet_compacted_log_is_rolled_so_it_can_be_cleaned(tmp_path: Path) -> None:
-    m = LogManager((tmp_path,), LogConfig.defaults(), settings())
+    m = LogManager(
+        (tmp_path,), LogConfig.defaults(), settings(), clock=now_ms, rng=random.Random(0)
+    )
     m.load()
     config = COMPACT.with_overrides({"segment.ms": 1000, "segment.bytes": 1_000_000})
     fill(m, ("q", 0), config, n=50)
@@ -117,6 +135,8 @@ def test_deleting_a_partition_aborts_its_pass(tmp_path: Path) -> None:
         (tmp_path,),
         LogConfig.defaults(),
         settings(log_cleaner_backoff_ms=20, log_cleaner_io_max_bytes_per_second=20_000),
+        clock=now_ms,
+        rng=random.Random(0),
     )
     m.load()
     fill(m, ("c", 0), COMPACT, n=2000)
@@ -136,7 +156,9 @@ def test_deleting_a_partition_aborts_its_pass(tmp_path: Path) -> None:
 
 
 def test_a_truncated_log_is_cleaned_again_from_its_start(tmp_path: Path) -> None:
-    m = LogManager((tmp_path,), LogConfig.defaults(), settings())
+    m = LogManager(
+        (tmp_path,), LogConfig.defaults(), settings(), clock=now_ms, rng=random.Random(0)
+    )
     m.load()
     fill(m, ("c", 0), COMPACT)
     assert m.cleaner.clean_once(OffsetMap(1 << 16))

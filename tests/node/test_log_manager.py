@@ -3,12 +3,14 @@ older incarnation of a topic (same name, another topic id) is replaced."""
 
 from __future__ import annotations
 
+import random
 import threading
 from pathlib import Path
 
 import pytest
 
 from seglog.node.log_manager import LogManager
+from seglog.storage.log import now_ms
 from seglog.storage.log_config import BrokerLogSettings, LogConfig
 from seglog.storage.log_dir import LogDirectory
 from seglog.storage.partition_metadata import PartitionMetadataFile, new_topic_id
@@ -38,7 +40,9 @@ def lock_is_free(lock: threading.RLock) -> bool:
 @pytest.fixture
 def manager(tmp_path: Path) -> LogManager:
     config = LogConfig.defaults().with_overrides({"segment.bytes": 1500})
-    m = LogManager((tmp_path,), config, BrokerLogSettings.defaults())
+    m = LogManager(
+        (tmp_path,), config, BrokerLogSettings.defaults(), clock=now_ms, rng=random.Random(0)
+    )
     m.load()
     return m
 
@@ -85,11 +89,23 @@ def test_a_log_of_an_older_incarnation_of_the_topic_is_replaced(manager):
 
 def test_a_reopened_log_knows_its_topic_id(tmp_path: Path):
     topic_id = new_topic_id()
-    first = LogManager((tmp_path,), LogConfig.defaults(), BrokerLogSettings.defaults())
+    first = LogManager(
+        (tmp_path,),
+        LogConfig.defaults(),
+        BrokerLogSettings.defaults(),
+        clock=now_ms,
+        rng=random.Random(0),
+    )
     first.load()
     first.get_or_create(("t", 0), first.defaults, topic_id)
     first.shutdown()
-    second = LogManager((tmp_path,), LogConfig.defaults(), BrokerLogSettings.defaults())
+    second = LogManager(
+        (tmp_path,),
+        LogConfig.defaults(),
+        BrokerLogSettings.defaults(),
+        clock=now_ms,
+        rng=random.Random(0),
+    )
     second.load()
     plog = second.get(("t", 0))
     assert plog is not None and plog.log.topic_id == topic_id

@@ -4,6 +4,7 @@ incarnation's replica and log."""
 
 from __future__ import annotations
 
+import random
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -18,6 +19,7 @@ from seglog.replication.metadata_records import (
     RemoveTopicRecord,
     TopicRecord,
 )
+from seglog.storage.log import now_ms
 from seglog.storage.log_config import BrokerLogSettings, LogConfig
 from seglog.storage.partition_metadata import new_topic_id
 from seglog.storage.record_batch import NewRecord, build_batch
@@ -27,7 +29,13 @@ TP = ("t", 0)
 
 @pytest.fixture
 def manager(tmp_path: Path) -> Iterator[ReplicaManager]:
-    logs = LogManager((tmp_path,), LogConfig.defaults(), BrokerLogSettings.defaults())
+    logs = LogManager(
+        (tmp_path,),
+        LogConfig.defaults(),
+        BrokerLogSettings.defaults(),
+        clock=now_ms,
+        rng=random.Random(0),
+    )
     logs.load()
     m = ReplicaManager(1, logs, lambda _topic: LogConfig.defaults())
     try:
