@@ -53,6 +53,7 @@ from .accumulator import ProducerBatch, RecordAccumulator, abort_error, estimate
 from .cluster import ClusterMetadata, PartitionInfo, TopicPartition, call
 from .errors import (
     IllegalStateError,
+    KafkaConfigurationError,
     KafkaError,
     KafkaTimeoutError,
     NodeNotReadyError,
@@ -85,12 +86,6 @@ _SEQUENCE_STATE = {
     "UNKNOWN_PRODUCER_ID",
 }
 _TOO_LARGE = {"MESSAGE_TOO_LARGE", "RECORD_LIST_TOO_LARGE"}
-
-
-class KafkaConfigurationError(KafkaError, ValueError):
-    """An invalid or conflicting producer setting (kafka-python's name)."""
-
-    message = "INVALID_CONFIG"
 
 
 Serializer = Callable[[Any], bytes | None]

@@ -10,6 +10,8 @@ from seglog.storage.errors import InvalidConfigError
 from seglog.storage.log_config import BrokerLogSettings, LogConfig
 from seglog.storage.properties_file import parse_properties
 
+from .security.listener_security import check_listener_security
+
 
 def int_setting(
     props: Mapping[str, str], key: str, default: int, at_least: int | None = None
@@ -79,7 +81,7 @@ def _bool(props: Mapping[str, str], key: str, default: bool) -> bool:
 
 # Security protocols a listener may be mapped to, and the ones served today.
 SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
-SUPPORTED_SECURITY_PROTOCOLS = ("PLAINTEXT",)
+SUPPORTED_SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL")
 # Kafka's default map, plus seglog's own listener names (gRPC for seglog's clients
 # and replication; the controller quorum), which Kafka users would have to map.
 DEFAULT_SECURITY_PROTOCOL_MAP = (
@@ -111,13 +113,7 @@ def parse_listeners(key: str, value: str) -> dict[str, Listener]:
             continue
         name, sep, address = item.partition("://")
         host, colon, port = address.rpartition(":")
-        if (
-            not sep
-            or not name
-            or not colon
-            or not port.isdigit()
-            or not 0 <= int(port) <= 65535
-        ):
+        if not sep or not name or not colon or not port.isdigit() or not 0 <= int(port) <= 65535:
             raise InvalidConfigError(
                 f"Invalid value {value} for configuration {key}: "
                 f"expected NAME://host:port entries, got {item!r}"
@@ -233,6 +229,7 @@ class NodeConfig:
                     f"{protocol}, which seglog does not serve yet: only "
                     f"{', '.join(SUPPORTED_SECURITY_PROTOCOLS)} listeners are supported"
                 )
+            check_listener_security(props, listener.name, protocol)
         ports = [listener.port for listener in listeners.values() if listener.port]
         if len(ports) != len(set(ports)):
             raise InvalidConfigError(
@@ -259,11 +256,15 @@ class NodeConfig:
                         f"advertised.listeners: {n} is not among listeners"
                     )
                 advertised[n] = lst
-        inter_broker = props.get(
-            "inter.broker.listener.name",
-            next((n for n in listeners if n in grpc_names and n != "REPLICATION"), "")
-            or next((n for n in listeners if n in grpc_names), "GRPC"),
-        ).strip().upper()
+        inter_broker = (
+            props.get(
+                "inter.broker.listener.name",
+                next((n for n in listeners if n in grpc_names and n != "REPLICATION"), "")
+                or next((n for n in listeners if n in grpc_names), "GRPC"),
+            )
+            .strip()
+            .upper()
+        )
         dirs_raw = props.get("log.dirs", props.get("log.dir", "/tmp/kafka-logs"))
         log_dirs = tuple(Path(d.strip()) for d in dirs_raw.split(",") if d.strip())
         if not log_dirs:

@@ -42,6 +42,8 @@ from .controller_client import ControllerClient
 from .controller_servicer import ControllerServicer
 from .event_log import EventLogger, configure
 from .quorum_controller import QuorumController
+from .security import grpc_tls
+from .security.internode import controller_credentials
 from .servicer import code
 
 _log = EventLogger("controller_process")
@@ -74,10 +76,13 @@ class ControllerProcess:
             auto_leader_rebalance=config.auto_leader_rebalance_enable,
             rebalance_interval_ms=config.leader_imbalance_check_interval_seconds * 1000,
             election_timeout_ms=config.controller_quorum_election_timeout_ms,
+            channel_credentials=controller_credentials(config),
         )
         self.quorum.load(clean=clean)
         self.client = ControllerClient(
-            config.controller_quorum_voters, lambda: self.quorum.leader_id
+            config.controller_quorum_voters,
+            lambda: self.quorum.leader_id,
+            controller_credentials(config),
         )
         self.broker_applied = -1  # the last metadata offset the broker reported
         self.broker_epoch = -1
@@ -111,7 +116,9 @@ class ControllerProcess:
             self._server,
         )
         health_pb2_grpc.add_HealthServicer_to_server(self._health, self._server)
-        if self._server.add_insecure_port(f"{listener.host}:{listener.port}") == 0:
+        address = f"{listener.host}:{listener.port}"
+        protocols = self.config.security_protocol_map
+        if grpc_tls.add_port(self._server, address, self.config.raw, protocols, listener.name) == 0:
             raise OSError(f"cannot listen on {listener.host}:{listener.port} ({listener.name})")
         self._server.start()
         self.quorum.start()

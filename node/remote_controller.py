@@ -35,6 +35,8 @@ from .config import NodeConfig
 from .controller_client import ControllerClient
 from .controller_requests import IsrChange
 from .event_log import EventLogger
+from .security.grpc_tls import open_channel
+from .security.internode import controller_credentials
 
 _log = EventLogger("remote_controller")
 Listener = Callable[[MetadataImage, list[MetadataRecord]], None]
@@ -70,7 +72,10 @@ class RemoteController:
         host = "127.0.0.1" if listener.host in ("0.0.0.0", "::", "") else listener.host
         self._own_address = f"{host}:{listener.port}"
         self._own_channel: grpc.Channel | None = None
-        self.client = ControllerClient(config.controller_quorum_voters, self._leader_hint)
+        self._credentials = controller_credentials(config)
+        self.client = ControllerClient(
+            config.controller_quorum_voters, self._leader_hint, self._credentials
+        )
         self._leader_seen: int | None = None
         self._leader_checked = 0.0
 
@@ -96,7 +101,7 @@ class RemoteController:
                 f"the controller process of node {self.node_id} exited with code {code} "
                 "before it was ready (its log lines are in this node's log)"
             )
-        self._own_channel = grpc.insecure_channel(self._own_address)
+        self._own_channel = open_channel(self._own_address, None, self._credentials)
         _log.info("controller_process_started", pid=self._proc.pid, address=self._own_address)
 
     def start(self) -> None:
@@ -266,8 +271,9 @@ class RemoteController:
         )
         if not validate_only:
             self._await(
-                lambda image: name in image.topics
-                and len(image.topics[name].partitions) >= total_count
+                lambda image: (
+                    name in image.topics and len(image.topics[name].partitions) >= total_count
+                )
             )
 
     def delete_topic(self, name: str) -> None:
@@ -324,9 +330,7 @@ class RemoteController:
             ],
         )
         r = self.client.call(
-            lambda n: self.client.controller_stub(n).AlterPartition(
-                request, timeout=RPC_TIMEOUT_S
-            ),
+            lambda n: self.client.controller_stub(n).AlterPartition(request, timeout=RPC_TIMEOUT_S),
             lambda r: (r.error_code, r.error_message),
             deadline_s=ALTER_PARTITION_DEADLINE_S,
         )
@@ -360,4 +364,3 @@ class RemoteController:
 
 def _controller_stub(channel: grpc.Channel) -> cluster_pb2_grpc.ControllerStub:
     return cluster_pb2_grpc.ControllerStub(channel)
-

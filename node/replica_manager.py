@@ -19,6 +19,8 @@ from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
+import grpc
+
 from seglog.proto import client_pb2 as pb
 from seglog.replication import partition_replica as pr
 from seglog.replication.metadata_image import MetadataImage, PartitionState
@@ -50,7 +52,6 @@ MAX_TIMESTAMP = -3
 TICK_S = 0.05
 SWEEP_S = 1.0  # the shortest sweep of every leader
 SWEEP_MAX_S = 2.5  # half an AlterPartition re-send interval
-
 
 
 class PartitionError(Exception):
@@ -147,8 +148,10 @@ class ReplicaManager:
         alter_partitions: BatchSender | None = None,
         is_replica_eligible: Callable[[int, int], bool] | None = None,
         fetch_session_slots: int = DEFAULT_SESSION_SLOTS,
+        channel_credentials: grpc.ChannelCredentials | None = None,
     ) -> None:
         self.node_id = node_id
+        self.channel_credentials = channel_credentials  # None: replicate in plaintext
         self.log_manager = log_manager
         self.topic_config = topic_config
         self.replica_lag_time_max_ms = replica_lag_time_max_ms
@@ -548,9 +551,7 @@ class ReplicaManager:
                 if candidates:
                     marks: list[tuple[int, ...] | None] = [None] * len(candidates)
                     budget = max(max_bytes - total, 0)
-                    results = self._read(
-                        candidates, replica_id, replica_epoch, budget, None, marks
-                    )
+                    results = self._read(candidates, replica_id, replica_epoch, budget, None, marks)
                     for spec, r, m in zip(candidates, results, marks, strict=True):
                         tp = (spec.topic, spec.partition)
                         failed = r.error_name != "NONE" or r.diverging_epoch is not None
@@ -758,7 +759,7 @@ class ReplicaManager:
         for node in set(by_leader) - set(self._fetchers):
             address = self.address_of(node)
             if address is not None:
-                self._fetchers[node] = ReplicaFetcher(self, node, address)
+                self._fetchers[node] = ReplicaFetcher(self, node, address, self.channel_credentials)
         for node in set(self._fetchers) - set(by_leader):
             self._fetchers.pop(node).stop()
         for node, fetcher in self._fetchers.items():

@@ -32,6 +32,8 @@ from .local_controller import LocalController
 from .log_manager import LogManager
 from .remote_controller import RemoteController
 from .replica_manager import ReplicaManager
+from .security import grpc_tls
+from .security.internode import inter_broker_credentials
 from .servicer import SegLogServicer
 
 _log = EventLogger("node")
@@ -77,6 +79,7 @@ class Node:
             address_of=self._broker_address,
             alter_partitions=self._alter_partitions,
             is_replica_eligible=self._eligible,
+            channel_credentials=inter_broker_credentials(config),
         )
         self.broker_epoch = -1
         self._pid_lock = threading.Lock()
@@ -123,7 +126,13 @@ class Node:
                 QuorumDescriber(self.remote), self._server
             )
         for listener in self.config.grpc_listeners:
-            port = self._server.add_insecure_port(f"{listener.host}:{listener.port}")
+            port = grpc_tls.add_port(
+                self._server,
+                f"{listener.host}:{listener.port}",
+                self.config.raw,
+                self.config.security_protocol_map,
+                listener.name,
+            )
             if port == 0:
                 raise OSError(f"cannot listen on {listener.host}:{listener.port} ({listener.name})")
             if listener.address == self.config.listener:

@@ -10,6 +10,7 @@ from collections.abc import Mapping
 
 from ..config import Listener, NodeConfig, int_setting
 from ..event_log import EventLogger
+from ..security.kafka_tls import ListenerTls
 from .handlers import KafkaApis
 from .node_api import KafkaNode
 from .socket_server import SocketServer, SocketSettings
@@ -44,7 +45,11 @@ class KafkaListener:
         self.name = listener.name
         self.settings = socket_settings(config.raw, config.num_io_threads)
         self.apis = KafkaApis(node, listener.name, config.raw)
-        self.server = SocketServer(listener.host, listener.port, self.apis, self.settings)
+        protocol = config.security_protocol_map.get(listener.name, "PLAINTEXT")
+        tls = ListenerTls(config.raw, listener.name) if protocol in ("SSL", "SASL_SSL") else None
+        self.server = SocketServer(
+            listener.host, listener.port, self.apis, self.settings, tls, listener.name
+        )
         self.apis.stopped = self.server.stopped
         self.port = self.server.port
 

@@ -18,6 +18,12 @@ threads (Kafka parks it in its purgatory), which frees the handler and lets the
 connection's next request in, up to MAX_IN_FLIGHT per connection. Responses go back in
 request order: each request has a slot in its connection's queue, and a slot is
 written only when every slot before it has been.
+
+A listener mapped to SSL wraps each accepted socket in TLS without blocking: the
+handshake advances on the selector's events (a client that does not finish it within
+HANDSHAKE_TIMEOUT_S is closed), records are decrypted into the connection's buffer
+(what the TLS layer already holds is drained at once, since the selector cannot see
+it), and a FileSlice is read in chunks and encrypted, sendfile being plaintext only.
 """
 
 from __future__ import annotations
@@ -27,6 +33,7 @@ import os
 import queue
 import selectors
 import socket
+import ssl
 import struct
 import threading
 import time
@@ -37,6 +44,8 @@ from dataclasses import dataclass
 from seglog.storage.file_slice import FileSlice
 
 from ..event_log import EventLogger
+from ..security.kafka_tls import ListenerTls
+from ..security.principal import ANONYMOUS, KafkaPrincipal, certificate_principal
 from .codec import InvalidRequestError, KafkaRequest, Part, parse_request
 
 _log = EventLogger("kafka")
@@ -46,6 +55,9 @@ SELECT_TIMEOUT_S = 0.3
 MAX_NEW_CONNECTIONS = 20  # a processor's queue of accepted, not yet registered sockets
 
 MAX_IN_FLIGHT = 5  # requests of one connection being handled or awaiting their turn
+HANDSHAKE_TIMEOUT_S = 10.0  # a TLS client that has not finished its handshake by then
+TLS_CHUNK = 256 * 1024  # bytes encrypted per send on a TLS connection
+MAX_PENDING_READS = 8  # decrypted records drained per read (each at most 16 KiB)
 
 
 class Deferred:
@@ -107,6 +119,10 @@ class Connection:
         self.events = 0  # what the processor's selector watches for (0: not registered)
         self.closed = False
         self.last_active = time.monotonic()
+        self.tls = isinstance(sock, ssl.SSLSocket)
+        self.handshaking = self.tls
+        self.handshake_wants = selectors.EVENT_READ  # a server first awaits the ClientHello
+        self.principal: KafkaPrincipal = ANONYMOUS  # a TLS client's certificate subject
 
 
 Work = tuple[Connection, KafkaRequest, Slot]
@@ -210,6 +226,9 @@ class Processor(threading.Thread):
                         with contextlib.suppress(BlockingIOError):
                             self._wake_r.recv(4096)
                         continue
+                    if conn.handshaking:
+                        self._handshake(conn)
+                        continue
                     if events & selectors.EVENT_WRITE and not conn.closed:
                         self._write(conn)
                     if events & selectors.EVENT_READ and not conn.closed:
@@ -232,9 +251,44 @@ class Processor(threading.Thread):
             sock.setblocking(False)
             self._next_id += 1
             peer = sock.getpeername() if sock.family != socket.AF_UNIX else ("unix", 0)
+            tls = self.server.tls
+            if tls is not None:
+                sock = tls.context().wrap_socket(
+                    sock, server_side=True, do_handshake_on_connect=False
+                )
             conn = Connection(sock, f"{peer[0]}:{peer[1]}-{self.index}-{self._next_id}", self)
             self.connections[conn.id] = conn
             self._interest(conn)
+
+    def _handshake(self, conn: Connection) -> None:
+        """One step of a TLS handshake; a failure (a plaintext client, an untrusted or
+        expired certificate, no common protocol) is logged once and closes."""
+        assert isinstance(conn.sock, ssl.SSLSocket)
+        try:
+            conn.sock.do_handshake()
+        except ssl.SSLWantReadError:
+            conn.handshake_wants = selectors.EVENT_READ
+            self._interest(conn)
+            return
+        except ssl.SSLWantWriteError:
+            conn.handshake_wants = selectors.EVENT_WRITE
+            self._interest(conn)
+            return
+        except (ssl.SSLError, OSError) as e:
+            _log.warning(
+                "kafka_ssl_handshake_failed",
+                listener=self.server.listener_name,
+                address=conn.id.rsplit("-", 2)[0],
+                reason=getattr(e, "reason", None) or str(e),
+            )
+            self._close(conn, "ssl handshake failed")
+            return
+        conn.handshaking = False
+        conn.principal = certificate_principal(conn.sock.getpeercert(binary_form=True))
+        conn.last_active = time.monotonic()
+        self._interest(conn)
+        # The client's first request may have come with its last handshake message.
+        self._read(conn)
 
     def _send_responses(self) -> None:
         with self._responses_lock:
@@ -272,6 +326,8 @@ class Processor(threading.Thread):
         events = selectors.EVENT_WRITE if conn.outq else 0
         if not self._muted(conn):
             events |= selectors.EVENT_READ
+        if conn.handshaking:
+            events = conn.handshake_wants
         if events == conn.events or conn.closed:
             return
         if conn.events == 0:
@@ -288,7 +344,14 @@ class Processor(threading.Thread):
             return
         try:
             data = conn.sock.recv(RECV_CHUNK)
-        except BlockingIOError:
+            if conn.tls and data:
+                # Decrypted bytes the TLS layer holds raise no selector event: take them.
+                for _ in range(MAX_PENDING_READS):
+                    pending = conn.sock.pending()  # type: ignore[attr-defined]
+                    if not pending:
+                        break
+                    data += conn.sock.recv(pending)
+        except (BlockingIOError, ssl.SSLWantReadError, ssl.SSLWantWriteError):
             return
         except OSError as e:
             self._close(conn, f"read failed: {e}")
@@ -339,13 +402,24 @@ class Processor(threading.Thread):
             try:
                 if isinstance(part, FileSlice):
                     left = part.size - conn.out_pos
-                    n = os.sendfile(conn.sock.fileno(), part.fd, part.position + conn.out_pos, left)
+                    if conn.tls:
+                        # A retried TLS write must offer the same bytes: the same chunk.
+                        chunk = os.pread(
+                            part.fd, min(left, TLS_CHUNK), part.position + conn.out_pos
+                        )
+                        n = conn.sock.send(chunk) if chunk else 0
+                    else:
+                        n = os.sendfile(
+                            conn.sock.fileno(), part.fd, part.position + conn.out_pos, left
+                        )
                     if n == 0 and left > 0:
                         self._close(conn, "segment file truncated during a fetch response")
                         return
+                elif conn.tls:
+                    n = conn.sock.send(memoryview(part)[conn.out_pos : conn.out_pos + TLS_CHUNK])
                 else:
                     n = conn.sock.send(memoryview(part)[conn.out_pos :])
-            except BlockingIOError:
+            except (BlockingIOError, ssl.SSLWantWriteError, ssl.SSLWantReadError):
                 self._interest(conn)
                 return
             except OSError as e:
@@ -365,7 +439,15 @@ class Processor(threading.Thread):
         limit = self.settings.connections_max_idle_ms / 1000
         now = time.monotonic()
         for conn in list(self.connections.values()):
-            if not conn.slots and not conn.outq and now - conn.last_active > limit:
+            if conn.handshaking and now - conn.last_active > HANDSHAKE_TIMEOUT_S:
+                _log.warning(
+                    "kafka_ssl_handshake_failed",
+                    listener=self.server.listener_name,
+                    address=conn.id.rsplit("-", 2)[0],
+                    reason=f"no handshake within {HANDSHAKE_TIMEOUT_S:.0f}s",
+                )
+                self._close(conn, "ssl handshake timed out")
+            elif not conn.slots and not conn.outq and now - conn.last_active > limit:
                 self._close(conn, "idle")
 
     def _close(self, conn: Connection, reason: str) -> None:
@@ -397,10 +479,18 @@ class SocketServer:
     """The acceptor, processors and handlers of one Kafka listener."""
 
     def __init__(
-        self, host: str, port: int, handler: Handler, settings: SocketSettings | None = None
+        self,
+        host: str,
+        port: int,
+        handler: Handler,
+        settings: SocketSettings | None = None,
+        tls: ListenerTls | None = None,
+        listener_name: str = "PLAINTEXT",
     ) -> None:
         self.settings = settings or SocketSettings()
         self.handler = handler
+        self.tls = tls  # None: plaintext
+        self.listener_name = listener_name
         self.stopped = threading.Event()
         self.channel = RequestChannel(self.settings.queued_max_requests)
         self._sock = socket.create_server((host, port), backlog=128, reuse_port=False)
