@@ -24,7 +24,7 @@ from typing import Any, TypeVar
 from seglog.proto import client_pb2 as pb
 from seglog.proto import client_pb2_grpc, errors_pb2
 
-from .cluster import ClusterMetadata, TopicPartition, call
+from .cluster import ClusterMetadata, Connections, TopicPartition, call
 from .errors import (
     KafkaError,
     NoBrokersAvailable,
@@ -32,6 +32,7 @@ from .errors import (
     error_class,
     for_code,
 )
+from .security import ClientSecurity
 
 T = TypeVar("T")
 
@@ -158,13 +159,16 @@ class Admin:
         request_timeout_ms: int = 30_000,
         client_id: str = "seglog-admin",
         metadata_max_age_ms: int = 300_000,
+        **security: str | None,
     ) -> None:
+        credentials = ClientSecurity.from_options(security).channel_credentials()
         if request_timeout_ms <= 0:
             raise ValueError(f"request_timeout_ms must be positive, got {request_timeout_ms}")
         self.client_id = client_id
         self.request_timeout_ms = request_timeout_ms
         self._metadata = ClusterMetadata(
             bootstrap_servers,
+            Connections(credentials),
             request_timeout_ms=request_timeout_ms,
             metadata_max_age_ms=metadata_max_age_ms,
         )

@@ -19,7 +19,7 @@ from collections import deque
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from .cluster import ClusterMetadata, TopicPartition
+from .cluster import ClusterMetadata, Connections, TopicPartition
 from .errors import IllegalStateError, KafkaTimeoutError
 from .fetcher import (
     EARLIEST,
@@ -35,6 +35,7 @@ from .fetcher import (
     OffsetAndTimestamp,
     OffsetOutOfRangeError,
 )
+from .security import ClientSecurity
 
 __all__ = [
     "Consumer",
@@ -130,7 +131,9 @@ class Consumer:
         retry_backoff_max_ms: int = 1000,
         metadata_max_age_ms: int = 300000,
         consumer_timeout_ms: float = float("inf"),
+        **security: str | None,
     ) -> None:
+        credentials = ClientSecurity.from_options(security).channel_credentials()
         if group_id is not None:
             raise ValueError(
                 f"group_id={group_id!r} is not supported: seglog has no group coordinator. "
@@ -170,6 +173,7 @@ class Consumer:
         )
         self._metadata = ClusterMetadata(
             bootstrap_servers,
+            Connections(credentials),
             request_timeout_ms=self.request_timeout_ms,
             metadata_max_age_ms=_positive_int("metadata_max_age_ms", metadata_max_age_ms),
         )

@@ -113,7 +113,13 @@ def parse_listeners(key: str, value: str) -> dict[str, Listener]:
             continue
         name, sep, address = item.partition("://")
         host, colon, port = address.rpartition(":")
-        if not sep or not name or not colon or not port.isdigit() or not 0 <= int(port) <= 65535:
+        if (
+            not sep
+            or not name
+            or not colon
+            or not port.isdigit()
+            or not 0 <= int(port) <= 65535
+        ):
             raise InvalidConfigError(
                 f"Invalid value {value} for configuration {key}: "
                 f"expected NAME://host:port entries, got {item!r}"
@@ -256,15 +262,11 @@ class NodeConfig:
                         f"advertised.listeners: {n} is not among listeners"
                     )
                 advertised[n] = lst
-        inter_broker = (
-            props.get(
-                "inter.broker.listener.name",
-                next((n for n in listeners if n in grpc_names and n != "REPLICATION"), "")
-                or next((n for n in listeners if n in grpc_names), "GRPC"),
-            )
-            .strip()
-            .upper()
-        )
+        inter_broker = props.get(
+            "inter.broker.listener.name",
+            next((n for n in listeners if n in grpc_names and n != "REPLICATION"), "")
+            or next((n for n in listeners if n in grpc_names), "GRPC"),
+        ).strip().upper()
         dirs_raw = props.get("log.dirs", props.get("log.dir", "/tmp/kafka-logs"))
         log_dirs = tuple(Path(d.strip()) for d in dirs_raw.split(",") if d.strip())
         if not log_dirs:

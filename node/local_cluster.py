@@ -51,7 +51,9 @@ def listener_port(base_port: int, node_id: int, name: str) -> int:
 
 
 def bootstrap_servers(base_port: int, nodes: int, name: str = "GRPC") -> str:
-    return ",".join(f"127.0.0.1:{listener_port(base_port, i, name)}" for i in range(1, nodes + 1))
+    return ",".join(
+        f"127.0.0.1:{listener_port(base_port, i, name)}" for i in range(1, nodes + 1)
+    )
 
 
 def node_properties(node_id: int, nodes: int, base_port: int, data_dir: Path) -> dict[str, str]:
@@ -184,8 +186,9 @@ def last_error(log: Path, max_bytes: int = 65536) -> str:
 def _node_failed(data_dir: Path, node_id: int, returncode: int | None, when: str) -> str:
     log = node_log(data_dir, node_id)
     why = last_error(log)
-    return f"node {node_id} exited with code {returncode} {when}; its log is {log}" + (
-        f" (last error: {why})" if why else ""
+    return (
+        f"node {node_id} exited with code {returncode} {when}; its log is {log}"
+        + (f" (last error: {why})" if why else "")
     )
 
 

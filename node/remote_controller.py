@@ -271,9 +271,8 @@ class RemoteController:
         )
         if not validate_only:
             self._await(
-                lambda image: (
-                    name in image.topics and len(image.topics[name].partitions) >= total_count
-                )
+                lambda image: name in image.topics
+                and len(image.topics[name].partitions) >= total_count
             )
 
     def delete_topic(self, name: str) -> None:
@@ -330,7 +329,9 @@ class RemoteController:
             ],
         )
         r = self.client.call(
-            lambda n: self.client.controller_stub(n).AlterPartition(request, timeout=RPC_TIMEOUT_S),
+            lambda n: self.client.controller_stub(n).AlterPartition(
+                request, timeout=RPC_TIMEOUT_S
+            ),
             lambda r: (r.error_code, r.error_message),
             deadline_s=ALTER_PARTITION_DEADLINE_S,
         )

@@ -551,7 +551,9 @@ class ReplicaManager:
                 if candidates:
                     marks: list[tuple[int, ...] | None] = [None] * len(candidates)
                     budget = max(max_bytes - total, 0)
-                    results = self._read(candidates, replica_id, replica_epoch, budget, None, marks)
+                    results = self._read(
+                        candidates, replica_id, replica_epoch, budget, None, marks
+                    )
                     for spec, r, m in zip(candidates, results, marks, strict=True):
                         tp = (spec.topic, spec.partition)
                         failed = r.error_name != "NONE" or r.diverging_epoch is not None
