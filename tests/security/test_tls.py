@@ -200,14 +200,16 @@ def test_untrusted_or_missing_client_certificate_is_refused(secure, who):
     ctx = ssl.create_default_context(cafile=str(secure.ca_file))
     if who == "untrusted":
         ctx.load_cert_chain(str(secure.rogue_file))
-    with socket.create_connection(("127.0.0.1", secure.kafka_port), timeout=5) as raw:
-        with pytest.raises((ssl.SSLError, ConnectionResetError, BrokenPipeError)):
-            with ctx.wrap_socket(raw, server_hostname="127.0.0.1") as s:
-                # TLS 1.3: the server's verdict on our certificate comes after the
-                # client's side of the handshake, with the first read.
-                s.sendall(_api_versions_frame())
-                if not s.recv(4):
-                    raise ConnectionResetError("closed without an answer")
+    with (
+        socket.create_connection(("127.0.0.1", secure.kafka_port), timeout=5) as raw,
+        pytest.raises((ssl.SSLError, ConnectionResetError, BrokenPipeError)),
+        ctx.wrap_socket(raw, server_hostname="127.0.0.1") as s,
+    ):
+        # TLS 1.3: the server's verdict on our certificate comes after the client's
+        # side of the handshake, with the first read.
+        s.sendall(_api_versions_frame())
+        if not s.recv(4):
+            raise ConnectionResetError("closed without an answer")
     log = secure.node.log_path.read_text()
     assert "kafka_ssl_handshake_failed" in log
 
