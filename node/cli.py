@@ -11,7 +11,7 @@ from pathlib import Path
 from seglog.client.errors import KafkaError
 from seglog.storage.errors import StorageError
 
-from . import cli_cluster, cli_console, cli_log_dirs, cli_offsets, cli_topics
+from . import cli_cluster, cli_console, cli_log_dirs, cli_offsets, cli_security, cli_topics
 from .local_cluster import LocalClusterError
 
 
@@ -118,6 +118,7 @@ def build_parser() -> argparse.ArgumentParser:
     cli_offsets.add_parser(sub)
     cli_cluster.add_parser(sub)
     cli_log_dirs.add_parser(sub)
+    cli_security.add_parsers(sub)
     return parser
 
 

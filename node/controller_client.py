@@ -41,6 +41,9 @@ class ControllerClient:
             )
         return channel
 
+    def channel(self, node: int) -> grpc.Channel:
+        return self._channel(node)
+
     def controller_stub(self, node: int) -> cluster_pb2_grpc.ControllerStub:
         return cluster_pb2_grpc.ControllerStub(self._channel(node))
 

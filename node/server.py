@@ -16,7 +16,7 @@ from types import FrameType
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
-from seglog.proto import client_pb2_grpc, cluster_pb2_grpc
+from seglog.proto import client_pb2_grpc, cluster_pb2_grpc, security_pb2_grpc
 from seglog.proto import cluster_pb2 as cpb
 from seglog.replication.cluster_control import ControlError
 from seglog.replication.metadata_image import MetadataImage
@@ -33,7 +33,11 @@ from .log_manager import LogManager
 from .remote_controller import RemoteController
 from .replica_manager import ReplicaManager
 from .security import grpc_tls
+from .security.grpc_gate import AuthorizingInterceptor
 from .security.internode import inter_broker_credentials
+from .security.node_authorizer import NodeAuthorizer
+from .security.security_admin import SecurityAdmin
+from .security.security_servicer import SecurityServicer
 from .servicer import SegLogServicer
 
 _log = EventLogger("node")
@@ -92,6 +96,11 @@ class Node:
         self.exit_code = 0
         self.port = -1
         self.kafka: list[KafkaListener] = []  # Kafka-protocol listeners (e.g. PLAINTEXT)
+        # ACLs (authorizer.class.name; None: off) and the SCRAM/ACL admin requests.
+        self.authorizer = NodeAuthorizer.from_properties(config.raw, self.metadata_image)
+        self.security = SecurityAdmin(
+            self.metadata_image, self.controller.commit_security, self.authorizer
+        )
 
     # --- lifecycle -----------------------------------------------------------------
 
@@ -108,6 +117,7 @@ class Node:
                 thread_name_prefix="grpc",
             ),
             maximum_concurrent_rpcs=self.config.queued_max_requests,
+            interceptors=[AuthorizingInterceptor(self.authorizer)] if self.authorizer else None,
             options=[
                 ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
                 ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
@@ -121,6 +131,9 @@ class Node:
         )
         client_pb2_grpc.add_SegLogServicer_to_server(SegLogServicer(self), self._server)
         health_pb2_grpc.add_HealthServicer_to_server(self._health, self._server)
+        security_pb2_grpc.add_SecurityServicer_to_server(
+            SecurityServicer(self.security), self._server
+        )
         if self.remote is not None:
             cluster_pb2_grpc.add_ControllerServicer_to_server(
                 QuorumDescriber(self.remote), self._server
