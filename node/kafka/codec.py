@@ -16,16 +16,26 @@ from dataclasses import dataclass
 from typing import Any
 
 from kafka.protocol.admin import (
+    AlterUserScramCredentialsRequest,
+    AlterUserScramCredentialsResponse,
+    CreateAclsRequest,
+    CreateAclsResponse,
     CreatePartitionsRequest,
     CreatePartitionsResponse,
     CreateTopicsRequest,
     CreateTopicsResponse,
+    DeleteAclsRequest,
+    DeleteAclsResponse,
     DeleteTopicsRequest,
     DeleteTopicsResponse,
+    DescribeAclsRequest,
+    DescribeAclsResponse,
     DescribeClusterRequest,
     DescribeClusterResponse,
     DescribeConfigsRequest,
     DescribeConfigsResponse,
+    DescribeUserScramCredentialsRequest,
+    DescribeUserScramCredentialsResponse,
     IncrementalAlterConfigsRequest,
     IncrementalAlterConfigsResponse,
 )
@@ -50,6 +60,12 @@ from kafka.protocol.producer import (
     InitProducerIdResponse,
     ProduceRequest,
     ProduceResponse,
+)
+from kafka.protocol.sasl import (
+    SaslAuthenticateRequest,
+    SaslAuthenticateResponse,
+    SaslHandshakeRequest,
+    SaslHandshakeResponse,
 )
 
 from seglog.storage.file_slice import FileSlice
@@ -115,6 +131,27 @@ APIS: dict[int, ApiSpec] = {
             (0, 1),
         ),
         ApiSpec(60, "DescribeCluster", DescribeClusterRequest, DescribeClusterResponse, (0, 1)),
+        # Security (node/security/kafka_gate.py answers these). SaslHandshake v1 only:
+        # v0 would be followed by unframed SASL tokens.
+        ApiSpec(17, "SaslHandshake", SaslHandshakeRequest, SaslHandshakeResponse, (1, 1)),
+        ApiSpec(29, "DescribeAcls", DescribeAclsRequest, DescribeAclsResponse, (1, 3)),
+        ApiSpec(30, "CreateAcls", CreateAclsRequest, CreateAclsResponse, (1, 3)),
+        ApiSpec(31, "DeleteAcls", DeleteAclsRequest, DeleteAclsResponse, (1, 3)),
+        ApiSpec(36, "SaslAuthenticate", SaslAuthenticateRequest, SaslAuthenticateResponse, (0, 2)),
+        ApiSpec(
+            50,
+            "DescribeUserScramCredentials",
+            DescribeUserScramCredentialsRequest,
+            DescribeUserScramCredentialsResponse,
+            (0, 0),
+        ),
+        ApiSpec(
+            51,
+            "AlterUserScramCredentials",
+            AlterUserScramCredentialsRequest,
+            AlterUserScramCredentialsResponse,
+            (0, 0),
+        ),
     )
 }
 

@@ -10,6 +10,7 @@ from collections.abc import Mapping
 
 from ..config import Listener, NodeConfig, int_setting
 from ..event_log import EventLogger
+from ..security.kafka_gate import KafkaGate
 from ..security.kafka_tls import ListenerTls
 from .handlers import KafkaApis
 from .node_api import KafkaNode
@@ -47,8 +48,11 @@ class KafkaListener:
         self.apis = KafkaApis(node, listener.name, config.raw)
         protocol = config.security_protocol_map.get(listener.name, "PLAINTEXT")
         tls = ListenerTls(config.raw, listener.name) if protocol in ("SSL", "SASL_SSL") else None
+        security = getattr(node, "security", None)  # SecurityAdmin (a node has one)
+        gate = KafkaGate(listener.name, protocol, config.raw, security) if security else None
+        self.apis.authorizer = getattr(node, "authorizer", None)
         self.server = SocketServer(
-            listener.host, listener.port, self.apis, self.settings, tls, listener.name
+            listener.host, listener.port, self.apis, self.settings, tls, listener.name, gate
         )
         self.apis.stopped = self.server.stopped
         self.port = self.server.port

@@ -44,6 +44,7 @@ from dataclasses import dataclass
 from seglog.storage.file_slice import FileSlice
 
 from ..event_log import EventLogger
+from ..security.kafka_gate import CloseConnection, KafkaGate, KafkaSession
 from ..security.kafka_tls import ListenerTls
 from ..security.principal import ANONYMOUS, KafkaPrincipal, certificate_principal
 from .codec import InvalidRequestError, KafkaRequest, Part, parse_request
@@ -123,6 +124,8 @@ class Connection:
         self.handshaking = self.tls
         self.handshake_wants = selectors.EVENT_READ  # a server first awaits the ClientHello
         self.principal: KafkaPrincipal = ANONYMOUS  # a TLS client's certificate subject
+        self.host = conn_id.rsplit("-", 2)[0].rpartition(":")[0]
+        self.session: KafkaSession | None = None  # the security gate's, from the first request
 
 
 Work = tuple[Connection, KafkaRequest, Slot]
@@ -486,9 +489,11 @@ class SocketServer:
         settings: SocketSettings | None = None,
         tls: ListenerTls | None = None,
         listener_name: str = "PLAINTEXT",
+        gate: KafkaGate | None = None,
     ) -> None:
         self.settings = settings or SocketSettings()
         self.handler = handler
+        self.gate = gate  # authentication, principals and the ACL admin APIs
         self.tls = tls  # None: plaintext
         self.listener_name = listener_name
         self.stopped = threading.Event()
@@ -581,7 +586,16 @@ class SocketServer:
                 return
             conn, request, slot = item
             try:
-                answer = self.handler(request)
+                if self.gate is None:
+                    answer = self.handler(request)
+                else:
+                    if conn.session is None:
+                        conn.session = self.gate.new_session(conn.host, conn.principal)
+                    answer = self.gate(conn.session, request, self.handler)
+            except CloseConnection as e:
+                _log.debug("kafka_connection_refused", connection=conn.id, reason=str(e))
+                conn.processor.respond(conn, slot, None, close=True)
+                continue
             except Exception as e:  # noqa: BLE001 - a bug in a handler: this connection only
                 self._failed(conn, slot, request.spec.name, e)
                 continue
