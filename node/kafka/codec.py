@@ -131,9 +131,17 @@ APIS: dict[int, ApiSpec] = {
             (0, 1),
         ),
         ApiSpec(60, "DescribeCluster", DescribeClusterRequest, DescribeClusterResponse, (0, 1)),
-        # Security (node/security/kafka_gate.py answers these). SaslHandshake v1 only:
-        # v0 would be followed by unframed SASL tokens.
-        ApiSpec(17, "SaslHandshake", SaslHandshakeRequest, SaslHandshakeResponse, (1, 1)),
+        # Security (node/security/kafka_gate.py answers these). SaslHandshake v1 only
+        # (v0 would be followed by unframed SASL tokens), advertised from v0 because
+        # librdkafka enables SASL only when a broker lists v0.
+        ApiSpec(
+            17,
+            "SaslHandshake",
+            SaslHandshakeRequest,
+            SaslHandshakeResponse,
+            (1, 1),
+            advertised_min=0,
+        ),
         ApiSpec(29, "DescribeAcls", DescribeAclsRequest, DescribeAclsResponse, (1, 3)),
         ApiSpec(30, "CreateAcls", CreateAclsRequest, CreateAclsResponse, (1, 3)),
         ApiSpec(31, "DeleteAcls", DeleteAclsRequest, DeleteAclsResponse, (1, 3)),

@@ -13,6 +13,8 @@ from typing import Any
 
 import grpc
 
+from seglog.proto import errors_pb2
+
 from ..event_log import EventLogger
 from .acls import CLUSTER_NAME, AclOperation, ResourceType
 from .grpc_auth import grpc_principal
@@ -191,11 +193,15 @@ class AuthorizingInterceptor(grpc.ServerInterceptor):
             ):
                 request.allow_auto_topic_creation = False
             response = inner(request, context)
-            kept = [
-                t
-                for t in response.topics
-                if authorizer.authorize(principal, host, AclOperation.DESCRIBE, TOPIC, t.name)
-            ]
+            kept = []
+            for t in response.topics:
+                if authorizer.authorize(principal, host, AclOperation.DESCRIBE, TOPIC, t.name):
+                    kept.append(t)
+                elif not request.all_topics:  # named: Kafka's error, not a silent gap
+                    t.error_code = errors_pb2.ErrorCode.Value("TOPIC_AUTHORIZATION_FAILED")
+                    t.error_message = f"{principal} may not DESCRIBE topic {t.name}"
+                    del t.partitions[:]
+                    kept.append(t)
             if len(kept) != len(response.topics):
                 del response.topics[:]
                 response.topics.extend(kept)

@@ -143,7 +143,9 @@ class ScramServer:
         if not sep:
             raise ScramError("client-final message without a proof")
         attrs = _attributes(without_proof)
-        if attrs.get("r") != self._nonce:
+        # Kafka checks the nonce ends with the server's: some clients (librdkafka)
+        # send their own nonce once more in front.
+        if not attrs.get("r", "").endswith(self._nonce):
             raise ScramError("nonce mismatch")
         if base64.b64decode(attrs.get("c", "")) != self._gs2.encode():
             raise ScramError("channel binding mismatch")
