@@ -247,7 +247,9 @@ def test_kafka_python_scram_and_acl_admin_apis(cluster):
             host="*",
             operation=ACLOperation.ANY,
             permission_type=ACLPermissionType.ANY,
-            resource_pattern=ResourcePatternFilter(KResourceType.ANY, None, ACLResourcePatternType.ANY),
+            resource_pattern=ResourcePatternFilter(
+                KResourceType.ANY, None, ACLResourcePatternType.ANY
+            ),
         )
     )
     admin.close()

@@ -6,6 +6,7 @@ serving the others. A renewed keystore is picked up without a restart."""
 
 from __future__ import annotations
 
+import datetime
 import shutil
 import socket
 import ssl
@@ -45,6 +46,10 @@ class SecureNode:
         )
         rogue = CertificateAuthority("rogue-ca")
         self.rogue_file = rogue.issue("mallory").write(self.certs / "mallory.pem")
+        expired = self.ca.issue(
+            "late", not_before=self.ca.now - datetime.timedelta(days=30), valid_days=2
+        )
+        self.expired_file = expired.write(self.certs / "late.pem")
         self.kafka_port = free_port()
         grpc_port = free_port()
         self.node = NodeProcess(
@@ -195,11 +200,13 @@ def test_plaintext_client_on_the_tls_port_is_refused_and_others_still_served(sec
         assert struct.unpack(">h", data[4:6])[0] == 0  # error_code NONE
 
 
-@pytest.mark.parametrize("who", ["untrusted", "no certificate"])
-def test_untrusted_or_missing_client_certificate_is_refused(secure, who):
+@pytest.mark.parametrize("who", ["untrusted", "expired", "no certificate"])
+def test_untrusted_expired_or_missing_client_certificate_is_refused(secure, who):
     ctx = ssl.create_default_context(cafile=str(secure.ca_file))
     if who == "untrusted":
         ctx.load_cert_chain(str(secure.rogue_file))
+    elif who == "expired":
+        ctx.load_cert_chain(str(secure.expired_file))
     with (
         socket.create_connection(("127.0.0.1", secure.kafka_port), timeout=5) as raw,
         pytest.raises((ssl.SSLError, ConnectionResetError, BrokenPipeError)),
@@ -310,3 +317,35 @@ def test_renewed_certificate_is_served_without_a_restart(secure):
         time.sleep(0.3)
         serial = served_serial()
     assert serial == expected != before
+
+
+@pytest.mark.parametrize(
+    ("props", "says"),
+    [
+        ({"listener.security.protocol.map": "GRPC:SASL_SSL"}, "gRPC listener"),
+        ({"listener.security.protocol.map": "GRPC:SSL"}, "no ssl.keystore.location"),
+        (
+            {
+                "listeners": "GRPC://127.0.0.1:9192,SASL_PLAINTEXT://127.0.0.1:9093",
+                "listener.security.protocol.map": "GRPC:PLAINTEXT,SASL_PLAINTEXT:SASL_PLAINTEXT",
+            },
+            "GSSAPI",
+        ),
+        ({"ssl.client.auth": "sometimes", "listener.security.protocol.map": "GRPC:SSL"}, "one of"),
+        (
+            {"ssl.enabled.protocols": "TLSv1.1", "listener.security.protocol.map": "GRPC:SSL"},
+            "TLSv1.2, TLSv1.3 only",
+        ),
+        (
+            {"ssl.keystore.type": "JKS", "listener.security.protocol.map": "GRPC:SSL"},
+            "PEM files only",
+        ),
+    ],
+)
+def test_security_settings_seglog_cannot_serve_are_refused_at_start(props, says):
+    from seglog.node.config import NodeConfig
+    from seglog.storage.errors import InvalidConfigError
+
+    base = {"node.id": "1", "listeners": "GRPC://127.0.0.1:9192"}
+    with pytest.raises(InvalidConfigError, match=says):
+        NodeConfig.from_properties({**base, **props})
