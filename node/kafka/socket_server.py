@@ -58,7 +58,7 @@ MAX_NEW_CONNECTIONS = 20  # a processor's queue of accepted, not yet registered 
 MAX_IN_FLIGHT = 5  # requests of one connection being handled or awaiting their turn
 HANDSHAKE_TIMEOUT_S = 10.0  # a TLS client that has not finished its handshake by then
 TLS_CHUNK = 256 * 1024  # bytes encrypted per send on a TLS connection
-MAX_PENDING_READS = 8  # decrypted records drained per read (each at most 16 KiB)
+MAX_PENDING_READS = 16  # further TLS reads per readable event (a record is <= 16 KiB)
 
 
 class Deferred:
@@ -348,11 +348,18 @@ class Processor(threading.Thread):
         try:
             data = conn.sock.recv(RECV_CHUNK)
             if conn.tls and data:
-                # Decrypted bytes the TLS layer holds raise no selector event: take them.
+                # A TLS record holds at most 16 KiB: read on while records are there
+                # (decrypted bytes the TLS layer holds raise no selector event).
                 for _ in range(MAX_PENDING_READS):
-                    pending = conn.sock.pending()  # type: ignore[attr-defined]
-                    if not pending:
+                    try:
+                        more = conn.sock.recv(RECV_CHUNK)
+                    except (ssl.SSLWantReadError, ssl.SSLWantWriteError):
                         break
+                    if not more:
+                        break
+                    data += more
+                pending = conn.sock.pending()  # type: ignore[attr-defined]
+                if pending:
                     data += conn.sock.recv(pending)
         except (BlockingIOError, ssl.SSLWantReadError, ssl.SSLWantWriteError):
             return
