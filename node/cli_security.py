@@ -202,8 +202,12 @@ def _bindings(args: argparse.Namespace) -> list[AclBinding]:
         if args.idempotent:
             resources.append((ResourceType.CLUSTER, "kafka-cluster"))
             per_type[ResourceType.CLUSTER] = [AclOperation.IDEMPOTENT_WRITE]
-    if args.consumer:
-        per_type[ResourceType.TOPIC] = [AclOperation.READ, AclOperation.DESCRIBE]
+    if args.consumer:  # with --producer too: both sets of operations
+        per_type[ResourceType.TOPIC] = [
+            *per_type.get(ResourceType.TOPIC, []),
+            AclOperation.READ,
+            AclOperation.DESCRIBE,
+        ]
         per_type[ResourceType.GROUP] = [AclOperation.READ]
     operations = [parse_enum(AclOperation, o, "operation") for o in args.operation or []]
     if not operations and not per_type:
