@@ -60,6 +60,7 @@ from typing import Any
 
 import grpc
 
+from seglog.node.local_cluster import LOCAL_DEFAULTS
 from seglog.proto import client_pb2 as pb
 from seglog.proto import client_pb2_grpc, cluster_pb2_grpc, errors_pb2
 from seglog.proto import cluster_pb2 as cpb
@@ -312,6 +313,13 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--session-timeout-ms", type=int, default=1500)
     parser.add_argument("--heartbeat-interval-ms", type=int, default=300)
     parser.add_argument(
+        "--election-timeout-ms",
+        type=int,
+        default=int(LOCAL_DEFAULTS["controller.quorum.election.timeout.ms"]),
+        help="controller.quorum.election.timeout.ms (default: the `seglog local up` "
+        "profile's; Kafka's default is 1000)",
+    )
+    parser.add_argument(
         "--start-creates",
         choices=("after-election", "at-kill"),
         default="after-election",
@@ -343,6 +351,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     overrides = {
         "broker.session.timeout.ms": str(args.session_timeout_ms),
         "broker.heartbeat.interval.ms": str(args.heartbeat_interval_ms),
+        "controller.quorum.election.timeout.ms": str(args.election_timeout_ms),
     }
     rng = random.Random(args.seed)
     load_start = os.getloadavg()
@@ -411,6 +420,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             "quick": args.quick,
             "session_timeout_ms": args.session_timeout_ms,
             "heartbeat_interval_ms": args.heartbeat_interval_ms,
+            "election_timeout_ms": args.election_timeout_ms,
             "seed": args.seed,
             "start_creates": args.start_creates,
             "kill_timeout_s": args.kill_timeout_s,

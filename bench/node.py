@@ -282,7 +282,7 @@ def dump():
             stats.add(p)
     stats.dump_stats(out)
 atexit.register(dump)
-from seglog.node.cli import main
+from seglog.cli.main import main
 sys.exit(main(sys.argv[1:]))
 """
 

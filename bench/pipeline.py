@@ -70,7 +70,7 @@ class LocalNode:
         )
         self.log = open(data_dir / "node.log", "ab")  # noqa: SIM115 - the child's output
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "seglog.node.cli", "node", "--config", str(config)],
+            [sys.executable, "-m", "seglog.cli", "node", "--config", str(config)],
             stdout=self.log,
             stderr=subprocess.STDOUT,
         )

@@ -68,14 +68,14 @@ class LocalCluster:
 
     def up(self) -> None:
         subprocess.run(
-            [sys.executable, "-m", "seglog.node.cli", "local", "up", "--nodes", str(NODES),
+            [sys.executable, "-m", "seglog.cli", "local", "up", "--nodes", str(NODES),
              "--data-dir", str(self.root), "--base-port", str(self.base), "--detach"],
             check=True, capture_output=True, timeout=180,
         )
 
     def down(self) -> None:
         subprocess.run(
-            [sys.executable, "-m", "seglog.node.cli", "local", "down", "--data-dir",
+            [sys.executable, "-m", "seglog.cli", "local", "down", "--data-dir",
              str(self.root)],
             capture_output=True, timeout=120,
         )

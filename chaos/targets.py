@@ -215,7 +215,7 @@ class LocalTarget:
         cmd = [
             sys.executable,
             "-m",
-            "seglog.node.cli",
+            "seglog.cli",
             "local",
             "up",
             "--nodes",
@@ -275,7 +275,7 @@ class LocalTarget:
         config = node_dir / "server.properties"
         with open(node_dir / "node.log", "ab") as log:
             proc = subprocess.Popen(
-                [sys.executable, "-m", "seglog.node.cli", "node", "--config", str(config)],
+                [sys.executable, "-m", "seglog.cli", "node", "--config", str(config)],
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
@@ -346,7 +346,7 @@ class LocalTarget:
             [
                 sys.executable,
                 "-m",
-                "seglog.node.cli",
+                "seglog.cli",
                 "local",
                 "down",
                 "--data-dir",

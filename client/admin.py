@@ -56,6 +56,14 @@ class NewTopic:
     topic_configs: Mapping[str, str] = field(default_factory=dict)
 
 
+@dataclass(frozen=True)
+class NewPartitions:
+    """kafka-python's NewPartitions: the topic's partition count after the change."""
+
+    total_count: int
+    new_assignments: Sequence[Sequence[int]] | None = None
+
+
 @dataclass(frozen=True, slots=True)
 class CreateTopicResult:
     name: str
@@ -277,6 +285,81 @@ class Admin:
         self._metadata.request_update()
         _raise_batch(errors, results, [t.name for t in new_topics])
         return results
+
+    def create_partitions(
+        self,
+        topic_partitions: Mapping[str, NewPartitions],
+        timeout_ms: int | None = None,
+        validate_only: bool = False,
+    ) -> list[str]:
+        """Raise each topic's partition count to its NewPartitions.total_count (kafka-
+        python's shape); the topics changed. Raises like create_topics."""
+        request = pb.CreateTopicPartitionsRequest(
+            timeout_ms=timeout_ms if timeout_ms is not None else self.request_timeout_ms,
+            validate_only=validate_only,
+        )
+        for name, new in topic_partitions.items():
+            if new.new_assignments is not None:
+                raise ValueError(
+                    f"{name}: new_assignments is not supported; the controller places "
+                    f"the new partitions' replicas"
+                )
+            request.topics.add(name=name, count=new.total_count)
+        response: pb.CreateTopicPartitionsResponse = self._rpc(
+            "CreatePartitions", request, lambda r: [t.error_code for t in r.results]
+        )
+        changed: dict[str, str] = {}
+        errors: dict[str, KafkaError] = {}
+        for r in response.results:
+            if r.error_code:
+                errors[r.name] = _topic_error(r.name, r.error_code, r.error_message)
+            else:
+                changed[r.name] = r.name
+        self._metadata.request_update()
+        _raise_batch(errors, changed, list(topic_partitions))
+        return list(changed)
+
+    def perform_leader_election(
+        self,
+        election_type: int | str,
+        topic_partitions: Iterable[TopicPartition] | None = None,
+        timeout_ms: int | None = None,
+    ) -> dict[TopicPartition, str]:
+        """KIP-460 (kafka-python's shape; election_type 0 or "preferred", 1 or
+        "unclean"); None: every partition that needs one. Per partition the outcome by
+        Kafka's error name: NONE (elected), ELECTION_NOT_NEEDED,
+        PREFERRED_LEADER_NOT_AVAILABLE, ELIGIBLE_LEADERS_NOT_AVAILABLE,
+        UNKNOWN_TOPIC_OR_PARTITION. A request the controller refuses as a whole raises."""
+        names = {0: "preferred", 1: "unclean"}
+        election = (
+            names.get(election_type, election_type)
+            if isinstance(election_type, int)
+            else str(election_type).lower()
+        )
+        if election not in names.values():
+            raise ValueError(
+                f"election_type must be preferred (0) or unclean (1), not {election_type!r}"
+            )
+        by_topic: dict[str, list[int]] = {}
+        for tp in topic_partitions or ():
+            by_topic.setdefault(tp.topic, []).append(tp.partition)
+        if topic_partitions is not None and not by_topic:
+            return {}
+        request = pb.ElectLeadersRequest(
+            election_type=election,
+            topics=[pb.ElectLeadersTopic(topic=t, partitions=ps) for t, ps in by_topic.items()],
+            timeout_ms=timeout_ms if timeout_ms is not None else self.request_timeout_ms,
+        )
+        response: pb.ElectLeadersResponse = self._rpc(
+            "ElectLeaders", request, lambda r: [r.error_code]
+        )
+        if response.error_code:
+            raise for_code(response.error_code, response.error_message or "ElectLeaders failed")
+        self._metadata.request_update()
+        return {
+            TopicPartition(r.topic, r.partition): errors_pb2.ErrorCode.Name(r.error_code)
+            for r in response.results
+        }
 
     def delete_topics(self, topics: Sequence[str], timeout_ms: int | None = None) -> list[str]:
         """Delete the topics; the names deleted. Raises like create_topics."""

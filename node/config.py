@@ -205,6 +205,8 @@ class NodeConfig:
     controller_listener_names: tuple[str, ...] = ("CONTROLLER",)
     grpc_listener_names: tuple[str, ...] = ("GRPC", "REPLICATION")
     inter_broker_listener_name: str = "GRPC"
+    metrics_port: int = -1  # -1: no /metrics endpoint
+    metrics_host: str = "0.0.0.0"
     raw: ConfigProperties = field(default_factory=ConfigProperties, compare=False, repr=False)
 
     @classmethod
@@ -341,6 +343,8 @@ class NodeConfig:
             leader_imbalance_check_interval_seconds=_int(
                 props, "leader.imbalance.check.interval.seconds", 300, at_least=1
             ),
+            metrics_port=_int(props, "metrics.port", -1, at_least=-1),
+            metrics_host=props.get("metrics.host", "0.0.0.0") or "0.0.0.0",
             raw=props,
         )
 

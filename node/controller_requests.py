@@ -18,6 +18,7 @@ from seglog.replication.cluster_control import (
     create_partitions_records,
     create_topic_records,
     delete_topic_records,
+    elect_leaders_records,
 )
 from seglog.replication.metadata_image import MetadataImage
 from seglog.replication.metadata_records import MetadataRecord
@@ -91,6 +92,23 @@ class ControllerRequests:
         self._op(decide)
         if not validate_only:
             _log.info("partitions_created", topic=name, partitions=total_count)
+
+    def elect_leaders(
+        self, election: str, partitions: Sequence[tuple[str, int]] | None
+    ) -> dict[tuple[str, int], str]:
+        """KIP-460's election; per partition NONE or Kafka's error name."""
+        results: dict[tuple[str, int], str] = {}
+
+        def decide(image: MetadataImage) -> list[MetadataRecord]:
+            records, decided = elect_leaders_records(image, election, partitions)
+            results.update(decided)
+            return records
+
+        self._op(decide)
+        elected = sorted(k for k, v in results.items() if v == "NONE")
+        if elected:
+            _log.info("leaders_elected", election=election, partitions=len(elected))
+        return results
 
     def delete_topic(self, name: str) -> None:
         self._op(lambda image: delete_topic_records(image, name))

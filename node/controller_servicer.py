@@ -142,6 +142,27 @@ class ControllerServicer(cluster_pb2_grpc.ControllerServicer):
             )
         )
 
+    def ElectLeaders(
+        self, request: cpb.ElectLeadersControlRequest, context: grpc.ServicerContext
+    ) -> cpb.ElectLeadersControlResponse:
+        wanted = (
+            None
+            if request.all_partitions
+            else [(p.topic, p.partition) for p in request.partitions]
+        )
+        try:
+            results = self.controller.elect_leaders(request.election_type, wanted)
+        except ControlError as e:
+            return cpb.ElectLeadersControlResponse(
+                error_code=code(e.error_name), error_message=str(e)
+            )
+        return cpb.ElectLeadersControlResponse(
+            results=[
+                cpb.ElectionPartition(topic=t, partition=p, error_code=code(error))
+                for (t, p), error in sorted(results.items())
+            ]
+        )
+
     def AlterTopicConfigs(
         self, request: cpb.AlterTopicConfigsRequest, context: grpc.ServicerContext
     ) -> cpb.ControlResponse:
@@ -226,4 +247,13 @@ class ControllerServicer(cluster_pb2_grpc.ControllerServicer):
             term=int(d["term"]),  # type: ignore[call-overload]
             commit_index=int(d["commit_index"]),  # type: ignore[call-overload]
             role=str(d["role"]),
+            voters=[
+                cpb.QuorumVoter(
+                    node_id=v,
+                    log_end_index=end,
+                    last_fetch_timestamp_ms=fetched,
+                    last_caught_up_timestamp_ms=caught_up,
+                )
+                for v, end, fetched, caught_up in d["voters"]  # type: ignore[attr-defined]
+            ],
         )

@@ -42,7 +42,7 @@ LOCAL_DEFAULTS = {
 
 # Each listener's ports start this far above --base-port (node 1 at the start, node 2
 # one above, ...): the Kafka protocol at the base itself, as clients expect 9092.
-PORT_OFFSETS = {"PLAINTEXT": 0, "GRPC": 100, "CONTROLLER": 200}
+PORT_OFFSETS = {"PLAINTEXT": 0, "GRPC": 100, "CONTROLLER": 200, "METRICS": 300}
 GRPC_LISTENERS = ("GRPC",)
 
 
@@ -71,6 +71,8 @@ def node_properties(node_id: int, nodes: int, base_port: int, data_dir: Path) ->
         "log.dirs": str(data_dir / f"node-{node_id}" / "logs"),
         "controller.quorum.voters": voters,
         "default.replication.factor": str(min(3, nodes)),
+        "metrics.host": "127.0.0.1",
+        "metrics.port": str(listener_port(base_port, node_id, "METRICS")),
         **LOCAL_DEFAULTS,
     }
     if nodes < 3:
@@ -95,7 +97,7 @@ def up(data_dir: Path, nodes: int, base_port: int, detach: bool, out: TextIO) ->
         log = open(node_dir / "node.log", "ab")  # noqa: SIM115 - owned by the child
         procs.append(
             subprocess.Popen(
-                [sys.executable, "-m", "seglog.node.cli", "node", "--config", str(config)],
+                [sys.executable, "-m", "seglog.cli", "node", "--config", str(config)],
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 start_new_session=True,

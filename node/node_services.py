@@ -4,6 +4,7 @@ can stand a node in for it."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Protocol
 
 from seglog.replication.metadata_image import MetadataImage
@@ -26,6 +27,9 @@ class NodeServices(Protocol):
         self, name: str, partitions: int, rf: int, configs: dict[str, str], validate_only: bool
     ) -> str: ...
     def delete_topic(self, name: str) -> None: ...
+    def elect_leaders(
+        self, election: str, partitions: Sequence[tuple[str, int]] | None
+    ) -> dict[tuple[str, int], str]: ...
     def create_partitions(self, name: str, total_count: int, validate_only: bool) -> None: ...
     def alter_configs(
         self, topic: str, changes: dict[str, str | None], validate_only: bool

@@ -110,6 +110,8 @@ class QuorumController(ControllerRequests):
         self._former_leader: int | None = None  # the last other voter known to lead
         self._sessions: dict[int, float] = {}  # broker id -> last heartbeat (monotonic)
         self._last_heard: dict[int, float] = {}  # voter id -> last Raft message (monotonic)
+        # voter id -> when it last held the leader's last index (monotonic; leader only)
+        self._caught_up: dict[int, float] = {}
         self._registered_at: dict[int, int] = {}  # broker id -> index of its registration
         # What request threads may read without touching the core.
         self.role = Role.FOLLOWER.value
@@ -206,8 +208,11 @@ class QuorumController(ControllerRequests):
     def _handle(self, kind: str, payload: object) -> None:
         assert self._raft is not None
         if kind == "message":
-            self._last_heard[payload.src] = time.monotonic()  # type: ignore[attr-defined]
+            src = payload.src  # type: ignore[attr-defined]
+            self._last_heard[src] = time.monotonic()
             self._raft.step(payload)  # type: ignore[arg-type]
+            if self._raft.match_indexes().get(src, -1) >= self._raft.last_index:
+                self._caught_up[src] = time.monotonic()
         elif kind == "propose":
             data, future = payload  # type: ignore[misc]
             try:
@@ -433,4 +438,34 @@ class QuorumController(ControllerRequests):
             "commit_index": self.commit_index,
             "role": self.role,
             "last_index": raft.last_index if raft is not None else 0,
+            "voters": self._voters_view(),
         }
+
+    def _voters_view(self) -> list[tuple[int, int, int, int]]:
+        """Per voter (id, log end index, last fetch ms, last caught-up ms), wall clock,
+        as kafka-metadata-quorum --replication shows them; -1 where this node does
+        not know (it is not the leader, or has not heard from the voter)."""
+        raft = self._raft
+        if raft is None:
+            return []
+        matches = raft.match_indexes()
+        now_mono, now_ms = time.monotonic(), int(time.time() * 1000)
+
+        def wall(mono: float | None) -> int:
+            return -1 if mono is None else now_ms - int((now_mono - mono) * 1000)
+
+        out = []
+        for v in raft.voters:
+            if v == self.node_id:
+                me = wall(now_mono) if matches else -1
+                out.append((v, raft.last_index if matches else -1, me, me))
+            else:
+                out.append(
+                    (
+                        v,
+                        matches.get(v, -1),
+                        wall(self._last_heard.get(v)) if matches else -1,
+                        wall(self._caught_up.get(v)) if matches else -1,
+                    )
+                )
+        return out

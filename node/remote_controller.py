@@ -277,6 +277,36 @@ class RemoteController:
                 and len(image.topics[name].partitions) >= total_count
             )
 
+    def elect_leaders(
+        self, election: str, partitions: Sequence[tuple[str, int]] | None
+    ) -> dict[tuple[str, int], str]:
+        request = cpb.ElectLeadersControlRequest(
+            election_type=election,
+            all_partitions=partitions is None,
+            partitions=[cpb.ElectionPartition(topic=t, partition=p) for t, p in partitions or ()],
+        )
+        r = self.client.call(
+            lambda n: self.client.controller_stub(n).ElectLeaders(request, timeout=RPC_TIMEOUT_S),
+            lambda r: (r.error_code, r.error_message),
+            15.0,
+        )
+        if r.error_code:
+            raise ControlError(errors_pb2.ErrorCode.Name(r.error_code), r.error_message)
+        results = {
+            (x.topic, x.partition): errors_pb2.ErrorCode.Name(x.error_code) for x in r.results
+        }
+        elected = {k for k, v in results.items() if v == "NONE"}
+        if elected:
+            # Answer once this broker's metadata shows the new leaders too.
+            self._await(
+                lambda image: all(
+                    k[0] in image.topics
+                    and image.topics[k[0]].partitions[k[1]].leader >= 0
+                    for k in elected
+                )
+            )
+        return results
+
     def delete_topic(self, name: str) -> None:
         request = cpb.DeleteTopicRequest(name=name)
         self._control(

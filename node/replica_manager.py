@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass, field
-from typing import NamedTuple
+from typing import NamedTuple, Protocol
 
 import grpc
 
@@ -60,6 +60,14 @@ class PartitionError(Exception):
     def __init__(self, error_name: str, message: str = "") -> None:
         super().__init__(message)
         self.error_name = error_name
+
+
+class ReplicaMetrics(Protocol):
+    """Where the data path reports what it did (node/metrics.py)."""
+
+    def appended(self, topic: str, batch_bytes: int, records: int) -> None: ...
+    def sent(self, topic: str, batch_bytes: int) -> None: ...
+    def isr_changed(self, before: int, after: int) -> None: ...
 
 
 @dataclass
@@ -172,6 +180,8 @@ class ReplicaManager:
         self._data_arrived = threading.Condition()
         self._request_ids = itertools.count(1)
         self._waiting: dict[int, Future[pr.ProduceCompleted]] = {}
+        self.metrics: ReplicaMetrics | None = None  # set by the node
+        self._isr_proposals: dict[TopicPartition, tuple[int, int]] = {}
         self._fetchers: dict[int, ReplicaFetcher] = {}
         # Partitions with parked acks=-1 produces: ticked every TICK_S for timeouts.
         self._ticking: set[TopicPartition] = set()
@@ -210,6 +220,9 @@ class ReplicaManager:
                 self._wake_fetchers()
             elif isinstance(a, pr.SendAlterPartition):
                 if self._alter_partitions is not None:
+                    # The ISR the change starts from, counted once the controller
+                    # accepts it (one entry per partition: a new proposal replaces it).
+                    self._isr_proposals[hp.tp] = (len(hp.replica.isr), len(a.new_isr))
                     self._alter_partitions.submit(hp.tp, a)
 
     def _on_alter_partition_response(
@@ -220,6 +233,9 @@ class ReplicaManager:
             return  # the partition left this node meanwhile
         with hp.plog.lock:
             actions = hp.replica.on_alter_partition_response(response, now_ms())
+        proposal = self._isr_proposals.pop(tp, None)
+        if self.metrics is not None and proposal is not None and response.error == "NONE":
+            self.metrics.isr_changed(*proposal)
         self._carry_out(hp, actions)
 
     def _wake_fetchers(self) -> None:
@@ -383,6 +399,10 @@ class ReplicaManager:
         for hp in self.partitions():
             hp.replica.broker_epoch = epoch
 
+    def waiting_produces(self) -> int:
+        """acks=all produces waiting for their ISR (Kafka's produce purgatory)."""
+        return len(self._waiting)
+
     def partitions(self) -> list[HostedPartition]:
         with self._lock:
             return list(self._partitions.values())
@@ -467,7 +487,11 @@ class ReplicaManager:
         future: Future[pr.ProduceCompleted] = Future()
         self._waiting[request_id] = future
         with hp.plog.lock:
+            end_before = hp.plog.log.log_end_offset
             actions = hp.replica.produce(request_id, data, acks, timeout_ms, now_ms())
+            appended = hp.plog.log.log_end_offset - end_before
+            if appended > 0 and self.metrics is not None:
+                self.metrics.appended(tp[0], len(data), appended)
             if hp.replica.delayed_produce_count:
                 with self._lock:
                     self._ticking.add(hp.tp)
@@ -674,6 +698,8 @@ class ReplicaManager:
                         result.high_watermark = consumer.high_watermark
                         result.log_start_offset = consumer.log_start_offset
                         result.records = consumer.records
+                        if self.metrics is not None and consumer.records:
+                            self.metrics.sent(spec.topic, len(consumer.records))
                 self._carry_out(hp, actions)
             except PartitionError as e:
                 result.error_name, result.error_message = e.error_name, str(e)

@@ -12,9 +12,11 @@ import threading
 from collections.abc import Callable, Sequence
 from concurrent import futures
 from types import FrameType
+from typing import Any
 
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+from prometheus_client import start_http_server
 
 from seglog.proto import client_pb2_grpc, cluster_pb2_grpc, security_pb2_grpc
 from seglog.proto import cluster_pb2 as cpb
@@ -30,6 +32,7 @@ from .event_log import EventLogger, configure
 from .kafka.listener import KafkaListener, start_kafka_listeners
 from .local_controller import LocalController
 from .log_manager import LogManager
+from .metrics import GrpcMetricsInterceptor, NodeMetrics, NodeStateCollector
 from .remote_controller import RemoteController
 from .replica_manager import ReplicaManager
 from .security import grpc_tls
@@ -85,6 +88,11 @@ class Node:
             is_replica_eligible=self._eligible,
             channel_credentials=inter_broker_credentials(config),
         )
+        self.metrics = NodeMetrics()
+        self.metrics.registry.register(NodeStateCollector(self))
+        self.replica_manager.metrics = self.metrics
+        self._metrics_http: tuple[Any, threading.Thread] | None = None
+        self.metrics_port = -1
         self.broker_epoch = -1
         self._pid_lock = threading.Lock()
         self._pid_next = 0
@@ -117,7 +125,11 @@ class Node:
                 thread_name_prefix="grpc",
             ),
             maximum_concurrent_rpcs=self.config.queued_max_requests,
-            interceptors=[AuthorizingInterceptor(self.authorizer)] if self.authorizer else None,
+            # Requests are counted and timed, then authorized (when an authorizer is on).
+            interceptors=[
+                GrpcMetricsInterceptor(self.metrics),
+                *([AuthorizingInterceptor(self.authorizer)] if self.authorizer else []),
+            ],
             options=[
                 ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
                 ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
@@ -154,7 +166,13 @@ class Node:
         self.controller.add_listener(self.replica_manager.on_metadata)
         self.replica_manager.start()
         self._server.start()
-        self.kafka = start_kafka_listeners(self, self.config)
+        self.kafka = start_kafka_listeners(self, self.config, self.metrics)
+        if self.config.metrics_port >= 0:
+            server, thread = start_http_server(
+                self.config.metrics_port, self.config.metrics_host, self.metrics.registry
+            )
+            self._metrics_http = (server, thread)
+            self.metrics_port = int(server.server_port)
         if self.remote is not None:
             self.remote.start()
             self.remote.wait_for_metadata()
@@ -186,6 +204,7 @@ class Node:
             listeners={n: f"{lst.host}:{lst.port}" for n, lst in self.config.listeners.items()},
             voters=sorted(self.config.controller_quorum_voters),
             log_dirs=[str(d) for d in self.config.log_dirs],
+            metrics_port=self.metrics_port,
         )
 
     def _on_metadata(self, image: MetadataImage, _records: list[MetadataRecord]) -> None:
@@ -216,6 +235,7 @@ class Node:
             # away) before its process exits.
             ("controller", self.controller.shutdown),
             ("kafka", lambda: [kafka.shutdown() for kafka in self.kafka]),
+            ("metrics", lambda: self._metrics_http[0].shutdown() if self._metrics_http else None),
             ("server", lambda: self._server.stop(grace=2).wait(5) if self._server else None),
             ("replica_manager", self.replica_manager.shutdown),
             ("logs", lambda: self.log_manager.shutdown(self.broker_epoch)),
@@ -290,6 +310,11 @@ class Node:
 
     def delete_topic(self, name: str) -> None:
         self.controller.delete_topic(name)
+
+    def elect_leaders(
+        self, election: str, partitions: Sequence[tuple[str, int]] | None
+    ) -> dict[tuple[str, int], str]:
+        return self.controller.elect_leaders(election, partitions)
 
     def alter_configs(
         self, topic: str, changes: dict[str, str | None], validate_only: bool

@@ -114,6 +114,39 @@ class SegLogServicer(client_pb2_grpc.SegLogServicer):
                 )
         return response
 
+    def CreatePartitions(
+        self, request: pb.CreateTopicPartitionsRequest, context: grpc.ServicerContext
+    ) -> pb.CreateTopicPartitionsResponse:
+        response = pb.CreateTopicPartitionsResponse()
+        for t in request.topics:
+            try:
+                self.node.create_partitions(t.name, t.count, request.validate_only)
+                response.results.add(name=t.name)
+            except ControlError as e:
+                response.results.add(
+                    name=t.name, error_code=code(e.error_name), error_message=str(e)
+                )
+        return response
+
+    def ElectLeaders(
+        self, request: pb.ElectLeadersRequest, context: grpc.ServicerContext
+    ) -> pb.ElectLeadersResponse:
+        wanted = (
+            [(t.topic, p) for t in request.topics for p in t.partitions]
+            if request.topics
+            else None
+        )
+        try:
+            results = self.node.elect_leaders(request.election_type, wanted)
+        except ControlError as e:
+            return pb.ElectLeadersResponse(error_code=code(e.error_name), error_message=str(e))
+        return pb.ElectLeadersResponse(
+            results=[
+                pb.ElectLeadersResult(topic=t, partition=p, error_code=code(error))
+                for (t, p), error in sorted(results.items())
+            ]
+        )
+
     def DeleteTopics(
         self, request: pb.DeleteTopicsRequest, context: grpc.ServicerContext
     ) -> pb.DeleteTopicsResponse:

@@ -52,6 +52,16 @@ class SegLogStub:
                 request_serializer=client__pb2.DeleteTopicsRequest.SerializeToString,
                 response_deserializer=client__pb2.DeleteTopicsResponse.FromString,
                 _registered_method=True)
+        self.CreatePartitions = channel.unary_unary(
+                '/seglog.v1.SegLog/CreatePartitions',
+                request_serializer=client__pb2.CreateTopicPartitionsRequest.SerializeToString,
+                response_deserializer=client__pb2.CreateTopicPartitionsResponse.FromString,
+                _registered_method=True)
+        self.ElectLeaders = channel.unary_unary(
+                '/seglog.v1.SegLog/ElectLeaders',
+                request_serializer=client__pb2.ElectLeadersRequest.SerializeToString,
+                response_deserializer=client__pb2.ElectLeadersResponse.FromString,
+                _registered_method=True)
         self.DescribeConfigs = channel.unary_unary(
                 '/seglog.v1.SegLog/DescribeConfigs',
                 request_serializer=client__pb2.DescribeConfigsRequest.SerializeToString,
@@ -113,6 +123,18 @@ class SegLogServicer:
         raise NotImplementedError('Method not implemented!')
 
     def DeleteTopics(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def CreatePartitions(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ElectLeaders(self, request, context):
         """Missing associated documentation comment in .proto file."""
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -184,6 +206,16 @@ def add_SegLogServicer_to_server(servicer, server):
                     servicer.DeleteTopics,
                     request_deserializer=client__pb2.DeleteTopicsRequest.FromString,
                     response_serializer=client__pb2.DeleteTopicsResponse.SerializeToString,
+            ),
+            'CreatePartitions': grpc.unary_unary_rpc_method_handler(
+                    servicer.CreatePartitions,
+                    request_deserializer=client__pb2.CreateTopicPartitionsRequest.FromString,
+                    response_serializer=client__pb2.CreateTopicPartitionsResponse.SerializeToString,
+            ),
+            'ElectLeaders': grpc.unary_unary_rpc_method_handler(
+                    servicer.ElectLeaders,
+                    request_deserializer=client__pb2.ElectLeadersRequest.FromString,
+                    response_serializer=client__pb2.ElectLeadersResponse.SerializeToString,
             ),
             'DescribeConfigs': grpc.unary_unary_rpc_method_handler(
                     servicer.DescribeConfigs,
@@ -310,6 +342,60 @@ class SegLog:
             '/seglog.v1.SegLog/DeleteTopics',
             client__pb2.DeleteTopicsRequest.SerializeToString,
             client__pb2.DeleteTopicsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def CreatePartitions(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/seglog.v1.SegLog/CreatePartitions',
+            client__pb2.CreateTopicPartitionsRequest.SerializeToString,
+            client__pb2.CreateTopicPartitionsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ElectLeaders(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/seglog.v1.SegLog/ElectLeaders',
+            client__pb2.ElectLeadersRequest.SerializeToString,
+            client__pb2.ElectLeadersResponse.FromString,
             options,
             channel_credentials,
             insecure,

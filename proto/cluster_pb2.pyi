@@ -250,12 +250,16 @@ class DescribeQuorumRequest(_message.Message):
     def __init__(self) -> None: ...
 
 class QuorumVoter(_message.Message):
-    __slots__ = ("node_id", "log_end_index")
+    __slots__ = ("node_id", "log_end_index", "last_fetch_timestamp_ms", "last_caught_up_timestamp_ms")
     NODE_ID_FIELD_NUMBER: _ClassVar[int]
     LOG_END_INDEX_FIELD_NUMBER: _ClassVar[int]
+    LAST_FETCH_TIMESTAMP_MS_FIELD_NUMBER: _ClassVar[int]
+    LAST_CAUGHT_UP_TIMESTAMP_MS_FIELD_NUMBER: _ClassVar[int]
     node_id: int
     log_end_index: int
-    def __init__(self, node_id: _Optional[int] = ..., log_end_index: _Optional[int] = ...) -> None: ...
+    last_fetch_timestamp_ms: int
+    last_caught_up_timestamp_ms: int
+    def __init__(self, node_id: _Optional[int] = ..., log_end_index: _Optional[int] = ..., last_fetch_timestamp_ms: _Optional[int] = ..., last_caught_up_timestamp_ms: _Optional[int] = ...) -> None: ...
 
 class DescribeQuorumResponse(_message.Message):
     __slots__ = ("node_id", "leader_id", "term", "commit_index", "role", "voters")
@@ -356,3 +360,35 @@ class MetadataUpdate(_message.Message):
     snapshot: bool
     records: _containers.RepeatedScalarFieldContainer[bytes]
     def __init__(self, offset: _Optional[int] = ..., snapshot: _Optional[bool] = ..., records: _Optional[_Iterable[bytes]] = ...) -> None: ...
+
+class ElectionPartition(_message.Message):
+    __slots__ = ("topic", "partition", "error_code", "error_message")
+    TOPIC_FIELD_NUMBER: _ClassVar[int]
+    PARTITION_FIELD_NUMBER: _ClassVar[int]
+    ERROR_CODE_FIELD_NUMBER: _ClassVar[int]
+    ERROR_MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    topic: str
+    partition: int
+    error_code: _errors_pb2.ErrorCode
+    error_message: str
+    def __init__(self, topic: _Optional[str] = ..., partition: _Optional[int] = ..., error_code: _Optional[_Union[_errors_pb2.ErrorCode, str]] = ..., error_message: _Optional[str] = ...) -> None: ...
+
+class ElectLeadersControlRequest(_message.Message):
+    __slots__ = ("election_type", "all_partitions", "partitions")
+    ELECTION_TYPE_FIELD_NUMBER: _ClassVar[int]
+    ALL_PARTITIONS_FIELD_NUMBER: _ClassVar[int]
+    PARTITIONS_FIELD_NUMBER: _ClassVar[int]
+    election_type: str
+    all_partitions: bool
+    partitions: _containers.RepeatedCompositeFieldContainer[ElectionPartition]
+    def __init__(self, election_type: _Optional[str] = ..., all_partitions: _Optional[bool] = ..., partitions: _Optional[_Iterable[_Union[ElectionPartition, _Mapping]]] = ...) -> None: ...
+
+class ElectLeadersControlResponse(_message.Message):
+    __slots__ = ("error_code", "error_message", "results")
+    ERROR_CODE_FIELD_NUMBER: _ClassVar[int]
+    ERROR_MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    RESULTS_FIELD_NUMBER: _ClassVar[int]
+    error_code: _errors_pb2.ErrorCode
+    error_message: str
+    results: _containers.RepeatedCompositeFieldContainer[ElectionPartition]
+    def __init__(self, error_code: _Optional[_Union[_errors_pb2.ErrorCode, str]] = ..., error_message: _Optional[str] = ..., results: _Optional[_Iterable[_Union[ElectionPartition, _Mapping]]] = ...) -> None: ...

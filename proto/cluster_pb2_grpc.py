@@ -87,6 +87,11 @@ class ControllerStub:
                 request_serializer=cluster__pb2.AlterTopicConfigsRequest.SerializeToString,
                 response_deserializer=cluster__pb2.ControlResponse.FromString,
                 _registered_method=True)
+        self.ElectLeaders = channel.unary_unary(
+                '/seglog.v1.Controller/ElectLeaders',
+                request_serializer=cluster__pb2.ElectLeadersControlRequest.SerializeToString,
+                response_deserializer=cluster__pb2.ElectLeadersControlResponse.FromString,
+                _registered_method=True)
         self.WatchMetadata = channel.stream_stream(
                 '/seglog.v1.Controller/WatchMetadata',
                 request_serializer=cluster__pb2.MetadataApplied.SerializeToString,
@@ -162,6 +167,12 @@ class ControllerServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ElectLeaders(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def WatchMetadata(self, request_iterator, context):
         """The committed metadata, for the broker of the controller's own node (the
         controller runs in a process of its own): a snapshot of the image first, then
@@ -223,6 +234,11 @@ def add_ControllerServicer_to_server(servicer, server):
                     servicer.AlterTopicConfigs,
                     request_deserializer=cluster__pb2.AlterTopicConfigsRequest.FromString,
                     response_serializer=cluster__pb2.ControlResponse.SerializeToString,
+            ),
+            'ElectLeaders': grpc.unary_unary_rpc_method_handler(
+                    servicer.ElectLeaders,
+                    request_deserializer=cluster__pb2.ElectLeadersControlRequest.FromString,
+                    response_serializer=cluster__pb2.ElectLeadersControlResponse.SerializeToString,
             ),
             'WatchMetadata': grpc.stream_stream_rpc_method_handler(
                     servicer.WatchMetadata,
@@ -503,6 +519,33 @@ class Controller:
             '/seglog.v1.Controller/AlterTopicConfigs',
             cluster__pb2.AlterTopicConfigsRequest.SerializeToString,
             cluster__pb2.ControlResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ElectLeaders(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/seglog.v1.Controller/ElectLeaders',
+            cluster__pb2.ElectLeadersControlRequest.SerializeToString,
+            cluster__pb2.ElectLeadersControlResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -299,6 +299,62 @@ def preferred_leader_records(image: MetadataImage) -> list[MetadataRecord]:
     return records
 
 
+PREFERRED, UNCLEAN = "preferred", "unclean"  # KIP-460's election types
+
+
+def elect_leaders_records(
+    image: MetadataImage,
+    election: str,
+    partitions: Sequence[tuple[str, int]] | None,
+) -> tuple[list[MetadataRecord], dict[tuple[str, int], str]]:
+    """An operator's leader election (KIP-460): `preferred` moves leadership to the
+    first replica when it is in the ISR and unfenced; `unclean` gives a leaderless
+    partition a leader, from outside the ISR if it must (whatever the topic's
+    unclean.leader.election.enable says: the operator asked for it). `partitions`
+    None means every partition that needs one. Returns the records and, per partition,
+    NONE or the error Kafka answers (ELECTION_NOT_NEEDED, PREFERRED_LEADER_NOT_AVAILABLE,
+    ELIGIBLE_LEADERS_NOT_AVAILABLE, UNKNOWN_TOPIC_OR_PARTITION)."""
+    if election not in (PREFERRED, UNCLEAN):
+        raise ControlError("INVALID_REQUEST", f"unknown election type {election!r}")
+    usable = set(image.unfenced_brokers())
+    wanted = (
+        [(t.name, p) for t in image.topics.values() for p in sorted(t.partitions)]
+        if partitions is None
+        else list(dict.fromkeys(partitions))
+    )
+    records: list[MetadataRecord] = []
+    results: dict[tuple[str, int], str] = {}
+    for topic, p in wanted:
+        t = image.topics.get(topic)
+        state = t.partitions.get(p) if t is not None else None
+        if t is None or state is None:
+            results[(topic, p)] = "UNKNOWN_TOPIC_OR_PARTITION"
+            continue
+        if election == PREFERRED:
+            if state.replicas and state.leader == state.replicas[0]:
+                results[(topic, p)] = "ELECTION_NOT_NEEDED"
+                continue
+            leader, isr = elect_leader(state, state.isr, usable, False, preferred=True)
+            if not state.replicas or leader != state.replicas[0]:
+                results[(topic, p)] = "PREFERRED_LEADER_NOT_AVAILABLE"
+                continue
+        else:
+            if state.leader >= 0 and state.leader in usable:
+                results[(topic, p)] = "ELECTION_NOT_NEEDED"
+                continue
+            leader, isr = elect_leader(state, state.isr, usable, True)
+            if leader < 0:
+                results[(topic, p)] = "ELIGIBLE_LEADERS_NOT_AVAILABLE"
+                continue
+        records.append(_change(t.topic_id, p, state, leader, isr))
+        results[(topic, p)] = "NONE"
+    if partitions is None:
+        # Asked for everything: report what was elected or could not be, as Kafka
+        # does, not every partition that already had the right leader.
+        results = {k: v for k, v in results.items() if v != "ELECTION_NOT_NEEDED"}
+    return records, results
+
+
 def alter_partition_records(
     image: MetadataImage,
     topic: str,

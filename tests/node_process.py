@@ -65,7 +65,7 @@ class NodeProcess:
     def start(self, timeout_s: float = 30.0) -> NodeProcess:
         log = open(self.log_path, "ab")  # noqa: SIM115 - handed to the child
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "seglog.node.cli", "node", "--config", str(self.config_path)],
+            [sys.executable, "-m", "seglog.cli", "node", "--config", str(self.config_path)],
             stdout=log,
             stderr=subprocess.STDOUT,
             env={**os.environ, "PYTHONUNBUFFERED": "1"},

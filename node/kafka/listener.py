@@ -10,11 +10,12 @@ from collections.abc import Mapping
 
 from ..config import Listener, NodeConfig, int_setting
 from ..event_log import EventLogger
+from ..metrics import NodeMetrics, timed_kafka_handler
 from ..security.kafka_gate import KafkaGate
 from ..security.kafka_tls import ListenerTls
 from .handlers import KafkaApis
 from .node_api import KafkaNode
-from .socket_server import SocketServer, SocketSettings
+from .socket_server import Deferred, Handler, SocketServer, SocketSettings
 
 _log = EventLogger("kafka")
 
@@ -42,7 +43,13 @@ class KafkaListener:
     """One Kafka-protocol listener: bound on construction, start() serves, shutdown()
     stops."""
 
-    def __init__(self, node: KafkaNode, listener: Listener, config: NodeConfig) -> None:
+    def __init__(
+        self,
+        node: KafkaNode,
+        listener: Listener,
+        config: NodeConfig,
+        metrics: NodeMetrics | None = None,
+    ) -> None:
         self.name = listener.name
         self.settings = socket_settings(config.raw, config.num_io_threads)
         self.apis = KafkaApis(node, listener.name, config.raw)
@@ -51,8 +58,11 @@ class KafkaListener:
         security = getattr(node, "security", None)  # SecurityAdmin (a node has one)
         gate = KafkaGate(listener.name, protocol, config.raw, security) if security else None
         self.apis.authorizer = getattr(node, "authorizer", None)
+        handler: Handler = self.apis
+        if metrics is not None:
+            handler = timed_kafka_handler(self.apis, metrics, listener.name, Deferred)
         self.server = SocketServer(
-            listener.host, listener.port, self.apis, self.settings, tls, listener.name, gate
+            listener.host, listener.port, handler, self.settings, tls, listener.name, gate
         )
         self.apis.stopped = self.server.stopped
         self.port = self.server.port
@@ -64,12 +74,14 @@ class KafkaListener:
         self.server.shutdown()
 
 
-def start_kafka_listeners(node: KafkaNode, config: NodeConfig) -> list[KafkaListener]:
+def start_kafka_listeners(
+    node: KafkaNode, config: NodeConfig, metrics: NodeMetrics | None = None
+) -> list[KafkaListener]:
     """Bind and start every Kafka listener of the config (none: an empty list)."""
     started: list[KafkaListener] = []
     try:
         for listener in config.kafka_listeners:
-            k = KafkaListener(node, listener, config)
+            k = KafkaListener(node, listener, config, metrics)
             k.start()
             started.append(k)
     except BaseException:

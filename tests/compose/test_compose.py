@@ -150,7 +150,7 @@ def seglog(
     """The `seglog` command line on the host, as a user would run it."""
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     return _run(
-        [sys.executable, "-m", "seglog.node.cli", *args],
+        [sys.executable, "-m", "seglog.cli", *args],
         CLI_TIMEOUT_S,
         env=env,
         stdin=stdin,

@@ -46,7 +46,7 @@ def test_kcat_produces_and_consumes_compressed(kafka_cluster, codec):
     logs = [p for d in kafka_cluster.nodes[leader].log_dirs for p in d.glob(f"{topic}-0/*.log")]
     assert logs, f"no segment of {topic} on node {leader}"
     dump = subprocess.run(
-        [sys.executable, "-m", "seglog.node.cli", "dump-log", "--files", str(logs[0])],
+        [sys.executable, "-m", "seglog.cli", "dump-log", "--files", str(logs[0])],
         capture_output=True,
         text=True,
         timeout=60,

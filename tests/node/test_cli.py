@@ -20,7 +20,7 @@ from seglog.storage.record_batch import NewRecord, build_batch
 def seglog(*args: str, stdin: str | bytes | None = None) -> subprocess.CompletedProcess[str]:
     data = stdin.encode() if isinstance(stdin, str) else stdin
     proc = subprocess.run(
-        [sys.executable, "-m", "seglog.node.cli", *args],
+        [sys.executable, "-m", "seglog.cli", *args],
         input=data,
         capture_output=True,
         timeout=60,
@@ -473,3 +473,58 @@ def test_get_offsets_errors(shared_node: NodeProcess) -> None:
     # A regular expression matching whole names.
     r = ok("get-offsets", "--bootstrap-server", shared_node.bootstrap, "--topic", "of+s")
     assert r.stdout == "offs:0:0\n"
+
+
+def test_alter_partitions_keeps_old_data_and_places_new_keys_by_the_new_count(
+    shared_node: NodeProcess,
+) -> None:
+    from seglog.client.consumer import Consumer, TopicPartition
+    from seglog.client.partitioner import murmur2, to_positive
+    from seglog.client.producer import Producer
+
+    create(shared_node, "grow", "--partitions", "2", "--replication-factor", "1")
+    keys = [f"k{i}".encode() for i in range(20)]
+    with Producer(shared_node.bootstrap, acks="all") as p:
+        before = {k: p.send("grow", b"old", key=k).get(timeout=30).partition for k in keys}
+    assert all(before[k] == to_positive(murmur2(k)) % 2 for k in keys)
+    r = ok(*topics(shared_node, "--alter", "--topic", "grow", "--partitions", "4"))
+    assert r.stdout.endswith("Adding partitions succeeded!\n")
+    assert "WARNING: If partitions are increased" in r.stdout
+    described = ok(*topics(shared_node, "--describe", "--topic", "grow")).stdout
+    assert "PartitionCount: 4" in described
+    assert len(re.findall(r"\tPartition: \d", described)) == 4
+    with Producer(shared_node.bootstrap, acks="all") as p:
+        after = {k: p.send("grow", b"new", key=k).get(timeout=30).partition for k in keys}
+    assert all(after[k] == to_positive(murmur2(k)) % 4 for k in keys)
+    assert any(after[k] >= 2 for k in keys)  # the new partitions are in use
+    tps = [TopicPartition("grow", i) for i in range(4)]
+    with Consumer(bootstrap_servers=shared_node.bootstrap, auto_offset_reset="earliest") as c:
+        c.assign(tps)
+        got: list[bytes] = []
+        for _ in range(40):
+            for recs in c.poll(timeout_ms=250).values():
+                got += [r.value for r in recs]
+            if len(got) >= 40:
+                break
+    assert sorted(got) == sorted([b"old"] * 20 + [b"new"] * 20)
+    # Never fewer: Kafka's INVALID_PARTITIONS, named.
+    line = fails(*topics(shared_node, "--alter", "--topic", "grow", "--partitions", "3"))
+    assert line.startswith("seglog topics: INVALID_PARTITIONS")
+
+
+def test_describe_filters_on_a_healthy_topic_print_nothing(shared_node: NodeProcess) -> None:
+    create(shared_node, "healthy", "--partitions", "2", "--replication-factor", "1")
+    for flag in ("--under-replicated-partitions", "--unavailable-partitions"):
+        r = ok(*topics(shared_node, "--describe", "--topic", "healthy", flag))
+        assert r.stdout == ""
+    at_min = ok(*topics(shared_node, "--describe", "--topic", "healthy", "--at-min-isr-partitions"))
+    assert len(at_min.stdout.splitlines()) == 2  # ISR of 1 == min.insync.replicas 1
+    line = fails(
+        *topics(
+            shared_node,
+            "--describe",
+            "--under-replicated-partitions",
+            "--unavailable-partitions",
+        )
+    )
+    assert "only one of" in line

@@ -442,7 +442,7 @@ RECORD_LINE = re.compile(
 
 def dump_log(files: Sequence[str], *options: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "seglog.node.cli", "dump-log", *options, "--files", *files],
+        [sys.executable, "-m", "seglog.cli", "dump-log", *options, "--files", *files],
         capture_output=True,
         text=True,
         timeout=60,

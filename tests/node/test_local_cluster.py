@@ -34,7 +34,7 @@ def free_base_port() -> int:
 
 
 def seglog_local(*args: str) -> list[str]:
-    return [sys.executable, "-m", "seglog.node.cli", "local", *args]
+    return [sys.executable, "-m", "seglog.cli", "local", *args]
 
 
 class Foreground:

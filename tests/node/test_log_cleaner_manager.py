@@ -7,8 +7,8 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from seglog.node.cli import main as cli_main
-from seglog.node.cli_log_dirs import describe
+from seglog.cli.log_dirs import describe
+from seglog.cli.main import main as cli_main
 from seglog.node.log_manager import LogManager
 from seglog.storage.checkpoint_file import CLEANER_OFFSET_CHECKPOINT, OffsetCheckpointFile
 from seglog.storage.log_config import BrokerLogSettings, LogConfig

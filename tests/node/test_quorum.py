@@ -21,8 +21,10 @@ import re
 import subprocess
 import sys
 import threading
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import grpc
 import pytest
@@ -141,7 +143,7 @@ def cluster(_quorum: Cluster) -> Cluster:
 
 def seglog_cli(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "seglog.node.cli", *args],
+        [sys.executable, "-m", "seglog.cli", *args],
         capture_output=True,
         text=True,
         timeout=60,
@@ -327,6 +329,57 @@ def test_cli_cluster_and_topics_describe(cluster: Cluster) -> None:
     assert r.stderr.startswith("seglog cluster: NO_BROKERS_AVAILABLE: ")
 
 
+def test_cli_metadata_quorum_status_and_replication(cluster: Cluster) -> None:
+    """kafka-metadata-quorum's two views, as the quorum leader sees it, asked through a
+    follower."""
+    leader, term = cluster.agreed_leader() or (-1, -1)
+    follower = next(i for i in NODE_IDS if i != leader)
+    bootstrap = cluster.nodes[follower].bootstrap
+    r = seglog_cli("metadata-quorum", "--bootstrap-server", bootstrap, "describe", "--status")
+    assert r.returncode == 0, r.stderr
+    status = dict(line.split(":", 1) for line in r.stdout.splitlines())
+    status = {k: v.strip() for k, v in status.items()}
+    assert status["ClusterId"] == "seglog-cluster"
+    assert status["LeaderId"] == str(leader)
+    assert int(status["LeaderEpoch"]) >= term
+    assert int(status["HighWatermark"]) > 0
+    assert status["CurrentVoters"] == "[1,2,3]"
+    assert status["CurrentObservers"] == "[]"
+    assert 0 <= int(status["MaxFollowerLag"]) < 100
+
+    before_ms = int(time.time() * 1000)
+    r = seglog_cli("metadata-quorum", "--bootstrap-server", bootstrap, "describe", "--replication")
+    assert r.returncode == 0, r.stderr
+    header, *rows = [line.split() for line in r.stdout.splitlines()]
+    assert header == [
+        "NodeId",
+        "LogEndOffset",
+        "Lag",
+        "LastFetchTimestamp",
+        "LastCaughtUpTimestamp",
+        "Status",
+    ]
+    assert [int(row[0]) for row in rows][0] == leader and len(rows) == 3
+    assert sorted(int(row[0]) for row in rows) == list(NODE_IDS)
+    assert [row[5] for row in rows] == ["Leader", "Follower", "Follower"]
+    for row in rows:
+        assert int(row[1]) > 0 and 0 <= int(row[2]) < 100
+        # Heartbeats every election timeout / 5: heard from within the last seconds.
+        assert before_ms - 10_000 < int(row[3]) <= before_ms + 10_000
+
+
+def test_cli_metadata_quorum_on_a_single_node_says_there_is_none(tmp_path: Path) -> None:
+    node = NodeProcess(tmp_path).start()
+    try:
+        r = seglog_cli(
+            "metadata-quorum", "--bootstrap-server", node.bootstrap, "describe", "--status"
+        )
+    finally:
+        node.stop()
+    assert r.returncode == 1
+    assert "single-node mode" in r.stderr and "Traceback" not in r.stderr
+
+
 def test_cli_cluster_describe_single_node(tmp_path: Path) -> None:
     """Without controller.quorum.voters there is no Controller service: the node is
     its own controller and there is no term."""
@@ -402,6 +455,70 @@ def test_rf1_partitions_go_leaderless_and_come_back(cluster: Cluster) -> None:
     with Admin(cluster.nodes[survivor].bootstrap) as admin:
         offsets = admin.list_offsets({TopicPartition("rf1", p): LATEST_TIMESTAMP for p in mine})
     assert {tp.partition: r.offset for tp, r in offsets.items()} == {p: 1 for p in mine}
+
+
+def test_cli_leader_election_preferred_and_unclean(cluster: Cluster) -> None:
+    """kafka-leader-election on three nodes: a preferred election moves leadership back
+    to the first replica; an unclean one gives a partition whose only in-sync replica
+    is gone a leader from outside the ISR (unclean.leader.election.enable is off)."""
+    with Admin(cluster.bootstrap) as admin:
+        admin.create_topics([NewTopic("elect", 1, 3), NewTopic("elect-u", 1, 2)])
+
+    def when(topic: str, test: Callable[[pb.PartitionMetadata], bool]) -> Callable[[], Any]:
+        """A probe: the partition once `test` holds, else None (keep waiting)."""
+
+        def probe() -> pb.PartitionMetadata | None:
+            t = topic_of(cluster.metadata(cluster.running()[0], [topic]), topic)
+            p = t.partitions[0] if t is not None and t.partitions else None
+            return p if p is not None and test(p) else None
+
+        return probe
+
+    first = cluster.wait("elect led", when("elect", lambda p: p.leader_id > 0))
+    preferred = first.replica_nodes[0]
+    other = next(i for i in NODE_IDS if i != preferred)
+    # Leadership moves off the preferred replica while it restarts.
+    cluster.nodes[preferred].stop()
+    cluster.wait("leadership moved", when("elect", lambda p: p.leader_id not in (-1, preferred)))
+    cluster.start(preferred)
+    cluster.wait(
+        "preferred back in the ISR",
+        when("elect", lambda p: preferred in p.isr_nodes and p.leader_id != preferred),
+    )
+    args = ("leader-election", "--bootstrap-server", cluster.nodes[other].bootstrap)
+    r = seglog_cli(*args, "--election-type", "preferred", "--topic", "elect", "--partition", "0")
+    assert (r.returncode, r.stderr) == (0, ""), r.stderr
+    assert r.stdout == "Successfully completed leader election (PREFERRED) for partitions elect-0\n"
+    cluster.wait("preferred leads", when("elect", lambda p: p.leader_id == preferred))
+    r = seglog_cli(*args, "--election-type", "PREFERRED", "--topic", "elect", "--partition", "0")
+    assert r.stdout == "Valid replica already elected for partitions elect-0\n", r.stdout
+
+    # Unclean: stop the follower (fenced, it leaves the ISR), write past it, stop the
+    # leader (the last ISR member: leaderless), bring the follower back.
+    p = cluster.wait("elect-u led", when("elect-u", lambda q: q.leader_id > 0))
+    leader = p.leader_id
+    follower = next(r for r in p.replica_nodes if r != leader)
+    cluster.nodes[follower].stop()
+    cluster.wait(
+        "follower out of the ISR", when("elect-u", lambda q: list(q.isr_nodes) == [leader])
+    )
+    with Producer(cluster.nodes[leader].bootstrap, acks=1, linger_ms=0) as producer:
+        producer.send("elect-u", b"only-on-the-leader").get(timeout=30)
+    cluster.nodes[leader].stop()
+    cluster.start(follower)
+    cluster.wait("elect-u leaderless", when("elect-u", lambda q: q.leader_id == -1))
+    third = next(i for i in NODE_IDS if i not in (leader, follower))
+    args = ("leader-election", "--bootstrap-server", cluster.nodes[third].bootstrap)
+    r = seglog_cli(*args, "--election-type", "preferred", "--topic", "elect-u", "--partition", "0")
+    assert r.returncode == 1, r.stdout
+    assert "for partition: elect-u-0: PREFERRED_LEADER_NOT_AVAILABLE" in r.stdout
+    assert "1 replica(s) could not be elected" in r.stderr
+    r = seglog_cli(*args, "--election-type", "unclean", "--topic", "elect-u", "--partition", "0")
+    assert (r.returncode, r.stderr) == (0, ""), r.stderr
+    assert r.stdout == "Successfully completed leader election (UNCLEAN) for partitions elect-u-0\n"
+    q = cluster.wait("unclean leader", when("elect-u", lambda q: q.leader_id > 0))
+    assert q.leader_id == follower and list(q.isr_nodes) == [follower]
+    cluster.start(leader)
 
 
 # --- (d) controlled shutdown -------------------------------------------------------------

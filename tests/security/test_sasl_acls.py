@@ -86,7 +86,7 @@ class SecureCluster:
             [
                 sys.executable,
                 "-m",
-                "seglog.node.cli",
+                "seglog.cli",
                 *args[:1],
                 "--bootstrap-server",
                 self.node.bootstrap,

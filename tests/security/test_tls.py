@@ -257,7 +257,7 @@ def test_cli_with_command_config(secure, tmp_path):
         f"ssl.truststore.location={secure.ca_file}\n"
         f"ssl.keystore.location={secure.alice_file}\n"
     )
-    base = [sys.executable, "-m", "seglog.node.cli"]
+    base = [sys.executable, "-m", "seglog.cli"]
     connect = ["--bootstrap-server", secure.node.bootstrap, "--command-config", str(config)]
     done = subprocess.run(
         [*base, "topics", *connect, "--create", "--topic", "cli-tls"],

@@ -9,7 +9,7 @@ import re
 import sys
 from typing import TextIO
 
-from .cli_topics import add_connection_args, open_admin
+from .topics import add_connection_args, open_admin
 
 _NAMED_TIMES = {"latest": -1, "earliest": -2, "max-timestamp": -3}
 

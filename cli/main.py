@@ -9,10 +9,19 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from seglog.client.errors import KafkaError
+from seglog.node.local_cluster import LocalClusterError
 from seglog.storage.errors import StorageError
 
-from . import cli_cluster, cli_console, cli_log_dirs, cli_offsets, cli_security, cli_topics
-from .local_cluster import LocalClusterError
+from . import (
+    cluster,
+    console,
+    leader_election,
+    log_dirs,
+    metadata_quorum,
+    offsets,
+    security,
+    topics,
+)
 
 
 def _dump_log(args: argparse.Namespace) -> int:
@@ -113,12 +122,14 @@ def build_parser() -> argparse.ArgumentParser:
     local.add_argument("--detach", action="store_true", help="return once the cluster is up")
     local.set_defaults(func=_local)
 
-    cli_topics.add_parser(sub)
-    cli_console.add_parsers(sub)
-    cli_offsets.add_parser(sub)
-    cli_cluster.add_parser(sub)
-    cli_log_dirs.add_parser(sub)
-    cli_security.add_parsers(sub)
+    topics.add_parser(sub)
+    console.add_parsers(sub)
+    offsets.add_parser(sub)
+    cluster.add_parser(sub)
+    log_dirs.add_parser(sub)
+    metadata_quorum.add_parser(sub)
+    leader_election.add_parser(sub)
+    security.add_parsers(sub)
     return parser
 
 

@@ -22,7 +22,7 @@ import re
 import sys
 from typing import TYPE_CHECKING, Any, TextIO
 
-from . import cli_topics
+from . import topics as cli_topics
 
 if TYPE_CHECKING:
     from seglog.node.security.acls import AclBinding, AclFilter
@@ -285,9 +285,12 @@ def _print_bindings(bindings: list[AclBinding], out: TextIO) -> None:
 
 
 def run_acls(args: argparse.Namespace, out: TextIO | None = None) -> int:
+    from seglog.node.security.security_servicer import (
+        binding_from_proto,
+        binding_to_proto,
+        filter_to_proto,
+    )
     from seglog.proto import security_pb2 as spb
-
-    from .security.security_servicer import binding_from_proto, binding_to_proto, filter_to_proto
 
     out = out or sys.stdout
     stub, timeout = _stub(args)

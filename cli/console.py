@@ -12,7 +12,7 @@ import time
 from collections.abc import Iterable
 from typing import Any, BinaryIO, TextIO
 
-from .cli_topics import (
+from .topics import (
     add_connection_args,
     bootstrap_servers,
     open_admin,

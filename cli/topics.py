@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 if TYPE_CHECKING:
     from seglog.client.admin import Admin, TopicDescription
@@ -100,6 +100,19 @@ def parse_pairs(items: Iterable[str] | None, option: str) -> dict[str, str]:
 # --- topics --------------------------------------------------------------------------
 
 
+# kafka-topics' --describe filters; at most one may be given.
+DESCRIBE_FILTERS = {
+    "--under-replicated-partitions": "whose ISR is smaller than their replica set",
+    "--under-min-isr-partitions": "whose ISR is below min.insync.replicas",
+    "--at-min-isr-partitions": "whose ISR is exactly min.insync.replicas",
+    "--unavailable-partitions": "without a leader, or whose leader is offline",
+}
+
+
+def _filter_name(flag: str) -> str:
+    return flag.lstrip("-").replace("-", "_")
+
+
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "topics",
@@ -131,6 +144,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--if-not-exists", action="store_true", help="--create: no error if the topic exists"
     )
+    for flag, what in DESCRIBE_FILTERS.items():
+        p.add_argument(flag, action="store_true", help=f"--describe: only partitions {what}")
     p.add_argument(
         "--if-exists",
         action="store_true",
@@ -148,7 +163,7 @@ def _check_options(args: argparse.Namespace, action: str) -> None:
     allowed = {
         "create": {"topic", "partitions", "replication_factor", "config", "if_not_exists"},
         "list": {"topic"},
-        "describe": {"topic", "if_exists"},
+        "describe": {"topic", "if_exists", *(_filter_name(f) for f in DESCRIBE_FILTERS)},
         "alter": {"topic", "config", "delete_config", "if_exists", "partitions"},
         "delete": {"topic", "if_exists"},
     }[action]
@@ -160,6 +175,7 @@ def _check_options(args: argparse.Namespace, action: str) -> None:
         "delete_config",
         "if_not_exists",
         "if_exists",
+        *(_filter_name(f) for f in DESCRIBE_FILTERS),
     ):
         value = getattr(args, name)
         if value not in (None, False) and name not in allowed:
@@ -167,6 +183,9 @@ def _check_options(args: argparse.Namespace, action: str) -> None:
             raise ValueError(f"option {flag} can't be used with --{action}")
     if action in ("create", "alter", "delete") and not args.topic:
         raise ValueError(f"--{action} needs --topic")
+    given = [f for f in DESCRIBE_FILTERS if getattr(args, _filter_name(f))]
+    if len(given) > 1:
+        raise ValueError(f"only one of {', '.join(given)} can be given")
 
 
 def run(args: argparse.Namespace, out: TextIO | None = None) -> int:
@@ -231,8 +250,31 @@ def _describe(admin: Admin, args: argparse.Namespace, out: TextIO) -> int:
                 raise
             continue
         overrides = sorted((c.name, c.value) for c in configs.values() if not c.is_default)
-        _print_description(t, overrides, _replica_offsets(admin, t), out)
+        keep = _partition_filter(args, t, configs, admin)
+        if keep is None:
+            _print_description(t, overrides, _replica_offsets(admin, t), out)
+        else:
+            # As kafka-topics: with a filter, only the matching partition lines.
+            _print_partitions(t, [p for p in t.partitions if keep(p)], {}, out)
     return 0
+
+
+def _partition_filter(
+    args: argparse.Namespace, t: TopicDescription, configs: Mapping[str, Any], admin: Admin
+) -> Callable[[Any], bool] | None:
+    """The --describe filter given, as a test of one partition (None: no filter)."""
+    min_isr_entry = configs.get("min.insync.replicas")
+    min_isr = int(min_isr_entry.value) if min_isr_entry is not None else 1
+    live = {b.node_id for b in admin.describe_cluster().brokers if not b.fenced}
+    if args.under_replicated_partitions:
+        return lambda p: len(p.isr) < len(p.replicas)
+    if args.under_min_isr_partitions:
+        return lambda p: len(p.isr) < min_isr
+    if args.at_min_isr_partitions:
+        return lambda p: len(p.isr) == min_isr
+    if args.unavailable_partitions:
+        return lambda p: p.leader < 0 or p.leader not in live
+    return None
 
 
 def _replica_offsets(admin: Admin, t: TopicDescription) -> dict[int, tuple[int, dict[int, int]]]:
@@ -274,7 +316,16 @@ def _print_description(
         f"Configs: {','.join(f'{k}={v}' for k, v in configs)}",
         file=out,
     )
-    for p in t.partitions:
+    _print_partitions(t, t.partitions, offsets, out)
+
+
+def _print_partitions(
+    t: TopicDescription,
+    partitions: Sequence[Any],
+    offsets: dict[int, tuple[int, dict[int, int]]],
+    out: TextIO,
+) -> None:
+    for p in partitions:
         leader = str(p.leader) if p.leader >= 0 else "none"
         line = (
             f"\tTopic: {t.name}\tPartition: {p.partition}\tLeader: {leader}\t"
@@ -294,7 +345,7 @@ def _alter(admin: Admin, args: argparse.Namespace, configs: dict[str, str], out:
     from seglog.client.errors import error_class
 
     if args.partitions is not None:
-        raise ValueError("--alter --partitions is not supported: partition counts are fixed")
+        return _add_partitions(admin, args, configs, out)
     removed = [k.strip() for k in args.delete_config or []]
     if not configs and not removed:
         raise ValueError("--alter needs --config KEY=VALUE or --delete-config KEY")
@@ -305,6 +356,29 @@ def _alter(admin: Admin, args: argparse.Namespace, configs: dict[str, str], out:
             return 0
         raise
     print(f"Updated config for topic {args.topic}.", file=out)
+    return 0
+
+
+def _add_partitions(
+    admin: Admin, args: argparse.Namespace, configs: dict[str, str], out: TextIO
+) -> int:
+    from seglog.client.admin import NewPartitions
+    from seglog.client.errors import error_class
+
+    if configs or args.delete_config:
+        raise ValueError("--alter --partitions can't be combined with --config/--delete-config")
+    try:
+        admin.create_partitions({args.topic: NewPartitions(args.partitions)})
+    except error_class("UNKNOWN_TOPIC_OR_PARTITION"):
+        if args.if_exists:
+            return 0
+        raise
+    print(
+        "WARNING: If partitions are increased for a topic that has a key, the partition "
+        "logic or ordering of the messages will be affected",
+        file=out,
+    )
+    print("Adding partitions succeeded!", file=out)
     return 0
 
 

@@ -24,7 +24,7 @@ import sys
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, TextIO
 
-from . import cli_topics
+from . import topics
 
 if TYPE_CHECKING:
     import grpc
@@ -54,7 +54,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         description="Describe the cluster: its nodes (fenced or not), the active controller "
         "with its Raft term, and each voter's role.",
     )
-    cli_topics.add_connection_args(p)
+    topics.add_connection_args(p)
     action = p.add_mutually_exclusive_group(required=True)
     action.add_argument(
         "--describe", action="store_true", help="print nodes, controller and quorum roles"
@@ -101,11 +101,9 @@ def run(args: argparse.Namespace, out: TextIO | None = None) -> int:
     out = out or sys.stdout
     from seglog.client.security import ClientSecurity
 
-    bootstrap = cli_topics.bootstrap_servers(args)
-    credentials = ClientSecurity.from_options(
-        cli_topics.security_options(args)
-    ).channel_credentials()
-    with cli_topics.open_admin(args) as admin:
+    bootstrap = topics.bootstrap_servers(args)
+    credentials = ClientSecurity.from_options(topics.security_options(args)).channel_credentials()
+    with topics.open_admin(args) as admin:
         cluster = admin.describe_cluster()
     timeout_s = min(ROLE_TIMEOUT_S, args.request_timeout_ms / 1000)
 

@@ -1,0 +1,206 @@
+"""The node's Prometheus endpoint (metrics.port) against known states: partition and
+leader counts, bytes and requests counted on both listeners, and under-replicated
+partitions that rise when a follower stops and fall back to 0 when it returns."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from kafka import KafkaProducer
+from node_process import NodeProcess, free_port
+from prometheus_client.parser import text_string_to_metric_families
+from three_node_cluster import ThreeNodeCluster, topic_of
+
+from seglog.client.admin import Admin, NewTopic
+from seglog.client.producer import Producer
+
+WAIT_S = 30.0
+
+
+def scrape(port: int) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    """Every sample of the endpoint, by (name, sorted labels)."""
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as r:
+        text = r.read().decode()
+    out = {}
+    for family in text_string_to_metric_families(text):
+        for s in family.samples:
+            out[(s.name, tuple(sorted(s.labels.items())))] = s.value
+    return out
+
+
+def value(samples: dict, name: str, **labels: str) -> float:
+    return samples.get((name, tuple(sorted(labels.items()))), 0.0)
+
+
+def metrics_port(node: NodeProcess) -> int:
+    for line in reversed(node.log_path.read_text().splitlines()):
+        if '"event":"node_started"' in line:
+            return int(json.loads(line)["metrics_port"])
+    raise AssertionError("the node logged no node_started")
+
+
+def test_one_node_counts_what_both_listeners_did(tmp_path: Path) -> None:
+    grpc_port, kafka_port = free_port(), free_port()
+    node = NodeProcess(
+        tmp_path,
+        port=grpc_port,
+        overrides={
+            "listeners": f"GRPC://127.0.0.1:{grpc_port},PLAINTEXT://127.0.0.1:{kafka_port}",
+            "metrics.port": "0",
+            "metrics.host": "127.0.0.1",
+        },
+    ).start()
+    try:
+        port = metrics_port(node)
+        with Admin(node.bootstrap) as admin:
+            admin.create_topics([NewTopic("m", 2, 1)])
+        with Producer(node.bootstrap, acks="all") as producer:
+            for i in range(10):
+                producer.send("m", b"x" * 100, partition=i % 2)
+        kp = KafkaProducer(bootstrap_servers=f"127.0.0.1:{kafka_port}", acks="all")
+        for _ in range(5):
+            kp.send("m", b"y" * 100, partition=0)
+        kp.flush(timeout=WAIT_S)
+        kp.close()
+        s = scrape(port)
+        assert value(s, "kafka_server_replicamanager_partitioncount") == 2
+        assert value(s, "kafka_server_replicamanager_leadercount") == 2
+        assert value(s, "kafka_server_replicamanager_underreplicatedpartitions") == 0
+        assert value(s, "kafka_controller_kafkacontroller_activecontrollercount") == 1
+        assert value(s, "kafka_server_brokertopicmetrics_messagesin_total", topic="m") == 15
+        assert value(s, "kafka_server_brokertopicmetrics_bytesin_total", topic="m") > 1500
+        assert value(s, "kafka_log_log_logendoffset", topic="m", partition="0") == 10
+        assert value(s, "kafka_log_log_numlogsegments", topic="m", partition="1") == 1
+        grpc_produce = value(
+            s, "kafka_network_requestmetrics_requests_total", request="Produce", listener="GRPC"
+        )
+        kafka_produce = value(
+            s,
+            "kafka_network_requestmetrics_requests_total",
+            request="Produce",
+            listener="PLAINTEXT",
+        )
+        assert grpc_produce >= 1 and kafka_produce >= 1
+        assert (
+            value(
+                s,
+                "kafka_network_requestmetrics_totaltimems_count",
+                request="Produce",
+                listener="PLAINTEXT",
+            )
+            == kafka_produce
+        )
+    finally:
+        node.stop()
+
+
+class MetricsCluster(ThreeNodeCluster):
+    # Well above replica.lag.time.max.ms: the leaders shrink their ISRs (counted)
+    # before the controller fences the stopped node (not a leader's shrink).
+    session_timeout_ms = 6000
+    wait_s = WAIT_S
+    start_timeout_s = WAIT_S
+
+
+@pytest.fixture
+def cluster(tmp_path: Path) -> Iterator[MetricsCluster]:
+    c = MetricsCluster(
+        tmp_path,
+        {
+            "metrics.port": "0",
+            "metrics.host": "127.0.0.1",
+            "replica.lag.time.max.ms": "1000",
+            "min.insync.replicas": "2",
+        },
+    )
+    try:
+        for i in c.nodes:
+            c.start(i)
+        yield c
+    finally:
+        for n in c.nodes.values():
+            if n.proc is not None and n.proc.poll() is None:
+                os.killpg(n.proc.pid, signal.SIGCONT)
+        c.stop_all()
+
+
+def test_a_stopped_follower_shows_as_under_replicated_and_then_recovers(
+    cluster: MetricsCluster,
+) -> None:
+    cluster.wait("all brokers registered", lambda: cluster.all_up_and_unfenced() or None)
+    with Admin(cluster.bootstrap) as admin:
+        admin.create_topics([NewTopic("urp", 6, 3)])
+    md = cluster.wait(
+        "leaders for urp",
+        lambda: (
+            (t := topic_of(cluster.metadata(1, ["urp"]), "urp"))
+            and all(p.leader_id > 0 for p in t.partitions)
+            and t
+        ),
+    )
+    assert len(md.partitions) == 6
+    ports = {i: metrics_port(n) for i, n in cluster.nodes.items()}
+    victim = 3
+    with Producer(cluster.bootstrap, acks="all") as producer:
+        for p in range(6):
+            producer.send("urp", b"v", partition=p).get(timeout=WAIT_S)
+
+    def urp(i: int) -> float:
+        return value(scrape(ports[i]), "kafka_server_replicamanager_underreplicatedpartitions")
+
+    assert urp(1) == 0 and urp(2) == 0
+    node = cluster.nodes[victim]
+    assert node.proc is not None
+    os.killpg(node.proc.pid, signal.SIGSTOP)  # the node and its controller process freeze
+    try:
+        # New data the stopped follower cannot fetch: it falls behind, and after
+        # replica.lag.time.max.ms its leaders shrink their ISRs (an idle partition
+        # keeps a caught-up follower in sync, as Kafka's does).
+        with Producer(cluster.bootstrap, acks=1) as producer:
+            for p in range(6):
+                producer.send("urp", b"w", partition=p)
+        # Each survivor's partitions lose the stopped follower from their ISR (the
+        # partitions the victim led move to a survivor and count there too).
+        cluster.wait(
+            "6 under-replicated partitions on the survivors",
+            lambda: urp(1) + urp(2) == 6 or None,
+        )
+        # kafka-topics' filter agrees with the metric.
+        described = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "seglog.cli",
+                "topics",
+                "--bootstrap-server",
+                cluster.nodes[1].bootstrap,
+                "--describe",
+                "--topic",
+                "urp",
+                "--under-replicated-partitions",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert described.returncode == 0, described.stderr
+        assert len(described.stdout.splitlines()) == 6, described.stdout
+        shrinks = sum(
+            value(scrape(ports[i]), "kafka_server_replicamanager_isrshrinks_total") for i in (1, 2)
+        )
+        assert shrinks >= 1
+    finally:
+        os.killpg(node.proc.pid, signal.SIGCONT)
+    cluster.wait("no under-replicated partition", lambda: urp(1) + urp(2) + urp(3) == 0 or None)
+    expands = sum(
+        value(scrape(ports[i]), "kafka_server_replicamanager_isrexpands_total") for i in ports
+    )
+    assert expands >= 1
