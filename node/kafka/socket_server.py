@@ -58,7 +58,7 @@ MAX_NEW_CONNECTIONS = 20  # a processor's queue of accepted, not yet registered 
 MAX_IN_FLIGHT = 5  # requests of one connection being handled or awaiting their turn
 HANDSHAKE_TIMEOUT_S = 10.0  # a TLS client that has not finished its handshake by then
 TLS_CHUNK = 256 * 1024  # bytes encrypted per send on a TLS connection
-MAX_PENDING_READS = 16  # further TLS reads per readable event (a record is <= 16 KiB)
+MAX_PENDING_READS = 64  # further TLS reads per readable event (a record is <= 16 KiB)
 
 
 class Deferred:
@@ -347,20 +347,6 @@ class Processor(threading.Thread):
             return
         try:
             data = conn.sock.recv(RECV_CHUNK)
-            if conn.tls and data:
-                # A TLS record holds at most 16 KiB: read on while records are there
-                # (decrypted bytes the TLS layer holds raise no selector event).
-                for _ in range(MAX_PENDING_READS):
-                    try:
-                        more = conn.sock.recv(RECV_CHUNK)
-                    except (ssl.SSLWantReadError, ssl.SSLWantWriteError):
-                        break
-                    if not more:
-                        break
-                    data += more
-                pending = conn.sock.pending()  # type: ignore[attr-defined]
-                if pending:
-                    data += conn.sock.recv(pending)
         except (BlockingIOError, ssl.SSLWantReadError, ssl.SSLWantWriteError):
             return
         except OSError as e:
@@ -371,7 +357,28 @@ class Processor(threading.Thread):
             return
         conn.last_active = time.monotonic()
         conn.inbuf += data
+        if conn.tls:
+            self._read_tls_records(conn)
         self._next_request(conn)
+
+    def _read_tls_records(self, conn: Connection) -> None:
+        """A TLS record holds at most 16 KiB: read on while records are there, and take
+        what the TLS layer holds decrypted (it raises no selector event). An error or
+        EOF here shows again on the next read, which handles it."""
+        sock = conn.sock
+        assert isinstance(sock, ssl.SSLSocket)
+        for _ in range(MAX_PENDING_READS):
+            try:
+                more = sock.recv(RECV_CHUNK)
+            except OSError:  # SSLWantRead (nothing more yet) among them
+                break
+            if not more:
+                break
+            conn.inbuf += more
+        pending = sock.pending()
+        if pending:
+            with contextlib.suppress(ssl.SSLWantReadError, ssl.SSLWantWriteError, OSError):
+                conn.inbuf += sock.recv(pending)
 
     def _next_request(self, conn: Connection) -> None:
         """Take one whole frame off the connection's buffer, if there is one."""

@@ -289,12 +289,16 @@ def test_cli_with_command_config(secure, tmp_path):
     assert done.returncode != 0 and "ssl.truststore.locaton" in done.stderr
 
 
-def test_renewed_certificate_is_served_without_a_restart(secure):
+@pytest.mark.parametrize("listener", ["kafka", "grpc"])
+def test_renewed_certificate_is_served_without_a_restart(secure, listener):
+    port = secure.kafka_port if listener == "kafka" else secure.node.port
+
     def served_serial() -> int:
         ctx = ssl.create_default_context(cafile=str(secure.ca_file))
         ctx.load_cert_chain(str(secure.alice_file))
+        ctx.set_alpn_protocols(["h2"])  # what a gRPC server insists on
         with (
-            socket.create_connection(("127.0.0.1", secure.kafka_port), timeout=5) as raw,
+            socket.create_connection(("127.0.0.1", port), timeout=5) as raw,
             ctx.wrap_socket(raw, server_hostname="127.0.0.1") as s,
         ):
             from cryptography import x509
