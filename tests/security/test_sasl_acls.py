@@ -331,3 +331,55 @@ def test_plain_socket_on_the_sasl_ssl_port_is_refused(cluster):
         except ConnectionResetError:
             answer = b""
     assert answer == b"" or answer[0] == 21
+
+
+def test_admin_requests_without_cluster_alter_are_refused(cluster, tmp_path):
+    """alice may not change ACLs or credentials: CLUSTER_AUTHORIZATION_FAILED on both
+    listeners, and nothing changes."""
+    config = tmp_path / "alice.properties"
+    config.write_text(
+        "security.protocol=SSL\n"
+        f"ssl.truststore.location={cluster.ca_file}\n"
+        f"ssl.keystore.location={cluster.alice_cert}\n"
+    )
+    base = [sys.executable, "-m", "seglog.cli"]
+    connect = ["--bootstrap-server", cluster.node.bootstrap, "--command-config", str(config)]
+    done = subprocess.run(
+        [*base, "acls", *connect, "--add", "--allow-principal", "User:CN=alice",
+         "--operation", "All", "--cluster"],
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert done.returncode != 0 and "CLUSTER_AUTHORIZATION_FAILED" in done.stderr, done.stderr
+    done = subprocess.run(
+        [*base, "configs", *connect, "--alter", "--entity-type", "users", "--entity-name",
+         "mallory", "--add-config", "SCRAM-SHA-256=[password=x]"],
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert done.returncode != 0 and "CLUSTER_AUTHORIZATION_FAILED" in done.stderr, done.stderr
+    kafka = pytest.importorskip("kafka")
+    from kafka.admin import ACL, ACLOperation, ACLPermissionType, ResourcePattern
+    from kafka.admin import ResourceType as KResourceType
+
+    admin = kafka.KafkaAdminClient(
+        bootstrap_servers=cluster.kafka_bootstrap,
+        security_protocol="SASL_SSL",
+        ssl_cafile=str(cluster.ca_file),
+        sasl_mechanism="SCRAM-SHA-512",
+        sasl_plain_username="alice",
+        sasl_plain_password="alice-secret",
+    )
+    try:
+        acl = ACL(
+            principal="User:alice",
+            host="*",
+            operation=ACLOperation.ALL,
+            permission_type=ACLPermissionType.ALLOW,
+            resource_pattern=ResourcePattern(KResourceType.CLUSTER, "kafka-cluster"),
+        )
+        result = admin.create_acls([acl])
+    finally:
+        admin.close()
+    assert not result["succeeded"]
+    assert "ClusterAuthorizationFailed" in type(result["failed"][0][1]).__name__
+    done = cluster.cli("acls", "--list", "--principal", "User:CN=alice", "--cluster")
+    assert "operation=ALL" not in done.stdout
