@@ -18,9 +18,12 @@ import contextvars
 import os
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
+from seglog.storage.errors import InvalidConfigError
+
+from ..config import int_setting
 from ..event_log import EventLogger
 from ..kafka.codec import KafkaRequest, Part, encode_response, response_class
 from ..kafka.errors import error_code
@@ -48,7 +51,6 @@ class KafkaSession:
     host: str
     principal: KafkaPrincipal = ANONYMOUS
     sasl: SaslSession | None = None
-    extra: dict[str, Any] = field(default_factory=dict)
 
 
 _CURRENT: contextvars.ContextVar[KafkaSession | None] = contextvars.ContextVar(
@@ -102,17 +104,20 @@ class KafkaGate:
             try:
                 self.mechanisms = parse_mechanisms(raw)
             except ValueError as e:
-                from seglog.storage.errors import InvalidConfigError
-
                 raise InvalidConfigError(str(e)) from None
             jaas = props.get(
                 f"listener.name.{listener.lower()}.plain.sasl.jaas.config"
             ) or props.get("sasl.jaas.config")
             self.jaas_users = jaas_plain_users(jaas)
-        delay = props.get("connection.failed.authentication.delay.ms")
         self.failed_delay_s = (
-            int(delay) if delay is not None else DEFAULT_FAILED_AUTHENTICATION_DELAY_MS
-        ) / 1000
+            int_setting(
+                props,
+                "connection.failed.authentication.delay.ms",
+                DEFAULT_FAILED_AUTHENTICATION_DELAY_MS,
+                at_least=0,
+            )
+            / 1000
+        )
 
     def new_session(self, host: str, tls_principal: KafkaPrincipal) -> KafkaSession:
         session = KafkaSession(host, tls_principal)

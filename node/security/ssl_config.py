@@ -76,7 +76,7 @@ class SslConfig:
     def has_keystore(self) -> bool:
         return self.key_pem is not None and self.chain_pem is not None
 
-    # --- Python ssl (the Kafka listener, seglog's clients) --------------------------
+    # --- Python ssl (the Kafka listener) ----------------------------------------------
 
     def server_context(self) -> ssl.SSLContext:
         if not self.has_keystore:
@@ -91,14 +91,6 @@ class SslConfig:
             "requested": ssl.CERT_OPTIONAL,
             "none": ssl.CERT_NONE,
         }[self.client_auth]
-        return ctx
-
-    def client_context(self, check_hostname: bool = True) -> ssl.SSLContext:
-        ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
-        ctx.check_hostname = check_hostname
-        self._common(ctx)
-        if self.trust_pem is None:
-            ctx.load_default_certs()
         return ctx
 
     def _common(self, ctx: ssl.SSLContext) -> None:
