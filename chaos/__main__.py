@@ -11,6 +11,8 @@ then allows values a later record of the same key superseded to vanish, and comp
 replicas by (offset, key, value) instead of bytes.
 
 `python -m seglog.chaos check HISTORY` re-checks a history file (no replicas).
+`python -m seglog.chaos groups --seed N --duration S` runs consumer groups while their
+coordinator is SIGKILLed (chaos/group_workload.py).
 `python -m seglog.chaos list` names the scenarios.
 """
 
@@ -324,7 +326,21 @@ def main(argv: list[str] | None = None) -> int:
     c = sub.add_parser("check", help="re-check a history file")
     c.add_argument("history", type=Path)
     sub.add_parser("list", help="the scenario names")
+    g = sub.add_parser(
+        "groups", help="consumer groups while the group coordinator is SIGKILLed (local)"
+    )
+    g.add_argument("--seed", type=int, default=0)
+    g.add_argument("--duration", type=float, default=60.0, help="seconds of faults")
+    g.add_argument("--out", type=Path, help="run directory (default chaos-runs/<stamp>-groups)")
+    g.add_argument("--rate", type=float, default=100.0, help="sends per second per producer")
     args = parser.parse_args(argv)
+    if args.command == "groups":
+        from .group_workload import run_groups
+
+        out = args.out or Path("chaos-runs") / f"{time.strftime('%Y%m%d-%H%M%S')}-groups"
+        code, summary = run_groups(args.seed, args.duration, out, rate=args.rate)
+        print(f"groups seed {args.seed}: {summary['result']} ({out})", flush=True)
+        return code
     if args.command == "run" and args.compact_keys and args.client != "seglog":
         parser.error("--compact-keys runs seglog's own clients; it does not combine with --client")
     if args.command == "list":

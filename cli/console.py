@@ -318,6 +318,11 @@ def add_consume_parser(sub: argparse._SubParsersAction) -> None:
     add_connection_args(p)
     p.add_argument("--topic", required=True)
     p.add_argument("--partition", type=int, help="only this partition (default: all)")
+    p.add_argument(
+        "--group",
+        help="consume as a member of this consumer group: its partitions are shared with "
+        "the group's other members and offsets are committed",
+    )
     start = p.add_mutually_exclusive_group()
     start.add_argument("--from-beginning", action="store_true", help="start at the earliest record")
     start.add_argument(
@@ -417,6 +422,10 @@ def run_consume(
         raise ValueError(f"--max-messages must be >= 0, got {args.max_messages}")
     if args.timeout_ms is not None and args.timeout_ms < 0:
         raise ValueError(f"--timeout-ms must be >= 0, got {args.timeout_ms}")
+    if args.group is not None:
+        if args.partition is not None or args.offset is not None:
+            raise ValueError("--group cannot be used with --partition or --offset")
+        return _consume_group(args, formatter, out, err)
     with open_admin(args) as admin:
         (topic,) = admin.describe_topics([args.topic])
     partitions = [p.partition for p in topic.partitions]
@@ -454,6 +463,35 @@ def run_consume(
         _consume_loop(consumer, formatter, args, out, printed)
     except BrokenPipeError:
         # The reader went away (`| head`): stop quietly, as a console tool should.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    finally:
+        consumer.close()
+        print(f"Processed a total of {printed.count} messages", file=err, flush=True)
+    return 0
+
+
+def _consume_group(
+    args: argparse.Namespace, formatter: RecordFormatter, out: BinaryIO, err: TextIO
+) -> int:
+    """As a group member: start at the group's committed offsets (else earliest with
+    --from-beginning, latest without), commit as it goes and when it ends."""
+    from seglog.client.consumer import Consumer
+
+    with open_admin(args) as admin:
+        admin.describe_topics([args.topic])  # a clear error for a missing topic
+    consumer = Consumer(
+        bootstrap_servers=bootstrap_servers(args),
+        request_timeout_ms=args.request_timeout_ms,
+        group_id=args.group,
+        client_id="seglog-console-consumer",
+        auto_offset_reset="earliest" if args.from_beginning else "latest",
+    )
+    printed = _Printed()
+    try:
+        consumer.subscribe([args.topic])
+        _consume_loop(consumer, formatter, args, out, printed)
+    except BrokenPipeError:
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
     finally:

@@ -15,6 +15,7 @@ from seglog.storage.errors import StorageError
 from . import (
     cluster,
     console,
+    consumer_groups,
     leader_election,
     log_dirs,
     metadata_quorum,
@@ -27,9 +28,15 @@ from . import (
 def _dump_log(args: argparse.Namespace) -> int:
     from seglog.storage.dump_log import DumpOptions, dump_files
 
+    decoder = None
+    if args.offsets_decoder:
+        from seglog.node.groups.offsets_records import describe_record
+
+        decoder = describe_record
     options = DumpOptions(
-        print_data_log=args.print_data_log,
-        deep_iteration=args.deep_iteration or args.print_data_log,
+        print_data_log=args.print_data_log or args.offsets_decoder,
+        deep_iteration=args.deep_iteration or args.print_data_log or args.offsets_decoder,
+        record_decoder=decoder,
         verify_index_only=args.verify_index_only,
         index_sanity_check=args.index_sanity_check,
         max_bytes=args.max_bytes,
@@ -86,6 +93,11 @@ def build_parser() -> argparse.ArgumentParser:
     dump.add_argument(
         "--max-bytes", type=int, default=2**31 - 1, help="stop reading a .log after this many bytes"
     )
+    dump.add_argument(
+        "--offsets-decoder",
+        action="store_true",
+        help="decode __consumer_offsets records (implies --print-data-log)",
+    )
     dump.set_defaults(func=_dump_log)
 
     node = sub.add_parser(
@@ -129,6 +141,7 @@ def build_parser() -> argparse.ArgumentParser:
     log_dirs.add_parser(sub)
     metadata_quorum.add_parser(sub)
     leader_election.add_parser(sub)
+    consumer_groups.add_parser(sub)
     security.add_parsers(sub)
     return parser
 

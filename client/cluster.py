@@ -13,7 +13,7 @@ from typing import TypeVar
 import grpc
 
 from seglog.proto import client_pb2 as pb
-from seglog.proto import client_pb2_grpc
+from seglog.proto import client_pb2_grpc, groups_pb2_grpc
 
 from .errors import KafkaError, KafkaTimeoutError, NoBrokersAvailable, NodeNotReadyError, for_code
 
@@ -99,18 +99,33 @@ class Connections:
         self._lock = threading.Lock()
         self._channels: dict[tuple[str, int], grpc.Channel] = {}
         self._stubs: dict[tuple[str, int], client_pb2_grpc.SegLogStub] = {}
+        self._group_stubs: dict[tuple[str, int], groups_pb2_grpc.GroupCoordinatorStub] = {}
+
+    def _channel(self, address: tuple[str, int]) -> grpc.Channel:
+        channel = self._channels.get(address)
+        if channel is None:
+            target = f"{address[0]}:{address[1]}"
+            if self.credentials is None:
+                channel = grpc.insecure_channel(target, CHANNEL_OPTIONS)
+            else:
+                channel = grpc.secure_channel(target, self.credentials, CHANNEL_OPTIONS)
+            self._channels[address] = channel
+        return channel
 
     def stub(self, address: tuple[str, int]) -> client_pb2_grpc.SegLogStub:
         with self._lock:
             stub = self._stubs.get(address)
             if stub is None:
-                target = f"{address[0]}:{address[1]}"
-                if self.credentials is None:
-                    channel = grpc.insecure_channel(target, CHANNEL_OPTIONS)
-                else:
-                    channel = grpc.secure_channel(target, self.credentials, CHANNEL_OPTIONS)
-                self._channels[address] = channel
-                stub = self._stubs[address] = client_pb2_grpc.SegLogStub(channel)
+                stub = self._stubs[address] = client_pb2_grpc.SegLogStub(self._channel(address))
+            return stub
+
+    def group_stub(self, address: tuple[str, int]) -> groups_pb2_grpc.GroupCoordinatorStub:
+        """The GroupCoordinator service, on the same channel as the node's SegLog."""
+        with self._lock:
+            stub = self._group_stubs.get(address)
+            if stub is None:
+                stub = groups_pb2_grpc.GroupCoordinatorStub(self._channel(address))
+                self._group_stubs[address] = stub
             return stub
 
     def close(self) -> None:
@@ -119,6 +134,7 @@ class Connections:
                 channel.close()
             self._channels.clear()
             self._stubs.clear()
+            self._group_stubs.clear()
 
 
 class ClusterMetadata:
@@ -230,6 +246,11 @@ class ClusterMetadata:
     def address(self, node_id: int) -> tuple[str, int] | None:
         with self._lock:
             return self.brokers.get(node_id)
+
+    def broker_addresses(self) -> list[tuple[str, int]]:
+        """Every known node's address, sorted."""
+        with self._lock:
+            return sorted(self.brokers.values())
 
     def stub_for(self, node_id: int) -> client_pb2_grpc.SegLogStub:
         address = self.address(node_id)

@@ -1,17 +1,27 @@
-"""A consumer shaped like kafka-python's KafkaConsumer, with manual assignment
-only: seglog has no group coordinator, so `subscribe()` (or topics given to
-the constructor) assigns every partition of the topics and positions live in
-the consumer alone (nothing is committed).
+"""A consumer shaped like kafka-python's KafkaConsumer.
+
+Without a `group_id`, `subscribe()` (or topics given to the constructor) assigns
+every partition of the topics and positions live in the consumer alone. With a
+`group_id`, the consumer is a member of a consumer group (Kafka's classic
+protocol, against the nodes' group coordinator): the group's assignor splits the
+partitions among its members, positions start at the group's committed offsets
+(`auto_offset_reset` when none), and offsets are committed automatically every
+`auto_commit_interval_ms` or with `commit()` / `commit_async()`.
 
     consumer = Consumer("events", bootstrap_servers="127.0.0.1:9192",
-                        auto_offset_reset="earliest", consumer_timeout_ms=1000)
+                        group_id="billing", auto_offset_reset="earliest")
     for record in consumer:
         ...
+
+The membership logic is a state machine in group_membership.py; the I/O with
+the coordinator in group_coordinator.py; the assignors in assignors.py.
 """
 
 from __future__ import annotations
 
+import logging
 import math
+import random
 import re
 import time
 import warnings
@@ -19,8 +29,9 @@ from collections import deque
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from .assignors import make_assignors
 from .cluster import ClusterMetadata, Connections, TopicPartition
-from .errors import IllegalStateError, KafkaTimeoutError
+from .errors import IllegalStateError, KafkaError, KafkaTimeoutError
 from .fetcher import (
     EARLIEST,
     EARLIEST_TIMESTAMP,
@@ -35,10 +46,16 @@ from .fetcher import (
     OffsetAndTimestamp,
     OffsetOutOfRangeError,
 )
+from .group_coordinator import ConsumerCoordinator, OffsetAndMetadata
+from .group_membership import Assign, GroupMembership, Lost, MembershipConfig, PrepareJoin
 from .security import ClientSecurity
+
+_log = logging.getLogger(__name__)
 
 __all__ = [
     "Consumer",
+    "ConsumerRebalanceListener",
+    "OffsetAndMetadata",
     "ConsumerRecord",
     "NoOffsetForPartitionError",
     "OffsetAndTimestamp",
@@ -110,6 +127,30 @@ def check_timestamp_ms(tp: TopicPartition, ts: object) -> int:
     return int(ts)
 
 
+class ConsumerRebalanceListener:
+    """kafka-python's ConsumerRebalanceListener: called in the thread that polls.
+    on_partitions_lost defaults to on_partitions_revoked (as in Kafka)."""
+
+    def on_partitions_revoked(self, revoked: set[TopicPartition]) -> None:
+        pass
+
+    def on_partitions_assigned(self, assigned: set[TopicPartition]) -> None:
+        pass
+
+    def on_partitions_lost(self, lost: set[TopicPartition]) -> None:
+        self.on_partitions_revoked(lost)
+
+
+def _call_listener(listener: object, method: str, tps: frozenset[TopicPartition]) -> None:
+    if listener is None:
+        return
+    fn = getattr(listener, method, None)
+    if fn is None and method == "on_partitions_lost":
+        fn = getattr(listener, "on_partitions_revoked", None)
+    if fn is not None:
+        fn(set(tps))
+
+
 class Consumer:
     def __init__(
         self,
@@ -117,10 +158,17 @@ class Consumer:
         bootstrap_servers: str | Sequence[str] = "127.0.0.1:9192",
         client_id: str = "seglog-consumer",
         group_id: str | None = None,
+        group_instance_id: str | None = None,
         key_deserializer: Deserializer | None = None,
         value_deserializer: Deserializer | None = None,
         auto_offset_reset: str = "latest",
-        enable_auto_commit: bool = False,
+        enable_auto_commit: bool | None = None,
+        auto_commit_interval_ms: int = 5000,
+        session_timeout_ms: int = 45000,
+        heartbeat_interval_ms: int = 3000,
+        max_poll_interval_ms: int = 300000,
+        partition_assignment_strategy: str | Sequence[str] = ("range", "cooperative-sticky"),
+        default_api_timeout_ms: int = 60000,
         fetch_min_bytes: int = 1,
         fetch_max_wait_ms: int = 500,
         fetch_max_bytes: int = 52428800,
@@ -134,17 +182,18 @@ class Consumer:
         **security: str | None,
     ) -> None:
         credentials = ClientSecurity.from_options(security).channel_credentials()
-        if group_id is not None:
-            raise ValueError(
-                f"group_id={group_id!r} is not supported: seglog has no group coordinator. "
-                f"Use group_id=None and assign()/subscribe() with seek() to place positions; "
-                f"positions are not committed anywhere"
-            )
-        if enable_auto_commit:
+        if group_id is not None and (not isinstance(group_id, str) or not group_id):
+            raise ValueError(f"group_id must be a non-empty string, got {group_id!r}")
+        if group_instance_id is not None and group_id is None:
+            raise ValueError("group_instance_id needs a group_id")
+        if enable_auto_commit is None:
+            enable_auto_commit = group_id is not None  # Kafka's default with a group
+        elif enable_auto_commit and group_id is None:
             warnings.warn(
                 "enable_auto_commit has no effect without a group_id; nothing is committed",
                 stacklevel=2,
             )
+            enable_auto_commit = False
         policy = _RESET_POLICIES.get(str(auto_offset_reset).lower())
         if policy is None:
             raise ValueError(
@@ -187,6 +236,41 @@ class Consumer:
         # (tp, generation, record, position after it).
         self._chunk: deque[tuple[TopicPartition, int, ConsumerRecord, int]] = deque()
         self._closed = False
+        self.group_id = group_id
+        self.enable_auto_commit = bool(enable_auto_commit)
+        self.auto_commit_interval_ms = _positive_int(
+            "auto_commit_interval_ms", auto_commit_interval_ms
+        )
+        self.default_api_timeout_ms = _positive_int(
+            "default_api_timeout_ms", default_api_timeout_ms
+        )
+        self._listener: object = None
+        self._next_auto_commit = time.monotonic() + self.auto_commit_interval_ms / 1000
+        self._coordinator: ConsumerCoordinator | None = None
+        if group_id is not None:
+            membership = GroupMembership(
+                MembershipConfig(
+                    group_id=group_id,
+                    group_instance_id=group_instance_id,
+                    client_id=client_id,
+                    session_timeout_ms=_positive_int("session_timeout_ms", session_timeout_ms),
+                    rebalance_timeout_ms=_positive_int(
+                        "max_poll_interval_ms", max_poll_interval_ms
+                    ),
+                    heartbeat_interval_ms=_positive_int(
+                        "heartbeat_interval_ms", heartbeat_interval_ms
+                    ),
+                    max_poll_interval_ms=max_poll_interval_ms,
+                    retry_backoff_ms=config.retry_backoff_ms,
+                    retry_backoff_max_ms=config.retry_backoff_max_ms,
+                ),
+                make_assignors(partition_assignment_strategy),
+                time.monotonic(),
+                random.Random(),
+            )
+            self._coordinator = ConsumerCoordinator(
+                membership, self._metadata, self.request_timeout_ms, self._fetcher.wakeup
+            )
         if topics:
             self.subscribe(topics)
 
@@ -199,8 +283,12 @@ class Consumer:
             raise IllegalStateError("assign() cannot follow subscribe(); unsubscribe() first")
         tps = [_as_tp(p) for p in partitions]
         self._abandon_chunk()
+        before = set(self._fetcher.states)
         self._fetcher.assign(tps)
         self._manual = bool(tps)
+        if self._coordinator is not None:
+            # With a group, a partition starts at the group's committed offset.
+            self._fetcher.awaiting_committed |= {tp for tp in tps if tp not in before}
 
     def assignment(self) -> set[TopicPartition]:
         return set(self._fetcher.states)
@@ -214,8 +302,8 @@ class Consumer:
         """Assign every partition of the topics (or of topics matching `pattern`),
         following new partitions and topics at each metadata refresh."""
         self._check_open()
-        if listener is not None:
-            raise ValueError("rebalance listeners need group coordination, which seglog lacks")
+        if listener is not None and self._coordinator is None:
+            raise ValueError("a rebalance listener needs a group_id")
         if self._manual:
             raise IllegalStateError("subscribe() cannot follow assign(); unsubscribe() first")
         names = [topics] if isinstance(topics, str) else list(topics)
@@ -226,6 +314,7 @@ class Consumer:
                 raise TypeError(f"topic names must be non-empty strings, got {name!r}")
         self._subscribed = None if pattern is not None else set(names)
         self._pattern = re.compile(pattern) if pattern is not None else None
+        self._listener = listener
         self._fetcher.maybe_refresh_metadata(force=True)
         self._sync_subscription()
 
@@ -237,16 +326,25 @@ class Consumer:
         return None
 
     def unsubscribe(self) -> None:
+        if self._coordinator is not None and self._group_managed():
+            self._leave_group("the consumer unsubscribed", self.default_api_timeout_ms / 1000)
         self._abandon_chunk()
         self._subscribed = None
         self._pattern = None
         self._manual = False
         self._fetcher.assign([])
 
+    def _group_managed(self) -> bool:
+        """Partitions come from the group's assignor (subscribe() with a group_id)."""
+        return self._coordinator is not None and (
+            self._subscribed is not None or self._pattern is not None
+        )
+
     def _topics_of_interest(self) -> set[str] | None:
         if self._pattern is not None:
             return None
-        return {tp.topic for tp in self._fetcher.states} | (self._subscribed or set())
+        leader = set(self._coordinator.m.leader_counts) if self._coordinator else set()
+        return {tp.topic for tp in self._fetcher.states} | (self._subscribed or set()) | leader
 
     def _sync_subscription(self) -> bool:
         """Assign all partitions of subscribed topics; True while some are unknown."""
@@ -259,6 +357,16 @@ class Consumer:
             assert self._subscribed is not None
             topics = self._subscribed
             missing = any(self._metadata.partitions_for(t) is None for t in topics)
+        if self._coordinator is not None:
+            # The group's assignor decides the partitions; the member tells its topics.
+            self._coordinator.set_subscription(set(topics))
+            counts = {}
+            for t in self._coordinator.m.leader_counts:
+                parts = self._metadata.partitions_for(t)
+                counts[t] = len(parts) if parts else 0
+            self._coordinator.check_metadata(counts)
+            # The leader keeps asking until every topic it assigned from exists.
+            return missing or any(n == 0 for n in counts.values())
         wanted = [
             TopicPartition(t, p)
             for t in sorted(topics)
@@ -308,6 +416,8 @@ class Consumer:
         while st.position is None:
             if st.error is not None:
                 raise st.error
+            if self._coordinator is not None:
+                self._group_poll(deadline)
             self._fetcher.maybe_refresh_metadata()
             self._fetcher.reset_positions()
             if st.position is not None:
@@ -408,10 +518,24 @@ class Consumer:
         limit = self.max_poll_records if max_records is None else max_records
         _positive_int("max_records", limit)
         self._abandon_chunk()
-        records, positions = self._fetcher.fetch_records(limit, timeout_s)
+        records, positions = self._fetch(limit, timeout_s)
         for tp, offset in positions.items():
             self._fetcher.states[tp].position = offset
         return records
+
+    def _fetch(
+        self, limit: int, timeout_s: float
+    ) -> tuple[dict[TopicPartition, list[ConsumerRecord]], dict[TopicPartition, int]]:
+        """Fetched records, with the group's work (rebalance steps, committed
+        offsets, auto-commit) done in between, in this (the polling) thread."""
+        deadline = time.monotonic() + timeout_s
+        while True:
+            if self._coordinator is not None:
+                self._group_poll(deadline)
+            remaining = max(deadline - time.monotonic(), 0.0)
+            records, positions = self._fetcher.fetch_records(limit, remaining)
+            if records or time.monotonic() >= deadline:
+                return records, positions
 
     def __iter__(self) -> Consumer:
         return self
@@ -434,9 +558,7 @@ class Consumer:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 raise StopIteration
-            records, positions = self._fetcher.fetch_records(
-                self.max_poll_records, min(remaining, _ITER_SLICE_S)
-            )
+            records, positions = self._fetch(self.max_poll_records, min(remaining, _ITER_SLICE_S))
             for tp, recs in records.items():
                 generation = self._fetcher.states[tp].generation
                 for i, r in enumerate(recs):
@@ -451,16 +573,229 @@ class Consumer:
             self._fetcher.rewind(tp)
         self._chunk.clear()
 
-    # --- introspection ----------------------------------------------------------------
+    # --- the group ------------------------------------------------------------------------
+
+    def _require_group(self, what: str) -> ConsumerCoordinator:
+        self._check_open()
+        if self._coordinator is None:
+            raise IllegalStateError(f"{what} needs a group_id")
+        return self._coordinator
+
+    def _consumed(self) -> dict[TopicPartition, OffsetAndMetadata]:
+        """The positions to commit: the next offset of each partition with one."""
+        return {
+            tp: OffsetAndMetadata(st.position)
+            for tp, st in self._fetcher.states.items()
+            if st.position is not None
+        }
+
+    def _group_poll(self, deadline: float) -> None:
+        """The group's work for the polling thread: rebalance steps with their
+        listener calls, committed offsets of new partitions, auto-commit."""
+        c = self._coordinator
+        assert c is not None
+        c.run_commit_callbacks()
+        listener_error: BaseException | None = None
+        # Each step changes the membership (Lost → PrepareJoin → Assign at most).
+        for _ in range(8):
+            step = c.app_step(time.monotonic())
+            if step is None:
+                break
+            try:
+                self._handle_step(c, step)
+            except KafkaError:
+                raise
+            except Exception as e:  # noqa: BLE001 - the app's listener: raised after the step
+                listener_error = listener_error or e
+        self._init_committed_positions(c, deadline)
+        self._maybe_auto_commit(c)
+        if listener_error is not None:
+            raise listener_error
+
+    def _handle_step(self, c: ConsumerCoordinator, step: Lost | PrepareJoin | Assign) -> None:
+        cooperative = c.m.protocol == "COOPERATIVE"
+        if isinstance(step, Lost):
+            self._abandon_chunk()
+            self._fetcher.assign([tp for tp in self._fetcher.states if tp not in step.lost])
+            c.app_done(step)
+            _log.info("group %s: partitions lost: %s", self.group_id, _names(step.lost))
+            _call_listener(self._listener, "on_partitions_lost", step.lost)
+        elif isinstance(step, PrepareJoin):
+            if self.enable_auto_commit:
+                self._commit_quietly(c, self._consumed(), "before rejoining")
+            self._abandon_chunk()
+            self._fetcher.assign([tp for tp in self._fetcher.states if tp not in step.revoked])
+            c.app_done(step)
+            if step.revoked or not cooperative:
+                _call_listener(self._listener, "on_partitions_revoked", step.revoked)
+        else:
+            if step.revoked:
+                if self.enable_auto_commit:
+                    consumed = self._consumed()
+                    revoked = {tp: consumed[tp] for tp in step.revoked if tp in consumed}
+                    self._commit_quietly(c, revoked, "of revoked partitions")
+            self._abandon_chunk()
+            keep = [tp for tp in self._fetcher.states if tp in step.assigned]
+            added = sorted(step.assigned - set(keep), key=lambda tp: (tp.topic, tp.partition))
+            self._fetcher.assign(keep + added)
+            self._fetcher.awaiting_committed |= set(added)
+            c.app_done(step)
+            _log.info(
+                "group %s: assigned %s (revoked %s)",
+                self.group_id,
+                _names(step.assigned),
+                _names(step.revoked),
+            )
+            if step.revoked:
+                _call_listener(self._listener, "on_partitions_revoked", step.revoked)
+            _call_listener(
+                self._listener,
+                "on_partitions_assigned",
+                step.added if cooperative else step.assigned,
+            )
+
+    def _commit_quietly(
+        self, c: ConsumerCoordinator, offsets: dict[TopicPartition, OffsetAndMetadata], when: str
+    ) -> None:
+        try:
+            c.commit_sync(offsets, self.default_api_timeout_ms / 1000)
+        except KafkaError as e:
+            _log.warning("group %s: auto-commit %s failed: %s", self.group_id, when, e)
+
+    def _init_committed_positions(self, c: ConsumerCoordinator, deadline: float) -> None:
+        """Partitions new to this member start at the group's committed offset,
+        else where auto_offset_reset says."""
+        waiting = [tp for tp in self._fetcher.states if tp in self._fetcher.awaiting_committed]
+        if not waiting:
+            return
+        timeout_s = min(max(deadline - time.monotonic(), 1.0), self.request_timeout_ms / 1000)
+        try:
+            committed = c.fetch_committed(waiting, timeout_s)
+        except KafkaError as e:
+            if not (e.retriable or isinstance(e, KafkaTimeoutError)):
+                raise
+            # Retried at the next poll; meanwhile they are not reset to a guess.
+            _log.warning(
+                "group %s: committed offsets not fetched yet (%s); retrying", self.group_id, e
+            )
+            return
+        for tp, om in committed.items():
+            if tp not in self._fetcher.awaiting_committed:
+                continue  # sought or unassigned meanwhile
+            if om is not None:
+                self._fetcher.seek(tp, om.offset)
+            elif self._fetcher.config.auto_offset_reset != NONE:
+                self._fetcher.request_reset(tp, self._fetcher.config.auto_offset_reset)
+            else:
+                self._fetcher.awaiting_committed.discard(tp)  # NoOffsetForPartition next
+
+    def _maybe_auto_commit(self, c: ConsumerCoordinator) -> None:
+        if not self.enable_auto_commit:
+            return
+        now = time.monotonic()
+        if now < self._next_auto_commit:
+            return
+        self._next_auto_commit = now + self.auto_commit_interval_ms / 1000
+        offsets = self._consumed()
+        if offsets:
+            c.commit_async(offsets, self._auto_commit_done)
+
+    def _auto_commit_done(self, offsets: dict, outcome: object) -> None:
+        if isinstance(outcome, KafkaError):
+            # During a rebalance an auto-commit may be refused; the next one follows it.
+            quiet = outcome.retriable or outcome.message == "REBALANCE_IN_PROGRESS"
+            level = logging.DEBUG if quiet else logging.WARNING
+            _log.log(level, "group %s: auto-commit failed: %s", self.group_id, outcome)
+
+    @staticmethod
+    def _offsets_arg(
+        offsets: Mapping[TopicPartition, object],
+    ) -> dict[TopicPartition, OffsetAndMetadata]:
+        out = {}
+        for p, value in offsets.items():
+            tp = _as_tp(p)
+            if isinstance(value, int) and not isinstance(value, bool):
+                om = OffsetAndMetadata(value)
+            elif isinstance(getattr(value, "offset", None), int):
+                metadata = getattr(value, "metadata", "") or ""
+                epoch = getattr(value, "leader_epoch", -1)
+                om = OffsetAndMetadata(value.offset, str(metadata), -1 if epoch is None else epoch)  # type: ignore[attr-defined]
+            else:
+                raise TypeError(
+                    f"offset for {tp.topic}-{tp.partition} must be an int or an "
+                    f"OffsetAndMetadata, got {value!r}"
+                )
+            if om.offset < 0:
+                raise ValueError(
+                    f"offset for {tp.topic}-{tp.partition} must be >= 0, got {om.offset}"
+                )
+            out[tp] = om
+        return out
+
+    def commit(self, offsets: Mapping[TopicPartition, object] | None = None) -> None:
+        """Commit `offsets` (the next offset to read, per partition), or every
+        assigned partition's position; blocks until committed or
+        default_api_timeout_ms. CommitFailedError when the group rebalanced away."""
+        c = self._require_group("commit()")
+        values = self._consumed() if offsets is None else self._offsets_arg(offsets)
+        c.commit_sync(values, self.default_api_timeout_ms / 1000)
+
+    def commit_async(
+        self,
+        offsets: Mapping[TopicPartition, object] | None = None,
+        callback: Any = None,
+    ) -> None:
+        """Commit without waiting; `callback(offsets, response_or_exception)` runs in
+        a later poll()/commit()/close() of this thread."""
+        c = self._require_group("commit_async()")
+        c.run_commit_callbacks()  # earlier ones first, as Kafka does
+        values = self._consumed() if offsets is None else self._offsets_arg(offsets)
+        c.commit_async(values, callback or self._auto_commit_done)
+
+    def committed(
+        self, partition: TopicPartition, metadata: bool = False
+    ) -> int | OffsetAndMetadata | None:
+        """The group's committed offset of the partition (None: none), asked of the
+        coordinator; with metadata=True, the OffsetAndMetadata."""
+        c = self._require_group("committed()")
+        tp = _as_tp(partition)
+        om = c.fetch_committed([tp], self.default_api_timeout_ms / 1000)[tp]
+        if om is None:
+            return None
+        return om if metadata else om.offset
 
     def metrics(self) -> dict[str, float]:
-        """Counters of calls that reached no node and of outages reported (a WARNING
-        is logged once an outage lasts request_timeout_ms), and the current outage."""
+        """Counters of the group membership (Kafka's consumer-coordinator-metrics
+        names: heartbeat-total, rebalance-total, ...; coordinator-lookup-failed-total
+        and coordinator-unknown-seconds show a coordinator that cannot be reached)."""
+        out: dict[str, float] = {"assigned-partitions": len(self._fetcher.states)}
+        if self._coordinator is not None:
+            out.update(self._coordinator.metrics())
+            out["assigned-partitions"] = len(self._fetcher.states)
+        # Calls that reached no node at all (a WARNING is logged once such an outage
+        # lasts request_timeout_ms), and how long the current one has lasted.
         reach = self._fetcher.reachability
-        m: dict[str, float] = dict(reach.counters)
-        m["unreachable_seconds"] = reach.unreachable_s(time.monotonic())
-        m["assigned_partitions"] = len(self._fetcher.states)
-        return m
+        out.update({k.replace("_", "-"): v for k, v in reach.counters.items()})
+        out["unreachable-seconds"] = reach.unreachable_s(time.monotonic())
+        return out
+
+    def _leave_group(self, reason: str, timeout_s: float) -> None:
+        c = self._coordinator
+        assert c is not None
+        # Commits already sent land while this is still a member (as Kafka's close).
+        c.wait_async_commits(timeout_s)
+        owned = frozenset(self._fetcher.states)
+        if self.enable_auto_commit and c.in_generation():
+            self._commit_quietly(c, self._consumed(), "before leaving")
+        try:
+            if owned:
+                lost = not c.in_generation()
+                _call_listener(
+                    self._listener, "on_partitions_lost" if lost else "on_partitions_revoked", owned
+                )
+        finally:
+            c.leave(reason, timeout_s)
+            self._fetcher.assign([])
 
     # --- lifecycle ------------------------------------------------------------------------
 
@@ -469,10 +804,24 @@ class Consumer:
             raise IllegalStateError("the consumer is closed")
 
     def close(self, autocommit: bool = True, timeout_ms: float | None = None) -> None:
-        """Stop fetching and close the connections (`autocommit` is accepted for
-        kafka-python compatibility; there is nothing to commit)."""
+        """Stop fetching and close the connections. In a group: commit the positions
+        (when auto-committing and `autocommit`), revoke, and leave the group (a
+        static member does not leave: its session timeout ends it)."""
         if self._closed:
             return
+        c = self._coordinator
+        if c is not None:
+            timeout_s = _timeout_s(timeout_ms, 30_000)
+            try:
+                if not autocommit:
+                    self.enable_auto_commit = False
+                if self._group_managed():
+                    self._leave_group("the consumer is being closed", timeout_s)
+                elif self.enable_auto_commit:
+                    self._commit_quietly(c, self._consumed(), "on close")
+                c.wait_async_commits(timeout_s)
+            finally:
+                c.close(timeout_s)
         self._closed = True
         self._chunk.clear()
         self._fetcher.close()
@@ -487,3 +836,12 @@ class Consumer:
     def __repr__(self) -> str:
         tps = sorted(self.assignment(), key=lambda tp: (tp.topic, tp.partition))
         return f"Consumer(client_id={self.client_id!r}, assignment={tps})"
+
+
+def _names(tps: frozenset[TopicPartition]) -> str:
+    return (
+        ", ".join(
+            f"{tp.topic}-{tp.partition}" for tp in sorted(tps, key=lambda t: (t.topic, t.partition))
+        )
+        or "none"
+    )

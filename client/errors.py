@@ -49,6 +49,14 @@ class IllegalStateError(KafkaError):
     message = "ILLEGAL_STATE"
 
 
+class CommitFailedError(KafkaError):
+    """kafka-python's CommitFailedError: the member is no longer in the generation
+    the commit was for (the group rebalanced, or it was removed): the partitions
+    may be someone else's now, so the offsets were not committed."""
+
+    message = "COMMIT_FAILED"
+
+
 class BrokerResponseError(KafkaError):
     """An error code a node returned."""
 
@@ -70,6 +78,9 @@ _RETRIABLE = {
     "FENCED_LEADER_EPOCH",
     "UNKNOWN_LEADER_EPOCH",
     "OFFSET_NOT_AVAILABLE",
+    "COORDINATOR_LOAD_IN_PROGRESS",
+    "NOT_COORDINATOR",
+    "UNSTABLE_OFFSET_COMMIT",
 }
 _INVALID_METADATA = {
     "UNKNOWN_TOPIC_OR_PARTITION",

@@ -276,6 +276,10 @@ class Fetcher:
             tp.topic for tp in self.states
         }
         self.on_metadata: Callable[[], bool] = lambda: False
+        # Partitions whose start is the group's committed offset, not yet fetched:
+        # not reset to auto_offset_reset meanwhile (the consumer fills and clears it).
+        self.awaiting_committed: set[TopicPartition] = set()
+        self._woken = False
 
     # --- assignment and positions ---------------------------------------------------
 
@@ -290,6 +294,7 @@ class Fetcher:
         self.states = OrderedDict(
             (tp, old[tp] if tp in old else PartitionState(self._bump())) for tp in wanted
         )
+        self.awaiting_committed &= set(wanted)
         if any(tp not in old for tp in wanted):
             self.metadata.request_update()
 
@@ -301,11 +306,13 @@ class Fetcher:
 
     def seek(self, tp: TopicPartition, offset: int) -> None:
         st = self.state(tp)
+        self.awaiting_committed.discard(tp)
         self._cancel_fetch(st)
         st.seek(offset, self._bump())
 
     def request_reset(self, tp: TopicPartition, strategy: str) -> None:
         st = self.state(tp)
+        self.awaiting_committed.discard(tp)
         self._cancel_fetch(st)
         st.seek(None, self._bump(), reset=strategy)
 
@@ -371,6 +378,8 @@ class Fetcher:
         wanted: dict[TopicPartition, int] = {}
         for tp, st in self.states.items():
             if st.position is not None or st.error is not None or now < st.retry_at:
+                continue
+            if tp in self.awaiting_committed:
                 continue
             if st.reset is None:
                 if self.config.auto_offset_reset == NONE:
@@ -558,8 +567,14 @@ class Fetcher:
     def wait(self, timeout_s: float) -> None:
         """Until a fetch completes, at most timeout_s (capped: callers loop)."""
         with self._cond:
-            if not self._completed and timeout_s > 0:
+            if not self._completed and not self._woken and timeout_s > 0:
                 self._cond.wait(min(timeout_s, 60.0))
+
+    def wakeup(self) -> None:
+        """End a wait() early: another thread has work for the application thread."""
+        with self._cond:
+            self._woken = True
+            self._cond.notify_all()
 
     def next_retry_in(self) -> float | None:
         """Seconds until a backed-off partition or metadata refresh may go again."""
@@ -770,6 +785,10 @@ class Fetcher:
                 return {}, {}
             retry_in = self.next_retry_in()
             self.wait(min(remaining, retry_in) if retry_in is not None else remaining)
+            with self._cond:
+                woken, self._woken = self._woken, False
+            if woken:
+                return {}, {}  # the caller has other work (a rebalance step) first
 
     # --- shutdown ---------------------------------------------------------------------
 

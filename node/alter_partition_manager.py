@@ -90,7 +90,9 @@ class AlterPartitionManager:
             if batch is None:
                 return
             changes = [
-                IsrChange(tp[0], tp[1], r.leader_epoch, r.partition_epoch, r.new_isr)
+                IsrChange(
+                    tp[0], tp[1], r.leader_epoch, r.partition_epoch, r.new_isr, r.broker_epochs
+                )
                 for tp, r in batch
             ]
             try:

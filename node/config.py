@@ -6,6 +6,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from seglog.node.groups.group_coordinator import GroupConfig
 from seglog.storage.errors import InvalidConfigError
 from seglog.storage.log_config import BrokerLogSettings, LogConfig
 from seglog.storage.properties_file import parse_properties
@@ -113,13 +114,7 @@ def parse_listeners(key: str, value: str) -> dict[str, Listener]:
             continue
         name, sep, address = item.partition("://")
         host, colon, port = address.rpartition(":")
-        if (
-            not sep
-            or not name
-            or not colon
-            or not port.isdigit()
-            or not 0 <= int(port) <= 65535
-        ):
+        if not sep or not name or not colon or not port.isdigit() or not 0 <= int(port) <= 65535:
             raise InvalidConfigError(
                 f"Invalid value {value} for configuration {key}: "
                 f"expected NAME://host:port entries, got {item!r}"
@@ -176,6 +171,30 @@ def parse_voters(value: str) -> dict[int, tuple[str, int]]:
     return voters
 
 
+def _group_config(props: Mapping[str, str]) -> GroupConfig:
+    """The group coordinator's settings (Kafka's names and defaults)."""
+    config = GroupConfig(
+        group_min_session_timeout_ms=_int(props, "group.min.session.timeout.ms", 6_000, 1),
+        group_max_session_timeout_ms=_int(props, "group.max.session.timeout.ms", 1_800_000, 1),
+        group_initial_rebalance_delay_ms=_int(
+            props, "group.initial.rebalance.delay.ms", 3_000, at_least=0
+        ),
+        group_max_size=_int(props, "group.max.size", 2**31 - 1, at_least=1),
+        offsets_retention_minutes=_int(props, "offsets.retention.minutes", 10_080, 1),
+        offsets_retention_check_interval_ms=_int(
+            props, "offsets.retention.check.interval.ms", 600_000, at_least=1
+        ),
+        offset_metadata_max_bytes=_int(props, "offset.metadata.max.bytes", 4_096, at_least=0),
+        offsets_topic_num_partitions=_int(props, "offsets.topic.num.partitions", 50, 1),
+    )
+    if config.group_min_session_timeout_ms > config.group_max_session_timeout_ms:
+        raise InvalidConfigError(
+            f"group.min.session.timeout.ms {config.group_min_session_timeout_ms} is above "
+            f"group.max.session.timeout.ms {config.group_max_session_timeout_ms}"
+        )
+    return config
+
+
 @dataclass(frozen=True)
 class NodeConfig:
     node_id: int
@@ -207,6 +226,8 @@ class NodeConfig:
     inter_broker_listener_name: str = "GRPC"
     metrics_port: int = -1  # -1: no /metrics endpoint
     metrics_host: str = "0.0.0.0"
+    group_config: GroupConfig = field(default_factory=GroupConfig)
+    offsets_topic_replication_factor: int = 3
     raw: ConfigProperties = field(default_factory=ConfigProperties, compare=False, repr=False)
 
     @classmethod
@@ -269,11 +290,15 @@ class NodeConfig:
                         f"advertised.listeners: {n} is not among listeners"
                     )
                 advertised[n] = lst
-        inter_broker = props.get(
-            "inter.broker.listener.name",
-            next((n for n in listeners if n in grpc_names and n != "REPLICATION"), "")
-            or next((n for n in listeners if n in grpc_names), "GRPC"),
-        ).strip().upper()
+        inter_broker = (
+            props.get(
+                "inter.broker.listener.name",
+                next((n for n in listeners if n in grpc_names and n != "REPLICATION"), "")
+                or next((n for n in listeners if n in grpc_names), "GRPC"),
+            )
+            .strip()
+            .upper()
+        )
         dirs_raw = props.get("log.dirs", props.get("log.dir", "/tmp/kafka-logs"))
         log_dirs = tuple(Path(d.strip()) for d in dirs_raw.split(",") if d.strip())
         if not log_dirs:
@@ -345,6 +370,10 @@ class NodeConfig:
             ),
             metrics_port=_int(props, "metrics.port", -1, at_least=-1),
             metrics_host=props.get("metrics.host", "0.0.0.0") or "0.0.0.0",
+            group_config=_group_config(props),
+            offsets_topic_replication_factor=_int(
+                props, "offsets.topic.replication.factor", 3, at_least=1
+            ),
             raw=props,
         )
 

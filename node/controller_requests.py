@@ -8,13 +8,12 @@ from __future__ import annotations
 import random
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager
-from dataclasses import dataclass
 
 from seglog.replication.cluster_control import (
-    ControlError,
+    IsrChange,
     allocate_producer_ids,
     alter_config_records,
-    alter_partition_records,
+    alter_partitions_records,
     create_partitions_records,
     create_topic_records,
     delete_topic_records,
@@ -30,17 +29,6 @@ from .event_log import EventLogger
 
 _log = EventLogger("controller")
 Decision = Callable[[MetadataImage], list[MetadataRecord]]
-
-
-@dataclass(frozen=True, slots=True)
-class IsrChange:
-    """One partition's ISR change as its leader asks for it."""
-
-    topic: str
-    partition: int
-    leader_epoch: int
-    partition_epoch: int
-    new_isr: tuple[int, ...]
 
 
 class ControllerRequests:
@@ -126,29 +114,16 @@ class ControllerRequests:
         self._op(decide)
 
     def alter_partitions(
-        self, broker_id: int, changes: Sequence[IsrChange]
+        self, broker_id: int, broker_epoch: int, changes: Sequence[IsrChange]
     ) -> list[tuple[str, str]]:
         """A leader's pending ISR changes (Kafka's batched AlterPartition), committed as
-        one entry; (error name, message) per change, NONE for an accepted one."""
+        one entry; (error name, message) per change, NONE for an accepted one. A stale
+        sender (STALE_BROKER_EPOCH) fails the whole request."""
         answers: list[tuple[str, str]] = []
 
         def decide(image: MetadataImage) -> list[MetadataRecord]:
-            answers.clear()
-            records: list[MetadataRecord] = []
-            for c in changes:
-                try:
-                    records += alter_partition_records(
-                        image,
-                        c.topic,
-                        c.partition,
-                        broker_id,
-                        c.leader_epoch,
-                        c.partition_epoch,
-                        c.new_isr,
-                    )
-                    answers.append(("NONE", ""))
-                except ControlError as e:
-                    answers.append((e.error_name, str(e)))
+            records, decided = alter_partitions_records(image, broker_id, broker_epoch, changes)
+            answers[:] = decided
             return records
 
         self._op(decide)
@@ -181,3 +156,6 @@ class ControllerRequests:
     def topic_config(self, name: str) -> LogConfig:
         with self._image_lock:
             return self.broker_defaults.with_overrides(self.image.configs.get(name, {}))
+
+
+__all__ = ["ControllerRequests", "Decision", "IsrChange"]

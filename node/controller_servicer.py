@@ -89,11 +89,20 @@ class ControllerServicer(cluster_pb2_grpc.ControllerServicer):
                 error_code=code("REQUEST_TIMED_OUT"), error_message="deadline passed in queue"
             )
         changes = [
-            IsrChange(i.topic, i.partition, i.leader_epoch, i.partition_epoch, tuple(i.new_isr))
+            IsrChange(
+                i.topic,
+                i.partition,
+                i.leader_epoch,
+                i.partition_epoch,
+                tuple(i.new_isr),
+                tuple(i.new_isr_broker_epochs),
+            )
             for i in request.items
         ]
         try:
-            answers = self.controller.alter_partitions(request.broker_id, changes)
+            answers = self.controller.alter_partitions(
+                request.broker_id, request.broker_epoch, changes
+            )
         except ControlError as e:
             return cpb.AlterPartitionResponse(error_code=code(e.error_name), error_message=str(e))
         response = cpb.AlterPartitionResponse()

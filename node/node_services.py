@@ -9,6 +9,7 @@ from typing import Protocol
 
 from seglog.replication.metadata_image import MetadataImage
 
+from .groups.offsets_topic import GroupCoordinatorRuntime
 from .replica_manager import ReplicaManager
 
 
@@ -20,6 +21,7 @@ class NodeServices(Protocol):
     num_partitions: int
     default_replication_factor: int
     auto_create_topics_enable: bool
+    groups: GroupCoordinatorRuntime
 
     def metadata_image(self) -> MetadataImage: ...
     def controller_id(self) -> int: ...
@@ -36,3 +38,4 @@ class NodeServices(Protocol):
     ) -> None: ...
     def describe_topic_config(self, topic: str) -> list[tuple[str, str, int]]: ...
     def next_producer_id(self) -> int: ...
+    def find_group_coordinator(self, group_id: str) -> tuple[str, int]: ...

@@ -10,7 +10,6 @@ heartbeats stop and moves their leaderships.
 from __future__ import annotations
 
 import contextlib
-import json
 import queue
 import random
 import threading
@@ -26,15 +25,17 @@ from seglog.replication.cluster_control import (
     METADATA_TOPIC,
     ControlError,
     fence_broker_records,
+    next_broker_epoch,
     preferred_leader_records,
+    register_broker_records,
     unfence_broker_records,
 )
 from seglog.replication.metadata_image import MetadataImage
 from seglog.replication.metadata_records import (
     MetadataRecord,
     RegisterBrokerRecord,
-    encode_record,
-    record_from_json,
+    decode_entry,
+    encode_entry,
 )
 from seglog.replication.raft import Message, NotLeaderError, PersistentState, RaftNode, Role
 from seglog.storage.log_config import LogConfig
@@ -52,16 +53,6 @@ DEFAULT_ELECTION_TIMEOUT_MS = 1_000  # Kafka's controller.quorum.election.timeou
 SNAPSHOT_EVERY = 2_000  # applied entries between metadata snapshots
 COMMIT_TIMEOUT_S = 10.0
 INBOUND_LIMIT = 10_000
-
-
-def encode_entry(records: list[MetadataRecord]) -> bytes:
-    return b"[" + b",".join(encode_record(r) for r in records) + b"]"
-
-
-def decode_entry(data: bytes) -> list[MetadataRecord]:
-    if not data:
-        return []  # a new leader's no-op
-    return [record_from_json(item) for item in json.loads(data)]
 
 
 class QuorumController(ControllerRequests):
@@ -354,9 +345,9 @@ class QuorumController(ControllerRequests):
         endpoints: tuple[tuple[str, str, int], ...] = (),
     ) -> int:
         def decide(image: MetadataImage) -> list[MetadataRecord]:
-            old = image.brokers.get(broker_id)
-            epoch = max(old.broker_epoch + 1 if old else 1, self.metadata_offset + 1)
-            return [RegisterBrokerRecord(broker_id, epoch, host, port, None, endpoints)]
+            epoch = next_broker_epoch(image, broker_id, self.metadata_offset)
+            record = RegisterBrokerRecord(broker_id, epoch, host, port, None, endpoints)
+            return register_broker_records(image, record, self.broker_defaults)
 
         self._op(decide)
         self._sessions[broker_id] = time.monotonic()

@@ -377,6 +377,7 @@ class RemoteController:
                     leader_epoch=c.leader_epoch,
                     partition_epoch=c.partition_epoch,
                     new_isr=c.new_isr,
+                    new_isr_broker_epochs=c.new_isr_broker_epochs,
                 )
                 for c in changes
             ],

@@ -436,12 +436,21 @@ class ReplicaManager:
         return self.await_produced(self.start_produce_all(items, acks, timeout_ms))
 
     def start_produce_all(
-        self, items: Sequence[tuple[TopicPartition, bytes]], acks: int, timeout_ms: int = 30_000
+        self,
+        items: Sequence[tuple[TopicPartition, bytes]],
+        acks: int,
+        timeout_ms: int = 30_000,
+        leader_epoch: int | None = None,
     ) -> StartedProduce:
         """produce_all's first half: the appends, in order, now (a connection's next
-        request may be appended as soon as this returns); await_produced waits."""
+        request may be appended as soon as this returns); await_produced waits.
+        With `leader_epoch` (the group coordinator's writes) a partition led at any
+        other epoch refuses the append with FENCED_LEADER_EPOCH."""
         timeout_ms = max(timeout_ms, 1)
-        started = [(tp, self._start_produce(tp, data, acks, timeout_ms)) for tp, data in items]
+        started = [
+            (tp, self._start_produce(tp, data, acks, timeout_ms, leader_epoch))
+            for tp, data in items
+        ]
         self._wake_fetchers()  # followers long-poll for new data too
         return StartedProduce(started, time.monotonic() + timeout_ms / 1000 + 1)
 
@@ -477,7 +486,12 @@ class ReplicaManager:
         return results
 
     def _start_produce(
-        self, tp: TopicPartition, data: bytes, acks: int, timeout_ms: int
+        self,
+        tp: TopicPartition,
+        data: bytes,
+        acks: int,
+        timeout_ms: int,
+        leader_epoch: int | None = None,
     ) -> _Pending | ProduceResult:
         try:
             hp = self._hosted_or_error(tp)
@@ -487,6 +501,15 @@ class ReplicaManager:
         future: Future[pr.ProduceCompleted] = Future()
         self._waiting[request_id] = future
         with hp.plog.lock:
+            if leader_epoch is not None and (
+                not hp.replica.is_leader or hp.replica.leader_epoch != leader_epoch
+            ):
+                self._waiting.pop(request_id, None)
+                return ProduceResult(
+                    error_name="FENCED_LEADER_EPOCH",
+                    error_message=f"{tp[0]}-{tp[1]} is not led at epoch {leader_epoch} "
+                    f"on node {self.node_id} (now {hp.replica.leader_epoch})",
+                )
             end_before = hp.plog.log.log_end_offset
             actions = hp.replica.produce(request_id, data, acks, timeout_ms, now_ms())
             appended = hp.plog.log.log_end_offset - end_before
@@ -575,9 +598,7 @@ class ReplicaManager:
                 if candidates:
                     marks: list[tuple[int, ...] | None] = [None] * len(candidates)
                     budget = max(max_bytes - total, 0)
-                    results = self._read(
-                        candidates, replica_id, replica_epoch, budget, None, marks
-                    )
+                    results = self._read(candidates, replica_id, replica_epoch, budget, None, marks)
                     for spec, r, m in zip(candidates, results, marks, strict=True):
                         tp = (spec.topic, spec.partition)
                         failed = r.error_name != "NONE" or r.diverging_epoch is not None

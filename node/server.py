@@ -18,7 +18,7 @@ import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from prometheus_client import start_http_server
 
-from seglog.proto import client_pb2_grpc, cluster_pb2_grpc, security_pb2_grpc
+from seglog.proto import client_pb2_grpc, cluster_pb2_grpc, groups_pb2_grpc, security_pb2_grpc
 from seglog.proto import cluster_pb2 as cpb
 from seglog.replication.cluster_control import ControlError
 from seglog.replication.metadata_image import MetadataImage
@@ -29,6 +29,9 @@ from .alter_partition_manager import IsrChangeResult
 from .config import NodeConfig
 from .controller_requests import IsrChange
 from .event_log import EventLogger, configure
+from .groups.grpc_servicer import MAX_WAITING_CALLS, GroupCoordinatorServicer
+from .groups.offsets_records import OFFSETS_TOPIC
+from .groups.offsets_topic import GroupCoordinatorRuntime
 from .kafka.listener import KafkaListener, start_kafka_listeners
 from .local_controller import LocalController
 from .log_manager import LogManager
@@ -47,6 +50,12 @@ _log = EventLogger("node")
 
 
 MAX_MESSAGE_BYTES = 64 * 1024 * 1024
+# Kafka's configs of the offsets topic (offsets.topic.segment.bytes: 100 MiB).
+OFFSETS_TOPIC_CONFIGS = {
+    "cleanup.policy": "compact",
+    "compression.type": "producer",
+    "segment.bytes": "104857600",
+}
 SERVICE_NAME = "seglog.v1.SegLog"
 
 
@@ -93,6 +102,9 @@ class Node:
         self.replica_manager.metrics = self.metrics
         self._metrics_http: tuple[Any, threading.Thread] | None = None
         self.metrics_port = -1
+        self.groups = GroupCoordinatorRuntime(
+            config.node_id, self.replica_manager, config.group_config
+        )
         self.broker_epoch = -1
         self._pid_lock = threading.Lock()
         self._pid_next = 0
@@ -121,7 +133,9 @@ class Node:
         # retry, instead of queueing without bound.
         self._server = grpc.server(
             futures.ThreadPoolExecutor(
-                max_workers=max(32, self.config.num_io_threads * 4),
+                # Group calls wait here too (at most MAX_WAITING_CALLS of them): the
+                # pool keeps as many again for fetches and produces.
+                max_workers=max(2 * MAX_WAITING_CALLS, self.config.num_io_threads * 8),
                 thread_name_prefix="grpc",
             ),
             maximum_concurrent_rpcs=self.config.queued_max_requests,
@@ -142,6 +156,9 @@ class Node:
             ],
         )
         client_pb2_grpc.add_SegLogServicer_to_server(SegLogServicer(self), self._server)
+        groups_pb2_grpc.add_GroupCoordinatorServicer_to_server(
+            GroupCoordinatorServicer(self), self._server
+        )
         health_pb2_grpc.add_HealthServicer_to_server(self._health, self._server)
         security_pb2_grpc.add_SecurityServicer_to_server(
             SecurityServicer(self.security), self._server
@@ -164,7 +181,10 @@ class Node:
                 self.port = port
         self.controller.add_listener(self._on_metadata)
         self.controller.add_listener(self.replica_manager.on_metadata)
+        # After the replica manager: the groups load from replicas it has set up.
+        self.controller.add_listener(self.groups.on_metadata)
         self.replica_manager.start()
+        self.groups.start()
         self._server.start()
         self.kafka = start_kafka_listeners(self, self.config, self.metrics)
         if self.config.metrics_port >= 0:
@@ -236,6 +256,7 @@ class Node:
             ("controller", self.controller.shutdown),
             ("kafka", lambda: [kafka.shutdown() for kafka in self.kafka]),
             ("metrics", lambda: self._metrics_http[0].shutdown() if self._metrics_http else None),
+            ("groups", self.groups.shutdown),
             ("server", lambda: self._server.stop(grace=2).wait(5) if self._server else None),
             ("replica_manager", self.replica_manager.shutdown),
             ("logs", lambda: self.log_manager.shutdown(self.broker_epoch)),
@@ -275,7 +296,7 @@ class Node:
         """One AlterPartition request with this broker's pending ISR changes."""
         if self.remote is not None:
             return self.remote.alter_partitions(self.node_id, self.broker_epoch, changes)
-        answers = self.controller.alter_partitions(self.node_id, changes)
+        answers = self.controller.alter_partitions(self.node_id, self.broker_epoch, changes)
         out = []
         for change, (error, message) in zip(changes, answers, strict=True):
             state = self.controller.image.partition(change.topic, change.partition)
@@ -304,6 +325,36 @@ class Node:
         self, name: str, partitions: int, rf: int, configs: dict[str, str], validate_only: bool
     ) -> str:
         return self.controller.create_topic(name, partitions, rf, configs, validate_only)
+
+    def find_group_coordinator(self, group_id: str) -> tuple[str, int]:
+        """(error, node id) of the group's coordinator: the leader of its
+        `__consumer_offsets` partition. The topic is created on first use, as Kafka
+        does (offsets.topic.replication.factor, at most the live brokers)."""
+        image = self.controller.image
+        topic = image.topics.get(OFFSETS_TOPIC)
+        if topic is None:
+            live = sum(1 for b in image.brokers.values() if not b.fenced)
+            rf = max(1, min(self.config.offsets_topic_replication_factor, live))
+            try:
+                self.controller.create_topic(
+                    OFFSETS_TOPIC,
+                    self.config.group_config.offsets_topic_num_partitions,
+                    rf,
+                    dict(OFFSETS_TOPIC_CONFIGS),
+                    False,
+                )
+            except ControlError as e:
+                if e.error_name != "TOPIC_ALREADY_EXISTS":
+                    _log.info("offsets_topic_not_created", error=e.error_name, why=str(e))
+                    return "COORDINATOR_NOT_AVAILABLE", -1
+            return "COORDINATOR_NOT_AVAILABLE", -1  # leaders are being elected
+        state = topic.partitions.get(self.groups.coordinator.partition_for(group_id))
+        if state is None or state.leader < 0:
+            return "COORDINATOR_NOT_AVAILABLE", -1
+        broker = image.brokers.get(state.leader)
+        if broker is None or broker.fenced:
+            return "COORDINATOR_NOT_AVAILABLE", -1
+        return "NONE", state.leader
 
     def create_partitions(self, name: str, total_count: int, validate_only: bool) -> None:
         self.controller.create_partitions(name, total_count, validate_only)

@@ -13,8 +13,9 @@ from seglog.storage.errors import InvalidConfigError
 
 from .event_log import EventLogger
 from .fetch_session import FetchSessionError
+from .groups.offsets_records import OFFSETS_TOPIC
 from .node_services import NodeServices
-from .replica_manager import FetchSpec
+from .replica_manager import FetchSpec, ProduceResult
 
 _log = EventLogger("servicer")
 E = errors_pb2.ErrorCode
@@ -220,14 +221,24 @@ class SegLogServicer(client_pb2_grpc.SegLogServicer):
                         error_message=f"acks must be -1, 0 or 1, got {request.acks}",
                     )
             return response
-        items = [((t.name, p.partition), p.records) for t in request.topics for p in t.partitions]
+        # Only the group coordinator writes the internal offsets topic (Kafka's rule).
+        items = [
+            ((t.name, p.partition), p.records)
+            for t in request.topics
+            for p in t.partitions
+            if t.name != OFFSETS_TOPIC
+        ]
         results = iter(
             self.node.replica_manager.produce_all(items, request.acks, request.timeout_ms or 30_000)
+        )
+        internal = ProduceResult(
+            error_name="INVALID_TOPIC_EXCEPTION",
+            error_message=f"{OFFSETS_TOPIC} is an internal topic: only its coordinators write it",
         )
         for t in request.topics:
             tr = response.topics.add(name=t.name)
             for p in t.partitions:
-                result = next(results)
+                result = internal if t.name == OFFSETS_TOPIC else next(results)
                 if result.error_name != "NONE":
                     _log.debug(
                         "produce_error",

@@ -7,6 +7,7 @@ from __future__ import annotations
 import random
 import re
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 
 from seglog.storage.errors import InvalidConfigError
 from seglog.storage.log_config import LogConfig
@@ -19,6 +20,7 @@ from .metadata_records import (
     PartitionChangeRecord,
     PartitionRecord,
     ProducerIdsRecord,
+    RegisterBrokerRecord,
     RemoveTopicRecord,
     TopicRecord,
 )
@@ -30,9 +32,25 @@ METADATA_TOPIC = "__cluster_metadata"
 
 
 class ControlError(Exception):
+    """A refused request: `error_name` is the proto ErrorCode name (Kafka's error)."""
+
     def __init__(self, error_name: str, message: str) -> None:
         super().__init__(message)
         self.error_name = error_name
+
+
+@dataclass(frozen=True, slots=True)
+class IsrChange:
+    """One partition's ISR change as its leader asks for it (AlterPartition v3's
+    partition data: `new_isr_broker_epochs` pairs each member with the broker epoch
+    the leader saw it fetch with, -1 when unknown — KIP-903's NewIsrWithEpochs)."""
+
+    topic: str
+    partition: int
+    leader_epoch: int
+    partition_epoch: int
+    new_isr: tuple[int, ...]
+    new_isr_broker_epochs: tuple[int, ...] = ()
 
 
 def validate_topic_name(name: str) -> None:
@@ -263,6 +281,46 @@ def fence_broker_records(
     return records
 
 
+def register_broker_records(
+    image: MetadataImage,
+    record: RegisterBrokerRecord,
+    defaults: LogConfig,
+) -> list[MetadataRecord]:
+    """A broker (re-)registers: a previous incarnation that is still unfenced is fenced
+    first — out of every ISR, its leaderships moved — as Kafka does for a broker back
+    from an unclean shutdown: its log may have lost an unflushed tail, so it must not
+    lead or count as in sync until it has caught up again. The new registration
+    starts fenced (metadata_image)."""
+    old = image.brokers.get(record.broker_id)
+    if old is not None and record.broker_epoch <= old.broker_epoch:
+        raise ControlError(
+            "STALE_BROKER_EPOCH",
+            f"broker {record.broker_id} epoch {record.broker_epoch} is not above the "
+            f"registered {old.broker_epoch}",
+        )
+    return [*fence_broker_records(image, record.broker_id, defaults), record]
+
+
+def next_broker_epoch(image: MetadataImage, broker_id: int, metadata_offset: int) -> int:
+    """A registration's broker epoch: above the broker's previous one and, as KRaft's
+    (the offset of the registration record), above every earlier registration's."""
+    old = image.brokers.get(broker_id)
+    return max(old.broker_epoch + 1 if old else 1, metadata_offset + 1)
+
+
+def check_broker_epoch(image: MetadataImage, broker_id: int, broker_epoch: int) -> None:
+    """The sender of a broker request names its own registration (Kafka's
+    checkBrokerEpoch); -1 is an unchecked sender."""
+    broker = image.brokers.get(broker_id)
+    if broker is None:
+        raise ControlError("BROKER_NOT_AVAILABLE", f"broker {broker_id} is not registered")
+    if broker_epoch >= 0 and broker.broker_epoch != broker_epoch:
+        raise ControlError(
+            "STALE_BROKER_EPOCH",
+            f"broker {broker_id} epoch {broker_epoch} is not the registered {broker.broker_epoch}",
+        )
+
+
 def unfence_broker_records(
     image: MetadataImage, broker_id: int, defaults: LogConfig
 ) -> list[MetadataRecord]:
@@ -355,6 +413,28 @@ def elect_leaders_records(
     return records, results
 
 
+def ineligible_replicas(
+    image: MetadataImage, new_isr: Sequence[int], broker_epochs: Sequence[int]
+) -> list[str]:
+    """KIP-903: why each ISR member may not be in it (empty when all may): it must be
+    registered, unfenced, and — when the leader knows the broker epoch it fetched
+    with — of that registration, not of an incarnation since replaced."""
+    reasons = []
+    for i, r in enumerate(new_isr):
+        epoch = broker_epochs[i] if i < len(broker_epochs) else -1
+        broker = image.brokers.get(r)
+        if broker is None:
+            reasons.append(f"broker {r} is not registered")
+        elif broker.fenced:
+            reasons.append(f"broker {r} is fenced")
+        elif epoch >= 0 and epoch != broker.broker_epoch:
+            reasons.append(
+                f"broker {r} fetched with broker epoch {epoch}, not the registered "
+                f"{broker.broker_epoch}"
+            )
+    return reasons
+
+
 def alter_partition_records(
     image: MetadataImage,
     topic: str,
@@ -363,8 +443,10 @@ def alter_partition_records(
     leader_epoch: int,
     partition_epoch: int,
     new_isr: tuple[int, ...],
+    new_isr_broker_epochs: Sequence[int] = (),
 ) -> list[MetadataRecord]:
-    """A leader's ISR change (AlterPartition), checked against the epochs it knew."""
+    """A leader's ISR change (AlterPartition), checked against the epochs it knew and
+    the broker epochs of the members (KIP-903)."""
     t = image.topics.get(topic)
     state = t.partitions.get(partition) if t is not None else None
     if t is None or state is None:
@@ -387,10 +469,41 @@ def alter_partition_records(
         raise ControlError(
             "INVALID_REQUEST", f"ISR {list(new_isr)} must hold the leader and only replicas"
         )
-    usable = set(image.unfenced_brokers())
-    added = [r for r in new_isr if r not in state.isr]
-    if any(r not in usable for r in added):
-        raise ControlError("INELIGIBLE_REPLICA", f"replicas {added} are fenced or unknown")
+    if new_isr_broker_epochs and len(new_isr_broker_epochs) != len(new_isr):
+        raise ControlError(
+            "INVALID_REQUEST",
+            f"{len(new_isr_broker_epochs)} broker epochs for the {len(new_isr)} ISR members",
+        )
+    ineligible = ineligible_replicas(image, new_isr, new_isr_broker_epochs)
+    if ineligible:
+        raise ControlError("INELIGIBLE_REPLICA", "; ".join(ineligible))
     if tuple(new_isr) == state.isr:
         return []
     return [_change(t.topic_id, partition, state, state.leader, tuple(new_isr))]
+
+
+def alter_partitions_records(
+    image: MetadataImage, broker_id: int, broker_epoch: int, changes: Sequence[IsrChange]
+) -> tuple[list[MetadataRecord], list[tuple[str, str]]]:
+    """One AlterPartition request of a leader: the sender's broker epoch is checked for
+    the whole request (STALE_BROKER_EPOCH raised), then each change on its own;
+    returns the records and (error name, message) per change, NONE when accepted."""
+    check_broker_epoch(image, broker_id, broker_epoch)
+    records: list[MetadataRecord] = []
+    answers: list[tuple[str, str]] = []
+    for c in changes:
+        try:
+            records += alter_partition_records(
+                image,
+                c.topic,
+                c.partition,
+                broker_id,
+                c.leader_epoch,
+                c.partition_epoch,
+                c.new_isr,
+                c.new_isr_broker_epochs,
+            )
+            answers.append(("NONE", ""))
+        except ControlError as e:
+            answers.append((e.error_name, str(e)))
+    return records, answers

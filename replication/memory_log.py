@@ -1,8 +1,12 @@
 """An in-memory `ReplicaLog` for the replication simulator and unit tests.
 
+The replication simulator's fast mode (`--storage memory`); by default it runs
+production's `Log` (disk_log.py). tests/replication/test_log_equivalence.py holds the two
+to the same offsets, HW, LEO, epochs, bytes and errors.
+
 It stores real RecordBatch v2 bytes, contiguously, exactly as a segment file would hold
-them: the leader validates client batches and assigns offsets and the leader epoch in
-place (storage/record_batch.py), a follower appends verbatim after CRC checks, the epoch
+them: appends are checked by production's `storage/log_validator.py` (the leader's
+offsets and leader epoch assigned in place, a follower's batches CRC-checked), the epoch
 cache is storage's `LeaderEpochCache(None)` and idempotence is storage's
 `ProducerStateManager` (never asked to write snapshots). A "flushed" prefix (the recovery
 point) models the page cache: `crash()` returns the log a restarted node would find, with
@@ -18,9 +22,12 @@ from __future__ import annotations
 import bisect
 from pathlib import Path
 
-from seglog.storage.errors import OffsetOutOfRangeError, StorageError, UnexpectedAppendOffsetError
+from seglog.storage.errors import OffsetOutOfRangeError, StorageError
+from seglog.storage.file_slice import FileSlice
 from seglog.storage.leader_epoch_cache import LeaderEpochCache
 from seglog.storage.log import FetchDataInfo, LogAppendInfo, TimestampAndOffset
+from seglog.storage.log_config import LogConfig
+from seglog.storage.log_validator import validate_follower_append, validate_leader_append
 from seglog.storage.producer_state import (
     AppendOrigin,
     ControlMarker,
@@ -30,12 +37,8 @@ from seglog.storage.producer_state import (
 from seglog.storage.record_batch import (
     BatchHeader,
     ControlType,
-    check_batch,
     control_record_type,
     decode_records,
-    set_base_offset,
-    set_partition_leader_epoch,
-    validate_client_batches,
 )
 
 # ProducerStateManager wants a directory for snapshots; we never take one, and it
@@ -47,14 +50,16 @@ class MemoryLog:
     # Changes to any MemoryLog (data, HW, start offset): a checker can skip idle steps.
     mutations = 0
 
-    def __init__(self, name: str = "memory-0", *, max_message_bytes: int = 1_048_588) -> None:
+    def __init__(self, name: str = "memory-0", config: LogConfig | None = None) -> None:
         self.name = name
-        self.max_message_bytes = max_message_bytes
+        self.config = config or LogConfig.defaults()
         self._buf = bytearray()
         self._headers: list[BatchHeader] = []
         self._positions: list[int] = []  # byte position of each batch in _buf
         self._last_offsets: list[int] = []  # for bisecting to the batch holding an offset
-        self._data_start = 0  # offset where _buf begins
+        # The base offset of the log's first segment, as production's Log has it: set
+        # by a full truncation, kept by appends and truncations.
+        self._data_start = 0
         self._log_end_offset = 0
         self.log_start_offset = 0
         self.high_watermark = 0
@@ -109,17 +114,17 @@ class MemoryLog:
         *,
         time_ms: int | None = None,
     ) -> LogAppendInfo:
-        headers = validate_client_batches(data, self.max_message_bytes)
-        buf = bytearray(data)
-        offset = self._log_end_offset
-        pos = 0
-        for h in headers:
-            set_base_offset(buf, pos, offset)
-            set_partition_leader_epoch(buf, pos, leader_epoch)
-            h.base_offset = offset
-            h.partition_leader_epoch = leader_epoch
-            offset = h.next_offset
-            pos += h.size
+        if time_ms is None:
+            raise ValueError(f"append to {self.name} without the time: pass time_ms")
+        buf, headers, log_append_time = validate_leader_append(
+            data,
+            self.config,
+            first_offset=self._log_end_offset,
+            leader_epoch=leader_epoch,
+            now_ms=time_ms,
+            topic=self.name,
+            log_name=self.name,
+        )
         prepared = self.producer_state.prepare_appends(headers, AppendOrigin.CLIENT)
         if isinstance(prepared, DuplicateBatch):
             return LogAppendInfo(
@@ -127,13 +132,13 @@ class MemoryLog:
                 last_offset=prepared.last_offset,
                 max_timestamp=prepared.timestamp,
                 offset_of_max_timestamp=prepared.last_offset,
-                log_append_time=-1,
+                log_append_time=prepared.timestamp if log_append_time else -1,
                 log_start_offset=self.log_start_offset,
                 record_count=0,
                 valid_bytes=0,
                 duplicate=True,
             )
-        info = self._append(buf, headers)
+        info = self._append(buf, headers, time_ms if log_append_time else -1)
         self.producer_state.update(prepared)
         self.producer_state.update_map_end_offset(self._log_end_offset)
         return info
@@ -141,22 +146,8 @@ class MemoryLog:
     def append_as_follower(
         self, data: bytes | bytearray | memoryview, *, time_ms: int | None = None
     ) -> LogAppendInfo:
-        headers: list[BatchHeader] = []
-        pos = 0
-        previous_last = self._log_end_offset - 1
-        while pos < len(data):
-            h = check_batch(data, pos)
-            if h.base_offset <= previous_last:
-                raise UnexpectedAppendOffsetError(
-                    f"follower append to {self.name}: batch at position {pos} starts at "
-                    f"offset {h.base_offset}, but the log end offset is {previous_last + 1}"
-                )
-            headers.append(h)
-            previous_last = h.last_offset
-            pos += h.size
-        if not headers:
-            raise StorageError("follower append carries no batches")
-        info = self._append(data, headers)
+        headers = validate_follower_append(data, self._log_end_offset, self.name)
+        info = self._append(data, headers, -1)
         for h, p in zip(headers, self._positions[-len(headers) :], strict=True):
             if h.has_producer_id:
                 self.producer_state.replay_batch(h, self._marker_of(p, h))
@@ -172,11 +163,9 @@ class MemoryLog:
         return ControlMarker("COMMIT" if control[0] == ControlType.COMMIT else "ABORT", control[1])
 
     def _append(
-        self, data: bytes | bytearray | memoryview, headers: list[BatchHeader]
+        self, data: bytes | bytearray | memoryview, headers: list[BatchHeader], append_time: int
     ) -> LogAppendInfo:
         pos = len(self._buf)
-        if not self._headers:
-            self._data_start = headers[0].base_offset
         self._buf += data
         latest = self.epoch_cache.latest_epoch
         for h in headers:
@@ -199,7 +188,7 @@ class MemoryLog:
             last_offset=headers[-1].last_offset,
             max_timestamp=max_ts,
             offset_of_max_timestamp=offset_of_max,
-            log_append_time=-1,
+            log_append_time=append_time,
             log_start_offset=self.log_start_offset,
             record_count=sum(h.records_count for h in headers),
             valid_bytes=len(data),
@@ -237,6 +226,18 @@ class MemoryLog:
             i += 1
         return FetchDataInfo(bytes(self._buf[start:end]), offset, next_offset)
 
+    def read_slice(
+        self,
+        offset: int,
+        max_bytes: int,
+        *,
+        upper_bound: int | None = None,
+        min_one_batch: bool = True,
+    ) -> FileSlice:
+        raise StorageError(
+            f"{self.name} is a MemoryLog: it has no segment files for a zero-copy read"
+        )
+
     def offset_for_timestamp(self, timestamp: int) -> TimestampAndOffset | None:
         for h, p in zip(self._headers, self._positions, strict=True):
             if h.max_timestamp < timestamp or h.last_offset < self.log_start_offset:
@@ -251,23 +252,22 @@ class MemoryLog:
 
     def truncate_to(self, offset: int, *, time_ms: int | None = None) -> bool:
         """Remove everything at or after `offset`. An offset inside a batch removes that
-        whole batch (the LEO becomes its base offset), as a segment truncation would."""
+        whole batch (the LEO becomes its base offset), as production's Log does."""
         if offset < 0:
             raise ValueError(f"cannot truncate {self.name} to negative offset {offset}")
         if offset >= self._log_end_offset:
             self.epoch_cache.truncate_from_end(self._log_end_offset)
             return False
-        if offset < self._data_start or not self._headers:
+        if offset < self._data_start:
             self.truncate_fully_and_start_at(offset)
             return True
         i = self._index_of(offset)
-        new_leo = self._headers[i].base_offset
-        del self._buf[self._positions[i] :]
-        del self._headers[i:]
-        del self._positions[i:]
-        del self._last_offsets[i:]
-        if not self._headers:
-            self._data_start = new_leo
+        new_leo = self._headers[i].base_offset if i < len(self._headers) else offset
+        if i < len(self._headers):
+            del self._buf[self._positions[i] :]
+            del self._headers[i:]
+            del self._positions[i:]
+            del self._last_offsets[i:]
         self._log_end_offset = new_leo
         self.epoch_cache.truncate_from_end(new_leo)
         self.log_start_offset = min(self.log_start_offset, new_leo)
@@ -343,7 +343,7 @@ class MemoryLog:
         """The log a node finds after losing power: batches wholly below the recovery
         point survive; the epoch cache (written synchronously) is re-truncated to the new
         LEO and log start offset as the loader does (6.1); HW from its checkpoint."""
-        survivor = MemoryLog(self.name, max_message_bytes=self.max_message_bytes)
+        survivor = MemoryLog(self.name, self.config)
         keep = bisect.bisect_right(self._last_offsets, self.recovery_point - 1)
         survivor._data_start = self._data_start
         survivor._log_end_offset = self._data_start

@@ -8,6 +8,7 @@ ordinary RecordBatch v2, so `seglog dump-log --print-data-log` shows them.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, fields
 from typing import Any, ClassVar
 
@@ -151,7 +152,7 @@ MetadataRecord = (
     | RemoveAccessControlEntryRecord
 )
 
-_BY_KIND: dict[str, type] = {
+_BY_KIND: dict[str, type[MetadataRecord]] = {
     cls.kind: cls
     for cls in (
         RegisterBrokerRecord,
@@ -209,6 +210,23 @@ def record_from_json(body: Any) -> MetadataRecord:
         value = body[f.name]
         kwargs[f.name] = _tuples(value)
     try:
-        return cls(**kwargs)  # type: ignore[no-any-return]
+        return cls(**kwargs)
     except TypeError as e:
         raise MetadataRecordError(f"malformed {cls.kind} record: {e}") from e
+
+
+def encode_entry(records: Sequence[MetadataRecord]) -> bytes:
+    """One metadata-log entry (one controller decision): a JSON array of records."""
+    return b"[" + b",".join(encode_record(r) for r in records) + b"]"
+
+
+def decode_entry(data: bytes) -> list[MetadataRecord]:
+    if not data:
+        return []  # a new Raft leader's no-op
+    try:
+        items: Any = json.loads(data)
+    except ValueError as e:
+        raise MetadataRecordError(f"not a metadata entry: {data[:80]!r}") from e
+    if not isinstance(items, list):
+        raise MetadataRecordError(f"a metadata entry is a JSON array, not {data[:80]!r}")
+    return [record_from_json(item) for item in items]

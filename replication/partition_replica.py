@@ -35,327 +35,69 @@ the checks).
 
 from __future__ import annotations
 
-import enum
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass
-from typing import Protocol
+from collections.abc import Callable
 
 from seglog.storage.errors import StorageError
-from seglog.storage.file_slice import FileSlice
-from seglog.storage.leader_epoch_cache import (
-    UNDEFINED_EPOCH,
-    UNDEFINED_EPOCH_OFFSET,
-    LeaderEpochCache,
-)
-from seglog.storage.log import FetchDataInfo, LogAppendInfo, TimestampAndOffset
+from seglog.storage.leader_epoch_cache import UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET
 
+from .fetch_state import FetchState
+from .follower_fetcher import FollowerFetcher
+from .isr_changes import IsrChanges
+from .leader_reads import LeaderReads
 from .metadata_image import PartitionState
-
-NONE = "NONE"
-OFFSET_OUT_OF_RANGE = "OFFSET_OUT_OF_RANGE"
-NOT_LEADER_OR_FOLLOWER = "NOT_LEADER_OR_FOLLOWER"
-REQUEST_TIMED_OUT = "REQUEST_TIMED_OUT"
-NOT_ENOUGH_REPLICAS = "NOT_ENOUGH_REPLICAS"
-NOT_ENOUGH_REPLICAS_AFTER_APPEND = "NOT_ENOUGH_REPLICAS_AFTER_APPEND"
-INVALID_REQUIRED_ACKS = "INVALID_REQUIRED_ACKS"
-FENCED_LEADER_EPOCH = "FENCED_LEADER_EPOCH"
-UNKNOWN_LEADER_EPOCH = "UNKNOWN_LEADER_EPOCH"
-OFFSET_NOT_AVAILABLE = "OFFSET_NOT_AVAILABLE"
-INVALID_REQUEST = "INVALID_REQUEST"
-INVALID_UPDATE_VERSION = "INVALID_UPDATE_VERSION"
-INELIGIBLE_REPLICA = "INELIGIBLE_REPLICA"
-OPERATION_NOT_ATTEMPTED = "OPERATION_NOT_ATTEMPTED"
-NEW_LEADER_ELECTED = "NEW_LEADER_ELECTED"
-UNKNOWN_TOPIC_OR_PARTITION = "UNKNOWN_TOPIC_OR_PARTITION"
-OUT_OF_ORDER_SEQUENCE_NUMBER = "OUT_OF_ORDER_SEQUENCE_NUMBER"
-
-# "Long ago" for follower timestamps: clocks here may start at 0, where Kafka's 0 would
-# wrongly look recent.
-NEVER = -(2**62)
-
-LATEST_TIMESTAMP = -1
-EARLIEST_TIMESTAMP = -2
-NO_REPLICA = -1  # replica_id of a consumer
-
-
-class ReplicaInvariantError(AssertionError):
-    """A replication invariant broke: a bug, never a runtime condition."""
-
-
-def _check(condition: bool, message: Callable[[], str]) -> None:
-    """The message is built only on failure: these checks sit on hot paths."""
-    if not condition:
-        raise ReplicaInvariantError(message())
-
-
-# --- the log this replica drives ------------------------------------------------------
-
-
-class ReplicaLog(Protocol):
-    """What a replica needs from its log; `seglog.storage.log.Log` satisfies it as is."""
-
-    @property
-    def log_end_offset(self) -> int: ...
-    @property
-    def log_start_offset(self) -> int: ...
-    @property
-    def high_watermark(self) -> int: ...
-    @property
-    def epoch_cache(self) -> LeaderEpochCache: ...
-
-    def append_as_leader(
-        self, data: bytes | bytearray | memoryview, leader_epoch: int, *, time_ms: int | None = ...
-    ) -> LogAppendInfo: ...
-    def append_as_follower(
-        self, data: bytes | bytearray | memoryview, *, time_ms: int | None = ...
-    ) -> LogAppendInfo: ...
-    def read(
-        self,
-        offset: int,
-        max_bytes: int,
-        *,
-        upper_bound: int | None = ...,
-        min_one_batch: bool = ...,
-    ) -> FetchDataInfo: ...
-    def read_slice(
-        self,
-        offset: int,
-        max_bytes: int,
-        *,
-        upper_bound: int | None = ...,
-        min_one_batch: bool = ...,
-    ) -> FileSlice: ...
-    def truncate_to(self, offset: int, *, time_ms: int | None = ...) -> bool: ...
-    def truncate_fully_and_start_at(self, offset: int, *, time_ms: int | None = ...) -> None: ...
-    def update_high_watermark(self, offset: int) -> int: ...
-    def maybe_increment_log_start_offset(self, offset: int) -> bool: ...
-    def offset_for_timestamp(self, timestamp: int) -> TimestampAndOffset | None: ...
-
-
-# --- configuration ------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class ReplicaConfig:
-    min_insync_replicas: int = 1
-    replica_lag_time_max_ms: int = 30_000
-    replica_fetch_backoff_ms: int = 1_000
-    replica_fetch_max_bytes: int = 1_048_576
-    # A follower request without an answer after this long is given up (then backoff).
-    replica_request_timeout_ms: int = 30_000
-    # An unanswered AlterPartition is sent again after this long.
-    alter_partition_retry_ms: int = 5_000
-    # Bound on parked acks=-1 produces; beyond it a produce is refused before appending.
-    max_delayed_produces: int = 10_000
-    # Kafka >= 3.7 (KAFKA-15583) keeps the HW still while the ISR is below min ISR (7.4);
-    # False gives the older behaviour, under which NOT_ENOUGH_REPLICAS_AFTER_APPEND occurs.
-    stall_hw_under_min_isr: bool = True
-
-
-# --- messages -------------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class EpochEndOffset:
-    epoch: int
-    end_offset: int
-
-
-@dataclass(frozen=True, slots=True)
-class FetchRequest:
-    """A follower's fetch for this partition (7.2 step 2)."""
-
-    replica_id: int
-    fetch_offset: int
-    current_leader_epoch: int = -1  # -1: no fencing check
-    last_fetched_epoch: int = -1  # -1: no divergence check (Kafka's empty Optional)
-    log_start_offset: int = -1
-    max_bytes: int = 1_048_576
-    replica_epoch: int = -1  # the follower's broker epoch (KIP-903); -1 unknown
-    correlation_id: int = 0
-
-
-@dataclass(frozen=True, slots=True)
-class FetchResponse:
-    error: str
-    correlation_id: int = 0
-    fetch_offset: int = -1
-    # Recorded before the read (7.2 leader step 2).
-    high_watermark: int = -1
-    log_start_offset: int = -1
-    records: bytes = b""
-    diverging_epoch: EpochEndOffset | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class OffsetsForLeaderEpochRequest:
-    replica_id: int
-    leader_epoch: int
-    current_leader_epoch: int = -1
-    correlation_id: int = 0
-
-
-@dataclass(frozen=True, slots=True)
-class OffsetsForLeaderEpochResponse:
-    error: str
-    leader_epoch: int = UNDEFINED_EPOCH
-    end_offset: int = UNDEFINED_EPOCH_OFFSET
-    correlation_id: int = 0
-
-
-@dataclass(frozen=True, slots=True)
-class ListOffsetsRequest:
-    timestamp: int  # LATEST_TIMESTAMP, EARLIEST_TIMESTAMP, or a timestamp >= 0
-    replica_id: int = NO_REPLICA  # >= 0: a follower (LATEST then means the LEO)
-    current_leader_epoch: int = -1
-    correlation_id: int = 0
-
-
-@dataclass(frozen=True, slots=True)
-class ListOffsetsResponse:
-    error: str
-    offset: int = -1
-    timestamp: int = -1
-    leader_epoch: int = -1
-    correlation_id: int = 0
-
-
-@dataclass(frozen=True, slots=True)
-class ConsumerFetchResponse:
-    error: str
-    high_watermark: int = -1
-    log_start_offset: int = -1
-    records: bytes | FileSlice = b""  # a FileSlice when read with zero_copy
-
-
-@dataclass(frozen=True, slots=True)
-class AlterPartitionResponse:
-    """The controller's answer; on NONE it carries the partition as now registered."""
-
-    error: str
-    request_id: int
-    leader_epoch: int = -1
-    partition_epoch: int = -1
-    isr: tuple[int, ...] = ()
-
-
-FollowerRequest = FetchRequest | OffsetsForLeaderEpochRequest | ListOffsetsRequest
-FollowerResponse = FetchResponse | OffsetsForLeaderEpochResponse | ListOffsetsResponse
-
-
-@dataclass(frozen=True, slots=True)
-class Outbound:
-    """A follower request and the node it goes to (this partition's leader)."""
-
-    destination: int
-    request: FollowerRequest
-
-
-# --- actions for the shell -------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class ProduceCompleted:
-    """Answer produce `request_id` (for acks=0 the shell sends nothing, 7.5)."""
-
-    request_id: int
-    error: str
-    acks: int
-    base_offset: int = -1
-    log_append_time: int = -1
-    log_start_offset: int = -1
-
-
-@dataclass(frozen=True, slots=True)
-class SendAlterPartition:
-    """Ask the controller to change the ISR (7.3); its answer is an AlterPartitionResponse."""
-
-    request_id: int
-    leader_id: int
-    leader_epoch: int
-    partition_epoch: int
-    new_isr: tuple[int, ...]
-    broker_epochs: tuple[int, ...]  # per new_isr member, -1 unknown (KIP-903)
-
-
-@dataclass(frozen=True, slots=True)
-class HighWatermarkUpdated:
-    """The HW moved: consumers long-polling this partition may have data."""
-
-    high_watermark: int
-
-
-Action = ProduceCompleted | SendAlterPartition | HighWatermarkUpdated
-
-
-# --- internal state -------------------------------------------------------------------
-
-
-class Role(enum.Enum):
-    NONE = "none"  # no metadata yet, or no longer a replica
-    LEADER = "leader"
-    FOLLOWER = "follower"
-
-
-class FetchState(enum.Enum):
-    IDLE = "idle"  # nothing to do: leader, no leader known, or not a replica
-    FETCHING = "fetching"
-    TRUNCATING = "truncating"  # needs OffsetsForLeaderEpoch (6.4)
-    LEADER_LEO = "leader_leo"  # OFFSET_OUT_OF_RANGE, step 1: ask the leader's LEO (6.6)
-    LEADER_START = "leader_start"  # step 2: ask the leader's log start offset
-    FENCED = "fenced"  # our epoch is stale: wait for metadata (7.2)
-
-
-@dataclass(slots=True)
-class FollowerState:
-    """What the leader knows about one follower (7.1)."""
-
-    leo: int = -1  # unknown until its first fetch in this leadership
-    log_start_offset: int = -1
-    last_fetch_time_ms: int = NEVER
-    last_fetch_leader_leo: int = -1
-    last_caught_up_time_ms: int = NEVER
-    broker_epoch: int = -1
-
-
-@dataclass(slots=True)
-class _DelayedProduce:
-    request_id: int
-    required_offset: int
-    deadline_ms: int
-    base_offset: int
-    log_append_time: int
-
-
-@dataclass(slots=True)
-class _PendingIsrChange:
-    request: SendAlterPartition
-    maximal_isr: frozenset[int]
-    sent_ms: int
-    rejected: bool = False  # answered with an error: wait for metadata, do not resend
-
-
-@dataclass(slots=True)
-class _Fetcher:
-    state: FetchState = FetchState.IDLE
-    fetch_offset: int = 0
-    last_fetched_epoch: int = -1
-    in_flight: int | None = None  # correlation id awaiting an answer
-    sent_ms: int = 0
-    backoff_until_ms: int = 0
-    # The leader epoch in which a fetch succeeded without divergence: from then on this
-    # log is a prefix of the leader's (the truncation of 6.4/6.5 is complete).
-    synced_epoch: int = -1
-
-
-def _storage_error_name(exc: StorageError) -> str:
-    return getattr(exc, "error_name", "UNKNOWN_SERVER_ERROR")
-
+from .replica_messages import (
+    EARLIEST_TIMESTAMP,
+    FENCED_LEADER_EPOCH,
+    INELIGIBLE_REPLICA,
+    INVALID_REQUEST,
+    INVALID_REQUIRED_ACKS,
+    INVALID_UPDATE_VERSION,
+    LATEST_TIMESTAMP,
+    NEVER,
+    NEW_LEADER_ELECTED,
+    NO_REPLICA,
+    NONE,
+    NOT_ENOUGH_REPLICAS,
+    NOT_ENOUGH_REPLICAS_AFTER_APPEND,
+    NOT_LEADER_OR_FOLLOWER,
+    OFFSET_NOT_AVAILABLE,
+    OFFSET_OUT_OF_RANGE,
+    OPERATION_NOT_ATTEMPTED,
+    OUT_OF_ORDER_SEQUENCE_NUMBER,
+    REQUEST_TIMED_OUT,
+    UNKNOWN_LEADER_EPOCH,
+    UNKNOWN_TOPIC_OR_PARTITION,
+    Action,
+    AlterPartitionResponse,
+    ConsumerFetchResponse,
+    EpochEndOffset,
+    FetchRequest,
+    FetchResponse,
+    FollowerRequest,
+    FollowerResponse,
+    FollowerState,
+    HighWatermarkUpdated,
+    ListOffsetsRequest,
+    ListOffsetsResponse,
+    OffsetsForLeaderEpochRequest,
+    OffsetsForLeaderEpochResponse,
+    Outbound,
+    ProduceCompleted,
+    ReplicaConfig,
+    ReplicaInvariantError,
+    ReplicaLog,
+    Role,
+    SendAlterPartition,
+    _DelayedProduce,
+    _PendingIsrChange,
+    check,
+    storage_error_name,
+)
 
 # --- the replica ----------------------------------------------------------------------
 
 
-class PartitionReplica:
+class PartitionReplica(IsrChanges, LeaderReads):
     """The replica of one partition on node `node_id`.
 
     `is_replica_eligible(replica_id, broker_epoch)` tells the leader whether a follower may
@@ -392,8 +134,7 @@ class PartitionReplica:
         self._next_alter_request_id = 1
         self._leader_hw_floor = -1
         # Follower state.
-        self.fetcher = _Fetcher()
-        self._next_correlation_id = 1
+        self.fetcher = FollowerFetcher(self)
 
     # ------------------------------------------------------------------ queries
 
@@ -406,27 +147,12 @@ class PartitionReplica:
         return self.log.high_watermark
 
     @property
-    def maximal_isr(self) -> frozenset[int]:
-        """Committed ISR, or committed ∪ adding while an expansion is pending (7.3)."""
-        if self._pending_isr is not None:
-            return self._pending_isr.maximal_isr
-        return self.isr
-
-    @property
     def effective_min_isr(self) -> int:
         return min(self.config.min_insync_replicas, max(1, len(self.replicas)))
 
     @property
-    def pending_isr_change(self) -> SendAlterPartition | None:
-        return self._pending_isr.request if self._pending_isr is not None else None
-
-    @property
     def delayed_produce_count(self) -> int:
         return len(self._delayed)
-
-    def consumer_read_bound(self) -> int:
-        """Consumers (READ_UNCOMMITTED) read below this offset only: the HW (8.1)."""
-        return self.log.high_watermark
 
     def is_synced_follower(self) -> bool:
         """A follower whose log is known to be a prefix of the current leader's (6.5)."""
@@ -439,7 +165,7 @@ class PartitionReplica:
         if state.partition_epoch <= self.partition_epoch:
             # Stale (or already applied): partition epochs rise on every change (7.6).
             return []
-        _check(
+        check(
             state.leader_epoch >= self.leader_epoch,
             lambda: (
                 f"partition epoch rose {self.partition_epoch}->{state.partition_epoch} but the "
@@ -458,7 +184,7 @@ class PartitionReplica:
             actions = self._become_leader(state, new_epoch, now_ms)
         else:
             actions = self._become_follower(state, new_epoch)
-        self._check_invariants()
+        self.check_invariants()
         return actions
 
     def _adopt(self, state: PartitionState) -> None:
@@ -474,12 +200,12 @@ class PartitionReplica:
         self.role = Role.NONE
         self.followers.clear()
         self._pending_isr = None
-        self._reset_fetcher(FetchState.IDLE)
+        self.fetcher.stop()
         return actions
 
     def _become_leader(self, state: PartitionState, new_epoch: bool, now_ms: int) -> list[Action]:
         was_leader = self.role is Role.LEADER
-        _check(
+        check(
             new_epoch or was_leader,
             lambda: f"node {self.node_id} became leader without a new leader epoch ({state})",
         )
@@ -487,11 +213,11 @@ class PartitionReplica:
         self.role = Role.LEADER
         # Metadata replaces any pending ISR change (Kafka: CommittedPartitionState).
         self._pending_isr = None
-        self._reset_fetcher(FetchState.IDLE)
+        self.fetcher.stop()
         if new_epoch:
             leo = self.log.log_end_offset
             latest = self.log.epoch_cache.latest_epoch
-            _check(
+            check(
                 latest is None or latest <= state.leader_epoch,
                 lambda: f"new leader epoch {state.leader_epoch} below cached epoch {latest}",
             )
@@ -569,14 +295,14 @@ class PartitionReplica:
             if len(self._delayed) >= self.config.max_delayed_produces:
                 # The bounded purgatory is full: refuse before writing; the producer retries.
                 return fail(REQUEST_TIMED_OUT)
-            _check(
+            check(
                 request_id not in self._delayed,
                 lambda: f"duplicate produce request id {request_id}",
             )
         try:
             info = self.log.append_as_leader(data, self.leader_epoch, time_ms=now_ms)
         except StorageError as exc:
-            return fail(_storage_error_name(exc))
+            return fail(storage_error_name(exc))
         self._maybe_increment_hw(now_ms, actions)
         done = ProduceCompleted(
             request_id, NONE, acks, info.first_offset, info.log_append_time, info.log_start_offset
@@ -593,7 +319,7 @@ class PartitionReplica:
             )
             self._delayed[request_id] = parked
             self._complete_delayed(actions)
-        self._check_invariants()
+        self.check_invariants()
         return actions
 
     def _complete_delayed(self, actions: list[Action]) -> None:
@@ -626,17 +352,6 @@ class PartitionReplica:
         return actions
 
     # ------------------------------------------------------------------ leader: fetches
-
-    def _fence(self, current_leader_epoch: int, *, require_leader: bool = True) -> str | None:
-        """Leader-epoch fencing of a request (7.6)."""
-        if current_leader_epoch >= 0:
-            if current_leader_epoch < self.leader_epoch:
-                return FENCED_LEADER_EPOCH
-            if current_leader_epoch > self.leader_epoch:
-                return UNKNOWN_LEADER_EPOCH
-        if require_leader and self.role is not Role.LEADER:
-            return NOT_LEADER_OR_FOLLOWER
-        return None
 
     def handle_fetch(self, req: FetchRequest, now_ms: int) -> tuple[FetchResponse, list[Action]]:
         """A follower's fetch (7.2 leader side, 6.5). Reads up to the LEO."""
@@ -681,7 +396,7 @@ class PartitionReplica:
         response = FetchResponse(
             NONE, req.correlation_id, req.fetch_offset, hw, log_start, bytes(data.records)
         )
-        self._check_invariants()
+        self.check_invariants()
         return response, actions
 
     def _update_follower(
@@ -709,52 +424,6 @@ class PartitionReplica:
         self._maybe_expand_isr(req.replica_id, follower, now_ms, actions)
         self._maybe_increment_hw(now_ms, actions)
 
-    def _is_caught_up(self, follower: FollowerState, now_ms: int) -> bool:
-        return (
-            follower.leo == self.log.log_end_offset
-            or now_ms - follower.last_caught_up_time_ms <= self.config.replica_lag_time_max_ms
-        )
-
-    def _maybe_expand_isr(
-        self, replica_id: int, follower: FollowerState, now_ms: int, actions: list[Action]
-    ) -> None:
-        if self._pending_isr is not None or replica_id in self.isr:
-            return
-        # 7.3 expand: at least the HW, and has reached the current epoch.
-        if follower.leo < self.log.high_watermark or follower.leo < self.epoch_start_offset:
-            return
-        if not self._eligible(replica_id, follower.broker_epoch):
-            return
-        new_isr = self._ordered(self.isr | {replica_id})
-        self._propose_isr(new_isr, frozenset(self.isr | {replica_id}), now_ms, actions)
-
-    def _ordered(self, members: Iterable[int]) -> tuple[int, ...]:
-        wanted = set(members)
-        return tuple(r for r in self.replicas if r in wanted)
-
-    def _propose_isr(
-        self,
-        new_isr: tuple[int, ...],
-        maximal: frozenset[int],
-        now_ms: int,
-        actions: list[Action],
-    ) -> None:
-        epochs = tuple(
-            self.broker_epoch if r == self.node_id else self.followers[r].broker_epoch
-            for r in new_isr
-        )
-        request = SendAlterPartition(
-            self._next_alter_request_id,
-            self.node_id,
-            self.leader_epoch,
-            self.partition_epoch,
-            new_isr,
-            epochs,
-        )
-        self._next_alter_request_id += 1
-        self._pending_isr = _PendingIsrChange(request, maximal, now_ms)
-        actions.append(request)
-
     def _maybe_increment_hw(self, now_ms: int, actions: list[Action]) -> bool:
         """7.4: HW = min LEO over the maximal ISR and caught-up eligible followers."""
         if self.role is not Role.LEADER:
@@ -773,7 +442,7 @@ class PartitionReplica:
         if candidate <= old:
             return False
         new = self.log.update_high_watermark(candidate)
-        _check(
+        check(
             new >= self._leader_hw_floor,
             lambda: f"leader HW went back {self._leader_hw_floor}->{new}",
         )
@@ -784,114 +453,9 @@ class PartitionReplica:
 
     # ------------------------------------------------------------------ leader: other reads
 
-    def handle_offsets_for_leader_epoch(
-        self, req: OffsetsForLeaderEpochRequest
-    ) -> OffsetsForLeaderEpochResponse:
-        """6.3: fence, require leadership, answer endOffsetFor (undefined is NONE, -1/-1)."""
-        fenced = self._fence(req.current_leader_epoch)
-        if fenced is not None:
-            return OffsetsForLeaderEpochResponse(fenced, correlation_id=req.correlation_id)
-        epoch, end = self.log.epoch_cache.end_offset_for(req.leader_epoch, self.log.log_end_offset)
-        return OffsetsForLeaderEpochResponse(NONE, epoch, end, req.correlation_id)
-
-    def handle_list_offsets(self, req: ListOffsetsRequest) -> ListOffsetsResponse:
-        """8.3 for LATEST, EARLIEST and timestamps >= 0; replicas get the LEO for LATEST."""
-        cid = req.correlation_id
-        fenced = self._fence(req.current_leader_epoch)
-        if fenced is not None:
-            return ListOffsetsResponse(fenced, correlation_id=cid)
-        from_client = req.replica_id < 0
-        hw = self.log.high_watermark
-        if from_client and req.timestamp != EARLIEST_TIMESTAMP and hw < self.epoch_start_offset:
-            # 7.4 last paragraph: a new leader's HW is still below its epoch start.
-            return ListOffsetsResponse(OFFSET_NOT_AVAILABLE, correlation_id=cid)
-        if req.timestamp == LATEST_TIMESTAMP:
-            offset = hw if from_client else self.log.log_end_offset
-            return ListOffsetsResponse(NONE, offset, -1, self.leader_epoch, cid)
-        if req.timestamp == EARLIEST_TIMESTAMP:
-            start = self.log.log_start_offset
-            earliest = self.log.epoch_cache.earliest_entry
-            epoch = (
-                earliest.epoch if earliest is not None and earliest.start_offset <= start else -1
-            )
-            return ListOffsetsResponse(NONE, start, -1, epoch, cid)
-        if req.timestamp < 0:
-            return ListOffsetsResponse(INVALID_REQUEST, correlation_id=cid)
-        found = self.log.offset_for_timestamp(req.timestamp)
-        bound = hw if from_client else self.log.log_end_offset
-        if found is None or found.offset >= bound:
-            return ListOffsetsResponse(NONE, -1, -1, -1, cid)
-        epoch = found.leader_epoch if found.leader_epoch is not None else -1
-        return ListOffsetsResponse(NONE, found.offset, found.timestamp, epoch, cid)
-
-    def read_for_consumer(
-        self,
-        fetch_offset: int,
-        max_bytes: int,
-        current_leader_epoch: int = -1,
-        zero_copy: bool = False,
-    ) -> ConsumerFetchResponse:
-        """A consumer fetch (READ_UNCOMMITTED): whole batches below the HW (8.1, 8.2).
-        `zero_copy`: the records as a FileSlice of the segment (for sendfile)."""
-        fenced = self._fence(current_leader_epoch)
-        if fenced is not None:
-            return ConsumerFetchResponse(fenced)
-        hw = self.log.high_watermark
-        start = self.log.log_start_offset
-        if fetch_offset < start or fetch_offset > self.log.log_end_offset:
-            return ConsumerFetchResponse(OFFSET_OUT_OF_RANGE, hw, start)
-        if zero_copy:
-            piece = self.log.read_slice(fetch_offset, max_bytes, upper_bound=hw)
-            return ConsumerFetchResponse(NONE, hw, start, piece)
-        data = self.log.read(fetch_offset, max_bytes, upper_bound=hw, min_one_batch=True)
-        return ConsumerFetchResponse(NONE, hw, start, bytes(data.records))
-
     # ------------------------------------------------------------------ leader: ISR
 
-    def on_alter_partition_response(
-        self, resp: AlterPartitionResponse, now_ms: int
-    ) -> list[Action]:
-        pending = self._pending_isr
-        if pending is None or pending.request.request_id != resp.request_id:
-            return []  # not the change we are waiting for
-        actions: list[Action] = []
-        if resp.error == NONE:
-            if (
-                resp.leader_epoch != self.leader_epoch
-                or resp.partition_epoch < self.partition_epoch
-            ):
-                return []  # stale answer
-            _check(
-                self.node_id in resp.isr,
-                lambda: f"controller dropped the leader from the ISR {resp}",
-            )
-            self.isr = frozenset(resp.isr)
-            self.partition_epoch = resp.partition_epoch
-            self._pending_isr = None
-            self._maybe_increment_hw(now_ms, actions)
-        elif resp.error in (INELIGIBLE_REPLICA, OPERATION_NOT_ATTEMPTED):
-            # The controller says it did not apply it and our epoch is right: back to the
-            # committed state (Kafka's Partition.handleAlterPartitionError).
-            self._pending_isr = None
-        elif resp.error in (
-            FENCED_LEADER_EPOCH,
-            INVALID_UPDATE_VERSION,
-            UNKNOWN_TOPIC_OR_PARTITION,
-        ):
-            # We are stale: the change stays pending (maximal ISR kept), unsent, until
-            # fresh metadata arrives (7.3).
-            pending.rejected = True
-        # Any other error (NOT_CONTROLLER, REQUEST_TIMED_OUT during a controller
-        # failover, ...) says nothing about our state: the change stays pending and the
-        # tick sends it again, as Kafka retries unexpected AlterPartition errors.
-        self._check_invariants()
-        return actions
-
     # ------------------------------------------------------------------ timers
-
-    @property
-    def _isr_check_interval(self) -> int:
-        return max(1, self.config.replica_lag_time_max_ms // 2)
 
     def tick(self, now_ms: int) -> list[Action]:
         """Timers: delayed-produce timeouts, the ISR shrink check every lag/2 (7.3), and
@@ -903,267 +467,43 @@ class PartitionReplica:
                 actions.append(ProduceCompleted(rid, REQUEST_TIMED_OUT, -1))
         if self.role is not Role.LEADER:
             return actions
-        pending = self._pending_isr
-        if pending is not None:
-            if (
-                not pending.rejected
-                and now_ms - pending.sent_ms >= self.config.alter_partition_retry_ms
-            ):
-                pending.sent_ms = now_ms
-                actions.append(pending.request)
-        elif now_ms >= self._next_isr_check_ms:
-            self._next_isr_check_ms = now_ms + self._isr_check_interval
-            out_of_sync = {
-                r
-                for r in self.isr
-                if r != self.node_id
-                and r in self.followers
-                and not self._is_caught_up(self.followers[r], now_ms)
-            }
-            if out_of_sync:
-                # A pending shrink keeps the old, larger ISR as the maximal one.
-                self._propose_isr(self._ordered(self.isr - out_of_sync), self.isr, now_ms, actions)
-        if self._pending_isr is None:
-            # A caught-up follower that was not eligible when it last fetched (its
-            # broker still fenced after a restart) joins once it is: with incremental
-            # fetch sessions an idle partition's follower sends no new fetch to
-            # trigger the check.
-            for r in sorted(self.followers):
-                if r not in self.isr and self._pending_isr is None:
-                    self._maybe_expand_isr(r, self.followers[r], now_ms, actions)
+        self._isr_timers(now_ms, actions)
         self._maybe_increment_hw(now_ms, actions)
         return actions
 
     # ------------------------------------------------------------------ follower: fetching
 
-    def _reset_fetcher(self, state: FetchState) -> None:
-        f = self.fetcher
-        f.state = state
-        f.in_flight = None
-        f.backoff_until_ms = 0
-        f.synced_epoch = -1
-        f.fetch_offset = self.log.log_end_offset
-        latest = self.log.epoch_cache.latest_epoch
-        f.last_fetched_epoch = latest if latest is not None else -1
-
     def _restart_fetching(self) -> None:
-        if self.leader_id < 0:
-            self._reset_fetcher(FetchState.IDLE)
-        elif self.log.epoch_cache.latest_epoch is not None:
-            self._reset_fetcher(FetchState.FETCHING)
-        else:
-            self._reset_fetcher(FetchState.TRUNCATING)
-
-    def _next_id(self) -> int:
-        cid = self._next_correlation_id
-        self._next_correlation_id += 1
-        return cid
+        self.fetcher.restart()
 
     def next_request(self, now_ms: int) -> Outbound | None:
-        """What this follower sends its leader next, or None (idle, waiting for an answer,
-        backing off, or fenced). At most one request is outstanding."""
-        f = self.fetcher
-        if self.role is not Role.FOLLOWER or self.leader_id < 0:
-            return None
-        if f.in_flight is not None:
-            if now_ms - f.sent_ms < self.config.replica_request_timeout_ms:
-                return None
-            f.in_flight = None  # no answer: give up on it and back off
-            f.backoff_until_ms = now_ms + self.config.replica_fetch_backoff_ms
-        if now_ms < f.backoff_until_ms:
-            return None
-        if f.state is FetchState.TRUNCATING and self.log.epoch_cache.latest_epoch is None:
-            # 7.2 step 1: a log without epochs truncates to its HW (legacy path).
-            self._truncate(self.log.high_watermark, now_ms)
-            self._reset_fetcher(FetchState.FETCHING)
-        request: FollowerRequest
-        cid = self._next_id()
-        if f.state is FetchState.FETCHING:
-            _check(
-                f.fetch_offset == self.log.log_end_offset,
-                lambda: f"fetch offset {f.fetch_offset} != LEO {self.log.log_end_offset}",
-            )
-            request = FetchRequest(
-                self.node_id,
-                f.fetch_offset,
-                self.leader_epoch,
-                f.last_fetched_epoch,
-                self.log.log_start_offset,
-                self.config.replica_fetch_max_bytes,
-                self.broker_epoch,
-                cid,
-            )
-        elif f.state is FetchState.TRUNCATING:
-            latest = self.log.epoch_cache.latest_epoch
-            assert latest is not None
-            # 6.4: the first query uses the latest cached epoch.
-            request = OffsetsForLeaderEpochRequest(self.node_id, latest, self.leader_epoch, cid)
-        elif f.state is FetchState.LEADER_LEO:
-            request = ListOffsetsRequest(LATEST_TIMESTAMP, self.node_id, self.leader_epoch, cid)
-        elif f.state is FetchState.LEADER_START:
-            request = ListOffsetsRequest(EARLIEST_TIMESTAMP, self.node_id, self.leader_epoch, cid)
-        else:
-            return None
-        f.in_flight = cid
-        f.sent_ms = now_ms
-        return Outbound(self.leader_id, request)
-
-    def _accept(self, correlation_id: int) -> bool:
-        f = self.fetcher
-        if self.role is not Role.FOLLOWER or f.in_flight is None or f.in_flight != correlation_id:
-            return False  # stale, duplicated, or from before a state change
-        f.in_flight = None
-        return True
-
-    def _on_error(self, error: str, now_ms: int) -> None:
-        f = self.fetcher
-        if error == FENCED_LEADER_EPOCH:
-            # 7.2: our epoch is stale; nothing to do until new metadata arrives.
-            f.state = FetchState.FENCED
-        elif error == OFFSET_OUT_OF_RANGE:
-            f.state = FetchState.LEADER_LEO
-        else:
-            f.backoff_until_ms = now_ms + self.config.replica_fetch_backoff_ms
+        """What this follower sends its leader next (fetcher.next_request)."""
+        return self.fetcher.next_request(now_ms)
 
     def handle_response(self, resp: FollowerResponse, now_ms: int) -> list[Action]:
-        if isinstance(resp, FetchResponse):
-            return self.on_fetch_response(resp, now_ms)
-        if isinstance(resp, OffsetsForLeaderEpochResponse):
-            return self.on_offsets_for_leader_epoch_response(resp, now_ms)
-        return self.on_list_offsets_response(resp, now_ms)
-
-    def on_fetch_response(self, resp: FetchResponse, now_ms: int) -> list[Action]:
-        """7.2 step 3."""
-        f = self.fetcher
-        if not self._accept(resp.correlation_id) or f.state is not FetchState.FETCHING:
-            return []
-        if resp.error != NONE:
-            self._on_error(resp.error, now_ms)
-            return []
-        _check(
-            resp.fetch_offset == self.log.log_end_offset,
-            lambda: (
-                f"fetch response for offset {resp.fetch_offset} but LEO {self.log.log_end_offset}"
-            ),
-        )
-        if resp.diverging_epoch is not None:
-            # 6.5: treated exactly like an OffsetsForLeaderEpoch answer; no HW update.
-            d = resp.diverging_epoch
-            self._truncate_on_epoch_answer(d.epoch, d.end_offset, now_ms)
-            return []
-        if resp.records:
-            try:
-                self.log.append_as_follower(resp.records, time_ms=now_ms)
-            except StorageError:
-                f.backoff_until_ms = now_ms + self.config.replica_fetch_backoff_ms
-                return []
-        self.log.update_high_watermark(resp.high_watermark)  # clamped to [start, LEO]
-        if resp.log_start_offset > self.log.log_start_offset:
-            self.log.maybe_increment_log_start_offset(
-                min(resp.log_start_offset, self.log.high_watermark)
-            )
-        f.fetch_offset = self.log.log_end_offset
-        latest = self.log.epoch_cache.latest_epoch
-        f.last_fetched_epoch = latest if latest is not None else -1
-        f.synced_epoch = self.leader_epoch
-        self._check_invariants()
-        return []
-
-    def on_offsets_for_leader_epoch_response(
-        self, resp: OffsetsForLeaderEpochResponse, now_ms: int
-    ) -> list[Action]:
-        if not self._accept(resp.correlation_id) or self.fetcher.state is not FetchState.TRUNCATING:
-            return []
-        if resp.error != NONE:
-            self._on_error(resp.error, now_ms)
-            return []
-        self._truncate_on_epoch_answer(resp.leader_epoch, resp.end_offset, now_ms)
-        return []
-
-    def _truncate_on_epoch_answer(self, leader_epoch: int, leader_end: int, now_ms: int) -> None:
-        """6.4, with KIP-279's epoch in the answer."""
-        leo = self.log.log_end_offset
-        done = True
-        if leader_end == UNDEFINED_EPOCH_OFFSET:
-            # The leader knows nothing useful: the legacy HW truncation, the only case
-            # where a follower truncates to its own HW.
-            target = self.log.high_watermark
-        elif leader_epoch == UNDEFINED_EPOCH:
-            target = min(leader_end, leo)
-        else:
-            fe, fo = self.log.epoch_cache.end_offset_for(leader_epoch, leo)
-            if fe == UNDEFINED_EPOCH or fo == UNDEFINED_EPOCH_OFFSET:
-                target = min(leader_end, leo)
-            elif fe != leader_epoch:
-                # We never had epoch LE: cut to the end of our largest epoch below it and
-                # ask again with our new latest epoch.
-                target = min(fo, leo)
-                done = False
-            else:
-                target = min(leader_end, fo, leo)
-        self._truncate(target, now_ms)
-        # Not done: ask again with our new latest epoch (a log left without epochs
-        # takes the legacy path in next_request).
-        self._reset_fetcher(FetchState.FETCHING if done else FetchState.TRUNCATING)
-
-    def _truncate(self, offset: int, now_ms: int) -> None:
-        # Also at offset == LEO: the log then drops epoch entries starting at the LEO
-        # (an epoch we led without writing), which the next query must not use.
-        if offset <= self.log.log_end_offset:
-            self.log.truncate_to(offset, time_ms=now_ms)
-        self.fetcher.synced_epoch = -1
-
-    def on_list_offsets_response(self, resp: ListOffsetsResponse, now_ms: int) -> list[Action]:
-        """6.6: OFFSET_OUT_OF_RANGE recovery."""
-        f = self.fetcher
-        if not self._accept(resp.correlation_id) or f.state not in (
-            FetchState.LEADER_LEO,
-            FetchState.LEADER_START,
-        ):
-            return []
-        if resp.error != NONE:
-            if resp.error == OFFSET_OUT_OF_RANGE:
-                f.backoff_until_ms = now_ms + self.config.replica_fetch_backoff_ms
-            else:
-                self._on_error(resp.error, now_ms)
-            return []
-        leo = self.log.log_end_offset
-        if f.state is FetchState.LEADER_LEO:
-            if resp.offset < leo:
-                # Step 1: the leader has less than us (unclean election): may lose data.
-                self._truncate(resp.offset, now_ms)
-                self._reset_fetcher(FetchState.FETCHING)
-            else:
-                f.state = FetchState.LEADER_START
-            return []
-        # Step 2.
-        if resp.offset > leo:
-            self.log.truncate_fully_and_start_at(resp.offset, time_ms=now_ms)
-        self._reset_fetcher(FetchState.FETCHING)
-        self._check_invariants()
-        return []
+        return self.fetcher.handle_response(resp, now_ms)
 
     # ------------------------------------------------------------------ invariants
 
-    def _check_invariants(self) -> None:
+    def check_invariants(self) -> None:
         hw, leo = self.log.high_watermark, self.log.log_end_offset
-        _check(
+        check(
             self.log.log_start_offset <= hw <= leo,
             lambda: (
                 f"node {self.node_id}: start {self.log.log_start_offset} <= HW {hw} <= LEO {leo}"
             ),
         )
         if self.role is Role.LEADER:
-            _check(
+            check(
                 self.node_id in self.isr, lambda: f"leader {self.node_id} not in its ISR {self.isr}"
             )
-            _check(
+            check(
                 hw >= self._leader_hw_floor,
                 lambda: f"leader HW went back {self._leader_hw_floor}->{hw}",
             )
             self._leader_hw_floor = hw
             latest = self.log.epoch_cache.latest_epoch
-            _check(
+            check(
                 latest == self.leader_epoch,
                 lambda: f"leader epoch {self.leader_epoch} but latest cached epoch {latest}",
             )
@@ -1176,3 +516,54 @@ class PartitionReplica:
             f"hw={self.log.high_watermark}, leo={self.log.log_end_offset}, "
             f"fetch={self.fetcher.state.value})"
         )
+
+
+__all__ = [
+    "Action",
+    "AlterPartitionResponse",
+    "ConsumerFetchResponse",
+    "EARLIEST_TIMESTAMP",
+    "EpochEndOffset",
+    "FENCED_LEADER_EPOCH",
+    "FetchRequest",
+    "FetchResponse",
+    "FetchState",
+    "FollowerFetcher",
+    "FollowerRequest",
+    "FollowerResponse",
+    "FollowerState",
+    "HighWatermarkUpdated",
+    "INELIGIBLE_REPLICA",
+    "INVALID_REQUEST",
+    "INVALID_REQUIRED_ACKS",
+    "INVALID_UPDATE_VERSION",
+    "LATEST_TIMESTAMP",
+    "ListOffsetsRequest",
+    "ListOffsetsResponse",
+    "NEVER",
+    "NEW_LEADER_ELECTED",
+    "NONE",
+    "NOT_ENOUGH_REPLICAS",
+    "NOT_ENOUGH_REPLICAS_AFTER_APPEND",
+    "NOT_LEADER_OR_FOLLOWER",
+    "NO_REPLICA",
+    "OFFSET_NOT_AVAILABLE",
+    "OFFSET_OUT_OF_RANGE",
+    "OPERATION_NOT_ATTEMPTED",
+    "OUT_OF_ORDER_SEQUENCE_NUMBER",
+    "OffsetsForLeaderEpochRequest",
+    "OffsetsForLeaderEpochResponse",
+    "Outbound",
+    "PartitionReplica",
+    "ProduceCompleted",
+    "REQUEST_TIMED_OUT",
+    "ReplicaConfig",
+    "ReplicaInvariantError",
+    "ReplicaLog",
+    "Role",
+    "SendAlterPartition",
+    "UNKNOWN_LEADER_EPOCH",
+    "UNKNOWN_TOPIC_OR_PARTITION",
+    "check",
+    "storage_error_name",
+]

@@ -26,10 +26,14 @@ from seglog.storage.log_config import LogConfig
 
 from .cluster_control import (
     ControlError,
+    IsrChange,
     allocate_producer_ids,
     alter_config_records,
+    alter_partitions_records,
     create_topic_records,
     delete_topic_records,
+    fence_broker_records,
+    register_broker_records,
 )
 from .metadata_image import MetadataImage
 from .metadata_records import (
@@ -42,8 +46,8 @@ from .metadata_records import (
     RegisterBrokerRecord,
     RemoveTopicRecord,
     TopicRecord,
-    decode_record,
-    encode_record,
+    decode_entry,
+    encode_entry,
 )
 from .raft import (
     AppendRequest,
@@ -126,15 +130,6 @@ class SimulationFailure(AssertionError):
 # ---- the replicated state machine: batches of metadata records ---------------------------
 
 
-def encode_batch(records: Sequence[MetadataRecord]) -> bytes:
-    # Compact JSON never contains a raw newline, so newlines separate records.
-    return b"\n".join(encode_record(r) for r in records)
-
-
-def decode_batch(data: bytes) -> list[MetadataRecord]:
-    return [decode_record(line) for line in data.split(b"\n")] if data else []
-
-
 def _admissible(image: MetadataImage, r: MetadataRecord) -> bool:
     """Whether a record still fits the image. KRaft's active controller decides on its
     uncommitted in-memory state, so it never proposes a misfit; our simulated clients
@@ -150,11 +145,11 @@ def _admissible(image: MetadataImage, r: MetadataRecord) -> bool:
             return r.topic_id in image.topic_names_by_id
         case PartitionChangeRecord():
             name = image.topic_names_by_id.get(r.topic_id)
-            old = image.topics[name].partitions.get(r.partition) if name else None
+            state = image.topics[name].partitions.get(r.partition) if name else None
             return (
-                old is not None
-                and r.partition_epoch > old.partition_epoch
-                and r.leader_epoch >= old.leader_epoch
+                state is not None
+                and r.partition_epoch > state.partition_epoch
+                and r.leader_epoch >= state.leader_epoch
             )
         case RemoveTopicRecord():
             return r.topic_id in image.topic_names_by_id
@@ -167,14 +162,14 @@ def _admissible(image: MetadataImage, r: MetadataRecord) -> bool:
 
 
 def apply_batch(image: MetadataImage, data: bytes) -> None:
-    for r in decode_batch(data):
+    for r in decode_entry(data):
         if _admissible(image, r):
             image.apply(r)
 
 
 def image_from_snapshot(data: bytes) -> MetadataImage:
     image = MetadataImage()
-    for r in decode_batch(data):
+    for r in decode_entry(data):
         image.apply(r)
     return image
 
@@ -379,7 +374,7 @@ class _Sim:
             assert leader.raft is not None
             if marker is None or marker[1] != leader.raft.term:
                 # A marker of an earlier leader may have been overwritten: propose anew.
-                data = encode_batch([ConfigRecord("__sim__", "marker", str(self.seed))])
+                data = encode_entry([ConfigRecord("__sim__", "marker", str(self.seed))])
                 marker = (leader.raft.propose(data), leader.raft.term)
                 self._log(f"node {leader.id} proposes the final marker at {marker[0]}")
                 self._after_event(leader)
@@ -539,6 +534,7 @@ class _Sim:
         node = self.rng.choice(live)
         assert node.raft is not None
         if node.raft.role is not Role.LEADER:
+            role = node.raft.role.value
             try:
                 node.raft.propose(b"?")
             except NotLeaderError as e:
@@ -547,12 +543,13 @@ class _Sim:
                     return
                 node = target  # a client follows the leader hint
             else:
-                raise _Failure(f"node {node.id} ({node.raft.role.value}) accepted a proposal")
+                raise _Failure(f"node {node.id} ({role}) accepted a proposal")
+        assert node.raft is not None
         records = self._records(node.image)
         if not records:
             return
         try:
-            index = node.raft.propose(encode_batch(records))  # type: ignore[union-attr]
+            index = node.raft.propose(encode_entry(records))
         except NotLeaderError:
             return
         self.stats["proposals"] += 1
@@ -568,8 +565,9 @@ class _Sim:
             if choice < 0.2 or not image.unfenced_brokers():
                 self.broker_epoch += 1
                 b = rng.randint(1, 5)
+                record = RegisterBrokerRecord(b, self.broker_epoch, f"broker{b}", 9092, None)
                 return [
-                    RegisterBrokerRecord(b, self.broker_epoch, f"broker{b}", 9092, None),
+                    *register_broker_records(image, record, self.broker_defaults),
                     BrokerFenceRecord(b, self.broker_epoch, False),
                 ]
             if choice < 0.5 or not topics:
@@ -598,13 +596,49 @@ class _Sim:
                 )
             if choice < 0.8:
                 return delete_topic_records(image, rng.choice(topics))
-            if choice < 0.9:
-                broker = image.brokers[rng.choice(image.unfenced_brokers())]
-                return [BrokerFenceRecord(broker.broker_id, broker.broker_epoch, True)]
+            if choice < 0.85:
+                fenced = rng.choice(image.unfenced_brokers())
+                return fence_broker_records(image, fenced, self.broker_defaults)
+            if choice < 0.93:
+                return self._alter_partition(image, rng.choice(topics))
             broker = image.brokers[rng.choice(image.unfenced_brokers())]
             return allocate_producer_ids(image, broker.broker_id, broker.broker_epoch)[1]
         except ControlError:
             return []
+
+    def _alter_partition(self, image: MetadataImage, topic: str) -> list[MetadataRecord]:
+        """A leader's AlterPartition as a broker sends it: a shrink or an expansion of
+        one partition's ISR, each member with the broker epoch the leader saw (now and
+        then a stale one, which the controller must refuse: KIP-903)."""
+        rng = self.rng
+        partitions = image.topics[topic].partitions
+        if not partitions:
+            return []
+        p = rng.choice(sorted(partitions))
+        state = partitions[p]
+        if state.leader < 0:
+            return []
+        others = [r for r in state.replicas if r != state.leader]
+        isr = [state.leader, *rng.sample(others, rng.randint(0, len(others)))]
+        epochs = []
+        for r in isr:
+            broker = image.brokers.get(r)
+            epoch = broker.broker_epoch if broker is not None else -1
+            epochs.append(epoch - 1 if rng.random() < 0.1 else epoch)
+        leader = image.brokers.get(state.leader)
+        change = IsrChange(
+            topic, p, state.leader_epoch, state.partition_epoch, tuple(isr), tuple(epochs)
+        )
+        records, answers = alter_partitions_records(
+            image, state.leader, leader.broker_epoch if leader else -1, [change]
+        )
+        stale = any(
+            (b := image.brokers.get(r)) is not None and 0 <= e != b.broker_epoch
+            for r, e in zip(isr, epochs, strict=True)
+        )
+        if stale and answers[0][0] != "INELIGIBLE_REPLICA":
+            raise _Failure(f"AlterPartition naming a stale broker epoch answered {answers[0]}")
+        return records
 
     # ---- a node's Ready, and the checks ----
 
@@ -708,7 +742,7 @@ class _Sim:
     def _take_snapshot(self, node: _Node) -> None:
         raft = node.raft
         assert raft is not None
-        raft.compact(node.applied, encode_batch(node.image.to_records()))
+        raft.compact(node.applied, encode_entry(node.image.to_records()))
         snap = raft.snapshot
         assert snap is not None
         node.disk.compact(snap)

@@ -2,11 +2,17 @@
 
 One `random.Random(seed)` drives everything (TigerBeetle's VOPR idea): the simulated
 clock, the cluster shape, a network between nodes (delays, drops, duplicates, reordering,
-partitions that heal), power failures that lose each log's unflushed tail, process pauses
-longer than replica.lag.time.max.ms, a minimal KRaft-like controller, and idempotent
-producers (acks=-1, some acks=1) that retry with the same sequence numbers. Every node
-runs one `PartitionReplica` per hosted partition over a `MemoryLog`. So one seed replays
-any failure exactly:
+partitions that heal), power failures, failed fsyncs, process pauses longer than
+replica.lag.time.max.ms, and idempotent producers (acks=-1, some acks=1) that retry with
+the same sequence numbers. What runs is production's code: the controller's decisions
+(`cluster_control`, through `SimController` and the metadata-log codec), one
+`PartitionReplica` per hosted partition, the `AlterPartitionBatcher`, and — with the
+default `--storage disk` — production's `storage.log.Log` over tmpfs files, whose
+crashes keep only what was fsynced (plus, maybe, a written-back prefix of the rest,
+torn last batch included) and reopen through `Log`'s own recovery (`DiskLog`).
+`--storage memory` runs `MemoryLog` instead: faster, the same append validation, held
+to `Log`'s behaviour by tests/replication/test_log_equivalence.py. docs/simulators.md
+says what is shared and what is simulated. So one seed replays any failure exactly:
 
     python -m seglog.replication.replication_sim --seed 42 --verbose
 
@@ -49,35 +55,34 @@ from __future__ import annotations
 
 import argparse
 import heapq
+import os
 import random
+import shutil
 import sys
+import tempfile
 from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
 
 from seglog.storage.record_batch import (
-    BatchHeader,
     NewRecord,
     build_batch,
-    decode_records,
     increment_sequence,
-    iter_batches,
 )
 
 from .alter_partition_batcher import AlterPartitionBatcher
+from .cluster_control import ControlError
+from .disk_log import DiskLog
 from .memory_log import MemoryLog
-from .metadata_image import PartitionState
 from .partition_replica import (
-    FENCED_LEADER_EPOCH,
-    INELIGIBLE_REPLICA,
-    INVALID_REQUEST,
-    INVALID_UPDATE_VERSION,
     NONE,
     OUT_OF_ORDER_SEQUENCE_NUMBER,
     Action,
-    AlterPartitionResponse,
     FetchRequest,
     FetchResponse,
+    FollowerResponse,
     ListOffsetsRequest,
     OffsetsForLeaderEpochRequest,
     PartitionReplica,
@@ -85,11 +90,19 @@ from .partition_replica import (
     ReplicaConfig,
     SendAlterPartition,
 )
+from .replication_checks import ReplicationChecks, _Ack, _Committed
+from .sim_controller import SimController
+from .sim_faults import SimFaults
 
 CONTROLLER = 0
 PRODUCER_BASE = 1000
 SAFE = "safe"
 WILD = "wild"
+DISK = "disk"  # production's Log on tmpfs files, crashes applied to the files
+MEMORY = "memory"  # MemoryLog: the fast mode (same validation, same state, no files)
+FSYNC_FAILURE = 0.002  # share of flushes that fail (disk storage only)
+_TMPFS = "/dev/shm" if os.path.isdir("/dev/shm") else None
+SimLog = MemoryLog | DiskLog
 ALTER_PARTITION_TIMEOUT_MS = 500  # a node gives up on an unanswered AlterPartition
 ALTER_PARTITION_BACKOFF_MS = (50, 1000)  # then retries after a backoff, doubling
 
@@ -168,106 +181,18 @@ def draw_params(rng: random.Random, mode: str | None = None) -> SimParams:
     )
 
 
-# --- the controller ---------------------------------------------------------------------
-
-
-class MiniController:
-    """KRaft's partition decisions as plain state (7.7): fencing removes a broker from
-    every ISR (never the last member) and moves leadership to the first ISR member in
-    assignment order; registration of a new incarnation fences the old one first;
-    AlterPartition is accepted only for the current leader and partition epochs."""
-
-    def __init__(self, node_ids: Sequence[int], partitions: int, rf: int, unclean: bool) -> None:
-        n = len(node_ids)
-        self.partitions: dict[int, PartitionState] = {}
-        for p in range(partitions):
-            replicas = tuple(node_ids[(p + i) % n] for i in range(rf))
-            self.partitions[p] = PartitionState(replicas, replicas, replicas[0], 0, 0)
-        self.broker_epochs = {b: 1 for b in node_ids}
-        self.fenced: set[int] = set()
-        self.unclean = unclean
-
-    def alive_epochs(self) -> dict[int, int]:
-        return {b: e for b, e in self.broker_epochs.items() if b not in self.fenced}
-
-    def _change(self, p: int, leader: int | None = None, isr: Sequence[int] | None = None) -> None:
-        old = self.partitions[p]
-        new_leader = old.leader if leader is None else leader
-        new_isr = old.isr if isr is None else tuple(isr)
-        if (new_leader, new_isr) == (old.leader, old.isr):
-            return
-        bump = 1 if new_leader != old.leader else 0
-        self.partitions[p] = PartitionState(
-            old.replicas, new_isr, new_leader, old.leader_epoch + bump, old.partition_epoch + 1
-        )
-
-    def _elect(self, p: int) -> None:
-        st = self.partitions[p]
-        if st.leader >= 0 and st.leader not in self.fenced:
-            return
-        for r in st.replicas:
-            if r in st.isr and r not in self.fenced:
-                self._change(p, leader=r)
-                return
-        if self.unclean:
-            for r in st.replicas:
-                if r not in self.fenced:
-                    self._change(p, leader=r, isr=(r,))
-                    return
-        self._change(p, leader=-1)
-
-    def fence(self, b: int) -> bool:
-        if b in self.fenced:
-            return False
-        self.fenced.add(b)
-        for p, st in self.partitions.items():
-            if b in st.isr and len(st.isr) > 1:
-                self._change(p, isr=[r for r in st.isr if r != b])
-            self._elect(p)
-        return True
-
-    def unfence(self, b: int) -> bool:
-        if b not in self.fenced:
-            return False
-        self.fenced.discard(b)
-        for p in self.partitions:
-            self._elect(p)
-        return True
-
-    def register(self, b: int) -> int:
-        self.fence(b)  # the previous incarnation, before anything else
-        self.broker_epochs[b] = max(self.broker_epochs.values()) + 1
-        self.unfence(b)
-        return self.broker_epochs[b]
-
-    def alter_partition(self, p: int, req: SendAlterPartition) -> AlterPartitionResponse:
-        st = self.partitions[p]
-        rid = req.request_id
-
-        def error(name: str) -> AlterPartitionResponse:
-            return AlterPartitionResponse(name, rid)
-
-        if req.leader_epoch != st.leader_epoch:
-            return error(FENCED_LEADER_EPOCH)
-        if req.leader_id != st.leader:
-            return error(INVALID_REQUEST)
-        if req.partition_epoch != st.partition_epoch:
-            return error(INVALID_UPDATE_VERSION)
-        if st.leader not in req.new_isr or not set(req.new_isr) <= set(st.replicas):
-            return error(INVALID_REQUEST)
-        for r, e in zip(req.new_isr, req.broker_epochs, strict=True):
-            if r in self.fenced or (e >= 0 and e != self.broker_epochs[r]):
-                return error(INELIGIBLE_REPLICA)  # KIP-903
-        self._change(p, isr=req.new_isr)
-        now = self.partitions[p]
-        return AlterPartitionResponse(NONE, rid, now.leader_epoch, now.partition_epoch, now.isr)
-
-
 # --- nodes and producers ----------------------------------------------------------------
 
 
 class SimNode:
-    def __init__(self, node_id: int, hosted: Sequence[int], config: ReplicaConfig) -> None:
+    def __init__(
+        self,
+        node_id: int,
+        hosted: Sequence[int],
+        config: ReplicaConfig,
+        broker_epoch: int,
+        logs: dict[int, SimLog],
+    ) -> None:
         self.id = node_id
         self.hosted = tuple(hosted)
         self.config = config
@@ -275,12 +200,12 @@ class SimNode:
         self.paused = False
         self.recovering = False  # since a power failure or pause, until whole again
         self.incarnation = 0
-        self.broker_epoch = 1
+        self.broker_epoch = broker_epoch
         self.registered = True
         self.alive_epochs: dict[int, int] = {}
-        self.logs = {p: MemoryLog(f"n{node_id}-p{p}") for p in self.hosted}
+        self.logs = logs
         self.replicas: dict[int, PartitionReplica] = {}
-        self.inbox: list[tuple[int, tuple[object, ...]]] = []
+        self.inbox: list[tuple[int, tuple[Any, ...]]] = []
         # ISR changes travel as in production: batched, one request in flight.
         self.alter: AlterPartitionBatcher[int] = AlterPartitionBatcher()
         self.alter_sent_ms = 0
@@ -346,31 +271,10 @@ class SimProducer:
         return _Batch(msgs, self.epoch, self.next_seq, data)
 
 
-@dataclass(slots=True)
-class _Committed:
-    """What has been below some leader's HW: bytes, end offset, and derived indexes."""
-
-    data: bytes = b""
-    end: int = 0
-    batches: dict[int, BatchHeader] = field(default_factory=dict)
-    sequences: set[tuple[int, int, int]] = field(default_factory=set)
-    messages: set[bytes] = field(default_factory=set)
-
-
-@dataclass(slots=True)
-class _Ack:
-    partition: int
-    offset: int
-    pid: int
-    epoch: int
-    seq: int
-    count: int
-
-
 # --- the simulation -------------------------------------------------------------------
 
 
-class Simulation:
+class Simulation(SimFaults, ReplicationChecks):
     def __init__(
         self,
         seed: int,
@@ -379,19 +283,21 @@ class Simulation:
         verbose: bool = False,
         params: SimParams | None = None,
         many_partitions: bool = False,
+        storage: str = DISK,
     ) -> None:
         self.seed = seed
+        self.storage = storage
         self.rng = random.Random(seed)
         draw = draw_many_partitions_params if many_partitions else draw_params
         self.params = params or draw(self.rng, mode)
         # A slow controller's queue, served one request at a time.
-        self._controller_queue: deque[tuple[int, tuple[object, ...]]] = deque()
+        self._controller_queue: deque[tuple[int, tuple[Any, ...]]] = deque()
         self._controller_busy = False
         self.verbose = verbose
         self.trace_tail: deque[str] = deque(maxlen=300)
         self.now = 0
         self.steps = 0
-        self._queue: list[tuple[int, int, str, tuple[object, ...]]] = []
+        self._queue: list[tuple[int, int, str, tuple[Any, ...]]] = []
         self._seq = 0
         prm = self.params
         self.config = ReplicaConfig(
@@ -403,13 +309,20 @@ class Simulation:
             alter_partition_retry_ms=400,
         )
         node_ids = list(range(1, prm.nodes + 1))
-        self.controller = MiniController(
-            node_ids, prm.partitions, prm.replication_factor, prm.unclean
+        self.controller = SimController(
+            node_ids, prm.partitions, prm.replication_factor, prm.unclean, self.rng
         )
         self.nodes: dict[int, SimNode] = {}
+        # The disk logs' own seeded generator (crash write-back, segment jitter), so
+        # storage's draws do not shift the simulation's.
+        self._storage_rng = random.Random(seed * 7919 + 1)
+        self._dir: Path | None = None
+        if storage == DISK:
+            self._dir = Path(tempfile.mkdtemp(prefix=f"seglog-sim-{seed}-", dir=_TMPFS))
         for b in node_ids:
             hosted = [p for p, st in self.controller.partitions.items() if b in st.replicas]
-            self.nodes[b] = SimNode(b, hosted, self.config)
+            logs = {p: self._new_log(b, p) for p in hosted}
+            self.nodes[b] = SimNode(b, hosted, self.config, self.controller.broker_epochs[b], logs)
         self.last_heartbeat = {b: 0 for b in node_ids}
         self.cuts: set[frozenset[int]] = set()
         self._meta_last: dict[int, int] = {b: 0 for b in node_ids}
@@ -435,10 +348,36 @@ class Simulation:
         self._checked: tuple[int, int] = (-1, -1)
         self.pending_acks: list[_Ack] = []
         self.acked_msgs: dict[int, list[bytes]] = {pr: [] for pr in self.producers}
-        self.stats = {"crashes": 0, "pauses": 0, "cuts": 0, "acks": 0, "alter_batches": 0}
+        self.stats = {
+            "crashes": 0,
+            "pauses": 0,
+            "cuts": 0,
+            "acks": 0,
+            "alter_batches": 0,
+            "fsync_failures": 0,
+            "torn_writes": 0,
+        }
         self.trace(f"params {prm}")
 
     # ------------------------------------------------------------------ plumbing
+
+    def _new_log(self, node_id: int, p: int) -> SimLog:
+        if self._dir is None:
+            return MemoryLog(f"n{node_id}-p{p}")
+        return DiskLog(self._dir / f"n{node_id}" / f"sim-{p}", self._clock, self._storage_rng)
+
+    def _clock(self) -> int:
+        return self.now
+
+    def close(self) -> None:
+        """Release the disk logs' files and remove their directory."""
+        for node in self.nodes.values():
+            for log in node.logs.values():
+                if isinstance(log, DiskLog):
+                    log.close()
+        if self._dir is not None:
+            shutil.rmtree(self._dir, ignore_errors=True)
+            self._dir = None
 
     def trace(self, line: str) -> None:
         text = f"{self.now:>7} {line}"
@@ -454,7 +393,7 @@ class Simulation:
         self._seq += 1
         heapq.heappush(self._queue, (t, self._seq, kind, args))
 
-    def send(self, src: int, dst: int, payload: tuple[object, ...]) -> None:
+    def send(self, src: int, dst: int, payload: tuple[Any, ...]) -> None:
         prm = self.params
         if self._cut(src, dst) or self.rng.random() < prm.drop:
             return
@@ -462,7 +401,7 @@ class Simulation:
         if self.rng.random() < prm.duplicate:
             self.at(self.now + self.rng.randint(1, prm.max_delay_ms * 3), "msg", src, dst, payload)
 
-    def send_metadata(self, dst: int, payload: tuple[object, ...]) -> None:
+    def send_metadata(self, dst: int, payload: tuple[Any, ...]) -> None:
         """The metadata log: reliable, in order per node, delayed."""
         t = max(self.now + self.rng.randint(1, self.params.max_delay_ms), self._meta_last[dst] + 1)
         self._meta_last[dst] = t
@@ -473,7 +412,7 @@ class Simulation:
 
     def publish(self) -> None:
         self.structure += 1
-        image = dict(self.controller.partitions)
+        image = self.controller.partitions
         alive = self.controller.alive_epochs()
         self.trace(
             "metadata "
@@ -489,6 +428,12 @@ class Simulation:
     # ------------------------------------------------------------------ running
 
     def run(self) -> Simulation:
+        try:
+            return self._run()
+        finally:
+            self.close()
+
+    def _run(self) -> Simulation:
         prm = self.params
         for b in self.nodes:
             self.at(self.rng.randint(0, 50), "tick", b)
@@ -523,11 +468,21 @@ class Simulation:
             self.apply(node, p, rep.tick(self.now))
             self.poll_fetcher(node, p)
         if node.alter.in_flight and self.now - node.alter_sent_ms > ALTER_PARTITION_TIMEOUT_MS:
-            node.alter.failed()  # no answer: its changes go again after a backoff
-            node.alter_retry_at = self.now + node.alter_backoff_ms
-            node.alter_backoff_ms = min(node.alter_backoff_ms * 2, ALTER_PARTITION_BACKOFF_MS[1])
+            self._alter_retry_later(node)  # no answer: its changes go again after a backoff
         self.send_alter(node)
         if self.rng.random() < self.params.flush_probability:
+            if (
+                self.storage == DISK
+                and self.faults_active
+                and self.rng.random() < FSYNC_FAILURE
+                and self._may_fail(node, power=True)
+            ):
+                # Kafka takes a log dir whose fsync failed offline, and a broker with
+                # no log dir left halts: what was not yet durable is gone.
+                self.stats["fsync_failures"] += 1
+                self.trace(f"FAULT fsync failed on n{node.id}: its log dir goes offline")
+                self.crash(node)
+                return
             for log in node.logs.values():
                 log.flush()
         if self.rng.random() < 0.3:
@@ -551,6 +506,11 @@ class Simulation:
                 node.alter.submit(p, a)
                 self.send_alter(node)
 
+    def _alter_retry_later(self, node: SimNode) -> None:
+        node.alter.failed()
+        node.alter_retry_at = self.now + node.alter_backoff_ms
+        node.alter_backoff_ms = min(node.alter_backoff_ms * 2, ALTER_PARTITION_BACKOFF_MS[1])
+
     def send_alter(self, node: SimNode) -> None:
         """The node's pending ISR changes in one request, unless one is in flight."""
         if self.now < node.alter_retry_at:
@@ -564,10 +524,17 @@ class Simulation:
         # The deadline travels with the request, as gRPC's does: a controller that
         # reaches it late drops it instead of doing work nobody waits for.
         deadline = self.now + ALTER_PARTITION_TIMEOUT_MS
-        payload = ("alter", tuple(batch), node.incarnation, node.alter_batch_id, deadline)
+        payload = (
+            "alter",
+            tuple(batch),
+            node.incarnation,
+            node.alter_batch_id,
+            deadline,
+            node.broker_epoch,
+        )
         self.send(node.id, CONTROLLER, payload)
 
-    def _on_msg(self, src: int, dst: int, payload: tuple[object, ...]) -> None:
+    def _on_msg(self, src: int, dst: int, payload: tuple[Any, ...]) -> None:
         if dst == CONTROLLER:
             if self.params.controller_delay_ms[1] > 0:
                 self._controller_queue.append((src, payload))
@@ -588,13 +555,14 @@ class Simulation:
             return
         self._node_receive(node, src, payload)
 
-    def _node_receive(self, node: SimNode, src: int, payload: tuple[object, ...]) -> None:
+    def _node_receive(self, node: SimNode, src: int, payload: tuple[Any, ...]) -> None:
         kind = payload[0]
         if kind not in ("fetch", "fetch_resp", "produce"):
             self.structure += 1  # roles, ISR or registration may change
         if kind == "fetch":
             _, p, req, src_inc = payload
             rep = node.replicas[p]
+            resp: FollowerResponse
             if isinstance(req, FetchRequest):
                 resp, actions = rep.handle_fetch(req, self.now)
                 self.apply(node, p, actions)
@@ -634,11 +602,15 @@ class Simulation:
                 node.alter_backoff_ms = ALTER_PARTITION_BACKOFF_MS[0]
             # A late answer (its request timed out and went again) still counts: each
             # replica matches it against the change it waits for, by request id.
-            for p, resp in answers:
-                node.alter.resolved(p, resp.request_id)
+            for p, answer in answers:
+                node.alter.resolved(p, answer.request_id)
                 rep = node.replicas[p]
-                self.apply(node, p, rep.on_alter_partition_response(resp, self.now))
+                self.apply(node, p, rep.on_alter_partition_response(answer, self.now))
             self.send_alter(node)
+        elif kind == "alter_failed":
+            _, inc, batch_id, _error = payload
+            if inc == node.incarnation and node.alter.in_flight and batch_id == node.alter_batch_id:
+                self._alter_retry_later(node)  # as the node shell retries a refused request
         elif kind == "registered":
             _, inc, epoch = payload
             if inc == node.incarnation:
@@ -659,27 +631,30 @@ class Simulation:
         deadline passed while it queued is dropped without work (gRPC's deadline)."""
         while self._controller_queue and not self._controller_busy:
             src, payload = self._controller_queue.popleft()
-            if payload[0] == "alter" and self.now > payload[4]:  # type: ignore[operator]
+            if payload[0] == "alter" and self.now > payload[4]:
                 self.trace(f"controller drops n{src}'s AlterPartition: its deadline passed")
                 continue
             self._controller_busy = True
             lo, hi = self.params.controller_delay_ms
             self.at(self.now + self.rng.randint(lo, hi), "controller_msg", src, payload)
 
-    def _on_controller_msg(self, src: int, payload: tuple[object, ...]) -> None:
+    def _on_controller_msg(self, src: int, payload: tuple[Any, ...]) -> None:
         self._controller_busy = False
         self._controller_receive(src, payload)
         self._controller_next()
 
-    def _controller_receive(self, src: int, payload: tuple[object, ...]) -> None:
+    def _controller_receive(self, src: int, payload: tuple[Any, ...]) -> None:
         kind = payload[0]
         if kind == "alter":
-            _, batch, inc, batch_id, _deadline = payload
-            answers = []
-            for p, req in batch:
-                resp = self.controller.alter_partition(p, req)
+            _, batch, inc, batch_id, _deadline, broker_epoch = payload
+            try:
+                answers = self.controller.alter_partitions(src, broker_epoch, batch)
+            except ControlError as e:
+                self.trace(f"controller refuses n{src}'s AlterPartition: {e.error_name} {e}")
+                self.send(CONTROLLER, src, ("alter_failed", inc, batch_id, e.error_name))
+                return
+            for p, resp in answers:
                 self.trace(f"controller p{p} AlterPartition from n{src}: {resp.error}")
-                answers.append((p, resp))
             self.send(CONTROLLER, src, ("alter_resp", tuple(answers), inc, batch_id))
             if any(resp.error == NONE for _p, resp in answers):
                 self.publish()
@@ -753,7 +728,7 @@ class Simulation:
         )
         self.send(pr.id, leader, ("produce", pr.partition, rid, b.data, pr.acks, 1000))
 
-    def _producer_receive(self, pr: SimProducer, payload: tuple[object, ...]) -> None:
+    def _producer_receive(self, pr: SimProducer, payload: tuple[Any, ...]) -> None:
         done = payload[1]
         assert isinstance(done, ProduceCompleted)
         b = pr.batch
@@ -784,328 +759,6 @@ class Simulation:
         else:
             b.backoff_until_ms = self.now + 50
 
-    # ------------------------------------------------------------------ faults
-
-    def _faulty(self, node: SimNode) -> bool:
-        """Down, paused, not (re-)registered, or - after a power failure or pause - not yet
-        holding the committed prefix again. A node merely cut off is not faulty."""
-        if not node.up or node.paused or not node.registered:
-            return True
-        if node.id in self.controller.fenced:
-            return True
-        if self.controller.broker_epochs[node.id] != node.broker_epoch:
-            return True
-        if node.recovering:
-            if not all(self._holds_committed(node, p) for p in node.hosted):
-                return True
-            node.recovering = False
-        return False
-
-    def _holds_committed(self, node: SimNode, p: int) -> bool:
-        c = self.committed[p]
-        log = node.logs[p]
-        return log.log_end_offset >= c.end and log.prefix(c.end) == c.data
-
-    def _may_fail(self, node: SimNode, power: bool) -> bool:
-        others = [n for n in self.nodes.values() if n is not node]
-        if self.params.mode == WILD:
-            # Keep at least one node running.
-            down = sum(1 for n in others if not n.up or n.paused)
-            return node.up and not node.paused and down < len(others)
-        if not node.up or node.paused or any(self._faulty(n) for n in others):
-            return False
-        if power:
-            # Another ISR member must survive with the committed prefix: in the ISR the
-            # controller holds, and in the one the node's AlterPartition still in flight
-            # may install after the failure (a shrink to the node alone, accepted while
-            # its session lasts, would leave only the lost tail in the ISR).
-            for p in node.hosted:
-                isrs = [self.controller.partitions[p].isr]
-                pending = node.replicas[p].pending_isr_change
-                if pending is not None:
-                    isrs.append(frozenset(pending.new_isr))
-                for isr in isrs:
-                    if node.id in isr and not any(
-                        r != node.id
-                        and not self._faulty(self.nodes[r])
-                        and self._holds_committed(self.nodes[r], p)
-                        for r in isr
-                    ):
-                        return False
-        return True
-
-    def _on_fault(self) -> None:
-        if not self.faults_active:
-            return
-        self.at(self.now + self.rng.randint(*self.params.fault_gap_ms), "fault")
-        roll = self.rng.random()
-        node = self.nodes[self.rng.choice(sorted(self.nodes))]
-        leader = self.controller.partitions[self.rng.randrange(self.params.partitions)].leader
-        if leader >= 0 and self.rng.random() < 0.6:
-            node = self.nodes[leader]  # leader failures exercise elections and truncation
-        if roll < 0.3:
-            if self._may_fail(node, power=True):
-                self.crash(node)
-        elif roll < 0.5:
-            if self._may_fail(node, power=False):
-                long = self.rng.random() < 0.6
-                lag = self.params.lag_ms
-                span = (
-                    self.rng.randint(lag + 200, 2 * lag + 500)
-                    if long
-                    else self.rng.randint(50, 400)
-                )
-                node.paused = True
-                node.recovering = True
-                self.structure += 1
-                self.stats["pauses"] += 1
-                self.trace(f"FAULT pause n{node.id} for {span} ms")
-                self.at(self.now + span, "resume", node.id)
-        elif roll < 0.8:
-            self.stats["cuts"] += 1
-            if self.rng.random() < 0.5:
-                pairs = [frozenset((node.id, o)) for o in self.nodes if o != node.id]
-            else:
-                other = self.rng.choice([o for o in sorted(self.nodes) if o != node.id])
-                pairs = [frozenset((node.id, other))]
-            span = self.rng.randint(200, 3000)
-            self.cuts.update(pairs)
-            self.trace(f"FAULT cut {[sorted(x) for x in pairs]} for {span} ms")
-            self.at(self.now + span, "heal", pairs)
-
-    def crash(self, node: SimNode) -> None:
-        self.structure += 1
-        self.stats["crashes"] += 1
-        lost = {p: (log.log_end_offset, log.recovery_point) for p, log in node.logs.items()}
-        self.trace(f"FAULT power failure n{node.id} (LEO, flushed) {lost}")
-        node.up = False
-        node.paused = False
-        node.recovering = True
-        node.inbox.clear()
-        node.registered = False
-        node.logs = {p: log.crash() for p, log in node.logs.items()}
-        node.replicas = {}
-        node.alter.reset()
-        self.at(self.now + self.rng.randint(100, 2000), "restart", node.id)
-
-    def _on_restart(self, b: int) -> None:
-        self.structure += 1
-        node = self.nodes[b]
-        node.up = True
-        node.incarnation += 1
-        node.broker_epoch = -1
-        node.alive_epochs = {}
-        node.make_replicas()
-        self.trace(f"restart n{b}: " + " ".join(f"p{p}:{log!r}" for p, log in node.logs.items()))
-        self.at(
-            self.now + self.rng.randint(5, 100),
-            "msg",
-            b,
-            CONTROLLER,
-            ("register", node.incarnation),
-        )
-
-    def _on_resume(self, b: int) -> None:
-        self.structure += 1
-        node = self.nodes[b]
-        node.paused = False
-        self.trace(f"resume n{b} with {len(node.inbox)} queued messages")
-        inbox, node.inbox = node.inbox, []
-        for src, payload in inbox:
-            if not node.up or node.paused:
-                break
-            self._node_receive(node, src, payload)
-
-    def _on_heal(self, pairs: list[frozenset[int]]) -> None:
-        self.cuts.difference_update(pairs)
-        self.trace(f"heal {[sorted(x) for x in pairs]}")
-
-    def _on_quiesce(self) -> None:
-        self.faults_active = False
-        self.quiescing = True
-        self.cuts.clear()
-        self.trace("quiesce: faults stop, partitions healed")
-        self.at(self.now + 250, "converged")
-
-    def _on_converged(self) -> None:
-        if not self._is_converged():
-            self.at(self.now + 250, "converged")
-            return
-        self.final_checks()
-        self.finished = True
-        self.trace(f"converged after {self.steps} steps; stats {self.stats}")
-
-    # ------------------------------------------------------------------ checks
-
-    def _leader_replica(self, p: int) -> PartitionReplica | None:
-        st = self.controller.partitions[p]
-        if st.leader < 0:
-            return None
-        node = self.nodes[st.leader]
-        rep = node.replicas.get(p)
-        if node.up and rep is not None and rep.is_leader and rep.leader_epoch == st.leader_epoch:
-            return rep
-        return None
-
-    def check(self) -> None:
-        # Only logs (data, HW) and roles/membership matter; skip steps that changed neither.
-        signature = (MemoryLog.mutations, self.structure)
-        if signature == self._checked:
-            return
-        self._checked = signature
-        for p in self.committed:
-            for node in self.nodes.values():
-                rep = node.replicas.get(p)
-                if rep is None or not node.up or not rep.is_leader:
-                    continue
-                key = (node.id, node.incarnation, p, rep.leader_epoch)
-                hw = rep.log.high_watermark
-                if hw < self.hw_seen.get(key, -1):
-                    self.fail(f"leader n{node.id} p{p} HW went back {self.hw_seen[key]} -> {hw}")
-                self.hw_seen[key] = hw
-            leader = self._leader_replica(p)
-            if leader is None:
-                continue
-            self._check_committed(p, leader)
-            self._check_followers(p, leader)
-
-    def _check_committed(self, p: int, leader: PartitionReplica) -> None:
-        log = leader.log
-        assert isinstance(log, MemoryLog)
-        key = (leader.node_id, id(log), log.version, log.high_watermark)
-        if self._committed_key.get(p) == key:
-            return
-        self._committed_key[p] = key
-        c = self.committed[p]
-        if log.log_end_offset < c.end or log.prefix(c.end) != c.data:
-            if self.params.mode == SAFE:
-                self.fail(
-                    f"committed data lost: leader n{leader.node_id} p{p} {log!r} does not start "
-                    f"with the committed prefix ending at {c.end}"
-                )
-            self.trace(f"p{p} committed history replaced by n{leader.node_id} (wild mode)")
-            c = self.committed[p] = _Committed()
-        hw = log.high_watermark
-        if hw <= c.end:
-            return
-        new = bytes(log.prefix(hw))
-        for _pos, h in iter_batches(new, len(c.data)):
-            self._commit_batch(p, c, h, new, _pos)
-        c.data = new
-        c.end = hw
-        self._verify_acks()
-
-    def _commit_batch(self, p: int, c: _Committed, h: BatchHeader, buf: bytes, pos: int) -> None:
-        c.batches[h.base_offset] = h
-        if h.producer_id < 0:
-            return
-        seq = h.base_sequence
-        for _ in range(h.records_count):
-            k = (h.producer_id, h.producer_epoch, seq)
-            if k in c.sequences:
-                self.fail(f"p{p} duplicate producer sequence {k} at offset {h.base_offset}")
-            c.sequences.add(k)
-            seq = increment_sequence(seq, 1)
-        for r in decode_records(buf, pos, h):
-            assert r.value is not None
-            owner = int(r.value.split(b":")[0][1:])
-            if r.value in c.messages and not self.producers[owner].bumped:
-                self.fail(f"p{p} message {r.value!r} committed twice (offset {r.offset})")
-            c.messages.add(r.value)
-
-    def _verify_acks(self) -> None:
-        if self.params.mode != SAFE:
-            return
-        keep = []
-        for a in self.pending_acks:
-            c = self.committed[a.partition]
-            if a.offset >= c.end:
-                keep.append(a)
-                continue
-            h = c.batches.get(a.offset)
-            if h is None or (h.producer_id, h.producer_epoch, h.base_sequence, h.records_count) != (
-                a.pid,
-                a.epoch,
-                a.seq,
-                a.count,
-            ):
-                self.fail(
-                    f"acknowledged acks=-1 write lost: p{a.partition} offset {a.offset} "
-                    f"pid {a.pid} seq {a.seq} is {h!r} in the committed log"
-                )
-        self.pending_acks = keep
-
-    def _check_followers(self, p: int, leader: PartitionReplica) -> None:
-        llog = leader.log
-        assert isinstance(llog, MemoryLog)
-        for node in self.nodes.values():
-            rep = node.replicas.get(p)
-            if (
-                rep is None
-                or not node.up
-                or not rep.is_synced_follower()
-                or rep.leader_epoch != leader.leader_epoch
-            ):
-                continue
-            flog = rep.log
-            assert isinstance(flog, MemoryLog)
-            key = (id(flog), flog.version, id(llog), llog.version)
-            if self._follower_key.get((node.id, p)) == key:
-                continue
-            self._follower_key[(node.id, p)] = key
-            n = flog.log_end_offset
-            if n > llog.log_end_offset or flog.prefix(n) != llog.prefix(n):
-                self.fail(
-                    f"p{p} follower n{node.id} {flog!r} is not a prefix of leader "
-                    f"n{leader.node_id} {llog!r}"
-                )
-
-    def _is_converged(self) -> bool:
-        if any(not n.up or n.paused or self._faulty_registration(n) for n in self.nodes.values()):
-            return False
-        if not all(pr.done for pr in self.producers.values()):
-            return False
-        for p, st in self.controller.partitions.items():
-            leader = self._leader_replica(p)
-            if leader is None or set(st.isr) != set(st.replicas) or set(leader.isr) != set(st.isr):
-                return False
-            llog = leader.log
-            assert isinstance(llog, MemoryLog)
-            if llog.high_watermark != llog.log_end_offset:
-                return False
-            for r in st.replicas:
-                flog = self.nodes[r].logs[p]
-                if (
-                    flog.log_end_offset != llog.log_end_offset
-                    or flog.high_watermark != flog.log_end_offset
-                    or flog.prefix(flog.log_end_offset) != llog.prefix(llog.log_end_offset)
-                ):
-                    return False
-        return True
-
-    def _faulty_registration(self, node: SimNode) -> bool:
-        return (
-            not node.registered
-            or node.id in self.controller.fenced
-            or self.controller.broker_epochs[node.id] != node.broker_epoch
-        )
-
-    def final_checks(self) -> None:
-        if self.params.mode != SAFE:
-            return
-        if self.pending_acks:
-            self.fail(f"acknowledged writes never committed: {self.pending_acks[:5]}")
-        for pr in self.producers.values():
-            if pr.acks != -1:
-                continue
-            c = self.committed[pr.partition]
-            missing = [m for m in self.acked_msgs[pr.id] if m not in c.messages]
-            if missing or len(self.acked_msgs[pr.id]) != pr.total:
-                self.fail(
-                    f"producer P{pr.id}: acked {len(self.acked_msgs[pr.id])}/{pr.total}, "
-                    f"missing from the log {missing[:5]}"
-                )
-
     def _state(self) -> str:
         parts = []
         for b, n in self.nodes.items():
@@ -1125,10 +778,17 @@ class Simulation:
 
 
 def simulate(
-    seed: int, *, mode: str | None = None, verbose: bool = False, many_partitions: bool = False
+    seed: int,
+    *,
+    mode: str | None = None,
+    verbose: bool = False,
+    many_partitions: bool = False,
+    storage: str = DISK,
 ) -> Simulation:
     """Run one seed; raises SimulationFailure (naming the seed) on any violation."""
-    return Simulation(seed, mode=mode, verbose=verbose, many_partitions=many_partitions).run()
+    return Simulation(
+        seed, mode=mode, verbose=verbose, many_partitions=many_partitions, storage=storage
+    ).run()
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -1142,16 +802,29 @@ def main(argv: Sequence[str] | None = None) -> int:
         action="store_true",
         help="16-48 partitions and a slow controller that serves requests one at a time",
     )
+    parser.add_argument(
+        "--storage",
+        choices=(DISK, MEMORY),
+        default=DISK,
+        help="production's Log on tmpfs files (default) or the in-memory log (faster)",
+    )
     args = parser.parse_args(argv)
     for seed in range(args.seed, args.seed + args.count):
         try:
             sim = simulate(
-                seed, mode=args.mode, verbose=args.verbose, many_partitions=args.many_partitions
+                seed,
+                mode=args.mode,
+                verbose=args.verbose,
+                many_partitions=args.many_partitions,
+                storage=args.storage,
             )
         except SimulationFailure as exc:
             print(exc, file=sys.stderr)
             return 1
-        print(f"seed {seed} ({sim.params.mode}): ok, {sim.steps} steps, {sim.now} ms, {sim.stats}")
+        print(
+            f"seed {seed} ({sim.params.mode}, {sim.storage}): ok, {sim.steps} steps, "
+            f"{sim.now} ms, {sim.stats}"
+        )
     return 0
 
 

@@ -64,13 +64,13 @@ def compress(codec: CompressionType, data: bytes) -> bytes:
         return bytes(out)
     if codec == CompressionType.LZ4:
         # Kafka's Java reader refuses linked blocks ("Dependent block stream is unsupported").
-        return lz4.frame.compress(data, block_linked=False)
+        return bytes(lz4.frame.compress(data, block_linked=False))
     if codec == CompressionType.ZSTD:
         return zstandard.ZstdCompressor(level=3).compress(data)
     raise CorruptRecordError(f"unknown compression codec id {int(codec)}")
 
 
-def decompress(codec: int, data: bytes | memoryview) -> bytes:
+def decompress(codec: int, data: bytes | bytearray | memoryview) -> bytes:
     try:
         return _decompress(codec, bytes(data))
     except CorruptRecordError:

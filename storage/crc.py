@@ -22,4 +22,5 @@ def crc32c(data: Buffer) -> int:
 
 def crc32c_reference(data: Buffer) -> int:
     """CRC-32C of `data` computed by crcmod, the reference implementation."""
-    return _reference(bytes(data))
+    crc: int = _reference(bytes(data))
+    return crc

@@ -119,6 +119,9 @@ class DumpOptions:
     index_sanity_check: bool = False
     max_bytes: int = DEFAULT_MAX_BYTES
     skip_record_metadata: bool = False
+    # A decoder of the records' keys and values (--offsets-decoder: the group
+    # coordinator's records): its text replaces `key: ... payload: ...`.
+    record_decoder: Callable[[bytes | None, bytes | None], str] | None = None
 
     @property
     def is_deep_iteration(self) -> bool:
@@ -527,7 +530,9 @@ class _Dumper:
             prefix = " "
             if h.is_control:
                 parts.append(" " + self._control_description(h, r))
-        if opts.print_data_log and not h.is_control:
+        if opts.print_data_log and not h.is_control and opts.record_decoder is not None:
+            parts.append(f"{prefix}{opts.record_decoder(r.key, r.value)}")
+        elif opts.print_data_log and not h.is_control:
             if r.key is not None:
                 parts.append(f"{prefix}key: {_decode_text(r.key)}")
             if r.value is not None:

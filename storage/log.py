@@ -16,37 +16,25 @@ from pathlib import Path
 from typing import NamedTuple, TypeVar
 
 from .checkpoint_file import LeaderEpochCheckpointFile
-from .cleaner_records import check_keys_for_compaction
-from .compression import CompressionType
 from .errors import (
     CorruptIndexError,
-    InvalidTimestampError,
     KafkaStorageError,
     OffsetOutOfRangeError,
-    RecordListTooLargeError,
     StorageError,
-    UnexpectedAppendOffsetError,
 )
 from .file_slice import FileSlice
 from .flush_job import FlushJob
 from .leader_epoch_cache import LeaderEpochCache
 from .log_config import LogConfig
+from .log_validator import validate_follower_append, validate_leader_append
 from .partition_metadata import PartitionMetadataFile
 from .producer_state import AppendOrigin, ControlMarker, DuplicateBatch, ProducerStateManager
 from .record_batch import (
-    LOG_OVERHEAD,
     BatchHeader,
     ControlType,
-    NewRecord,
-    TimestampType,
-    build_batch,
     check_batch,
     control_record_type,
     decode_records,
-    set_base_offset,
-    set_log_append_time,
-    set_partition_leader_epoch,
-    validate_client_batches,
 )
 from .segment import (
     CLEANED_SUFFIX,
@@ -65,7 +53,11 @@ T = TypeVar("T")
 
 
 def now_ms() -> int:
+    """The wall clock in ms: the default `Clock` of a log (Kafka's Time.SYSTEM)."""
     return int(time.time() * 1000)
+
+
+Clock = Callable[[], int]  # ms; a simulator passes its own
 
 
 def parse_partition_dir(name: str) -> tuple[str, int]:
@@ -118,7 +110,14 @@ class _PendingDeletion:
 class Log:
     """Open one with `Log.open(...)`."""
 
-    def __init__(self, directory: Path, config: LogConfig) -> None:
+    def __init__(
+        self,
+        directory: Path,
+        config: LogConfig,
+        *,
+        clock: Clock = now_ms,
+        rng: random.Random | None = None,
+    ) -> None:
         self.directory = directory
         self.topic, self.partition = parse_partition_dir(directory.name)
         # From partition.metadata: which incarnation of the topic this log belongs to.
@@ -139,7 +138,10 @@ class Log:
         self._max_segment_ms = 0
         self._unflushed_messages = 0
         self._last_flush_ms = 0
-        self._rng = random.Random()
+        # Time and randomness are inputs (Kafka's Time): the node passes the wall clock
+        # and a seeded generator, a simulator its own clock and seed.
+        self.clock = clock
+        self._rng = rng if rng is not None else random.Random()
         self.epoch_cache = LeaderEpochCache(LeaderEpochCheckpointFile.in_dir(directory))
         self.producer_state: ProducerStateManager
         self._closed = False
@@ -159,13 +161,15 @@ class Log:
         topic_id: str | None = None,
         producer_id_expiration_ms: int = 86_400_000,
         time_ms: int | None = None,
+        clock: Clock = now_ms,
+        rng: random.Random | None = None,
     ) -> Log:
-        t = now_ms() if time_ms is None else time_ms
+        t = clock() if time_ms is None else time_ms
         try:
             directory.mkdir(parents=True, exist_ok=True)
         except OSError as e:
             raise KafkaStorageError(f"cannot create partition directory {directory}: {e}") from e
-        log = cls(directory, config)
+        log = cls(directory, config, clock=clock, rng=rng)
         log.producer_state = ProducerStateManager(directory, producer_id_expiration_ms)
         metadata = PartitionMetadataFile.in_dir(directory)
         if metadata.exists():
@@ -346,36 +350,16 @@ class Log:
     ) -> LogAppendInfo:
         """Validate a producer's batches, assign offsets and the leader epoch in place,
         check producer state, and append. Raises before writing anything."""
-        t = now_ms() if time_ms is None else time_ms
-        config = self.config
-        headers = validate_client_batches(data, config.max_message_bytes)
-        if config.compression_type != "producer":
-            data, headers = self._recompress(data, headers)
-        if config.compact:
-            check_keys_for_compaction(data, headers, self.topic)
-        if len(data) > config.segment_bytes:
-            raise RecordListTooLargeError(
-                f"append of {len(data)} bytes to {self.directory.name} exceeds "
-                f"segment.bytes {config.segment_bytes}"
-            )
-        log_append_time = config.message_timestamp_type == "LogAppendTime"
-        if not log_append_time:
-            self._check_timestamps(headers, t)
-        buf = bytearray(data)
-        offset = self._log_end_offset
-        pos = 0
-        for h in headers:
-            set_base_offset(buf, pos, offset)
-            set_partition_leader_epoch(buf, pos, leader_epoch)
-            h.base_offset = offset
-            h.partition_leader_epoch = leader_epoch
-            size = h.batch_length + LOG_OVERHEAD
-            if log_append_time:
-                set_log_append_time(buf, pos, size, t)
-                h.max_timestamp = t
-                h.attributes |= int(TimestampType.LOG_APPEND_TIME) << 3
-            offset += h.last_offset_delta + 1
-            pos += size
+        t = self.clock() if time_ms is None else time_ms
+        buf, headers, log_append_time = validate_leader_append(
+            data,
+            self.config,
+            first_offset=self._log_end_offset,
+            leader_epoch=leader_epoch,
+            now_ms=t,
+            topic=self.topic,
+            log_name=self.directory.name,
+        )
         prepared = self.producer_state.prepare_appends(headers, AppendOrigin.CLIENT)
         if isinstance(prepared, DuplicateBatch):
             return LogAppendInfo(
@@ -394,76 +378,13 @@ class Log:
         self.producer_state.update_map_end_offset(self._log_end_offset)
         return info
 
-    def _recompress(
-        self, data: bytes | bytearray | memoryview, headers: list[BatchHeader]
-    ) -> tuple[bytes | bytearray | memoryview, list[BatchHeader]]:
-        """A topic with its own compression.type: rebuild batches in another codec
-        (the only case where the leader decodes records, as in Kafka)."""
-        target = CompressionType.from_name(self.config.compression_type)
-        if all(h.compression == target for h in headers):
-            return data, headers
-        out = bytearray()
-        pos = 0
-        for h in headers:
-            if h.compression == target:
-                out += data[pos : pos + h.size]
-            else:
-                records = decode_records(data, pos, h)
-                out += build_batch(
-                    [
-                        NewRecord(
-                            r.value, r.key, r.timestamp, [(x.key, x.value) for x in r.headers]
-                        )
-                        for r in records
-                    ],
-                    compression=target,
-                    timestamp_type=h.timestamp_type,
-                    producer_id=h.producer_id,
-                    producer_epoch=h.producer_epoch,
-                    base_sequence=h.base_sequence,
-                    is_transactional=h.is_transactional,
-                )
-            pos += h.size
-        return out, validate_client_batches(out, None)
-
-    def _check_timestamps(self, headers: list[BatchHeader], t: int) -> None:
-        """Kafka checks every record; we check each batch's first and max timestamp,
-        which bound its records for every producer that writes them in order."""
-        before = self.config.message_timestamp_before_max_ms
-        after = self.config.message_timestamp_after_max_ms
-        # Both bounds as one range test per timestamp: t - before <= ts <= t + after.
-        low, high = t - before, t + after
-        for h in headers:
-            for ts in (h.base_timestamp, h.max_timestamp):
-                if ts >= 0 and not low <= ts <= high:
-                    raise InvalidTimestampError(
-                        f"timestamp {ts} of a batch for {self.directory.name} is out of range "
-                        f"(now {t}, message.timestamp.before.max.ms {before}, "
-                        f"message.timestamp.after.max.ms {after})"
-                    )
-
     def append_as_follower(
         self, data: bytes | bytearray | memoryview, *, time_ms: int | None = None
     ) -> LogAppendInfo:
         """Append a leader's batches verbatim: CRC and offset order are checked, nothing
         is rewritten, producer state is replayed without validation."""
-        t = now_ms() if time_ms is None else time_ms
-        headers: list[BatchHeader] = []
-        pos = 0
-        previous_last = self._log_end_offset - 1
-        while pos < len(data):
-            h = check_batch(data, pos)
-            if h.base_offset <= previous_last:
-                raise UnexpectedAppendOffsetError(
-                    f"follower append to {self.directory.name}: batch at position {pos} starts "
-                    f"at offset {h.base_offset}, but the log end offset is "
-                    f"{previous_last + 1}"
-                )
-            headers.append(h)
-            previous_last = h.last_offset
-            pos += h.size
-        if not headers:
-            raise StorageError("follower append carries no batches")
+        t = self.clock() if time_ms is None else time_ms
+        headers = validate_follower_append(data, self._log_end_offset, self.directory.name)
         info = self._append_batches(data, headers, t, False)
         for h, view, p in self._iter_with_positions(data, headers):
             self.producer_state.replay_batch(h, self._marker_of(view, p, h))
@@ -488,8 +409,9 @@ class Log:
         control = control_record_type(view, pos, h)
         if control is None or control[0] not in (ControlType.ABORT, ControlType.COMMIT):
             return None
-        kind = "COMMIT" if control[0] == ControlType.COMMIT else "ABORT"
-        return ControlMarker(kind, control[1])
+        if control[0] == ControlType.COMMIT:
+            return ControlMarker("COMMIT", control[1])
+        return ControlMarker("ABORT", control[1])
 
     def _append_batches(
         self,
@@ -617,7 +539,7 @@ class Log:
         self, expected_next_offset: int | None = None, *, time_ms: int | None = None
     ) -> LogSegment:
         """Close the active segment and start a new one at max(expected, LEO)."""
-        t = now_ms() if time_ms is None else time_ms
+        t = self.clock() if time_ms is None else time_ms
         new_base = max(expected_next_offset or 0, self._log_end_offset)
         active = self._segments[-1]
         if active.base_offset == new_base and active.size == 0:
@@ -775,10 +697,11 @@ class Log:
     # --- truncation -----------------------------------------------------------------
 
     def truncate_to(self, offset: int, *, time_ms: int | None = None) -> bool:
-        """Remove everything at or after `offset` (a batch boundary). True if data went."""
+        """Remove everything at or after `offset`; an offset inside a batch removes the
+        whole batch and the LEO becomes its base offset. True if data went."""
         if offset < 0:
             raise ValueError(f"cannot truncate {self.directory.name} to negative offset {offset}")
-        t = now_ms() if time_ms is None else time_ms
+        t = self.clock() if time_ms is None else time_ms
         self.flush_pending()
         if offset >= self._log_end_offset:
             self.epoch_cache.truncate_from_end(self._log_end_offset)
@@ -790,7 +713,11 @@ class Log:
         while len(self._segments) > 1 and self._segments[-1].base_offset > offset:
             self._segments.pop().delete()
             self._base_offsets.pop()
-        self._segments[-1].truncate_to(offset)
+        active = self._segments[-1]
+        active.truncate_to(offset)
+        # An offset inside a batch takes the whole batch: the LEO is where the data
+        # ends, so a follower fetches that batch again rather than leave a hole.
+        offset = min(offset, active.read_next_offset())
         self._log_end_offset = offset
         self.epoch_cache.truncate_from_end(offset)
         self.log_start_offset = min(self.log_start_offset, offset)
@@ -800,7 +727,7 @@ class Log:
         return True
 
     def truncate_fully_and_start_at(self, offset: int, *, time_ms: int | None = None) -> None:
-        t = now_ms() if time_ms is None else time_ms
+        t = self.clock() if time_ms is None else time_ms
         self._pending_flush = None  # every segment it would fsync is deleted
         self._truncations += 1
         for seg in self._segments:
@@ -858,7 +785,7 @@ class Log:
     def delete_old_segments(self, *, time_ms: int | None = None) -> int:
         """One retention pass (Kafka's order: start-offset breach, size, time).
         Returns the number of segments scheduled for deletion."""
-        t = now_ms() if time_ms is None else time_ms
+        t = self.clock() if time_ms is None else time_ms
         self.flush_pending()
         deleted = self._delete_prefix(
             lambda seg, nxt: nxt is not None and nxt.base_offset <= self.log_start_offset, t
@@ -922,7 +849,7 @@ class Log:
         """The log cleaner's swap (storage/log_cleaner.py), in memory: `new` (already under
         its final file names) takes the place of the consecutive segments `old` (already
         renamed `.deleted`), which are removed after file.delete.delay.ms."""
-        t = now_ms() if time_ms is None else time_ms
+        t = self.clock() if time_ms is None else time_ms
         i = next((k for k, seg in enumerate(self._segments) if seg is old[0]), None)
         if (
             i is None
@@ -949,7 +876,7 @@ class Log:
 
     def remove_deleted_files(self, *, time_ms: int | None = None, force: bool = False) -> int:
         """Physically delete `.deleted` files whose delay (file.delete.delay.ms) has passed."""
-        t = now_ms() if time_ms is None else time_ms
+        t = self.clock() if time_ms is None else time_ms
         self.flush_pending()
         due = [p for p in self._pending_deletions if force or p.due_ms <= t]
         for p in due:
@@ -979,6 +906,12 @@ class Log:
     def recovery_point(self, offset: int) -> None:
         self._recovery_point = offset
 
+    @property
+    def durable_offset(self) -> int:
+        """Offset below which the data is fsynced now — what a crash keeps — without
+        running a pending flush (the recovery point's reader runs it)."""
+        return self._recovery_point
+
     def flush_pending(self) -> None:
         """Run the flush the last roll(s) deferred, if any."""
         target = self._pending_flush
@@ -1006,7 +939,7 @@ class Log:
             return
         self._sync_below(target)
         self._unflushed_messages = 0
-        self._last_flush_ms = now_ms() if time_ms is None else time_ms
+        self._last_flush_ms = self.clock() if time_ms is None else time_ms
 
     def _sync_below(self, target: int) -> None:
         """fsync the segments holding data in [recovery point, target) and the
@@ -1031,7 +964,7 @@ class Log:
         """The flush scheduler's share, to run outside the partition lock (see
         FlushJob): a roll's deferred flush, or the whole log when flush.ms is due.
         None when nothing is to flush. Finish with end_flush."""
-        t = now_ms() if time_ms is None else time_ms
+        t = self.clock() if time_ms is None else time_ms
         target = self._pending_flush
         due = (
             self._log_end_offset > max(self._recovery_point, target or 0)
@@ -1080,6 +1013,17 @@ class Log:
         for seg in self._segments:
             seg.close()
         self.remove_deleted_files(force=True)
+        self._closed = True
+
+    def abandon(self) -> None:
+        """The process died (a simulated power failure or kill): release every file
+        and map without writing anything — no snapshot, no flush, no trimmed index —
+        so the directory holds what a crash leaves for `open` to recover."""
+        for seg in self._segments:
+            seg.abandon()
+        for pending in self._pending_deletions:
+            pending.segment.abandon()
+        self._pending_flush = None
         self._closed = True
 
     def delete(self) -> None:

@@ -440,7 +440,8 @@ class LogConfig:
             for syn in synonyms:
                 if syn.key.name in props:
                     parsed[syn.key.name] = syn.key.parse(props[syn.key.name])
-        values: dict[str, ConfigValue] = {}
+        # Any: each value is parsed and validated for its own field by ConfigKey.parse.
+        values: dict[str, Any] = {}
         for topic_name, synonyms in BROKER_SYNONYMS.items():
             for syn in synonyms:
                 if syn.key.name not in parsed:
@@ -460,7 +461,7 @@ class LogConfig:
     def with_overrides(self, topic_props: Mapping[str, object]) -> LogConfig:
         """These settings with topic-level overrides applied; unknown names are an error."""
         _check_names(topic_props)
-        changes = {
+        changes: dict[str, Any] = {
             TOPIC_CONFIG_KEYS[name].attr: TOPIC_CONFIG_KEYS[name].parse(value)
             for name, value in topic_props.items()
         }
@@ -596,13 +597,12 @@ class BrokerLogSettings:
     @classmethod
     def from_broker(cls, props: Mapping[str, object]) -> BrokerLogSettings:
         """Read from a broker config; other names are ignored."""
-        return cls(
-            **{
-                key.attr: key.parse(props[name])
-                for name, key in BROKER_LOG_SETTING_KEYS.items()
-                if name in props
-            }
-        )
+        parsed: dict[str, Any] = {
+            key.attr: key.parse(props[name])
+            for name, key in BROKER_LOG_SETTING_KEYS.items()
+            if name in props
+        }
+        return cls(**parsed)
 
     def to_props(self) -> dict[str, str]:
         return {

@@ -9,6 +9,7 @@ this is the file side only.
 
 from __future__ import annotations
 
+import random
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,7 +22,7 @@ from .checkpoint_file import (
 )
 from .clean_shutdown import consume_clean_shutdown, write_clean_shutdown
 from .errors import KafkaStorageError, StorageError
-from .log import Log, now_ms, parse_partition_dir
+from .log import Clock, Log, now_ms, parse_partition_dir
 from .log_config import LogConfig
 
 TopicPartition = tuple[str, int]
@@ -38,8 +39,13 @@ class CheckpointState:
 
 
 class LogDirectory:
-    def __init__(self, path: Path) -> None:
+    def __init__(
+        self, path: Path, *, clock: Clock = now_ms, rng: random.Random | None = None
+    ) -> None:
         self.path = path
+        # Time and randomness are inputs, handed to every log opened here.
+        self.clock = clock
+        self.rng = rng if rng is not None else random.Random()
         try:
             path.mkdir(parents=True, exist_ok=True)
         except OSError as e:
@@ -58,7 +64,7 @@ class LogDirectory:
         time_ms: int | None = None,
     ) -> dict[TopicPartition, Log]:
         """Open every partition directory found here, recovering after a crash."""
-        t = now_ms() if time_ms is None else time_ms
+        t = self.clock() if time_ms is None else time_ms
         self.had_clean_shutdown = consume_clean_shutdown(self.path)
         recovery = self.recovery_points.read()
         starts = self.log_start_offsets.read()
@@ -81,6 +87,8 @@ class LogDirectory:
                 high_watermark=hws.get(tp, 0),
                 had_clean_shutdown=self.had_clean_shutdown,
                 time_ms=t,
+                clock=self.clock,
+                rng=self.rng,
             )
         return self.logs
 
@@ -97,7 +105,12 @@ class LogDirectory:
         if tp in self.logs:
             return self.logs[tp]
         log = Log.open(
-            self.path / f"{topic}-{partition}", config, topic_id=topic_id, time_ms=time_ms
+            self.path / f"{topic}-{partition}",
+            config,
+            topic_id=topic_id,
+            time_ms=time_ms,
+            clock=self.clock,
+            rng=self.rng,
         )
         self.logs[tp] = log
         return log

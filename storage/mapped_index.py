@@ -210,6 +210,18 @@ class MappedIndex:
         self._unmap()
         self._closed = True
 
+    def _mapped(self) -> mmap.mmap:
+        """The mapping, for reads of entries (an open index always has one)."""
+        mm = self._mm
+        assert mm is not None, f"index {self.path} is not mapped"
+        return mm
+
+    def abandon(self) -> None:
+        """The process died: drop the mapping, write nothing (a simulated crash)."""
+        if not self._closed:
+            self._unmap()
+            self._closed = True
+
     def rename_to(self, new_path: Path) -> None:
         """Rename the file (e.g. add `.deleted`); the mapping keeps working. A missing
         file is not an error: the index still takes the new name, as in Kafka."""

@@ -38,6 +38,7 @@ _SEARCH_KEY = struct.Struct(">II")
 
 
 class OffsetIndex(MappedIndex):
+    _last_offset: int
     ENTRY_SIZE = 8
     _KEY_DTYPE = ">i4"
 
@@ -104,7 +105,7 @@ class OffsetIndex(MappedIndex):
             slot = self._key_slot(target_offset)
         if slot < 0:
             return self.base_offset, 0
-        relative, position = _ENTRY.unpack_from(self._mm, slot << 3)
+        relative, position = _ENTRY.unpack_from(self._mapped(), slot << 3)
         return self.base_offset + relative, position
 
     def fetch_upper_bound_offset(self, start_position: int, fetch_size: int) -> int | None:
@@ -155,7 +156,8 @@ class OffsetIndex(MappedIndex):
         return self._key_slot(offset)
 
     def _relative_offset_at(self, slot: int) -> int:
-        return _REL.unpack_from(self._mm, slot * self.ENTRY_SIZE)[0]
+        relative: int = _REL.unpack_from(self._mapped(), slot * self.ENTRY_SIZE)[0]
+        return relative
 
     def _search_key(self, target: int) -> bytes | None:
         relative = target - self.base_offset
@@ -167,8 +169,9 @@ class OffsetIndex(MappedIndex):
         return self.base_offset + self._relative_offset_at(slot)
 
     def _position_at(self, slot: int) -> int:
-        return _REL.unpack_from(self._mm, slot * self.ENTRY_SIZE + 4)[0]
+        position: int = _REL.unpack_from(self._mapped(), slot * self.ENTRY_SIZE + 4)[0]
+        return position
 
     def _parse(self, slot: int) -> tuple[int, int]:
-        relative, position = _ENTRY.unpack_from(self._mm, slot * self.ENTRY_SIZE)
+        relative, position = _ENTRY.unpack_from(self._mapped(), slot * self.ENTRY_SIZE)
         return self.base_offset + relative, position

@@ -69,7 +69,7 @@ class OffsetMap:
             self._h2 = np.zeros(self.slots, dtype=np.uint64)
             self._offsets = np.zeros(self.slots, dtype=np.int64)
         self._used: list[I64] = []  # the slots claimed, while few (see clear)
-        self.size = 0
+        self.size: int = 0
         self.latest_offset = -1
 
     def put_many(self, h1: U64, h2: U64, offsets: I64) -> None:

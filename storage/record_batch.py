@@ -242,7 +242,7 @@ def batch_size_at(buf: Buffer, pos: int) -> int | None:
         )
     if size > remaining:
         return None
-    return size
+    return int(size)
 
 
 def check_batch(buf: Buffer, pos: int = 0) -> BatchHeader:

@@ -176,7 +176,7 @@ class LogSegment:
         # an entry maps the chunk's last offset to its first byte.
         if self.bytes_since_last_index_entry > self.index_interval_bytes:
             self.offset_index.append(largest_offset, position)
-            self.time_index.maybe_append(self._max_timestamp, self._offset_of_max_timestamp)
+            self.time_index.maybe_append(self.max_timestamp_so_far, self._offset_of_max_timestamp)
             self.bytes_since_last_index_entry = length
         else:
             self.bytes_since_last_index_entry += length
@@ -580,6 +580,15 @@ class LogSegment:
             )
         self.offset_index.close()
         self.time_index.close()
+        os.close(self._fd)
+        self._closed = True
+
+    def abandon(self) -> None:
+        """The process died: release the file and the index maps, write nothing."""
+        if self._closed:
+            return
+        self.offset_index.abandon()
+        self.time_index.abandon()
         os.close(self._fd)
         self._closed = True
 

@@ -40,6 +40,8 @@ class InvalidIndexTimestampError(IndexAppendError):
 
 
 class TimeIndex(MappedIndex):
+    _last_timestamp: int
+    _last_offset: int
     ENTRY_SIZE = 12
     _KEY_DTYPE = ">i8"
 
@@ -125,7 +127,7 @@ class TimeIndex(MappedIndex):
             slot = self._key_slot(target_timestamp)
         if slot < 0:
             return NO_TIMESTAMP, self.base_offset
-        timestamp, relative = _ENTRY.unpack_from(self._mm, slot * 12)
+        timestamp, relative = _ENTRY.unpack_from(self._mapped(), slot * 12)
         return timestamp, self.base_offset + relative
 
     # ------------------------------------------------------------------ hooks
@@ -181,7 +183,8 @@ class TimeIndex(MappedIndex):
         return self._kafka_search(offset, self._offset_at, upper=False)
 
     def _relative_offset_at(self, slot: int) -> int:
-        return _REL.unpack_from(self._mm, slot * self.ENTRY_SIZE + 8)[0]
+        relative: int = _REL.unpack_from(self._mapped(), slot * self.ENTRY_SIZE + 8)[0]
+        return relative
 
     def _search_key(self, target: int) -> bytes | None:
         if target < 0:
@@ -192,11 +195,12 @@ class TimeIndex(MappedIndex):
         return self._timestamp_at(slot)
 
     def _timestamp_at(self, slot: int) -> int:
-        return _TS.unpack_from(self._mm, slot * self.ENTRY_SIZE)[0]
+        timestamp: int = _TS.unpack_from(self._mapped(), slot * self.ENTRY_SIZE)[0]
+        return timestamp
 
     def _offset_at(self, slot: int) -> int:
         return self.base_offset + self._relative_offset_at(slot)
 
     def _parse(self, slot: int) -> tuple[int, int]:
-        timestamp, relative = _ENTRY.unpack_from(self._mm, slot * self.ENTRY_SIZE)
+        timestamp, relative = _ENTRY.unpack_from(self._mapped(), slot * self.ENTRY_SIZE)
         return timestamp, self.base_offset + relative

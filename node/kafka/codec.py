@@ -26,6 +26,8 @@ from kafka.protocol.admin import (
     CreateTopicsResponse,
     DeleteAclsRequest,
     DeleteAclsResponse,
+    DeleteGroupsRequest,
+    DeleteGroupsResponse,
     DeleteTopicsRequest,
     DeleteTopicsResponse,
     DescribeAclsRequest,
@@ -34,18 +36,36 @@ from kafka.protocol.admin import (
     DescribeClusterResponse,
     DescribeConfigsRequest,
     DescribeConfigsResponse,
+    DescribeGroupsRequest,
+    DescribeGroupsResponse,
     DescribeUserScramCredentialsRequest,
     DescribeUserScramCredentialsResponse,
     IncrementalAlterConfigsRequest,
     IncrementalAlterConfigsResponse,
+    ListGroupsRequest,
+    ListGroupsResponse,
 )
 from kafka.protocol.consumer import (
     FetchRequest,
     FetchResponse,
+    HeartbeatRequest,
+    HeartbeatResponse,
+    JoinGroupRequest,
+    JoinGroupResponse,
+    LeaveGroupRequest,
+    LeaveGroupResponse,
     ListOffsetsRequest,
     ListOffsetsResponse,
+    OffsetCommitRequest,
+    OffsetCommitResponse,
+    OffsetDeleteRequest,
+    OffsetDeleteResponse,
+    OffsetFetchRequest,
+    OffsetFetchResponse,
     OffsetForLeaderEpochRequest,
     OffsetForLeaderEpochResponse,
+    SyncGroupRequest,
+    SyncGroupResponse,
 )
 from kafka.protocol.metadata import (
     ApiVersionsRequest,
@@ -106,10 +126,17 @@ APIS: dict[int, ApiSpec] = {
         ApiSpec(1, "Fetch", FetchRequest, FetchResponse, (4, 12)),
         ApiSpec(2, "ListOffsets", ListOffsetsRequest, ListOffsetsResponse, (1, 7)),
         ApiSpec(3, "Metadata", MetadataRequest, MetadataResponse, (0, 12)),
-        # Consumer groups come with their own issue; FindCoordinator is served (it
-        # answers COORDINATOR_NOT_AVAILABLE) because librdkafka enables LZ4 only when a
-        # broker advertises FindCoordinator v0.
+        # The group APIs (node/kafka/groups.py). OffsetCommit v10 and OffsetFetch v10
+        # name topics by id (KIP-848's consumer protocol): not served yet.
+        ApiSpec(8, "OffsetCommit", OffsetCommitRequest, OffsetCommitResponse, (2, 9)),
+        ApiSpec(9, "OffsetFetch", OffsetFetchRequest, OffsetFetchResponse, (1, 9)),
         ApiSpec(10, "FindCoordinator", FindCoordinatorRequest, FindCoordinatorResponse, (0, 4)),
+        ApiSpec(11, "JoinGroup", JoinGroupRequest, JoinGroupResponse, (0, 9)),
+        ApiSpec(12, "Heartbeat", HeartbeatRequest, HeartbeatResponse, (0, 4)),
+        ApiSpec(13, "LeaveGroup", LeaveGroupRequest, LeaveGroupResponse, (0, 5)),
+        ApiSpec(14, "SyncGroup", SyncGroupRequest, SyncGroupResponse, (0, 5)),
+        ApiSpec(15, "DescribeGroups", DescribeGroupsRequest, DescribeGroupsResponse, (0, 5)),
+        ApiSpec(16, "ListGroups", ListGroupsRequest, ListGroupsResponse, (0, 5)),
         ApiSpec(18, "ApiVersions", ApiVersionsRequest, ApiVersionsResponse, (0, 4)),
         ApiSpec(19, "CreateTopics", CreateTopicsRequest, CreateTopicsResponse, (2, 7)),
         ApiSpec(20, "DeleteTopics", DeleteTopicsRequest, DeleteTopicsResponse, (1, 6)),
@@ -123,6 +150,8 @@ APIS: dict[int, ApiSpec] = {
         ),
         ApiSpec(32, "DescribeConfigs", DescribeConfigsRequest, DescribeConfigsResponse, (1, 4)),
         ApiSpec(37, "CreatePartitions", CreatePartitionsRequest, CreatePartitionsResponse, (0, 3)),
+        ApiSpec(42, "DeleteGroups", DeleteGroupsRequest, DeleteGroupsResponse, (0, 2)),
+        ApiSpec(47, "OffsetDelete", OffsetDeleteRequest, OffsetDeleteResponse, (0, 0)),
         ApiSpec(
             44,
             "IncrementalAlterConfigs",
@@ -176,6 +205,7 @@ class KafkaRequest:
     client_id: str | None
     body: Any  # the decoded request; None for an ApiVersions above our range
     size: int  # bytes in the frame
+    client_host: str = ""  # the peer's address (the group coordinator records it)
 
     @property
     def spec(self) -> ApiSpec:

@@ -15,6 +15,7 @@ from seglog.replication.cluster_control import ControlError
 from seglog.storage.file_slice import FileSlice
 
 from ..event_log import EventLogger
+from ..groups.offsets_records import OFFSETS_TOPIC
 from ..replica_manager import FetchResult, FetchSpec, OffsetResult
 from ..security.acls import CLUSTER_NAME, AclOperation, ResourceType
 from ..security.authorizing_node import AuthorizingNode
@@ -30,12 +31,14 @@ from .codec import (
     response_class,
 )
 from .errors import error_code
-from .metadata import api_versions, describe_cluster, find_coordinator, metadata
+from .groups import KafkaGroupApis
+from .metadata import api_versions, describe_cluster, metadata
 from .node_api import KafkaNode
 from .socket_server import Deferred
 
 _log = EventLogger("kafka")
 TOPIC, CLUSTER = ResourceType.TOPIC, ResourceType.CLUSTER
+INTERNAL_TOPICS = frozenset({OFFSETS_TOPIC})
 MAX_FETCH_WAIT_MS = 30_000  # a client's fetch.max.wait.ms is capped at this
 DEFAULT_PRODUCE_TIMEOUT_MS = 30_000
 
@@ -58,12 +61,21 @@ class KafkaApis:
         # node with each topic operation authorized for the request's connection.
         self.authorizer: NodeAuthorizer | None = None
         guarded = AuthorizingNode(node, lambda: self.authorizer)
+        groups = KafkaGroupApis(node, listener)
         self._apis: dict[int, Callable[[KafkaRequest], list[Part] | None]] = {
             0: self.produce,
             1: self.fetch,
             2: self.list_offsets,
             3: lambda r: metadata(guarded, self.listener, r, guarded.may_describe),
-            10: find_coordinator,
+            8: groups.offset_commit,
+            9: groups.offset_fetch,
+            10: groups.find_coordinator,
+            11: groups.join_group,
+            12: groups.heartbeat,
+            13: groups.leave_group,
+            14: groups.sync_group,
+            15: groups.describe_groups,
+            16: groups.list_groups,
             18: api_versions,
             19: lambda r: admin.create_topics(guarded, r),
             20: lambda r: admin.delete_topics(guarded, r),
@@ -71,11 +83,13 @@ class KafkaApis:
             23: self.offsets_for_leader_epoch,
             32: lambda r: admin.describe_configs(guarded, self.properties, r),
             37: lambda r: admin.create_partitions(guarded, r),
+            42: groups.delete_groups,
+            47: groups.offset_delete,
             44: lambda r: admin.incremental_alter_configs(guarded, r),
             60: lambda r: describe_cluster(self.node, self.listener, r),
         }
 
-    def __call__(self, request: KafkaRequest) -> list[Part] | None:
+    def __call__(self, request: KafkaRequest) -> list[Part] | Deferred | None:
         return self._apis[request.api_key](request)
 
     # --- produce -------------------------------------------------------------------
@@ -100,6 +114,9 @@ class KafkaApis:
                     errors[tp] = refuse
                 elif not allowed(self.authorizer, AclOperation.WRITE, TOPIC, t.name):
                     errors[tp] = "TOPIC_AUTHORIZATION_FAILED"
+                elif t.name in INTERNAL_TOPICS:
+                    # Kafka: only the coordinators write their internal topics.
+                    errors[tp] = "INVALID_TOPIC_EXCEPTION"
                 elif p.records is None or len(p.records) == 0:
                     errors[tp] = "CORRUPT_MESSAGE"
                 elif tp in seen:

@@ -12,6 +12,7 @@ from seglog.replication.cluster_control import ControlError
 from seglog.replication.metadata_image import BrokerImage, MetadataImage
 from seglog.storage.partition_metadata import topic_id_to_uuid
 
+from ..groups.offsets_records import OFFSETS_TOPIC
 from .codec import API_VERSIONS, APIS, KafkaRequest, Part, encode_response, response_class
 from .errors import error_code
 from .node_api import KafkaNode
@@ -144,7 +145,7 @@ def metadata(
                 error_code=0,
                 name=name,
                 topic_id=_topic_uuid(topic.topic_id),
-                is_internal=False,
+                is_internal=name == OFFSETS_TOPIC,
                 partitions=partitions,
             )
         )
@@ -186,25 +187,5 @@ def describe_cluster(node: KafkaNode, listener: str, request: KafkaRequest) -> l
         cluster_id=node.cluster_id,
         controller_id=node.controller_id(),
         brokers=brokers,
-    )
-    return encode_response(request, body)
-
-
-def find_coordinator(request: KafkaRequest) -> list[Part]:
-    """No group or transaction coordinator yet: COORDINATOR_NOT_AVAILABLE (retriable)
-    for every key."""
-    cls = response_class(request)
-    code = error_code("COORDINATOR_NOT_AVAILABLE")
-    message = "consumer groups and transactions are not supported yet"
-    if request.api_version >= 4:
-        coordinators = [
-            cls.Coordinator(
-                key=key, node_id=-1, host="", port=-1, error_code=code, error_message=message
-            )
-            for key in request.body.coordinator_keys
-        ]
-        return encode_response(request, cls(throttle_time_ms=0, coordinators=coordinators))
-    body = cls(
-        throttle_time_ms=0, error_code=code, error_message=message, node_id=-1, host="", port=-1
     )
     return encode_response(request, body)

@@ -401,6 +401,7 @@ class Processor(threading.Thread):
         del conn.inbuf[: 4 + size]
         try:
             request = parse_request(frame)
+            request.client_host = conn.id.rpartition(":")[0].strip("[]")
         except InvalidRequestError as e:
             _log.warning("kafka_request_refused", connection=conn.id, reason=str(e))
             self._close(conn, "invalid request")

@@ -601,8 +601,16 @@ def test_corrupt_batch_raises_a_clear_error_after_the_good_records(
 
 
 def test_configuration_errors(make_consumer) -> None:
-    with pytest.raises(ValueError, match="group coordinator"):
-        make_consumer(group_id="g")
+    with pytest.raises(ValueError, match="group_id must be a non-empty string"):
+        make_consumer(group_id="")
+    with pytest.raises(ValueError, match="group_instance_id needs a group_id"):
+        make_consumer(group_instance_id="i")
+    with pytest.raises(ValueError, match="'sticky' is unknown"):
+        make_consumer(group_id="g", partition_assignment_strategy="sticky")
+    with pytest.raises(ValueError, match="heartbeat_interval_ms"):
+        make_consumer(group_id="g", session_timeout_ms=1000, heartbeat_interval_ms=1000)
+    with pytest.raises(IllegalStateError, match="needs a group_id"):
+        make_consumer().commit()
     with pytest.raises(ValueError, match="auto_offset_reset"):
         make_consumer(auto_offset_reset="begin")
     with pytest.raises(ValueError, match="max_poll_records"):

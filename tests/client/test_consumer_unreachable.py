@@ -55,9 +55,9 @@ def test_a_consumer_warns_when_no_node_answers_and_recovers_when_one_does(
         assert "no node reachable" in warnings[0].getMessage()
         assert f"127.0.0.1:{port}" in warnings[0].getMessage()
         m = consumer.metrics()
-        assert m["unreachable_reports_total"] == 1
-        assert m["request_failures_total"] >= 2
-        assert m["unreachable_seconds"] >= 2.0
+        assert m["unreachable-reports-total"] == 1
+        assert m["request-failures-total"] >= 2
+        assert m["unreachable-seconds"] >= 2.0
 
         node = NodeProcess(tmp_path, port=port).start()
         try:
@@ -70,7 +70,7 @@ def test_a_consumer_warns_when_no_node_answers_and_recovers_when_one_does(
             while not got and time.monotonic() < deadline:
                 got += [r.value for r in consumer.poll(timeout_ms=500).get(tp, [])]
             assert got == [b"back"]
-            assert consumer.metrics()["unreachable_seconds"] == 0.0
+            assert consumer.metrics()["unreachable-seconds"] == 0.0
         finally:
             node.stop()
     finally:

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from seglog.replication.fetch_state import FetchEvent
 from seglog.replication.memory_log import MemoryLog
 from seglog.replication.metadata_image import PartitionState
 from seglog.replication.partition_replica import (
@@ -103,7 +104,7 @@ def fill(log: MemoryLog, epoch: int, count: int, tag: str, per_batch: int = 10) 
     """Append `count` records written by a leader of `epoch` (log level)."""
     while count > 0:
         n = min(per_batch, count)
-        log.append_as_leader(batch(n, tag), epoch)
+        log.append_as_leader(batch(n, tag), epoch, time_ms=0)
         count -= n
 
 
@@ -202,7 +203,7 @@ def test_kip101_scenario_2_divergence_after_double_power_failure() -> None:
     a_log, b_log = MemoryLog("A"), MemoryLog("B")
     fill(a_log, 0, 1, "m1")
     copy_prefix(a_log, b_log, 1)
-    a_log.append_as_leader(batch(1, "m2"), 0)
+    a_log.append_as_leader(batch(1, "m2"), 0, time_ms=0)
     a_log.update_high_watermark(2)
     a_log.checkpoint_high_watermark()
     a_log.flush()
@@ -276,7 +277,7 @@ def test_kip279_walks_back_through_an_epoch_the_follower_never_had() -> None:
     follower = make(2, follower_log)
     follower.apply_metadata(st(1, 3, 3, (1, 2), (1,)), 0)
     # Drive the explicit Truncating path (taken when a fetch cannot be validated).
-    follower.fetcher.state = FetchState.TRUNCATING
+    follower.fetcher.move(FetchEvent.EPOCH_UNCERTAIN)
     out = follower.next_request(1)
     assert out is not None and isinstance(out.request, OffsetsForLeaderEpochRequest)
     assert out.request.leader_epoch == 2  # the latest cached epoch
@@ -304,7 +305,7 @@ def test_epoch_answer_undefined_falls_back_to_the_high_watermark() -> None:
     log.update_high_watermark(4)
     follower = make(2, log)
     follower.apply_metadata(st(1, 1, 1, (1, 2), (1, 2)), 0)
-    follower.fetcher.state = FetchState.TRUNCATING
+    follower.fetcher.move(FetchEvent.EPOCH_UNCERTAIN)
     out = follower.next_request(1)
     assert out is not None and isinstance(out.request, OffsetsForLeaderEpochRequest)
     follower.handle_response(

@@ -588,6 +588,20 @@ def test_truncate_mid_segment_at_a_batch_boundary(tmp_path):
     check_log_invariants(log, single_batch_chunks=True)
 
 
+def test_truncate_inside_a_batch_takes_the_batch_and_leaves_no_hole(tmp_path):
+    """The LEO becomes the removed batch's base offset (not the offset asked for): the
+    next append or fetch starts where the data ends, so no offsets go missing."""
+    log = open_log(tmp_path)
+    append_n(log, 3, make_batch(5))
+    log.update_high_watermark(15)
+    assert log.truncate_to(12, time_ms=T0)
+    assert log.log_end_offset == 10 and log.high_watermark == 10
+    assert offsets_read(log) == list(range(10))
+    assert log.append_as_follower(follower_batch(10, 5), time_ms=T0).first_offset == 10
+    assert offsets_read(log) == list(range(15))
+    check_log_invariants(log, single_batch_chunks=True)
+
+
 def test_truncate_to_a_segment_base(tmp_path):
     log = open_log(tmp_path, segment_bytes=2500)
     append_n(log, 7, sized_batch(1000, 10))

@@ -1,0 +1,358 @@
+"""The gRPC GroupCoordinator service (proto/groups.proto): a thin shell that turns
+each request into a call on the node's group coordinator and its answer back into
+the response, with Kafka's fields and error codes. The Kafka listener serves the same
+coordinator (node/kafka/groups.py)."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from concurrent.futures import Future
+from typing import TYPE_CHECKING
+
+import grpc
+
+from seglog.proto import errors_pb2, groups_pb2_grpc
+from seglog.proto import groups_pb2 as gpb
+
+from .group_coordinator import (
+    NONE,
+    CommitPartition,
+    CommitResult,
+    DescribedGroup,
+    ErrorResult,
+    JoinRequest,
+    JoinResult,
+    LeaveResult,
+    OffsetDeleteResult,
+    OffsetFetchResult,
+    Result,
+    SyncRequest,
+    SyncResult,
+)
+from .offsets_topic import wait_answer
+
+if TYPE_CHECKING:
+    from ..node_services import NodeServices
+
+E = errors_pb2.ErrorCode
+ANSWER_TIMEOUT_S = 30.0
+# Group calls waiting at once on one node's gRPC workers (server.py sizes the pool at
+# twice this at least), so that the rest stay free for fetches and produces.
+MAX_WAITING_CALLS = 32
+JOIN_MARGIN_S = 10.0
+
+
+def code(name: str) -> int:
+    try:
+        return E.Value(name)
+    except ValueError:
+        return E.Value("UNKNOWN_SERVER_ERROR")
+
+
+def _error(result: Result) -> str:
+    return getattr(result, "error", NONE)
+
+
+def _peer_host(context: grpc.ServicerContext) -> str:
+    peer = context.peer() or ""  # "ipv4:127.0.0.1:5555"
+    kind, _, rest = peer.partition(":")
+    host = rest.rpartition(":")[0] if kind in ("ipv4", "ipv6") else rest
+    return "/" + host.strip("[]")
+
+
+class GroupCoordinatorServicer(groups_pb2_grpc.GroupCoordinatorServicer):
+    def __init__(self, node: NodeServices) -> None:
+        self.node = node
+        self._slots = threading.BoundedSemaphore(MAX_WAITING_CALLS)
+
+    def _wait(
+        self, context: grpc.ServicerContext, submit: Callable[[], Future[Result]], timeout: float
+    ) -> Result:
+        """Submit to the coordinator and wait for its answer on this gRPC worker, at
+        most MAX_WAITING_CALLS at once: a commit waits for replication, and workers all
+        waiting would leave none for the follower fetches that replication needs.
+        Beyond the bound the call is refused with RESOURCE_EXHAUSTED, which seglog's
+        clients retry after a backoff (as for queued.max.requests)."""
+        if not self._slots.acquire(blocking=False):
+            context.abort(
+                grpc.StatusCode.RESOURCE_EXHAUSTED,
+                f"{MAX_WAITING_CALLS} group calls already wait on this node; retry",
+            )
+        try:
+            return wait_answer(submit(), timeout)
+        finally:
+            self._slots.release()
+
+    def FindCoordinator(
+        self, request: gpb.FindCoordinatorRequest, context: grpc.ServicerContext
+    ) -> gpb.FindCoordinatorResponse:
+        if request.key_type != 0:
+            return gpb.FindCoordinatorResponse(
+                error_code=code("COORDINATOR_NOT_AVAILABLE"),
+                error_message="only group coordinators (key type 0) are served",
+                node_id=-1,
+            )
+        if not request.key:
+            return gpb.FindCoordinatorResponse(
+                error_code=code("INVALID_GROUP_ID"), error_message="empty group id", node_id=-1
+            )
+        error, node_id = self.node.find_group_coordinator(request.key)
+        if error != NONE:
+            return gpb.FindCoordinatorResponse(error_code=code(error), node_id=-1)
+        broker = self.node.metadata_image().brokers.get(node_id)
+        if broker is None:
+            return gpb.FindCoordinatorResponse(
+                error_code=code("COORDINATOR_NOT_AVAILABLE"), node_id=-1
+            )
+        return gpb.FindCoordinatorResponse(
+            error_code=0, node_id=node_id, host=broker.host, port=broker.port
+        )
+
+    def JoinGroup(
+        self, request: gpb.JoinGroupRequest, context: grpc.ServicerContext
+    ) -> gpb.JoinGroupResponse:
+        req = JoinRequest(
+            request.group_id,
+            request.member_id,
+            request.group_instance_id or None,
+            request.session_timeout_ms,
+            request.rebalance_timeout_ms or request.session_timeout_ms,
+            request.protocol_type,
+            tuple((p.name, bytes(p.metadata)) for p in request.protocols),
+            True,
+            request.client_id,
+            request.client_host or _peer_host(context),
+        )
+        config = self.node.groups.config
+        timeout = (
+            req.rebalance_timeout_ms + config.group_initial_rebalance_delay_ms
+        ) / 1000 + JOIN_MARGIN_S
+        r = self._wait(context, lambda: self.node.groups.join_group(req), timeout)
+        if not isinstance(r, JoinResult):
+            return gpb.JoinGroupResponse(
+                error_code=code(_error(r)), generation_id=-1, member_id=request.member_id
+            )
+        return gpb.JoinGroupResponse(
+            error_code=code(r.error),
+            generation_id=r.generation,
+            protocol_type=r.protocol_type or "",
+            protocol_name=r.protocol_name or "",
+            leader=r.leader,
+            skip_assignment=r.skip_assignment,
+            member_id=r.member_id,
+            members=[
+                gpb.JoinGroupMember(
+                    member_id=m.member_id,
+                    group_instance_id=m.group_instance_id or "",
+                    metadata=m.metadata,
+                )
+                for m in r.members
+            ],
+        )
+
+    def SyncGroup(
+        self, request: gpb.SyncGroupRequest, context: grpc.ServicerContext
+    ) -> gpb.SyncGroupResponse:
+        req = SyncRequest(
+            request.group_id,
+            request.generation_id,
+            request.member_id,
+            request.group_instance_id or None,
+            request.protocol_type or None,
+            request.protocol_name or None,
+            tuple((a.member_id, bytes(a.assignment)) for a in request.assignments),
+        )
+        r = self._wait(context, lambda: self.node.groups.sync_group(req), ANSWER_TIMEOUT_S * 10)
+        if not isinstance(r, SyncResult):
+            return gpb.SyncGroupResponse(error_code=code(_error(r)))
+        return gpb.SyncGroupResponse(
+            error_code=code(r.error),
+            protocol_type=r.protocol_type or "",
+            protocol_name=r.protocol_name or "",
+            assignment=r.assignment,
+        )
+
+    def Heartbeat(
+        self, request: gpb.HeartbeatRequest, context: grpc.ServicerContext
+    ) -> gpb.HeartbeatResponse:
+        r = self._wait(
+            context,
+            lambda: self.node.groups.heartbeat(
+                request.group_id,
+                request.generation_id,
+                request.member_id,
+                request.group_instance_id or None,
+            ),
+            ANSWER_TIMEOUT_S,
+        )
+        return gpb.HeartbeatResponse(error_code=code(_error(r)))
+
+    def LeaveGroup(
+        self, request: gpb.LeaveGroupRequest, context: grpc.ServicerContext
+    ) -> gpb.LeaveGroupResponse:
+        members = [(m.member_id, m.group_instance_id or None) for m in request.members]
+        r = self._wait(
+            context,
+            lambda: self.node.groups.leave_group(request.group_id, members),
+            ANSWER_TIMEOUT_S,
+        )
+        if not isinstance(r, LeaveResult):
+            return gpb.LeaveGroupResponse(error_code=code(_error(r)))
+        return gpb.LeaveGroupResponse(
+            error_code=code(r.error),
+            members=[
+                gpb.LeaveGroupMemberResponse(
+                    member_id=m, group_instance_id=i or "", error_code=code(e)
+                )
+                for m, i, e in r.members
+            ],
+        )
+
+    def OffsetCommit(
+        self, request: gpb.OffsetCommitRequest, context: grpc.ServicerContext
+    ) -> gpb.OffsetCommitResponse:
+        partitions = [
+            CommitPartition(
+                t.name,
+                p.partition_index,
+                p.committed_offset,
+                p.committed_leader_epoch,
+                p.committed_metadata,
+            )
+            for t in request.topics
+            for p in t.partitions
+        ]
+        r = self._wait(
+            context,
+            lambda: self.node.groups.offset_commit(
+                request.group_id,
+                request.generation_id,
+                request.member_id,
+                request.group_instance_id or None,
+                partitions,
+            ),
+            ANSWER_TIMEOUT_S,
+        )
+        if isinstance(r, CommitResult):
+            errors = {(t, p): e for t, p, e in r.errors}
+        else:
+            errors = {(p.topic, p.partition): _error(r) for p in partitions}
+        response = gpb.OffsetCommitResponse()
+        for t in request.topics:
+            topic = response.topics.add(name=t.name)
+            for p in t.partitions:
+                topic.partitions.add(
+                    partition_index=p.partition_index,
+                    error_code=code(errors.get((t.name, p.partition_index), NONE)),
+                )
+        return response
+
+    def OffsetFetch(
+        self, request: gpb.OffsetFetchRequest, context: grpc.ServicerContext
+    ) -> gpb.OffsetFetchResponse:
+        wanted = (
+            None
+            if request.all_topics
+            else [(t.name, p) for t in request.topics for p in t.partition_indexes]
+        )
+        r = self._wait(
+            context,
+            lambda: self.node.groups.offset_fetch(request.group_id, wanted),
+            ANSWER_TIMEOUT_S,
+        )
+        if not isinstance(r, OffsetFetchResult):
+            return gpb.OffsetFetchResponse(error_code=code(_error(r)))
+        response = gpb.OffsetFetchResponse(error_code=code(r.error))
+        topics: dict[str, gpb.OffsetFetchTopicResponse] = {}
+        for f in r.offsets:
+            topic = topics.get(f.topic)
+            if topic is None:
+                topic = topics[f.topic] = response.topics.add(name=f.topic)
+            topic.partitions.add(
+                partition_index=f.partition,
+                committed_offset=f.offset,
+                committed_leader_epoch=f.leader_epoch,
+                metadata=f.metadata,
+                error_code=code(f.error),
+            )
+        return response
+
+    def ListGroups(
+        self, request: gpb.ListGroupsRequest, context: grpc.ServicerContext
+    ) -> gpb.ListGroupsResponse:
+        error, groups = self.node.groups.list_groups(set(request.states_filter))
+        return gpb.ListGroupsResponse(
+            error_code=code(error),
+            groups=[
+                gpb.ListedGroup(
+                    group_id=g.group_id, protocol_type=g.protocol_type, group_state=g.state
+                )
+                for g in groups
+            ],
+        )
+
+    def DescribeGroups(
+        self, request: gpb.DescribeGroupsRequest, context: grpc.ServicerContext
+    ) -> gpb.DescribeGroupsResponse:
+        response = gpb.DescribeGroupsResponse()
+        for group_id in request.groups:
+            r = self._wait(
+                context, lambda g=group_id: self.node.groups.describe_group(g), ANSWER_TIMEOUT_S
+            )
+            if not isinstance(r, DescribedGroup):
+                response.groups.add(error_code=code(_error(r)), group_id=group_id)
+                continue
+            response.groups.add(
+                error_code=code(r.error),
+                group_id=group_id,
+                group_state=r.state,
+                protocol_type=r.protocol_type,
+                protocol_data=r.protocol,
+                members=[
+                    gpb.DescribedGroupMember(
+                        member_id=m.member_id,
+                        group_instance_id=m.group_instance_id or "",
+                        client_id=m.client_id,
+                        client_host=m.client_host,
+                        member_metadata=m.metadata,
+                        member_assignment=m.assignment,
+                    )
+                    for m in r.members
+                ],
+            )
+        return response
+
+    def DeleteGroups(
+        self, request: gpb.DeleteGroupsRequest, context: grpc.ServicerContext
+    ) -> gpb.DeleteGroupsResponse:
+        response = gpb.DeleteGroupsResponse()
+        for group_id in request.groups_names:
+            r = self._wait(
+                context, lambda g=group_id: self.node.groups.delete_group(g), ANSWER_TIMEOUT_S
+            )
+            response.results.add(group_id=group_id, error_code=code(_error(r)))
+        return response
+
+    def OffsetDelete(
+        self, request: gpb.OffsetDeleteRequest, context: grpc.ServicerContext
+    ) -> gpb.OffsetDeleteResponse:
+        wanted = [(t.name, p) for t in request.topics for p in t.partition_indexes]
+        r = self._wait(
+            context,
+            lambda: self.node.groups.offset_delete(request.group_id, wanted),
+            ANSWER_TIMEOUT_S,
+        )
+        if not isinstance(r, OffsetDeleteResult):
+            return gpb.OffsetDeleteResponse(error_code=code(_error(r)))
+        response = gpb.OffsetDeleteResponse(error_code=code(r.error))
+        topics: dict[str, gpb.TopicPartitionErrors] = {}
+        for t, p, e in r.errors:
+            topic = topics.get(t)
+            if topic is None:
+                topic = topics[t] = response.topics.add(name=t)
+            topic.partitions.add(partition_index=p, error_code=code(e))
+        return response
+
+
+__all__ = ["GroupCoordinatorServicer", "ErrorResult"]

@@ -1,0 +1,364 @@
+"""The group coordinator in a node: the I/O shell around the pure `GroupCoordinator`.
+
+It follows the metadata: when this node becomes leader of a `__consumer_offsets`
+partition it starts a shard and loads it (once the partition's high watermark has
+reached the log end the new leader found, every record below it is replayed; until
+then the shard's groups answer COORDINATOR_LOAD_IN_PROGRESS); when it stops leading
+one, the shard is unloaded. The coordinator's appends go to the replica manager with
+acks=all and the shard's leader epoch (an append under any other epoch is refused),
+in the order the coordinator made them; one waiter thread per partition awaits them
+in that order (so answers are applied in log order, as the replay after a failover
+would) and reports each back. A ticker thread drives the timers.
+
+Both front ends (the Kafka handlers and the gRPC GroupCoordinator servicer) call
+`submit`, which hands back a Future of the coordinator's answer."""
+
+from __future__ import annotations
+
+import random
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
+
+from seglog.replication.metadata_image import MetadataImage
+from seglog.replication.metadata_records import MetadataRecord
+from seglog.storage.record_batch import NewRecord, build_batch, decode_records, iter_batches
+
+from ..event_log import EventLogger
+from ..replica_manager import FetchSpec, ReplicaManager
+from .group_coordinator import (
+    COORDINATOR_LOAD_IN_PROGRESS,
+    COORDINATOR_NOT_AVAILABLE,
+    NONE,
+    NOT_COORDINATOR,
+    Action,
+    Append,
+    CommitPartition,
+    CoordinatorShard,
+    ErrorResult,
+    GroupConfig,
+    GroupCoordinator,
+    JoinRequest,
+    ListedGroup,
+    Respond,
+    Result,
+    SyncRequest,
+)
+from .offsets_records import OFFSETS_TOPIC, OffsetsRecordError
+
+_log = EventLogger("group_coordinator")
+
+TICK_S = 0.1
+LOAD_POLL_S = 0.05
+LOAD_READ_BYTES = 1 << 20
+OFFSETS_COMMIT_TIMEOUT_MS = 5_000  # Kafka's offsets.commit.timeout.ms
+MAX_WAITING = 50_000  # requests awaiting an answer; beyond: COORDINATOR_NOT_AVAILABLE
+
+Call = Callable[[CoordinatorShard, int, int], list[Action]]  # shard, request id, now
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+class GroupCoordinatorRuntime:
+    def __init__(
+        self,
+        node_id: int,
+        replica_manager: ReplicaManager,
+        config: GroupConfig,
+    ) -> None:
+        self.node_id = node_id
+        self.replica_manager = replica_manager
+        self.config = config
+        self._lock = threading.Lock()
+        self.coordinator = GroupCoordinator(config, random.Random())
+        self._answers: dict[int, Future[Result]] = {}
+        self._next_request = 0
+        self._waiters: dict[int, ThreadPoolExecutor] = {}  # per partition, one thread
+        self._stopped = threading.Event()
+        self._ticker: threading.Thread | None = None
+        # Whether this node's metadata has the offsets topic yet: a group request that
+        # comes (from a client that learnt the coordinator elsewhere) before it has
+        # is answered COORDINATOR_NOT_AVAILABLE — retriable — not NOT_COORDINATOR.
+        self._offsets_topic_known = False
+
+    # --- lifecycle ------------------------------------------------------------------
+
+    def start(self) -> None:
+        self._ticker = threading.Thread(target=self._tick_loop, name="group-ticks", daemon=True)
+        self._ticker.start()
+
+    def shutdown(self) -> None:
+        self._stopped.set()
+        with self._lock:
+            out: list[Action] = []
+            for p in list(self.coordinator.shards):
+                out += self.coordinator.unload(p)
+            self._carry_out(out)
+        if self._ticker is not None:
+            self._ticker.join(timeout=5)
+        for waiter in list(self._waiters.values()):
+            waiter.shutdown(wait=False, cancel_futures=True)
+
+    def _tick_loop(self) -> None:
+        while not self._stopped.wait(TICK_S):
+            with self._lock:
+                self._carry_out(self.coordinator.tick(now_ms()))
+
+    # --- following the metadata -----------------------------------------------------
+
+    def on_metadata(self, image: MetadataImage, _records: list[MetadataRecord]) -> None:
+        """Load the partitions this node now leads, unload those it no longer does
+        (called after the replica manager applied the same image)."""
+        topic = image.topics.get(OFFSETS_TOPIC)
+        led: dict[int, int] = {}
+        if topic is not None:
+            for p, state in topic.partitions.items():
+                if state.leader == self.node_id:
+                    led[p] = state.leader_epoch
+        with self._lock:
+            out: list[Action] = []
+            for p in [p for p in self.coordinator.shards if p not in led]:
+                _log.info("unload_groups", partition=p)
+                out += self.coordinator.unload(p)
+            to_load = []
+            for p, epoch in led.items():
+                shard = self.coordinator.shards.get(p)
+                if shard is None or shard.leader_epoch != epoch:
+                    shard, unloaded = self.coordinator.begin_loading(p, epoch)
+                    out += unloaded
+                    to_load.append(shard)
+            self._offsets_topic_known = topic is not None  # with its shards, atomically
+            self._carry_out(out)
+        for shard in to_load:
+            threading.Thread(
+                target=self._load, args=(shard,), name=f"group-load-{shard.partition}", daemon=True
+            ).start()
+
+    def _current(self, shard: CoordinatorShard) -> bool:
+        return self.coordinator.shards.get(shard.partition) is shard
+
+    def _load(self, shard: CoordinatorShard) -> None:
+        """Replay the partition into the shard: once the HW reached the log end this
+        leader found (everything a previous leader acknowledged is then below it)."""
+        tp = (OFFSETS_TOPIC, shard.partition)
+        started = time.monotonic()
+        end = -1
+        records = 0
+        # Bounded by the shard being replaced or unloaded (each pass checks it).
+        while not self._stopped.is_set():
+            with self._lock:
+                if not self._current(shard):
+                    return
+            hp = self.replica_manager.hosted(tp)
+            if hp is None or not hp.replica.is_leader or hp.leader_epoch != shard.leader_epoch:
+                time.sleep(LOAD_POLL_S)
+                continue
+            with hp.plog.lock:
+                if end < 0:
+                    end = hp.plog.log.log_end_offset
+                hw = hp.plog.log.high_watermark
+                offset = hp.plog.log.log_start_offset
+            if hw >= end:
+                break
+            time.sleep(LOAD_POLL_S)
+        else:
+            return
+        while offset < end:
+            result = self.replica_manager.fetch(
+                [FetchSpec(tp[0], tp[1], offset, shard.leader_epoch, LOAD_READ_BYTES)],
+                replica_id=-1,
+                max_wait_ms=0,
+                min_bytes=0,
+                max_bytes=LOAD_READ_BYTES,
+            )[0]
+            if result.error_name != NONE:
+                _log.warning(
+                    "load_groups_failed", partition=shard.partition, error=result.error_name
+                )
+                return  # a newer leadership will load again (or unload)
+            data = bytes(result.records)
+            if not data:
+                break
+            batch: list[tuple[bytes, bytes | None]] = []
+            for pos, header in iter_batches(data):
+                if header.last_offset < offset:
+                    continue
+                offset = header.last_offset + 1
+                if header.is_control:
+                    continue
+                for r in decode_records(data, pos, header):
+                    if r.key is None:
+                        _log.error(
+                            "offsets_record_without_key",
+                            partition=shard.partition,
+                            offset=r.offset,
+                        )
+                        continue
+                    batch.append((r.key, r.value))
+            with self._lock:
+                if not self._current(shard):
+                    return
+                for key, value in batch:
+                    try:
+                        shard.replay(key, value)
+                    except OffsetsRecordError as e:
+                        _log.error(
+                            "offsets_record_undecodable", partition=shard.partition, why=str(e)
+                        )
+                records += len(batch)
+        with self._lock:
+            if not self._current(shard) or shard.loading is None:
+                return
+            shard.finish_loading(now_ms())
+        _log.info(
+            "loaded_groups",
+            partition=shard.partition,
+            leader_epoch=shard.leader_epoch,
+            records=records,
+            groups=len(shard.groups),
+            ms=round((time.monotonic() - started) * 1000),
+        )
+
+    # --- requests -------------------------------------------------------------------
+
+    def submit(self, group_id: str, call: Call) -> Future[Result]:
+        """Run `call` on the group's shard; the Future holds its answer (an
+        ErrorResult when the group is not served here)."""
+        answer: Future[Result] = Future()
+        with self._lock:
+            shard, error = self.coordinator.shard_for(group_id)
+            if shard is None:
+                if error == NOT_COORDINATOR and not self._offsets_topic_known:
+                    error = COORDINATOR_NOT_AVAILABLE
+                answer.set_result(ErrorResult(error))
+                return answer
+            if len(self._answers) >= MAX_WAITING:
+                answer.set_result(ErrorResult(COORDINATOR_NOT_AVAILABLE))
+                return answer
+            self._next_request += 1
+            rid = self._next_request
+            self._answers[rid] = answer
+            self._carry_out(call(shard, rid, now_ms()))
+        return answer
+
+    # The requests, by Kafka's API names (each answer is a Future of the result).
+
+    def join_group(self, req: JoinRequest) -> Future[Result]:
+        return self.submit(req.group_id, lambda s, rid, now: s.join(rid, req, now))
+
+    def sync_group(self, req: SyncRequest) -> Future[Result]:
+        return self.submit(req.group_id, lambda s, rid, now: s.sync(rid, req, now))
+
+    def heartbeat(
+        self, group_id: str, generation: int, member_id: str, instance: str | None
+    ) -> Future[Result]:
+        return self.submit(
+            group_id,
+            lambda s, rid, now: s.heartbeat(rid, group_id, generation, member_id, instance, now),
+        )
+
+    def leave_group(self, group_id: str, members: list[tuple[str, str | None]]) -> Future[Result]:
+        return self.submit(group_id, lambda s, rid, now: s.leave(rid, group_id, members, now))
+
+    def offset_commit(
+        self,
+        group_id: str,
+        generation: int,
+        member_id: str,
+        instance: str | None,
+        partitions: list[CommitPartition],
+        retention_ms: int = -1,
+    ) -> Future[Result]:
+        return self.submit(
+            group_id,
+            lambda s, rid, now: s.commit(
+                rid, group_id, generation, member_id, instance, partitions, now, retention_ms
+            ),
+        )
+
+    def offset_fetch(
+        self, group_id: str, partitions: list[tuple[str, int]] | None
+    ) -> Future[Result]:
+        return self.submit(
+            group_id, lambda s, rid, _now: s.fetch_offsets(rid, group_id, partitions)
+        )
+
+    def describe_group(self, group_id: str) -> Future[Result]:
+        return self.submit(group_id, lambda s, rid, _now: s.describe(rid, group_id))
+
+    def delete_group(self, group_id: str) -> Future[Result]:
+        return self.submit(group_id, lambda s, rid, now: s.delete_group(rid, group_id, now))
+
+    def offset_delete(self, group_id: str, partitions: list[tuple[str, int]]) -> Future[Result]:
+        return self.submit(
+            group_id, lambda s, rid, _now: s.delete_offsets(rid, group_id, partitions)
+        )
+
+    def list_groups(self, states: set[str]) -> tuple[str, list[ListedGroup]]:
+        with self._lock:
+            return self.coordinator.list_groups(states)
+
+    def is_loading(self, group_id: str) -> bool:
+        with self._lock:
+            return self.coordinator.shard_for(group_id)[1] == COORDINATOR_LOAD_IN_PROGRESS
+
+    def _carry_out(self, actions: list[Action]) -> None:
+        """Under the lock: answers resolve their Futures; appends are made now, in
+        order, and awaited on the write pool."""
+        for a in actions:
+            if isinstance(a, Respond):
+                future = self._answers.pop(a.request_id, None)
+                if future is not None and not future.done():
+                    future.set_result(a.result)
+            else:
+                self._append(a)
+
+    def _append(self, a: Append) -> None:
+        records = [NewRecord(value, key) for key, value in a.records]
+        data = build_batch(records, now_ms=now_ms())
+        started = self.replica_manager.start_produce_all(
+            [((OFFSETS_TOPIC, a.partition), data)],
+            -1,
+            OFFSETS_COMMIT_TIMEOUT_MS,
+            leader_epoch=a.leader_epoch,
+        )
+
+        def wait() -> None:
+            try:
+                error = self.replica_manager.await_produced(started)[0].error_name
+            except Exception:  # noqa: BLE001 - reported to the coordinator as a failure
+                _log.error("group_write_failed", exc=True, partition=a.partition)
+                error = "UNKNOWN_SERVER_ERROR"
+            if error != NONE:
+                _log.info(
+                    "group_write_not_acknowledged",
+                    partition=a.partition,
+                    leader_epoch=a.leader_epoch,
+                    error=error,
+                )
+            with self._lock:
+                self._carry_out(
+                    self.coordinator.on_write_done(
+                        a.partition, a.leader_epoch, a.write_id, error, now_ms()
+                    )
+                )
+
+        waiter = self._waiters.get(a.partition)
+        if waiter is None:
+            waiter = ThreadPoolExecutor(1, thread_name_prefix=f"group-writes-{a.partition}")
+            self._waiters[a.partition] = waiter
+        try:
+            waiter.submit(wait)
+        except RuntimeError:  # shut down: the answer is never acknowledged
+            pass
+
+
+def wait_answer(future: Future[Result], timeout_s: float) -> Result:
+    """The answer, or COORDINATOR_NOT_AVAILABLE (retriable) if none came in time."""
+    try:
+        return future.result(timeout=timeout_s)
+    except TimeoutError:
+        return ErrorResult(COORDINATOR_NOT_AVAILABLE)

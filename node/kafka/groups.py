@@ -1,0 +1,437 @@
+"""Kafka's group APIs on the Kafka listener: FindCoordinator, JoinGroup, SyncGroup,
+Heartbeat, LeaveGroup, OffsetCommit, OffsetFetch, ListGroups, DescribeGroups,
+DeleteGroups and OffsetDelete, each a thin translation to the node's group coordinator
+(node/groups/) and back. A JoinGroup or SyncGroup that must wait for the rest of the
+group is answered from a Deferred, so it never holds a request handler."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..groups.group_coordinator import (
+    NONE,
+    CommitPartition,
+    CommitResult,
+    DescribedGroup,
+    JoinRequest,
+    JoinResult,
+    LeaveResult,
+    OffsetDeleteResult,
+    OffsetFetchResult,
+    Result,
+    SyncRequest,
+    SyncResult,
+)
+from ..groups.offsets_topic import wait_answer
+from .codec import KafkaRequest, Part, encode_response, response_class
+from .errors import error_code
+from .metadata import live_brokers
+from .node_api import KafkaNode
+from .socket_server import Deferred
+
+ANSWER_TIMEOUT_S = 30.0
+JOIN_MARGIN_S = 10.0
+GROUP_KEY = 0
+
+
+def _error(result: Result) -> str:
+    return getattr(result, "error", NONE)
+
+
+def _code(result: Result) -> int:
+    return error_code(_error(result))
+
+
+class KafkaGroupApis:
+    def __init__(self, node: KafkaNode, listener: str) -> None:
+        self.node = node
+        self.listener = listener
+
+    # --- FindCoordinator ------------------------------------------------------------
+
+    def _coordinator(self, key: str, key_type: int) -> tuple[str, int, str, int, str | None]:
+        """(error, node id, host, port, message) for one coordinator key."""
+        if key_type != GROUP_KEY:
+            return (
+                "COORDINATOR_NOT_AVAILABLE",
+                -1,
+                "",
+                -1,
+                "transactions are not supported",
+            )
+        if not key:
+            return "INVALID_REQUEST", -1, "", -1, "empty group id"
+        error, node_id = self.node.find_group_coordinator(key)
+        if error != NONE:
+            return error, -1, "", -1, None
+        live = live_brokers(self.node.metadata_image(), self.listener)
+        found = live.get(node_id)
+        if found is None:
+            return "COORDINATOR_NOT_AVAILABLE", -1, "", -1, None
+        return NONE, node_id, found[1], found[2], None
+
+    def find_coordinator(self, request: KafkaRequest) -> list[Part]:
+        req = request.body
+        cls = response_class(request)
+        key_type = getattr(req, "key_type", GROUP_KEY) if request.api_version >= 1 else GROUP_KEY
+        if request.api_version >= 4:
+            coordinators = []
+            for key in req.coordinator_keys:
+                error, node_id, host, port, message = self._coordinator(key, key_type)
+                coordinators.append(
+                    cls.Coordinator(
+                        key=key,
+                        node_id=node_id,
+                        host=host,
+                        port=port,
+                        error_code=error_code(error),
+                        error_message=message,
+                    )
+                )
+            return encode_response(request, cls(throttle_time_ms=0, coordinators=coordinators))
+        error, node_id, host, port, message = self._coordinator(req.key, key_type)
+        body = cls(
+            throttle_time_ms=0,
+            error_code=error_code(error),
+            error_message=message,
+            node_id=node_id,
+            host=host,
+            port=port,
+        )
+        return encode_response(request, body)
+
+    # --- membership -----------------------------------------------------------------
+
+    def join_group(self, request: KafkaRequest) -> Deferred:
+        req = request.body
+        v = request.api_version
+        rebalance_timeout = req.rebalance_timeout_ms if v >= 1 else req.session_timeout_ms
+        join = JoinRequest(
+            req.group_id,
+            req.member_id or "",
+            (req.group_instance_id or None) if v >= 5 else None,
+            req.session_timeout_ms,
+            rebalance_timeout if rebalance_timeout > 0 else req.session_timeout_ms,
+            req.protocol_type,
+            tuple((p.name, bytes(p.metadata)) for p in req.protocols),
+            v >= 4,
+            request.client_id or "",
+            "/" + request.client_host,
+        )
+        future = self.node.groups.join_group(join)
+        config = self.node.groups.config
+        timeout = (
+            join.rebalance_timeout_ms + config.group_initial_rebalance_delay_ms
+        ) / 1000 + JOIN_MARGIN_S
+
+        def answer() -> list[Part]:
+            cls = response_class(request)
+            r = wait_answer(future, timeout)
+            if not isinstance(r, JoinResult):
+                r = JoinResult(_error(r), member_id=join.member_id)
+            body = cls(
+                throttle_time_ms=0,
+                error_code=error_code(r.error),
+                generation_id=r.generation,
+                protocol_type=r.protocol_type,
+                protocol_name=r.protocol_name if (r.protocol_name or v >= 7) else "",
+                leader=r.leader,
+                skip_assignment=r.skip_assignment,
+                member_id=r.member_id,
+                members=[
+                    cls.JoinGroupResponseMember(
+                        member_id=m.member_id,
+                        group_instance_id=m.group_instance_id,
+                        metadata=m.metadata,
+                    )
+                    for m in r.members
+                ],
+            )
+            return encode_response(request, body)
+
+        return Deferred(answer)
+
+    def sync_group(self, request: KafkaRequest) -> Deferred:
+        req = request.body
+        v = request.api_version
+        sync = SyncRequest(
+            req.group_id,
+            req.generation_id,
+            req.member_id,
+            (req.group_instance_id or None) if v >= 3 else None,
+            (req.protocol_type or None) if v >= 5 else None,
+            (req.protocol_name or None) if v >= 5 else None,
+            tuple((a.member_id, bytes(a.assignment)) for a in req.assignments),
+        )
+        future = self.node.groups.sync_group(sync)
+
+        def answer() -> list[Part]:
+            cls = response_class(request)
+            r = wait_answer(future, ANSWER_TIMEOUT_S * 10)
+            if not isinstance(r, SyncResult):
+                r = SyncResult(_error(r))
+            body = cls(
+                throttle_time_ms=0,
+                error_code=error_code(r.error),
+                protocol_type=r.protocol_type,
+                protocol_name=r.protocol_name,
+                assignment=r.assignment,
+            )
+            return encode_response(request, body)
+
+        return Deferred(answer)
+
+    def heartbeat(self, request: KafkaRequest) -> list[Part]:
+        req = request.body
+        instance = (req.group_instance_id or None) if request.api_version >= 3 else None
+        r = wait_answer(
+            self.node.groups.heartbeat(req.group_id, req.generation_id, req.member_id, instance),
+            ANSWER_TIMEOUT_S,
+        )
+        cls = response_class(request)
+        return encode_response(request, cls(throttle_time_ms=0, error_code=_code(r)))
+
+    def leave_group(self, request: KafkaRequest) -> list[Part]:
+        req = request.body
+        v = request.api_version
+        if v >= 3:
+            members = [(m.member_id or "", m.group_instance_id or None) for m in req.members]
+        else:
+            members = [(req.member_id, None)]
+        r = wait_answer(self.node.groups.leave_group(req.group_id, members), ANSWER_TIMEOUT_S)
+        cls = response_class(request)
+        if not isinstance(r, LeaveResult):
+            return encode_response(
+                request, cls(throttle_time_ms=0, error_code=_code(r), members=[])
+            )
+        top = r.error
+        if v < 3 and top == NONE and r.members:
+            top = r.members[0][2]  # before v3 the one member's error is the answer's
+        body = cls(
+            throttle_time_ms=0,
+            error_code=error_code(top),
+            members=[
+                cls.MemberResponse(member_id=m, group_instance_id=i, error_code=error_code(e))
+                for m, i, e in r.members
+            ],
+        )
+        return encode_response(request, body)
+
+    # --- offsets --------------------------------------------------------------------
+
+    def offset_commit(self, request: KafkaRequest) -> Deferred:
+        req = request.body
+        v = request.api_version
+        partitions = [
+            CommitPartition(
+                t.name,
+                p.partition_index,
+                p.committed_offset,
+                p.committed_leader_epoch if v >= 6 else -1,
+                p.committed_metadata or "",
+            )
+            for t in req.topics
+            for p in t.partitions
+        ]
+        instance = (req.group_instance_id or None) if v >= 7 else None
+        retention = req.retention_time_ms if 2 <= v <= 4 else -1
+        future = self.node.groups.offset_commit(
+            req.group_id,
+            req.generation_id_or_member_epoch,
+            req.member_id,
+            instance,
+            partitions,
+            retention if retention is not None and retention >= 0 else -1,
+        )
+
+        def answer() -> list[Part]:
+            cls = response_class(request)
+            r = wait_answer(future, ANSWER_TIMEOUT_S)
+            if isinstance(r, CommitResult):
+                errors = {(t, p): e for t, p, e in r.errors}
+            else:
+                errors = {(p.topic, p.partition): _error(r) for p in partitions}
+            topics = [
+                cls.OffsetCommitResponseTopic(
+                    name=t.name,
+                    partitions=[
+                        cls.OffsetCommitResponseTopic.OffsetCommitResponsePartition(
+                            partition_index=p.partition_index,
+                            error_code=error_code(errors.get((t.name, p.partition_index), NONE)),
+                        )
+                        for p in t.partitions
+                    ],
+                )
+                for t in req.topics
+            ]
+            return encode_response(request, cls(throttle_time_ms=0, topics=topics))
+
+        return Deferred(answer)
+
+    def _fetch_group(
+        self, group_id: str, topics: list[Any] | None
+    ) -> tuple[str, list[tuple[str, list[tuple[int, int, int, str, str]]]]]:
+        """(group error, [(topic, [(partition, offset, epoch, metadata, error)])])."""
+        wanted = (
+            None if topics is None else [(t.name, p) for t in topics for p in t.partition_indexes]
+        )
+        r = wait_answer(self.node.groups.offset_fetch(group_id, wanted), ANSWER_TIMEOUT_S)
+        if not isinstance(r, OffsetFetchResult):
+            return _error(r), []
+        out: dict[str, list[tuple[int, int, int, str, str]]] = {}
+        for f in r.offsets:
+            out.setdefault(f.topic, []).append(
+                (f.partition, f.offset, f.leader_epoch, f.metadata, f.error)
+            )
+        return r.error, list(out.items())
+
+    def offset_fetch(self, request: KafkaRequest) -> list[Part]:
+        req = request.body
+        v = request.api_version
+        cls = response_class(request)
+        if v >= 8:
+            groups = []
+            for g in req.groups:
+                error, topics = self._fetch_group(g.group_id, g.topics)
+                G = cls.OffsetFetchResponseGroup
+                T = G.OffsetFetchResponseTopics
+                P = T.OffsetFetchResponsePartitions
+                groups.append(
+                    G(
+                        group_id=g.group_id,
+                        error_code=error_code(error),
+                        topics=[
+                            T(
+                                name=name,
+                                partitions=[
+                                    P(
+                                        partition_index=p,
+                                        committed_offset=o,
+                                        committed_leader_epoch=e,
+                                        metadata=m,
+                                        error_code=error_code(err),
+                                    )
+                                    for p, o, e, m, err in parts
+                                ],
+                            )
+                            for name, parts in topics
+                        ],
+                    )
+                )
+            return encode_response(request, cls(throttle_time_ms=0, groups=groups))
+        error, topics = self._fetch_group(req.group_id, req.topics)
+        T = cls.OffsetFetchResponseTopic
+        P = T.OffsetFetchResponsePartition
+        if v < 2 and error != NONE:
+            # Before v2 there is no top-level error: each partition carries it.
+            wanted = [(t.name, p) for t in req.topics or [] for p in t.partition_indexes]
+            topics = [(t, [(p, -1, -1, "", error)]) for t, p in wanted]
+        body = cls(
+            throttle_time_ms=0,
+            error_code=error_code(error),
+            topics=[
+                T(
+                    name=name,
+                    partitions=[
+                        P(
+                            partition_index=p,
+                            committed_offset=o,
+                            committed_leader_epoch=e,
+                            metadata=m,
+                            error_code=error_code(err),
+                        )
+                        for p, o, e, m, err in parts
+                    ],
+                )
+                for name, parts in topics
+            ],
+        )
+        return encode_response(request, body)
+
+    def offset_delete(self, request: KafkaRequest) -> list[Part]:
+        req = request.body
+        cls = response_class(request)
+        wanted = [(t.name, p.partition_index) for t in req.topics for p in t.partitions]
+        r = wait_answer(self.node.groups.offset_delete(req.group_id, wanted), ANSWER_TIMEOUT_S)
+        if not isinstance(r, OffsetDeleteResult):
+            return encode_response(request, cls(error_code=_code(r), throttle_time_ms=0, topics=[]))
+        by_topic: dict[str, list[Any]] = {}
+        T = cls.OffsetDeleteResponseTopic
+        for t, p, e in r.errors:
+            by_topic.setdefault(t, []).append(
+                T.OffsetDeleteResponsePartition(partition_index=p, error_code=error_code(e))
+            )
+        body = cls(
+            error_code=error_code(r.error),
+            throttle_time_ms=0,
+            topics=[T(name=t, partitions=parts) for t, parts in by_topic.items()],
+        )
+        return encode_response(request, body)
+
+    # --- administration -------------------------------------------------------------
+
+    def list_groups(self, request: KafkaRequest) -> list[Part]:
+        req = request.body
+        v = request.api_version
+        cls = response_class(request)
+        states = set(req.states_filter or []) if v >= 4 else set()
+        types = {t.lower() for t in (req.types_filter or [])} if v >= 5 else set()
+        error, groups = self.node.groups.list_groups(states)
+        if types and "classic" not in types:
+            groups = []
+        body = cls(
+            throttle_time_ms=0,
+            error_code=error_code(error),
+            groups=[
+                cls.ListedGroup(
+                    group_id=g.group_id,
+                    protocol_type=g.protocol_type,
+                    group_state=g.state,
+                    group_type="classic",
+                )
+                for g in groups
+            ],
+        )
+        return encode_response(request, body)
+
+    def describe_groups(self, request: KafkaRequest) -> list[Part]:
+        req = request.body
+        cls = response_class(request)
+        G = cls.DescribedGroup
+        out = []
+        for group_id in req.groups:
+            r = wait_answer(self.node.groups.describe_group(group_id), ANSWER_TIMEOUT_S)
+            if not isinstance(r, DescribedGroup):
+                r = DescribedGroup(_error(r), group_id, "", "", "")
+            out.append(
+                G(
+                    error_code=error_code(r.error),
+                    error_message=None,
+                    group_id=group_id,
+                    group_state=r.state,
+                    protocol_type=r.protocol_type,
+                    protocol_data=r.protocol,
+                    members=[
+                        G.DescribedGroupMember(
+                            member_id=m.member_id,
+                            group_instance_id=m.group_instance_id,
+                            client_id=m.client_id,
+                            client_host=m.client_host,
+                            member_metadata=m.metadata,
+                            member_assignment=m.assignment,
+                        )
+                        for m in r.members
+                    ],
+                    authorized_operations=None,  # Kafka's INT32 MIN: not requested
+                )
+            )
+        return encode_response(request, cls(throttle_time_ms=0, groups=out))
+
+    def delete_groups(self, request: KafkaRequest) -> list[Part]:
+        req = request.body
+        cls = response_class(request)
+        results = []
+        for group_id in req.groups_names:
+            r = wait_answer(self.node.groups.delete_group(group_id), ANSWER_TIMEOUT_S)
+            results.append(cls.DeletableGroupResult(group_id=group_id, error_code=_code(r)))
+        return encode_response(request, cls(throttle_time_ms=0, results=results))

@@ -1,0 +1,184 @@
+"""A partition leader's ISR changes (docs/replication-rules.md 7.3): which followers
+are caught up, the expansions and shrinks it proposes to the controller through
+AlterPartition (each member named with the broker epoch it fetched with, KIP-903), the
+answers, and the timers that re-send or re-check. A part of `PartitionReplica`, kept in
+its own class so each stays one idea."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+
+from .replica_messages import (
+    FENCED_LEADER_EPOCH,
+    INELIGIBLE_REPLICA,
+    INVALID_UPDATE_VERSION,
+    NONE,
+    OPERATION_NOT_ATTEMPTED,
+    UNKNOWN_TOPIC_OR_PARTITION,
+    Action,
+    AlterPartitionResponse,
+    FollowerState,
+    ReplicaConfig,
+    ReplicaLog,
+    Role,
+    SendAlterPartition,
+    _PendingIsrChange,
+    check,
+)
+
+
+class IsrChanges:
+    # The replica's state this part reads and writes (PartitionReplica sets it).
+    node_id: int
+    broker_epoch: int
+    log: ReplicaLog
+    config: ReplicaConfig
+    role: Role
+    leader_epoch: int
+    partition_epoch: int
+    replicas: tuple[int, ...]
+    isr: frozenset[int]
+    followers: dict[int, FollowerState]
+    epoch_start_offset: int
+    _eligible: Callable[[int, int], bool]
+    _pending_isr: _PendingIsrChange | None
+    _next_isr_check_ms: int
+    _next_alter_request_id: int
+
+    def _maybe_increment_hw(self, now_ms: int, actions: list[Action]) -> bool:
+        raise NotImplementedError
+
+    def check_invariants(self) -> None:
+        raise NotImplementedError
+
+    @property
+    def maximal_isr(self) -> frozenset[int]:
+        """Committed ISR, or committed ∪ adding while an expansion is pending (7.3)."""
+        if self._pending_isr is not None:
+            return self._pending_isr.maximal_isr
+        return self.isr
+
+    @property
+    def pending_isr_change(self) -> SendAlterPartition | None:
+        return self._pending_isr.request if self._pending_isr is not None else None
+
+    def _is_caught_up(self, follower: FollowerState, now_ms: int) -> bool:
+        return (
+            follower.leo == self.log.log_end_offset
+            or now_ms - follower.last_caught_up_time_ms <= self.config.replica_lag_time_max_ms
+        )
+
+    def _maybe_expand_isr(
+        self, replica_id: int, follower: FollowerState, now_ms: int, actions: list[Action]
+    ) -> None:
+        if self._pending_isr is not None or replica_id in self.isr:
+            return
+        # 7.3 expand: at least the HW, and has reached the current epoch.
+        if follower.leo < self.log.high_watermark or follower.leo < self.epoch_start_offset:
+            return
+        if not self._eligible(replica_id, follower.broker_epoch):
+            return
+        new_isr = self._ordered(self.isr | {replica_id})
+        self._propose_isr(new_isr, frozenset(self.isr | {replica_id}), now_ms, actions)
+
+    def _ordered(self, members: Iterable[int]) -> tuple[int, ...]:
+        wanted = set(members)
+        return tuple(r for r in self.replicas if r in wanted)
+
+    def _propose_isr(
+        self,
+        new_isr: tuple[int, ...],
+        maximal: frozenset[int],
+        now_ms: int,
+        actions: list[Action],
+    ) -> None:
+        epochs = tuple(
+            self.broker_epoch if r == self.node_id else self.followers[r].broker_epoch
+            for r in new_isr
+        )
+        request = SendAlterPartition(
+            self._next_alter_request_id,
+            self.node_id,
+            self.leader_epoch,
+            self.partition_epoch,
+            new_isr,
+            epochs,
+        )
+        self._next_alter_request_id += 1
+        self._pending_isr = _PendingIsrChange(request, maximal, now_ms)
+        actions.append(request)
+
+    def on_alter_partition_response(
+        self, resp: AlterPartitionResponse, now_ms: int
+    ) -> list[Action]:
+        pending = self._pending_isr
+        if pending is None or pending.request.request_id != resp.request_id:
+            return []  # not the change we are waiting for
+        actions: list[Action] = []
+        if resp.error == NONE:
+            if (
+                resp.leader_epoch != self.leader_epoch
+                or resp.partition_epoch < self.partition_epoch
+            ):
+                return []  # stale answer
+            check(
+                self.node_id in resp.isr,
+                lambda: f"controller dropped the leader from the ISR {resp}",
+            )
+            self.isr = frozenset(resp.isr)
+            self.partition_epoch = resp.partition_epoch
+            self._pending_isr = None
+            self._maybe_increment_hw(now_ms, actions)
+        elif resp.error in (INELIGIBLE_REPLICA, OPERATION_NOT_ATTEMPTED):
+            # The controller says it did not apply it and our epoch is right: back to the
+            # committed state (Kafka's Partition.handleAlterPartitionError).
+            self._pending_isr = None
+        elif resp.error in (
+            FENCED_LEADER_EPOCH,
+            INVALID_UPDATE_VERSION,
+            UNKNOWN_TOPIC_OR_PARTITION,
+        ):
+            # We are stale: the change stays pending (maximal ISR kept), unsent, until
+            # fresh metadata arrives (7.3).
+            pending.rejected = True
+        # Any other error (NOT_CONTROLLER, REQUEST_TIMED_OUT during a controller
+        # failover, ...) says nothing about our state: the change stays pending and the
+        # tick sends it again, as Kafka retries unexpected AlterPartition errors.
+        self.check_invariants()
+        return actions
+
+    @property
+    def _isr_check_interval(self) -> int:
+        return max(1, self.config.replica_lag_time_max_ms // 2)
+
+    def _isr_timers(self, now_ms: int, actions: list[Action]) -> None:
+        """Re-send an unanswered AlterPartition; every lag/2 shrink the ISR by the
+        followers out of sync (7.3); add caught-up followers that became eligible."""
+        pending = self._pending_isr
+        if pending is not None:
+            if (
+                not pending.rejected
+                and now_ms - pending.sent_ms >= self.config.alter_partition_retry_ms
+            ):
+                pending.sent_ms = now_ms
+                actions.append(pending.request)
+        elif now_ms >= self._next_isr_check_ms:
+            self._next_isr_check_ms = now_ms + self._isr_check_interval
+            out_of_sync = {
+                r
+                for r in self.isr
+                if r != self.node_id
+                and r in self.followers
+                and not self._is_caught_up(self.followers[r], now_ms)
+            }
+            if out_of_sync:
+                # A pending shrink keeps the old, larger ISR as the maximal one.
+                self._propose_isr(self._ordered(self.isr - out_of_sync), self.isr, now_ms, actions)
+        if self._pending_isr is None:
+            # A caught-up follower that was not eligible when it last fetched (its
+            # broker still fenced after a restart) joins once it is: with incremental
+            # fetch sessions an idle partition's follower sends no new fetch to
+            # trigger the check.
+            for r in sorted(self.followers):
+                if r not in self.isr and self._pending_isr is None:
+                    self._maybe_expand_isr(r, self.followers[r], now_ms, actions)

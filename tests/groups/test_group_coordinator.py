@@ -1,0 +1,294 @@
+"""The pure coordinator, one rule at a time: requests in, answers and appends out, with
+the appends acknowledged (or failed) by hand as the replica manager would."""
+
+from __future__ import annotations
+
+import random
+
+from seglog.node.groups import group_coordinator as gc
+from seglog.node.groups import offsets_records as rec
+from seglog.node.groups.group_state import GroupState
+
+G = "g"
+
+
+def shard(**config: int) -> gc.CoordinatorShard:
+    s = gc.CoordinatorShard(0, 5, gc.GroupConfig(**config), random.Random(1))
+    s.finish_loading(0)
+    return s
+
+
+def join_req(
+    member_id: str = "", instance: str | None = None, meta: bytes = b"m"
+) -> gc.JoinRequest:
+    return gc.JoinRequest(G, member_id, instance, 10_000, 10_000, "consumer", (("range", meta),))
+
+
+def answers(actions: list[gc.Action]) -> dict[int, gc.Result]:
+    return {a.request_id: a.result for a in actions if isinstance(a, gc.Respond)}
+
+
+def appends(actions: list[gc.Action]) -> list[gc.Append]:
+    return [a for a in actions if isinstance(a, gc.Append)]
+
+
+def ack_all(
+    s: gc.CoordinatorShard, actions: list[gc.Action], now: int, error: str = "NONE"
+) -> list[gc.Action]:
+    out: list[gc.Action] = []
+    for a in appends(actions):
+        assert a.leader_epoch == 5 and a.partition == 0
+        out += s.on_write_done(a.write_id, error, now)
+    return out
+
+
+def stable_member(s: gc.CoordinatorShard, instance: str | None = None) -> gc.JoinResult:
+    """A single member through MEMBER_ID_REQUIRED, join and sync to Stable."""
+    if instance is None:
+        first = answers(s.join(1, join_req(), 0))[1]
+        assert isinstance(first, gc.JoinResult) and first.error == "MEMBER_ID_REQUIRED"
+        member_id = first.member_id
+    else:
+        member_id = ""
+    out = s.join(2, join_req(member_id, instance), 0)
+    out += s.tick(0) + s.tick(4000)  # past the initial rebalance delay
+    joined = answers(out)[2]
+    assert isinstance(joined, gc.JoinResult) and joined.error == "NONE", joined
+    out = s.sync(
+        3,
+        gc.SyncRequest(
+            G,
+            joined.generation,
+            joined.member_id,
+            instance,
+            None,
+            None,
+            ((joined.member_id, b"A"),),
+        ),
+        4000,
+    )
+    assert not answers(out)  # waits for the replication of the assignment
+    synced = answers(ack_all(s, out, 4001))[3]
+    assert isinstance(synced, gc.SyncResult) and synced.assignment == b"A"
+    assert s.groups[G].state is GroupState.STABLE
+    return joined
+
+
+def test_the_initial_delay_collects_members_into_one_generation():
+    s = shard(group_initial_rebalance_delay_ms=3000)
+    a = s.join(
+        1, gc.JoinRequest(G, "", None, 10_000, 10_000, "consumer", (("range", b""),), False), 0
+    )
+    assert not answers(a)
+    b = s.join(
+        2, gc.JoinRequest(G, "", None, 10_000, 10_000, "consumer", (("range", b""),), False), 2000
+    )
+    assert not answers(b)
+    assert not answers(s.tick(4000))  # the second member extended the delay to 5000
+    done = answers(s.tick(5000))
+    assert {r.generation for r in done.values()} == {1}  # type: ignore[union-attr]
+    leader = [r for r in done.values() if r.members]  # type: ignore[union-attr]
+    assert len(leader) == 1 and len(leader[0].members) == 2  # type: ignore[union-attr]
+
+
+def test_commit_is_applied_only_once_replicated_and_fenced_on_failure():
+    s = shard()
+    joined = stable_member(s)
+    p = [gc.CommitPartition("t", 0, 10)]
+    out = s.commit(10, G, joined.generation, joined.member_id, None, p, 5000)
+    assert not answers(out) and s.offsets.get(G) is None  # nothing before replication
+    done = answers(ack_all(s, out, 5001))[10]
+    assert done == gc.CommitResult((("t", 0, "NONE"),))
+    assert s.offsets[G][("t", 0)].offset == 10
+    out = s.commit(
+        11, G, joined.generation, joined.member_id, None, [gc.CommitPartition("t", 0, 20)], 5002
+    )
+    failed = answers(ack_all(s, out, 5003, "FENCED_LEADER_EPOCH"))[11]
+    assert failed == gc.CommitResult((("t", 0, "NOT_COORDINATOR"),))
+    assert s.offsets[G][("t", 0)].offset == 10
+    stale = answers(s.commit(12, G, joined.generation - 1, joined.member_id, None, p, 5004))[12]
+    assert stale == gc.CommitResult((("t", 0, "ILLEGAL_GENERATION"),))
+    unknown = answers(s.commit(13, G, joined.generation, "nobody", None, p, 5005))[13]
+    assert unknown == gc.CommitResult((("t", 0, "UNKNOWN_MEMBER_ID"),))
+
+
+def test_a_restarted_static_member_keeps_the_generation():
+    s = shard()
+    joined = stable_member(s, instance="i-1")
+    # A second static member, so the first is not the leader.
+    out = s.join(20, join_req("", "i-2"), 5000)
+    out += s.join(21, join_req(joined.member_id, "i-1"), 5000)
+    got = answers(out)
+    generation = got[21].generation  # type: ignore[union-attr]
+    leader = got[21].leader  # type: ignore[union-attr]
+    assert leader == joined.member_id
+    other = got[20].member_id  # type: ignore[union-attr]
+    sync = s.sync(
+        22,
+        gc.SyncRequest(G, generation, leader, "i-1", None, None, ((leader, b"A"), (other, b"B"))),
+        5001,
+    )
+    sync += s.sync(23, gc.SyncRequest(G, generation, other, "i-2", None, None, ()), 5001)
+    assert answers(ack_all(s, sync, 5002))[23].assignment == b"B"  # type: ignore[union-attr]
+    # i-2 restarts: no member id, same instance id, same subscription.
+    out = s.join(24, join_req("", "i-2"), 6000)
+    back = answers(ack_all(s, out, 6001))[24]
+    assert isinstance(back, gc.JoinResult) and back.error == "NONE"
+    assert back.generation == generation and back.member_id != other
+    assert s.groups[G].state is GroupState.STABLE
+    # The old member id is fenced.
+    hb = answers(s.heartbeat(25, G, generation, other, "i-2", 6002))[25]
+    assert hb == gc.ErrorResult("FENCED_INSTANCE_ID")
+
+
+def test_session_expiry_rebalances_and_empties_the_group():
+    s = shard()
+    joined = stable_member(s)
+    s.tick(4000 + 9_999)  # the SyncGroup at 4000 refreshed the session
+    assert s.groups[G].state is GroupState.STABLE
+    out = s.tick(4000 + 10_000)
+    group = s.groups[G]
+    assert group.state is GroupState.EMPTY and group.generation == joined.generation + 1
+    written = appends(out)
+    assert len(written) == 1
+    key, value = written[0].records[0]
+    stored = rec.decode_group_metadata(value or b"")
+    assert rec.decode_key(key) == rec.GroupMetadataKey(G) and stored.members == ()
+
+
+def test_offsets_of_an_empty_group_expire_with_tombstones():
+    s = shard(offsets_retention_minutes=1, offsets_retention_check_interval_ms=1000)
+    out = s.commit(1, G, -1, "", None, [gc.CommitPartition("t", 3, 7)], 0)
+    ack_all(s, out, 0)
+    assert not appends(s.tick(59_000))
+    out = s.tick(61_000)
+    written = appends(out)
+    assert written and all(v is None for _k, v in written[0].records)
+    keys = {rec.decode_key(k) for k, _v in written[0].records}
+    assert keys == {rec.OffsetCommitKey(G, "t", 3), rec.GroupMetadataKey(G)}
+    ack_all(s, out, 61_001)
+    assert G not in s.offsets and G not in s.groups
+
+
+def test_replay_loads_the_last_value_of_each_key():
+    s = gc.CoordinatorShard(0, 7, gc.GroupConfig(), random.Random(1))
+    member = rec.MemberMetadata("m-1", None, "c", "/h", 10_000, 10_000, b"s", b"a")
+    s.replay(
+        rec.encode_key(rec.GroupMetadataKey(G)),
+        rec.encode_value(rec.GroupMetadataValue("consumer", 4, "range", "m-1", 1, (member,))),
+    )
+    for offset in (5, 9):
+        s.replay(
+            rec.encode_key(rec.OffsetCommitKey(G, "t", 0)),
+            rec.encode_value(rec.OffsetCommitValue(offset, -1, "", 1)),
+        )
+    s.replay(
+        rec.encode_key(rec.OffsetCommitKey(G, "t", 1)),
+        rec.encode_value(rec.OffsetCommitValue(3, -1, "", 1)),
+    )
+    s.replay(rec.encode_key(rec.OffsetCommitKey(G, "t", 1)), None)  # deleted
+    assert s.loading is not None
+    s.finish_loading(100)
+    group = s.groups[G]
+    assert group.state is GroupState.STABLE and group.generation == 4 and group.leader == "m-1"
+    assert group.members["m-1"].assignment == b"a"
+    assert {tp: v.offset for tp, v in s.offsets[G].items()} == {("t", 0): 9}
+
+
+def test_coordinator_routes_and_fences_by_epoch():
+    c = gc.GroupCoordinator(gc.GroupConfig(offsets_topic_num_partitions=50), random.Random(1))
+    p = c.partition_for(G)
+    assert c.shard_for(G) == (None, "NOT_COORDINATOR")
+    loading, _ = c.begin_loading(p, 3)
+    assert c.shard_for(G) == (None, "COORDINATOR_LOAD_IN_PROGRESS")
+    loading.finish_loading(0)
+    assert c.shard_for(G)[0] is loading
+    out = loading.commit(1, G, -1, "", None, [gc.CommitPartition("t", 0, 1)], 0)
+    write = appends(out)[0]
+    newer, unloaded = c.begin_loading(p, 4)  # leadership changed before the ack
+    assert answers(unloaded) == {1: gc.CommitResult((("t", 0, "NOT_COORDINATOR"),))}
+    assert c.on_write_done(p, 3, write.write_id, "NONE", 1) == []  # the old shard's: dropped
+    assert c.shard_for("")[1] == "INVALID_GROUP_ID"
+
+
+def test_a_commit_with_a_retention_time_expires_at_its_timestamp():
+    s = shard(offsets_retention_check_interval_ms=1000)
+    out = s.commit(1, G, -1, "", None, [gc.CommitPartition("t", 0, 7)], 0, retention_ms=5000)
+    value = rec.decode_offset_commit(appends(out)[0].records[0][1] or b"")
+    assert value.expire_timestamp == 5000  # written as OffsetCommitValue v1
+    ack_all(s, out, 0)
+    assert not appends(s.tick(4000))
+    written = appends(s.tick(6000))
+    assert written and rec.decode_key(written[0].records[0][0]) == rec.OffsetCommitKey(G, "t", 0)
+
+
+def test_a_sync_while_the_previous_generations_write_is_pending_is_stored():
+    """A member joined while the last generation's assignment was still being written:
+    the new leader's SyncGroup was dropped (one pending flag for every generation) and
+    every member's SyncGroup waited out its request timeout."""
+    s = shard(group_initial_rebalance_delay_ms=0)
+    a_id = answers(s.join(1, join_req(), 0))[1].member_id  # type: ignore[union-attr]
+    out = s.join(2, join_req(a_id), 0) + s.tick(1)
+    gen1 = answers(out)[2]
+    assert isinstance(gen1, gc.JoinResult) and gen1.generation == 1
+    first_write = s.sync(3, gc.SyncRequest(G, 1, a_id, None, None, None, ((a_id, b"A1"),)), 2)
+    assert len(appends(first_write)) == 1  # gen 1's assignment: written, not yet acked
+    # B arrives: the group rebalances to generation 2 while gen 1's write is in flight.
+    b_id = answers(s.join(4, join_req(), 3))[4].member_id  # type: ignore[union-attr]
+    out = s.join(5, join_req(b_id), 3) + s.join(6, join_req(a_id), 4) + s.tick(5)
+    joined = answers(out)
+    gen2 = {r.member_id: r for r in joined.values() if isinstance(r, gc.JoinResult)}
+    assert {r.generation for r in gen2.values()} == {2}, joined
+    leader = next(r for r in gen2.values() if r.members)
+    other = next(m for m in gen2 if m != leader.member_id)
+    assignment = ((leader.member_id, b"L2"), (other, b"O2"))
+    second = s.sync(7, gc.SyncRequest(G, 2, leader.member_id, None, None, None, assignment), 6)
+    second += s.sync(8, gc.SyncRequest(G, 2, other, None, None, None, ()), 6)
+    assert len(appends(second)) == 1, "generation 2's assignment must be written"
+    # Gen 1's write completes late; it must not undo generation 2's.
+    assert not [r for r in answers(ack_all(s, first_write, 7)).values() if r.error == "NONE"]
+    synced = answers(ack_all(s, second, 8))
+    assert {k: v.assignment for k, v in synced.items()} == {7: b"L2", 8: b"O2"}  # type: ignore[union-attr]
+    assert s.groups[G].state is GroupState.STABLE and s.groups[G].generation == 2
+
+
+def subscription(topics: list[str], owned: list[tuple[str, int]], generation: int) -> bytes:
+    """A ConsumerProtocolSubscription v2: topics, user data, owned partitions, generation."""
+    import struct
+
+    out = struct.pack(">hi", 2, len(topics))
+    for t in topics:
+        out += struct.pack(">h", len(t)) + t.encode()
+    out += struct.pack(">i", -1)  # no user data
+    out += struct.pack(">i", len(owned))
+    for t, p in owned:
+        out += struct.pack(">h", len(t)) + t.encode() + struct.pack(">ii", 1, p)
+    return out + struct.pack(">i", generation)
+
+
+def test_a_static_member_restarting_with_the_same_topics_keeps_the_generation():
+    """A consumer's subscription also carries the partitions it owned and its
+    generation; a restart changes those, not what it subscribes to."""
+    s = shard()
+    joined = stable_member(s, instance="i-1")
+    first = subscription(["t"], [], -1)
+    out = s.join(20, join_req("", "i-2", meta=first), 5000)
+    out += s.join(21, join_req(joined.member_id, "i-1"), 5000)
+    got = answers(out)
+    generation, leader = got[21].generation, got[21].leader  # type: ignore[union-attr]
+    other = got[20].member_id  # type: ignore[union-attr]
+    sync = s.sync(
+        22,
+        gc.SyncRequest(G, generation, leader, "i-1", None, None, ((leader, b"A"), (other, b"B"))),
+        5001,
+    )
+    sync += s.sync(23, gc.SyncRequest(G, generation, other, "i-2", None, None, ()), 5001)
+    ack_all(s, sync, 5002)
+    restarted = subscription(["t"], [("t", 1), ("t", 3)], generation)
+    back = answers(ack_all(s, s.join(24, join_req("", "i-2", meta=restarted), 6000), 6001))[24]
+    assert isinstance(back, gc.JoinResult) and back.generation == generation
+    assert s.groups[G].state is GroupState.STABLE
+    # Another topic is a real change: the group rebalances.
+    moved = subscription(["t", "u"], [], generation)
+    out = s.join(25, join_req("", "i-2", meta=moved), 7000)
+    assert s.groups[G].state is GroupState.PREPARING_REBALANCE, answers(out)
