@@ -79,6 +79,7 @@ def run(
     command: str = "",
     compact_keys: int = 0,
     client: str = "seglog",
+    secure: bool = False,
 ) -> tuple[int, str, Path]:
     """One chaos run; (exit code, summary line, report path)."""
     scenario = SCENARIOS[scenario_name]
@@ -90,7 +91,7 @@ def run(
     if target_name == "local":
         target = LocalTarget(run_dir / "cluster", seed)
     else:
-        target = ComposeTarget(project, build=build)
+        target = ComposeTarget(project, build=build, secure=secure)
     topic = f"chaos-{scenario_name}-{seed}"
     configs = {"min.insync.replicas": "2", **scenario.topic_configs}
     if compact_keys > 0:
@@ -111,6 +112,7 @@ def run(
         "compact_keys": compact_keys,
         "command": command,
         "client": client,
+        "secure": secure,
         "started_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         "bootstrap": target.bootstrap,
     }
@@ -140,6 +142,7 @@ def run(
                 consumers=consumers,
                 rate=rate,
                 seed=seed,
+                security=target.security if client == "seglog" else {},
                 keys=compact_keys,
             ),
             history,
@@ -310,6 +313,11 @@ def main(argv: list[str] | None = None) -> int:
     r.add_argument("--build", action="store_true", help="compose: run build-image.sh first")
     r.add_argument("--project", help="compose: the project name (default: a unique one)")
     r.add_argument(
+        "--secure",
+        action="store_true",
+        help="compose: the secure profile (TLS, mTLS between nodes, ACLs; --client seglog)",
+    )
+    r.add_argument(
         "--settle-timeout",
         type=float,
         default=120.0,
@@ -346,6 +354,13 @@ def main(argv: list[str] | None = None) -> int:
     command = "python -m seglog.chaos " + " ".join(
         shlex.quote(a) for a in (argv if argv is not None else sys.argv[1:])
     )
+    if args.secure and (args.target != "compose" or args.client != "seglog"):
+        print(
+            "chaos run: --secure is the compose target's secure profile, driven by "
+            "seglog's clients (--target compose --client seglog)",
+            file=sys.stderr,
+        )
+        return 2
     code, line, _report = run(
         args.target,
         args.scenario,
@@ -363,6 +378,7 @@ def main(argv: list[str] | None = None) -> int:
         command=command,
         compact_keys=args.compact_keys,
         client=args.client,
+        secure=args.secure,
     )
     print(line, flush=True)
     return code

@@ -13,7 +13,7 @@ from seglog.client.errors import KafkaError
 from seglog.proto import client_pb2 as pb
 from seglog.proto import client_pb2_grpc
 
-from .targets import Target
+from .targets import Target, open_channel
 
 # --- cluster state --------------------------------------------------------------------
 
@@ -41,7 +41,7 @@ class ClusterView:
     def __init__(self, target: Target, topic: str) -> None:
         self.target = target
         self.topic = topic
-        self.admin = Admin(target.bootstrap, request_timeout_ms=10_000)
+        self.admin = Admin(target.bootstrap, request_timeout_ms=10_000, **target.security)
 
     def close(self) -> None:
         self.admin.close()
@@ -69,7 +69,7 @@ class ClusterView:
         views: dict[int, list[PartitionState]] = {}
         for node in self.target.node_ids:
             try:
-                with grpc.insecure_channel(self.target.address(node)) as channel:
+                with open_channel(self.target.address(node), self.target.security) as channel:
                     r = client_pb2_grpc.SegLogStub(channel).Metadata(
                         pb.MetadataRequest(topics=[self.topic]), timeout=timeout_s
                     )
@@ -150,7 +150,7 @@ class ClusterView:
         out: dict[int, ReplicaOffsets] = {}
         leaders = {p.leader for p in self.partitions() if p.leader >= 0}
         for leader in sorted(leaders):
-            with grpc.insecure_channel(self.target.address(leader)) as channel:
+            with open_channel(self.target.address(leader), self.target.security) as channel:
                 stub = client_pb2_grpc.SegLogStub(channel)
                 try:
                     r = stub.DescribeReplicas(

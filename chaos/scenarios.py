@@ -248,6 +248,7 @@ def _flood(target: Target, stop: threading.Event, sent: list[int]) -> None:
         linger_ms=0,
         delivery_timeout_ms=5_000,
         request_timeout_ms=3_000,
+        **target.security,
     )
     n = 0
     try:

@@ -44,6 +44,11 @@ from .disk_damage import corrupt_replica
 
 ROOT = Path(__file__).resolve().parents[1]
 COMPOSE_FILE = ROOT / "compose" / "docker-compose.yml"
+# The secure profile (docs/security.md): TLS and mTLS everywhere, SASL_SSL for Kafka
+# clients, ACLs; gen-certs.sh writes what it mounts into SECURE_DIR.
+SECURE_FILE = ROOT / "compose" / "docker-compose.secure.yml"
+GEN_CERTS = ROOT / "compose" / "secure" / "gen-certs.sh"
+SECURE_DIR = ROOT / "compose" / "secure" / "generated"
 BUILD_SCRIPT = ROOT / "compose" / "build-image.sh"
 COMPOSE_DATA_DIR = "/var/lib/seglog/data"
 COMPOSE_PYTHON = "/opt/seglog/bin/python"
@@ -88,6 +93,8 @@ class Target(Protocol):
     bootstrap: str
     kafka_bootstrap: str  # the Kafka-protocol listeners, for --client librdkafka
     node_ids: tuple[int, ...]
+    # seglog's clients' security options (kafka-python's names; empty: plaintext).
+    security: dict[str, str]
 
     def up(self) -> None: ...
     def down(self) -> None: ...
@@ -143,10 +150,20 @@ def consecutive_free_ports(n: int, rng: random.Random) -> int:
     raise RuntimeError("no free range of ports")
 
 
-def wait_serving(address: str, timeout_s: float) -> bool:
+def open_channel(address: str, security: dict[str, str]) -> grpc.Channel:
+    """A channel to a node's gRPC listener, with TLS when `security` says so."""
+    from seglog.client.security import ClientSecurity
+
+    credentials = ClientSecurity.from_options(security).channel_credentials()
+    if credentials is None:
+        return grpc.insecure_channel(address)
+    return grpc.secure_channel(address, credentials)
+
+
+def wait_serving(address: str, timeout_s: float, security: dict[str, str] | None = None) -> bool:
     """Until the node's gRPC health service says SERVING."""
     deadline = time.monotonic() + timeout_s
-    with grpc.insecure_channel(address) as channel:
+    with open_channel(address, security or {}) as channel:
         stub = health_pb2_grpc.HealthStub(channel)
         while time.monotonic() < deadline:
             try:
@@ -186,6 +203,7 @@ class LocalTarget:
         self.kafka_bootstrap = ",".join(  # the Kafka-protocol listeners (PLAINTEXT)
             f"127.0.0.1:{listener_port(self.base_port, n, 'PLAINTEXT')}" for n in NODE_IDS
         )
+        self.security: dict[str, str] = {}
         self.pids: dict[int, int] = {}
         self._children: dict[int, subprocess.Popen[bytes]] = {}
         self.stopped: set[int] = set()  # SIGSTOPped (paused or "isolated")
@@ -265,7 +283,7 @@ class LocalTarget:
         self._children[node] = proc
         self.pids[node] = proc.pid
         self._save_state()
-        wait_serving(self.address(node), START_TIMEOUT_S)
+        wait_serving(self.address(node), START_TIMEOUT_S, self.security)
 
     def restart(self, node: int) -> None:
         self.kill(node, "TERM")
@@ -391,8 +409,21 @@ class ComposeTarget:
     name = "compose"
     node_ids = NODE_IDS
 
-    def __init__(self, project: str | None = None, build: bool = False) -> None:
+    def __init__(
+        self, project: str | None = None, build: bool = False, secure: bool = False
+    ) -> None:
         self.project = project or f"seglog-chaos-{uuid.uuid4().hex[:8]}"
+        self.secure = secure
+        self.files = [COMPOSE_FILE, SECURE_FILE] if secure else [COMPOSE_FILE]
+        self.security: dict[str, str] = (
+            {
+                "security_protocol": "SSL",
+                "ssl_cafile": str(SECURE_DIR / "ca.pem"),
+                "ssl_certfile": str(SECURE_DIR / "admin.pem"),
+            }
+            if secure
+            else {}
+        )
         ports = free_ports(2 * len(NODE_IDS))  # gRPC, then the Kafka-protocol listeners
         self.ports, self.kafka_ports = ports[: len(NODE_IDS)], ports[len(NODE_IDS) :]
         self.bootstrap = ",".join(self.address(n) for n in NODE_IDS)
@@ -413,7 +444,8 @@ class ComposeTarget:
         return f"127.0.0.1:{self.ports[node - 1]}"
 
     def compose(self, *args: str, timeout_s: float = 180) -> subprocess.CompletedProcess[str]:
-        argv = ["docker-compose", "-p", self.project, "-f", str(COMPOSE_FILE), *args]
+        files = [a for f in self.files for a in ("-f", str(f))]
+        argv = ["docker-compose", "-p", self.project, *files, *args]
         return _run(argv, timeout_s, env=self.env)
 
     def up(self) -> None:
@@ -424,6 +456,8 @@ class ComposeTarget:
             ).returncode
         ):
             _run(["bash", str(BUILD_SCRIPT)], 1500)
+        if self.secure and not (SECURE_DIR / "server.properties").exists():
+            _run(["bash", str(GEN_CERTS)], 120, env={**self.env, "PYTHON": sys.executable})
         self.compose("up", "-d", "--no-build")
         for n in NODE_IDS:
             cid = self.compose("ps", "-q", f"node{n}", timeout_s=30).stdout.strip()
@@ -436,7 +470,7 @@ class ComposeTarget:
             )
             self.network = next(iter(info["NetworkSettings"]["Networks"]))
         for n in NODE_IDS:
-            if not wait_serving(self.address(n), START_TIMEOUT_S):
+            if not wait_serving(self.address(n), START_TIMEOUT_S, self.security):
                 raise RuntimeError(f"node{n} did not become healthy; {self.node_log_tail(n, 20)}")
 
     def _docker(self, *args: str, timeout_s: float = 60) -> subprocess.CompletedProcess[str]:
@@ -469,13 +503,13 @@ class ComposeTarget:
     def start(self, node: int) -> None:
         if self.is_down(node):
             self._docker("start", self.containers[node])
-        wait_serving(self.address(node), START_TIMEOUT_S)
+        wait_serving(self.address(node), START_TIMEOUT_S, self.security)
 
     def restart(self, node: int) -> None:
         if node in self.paused:
             self.resume(node)
         self._docker("restart", "-t", "20", self.containers[node], timeout_s=90)
-        wait_serving(self.address(node), START_TIMEOUT_S)
+        wait_serving(self.address(node), START_TIMEOUT_S, self.security)
 
     def pause(self, node: int) -> None:
         self._docker("pause", self.containers[node])

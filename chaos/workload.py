@@ -147,6 +147,8 @@ class WorkloadConfig:
     seed: int = 0
     # > 0: every record gets one of this many keys (a compacted topic); 0: no keys.
     keys: int = 0
+    # seglog's clients' security options (kafka-python's names; empty: plaintext).
+    security: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass
@@ -246,6 +248,7 @@ class Workload(WorkloadState):
                 delivery_timeout_ms=c.delivery_timeout_ms,
                 max_block_ms=5000,
                 retry_backoff_ms=100,
+                **c.security,
             )
             self._producers.append(producer)
             self._outstanding.append(threading.Semaphore(c.max_outstanding))
@@ -402,6 +405,7 @@ class Workload(WorkloadState):
         tps = [TopicPartition(c.topic, p) for p in range(c.partitions)]
         consumer = Consumer(
             bootstrap_servers=c.bootstrap,
+            **c.security,
             client_id=f"chaos-{name}",
             # Never move a position silently: an out-of-range position is an error we
             # record, followed by an explicit (recorded) seek.

@@ -62,7 +62,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
-def _describe_quorum(address: str, timeout_s: float) -> QuorumView:
+def _describe_quorum(
+    address: str, timeout_s: float, credentials: grpc.ChannelCredentials | None = None
+) -> QuorumView:
     """DescribeQuorum at `address`. Raises NoControllerService when the node has no
     Controller service, grpc.RpcError when it cannot be asked."""
     import grpc
@@ -70,7 +72,12 @@ def _describe_quorum(address: str, timeout_s: float) -> QuorumView:
     from seglog.proto import cluster_pb2 as cpb
     from seglog.proto import cluster_pb2_grpc
 
-    with grpc.insecure_channel(address) as channel:
+    channel = (
+        grpc.insecure_channel(address)
+        if credentials is None
+        else grpc.secure_channel(address, credentials)
+    )
+    with channel:
         stub = cluster_pb2_grpc.ControllerStub(channel)
         try:
             r = stub.DescribeQuorum(cpb.DescribeQuorumRequest(), timeout=timeout_s)
@@ -92,7 +99,10 @@ def run(args: argparse.Namespace, out: TextIO | None = None) -> int:
     from seglog.client.cluster import parse_bootstrap
 
     out = out or sys.stdout
+    from seglog.client.security import ClientSecurity
+
     bootstrap = topics.bootstrap_servers(args)
+    credentials = ClientSecurity.from_options(topics.security_options(args)).channel_credentials()
     with topics.open_admin(args) as admin:
         cluster = admin.describe_cluster()
     timeout_s = min(ROLE_TIMEOUT_S, args.request_timeout_ms / 1000)
@@ -104,7 +114,7 @@ def run(args: argparse.Namespace, out: TextIO | None = None) -> int:
     for host, port in parse_bootstrap(bootstrap):
         address = f"{host}:{port}"
         try:
-            view = _describe_quorum(address, timeout_s)
+            view = _describe_quorum(address, timeout_s, credentials)
             break
         except NoControllerService:
             single_node = True
@@ -118,7 +128,7 @@ def run(args: argparse.Namespace, out: TextIO | None = None) -> int:
     if not single_node:
         for b in cluster.brokers:
             try:
-                roles[b.node_id] = _describe_quorum(f"{b.host}:{b.port}", timeout_s)
+                roles[b.node_id] = _describe_quorum(f"{b.host}:{b.port}", timeout_s, credentials)
             except (grpc.RpcError, NoControllerService):
                 roles[b.node_id] = None
 

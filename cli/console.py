@@ -12,7 +12,13 @@ import time
 from collections.abc import Iterable
 from typing import Any, BinaryIO, TextIO
 
-from .topics import add_connection_args, bootstrap_servers, open_admin, parse_pairs
+from .topics import (
+    add_connection_args,
+    bootstrap_servers,
+    open_admin,
+    parse_pairs,
+    security_options,
+)
 
 DEFAULT_PROGRESS_INTERVAL_MS = 5_000
 # Sends awaited this far behind the newest: bounds memory and reports failures early.
@@ -222,6 +228,7 @@ def run_produce(
 
     producer = Producer(
         bootstrap_servers=bootstrap_servers(args),
+        **security_options(args),
         acks=acks,
         compression_type=None if args.compression_type == "none" else args.compression_type,
         request_timeout_ms=args.request_timeout_ms,
@@ -435,6 +442,7 @@ def run_consume(
 
     consumer = Consumer(
         bootstrap_servers=bootstrap_servers(args),
+        **security_options(args),
         request_timeout_ms=args.request_timeout_ms,
         auto_offset_reset="earliest" if start == "earliest" else "latest",
         enable_auto_commit=False,

@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
 if TYPE_CHECKING:
@@ -32,6 +33,29 @@ def add_connection_args(parser: argparse.ArgumentParser) -> None:
         metavar="MS",
         help="give up on an unreachable cluster after this long (default %(default)s)",
     )
+    parser.add_argument(
+        "--command-config",
+        metavar="FILE",
+        help="client properties (security.protocol, ssl.truststore.location, "
+        "ssl.keystore.location, ssl.key.password), as Kafka's tools take",
+    )
+
+
+def security_options(args: argparse.Namespace) -> dict[str, str | None]:
+    """--command-config as the clients' kafka-python-named security options."""
+    from dataclasses import asdict
+
+    from seglog.client.security import ClientSecurity
+    from seglog.storage.properties_file import parse_properties
+
+    path = getattr(args, "command_config", None)
+    if not path:
+        return {}
+    try:
+        props = parse_properties(Path(path).read_text(encoding="utf-8"))
+    except OSError as e:
+        raise ValueError(f"--command-config {path}: {e}") from None
+    return asdict(ClientSecurity.from_properties(props))
 
 
 def bootstrap_servers(args: argparse.Namespace) -> str:
@@ -55,7 +79,11 @@ def bootstrap_servers(args: argparse.Namespace) -> str:
 def open_admin(args: argparse.Namespace) -> Admin:
     from seglog.client.admin import Admin
 
-    return Admin(bootstrap_servers(args), request_timeout_ms=args.request_timeout_ms)
+    return Admin(
+        bootstrap_servers(args),
+        request_timeout_ms=args.request_timeout_ms,
+        **security_options(args),
+    )
 
 
 def parse_pairs(items: Iterable[str] | None, option: str) -> dict[str, str]:

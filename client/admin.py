@@ -26,7 +26,7 @@ from seglog.proto import client_pb2 as pb
 from seglog.proto import client_pb2_grpc, errors_pb2, groups_pb2_grpc
 from seglog.proto import groups_pb2 as gpb
 
-from .cluster import ClusterMetadata, TopicPartition, call
+from .cluster import ClusterMetadata, Connections, TopicPartition, call
 from .consumer_protocol import Subscription, decode_assignment, decode_subscription
 from .errors import (
     KafkaError,
@@ -36,6 +36,7 @@ from .errors import (
     for_code,
 )
 from .group_coordinator import OffsetAndMetadata
+from .security import ClientSecurity
 
 T = TypeVar("T")
 
@@ -203,13 +204,16 @@ class Admin:
         request_timeout_ms: int = 30_000,
         client_id: str = "seglog-admin",
         metadata_max_age_ms: int = 300_000,
+        **security: str | None,
     ) -> None:
+        credentials = ClientSecurity.from_options(security).channel_credentials()
         if request_timeout_ms <= 0:
             raise ValueError(f"request_timeout_ms must be positive, got {request_timeout_ms}")
         self.client_id = client_id
         self.request_timeout_ms = request_timeout_ms
         self._metadata = ClusterMetadata(
             bootstrap_servers,
+            Connections(credentials),
             request_timeout_ms=request_timeout_ms,
             metadata_max_age_ms=metadata_max_age_ms,
         )

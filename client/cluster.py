@@ -94,7 +94,8 @@ def call(fn: Callable[..., T], request: object, timeout_s: float) -> T:
 class Connections:
     """One channel per node address, shared by every thread of a client."""
 
-    def __init__(self) -> None:
+    def __init__(self, credentials: grpc.ChannelCredentials | None = None) -> None:
+        self.credentials = credentials  # None: plaintext
         self._lock = threading.Lock()
         self._channels: dict[tuple[str, int], grpc.Channel] = {}
         self._stubs: dict[tuple[str, int], client_pb2_grpc.SegLogStub] = {}
@@ -103,7 +104,11 @@ class Connections:
     def _channel(self, address: tuple[str, int]) -> grpc.Channel:
         channel = self._channels.get(address)
         if channel is None:
-            channel = grpc.insecure_channel(f"{address[0]}:{address[1]}", CHANNEL_OPTIONS)
+            target = f"{address[0]}:{address[1]}"
+            if self.credentials is None:
+                channel = grpc.insecure_channel(target, CHANNEL_OPTIONS)
+            else:
+                channel = grpc.secure_channel(target, self.credentials, CHANNEL_OPTIONS)
             self._channels[address] = channel
         return channel
 

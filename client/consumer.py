@@ -30,7 +30,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from .assignors import make_assignors
-from .cluster import ClusterMetadata, TopicPartition
+from .cluster import ClusterMetadata, Connections, TopicPartition
 from .errors import IllegalStateError, KafkaError, KafkaTimeoutError
 from .fetcher import (
     EARLIEST,
@@ -48,6 +48,7 @@ from .fetcher import (
 )
 from .group_coordinator import ConsumerCoordinator, OffsetAndMetadata
 from .group_membership import Assign, GroupMembership, Lost, MembershipConfig, PrepareJoin
+from .security import ClientSecurity
 
 _log = logging.getLogger(__name__)
 
@@ -178,7 +179,9 @@ class Consumer:
         retry_backoff_max_ms: int = 1000,
         metadata_max_age_ms: int = 300000,
         consumer_timeout_ms: float = float("inf"),
+        **security: str | None,
     ) -> None:
+        credentials = ClientSecurity.from_options(security).channel_credentials()
         if group_id is not None and (not isinstance(group_id, str) or not group_id):
             raise ValueError(f"group_id must be a non-empty string, got {group_id!r}")
         if group_instance_id is not None and group_id is None:
@@ -219,6 +222,7 @@ class Consumer:
         )
         self._metadata = ClusterMetadata(
             bootstrap_servers,
+            Connections(credentials),
             request_timeout_ms=self.request_timeout_ms,
             metadata_max_age_ms=_positive_int("metadata_max_age_ms", metadata_max_age_ms),
         )

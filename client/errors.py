@@ -18,6 +18,12 @@ class KafkaError(Exception):
         return f"{self.message}: {detail}" if detail else self.message
 
 
+class KafkaConfigurationError(KafkaError, ValueError):
+    """An invalid or conflicting client setting (kafka-python's name)."""
+
+    message = "INVALID_CONFIG"
+
+
 class KafkaTimeoutError(KafkaError):
     message = "REQUEST_TIMED_OUT"
     retriable = True

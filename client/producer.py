@@ -50,9 +50,10 @@ from seglog.storage.record_batch import (
 )
 
 from .accumulator import ProducerBatch, RecordAccumulator, abort_error, estimate_record_size
-from .cluster import ClusterMetadata, PartitionInfo, TopicPartition, call
+from .cluster import ClusterMetadata, Connections, PartitionInfo, TopicPartition, call
 from .errors import (
     IllegalStateError,
+    KafkaConfigurationError,
     KafkaError,
     KafkaTimeoutError,
     NodeNotReadyError,
@@ -61,6 +62,7 @@ from .errors import (
 )
 from .future import FutureRecordMetadata, failed_future
 from .partitioner import Partitioner, as_partitioner
+from .security import ClientSecurity
 
 _log = logging.getLogger(__name__)
 E = errors_pb2.ErrorCode
@@ -85,13 +87,6 @@ _SEQUENCE_STATE = {
     "UNKNOWN_PRODUCER_ID",
 }
 _TOO_LARGE = {"MESSAGE_TOO_LARGE", "RECORD_LIST_TOO_LARGE"}
-
-
-class KafkaConfigurationError(KafkaError, ValueError):
-    """An invalid or conflicting producer setting (kafka-python's name)."""
-
-    message = "INVALID_CONFIG"
-
 
 Serializer = Callable[[Any], bytes | None]
 
@@ -164,7 +159,9 @@ class Producer:
         value_serializer: Serializer | None = None,
         allow_auto_create_topics: bool = True,
         metadata_max_age_ms: int = 300000,
+        **security: str | None,
     ) -> None:
+        credentials = ClientSecurity.from_options(security).channel_credentials()
         self.acks = _parse_acks(acks)
         _check_int("linger_ms", linger_ms, 0)
         _check_int("batch_size", batch_size, 0)
@@ -215,6 +212,7 @@ class Producer:
 
         self._metadata = ClusterMetadata(
             bootstrap_servers,
+            Connections(credentials),
             request_timeout_ms=request_timeout_ms,
             metadata_max_age_ms=metadata_max_age_ms,
         )

@@ -11,6 +11,8 @@ from seglog.storage.errors import InvalidConfigError
 from seglog.storage.log_config import BrokerLogSettings, LogConfig
 from seglog.storage.properties_file import parse_properties
 
+from .security.listener_security import check_listener_security
+
 
 def int_setting(
     props: Mapping[str, str], key: str, default: int, at_least: int | None = None
@@ -80,7 +82,7 @@ def _bool(props: Mapping[str, str], key: str, default: bool) -> bool:
 
 # Security protocols a listener may be mapped to, and the ones served today.
 SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
-SUPPORTED_SECURITY_PROTOCOLS = ("PLAINTEXT",)
+SUPPORTED_SECURITY_PROTOCOLS = SECURITY_PROTOCOLS  # SASL_*: Kafka listeners only
 # Kafka's default map, plus seglog's own listener names (gRPC for seglog's clients
 # and replication; the controller quorum), which Kafka users would have to map.
 DEFAULT_SECURITY_PROTOCOL_MAP = (
@@ -256,6 +258,12 @@ class NodeConfig:
                     f"{protocol}, which seglog does not serve yet: only "
                     f"{', '.join(SUPPORTED_SECURITY_PROTOCOLS)} listeners are supported"
                 )
+            check_listener_security(
+                props,
+                listener.name,
+                protocol,
+                grpc=listener.name in grpc_names or listener.name in controller_names,
+            )
         ports = [listener.port for listener in listeners.values() if listener.port]
         if len(ports) != len(set(ports)):
             raise InvalidConfigError(

@@ -14,6 +14,7 @@ from seglog.proto import client_pb2_grpc, cluster_pb2_grpc, errors_pb2
 from seglog.replication.cluster_control import ControlError
 
 from .raft_transport import CHANNEL_OPTIONS
+from .security.grpc_tls import open_channel
 
 T = TypeVar("T")
 RPC_TIMEOUT_S = 5.0
@@ -24,8 +25,10 @@ class ControllerClient:
         self,
         voters: Mapping[int, tuple[str, int]],
         leader_hint: Callable[[], int | None],
+        credentials: grpc.ChannelCredentials | None = None,
     ) -> None:
         self.voters = dict(voters)
+        self.credentials = credentials  # None: plaintext
         self.leader_hint = leader_hint
         self._channels: dict[int, grpc.Channel] = {}
 
@@ -33,10 +36,13 @@ class ControllerClient:
         channel = self._channels.get(node)
         if channel is None:
             host, port = self.voters[node]
-            channel = self._channels[node] = grpc.insecure_channel(
-                f"{host}:{port}", CHANNEL_OPTIONS
+            channel = self._channels[node] = open_channel(
+                f"{host}:{port}", CHANNEL_OPTIONS, self.credentials
             )
         return channel
+
+    def channel(self, node: int) -> grpc.Channel:
+        return self._channel(node)
 
     def controller_stub(self, node: int) -> cluster_pb2_grpc.ControllerStub:
         return cluster_pb2_grpc.ControllerStub(self._channel(node))

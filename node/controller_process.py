@@ -34,14 +34,20 @@ import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
 from seglog.proto import cluster_pb2 as cpb
-from seglog.proto import cluster_pb2_grpc
+from seglog.proto import cluster_pb2_grpc, security_pb2_grpc
 from seglog.replication.cluster_control import ControlError
+from seglog.replication.metadata_image import MetadataImage
 
 from .config import NodeConfig
 from .controller_client import ControllerClient
 from .controller_servicer import ControllerServicer
 from .event_log import EventLogger, configure
 from .quorum_controller import QuorumController
+from .security import grpc_tls
+from .security.grpc_gate import AuthorizingInterceptor
+from .security.internode import controller_credentials
+from .security.node_authorizer import NodeAuthorizer
+from .security.security_servicer import SecurityControlServicer
 from .servicer import code
 
 _log = EventLogger("controller_process")
@@ -74,10 +80,13 @@ class ControllerProcess:
             auto_leader_rebalance=config.auto_leader_rebalance_enable,
             rebalance_interval_ms=config.leader_imbalance_check_interval_seconds * 1000,
             election_timeout_ms=config.controller_quorum_election_timeout_ms,
+            channel_credentials=controller_credentials(config),
         )
         self.quorum.load(clean=clean)
         self.client = ControllerClient(
-            config.controller_quorum_voters, lambda: self.quorum.leader_id
+            config.controller_quorum_voters,
+            lambda: self.quorum.leader_id,
+            controller_credentials(config),
         )
         self.broker_applied = -1  # the last metadata offset the broker reported
         self.broker_epoch = -1
@@ -97,6 +106,9 @@ class ControllerProcess:
             futures.ThreadPoolExecutor(
                 max_workers=CONTROLLER_RPC_THREADS, thread_name_prefix="controller-rpc"
             ),
+            interceptors=[AuthorizingInterceptor(authorizer, controller_listener=True)]
+            if (authorizer := NodeAuthorizer.from_properties(self.config.raw, self._image))
+            else None,
             options=[
                 ("grpc.max_send_message_length", 64 << 20),
                 ("grpc.max_receive_message_length", 64 << 20),
@@ -110,8 +122,13 @@ class ControllerProcess:
             ControllerServicer(self.quorum, self.config.cluster_id, self.on_broker_applied),
             self._server,
         )
+        security_pb2_grpc.add_SecurityControlServicer_to_server(
+            SecurityControlServicer(self.quorum), self._server
+        )
         health_pb2_grpc.add_HealthServicer_to_server(self._health, self._server)
-        if self._server.add_insecure_port(f"{listener.host}:{listener.port}") == 0:
+        address = f"{listener.host}:{listener.port}"
+        protocols = self.config.security_protocol_map
+        if grpc_tls.add_port(self._server, address, self.config.raw, protocols, listener.name) == 0:
             raise OSError(f"cannot listen on {listener.host}:{listener.port} ({listener.name})")
         self._server.start()
         self.quorum.start()
@@ -122,6 +139,9 @@ class ControllerProcess:
         self._health.set("", health_pb2.HealthCheckResponse.SERVING)
         self._health.set(SERVICE_NAME, health_pb2.HealthCheckResponse.SERVING)
         _log.info("controller_started", listener=f"{listener.host}:{listener.port}")
+
+    def _image(self) -> MetadataImage:
+        return self.quorum.image
 
     def _registration(self) -> cpb.RegisterBrokerRequest:
         host, port = self.config.advertised_listener

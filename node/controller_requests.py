@@ -21,6 +21,7 @@ from seglog.replication.cluster_control import (
 )
 from seglog.replication.metadata_image import MetadataImage
 from seglog.replication.metadata_records import MetadataRecord
+from seglog.replication.security_control import security_records
 from seglog.storage.log_config import LogConfig
 from seglog.storage.partition_metadata import new_topic_id
 
@@ -140,6 +141,17 @@ class ControllerRequests:
 
         self._op(decide)
         return first[0], self.image.next_producer_id
+
+    def commit_security(self, proposed: Sequence[MetadataRecord]) -> list[tuple[str, str]]:
+        """SCRAM credentials and ACL entries (seglog.replication.security_control)."""
+        results: list[tuple[str, str]] = []
+
+        def decide(image: MetadataImage) -> list[MetadataRecord]:
+            records, results[:] = security_records(image, proposed)
+            return records
+
+        self._op(decide)
+        return results
 
     def topic_config(self, name: str) -> LogConfig:
         with self._image_lock:

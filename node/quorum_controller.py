@@ -19,6 +19,8 @@ from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
 from pathlib import Path
 
+import grpc
+
 from seglog.replication.cluster_control import (
     METADATA_TOPIC,
     ControlError,
@@ -65,8 +67,10 @@ class QuorumController(ControllerRequests):
         auto_leader_rebalance: bool = True,
         rebalance_interval_ms: int = 300_000,
         election_timeout_ms: int = DEFAULT_ELECTION_TIMEOUT_MS,
+        channel_credentials: grpc.ChannelCredentials | None = None,
     ) -> None:
         self.node_id = node_id
+        self.channel_credentials = channel_credentials  # Raft between voters; None: plaintext
         self.voters = dict(voters)
         self.metadata_dir = metadata_dir
         self.broker_defaults = broker_defaults
@@ -135,7 +139,7 @@ class QuorumController(ControllerRequests):
     def start(self) -> None:
         for peer, address in self.voters.items():
             if peer != self.node_id:
-                self._peers[peer] = PeerSender(peer, address)
+                self._peers[peer] = PeerSender(peer, address, self.channel_credentials)
         self._thread = threading.Thread(target=self._run, name="raft", daemon=True)
         self._thread.start()
         self._duty_thread = threading.Thread(target=self._duties, name="controller", daemon=True)

@@ -23,6 +23,7 @@ from seglog.replication.raft import (
 )
 
 from .event_log import EventLogger
+from .security.grpc_tls import open_channel
 
 _log = EventLogger("raft_transport")
 QUEUE_LIMIT = 256
@@ -128,9 +129,14 @@ def from_proto(p: cpb.RaftMessage) -> Message:
 class PeerSender:
     """Delivers messages to one peer in order, dropping the oldest when behind."""
 
-    def __init__(self, peer_id: int, address: tuple[str, int]) -> None:
+    def __init__(
+        self,
+        peer_id: int,
+        address: tuple[str, int],
+        credentials: grpc.ChannelCredentials | None = None,
+    ) -> None:
         self.peer_id = peer_id
-        self._channel = grpc.insecure_channel(f"{address[0]}:{address[1]}", CHANNEL_OPTIONS)
+        self._channel = open_channel(f"{address[0]}:{address[1]}", CHANNEL_OPTIONS, credentials)
         self._stub = cluster_pb2_grpc.ControllerStub(self._channel)
         self._queue: collections.deque[cpb.RaftMessage] = collections.deque(maxlen=QUEUE_LIMIT)
         self._cond = threading.Condition()

@@ -23,10 +23,12 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 import grpc
 
 from seglog.proto import cluster_pb2 as cpb
-from seglog.proto import cluster_pb2_grpc, errors_pb2
+from seglog.proto import cluster_pb2_grpc, errors_pb2, security_pb2_grpc
+from seglog.proto import security_pb2 as spb
 from seglog.replication.cluster_control import ControlError
 from seglog.replication.metadata_image import MetadataImage
-from seglog.replication.metadata_records import MetadataRecord, decode_record
+from seglog.replication.metadata_records import MetadataRecord, decode_record, encode_record
+from seglog.replication.security_control import security_applied
 from seglog.storage.errors import InvalidConfigError
 from seglog.storage.log_config import LogConfig
 
@@ -35,6 +37,8 @@ from .config import NodeConfig
 from .controller_client import ControllerClient
 from .controller_requests import IsrChange
 from .event_log import EventLogger
+from .security.grpc_tls import open_channel
+from .security.internode import controller_credentials
 
 _log = EventLogger("remote_controller")
 Listener = Callable[[MetadataImage, list[MetadataRecord]], None]
@@ -70,7 +74,10 @@ class RemoteController:
         host = "127.0.0.1" if listener.host in ("0.0.0.0", "::", "") else listener.host
         self._own_address = f"{host}:{listener.port}"
         self._own_channel: grpc.Channel | None = None
-        self.client = ControllerClient(config.controller_quorum_voters, self._leader_hint)
+        self._credentials = controller_credentials(config)
+        self.client = ControllerClient(
+            config.controller_quorum_voters, self._leader_hint, self._credentials
+        )
         self._leader_seen: int | None = None
         self._leader_checked = 0.0
 
@@ -96,7 +103,7 @@ class RemoteController:
                 f"the controller process of node {self.node_id} exited with code {code} "
                 "before it was ready (its log lines are in this node's log)"
             )
-        self._own_channel = grpc.insecure_channel(self._own_address)
+        self._own_channel = open_channel(self._own_address, None, self._credentials)
         _log.info("controller_process_started", pid=self._proc.pid, address=self._own_address)
 
     def start(self) -> None:
@@ -329,6 +336,27 @@ class RemoteController:
                 )
             )
 
+    def commit_security(self, proposed: Sequence[MetadataRecord]) -> list[tuple[str, str]]:
+        """SCRAM credentials and ACL entries, committed by the active controller; the
+        answer comes once this broker's image holds what was taken."""
+        request = spb.SecurityRecords(records=[encode_record(r) for r in proposed])
+        answer = self.client.call(
+            lambda n: security_pb2_grpc.SecurityControlStub(
+                self.client.channel(n)
+            ).CommitSecurityRecords(request, timeout=RPC_TIMEOUT_S),
+            # A refusal of the whole (NOT_CONTROLLER: ask another voter) is one result.
+            lambda r: (r.results[0].error_code if r.results else 0, ""),
+        )
+        results = [
+            (errors_pb2.ErrorCode.Name(r.error_code), r.error_message) for r in answer.results
+        ]
+        if len(results) != len(proposed):
+            # Refused whole (e.g. NOT_CONTROLLER to the end): one result for all.
+            return [results[0] if results else ("UNKNOWN_SERVER_ERROR", "")] * len(proposed)
+        taken = [r for r, (e, m) in zip(proposed, results, strict=True) if e == "NONE" and not m]
+        self._await(lambda image: all(security_applied(image, r) for r in taken))
+        return results
+
     def _await(self, ready: Callable[[MetadataImage], bool], timeout_s: float = 10.0) -> None:
         """Answer once this broker applied the change too, so the client's next request
         here sees it."""
@@ -391,4 +419,3 @@ class RemoteController:
 
 def _controller_stub(channel: grpc.Channel) -> cluster_pb2_grpc.ControllerStub:
     return cluster_pb2_grpc.ControllerStub(channel)
-

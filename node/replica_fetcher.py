@@ -24,6 +24,7 @@ from seglog.proto import client_pb2_grpc, errors_pb2
 from seglog.replication import partition_replica as pr
 
 from .event_log import EventLogger
+from .security.grpc_tls import open_channel
 
 if TYPE_CHECKING:
     from .replica_manager import HostedPartition, ReplicaManager
@@ -63,10 +64,16 @@ def error_name(code: int) -> str:
 
 
 class ReplicaFetcher:
-    def __init__(self, manager: ReplicaManager, leader: int, address: tuple[str, int]) -> None:
+    def __init__(
+        self,
+        manager: ReplicaManager,
+        leader: int,
+        address: tuple[str, int],
+        credentials: grpc.ChannelCredentials | None = None,
+    ) -> None:
         self.manager = manager
         self.leader = leader
-        self._channel = grpc.insecure_channel(f"{address[0]}:{address[1]}", CHANNEL_OPTIONS)
+        self._channel = open_channel(f"{address[0]}:{address[1]}", CHANNEL_OPTIONS, credentials)
         self._stub = client_pb2_grpc.SegLogStub(self._channel)
         self._lock = threading.Lock()
         self._partitions: set[TopicPartition] = set()

@@ -19,6 +19,8 @@ from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass, field
 from typing import NamedTuple, Protocol
 
+import grpc
+
 from seglog.proto import client_pb2 as pb
 from seglog.replication import partition_replica as pr
 from seglog.replication.metadata_image import MetadataImage, PartitionState
@@ -154,8 +156,10 @@ class ReplicaManager:
         alter_partitions: BatchSender | None = None,
         is_replica_eligible: Callable[[int, int], bool] | None = None,
         fetch_session_slots: int = DEFAULT_SESSION_SLOTS,
+        channel_credentials: grpc.ChannelCredentials | None = None,
     ) -> None:
         self.node_id = node_id
+        self.channel_credentials = channel_credentials  # None: replicate in plaintext
         self.log_manager = log_manager
         self.topic_config = topic_config
         self.replica_lag_time_max_ms = replica_lag_time_max_ms
@@ -804,7 +808,7 @@ class ReplicaManager:
         for node in set(by_leader) - set(self._fetchers):
             address = self.address_of(node)
             if address is not None:
-                self._fetchers[node] = ReplicaFetcher(self, node, address)
+                self._fetchers[node] = ReplicaFetcher(self, node, address, self.channel_credentials)
         for node in set(self._fetchers) - set(by_leader):
             self._fetchers.pop(node).stop()
         for node, fetcher in self._fetchers.items():

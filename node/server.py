@@ -18,7 +18,7 @@ import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from prometheus_client import start_http_server
 
-from seglog.proto import client_pb2_grpc, cluster_pb2_grpc, groups_pb2_grpc
+from seglog.proto import client_pb2_grpc, cluster_pb2_grpc, groups_pb2_grpc, security_pb2_grpc
 from seglog.proto import cluster_pb2 as cpb
 from seglog.replication.cluster_control import ControlError
 from seglog.replication.metadata_image import MetadataImage
@@ -39,6 +39,12 @@ from .log_manager import LogManager
 from .metrics import GrpcMetricsInterceptor, NodeMetrics, NodeStateCollector
 from .remote_controller import RemoteController
 from .replica_manager import ReplicaManager
+from .security import grpc_tls
+from .security.grpc_gate import AuthorizingInterceptor
+from .security.internode import inter_broker_credentials
+from .security.node_authorizer import NodeAuthorizer
+from .security.security_admin import SecurityAdmin
+from .security.security_servicer import SecurityServicer
 from .servicer import SegLogServicer
 
 _log = EventLogger("node")
@@ -98,6 +104,7 @@ class Node:
             address_of=self._broker_address,
             alter_partitions=self._alter_partitions,
             is_replica_eligible=self._eligible,
+            channel_credentials=inter_broker_credentials(config),
         )
         self.metrics = NodeMetrics()
         self.metrics.registry.register(NodeStateCollector(self))
@@ -118,6 +125,11 @@ class Node:
         self.exit_code = 0
         self.port = -1
         self.kafka: list[KafkaListener] = []  # Kafka-protocol listeners (e.g. PLAINTEXT)
+        # ACLs (authorizer.class.name; None: off) and the SCRAM/ACL admin requests.
+        self.authorizer = NodeAuthorizer.from_properties(config.raw, self.metadata_image)
+        self.security = SecurityAdmin(
+            self.metadata_image, self.controller.commit_security, self.authorizer
+        )
 
     # --- lifecycle -----------------------------------------------------------------
 
@@ -136,7 +148,11 @@ class Node:
                 thread_name_prefix="grpc",
             ),
             maximum_concurrent_rpcs=self.config.queued_max_requests,
-            interceptors=[GrpcMetricsInterceptor(self.metrics)],
+            # Requests are counted and timed, then authorized (when an authorizer is on).
+            interceptors=[
+                GrpcMetricsInterceptor(self.metrics),
+                *([AuthorizingInterceptor(self.authorizer)] if self.authorizer else []),
+            ],
             options=[
                 ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
                 ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
@@ -153,12 +169,21 @@ class Node:
             GroupCoordinatorServicer(self), self._server
         )
         health_pb2_grpc.add_HealthServicer_to_server(self._health, self._server)
+        security_pb2_grpc.add_SecurityServicer_to_server(
+            SecurityServicer(self.security), self._server
+        )
         if self.remote is not None:
             cluster_pb2_grpc.add_ControllerServicer_to_server(
                 QuorumDescriber(self.remote), self._server
             )
         for listener in self.config.grpc_listeners:
-            port = self._server.add_insecure_port(f"{listener.host}:{listener.port}")
+            port = grpc_tls.add_port(
+                self._server,
+                f"{listener.host}:{listener.port}",
+                self.config.raw,
+                self.config.security_protocol_map,
+                listener.name,
+            )
             if port == 0:
                 raise OSError(f"cannot listen on {listener.host}:{listener.port} ({listener.name})")
             if listener.address == self.config.listener:

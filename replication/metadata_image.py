@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 
 from .metadata_records import (
+    AccessControlEntryRecord,
     BrokerFenceRecord,
     ConfigRecord,
     MetadataRecord,
@@ -16,8 +17,11 @@ from .metadata_records import (
     PartitionRecord,
     ProducerIdsRecord,
     RegisterBrokerRecord,
+    RemoveAccessControlEntryRecord,
     RemoveTopicRecord,
+    RemoveUserScramCredentialRecord,
     TopicRecord,
+    UserScramCredentialRecord,
 )
 
 
@@ -61,6 +65,9 @@ class MetadataImage:
         self.configs: dict[str, dict[str, str]] = {}
         self.brokers: dict[int, BrokerImage] = {}
         self.next_producer_id = 0
+        # Security: SCRAM credentials by (user, mechanism code), ACL entries by id.
+        self.scram_credentials: dict[tuple[str, int], UserScramCredentialRecord] = {}
+        self.acls: dict[str, AccessControlEntryRecord] = {}
 
     def apply(self, record: MetadataRecord) -> None:
         match record:
@@ -123,6 +130,15 @@ class MetadataImage:
             case ProducerIdsRecord():
                 assert record.next_producer_id > self.next_producer_id, "producer ids only rise"
                 self.next_producer_id = record.next_producer_id
+            case UserScramCredentialRecord():
+                self.scram_credentials[(record.name, record.mechanism)] = record
+            case RemoveUserScramCredentialRecord():
+                self.scram_credentials.pop((record.name, record.mechanism), None)
+            case AccessControlEntryRecord():
+                assert record.id not in self.acls, f"ACL id {record.id} taken"
+                self.acls[record.id] = record
+            case RemoveAccessControlEntryRecord():
+                self.acls.pop(record.id, None)
             case _:
                 raise TypeError(f"not a metadata record: {record!r}")
 
@@ -146,6 +162,8 @@ class MetadataImage:
             tuple(sorted((k, tuple(sorted(v.items()))) for k, v in self.configs.items())),
             tuple(sorted(self.brokers.items())),
             self.next_producer_id,
+            tuple(sorted(self.scram_credentials.items())),
+            tuple(sorted(self.acls.items())),
         )
 
     def to_records(self) -> list[MetadataRecord]:
@@ -177,4 +195,6 @@ class MetadataImage:
                 out.append(ConfigRecord(name, key, value))
         if self.next_producer_id:
             out.append(ProducerIdsRecord(-1, -1, self.next_producer_id))
+        out.extend(v for _, v in sorted(self.scram_credentials.items()))
+        out.extend(v for _, v in sorted(self.acls.items()))
         return out

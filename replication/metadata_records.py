@@ -95,6 +95,48 @@ class ProducerIdsRecord:
     next_producer_id: int
 
 
+@dataclass(frozen=True, slots=True)
+class UserScramCredentialRecord:
+    """A user's SCRAM credential, as Kafka's record of the same name: the salt,
+    StoredKey and ServerKey (hex), never the password. Replaces an earlier one."""
+
+    kind: ClassVar[str] = "UserScramCredential"
+    name: str
+    mechanism: int  # 1: SCRAM-SHA-256, 2: SCRAM-SHA-512
+    salt: str
+    stored_key: str
+    server_key: str
+    iterations: int
+
+
+@dataclass(frozen=True, slots=True)
+class RemoveUserScramCredentialRecord:
+    kind: ClassVar[str] = "RemoveUserScramCredential"
+    name: str
+    mechanism: int
+
+
+@dataclass(frozen=True, slots=True)
+class AccessControlEntryRecord:
+    """One ACL binding (Kafka's codes for the enums), under a unique id."""
+
+    kind: ClassVar[str] = "AccessControlEntry"
+    id: str
+    resource_type: int
+    resource_name: str
+    pattern_type: int
+    principal: str
+    host: str
+    operation: int
+    permission_type: int
+
+
+@dataclass(frozen=True, slots=True)
+class RemoveAccessControlEntryRecord:
+    kind: ClassVar[str] = "RemoveAccessControlEntry"
+    id: str
+
+
 MetadataRecord = (
     RegisterBrokerRecord
     | BrokerFenceRecord
@@ -104,6 +146,10 @@ MetadataRecord = (
     | RemoveTopicRecord
     | ConfigRecord
     | ProducerIdsRecord
+    | UserScramCredentialRecord
+    | RemoveUserScramCredentialRecord
+    | AccessControlEntryRecord
+    | RemoveAccessControlEntryRecord
 )
 
 _BY_KIND: dict[str, type[MetadataRecord]] = {
@@ -117,6 +163,10 @@ _BY_KIND: dict[str, type[MetadataRecord]] = {
         RemoveTopicRecord,
         ConfigRecord,
         ProducerIdsRecord,
+        UserScramCredentialRecord,
+        RemoveUserScramCredentialRecord,
+        AccessControlEntryRecord,
+        RemoveAccessControlEntryRecord,
     )
 }
 

@@ -55,6 +55,8 @@ class NodeProcess:
         data_dir.mkdir(parents=True, exist_ok=True)
         self.config_path.write_text("".join(f"{k}={v}\n" for k, v in props.items()))
         self.proc: subprocess.Popen[bytes] | None = None
+        # TLS for the health check, when the gRPC listener is mapped to SSL.
+        self.credentials: grpc.ChannelCredentials | None = None
 
     @property
     def bootstrap(self) -> str:
@@ -77,7 +79,12 @@ class NodeProcess:
 
     def wait_healthy(self, timeout_s: float) -> None:
         deadline = time.monotonic() + timeout_s
-        with grpc.insecure_channel(self.bootstrap) as channel:
+        channel = (
+            grpc.insecure_channel(self.bootstrap)
+            if self.credentials is None
+            else grpc.secure_channel(self.bootstrap, self.credentials)
+        )
+        with channel:
             stub = health_pb2_grpc.HealthStub(channel)
             while time.monotonic() < deadline:
                 if self.proc is not None and self.proc.poll() is not None:

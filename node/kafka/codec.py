@@ -16,20 +16,30 @@ from dataclasses import dataclass
 from typing import Any
 
 from kafka.protocol.admin import (
+    AlterUserScramCredentialsRequest,
+    AlterUserScramCredentialsResponse,
+    CreateAclsRequest,
+    CreateAclsResponse,
     CreatePartitionsRequest,
     CreatePartitionsResponse,
     CreateTopicsRequest,
     CreateTopicsResponse,
+    DeleteAclsRequest,
+    DeleteAclsResponse,
     DeleteGroupsRequest,
     DeleteGroupsResponse,
     DeleteTopicsRequest,
     DeleteTopicsResponse,
+    DescribeAclsRequest,
+    DescribeAclsResponse,
     DescribeClusterRequest,
     DescribeClusterResponse,
     DescribeConfigsRequest,
     DescribeConfigsResponse,
     DescribeGroupsRequest,
     DescribeGroupsResponse,
+    DescribeUserScramCredentialsRequest,
+    DescribeUserScramCredentialsResponse,
     IncrementalAlterConfigsRequest,
     IncrementalAlterConfigsResponse,
     ListGroupsRequest,
@@ -70,6 +80,12 @@ from kafka.protocol.producer import (
     InitProducerIdResponse,
     ProduceRequest,
     ProduceResponse,
+)
+from kafka.protocol.sasl import (
+    SaslAuthenticateRequest,
+    SaslAuthenticateResponse,
+    SaslHandshakeRequest,
+    SaslHandshakeResponse,
 )
 
 from seglog.storage.file_slice import FileSlice
@@ -144,6 +160,35 @@ APIS: dict[int, ApiSpec] = {
             (0, 1),
         ),
         ApiSpec(60, "DescribeCluster", DescribeClusterRequest, DescribeClusterResponse, (0, 1)),
+        # Security (node/security/kafka_gate.py answers these). SaslHandshake v1 only
+        # (v0 would be followed by unframed SASL tokens), advertised from v0 because
+        # librdkafka enables SASL only when a broker lists v0.
+        ApiSpec(
+            17,
+            "SaslHandshake",
+            SaslHandshakeRequest,
+            SaslHandshakeResponse,
+            (1, 1),
+            advertised_min=0,
+        ),
+        ApiSpec(29, "DescribeAcls", DescribeAclsRequest, DescribeAclsResponse, (1, 3)),
+        ApiSpec(30, "CreateAcls", CreateAclsRequest, CreateAclsResponse, (1, 3)),
+        ApiSpec(31, "DeleteAcls", DeleteAclsRequest, DeleteAclsResponse, (1, 3)),
+        ApiSpec(36, "SaslAuthenticate", SaslAuthenticateRequest, SaslAuthenticateResponse, (0, 2)),
+        ApiSpec(
+            50,
+            "DescribeUserScramCredentials",
+            DescribeUserScramCredentialsRequest,
+            DescribeUserScramCredentialsResponse,
+            (0, 0),
+        ),
+        ApiSpec(
+            51,
+            "AlterUserScramCredentials",
+            AlterUserScramCredentialsRequest,
+            AlterUserScramCredentialsResponse,
+            (0, 0),
+        ),
     )
 }
 

@@ -16,7 +16,11 @@ from seglog.storage.file_slice import FileSlice
 
 from ..event_log import EventLogger
 from ..groups.offsets_records import OFFSETS_TOPIC
-from ..replica_manager import FetchSpec
+from ..replica_manager import FetchResult, FetchSpec, OffsetResult
+from ..security.acls import CLUSTER_NAME, AclOperation, ResourceType
+from ..security.authorizing_node import AuthorizingNode
+from ..security.kafka_gate import allowed, allowed_on_any
+from ..security.node_authorizer import NodeAuthorizer
 from . import admin
 from .codec import (
     KafkaRequest,
@@ -33,6 +37,7 @@ from .node_api import KafkaNode
 from .socket_server import Deferred
 
 _log = EventLogger("kafka")
+TOPIC, CLUSTER = ResourceType.TOPIC, ResourceType.CLUSTER
 INTERNAL_TOPICS = frozenset({OFFSETS_TOPIC})
 MAX_FETCH_WAIT_MS = 30_000  # a client's fetch.max.wait.ms is capped at this
 DEFAULT_PRODUCE_TIMEOUT_MS = 30_000
@@ -52,12 +57,16 @@ class KafkaApis:
         self.listener = listener
         self.properties = dict(properties or {})
         self.stopped = stopped or threading.Event()
+        # ACLs (None: off): the listener sets the node's authorizer; `guarded` is the
+        # node with each topic operation authorized for the request's connection.
+        self.authorizer: NodeAuthorizer | None = None
+        guarded = AuthorizingNode(node, lambda: self.authorizer)
         groups = KafkaGroupApis(node, listener)
         self._apis: dict[int, Callable[[KafkaRequest], list[Part] | None]] = {
             0: self.produce,
             1: self.fetch,
             2: self.list_offsets,
-            3: lambda r: metadata(self.node, self.listener, r),
+            3: lambda r: metadata(guarded, self.listener, r, guarded.may_describe),
             8: groups.offset_commit,
             9: groups.offset_fetch,
             10: groups.find_coordinator,
@@ -68,15 +77,15 @@ class KafkaApis:
             15: groups.describe_groups,
             16: groups.list_groups,
             18: api_versions,
-            19: lambda r: admin.create_topics(self.node, r),
-            20: lambda r: admin.delete_topics(self.node, r),
+            19: lambda r: admin.create_topics(guarded, r),
+            20: lambda r: admin.delete_topics(guarded, r),
             22: self.init_producer_id,
             23: self.offsets_for_leader_epoch,
-            32: lambda r: admin.describe_configs(self.node, self.properties, r),
-            37: lambda r: admin.create_partitions(self.node, r),
+            32: lambda r: admin.describe_configs(guarded, self.properties, r),
+            37: lambda r: admin.create_partitions(guarded, r),
             42: groups.delete_groups,
             47: groups.offset_delete,
-            44: lambda r: admin.incremental_alter_configs(self.node, r),
+            44: lambda r: admin.incremental_alter_configs(guarded, r),
             60: lambda r: describe_cluster(self.node, self.listener, r),
         }
 
@@ -103,6 +112,8 @@ class KafkaApis:
                 tp = (t.name, p.index)
                 if refuse is not None:
                     errors[tp] = refuse
+                elif not allowed(self.authorizer, AclOperation.WRITE, TOPIC, t.name):
+                    errors[tp] = "TOPIC_AUTHORIZATION_FAILED"
                 elif t.name in INTERNAL_TOPICS:
                     # Kafka: only the coordinators write their internal topics.
                     errors[tp] = "INVALID_TOPIC_EXCEPTION"
@@ -172,6 +183,12 @@ class KafkaApis:
         """A fetch with enough bytes (or an error) now is answered now; one that must
         wait for fetch.min.bytes goes to a delayed thread for up to fetch.max.wait.ms."""
         req = request.body
+        denied = [
+            FetchResult(t.topic, p.partition, "TOPIC_AUTHORIZATION_FAILED")
+            for t in req.topics
+            if not allowed(self.authorizer, AclOperation.READ, TOPIC, t.topic)
+            for p in t.partitions
+        ]
         specs = [
             FetchSpec(
                 t.topic,
@@ -183,6 +200,7 @@ class KafkaApis:
                 p.log_start_offset,
             )
             for t in req.topics
+            if not denied or allowed(self.authorizer, AclOperation.READ, TOPIC, t.topic)
             for p in t.partitions
         ]
         max_bytes = self.node.fetch_max_bytes
@@ -194,7 +212,7 @@ class KafkaApis:
         min_bytes = max(req.min_bytes, 1)
 
         def read(wait: int) -> list[Any]:
-            return self.node.replica_manager.fetch(
+            return denied + self.node.replica_manager.fetch(
                 specs,
                 replica_id=-1,  # replicas fetch over gRPC: a Kafka fetch is a consumer's
                 max_wait_ms=wait,
@@ -265,7 +283,11 @@ class KafkaApis:
             partitions = []
             for p in t.partitions:
                 epoch = p.current_leader_epoch if request.api_version >= 4 else -1
-                r = rm.list_offset((t.name, p.partition_index), p.timestamp, epoch, -1)
+                r = (
+                    rm.list_offset((t.name, p.partition_index), p.timestamp, epoch, -1)
+                    if allowed(self.authorizer, AclOperation.DESCRIBE, TOPIC, t.name)
+                    else OffsetResult(error_name="TOPIC_AUTHORIZATION_FAILED")
+                )
                 partitions.append(
                     cls.ListOffsetsTopicResponse.ListOffsetsPartitionResponse(
                         partition_index=p.partition_index,
@@ -286,8 +308,12 @@ class KafkaApis:
         for t in req.topics:
             partitions = []
             for p in t.partitions:
-                r = rm.end_offset_for_epoch(
-                    (t.topic, p.partition), p.leader_epoch, p.current_leader_epoch
+                r = (
+                    rm.end_offset_for_epoch(
+                        (t.topic, p.partition), p.leader_epoch, p.current_leader_epoch
+                    )
+                    if allowed(self.authorizer, AclOperation.DESCRIBE, TOPIC, t.topic)
+                    else OffsetResult(error_name="TOPIC_AUTHORIZATION_FAILED")
                 )
                 partitions.append(
                     cls.OffsetForLeaderTopicResult.EpochEndOffset(
@@ -309,6 +335,16 @@ class KafkaApis:
             body = cls(
                 throttle_time_ms=0,
                 error_code=error_code("TRANSACTIONAL_ID_AUTHORIZATION_FAILED"),
+                producer_id=-1,
+                producer_epoch=-1,
+            )
+            return encode_response(request, body)
+        if not allowed(
+            self.authorizer, AclOperation.IDEMPOTENT_WRITE, CLUSTER, CLUSTER_NAME
+        ) and not allowed_on_any(self.authorizer, AclOperation.WRITE, TOPIC):
+            body = cls(
+                throttle_time_ms=0,
+                error_code=error_code("CLUSTER_AUTHORIZATION_FAILED"),
                 producer_id=-1,
                 producer_epoch=-1,
             )

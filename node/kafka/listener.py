@@ -11,6 +11,8 @@ from collections.abc import Mapping
 from ..config import Listener, NodeConfig, int_setting
 from ..event_log import EventLogger
 from ..metrics import NodeMetrics, timed_kafka_handler
+from ..security.kafka_gate import KafkaGate
+from ..security.kafka_tls import ListenerTls
 from .handlers import KafkaApis
 from .node_api import KafkaNode
 from .socket_server import Deferred, Handler, SocketServer, SocketSettings
@@ -51,10 +53,17 @@ class KafkaListener:
         self.name = listener.name
         self.settings = socket_settings(config.raw, config.num_io_threads)
         self.apis = KafkaApis(node, listener.name, config.raw)
+        protocol = config.security_protocol_map.get(listener.name, "PLAINTEXT")
+        tls = ListenerTls(config.raw, listener.name) if protocol in ("SSL", "SASL_SSL") else None
+        security = getattr(node, "security", None)  # SecurityAdmin (a node has one)
+        gate = KafkaGate(listener.name, protocol, config.raw, security) if security else None
+        self.apis.authorizer = getattr(node, "authorizer", None)
         handler: Handler = self.apis
         if metrics is not None:
             handler = timed_kafka_handler(self.apis, metrics, listener.name, Deferred)
-        self.server = SocketServer(listener.host, listener.port, handler, self.settings)
+        self.server = SocketServer(
+            listener.host, listener.port, handler, self.settings, tls, listener.name, gate
+        )
         self.apis.stopped = self.server.stopped
         self.port = self.server.port
 

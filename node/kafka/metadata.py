@@ -5,6 +5,7 @@ the live brokers answers LEADER_NOT_AVAILABLE."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from seglog.replication.cluster_control import ControlError
@@ -56,13 +57,20 @@ def _topic_uuid(topic_id: str) -> Any:
         return None
 
 
-def metadata(node: KafkaNode, listener: str, request: KafkaRequest) -> list[Part]:
+def metadata(
+    node: KafkaNode,
+    listener: str,
+    request: KafkaRequest,
+    may_describe: Callable[[str], bool] = lambda _topic: True,
+) -> list[Part]:
+    """`may_describe`: the ACL check; all topics lists only those, a named one that
+    fails it is answered TOPIC_AUTHORIZATION_FAILED."""
     req = request.body
     v = request.api_version
     cls = response_class(request)
     image = node.metadata_image()
     if req.topics is None or (v == 0 and not req.topics):
-        wanted = sorted(image.topics)
+        wanted = [t for t in sorted(image.topics) if may_describe(t)]
     else:
         wanted = []
         for t in req.topics:
@@ -80,6 +88,13 @@ def metadata(node: KafkaNode, listener: str, request: KafkaRequest) -> list[Part
         if name is None:
             topics.append(
                 cls.MetadataResponseTopic(error_code=error_code("UNKNOWN_TOPIC_ID"), name=None)
+            )
+            continue
+        if not may_describe(name):
+            topics.append(
+                cls.MetadataResponseTopic(
+                    error_code=error_code("TOPIC_AUTHORIZATION_FAILED"), name=name
+                )
             )
             continue
         topic = image.topics.get(name)

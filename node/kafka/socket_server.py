@@ -18,6 +18,12 @@ threads (Kafka parks it in its purgatory), which frees the handler and lets the
 connection's next request in, up to MAX_IN_FLIGHT per connection. Responses go back in
 request order: each request has a slot in its connection's queue, and a slot is
 written only when every slot before it has been.
+
+A listener mapped to SSL wraps each accepted socket in TLS without blocking: the
+handshake advances on the selector's events (a client that does not finish it within
+HANDSHAKE_TIMEOUT_S is closed), records are decrypted into the connection's buffer
+(what the TLS layer already holds is drained at once, since the selector cannot see
+it), and a FileSlice is read in chunks and encrypted, sendfile being plaintext only.
 """
 
 from __future__ import annotations
@@ -27,6 +33,7 @@ import os
 import queue
 import selectors
 import socket
+import ssl
 import struct
 import threading
 import time
@@ -37,6 +44,9 @@ from dataclasses import dataclass
 from seglog.storage.file_slice import FileSlice
 
 from ..event_log import EventLogger
+from ..security.kafka_gate import CloseConnection, KafkaGate, KafkaSession
+from ..security.kafka_tls import ListenerTls
+from ..security.principal import ANONYMOUS, KafkaPrincipal, certificate_principal
 from .codec import InvalidRequestError, KafkaRequest, Part, parse_request
 
 _log = EventLogger("kafka")
@@ -46,6 +56,9 @@ SELECT_TIMEOUT_S = 0.3
 MAX_NEW_CONNECTIONS = 20  # a processor's queue of accepted, not yet registered sockets
 
 MAX_IN_FLIGHT = 5  # requests of one connection being handled or awaiting their turn
+HANDSHAKE_TIMEOUT_S = 10.0  # a TLS client that has not finished its handshake by then
+TLS_CHUNK = 256 * 1024  # bytes encrypted per send on a TLS connection
+MAX_PENDING_READS = 64  # further TLS reads per readable event (a record is <= 16 KiB)
 
 
 class Deferred:
@@ -107,6 +120,12 @@ class Connection:
         self.events = 0  # what the processor's selector watches for (0: not registered)
         self.closed = False
         self.last_active = time.monotonic()
+        self.tls = isinstance(sock, ssl.SSLSocket)
+        self.handshaking = self.tls
+        self.handshake_wants = selectors.EVENT_READ  # a server first awaits the ClientHello
+        self.principal: KafkaPrincipal = ANONYMOUS  # a TLS client's certificate subject
+        self.host = conn_id.rsplit("-", 2)[0].rpartition(":")[0]
+        self.session: KafkaSession | None = None  # the security gate's, from the first request
 
 
 Work = tuple[Connection, KafkaRequest, Slot]
@@ -210,6 +229,9 @@ class Processor(threading.Thread):
                         with contextlib.suppress(BlockingIOError):
                             self._wake_r.recv(4096)
                         continue
+                    if conn.handshaking:
+                        self._handshake(conn)
+                        continue
                     if events & selectors.EVENT_WRITE and not conn.closed:
                         self._write(conn)
                     if events & selectors.EVENT_READ and not conn.closed:
@@ -232,9 +254,44 @@ class Processor(threading.Thread):
             sock.setblocking(False)
             self._next_id += 1
             peer = sock.getpeername() if sock.family != socket.AF_UNIX else ("unix", 0)
+            tls = self.server.tls
+            if tls is not None:
+                sock = tls.context().wrap_socket(
+                    sock, server_side=True, do_handshake_on_connect=False
+                )
             conn = Connection(sock, f"{peer[0]}:{peer[1]}-{self.index}-{self._next_id}", self)
             self.connections[conn.id] = conn
             self._interest(conn)
+
+    def _handshake(self, conn: Connection) -> None:
+        """One step of a TLS handshake; a failure (a plaintext client, an untrusted or
+        expired certificate, no common protocol) is logged once and closes."""
+        assert isinstance(conn.sock, ssl.SSLSocket)
+        try:
+            conn.sock.do_handshake()
+        except ssl.SSLWantReadError:
+            conn.handshake_wants = selectors.EVENT_READ
+            self._interest(conn)
+            return
+        except ssl.SSLWantWriteError:
+            conn.handshake_wants = selectors.EVENT_WRITE
+            self._interest(conn)
+            return
+        except (ssl.SSLError, OSError) as e:
+            _log.warning(
+                "kafka_ssl_handshake_failed",
+                listener=self.server.listener_name,
+                address=conn.id.rsplit("-", 2)[0],
+                reason=getattr(e, "reason", None) or str(e),
+            )
+            self._close(conn, "ssl handshake failed")
+            return
+        conn.handshaking = False
+        conn.principal = certificate_principal(conn.sock.getpeercert(binary_form=True))
+        conn.last_active = time.monotonic()
+        self._interest(conn)
+        # The client's first request may have come with its last handshake message.
+        self._read(conn)
 
     def _send_responses(self) -> None:
         with self._responses_lock:
@@ -272,6 +329,8 @@ class Processor(threading.Thread):
         events = selectors.EVENT_WRITE if conn.outq else 0
         if not self._muted(conn):
             events |= selectors.EVENT_READ
+        if conn.handshaking:
+            events = conn.handshake_wants
         if events == conn.events or conn.closed:
             return
         if conn.events == 0:
@@ -288,7 +347,7 @@ class Processor(threading.Thread):
             return
         try:
             data = conn.sock.recv(RECV_CHUNK)
-        except BlockingIOError:
+        except (BlockingIOError, ssl.SSLWantReadError, ssl.SSLWantWriteError):
             return
         except OSError as e:
             self._close(conn, f"read failed: {e}")
@@ -298,7 +357,28 @@ class Processor(threading.Thread):
             return
         conn.last_active = time.monotonic()
         conn.inbuf += data
+        if conn.tls:
+            self._read_tls_records(conn)
         self._next_request(conn)
+
+    def _read_tls_records(self, conn: Connection) -> None:
+        """A TLS record holds at most 16 KiB: read on while records are there, and take
+        what the TLS layer holds decrypted (it raises no selector event). An error or
+        EOF here shows again on the next read, which handles it."""
+        sock = conn.sock
+        assert isinstance(sock, ssl.SSLSocket)
+        for _ in range(MAX_PENDING_READS):
+            try:
+                more = sock.recv(RECV_CHUNK)
+            except OSError:  # SSLWantRead (nothing more yet) among them
+                break
+            if not more:
+                break
+            conn.inbuf += more
+        pending = sock.pending()
+        if pending:
+            with contextlib.suppress(ssl.SSLWantReadError, ssl.SSLWantWriteError, OSError):
+                conn.inbuf += sock.recv(pending)
 
     def _next_request(self, conn: Connection) -> None:
         """Take one whole frame off the connection's buffer, if there is one."""
@@ -340,13 +420,24 @@ class Processor(threading.Thread):
             try:
                 if isinstance(part, FileSlice):
                     left = part.size - conn.out_pos
-                    n = os.sendfile(conn.sock.fileno(), part.fd, part.position + conn.out_pos, left)
+                    if conn.tls:
+                        # A retried TLS write must offer the same bytes: the same chunk.
+                        chunk = os.pread(
+                            part.fd, min(left, TLS_CHUNK), part.position + conn.out_pos
+                        )
+                        n = conn.sock.send(chunk) if chunk else 0
+                    else:
+                        n = os.sendfile(
+                            conn.sock.fileno(), part.fd, part.position + conn.out_pos, left
+                        )
                     if n == 0 and left > 0:
                         self._close(conn, "segment file truncated during a fetch response")
                         return
+                elif conn.tls:
+                    n = conn.sock.send(memoryview(part)[conn.out_pos : conn.out_pos + TLS_CHUNK])
                 else:
                     n = conn.sock.send(memoryview(part)[conn.out_pos :])
-            except BlockingIOError:
+            except (BlockingIOError, ssl.SSLWantWriteError, ssl.SSLWantReadError):
                 self._interest(conn)
                 return
             except OSError as e:
@@ -366,7 +457,15 @@ class Processor(threading.Thread):
         limit = self.settings.connections_max_idle_ms / 1000
         now = time.monotonic()
         for conn in list(self.connections.values()):
-            if not conn.slots and not conn.outq and now - conn.last_active > limit:
+            if conn.handshaking and now - conn.last_active > HANDSHAKE_TIMEOUT_S:
+                _log.warning(
+                    "kafka_ssl_handshake_failed",
+                    listener=self.server.listener_name,
+                    address=conn.id.rsplit("-", 2)[0],
+                    reason=f"no handshake within {HANDSHAKE_TIMEOUT_S:.0f}s",
+                )
+                self._close(conn, "ssl handshake timed out")
+            elif not conn.slots and not conn.outq and now - conn.last_active > limit:
                 self._close(conn, "idle")
 
     def _close(self, conn: Connection, reason: str) -> None:
@@ -398,10 +497,20 @@ class SocketServer:
     """The acceptor, processors and handlers of one Kafka listener."""
 
     def __init__(
-        self, host: str, port: int, handler: Handler, settings: SocketSettings | None = None
+        self,
+        host: str,
+        port: int,
+        handler: Handler,
+        settings: SocketSettings | None = None,
+        tls: ListenerTls | None = None,
+        listener_name: str = "PLAINTEXT",
+        gate: KafkaGate | None = None,
     ) -> None:
         self.settings = settings or SocketSettings()
         self.handler = handler
+        self.gate = gate  # authentication, principals and the ACL admin APIs
+        self.tls = tls  # None: plaintext
+        self.listener_name = listener_name
         self.stopped = threading.Event()
         self.channel = RequestChannel(self.settings.queued_max_requests)
         self._sock = socket.create_server((host, port), backlog=128, reuse_port=False)
@@ -492,7 +601,16 @@ class SocketServer:
                 return
             conn, request, slot = item
             try:
-                answer = self.handler(request)
+                if self.gate is None:
+                    answer = self.handler(request)
+                else:
+                    if conn.session is None:
+                        conn.session = self.gate.new_session(conn.host, conn.principal)
+                    answer = self.gate(conn.session, request, self.handler)
+            except CloseConnection as e:
+                _log.debug("kafka_connection_refused", connection=conn.id, reason=str(e))
+                conn.processor.respond(conn, slot, None, close=True)
+                continue
             except Exception as e:  # noqa: BLE001 - a bug in a handler: this connection only
                 self._failed(conn, slot, request.spec.name, e)
                 continue

@@ -64,3 +64,29 @@ def test_kill_leader_on_compose_loses_nothing(tmp_path: Path) -> None:
         timeout=60,
     )
     assert leftovers.stdout.strip() == "", "the project's containers were not removed"
+
+
+def test_kill_leader_on_the_secure_compose_profile_loses_nothing(tmp_path: Path) -> None:
+    """The same pass on the secure profile (compose/docker-compose.secure.yml: mTLS
+    between nodes and for seglog's clients, ACLs on), the workload connecting with
+    the admin certificate that compose/secure/gen-certs.sh makes."""
+    build = subprocess.run(
+        ["bash", str(BUILD_SCRIPT)], capture_output=True, text=True, timeout=BUILD_TIMEOUT_S
+    )
+    assert build.returncode == 0, f"build-image.sh failed:\n{build.stderr[-3000:]}"
+    project = f"seglog-chaos-secure-{uuid.uuid4().hex[:8]}"
+    try:
+        data = run_chaos(
+            "compose",
+            "kill-leader",
+            22,
+            25,
+            tmp_path / "kill-leader-secure",
+            settle_timeout=40,
+            timeout_s=RUN_TIMEOUT_S,
+            extra=("--project", project, "--secure"),
+        )
+    finally:
+        compose_down(project)
+    assert data["meta"]["secure"] is True
+    assert [f for f in data["faults"] if f["name"] == "kill-leader"], "no fault was injected"

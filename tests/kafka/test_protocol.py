@@ -207,6 +207,55 @@ def requests_for(api_key: int, v: int):
     group = group_request(api_key, v)
     if group is not None:
         return group
+    return security_request(api_key, v)
+
+
+def security_request(api_key: int, v: int) -> object:
+    """The security APIs, on a PLAINTEXT listener without an authorizer."""
+    from kafka.protocol import admin as a
+    from kafka.protocol import sasl
+
+    if api_key == 17:
+        return sasl.SaslHandshakeRequest[v](mechanism="PLAIN")
+    if api_key == 36:
+        return sasl.SaslAuthenticateRequest[v](auth_bytes=b"\0u\0p")
+    acl = dict(principal_filter=None, host_filter=None, operation=1, permission_type=1)
+    if api_key == 29:
+        return a.DescribeAclsRequest[v](
+            resource_type_filter=1, resource_name_filter=None, pattern_type_filter=1, **acl
+        )
+    if api_key == 30:
+        R = a.CreateAclsRequest
+        return R[v](
+            creations=[
+                R.AclCreation(
+                    resource_type=2,
+                    resource_name=TOPIC,
+                    resource_pattern_type=3,
+                    principal="User:alice",
+                    host="*",
+                    operation=3,
+                    permission_type=3,
+                )
+            ]
+        )
+    if api_key == 31:
+        R = a.DeleteAclsRequest
+        return R[v](
+            filters=[
+                R.DeleteAclsFilter(
+                    resource_type_filter=2,
+                    resource_name_filter=TOPIC,
+                    pattern_type_filter=3,
+                    **acl,
+                )
+            ]
+        )
+    if api_key == 50:
+        return a.DescribeUserScramCredentialsRequest[v](users=None)
+    if api_key == 51:
+        R = a.AlterUserScramCredentialsRequest
+        return R[v](deletions=[R.ScramCredentialDeletion(name="proto-nobody", mechanism=1)])
     raise AssertionError(f"no request for API {api_key}")
 
 
@@ -383,6 +432,16 @@ def test_every_served_api_and_version_cross_checked_with_kio(leader_port, api_ke
     elif api_key == 10:
         code = decoded.coordinators[0].error_code if version >= 4 else decoded.error_code
         assert code in (0, 15)  # NONE, or COORDINATOR_NOT_AVAILABLE while it is created
+    elif api_key in (17, 36):
+        assert decoded.error_code == 34  # ILLEGAL_SASL_STATE: not a SASL listener
+    elif api_key == 29:
+        assert decoded.error_code == 54  # SECURITY_DISABLED: no authorizer
+    elif api_key == 30:
+        assert decoded.results[0].error_code == 54
+    elif api_key == 31:
+        assert decoded.filter_results[0].error_code == 54
+    elif api_key == 51:
+        assert decoded.results[0].error_code == 91  # RESOURCE_NOT_FOUND
     assert answer is not None
 
 

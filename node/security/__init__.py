@@ -1,0 +1,1 @@
+"""Security of a node's listeners: TLS, SASL, principals and the ACL authorizer."""

@@ -1,0 +1,207 @@
+"""The gRPC side of users' SCRAM credentials and ACLs: `Security` on a broker's gRPC
+listener (seglog's tools; answered by the node's SecurityAdmin) and
+`SecurityControl` on the controller listener (brokers commit the records)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import grpc
+
+from seglog.proto import errors_pb2, security_pb2_grpc
+from seglog.proto import security_pb2 as spb
+from seglog.replication.cluster_control import ControlError
+from seglog.replication.metadata_records import MetadataRecordError, decode_record
+
+from .acls import (
+    AclBinding,
+    AclFilter,
+    AclOperation,
+    PatternType,
+    PermissionType,
+    ResourceType,
+)
+from .grpc_auth import grpc_principal
+
+if TYPE_CHECKING:
+    from ..quorum_controller import QuorumController
+    from .security_admin import SecurityAdmin
+
+
+def code(name: str) -> int:
+    try:
+        return int(errors_pb2.ErrorCode.Value(name))
+    except ValueError:
+        return int(errors_pb2.ErrorCode.Value("UNKNOWN_SERVER_ERROR"))
+
+
+class SecurityControlServicer(security_pb2_grpc.SecurityControlServicer):
+    def __init__(self, quorum: QuorumController) -> None:
+        self.quorum = quorum
+
+    def CommitSecurityRecords(
+        self, request: spb.SecurityRecords, context: grpc.ServicerContext
+    ) -> spb.SecurityRecordResults:
+        try:
+            records = [decode_record(r) for r in request.records]
+        except MetadataRecordError as e:
+            return spb.SecurityRecordResults(
+                results=[spb.AclResult(error_code=code("INVALID_REQUEST"), error_message=str(e))]
+            )
+        try:
+            results = self.quorum.commit_security(records)
+        except ControlError as e:
+            return spb.SecurityRecordResults(
+                results=[spb.AclResult(error_code=code(e.error_name), error_message=str(e))]
+            )
+        return spb.SecurityRecordResults(
+            results=[spb.AclResult(error_code=code(e), error_message=m) for e, m in results]
+        )
+
+
+def binding_to_proto(b: AclBinding) -> spb.AclBinding:
+    return spb.AclBinding(
+        resource_type=int(b.resource_type),
+        resource_name=b.resource_name,
+        pattern_type=int(b.pattern_type),
+        principal=b.principal,
+        host=b.host,
+        operation=int(b.operation),
+        permission_type=int(b.permission),
+    )
+
+
+def binding_from_proto(p: spb.AclBinding) -> AclBinding:
+    return AclBinding(
+        ResourceType(p.resource_type),
+        p.resource_name,
+        PatternType(p.pattern_type),
+        p.principal,
+        p.host,
+        AclOperation(p.operation),
+        PermissionType(p.permission_type),
+    )
+
+
+def filter_from_proto(p: spb.AclFilter) -> AclFilter:
+    return AclFilter(
+        ResourceType(p.resource_type or ResourceType.ANY),
+        p.resource_name if p.HasField("resource_name") else None,
+        PatternType(p.pattern_type or PatternType.ANY),
+        p.principal if p.HasField("principal") else None,
+        p.host if p.HasField("host") else None,
+        AclOperation(p.operation or AclOperation.ANY),
+        PermissionType(p.permission_type or PermissionType.ANY),
+    )
+
+
+def filter_to_proto(f: AclFilter) -> spb.AclFilter:
+    p = spb.AclFilter(
+        resource_type=int(f.resource_type),
+        pattern_type=int(f.pattern_type),
+        operation=int(f.operation),
+        permission_type=int(f.permission),
+    )
+    if f.resource_name is not None:
+        p.resource_name = f.resource_name
+    if f.principal is not None:
+        p.principal = f.principal
+    if f.host is not None:
+        p.host = f.host
+    return p
+
+
+class SecurityServicer(security_pb2_grpc.SecurityServicer):
+    def __init__(self, admin: SecurityAdmin) -> None:
+        self.admin = admin
+
+    def _who(self, context: grpc.ServicerContext) -> tuple[str, str]:
+        return grpc_principal(context)
+
+    def AlterUserScramCredentials(
+        self, request: spb.AlterUserScramCredentialsRequest, context: grpc.ServicerContext
+    ) -> spb.AlterUserScramCredentialsResponse:
+        principal, host = self._who(context)
+        results = self.admin.alter_scram(
+            principal,
+            host,
+            [(d.name, d.mechanism) for d in request.deletions],
+            [
+                (u.name, u.mechanism, u.iterations, u.salt, u.salted_password)
+                for u in request.upsertions
+            ],
+        )
+        return spb.AlterUserScramCredentialsResponse(
+            results=[
+                spb.UserResult(user=u, error_code=code(e), error_message=m) for u, e, m in results
+            ]
+        )
+
+    def DescribeUserScramCredentials(
+        self, request: spb.DescribeUserScramCredentialsRequest, context: grpc.ServicerContext
+    ) -> spb.DescribeUserScramCredentialsResponse:
+        principal, host = self._who(context)
+        out = spb.DescribeUserScramCredentialsResponse()
+        for user, error, message, creds in self.admin.describe_scram(
+            principal, host, list(request.users) or None
+        ):
+            out.results.append(
+                spb.DescribedUser(
+                    user=user,
+                    error_code=code(error),
+                    error_message=message,
+                    credentials=[spb.CredentialInfo(mechanism=m, iterations=i) for m, i in creds],
+                )
+            )
+        return out
+
+    def CreateAcls(
+        self, request: spb.CreateAclsRequest, context: grpc.ServicerContext
+    ) -> spb.CreateAclsResponse:
+        principal, host = self._who(context)
+        bindings = []
+        for c in request.creations:
+            try:
+                bindings.append(binding_from_proto(c))
+            except ValueError as e:
+                return spb.CreateAclsResponse(
+                    results=[
+                        spb.AclResult(error_code=code("INVALID_REQUEST"), error_message=str(e))
+                    ]
+                    * len(request.creations)
+                )
+        results = self.admin.create_acls(principal, host, bindings)
+        return spb.CreateAclsResponse(
+            results=[spb.AclResult(error_code=code(e), error_message=m) for e, m in results]
+        )
+
+    def DescribeAcls(
+        self, request: spb.AclFilter, context: grpc.ServicerContext
+    ) -> spb.DescribeAclsResponse:
+        principal, host = self._who(context)
+        error, message, bindings = self.admin.describe_acls(
+            principal, host, filter_from_proto(request)
+        )
+        return spb.DescribeAclsResponse(
+            error_code=code(error),
+            error_message=message,
+            bindings=[binding_to_proto(b) for b in bindings],
+        )
+
+    def DeleteAcls(
+        self, request: spb.DeleteAclsRequest, context: grpc.ServicerContext
+    ) -> spb.DeleteAclsResponse:
+        principal, host = self._who(context)
+        results = self.admin.delete_acls(
+            principal, host, [filter_from_proto(f) for f in request.filters]
+        )
+        return spb.DeleteAclsResponse(
+            results=[
+                spb.FilterResult(
+                    error_code=code(e),
+                    error_message=m,
+                    matching=[binding_to_proto(b) for b in matched],
+                )
+                for e, m, matched in results
+            ]
+        )

@@ -1,0 +1,206 @@
+"""Replication between nodes travels encrypted: three voters whose gRPC, REPLICATION
+and CONTROLLER listeners are all mapped to SSL with client certificates required, and
+every node's REPLICATION listener advertised behind a relay that records the bytes
+passing through. The followers store the records (read back from their segment
+files), and the recorded replication traffic holds none of the payload. The same
+cluster in plaintext shows the relay does see the payload when it is in clear."""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import grpc
+import pytest
+from node_process import NodeProcess, free_port
+
+from seglog.client.admin import Admin, NewTopic
+from seglog.client.errors import KafkaError
+from seglog.client.producer import Producer
+from seglog.node.security.certificates import CertificateAuthority
+
+MARKER = b"seglog-secret-payload-7f3a9c"
+CAPTURE_LIMIT = 64 << 20
+
+
+class Relay:
+    """A TCP relay on loopback that keeps a copy of both directions (bounded)."""
+
+    def __init__(self, target_port: int) -> None:
+        self.target_port = target_port
+        self.captured = bytearray()
+        self._lock = threading.Lock()
+        self._server = socket.create_server(("127.0.0.1", 0))
+        self._server.settimeout(0.2)
+        self.port = self._server.getsockname()[1]
+        self._stopped = threading.Event()
+        self._threads = [threading.Thread(target=self._accept, daemon=True)]
+        self._threads[0].start()
+
+    def _accept(self) -> None:
+        while not self._stopped.is_set():
+            try:
+                client, _ = self._server.accept()
+            except TimeoutError:
+                continue
+            except OSError:
+                return
+            try:
+                upstream = socket.create_connection(("127.0.0.1", self.target_port), timeout=5)
+            except OSError:
+                client.close()
+                continue
+            for a, b in ((client, upstream), (upstream, client)):
+                t = threading.Thread(target=self._pump, args=(a, b), daemon=True)
+                t.start()
+
+    def _pump(self, src: socket.socket, dst: socket.socket) -> None:
+        src.settimeout(0.5)
+        try:
+            while not self._stopped.is_set():
+                try:
+                    data = src.recv(65536)
+                except TimeoutError:
+                    continue
+                if not data:
+                    break
+                with self._lock:
+                    if len(self.captured) < CAPTURE_LIMIT:
+                        self.captured += data
+                dst.sendall(data)
+        except OSError:
+            pass
+        finally:
+            for s in (src, dst):
+                try:
+                    s.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
+
+    def close(self) -> None:
+        self._stopped.set()
+        self._server.close()
+
+
+class Cluster:
+    def __init__(self, root: Path, tls: bool) -> None:
+        ids = (1, 2, 3)
+        self.grpc = {i: free_port() for i in ids}
+        replication = {i: free_port() for i in ids}
+        controller = {i: free_port() for i in ids}
+        self.relays = {i: Relay(replication[i]) for i in ids}
+        voters = ",".join(f"{i}@127.0.0.1:{p}" for i, p in controller.items())
+        self.options: dict[str, str] = {}
+        common = {
+            "controller.quorum.voters": voters,
+            "inter.broker.listener.name": "REPLICATION",
+            "default.replication.factor": "3",
+            "replica.fetch.backoff.ms": "100",
+            "broker.heartbeat.interval.ms": "300",
+            "broker.session.timeout.ms": "3000",
+        }
+        credentials = None
+        if tls:
+            certs = root / "certs"
+            certs.mkdir(parents=True)
+            ca = CertificateAuthority()
+            ca_file = ca.write(certs / "ca.pem")
+            client = ca.issue("test-client").write(certs / "client.pem")
+            common.update(
+                {
+                    "listener.security.protocol.map": "GRPC:SSL,REPLICATION:SSL,CONTROLLER:SSL",
+                    "ssl.truststore.location": str(ca_file),
+                    "ssl.client.auth": "required",
+                }
+            )
+            self.options = {
+                "security_protocol": "SSL",
+                "ssl_cafile": str(ca_file),
+                "ssl_certfile": str(client),
+            }
+            data = client.read_bytes()
+            cut = data.index(b"-----BEGIN CERTIFICATE-----")
+            credentials = grpc.ssl_channel_credentials(ca.cert_pem, data[:cut], data[cut:])
+        self.nodes: dict[int, NodeProcess] = {}
+        for i in ids:
+            props = {
+                **common,
+                "listeners": f"GRPC://127.0.0.1:{self.grpc[i]},"
+                f"REPLICATION://127.0.0.1:{replication[i]},"
+                f"CONTROLLER://127.0.0.1:{controller[i]}",
+                "advertised.listeners": f"GRPC://127.0.0.1:{self.grpc[i]},"
+                f"REPLICATION://127.0.0.1:{self.relays[i].port}",
+            }
+            if tls:
+                props["ssl.keystore.location"] = str(
+                    ca.issue(f"node-{i}", ["127.0.0.1"]).write(certs / f"node-{i}.pem")
+                )
+            n = NodeProcess(root / "nodes", i, self.grpc[i], props, controller[i])
+            n.credentials = credentials
+            self.nodes[i] = n
+
+    @property
+    def bootstrap(self) -> str:
+        return ",".join(f"127.0.0.1:{p}" for p in self.grpc.values())
+
+    def start(self) -> None:
+        for n in self.nodes.values():
+            n.start(timeout_s=60)
+
+    def stop(self) -> None:
+        for n in self.nodes.values():
+            n.stop()
+        for r in self.relays.values():
+            r.close()
+
+    def captured(self) -> bytes:
+        return b"".join(bytes(r.captured) for r in self.relays.values())
+
+    def stored_on(self, node: int, topic: str) -> bytes:
+        n = self.nodes[node]
+        return b"".join(p.read_bytes() for d in n.log_dirs for p in d.glob(f"{topic}-0/*.log"))
+
+
+@pytest.fixture(params=["SSL", "PLAINTEXT"])
+def cluster(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[str, Cluster]]:
+    c = Cluster(tmp_path, tls=request.param == "SSL")
+    try:
+        c.start()
+        yield request.param, c
+    finally:
+        c.stop()
+
+
+def test_replication_traffic_holds_no_payload_in_clear(cluster):
+    protocol, c = cluster
+    topic = "capture"
+    deadline = time.monotonic() + 60
+    with Admin(c.bootstrap, **c.options) as admin:
+        while True:
+            try:
+                admin.create_topics([NewTopic(topic, 1, 3)])
+                break
+            except KafkaError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.5)
+    producer = Producer(c.bootstrap, acks="all", linger_ms=0, **c.options)
+    for i in range(20):
+        producer.send(topic, MARKER + str(i).encode()).get(timeout=30)
+    producer.close()
+    # Every replica stores the payload, so it went over the replication listener.
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        if all(MARKER + b"19" in c.stored_on(i, topic) for i in c.nodes):
+            break
+        time.sleep(0.2)
+    assert all(MARKER + b"19" in c.stored_on(i, topic) for i in c.nodes)
+    captured = c.captured()
+    assert len(captured) > 1000, "the relays saw no replication traffic"
+    if protocol == "SSL":
+        assert MARKER not in captured
+    else:
+        assert MARKER in captured  # the capture does see a payload in clear

@@ -1,0 +1,113 @@
+"""SCRAM and the SASL session state machine, without a node: RFC 7677's exchange,
+round trips for both mechanisms, and each way an authentication fails."""
+
+from __future__ import annotations
+
+import base64
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from seglog.node.security.sasl import SaslSession, parse_mechanisms
+from seglog.node.security.scram import (
+    ScramClient,
+    ScramError,
+    ScramServer,
+    check_iterations,
+    new_credential,
+)
+
+SALT = base64.b64decode("W22ZaJ0SNY7soEsUEjb6gQ==")
+
+
+def test_rfc7677_exchange():
+    cred = new_credential("SCRAM-SHA-256", "pencil", SALT, 4096)
+    server = ScramServer(
+        "SCRAM-SHA-256",
+        lambda u, m: cred if u == "user" else None,
+        "%hvYDpWUa2RaTCAfuxFIlj)hNlF$k0",
+        b"x" * 16,
+    )
+    first = server.first(b"n,,n=user,r=rOprNGfwEbeRWgbNEkqO")
+    assert first == (
+        b"r=rOprNGfwEbeRWgbNEkqO%hvYDpWUa2RaTCAfuxFIlj)hNlF$k0,s=W22ZaJ0SNY7soEsUEjb6gQ==,i=4096"
+    )
+    final = server.final(
+        b"c=biws,r=rOprNGfwEbeRWgbNEkqO%hvYDpWUa2RaTCAfuxFIlj)hNlF$k0,"
+        b"p=dHzbZapWIk4jUhN+Ute9ytag9zjfMHgsqmmiz7AndVQ="
+    )
+    assert final == b"v=6rriTRBi23WpRR/wtup+mMhUZUn/dB5nLTJRsjl95G4="
+
+
+def _session(creds: dict) -> SaslSession:
+    return SaslSession(
+        parse_mechanisms("PLAIN,SCRAM-SHA-256,SCRAM-SHA-512"),
+        lambda u, m: creds.get((u, m)),
+        {"admin": "admin-secret"},
+        lambda: "servernonce",
+        lambda: b"fake-salt-123456",
+    )
+
+
+@settings(max_examples=20, deadline=None)
+@given(
+    mechanism=st.sampled_from(["SCRAM-SHA-256", "SCRAM-SHA-512"]),
+    name=st.text(st.characters(min_codepoint=33, max_codepoint=0x2FF), min_size=1, max_size=12),
+    password=st.text(min_size=1, max_size=20),
+    wrong=st.booleans(),
+)
+def test_scram_round_trip_and_wrong_password(mechanism, name, password, wrong):
+    creds = {(name, mechanism): new_credential(mechanism, password, b"salt-" + name.encode())}
+    s = _session(creds)
+    assert s.handshake(mechanism) == "NONE"
+    client = ScramClient(mechanism, name, password + ("x" if wrong else ""), "clientnonce")
+    step = s.authenticate(client.first())
+    assert step.error == "NONE"
+    step = s.authenticate(client.final(step.token))
+    if wrong:
+        assert step.error == "SASL_AUTHENTICATION_FAILED" and not s.authenticated
+        assert "invalid credentials" in step.reason
+    else:
+        assert step.error == "NONE" and s.authenticated
+        client.verify(step.token)
+        assert str(s.principal) == f"User:{name}"
+
+
+def test_unknown_user_looks_like_a_wrong_password_until_the_end():
+    s = _session({})
+    assert s.handshake("SCRAM-SHA-256") == "NONE"
+    client = ScramClient("SCRAM-SHA-256", "nobody", "pw", "n1")
+    step = s.authenticate(client.first())
+    assert step.error == "NONE" and b"s=" in step.token  # a salt, made up
+    step = s.authenticate(client.final(step.token))
+    assert step.error == "SASL_AUTHENTICATION_FAILED"
+    assert "unknown user" in step.reason
+
+
+def test_plain_against_jaas_users_and_scram_credentials():
+    creds = {("alice", "SCRAM-SHA-512"): new_credential("SCRAM-SHA-512", "a-pw", b"s" * 16)}
+    for user, pw, ok in [
+        ("admin", "admin-secret", True),
+        ("admin", "nope", False),
+        ("alice", "a-pw", True),
+        ("alice", "b-pw", False),
+        ("bob", "x", False),
+    ]:
+        s = _session(creds)
+        assert s.handshake("PLAIN") == "NONE"
+        step = s.authenticate(b"\0" + user.encode() + b"\0" + pw.encode())
+        assert (step.error == "NONE") == ok, (user, pw, step)
+        assert s.authenticated == ok
+
+
+def test_unknown_mechanism_and_out_of_order_steps():
+    s = _session({})
+    assert s.handshake("GSSAPI") == "UNSUPPORTED_SASL_MECHANISM"
+    assert s.authenticate(b"x").error == "ILLEGAL_SASL_STATE"
+    s = _session({})
+    assert s.authenticate(b"x").error == "ILLEGAL_SASL_STATE"
+    with pytest.raises(ValueError, match="GSSAPI"):
+        parse_mechanisms("PLAIN,GSSAPI")
+    with pytest.raises(ScramError, match="out of range"):
+        check_iterations("SCRAM-SHA-256", 100)
