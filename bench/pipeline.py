@@ -138,6 +138,9 @@ def consumer_read(bootstrap: str, partitions: int) -> tuple[int, float]:
 def spark_session(cores: int, quick: bool) -> object:
     from pyspark.sql import SparkSession
 
+    # Python workers run this interpreter, so they import the seglog being measured
+    # (the default, a bare `python3`, may import another installation first).
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     builder = (
         SparkSession.builder.master(f"local[{cores}]")
         .appName("seglog-bench-pipeline")

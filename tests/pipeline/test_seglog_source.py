@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import calendar
 import json
+import os
 import shutil
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -59,6 +61,9 @@ RETENTION_OVERRIDES = {
 
 @pytest.fixture(scope="module")
 def spark() -> Iterator[SparkSession]:
+    # Python workers run this interpreter, so they import the seglog under test (the
+    # default, a bare `python3`, may import another installation first).
+    os.environ["PYSPARK_PYTHON"] = sys.executable
     session = (
         SparkSession.builder.master("local[2]")
         .appName("seglog-tests")
