@@ -306,7 +306,7 @@ def _headers(
     has more than h headers at once, for h = 0, 1, ..."""
     pos = pos.copy()
     most = int(count.max()) if len(count) else 0
-    if most > int((ends - pos).max()):  # each header takes at least two bytes
+    if most and most > int((ends - pos).max()):  # each header takes at least two bytes
         raise CorruptRecordError(f"a record declares {most} headers, more than its bytes")
     key_at, key_len, value_at, value_len = [], [], [], []
     for h in range(most):

@@ -16,6 +16,7 @@ from seglog.storage.errors import CorruptRecordError
 from seglog.storage.record_batch import (
     NewRecord,
     TimestampType,
+    assemble_batch,
     build_batch,
     decode_records,
     iter_batches,
@@ -105,3 +106,25 @@ def test_corrupt_records_section_is_refused(where) -> None:
         decode_records(bytes(data), 0, header)
     with pytest.raises(CorruptRecordError):
         decode_batches(bytes(data), [(0, header)])
+
+
+def test_batches_compaction_left_empty() -> None:
+    """Compaction may keep a batch with no records (for its producer state)."""
+    empty = assemble_batch(
+        b"",
+        base_offset=0,
+        partition_leader_epoch=0,
+        attributes=0,
+        last_offset_delta=4,
+        base_timestamp=1,
+        max_timestamp=1,
+        producer_id=7,
+        producer_epoch=0,
+        base_sequence=0,
+        records_count=0,
+    )
+    data = empty + build_batch([NewRecord(b"v", b"k")], base_offset=5)
+    for batches in (list(iter_batches(empty)), list(iter_batches(data))):
+        cols = decode_batches(data, batches, include_headers=True)
+        assert len(cols) == len(batches) - 1
+    assert decode_batches(data, list(iter_batches(data))).offsets.tolist() == [5]
