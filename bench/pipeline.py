@@ -260,6 +260,7 @@ def main(argv: list[str] | None = None) -> int:
                 rows.write.format("seglog")
                 .option("bootstrap.servers", bootstrap)
                 .option("topic", SINK_TOPIC)
+                .mode("append")
                 .save()
             )
             seconds = time.perf_counter() - t
