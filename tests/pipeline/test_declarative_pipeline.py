@@ -61,8 +61,9 @@ def pipeline_dir(tmp: Path, bootstrap: str) -> Path:
 CLI_ACCUMULATOR_BUG = "[UNKNOWN_RESPONSE] Unknown response: Plan observed(__python_accumulator__"
 
 
-def run(directory: Path, kill_after_s: float | None = None) -> bool:
-    """One `spark-pipelines run`; False when it was killed after `kill_after_s`."""
+def run(directory: Path, kill_at: str | None = None) -> bool:
+    """One `spark-pipelines run`; with `kill_at`, SIGKILLed as soon as its output
+    shows that line (False: it was killed)."""
     env = {**os.environ, "PYSPARK_PYTHON": sys.executable}
     cmd = [
         str(SPARK_PIPELINES),
@@ -85,14 +86,14 @@ def run(directory: Path, kill_after_s: float | None = None) -> bool:
             stderr=subprocess.STDOUT,
             start_new_session=True,  # one process group: a kill takes the JVM too
         )
-        try:
-            proc.wait(timeout=kill_after_s if kill_after_s is not None else 280)
-        except subprocess.TimeoutExpired:
-            if kill_after_s is None:
-                raise
-            os.killpg(proc.pid, signal.SIGKILL)  # the CLI and its Spark JVM, mid-run
-            proc.wait(30)
-            return False
+        deadline = time.monotonic() + 280
+        while proc.poll() is None:
+            assert time.monotonic() < deadline, "spark-pipelines run did not finish"
+            if kill_at is not None and kill_at in log.read_text():
+                os.killpg(proc.pid, signal.SIGKILL)  # the CLI and its Spark JVM, mid-run
+                proc.wait(30)
+                return False
+            time.sleep(0.2)
     text = log.read_text()
     completed = "Run is COMPLETED." in text
     assert proc.returncode == 0 or (completed and CLI_ACCUMULATOR_BUG in text), text[-6000:]
@@ -132,8 +133,9 @@ def test_pipeline_restarted_after_a_kill_counts_each_event_once(node, tmp_path) 
     assert view_counts(directory) == expected_counts(first)
 
     generate_page_visits.produce(bootstrap, "page_visits", second)
-    # Killed while it starts or runs the flows (if the machine is fast enough to
-    # finish first, the restart below still has to add nothing twice).
-    run(directory, kill_after_s=25)
+    # Killed while the streaming table's flow runs (on a fast machine it may have
+    # committed its batch by then: the restart must then add nothing twice).
+    killed = not run(directory, kill_at="Flow spark_catalog.default.page_visit_events is RUNNING")
+    assert killed, "the run ended before it could be killed"
     assert run(directory)
     assert view_counts(directory) == expected_counts(events)
