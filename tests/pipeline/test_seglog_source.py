@@ -459,6 +459,41 @@ def test_stream_reader_offsets_without_spark(cluster) -> None:
         reader.stop()
 
 
+def test_min_offsets_per_trigger_waits_until_enough_or_max_trigger_delay(cluster) -> None:
+    bootstrap = cluster.bootstrap
+    create_topic(bootstrap, "trickle", 1)
+    produce(bootstrap, "trickle", 5)
+    options = {
+        "bootstrap.servers": bootstrap,
+        "subscribe": "trickle",
+        "startingOffsets": "earliest",
+        "minOffsetsPerTrigger": "10",
+        "maxTriggerDelay": "30s",
+    }
+    assert SourceOptions.parse(options, streaming=True).max_trigger_delay_ms == 30_000
+    with pytest.raises(ValueError, match="maxTriggerDelay must be a duration"):
+        SourceOptions.parse({**options, "maxTriggerDelay": "soon"}, streaming=True)
+    reader = SeglogStreamReader(SourceOptions.parse(options, streaming=True))
+    now = [1000.0]
+    reader.clock = lambda: now[0]
+    reader._last_trigger = now[0]
+    try:
+        start = reader.initialOffset()
+        limit = reader.getDefaultReadLimit()
+        assert reader.latestOffset(start, limit) == start  # 5 < 10: no micro-batch
+        produce(bootstrap, "trickle", 5, start=5)
+        assert reader.latestOffset(start, limit) == {"trickle": {"0": 10}}  # 10 new: go
+        produce(bootstrap, "trickle", 2, start=10)
+        after = {"trickle": {"0": 10}}
+        assert reader.latestOffset(after, limit) == after  # 2 new, 0 s waited
+        now[0] += 29
+        assert reader.latestOffset(after, limit) == after
+        now[0] += 2  # maxTriggerDelay passed since the last micro-batch: take the 2
+        assert reader.latestOffset(after, limit) == {"trickle": {"0": 12}}
+    finally:
+        reader.stop()
+
+
 # --- writes ------------------------------------------------------------------------------
 
 
