@@ -10,7 +10,8 @@ one travels, and a partition's batches reach the leader in sequence order.
 Kafka producer configs honoured (`kafka.<name>`): acks (default all),
 enable.idempotence (default true), batch.size (default 512 KiB here: larger
 batches are what makes a bulk write fast), max.request.size (default 4 MiB),
-compression.type, request.timeout.ms, delivery.timeout.ms, retry.backoff.ms.
+compression.type, buffer.memory (encoded bytes waiting for their leader, 32 MiB),
+request.timeout.ms, delivery.timeout.ms, retry.backoff.ms.
 """
 
 from __future__ import annotations
@@ -44,6 +45,7 @@ from .options import SinkOptions
 
 DEFAULT_BATCH_BYTES = 512 * 1024
 DEFAULT_REQUEST_BYTES = 4 * 1024 * 1024
+DEFAULT_BUFFER_BYTES = 32 * 1024 * 1024  # Kafka's buffer.memory default
 _RECORD_OVERHEAD = 12  # length, attributes, deltas and lengths of a small record
 
 
@@ -88,6 +90,7 @@ class BatchSender:
             raise ValueError("kafka.enable.idempotence=true needs kafka.acks=all")
         self.batch_bytes = int(cfg.get("batch_size", DEFAULT_BATCH_BYTES)) or DEFAULT_BATCH_BYTES
         self.request_bytes = int(cfg.get("max_request_size", DEFAULT_REQUEST_BYTES))
+        self.buffer_bytes = int(cfg.get("buffer_memory", DEFAULT_BUFFER_BYTES))
         self.codec = CompressionType.from_name(cfg.get("compression_type"))
         self.request_timeout_s = int(cfg.get("request_timeout_ms", 30_000)) / 1000
         self.delivery_timeout_s = int(cfg.get("delivery_timeout_ms", 120_000)) / 1000
@@ -119,7 +122,9 @@ class BatchSender:
             codes = np.asarray(encoded.indices)
             for code, topic in enumerate(encoded.dictionary.to_pylist()):
                 self._write_topic(topic, batch, np.flatnonzero(codes == code))
-        self._pump(block=False)
+        # Bounded like the producer's buffer.memory: past it, wait for the leaders.
+        queued = sum(len(b.data) for q in self.pending.queue.values() for b in q)
+        self._pump(block=queued > self.buffer_bytes)
 
     def _partitions(self, topic: str) -> list[int]:
         parts = self.metadata.partitions_for(topic)
