@@ -15,6 +15,9 @@ Phases, in order (only the marked parts are timed):
    c. spark materialise [timed]: the same read written to Spark's `noop` sink,
       which turns every row into a JVM row and drops it.
 
+4. sink [timed, --repeat rounds]: the rows (key, value), cached in Spark, written to a
+   second topic with the `seglog` sink; against the Python Producer's rate in phase 1.
+
 `spark_rows_per_s` is 3c, best round; `ratio` is spark_rows_per_s / consumer_rows_per_s
 (best rounds; every round's figures are under `samples`).
 Spark runs local[--cores] on this machine: executors and the node share the CPUs.
@@ -49,6 +52,7 @@ from seglog.client.consumer import Consumer
 from seglog.client.producer import Producer
 
 TOPIC = "bench-pipeline"
+SINK_TOPIC = "bench-pipeline-sink"
 
 
 def say(msg: str) -> None:
@@ -107,6 +111,8 @@ def fill_topic(bootstrap: str, partitions: int, records: int, record_bytes: int)
     with Admin(bootstrap) as admin:
         if TOPIC in admin.list_topics():
             admin.delete_topics([TOPIC])
+            if SINK_TOPIC in admin.list_topics():
+                admin.delete_topics([SINK_TOPIC])
             time.sleep(1)
         admin.create_topics([NewTopic(TOPIC, partitions, 1)])
     payload = os.urandom(record_bytes)
@@ -138,6 +144,9 @@ def consumer_read(bootstrap: str, partitions: int) -> tuple[int, float]:
 def spark_session(cores: int, quick: bool) -> object:
     from pyspark.sql import SparkSession
 
+    # Python workers run this interpreter, so they import the seglog being measured
+    # (the default, a bare `python3`, may import another installation first).
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     builder = (
         SparkSession.builder.master(f"local[{cores}]")
         .appName("seglog-bench-pipeline")
@@ -194,7 +203,9 @@ def main(argv: list[str] | None = None) -> int:
         )
         t = time.perf_counter()
         fill_topic(bootstrap, args.partitions, args.records, args.record_bytes)
-        say(f"  produced in {time.perf_counter() - t:.1f}s")
+        seconds = time.perf_counter() - t
+        producer_rate = args.records / seconds
+        say(f"  produced in {seconds:.1f}s = {producer_rate:,.0f} rows/s (Python Producer)")
 
         say(f"starting Spark local[{args.cores}]")
         t = time.perf_counter()
@@ -237,6 +248,33 @@ def main(argv: list[str] | None = None) -> int:
             )
         consumer_rate, spark_rate = max(consumer_rates), max(spark_rates)
 
+        # The sink: the same rows, cached in Spark first, written to a second topic.
+        with Admin(bootstrap) as admin:
+            admin.create_topics([NewTopic(SINK_TOPIC, args.partitions, 1)])
+        rows = df.select("key", "value").cache()
+        assert rows.count() == args.records
+        sink_rates = []
+        for round_no in range(1, args.repeat + 1):
+            t = time.perf_counter()
+            (
+                rows.write.format("seglog")
+                .option("bootstrap.servers", bootstrap)
+                .option("topic", SINK_TOPIC)
+                .mode("append")
+                .save()
+            )
+            seconds = time.perf_counter() - t
+            sink_rates.append(args.records / seconds)
+            say(
+                f"[{round_no}] spark sink: {args.records} rows in {seconds:.2f}s "
+                f"= {args.records / seconds:,.0f} rows/s"
+            )
+        with Consumer(bootstrap_servers=bootstrap) as consumer:
+            tps = [TopicPartition(SINK_TOPIC, p) for p in range(args.partitions)]
+            written = sum(consumer.end_offsets(tps).values())
+        assert written == args.records * args.repeat, (written, args.records * args.repeat)
+        load = os.getloadavg()
+
         import pyspark
 
         result = {
@@ -244,10 +282,15 @@ def main(argv: list[str] | None = None) -> int:
             "spark_count_rows_per_s": round(max(count_rates), 1),
             "consumer_rows_per_s": round(consumer_rate, 1),
             "ratio": round(spark_rate / consumer_rate, 3),
+            "sink_rows_per_s": round(max(sink_rates), 1),
+            "producer_rows_per_s": round(producer_rate, 1),
+            "sink_ratio": round(max(sink_rates) / producer_rate, 3),
+            "load_average": [round(x, 2) for x in load],
             "samples": {
                 "consumer_rows_per_s": [round(r, 1) for r in consumer_rates],
                 "spark_count_rows_per_s": [round(r, 1) for r in count_rates],
                 "spark_rows_per_s": [round(r, 1) for r in spark_rates],
+                "sink_rows_per_s": [round(r, 1) for r in sink_rates],
             },
             "records": args.records,
             "partitions": args.partitions,
@@ -261,6 +304,10 @@ def main(argv: list[str] | None = None) -> int:
                 "spark_rows_per_s: seglog batch read written to the noop sink (every row "
                 "materialised in the JVM); spark_count_rows_per_s: df.count()",
                 "consumer_rows_per_s: one Python Consumer over all partitions, same topic",
+                "sink_rows_per_s: the rows (key, value), cached in Spark, written to a second "
+                "topic with the seglog sink; producer_rows_per_s: the Python Producer filling "
+                "the topic (linger.ms 20, batch.size 256 KiB), once",
+                "load_average: os.getloadavg() at the end of the timed rounds",
                 "Spark timings exclude session start-up and one warm-up read",
                 "rounds alternate consumer and Spark reads; each figure is the best round",
                 "the node, the executors and this process share the machine's CPUs",

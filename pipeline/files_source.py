@@ -11,7 +11,8 @@ a partition directory itself works too), comma-separated. Options: `topics`
 larger than that is split along segment boundaries into several input partitions).
 
 Nothing is opened for writing: `.log` files are read in chunks (`rb`) and framed
-with `record_batch.iter_batches` (CRC-checked) and `decode_records`; the index
+with `record_batch.iter_batches` (CRC-checked) and decoded a chunk at a time by
+`arrow_decode` (no Python object per record); the index
 files are not needed. Rows are the committed records: offsets from the log
 start offset (log-start-offset-checkpoint) up to the high watermark
 (replication-offset-checkpoint), both optional; a partial batch at the end of a
@@ -38,15 +39,10 @@ from seglog.storage.checkpoint_file import (
 )
 from seglog.storage.errors import StorageError
 from seglog.storage.log import parse_partition_dir
-from seglog.storage.record_batch import (
-    LOG_OVERHEAD,
-    BatchHeader,
-    Record,
-    decode_records,
-    iter_batches,
-)
+from seglog.storage.record_batch import LOG_OVERHEAD, BatchHeader, iter_batches
 
-from .schema import ArrowRows, spark_schema
+from .arrow_decode import Columns, decode_batches
+from .schema import record_batch, spark_schema
 
 DEFAULT_MAX_BYTES_PER_PARTITION = 128 * 1024 * 1024
 READ_CHUNK_BYTES = 8 * 1024 * 1024
@@ -180,47 +176,47 @@ class SeglogFilesReader(DataSourceReader):
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         if not isinstance(partition, SegmentFiles):
             return  # Spark's placeholder when there is nothing to read
-        rows = ArrowRows(partition.topic, partition.partition, self.include_headers)
-        for header, records in _records(partition):
-            rows.extend(
-                offsets=[r.offset for r in records],
-                timestamps_ms=[r.timestamp for r in records],
-                timestamp_types=[int(header.timestamp_type)] * len(records),
-                keys=[r.key for r in records],
-                values=[r.value for r in records],
-                headers=[[(h.key, h.value) for h in r.headers] for r in records]
-                if self.include_headers
-                else (),
-                size_bytes=header.size,
-            )
-            if rows.full:
-                yield rows.flush()
-        if len(rows):
-            yield rows.flush()
+        for cols in _columns(partition, self.include_headers):
+            yield record_batch(partition.topic, partition.partition, cols)
 
 
-def _records(part: SegmentFiles) -> Iterator[tuple[BatchHeader, list[Record]]]:
-    """The records of `part` batch by batch, in offset order; control batches left out."""
+def _columns(part: SegmentFiles, include_headers: bool) -> Iterator[Columns]:
+    """The records of `part` a file chunk at a time, in offset order, decoded
+    batch-wise into Arrow columns; control batches left out."""
     for path in part.files:
+        pending: list[tuple[int, BatchHeader]] = []
+        chunk = b""
+        done = False
         for buf, pos, header in _file_batches(Path(path)):
+            if buf is not chunk:  # a new chunk: decode what the last one held
+                yield from _decode(path, chunk, pending, part, include_headers)
+                chunk, pending = buf, []
             if header.is_control or header.next_offset <= part.start:
                 continue
             if part.end is not None and header.base_offset >= part.end:
-                return
-            try:
-                records = decode_records(buf, pos, header)
-            except StorageError as e:
-                raise StorageError(f"{path}: batch at byte {pos}: {e}") from e
-            if header.base_offset < part.start or (
-                part.end is not None and header.last_offset >= part.end
-            ):
-                records = [
-                    r
-                    for r in records
-                    if r.offset >= part.start and (part.end is None or r.offset < part.end)
-                ]
-            if records:
-                yield header, records
+                done = True
+                break
+            pending.append((pos, header))
+        yield from _decode(path, chunk, pending, part, include_headers)
+        if done:
+            return
+
+
+def _decode(
+    path: str,
+    buf: bytes,
+    batches: list[tuple[int, BatchHeader]],
+    part: SegmentFiles,
+    include_headers: bool,
+) -> Iterator[Columns]:
+    if not batches:
+        return
+    try:
+        cols = decode_batches(buf, batches, part.start, part.end, include_headers)
+    except StorageError as e:
+        raise StorageError(f"{path}: batches at bytes {batches[0][0]}..: {e}") from e
+    if len(cols):
+        yield cols
 
 
 def _file_batches(path: Path) -> Iterator[tuple[bytes, int, BatchHeader]]:

@@ -32,6 +32,10 @@ _log = logging.getLogger(__name__)
 
 # Spark's default for kafkaConsumer.pollTimeoutMs is spark.network.timeout (120 s).
 DEFAULT_POLL_TIMEOUT_MS = 120_000
+DEFAULT_MAX_TRIGGER_DELAY_MS = 15 * 60 * 1000  # Spark's maxTriggerDelay default, 15m
+# Spark's time strings (JavaUtils.timeStringAsMs): a number and an optional unit.
+_DURATION = re.compile(r"^\s*(\d+)\s*(us|ms|s|m|min|h|d)?\s*$", re.IGNORECASE)
+_DURATION_MS = {"us": 0.001, "ms": 1, "s": 1000, "m": 60_000, "min": 60_000, "h": 3_600_000}
 
 # kafka.<name> → the seglog client's keyword argument.
 CONSUMER_CONFIGS = {
@@ -157,6 +161,8 @@ class SourceOptions:
     min_partitions: int | None = None
     max_records_per_partition: int | None = None
     max_offsets_per_trigger: int | None = None
+    min_offsets_per_trigger: int | None = None
+    max_trigger_delay_ms: int = DEFAULT_MAX_TRIGGER_DELAY_MS
     include_headers: bool = False
     poll_timeout_ms: int = DEFAULT_POLL_TIMEOUT_MS
     consumer_config: dict[str, Any] = field(default_factory=dict)
@@ -219,6 +225,10 @@ class SourceOptions:
             min_partitions=_optional_int(o, "minPartitions", 1),
             max_records_per_partition=_optional_int(o, "maxRecordsPerPartition", 1),
             max_offsets_per_trigger=_optional_int(o, "maxOffsetsPerTrigger", 1),
+            min_offsets_per_trigger=_optional_int(o, "minOffsetsPerTrigger", 1),
+            max_trigger_delay_ms=_parse_duration_ms(
+                "maxTriggerDelay", o.get("maxtriggerdelay", "15m")
+            ),
             include_headers=_parse_bool("includeHeaders", o.get("includeheaders", "false")),
             poll_timeout_ms=_parse_int(
                 "kafkaConsumer.pollTimeoutMs",
@@ -241,6 +251,15 @@ class SinkOptions:
         _, producer_config = _client_configs(options)
         topic = o.get("topic") or None
         return cls(bootstrap_servers(options), topic, producer_config)
+
+
+def _parse_duration_ms(name: str, value: str) -> int:
+    """Spark's time string ("15m", "30s", "500ms", "1h"; a bare number is ms)."""
+    m = _DURATION.match(str(value))
+    if m is None:
+        raise ValueError(f"{name} must be a duration like 15m, 30s or 500ms, got {value!r}")
+    unit = (m.group(2) or "ms").lower()
+    return int(int(m.group(1)) * _DURATION_MS.get(unit, 86_400_000))
 
 
 def _optional_int(o: Mapping[str, str], name: str, minimum: int) -> int | None:

@@ -1,175 +1,176 @@
 """One Spark task's read: exactly the offsets [start, end) of one topic-partition,
-fetched from the partition's leader with the seglog Consumer, handed to Spark as
-Arrow record batches.
+fetched as raw batches from the partition's leader (`partition_fetch.py`),
+CRC-checked and decoded batch-wise into Arrow (`arrow_decode.py`), handed to
+Spark as `pyarrow.RecordBatch`es. No Python object is made per record.
 
-The consumer runs with auto_offset_reset='none', so an offset retention removed
-surfaces as OffsetOutOfRangeError instead of a silent jump; that, a gap before
-the log start, or a partition that ends before `end` (truncated) is data loss:
-an error naming the topic, partition and missing offsets under failOnDataLoss,
-otherwise skipped. Gaps above the log start (control batches, compaction) are
-normal and skipped silently.
+An offset retention removed (the fetch answers OFFSET_OUT_OF_RANGE), a gap
+before the log start, or a partition that ends before `end` (truncated) is data
+loss: an error naming the topic, partition and missing offsets under
+failOnDataLoss, otherwise skipped. Gaps above the log start (control batches,
+compaction) are normal and skipped silently.
 """
 
 from __future__ import annotations
 
-import bisect
 import logging
 import time
 from collections.abc import Iterator
-from typing import Any
 
 import pyarrow as pa
 
-from seglog.client.consumer import (
-    Consumer,
-    ConsumerRecord,
-    OffsetOutOfRangeError,
-    TopicPartition,
-)
+from seglog.client.admin import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, Admin
+from seglog.client.cluster import TopicPartition
+from seglog.client.errors import KafkaError, error_class
+from seglog.storage.errors import StorageError
+from seglog.storage.record_batch import BatchHeader, check_batch, iter_batches
 
+from .arrow_decode import decode_batches
 from .offsets import OffsetRange, missing_range_message, report_data_loss
 from .options import SourceOptions
-from .schema import ArrowRows
+from .partition_fetch import FetchAnswer, FetchConfig, PartitionFetcher
+from .schema import record_batch
 
 _log = logging.getLogger(__name__)
 
-# Executors read one partition per consumer: larger fetches than the consumer's
-# defaults (1 MiB, 500 records) cut round trips; `kafka.*` options override them.
-EXECUTOR_DEFAULTS: dict[str, Any] = {
-    "client_id": "seglog-spark-executor",
-    "max_partition_fetch_bytes": 4 * 1024 * 1024,
-    "max_poll_records": 10_000,
+CorruptMessageError = error_class("CORRUPT_MESSAGE")
+# The `kafka.*` options an executor's fetches honour, with their defaults here: one
+# partition per task, so fetches are larger than a consumer's 1 MiB default.
+_FETCH_OPTIONS = {
+    "max_partition_fetch_bytes": 8 * 1024 * 1024,
+    "fetch_max_wait_ms": 500,
+    "request_timeout_ms": 30_000,
 }
-_POLL_SLICE_MS = 1000
+_RETRY_BACKOFF_S = (0.05, 1.0)  # first and largest wait between failed fetches
 
 
-def _offset(record: ConsumerRecord) -> int:
-    return record.offset
+def fetch_config(options: SourceOptions) -> FetchConfig:
+    given = options.consumer_config
+    return FetchConfig(**{k: int(given.get(k, v)) for k, v in _FETCH_OPTIONS.items()})
 
 
 def read_range(r: OffsetRange, options: SourceOptions) -> Iterator[pa.RecordBatch]:
     if r.size <= 0:
         return
-    config = {**EXECUTOR_DEFAULTS, **options.consumer_config}
-    consumer = Consumer(
-        bootstrap_servers=options.bootstrap_servers, auto_offset_reset="none", **config
-    )
+    fetcher = PartitionFetcher(options.bootstrap_servers, r.tp, fetch_config(options))
+    reader = RangeReader(fetcher, r, options)
     try:
-        yield from RangeReader(consumer, r, options).batches()
+        yield from reader.batches()
     finally:
-        consumer.close()
+        reader.close()
 
 
 class RangeReader:
-    def __init__(self, consumer: Consumer, r: OffsetRange, options: SourceOptions) -> None:
-        self.consumer = consumer
+    def __init__(self, fetcher: PartitionFetcher, r: OffsetRange, options: SourceOptions) -> None:
+        self.fetcher = fetcher
         self.range = r
         self.tp = TopicPartition(r.topic, r.partition)
+        self.options = options
         self.fail = options.fail_on_data_loss
         self.poll_timeout_s = options.poll_timeout_ms / 1000
-        self.rows = ArrowRows(r.topic, r.partition, options.include_headers)
+        self._admin: Admin | None = None
+
+    def close(self) -> None:
+        self.fetcher.close()
+        if self._admin is not None:
+            self._admin.close()
+
+    @property
+    def admin(self) -> Admin:
+        """ListOffsets, only on the rare paths (lost or truncated data)."""
+        if self._admin is None:
+            self._admin = Admin(bootstrap_servers=self.options.bootstrap_servers)
+        return self._admin
 
     def batches(self) -> Iterator[pa.RecordBatch]:
-        tp, end = self.tp, self.range.end
-        self.consumer.assign([tp])
-        self.consumer.seek(tp, self.range.start)
+        end = self.range.end
         pos = self.range.start  # the next offset this task owes Spark
         stalled_since = time.monotonic()
+        failures = 0
         while pos < end:
             try:
-                records = self.consumer.poll(timeout_ms=_POLL_SLICE_MS).get(tp)
-            except OffsetOutOfRangeError:
+                answer = self.fetcher.fetch(pos)
+            except KafkaError as e:
+                if not e.retriable:
+                    raise
+                failures += 1
+                self._backoff(pos, stalled_since, failures, str(e))
+                continue
+            if answer.error == "OFFSET_OUT_OF_RANGE":
                 pos = self._skip_lost(pos)
                 continue
-            if not records:
-                # Offsets no record holds (control batches) move the position only.
-                moved = min(self.consumer.position(tp), end)
-                if moved > pos:
-                    pos, stalled_since = moved, time.monotonic()
-                    continue
-                pos = self._check_stalled(pos, stalled_since)
+            if answer.error is not None:
+                error = error_class(answer.error)(
+                    f"{self.tp.topic}-{self.tp.partition}: {answer.message}"
+                )
+                if not error.retriable:
+                    raise error
+                failures += 1
+                self._backoff(pos, stalled_since, failures, str(error))
+                continue
+            failures = 0
+            framed = self._frame(answer)
+            if not framed:
+                pos = self._nothing_fetched(pos, answer, stalled_since)
                 continue
             stalled_since = time.monotonic()
-            past_end = records[-1].offset >= end
-            if past_end:
-                records = records[: bisect.bisect_left(records, end, key=_offset)]
-            if records:
-                self._check_gaps(pos, records)
-                self._add(records)
-                pos = records[-1].offset + 1
-                if self.rows.full:
-                    yield self.rows.flush()
-            pos = end if past_end else max(pos, min(self.consumer.position(tp), end))
-        if len(self.rows):
-            yield self.rows.flush()
+            next_offset = framed[-1][1].next_offset
+            if next_offset < end:
+                self.fetcher.prefetch(next_offset)  # travels while this answer is decoded
+            batch = self._decode(pos, answer, framed)
+            if batch is not None:
+                yield batch
+            pos = max(pos, min(next_offset, end))
 
-    def _add(self, records: list[ConsumerRecord]) -> None:
-        # ConsumerRecord is a tuple: zip(*) turns the records into columns at C speed.
-        cols = list(zip(*records, strict=True))
-        self.rows.extend(
-            offsets=cols[3],
-            timestamps_ms=cols[4],
-            timestamp_types=cols[5],
-            keys=cols[6],
-            values=cols[7],
-            headers=cols[8],
-            size_bytes=sum(cols[10]) + sum(cols[11]),  # serialized key and value sizes
-        )
+    def _frame(self, answer: FetchAnswer) -> list[tuple[int, BatchHeader]]:
+        """The whole batches of the answer (a partial one at the end is cut by the size
+        limit: the next fetch starts there)."""
+        try:
+            return list(iter_batches(answer.records, validate=False))
+        except StorageError as e:
+            raise CorruptMessageError(
+                f"{self.tp.topic}-{self.tp.partition} at or after offset {answer.offset}: {e}"
+            ) from e
 
-    def _check_gaps(self, pos: int, records: list[ConsumerRecord]) -> None:
-        first = records[0].offset
-        if first > pos:
-            self._check_gap(pos, first)
-        if records[-1].offset - first + 1 == len(records):
-            return  # consecutive offsets: the usual case
-        for prev, rec in zip(records, records[1:], strict=False):
-            if rec.offset > prev.offset + 1:
-                self._check_gap(prev.offset + 1, rec.offset)
-
-    def _log_start(self) -> int:
-        return self.consumer.beginning_offsets([self.tp])[self.tp]
-
-    def _skip_lost(self, pos: int) -> int:
-        """The fetch at `pos` was out of range: retention moved the log start past
-        it, or the log was truncated below it."""
-        log_start = self._log_start()
-        if log_start > pos:
+    def _decode(
+        self, pos: int, answer: FetchAnswer, framed: list[tuple[int, BatchHeader]]
+    ) -> pa.RecordBatch | None:
+        end = self.range.end
+        data = answer.records
+        wanted = [
+            (p, h)
+            for p, h in framed
+            if not h.is_control and h.next_offset > pos and h.base_offset < end
+        ]
+        try:
+            for p, _h in wanted:
+                check_batch(data, p)  # the CRC, once per batch
+            cols = decode_batches(data, wanted, pos, end, self.options.include_headers)
+        except StorageError as e:
+            raise CorruptMessageError(
+                f"{self.tp.topic}-{self.tp.partition} at or after offset {pos}: {e}"
+            ) from e
+        if not len(cols):
+            return None
+        first = int(cols.offsets[0])
+        if first > pos and answer.log_start_offset > pos:
             report_data_loss(
                 self.fail,
-                missing_range_message(self.tp, pos, min(log_start, self.range.end), log_start),
+                missing_range_message(
+                    self.tp, pos, min(first, answer.log_start_offset), answer.log_start_offset
+                ),
             )
-            _log.warning("skipping lost offsets [%d, %d) of %s", pos, log_start, self.tp)
-            new_pos = log_start
-        else:
-            new_pos = self._truncated(pos)
-        if new_pos < self.range.end:
-            self.consumer.seek(self.tp, new_pos)
-        return new_pos
+        return record_batch(self.range.topic, self.range.partition, cols)
 
-    def _check_gap(self, pos: int, next_offset: int) -> None:
-        """Records resumed at `next_offset`: data loss only if the log start passed `pos`."""
-        log_start = self._log_start()
-        if log_start > pos:
-            report_data_loss(
-                self.fail,
-                missing_range_message(self.tp, pos, min(next_offset, log_start), log_start),
+    def _nothing_fetched(self, pos: int, answer: FetchAnswer, stalled_since: float) -> int:
+        if answer.records:
+            raise CorruptMessageError(
+                f"{self.tp.topic}-{self.tp.partition} offset {pos}: the first batch does not "
+                f"fit in kafka.max.partition.fetch.bytes "
+                f"({self.fetcher.config.max_partition_fetch_bytes}); raise it"
             )
-
-    def _truncated(self, pos: int, hw: int | None = None) -> int:
-        hw = self.consumer.end_offsets([self.tp])[self.tp] if hw is None else hw
-        report_data_loss(
-            self.fail,
-            f"topic {self.tp.topic!r} partition {self.tp.partition}: offsets "
-            f"[{pos}, {self.range.end}) were planned but the partition now ends at "
-            f"offset {hw} (it was truncated or recreated)",
-        )
-        return self.range.end
-
-    def _check_stalled(self, pos: int, stalled_since: float) -> int:
-        hw = self.consumer.highwater(self.tp)
-        if hw is not None and hw <= pos:
-            # A fetch said so; a ListOffsets confirms before calling it loss.
-            confirmed = self.consumer.end_offsets([self.tp])[self.tp]
+        if 0 <= answer.high_watermark <= pos:
+            # The leader says the partition ends here; ListOffsets confirms before loss.
+            confirmed = self._list(LATEST_TIMESTAMP)
             if confirmed <= pos:
                 return self._truncated(pos, confirmed)
         if time.monotonic() - stalled_since > self.poll_timeout_s:
@@ -179,3 +180,39 @@ class RangeReader:
                 f"({self.poll_timeout_s * 1000:.0f} ms)"
             )
         return pos
+
+    def _backoff(self, pos: int, stalled_since: float, failures: int, why: str) -> None:
+        if time.monotonic() - stalled_since > self.poll_timeout_s:
+            raise TimeoutError(
+                f"cannot fetch offset {pos} of topic {self.tp.topic!r} partition "
+                f"{self.tp.partition} within kafkaConsumer.pollTimeoutMs "
+                f"({self.poll_timeout_s * 1000:.0f} ms): {why}"
+            )
+        first, most = _RETRY_BACKOFF_S
+        time.sleep(min(most, first * 2 ** min(failures - 1, 10)))
+
+    def _list(self, spec: int) -> int:
+        return self.admin.list_offsets({self.tp: spec})[self.tp].offset
+
+    def _skip_lost(self, pos: int) -> int:
+        """The fetch at `pos` was out of range: retention moved the log start past
+        it, or the log was truncated below it."""
+        log_start = self._list(EARLIEST_TIMESTAMP)
+        if log_start > pos:
+            report_data_loss(
+                self.fail,
+                missing_range_message(self.tp, pos, min(log_start, self.range.end), log_start),
+            )
+            _log.warning("skipping lost offsets [%d, %d) of %s", pos, log_start, self.tp)
+            return log_start
+        return self._truncated(pos)
+
+    def _truncated(self, pos: int, hw: int | None = None) -> int:
+        hw = self._list(LATEST_TIMESTAMP) if hw is None else hw
+        report_data_loss(
+            self.fail,
+            f"topic {self.tp.topic!r} partition {self.tp.partition}: offsets "
+            f"[{pos}, {self.range.end}) were planned but the partition now ends at "
+            f"offset {hw} (it was truncated or recreated)",
+        )
+        return self.range.end

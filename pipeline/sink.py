@@ -6,8 +6,11 @@ option is set, which then wins) and `partition` (int; null or absent: the
 producer's partitioner, murmur2 of the key as in Kafka). key/value may be string
 (sent as UTF-8) or binary. Other columns are ignored.
 
-Each Spark task sends its rows with its own idempotent producer (acks=all by
-default) and succeeds only once every record is acknowledged. Like Kafka's
+Each Spark task encodes its Arrow batches straight into RecordBatch v2 batches
+(no Python object per record) and sends them with its own idempotent producer
+id (acks=all by default, `batch_sender.py`); it succeeds only once every record
+is acknowledged. PySpark 4.0's streaming writers get Rows, sent one by one with
+the Producer. Like Kafka's
 sink this is at-least-once: a retried task or micro-batch sends its rows again,
 and abort() cannot take back records already written.
 """
@@ -36,6 +39,7 @@ from pyspark.sql.types import (
 
 from seglog.client.producer import Producer
 
+from .batch_sender import send_arrow_batches
 from .options import SinkOptions
 from .schema import HEADER_TYPE
 
@@ -149,27 +153,8 @@ class RecordSender:
 
 
 def send_arrow(options: SinkOptions, batches: Iterator[pa.RecordBatch]) -> SentRecords:
-    sender = RecordSender(options)
-    try:
-        for batch in batches:
-            n = batch.num_rows
-            names = batch.schema.names
-            cols = {
-                name: batch.column(name).to_pylist() if name in names else [None] * n
-                for name in ("topic", "partition", "key", "value", "headers")
-            }
-            for i in range(n):
-                sender.send(
-                    cols["topic"][i],
-                    cols["partition"][i],
-                    cols["key"][i],
-                    cols["value"][i],
-                    cols["headers"][i],
-                )
-        return sender.finish()
-    except BaseException:
-        sender.close()
-        raise
+    """Arrow batches straight to RecordBatch v2 bytes (batch_sender.py)."""
+    return SentRecords(send_arrow_batches(options, batches))
 
 
 def send_rows(options: SinkOptions, rows: Iterator[Any]) -> SentRecords:

@@ -25,6 +25,7 @@ AvailableNow is Spark's own wrapper (one batch, no cap).
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator, Sequence
 from typing import Any
 
@@ -160,6 +161,9 @@ class SeglogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         # For PySpark < 4.2, whose latestOffset() gets no start: the last planned end.
         self._last_end: PartitionOffsets | None = None
         self._latest: PartitionOffsets | None = None
+        # minOffsetsPerTrigger: when the last micro-batch was planned (monotonic s).
+        self.clock = time.monotonic
+        self._last_trigger = self.clock()
 
     def __getstate__(self) -> dict[str, Any]:
         # Spark pickles a fresh reader to the executors: only the options travel.
@@ -194,11 +198,33 @@ class SeglogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         else:
             begin = self._last_end
         max_rows = self._max_rows(limit)
-        if max_rows is None or begin is None:
+        if begin is None:
             return offsets_to_dict(latest)
         new = [tp for tp in latest if tp not in begin]
-        from_offsets = {**self.view.earliest(new), **begin}
+        from_offsets = {**self.view.earliest(new), **begin} if new else begin
+        if self._wait_for_more(from_offsets, latest):
+            return offsets_to_dict(begin)  # the same offsets: Spark runs no micro-batch
+        if max_rows is None:
+            return offsets_to_dict(latest)
         return offsets_to_dict(rate_limit(max_rows, from_offsets, latest))
+
+    def _wait_for_more(self, start: PartitionOffsets, latest: PartitionOffsets) -> bool:
+        """minOffsetsPerTrigger: skip a trigger while fewer offsets than that are new,
+        until maxTriggerDelay has passed since the last micro-batch (as Spark's Kafka
+        source). Trigger.AvailableNow never waits."""
+        o = self.options
+        now = self.clock()
+        if o.min_offsets_per_trigger is None or self._target is not None:
+            self._last_trigger = now
+            return False
+        available = sum(max(0, end - start.get(tp, end)) for tp, end in latest.items())
+        if (
+            available < o.min_offsets_per_trigger
+            and (now - self._last_trigger) * 1000 < o.max_trigger_delay_ms
+        ):
+            return True
+        self._last_trigger = now
+        return False
 
     def _max_rows(self, limit: ReadLimit | None) -> int | None:
         if limit is None:  # PySpark < 4.2 passes none: the option decides

@@ -15,7 +15,15 @@ import pytest
 
 BENCH = Path(__file__).resolve().parents[2] / "bench" / "pipeline.py"
 
-POSITIVE = ("spark_rows_per_s", "spark_count_rows_per_s", "consumer_rows_per_s", "ratio")
+POSITIVE = (
+    "spark_rows_per_s",
+    "spark_count_rows_per_s",
+    "consumer_rows_per_s",
+    "ratio",
+    "sink_rows_per_s",
+    "producer_rows_per_s",
+    "sink_ratio",
+)
 
 
 def test_quick_run_prints_json_last() -> None:

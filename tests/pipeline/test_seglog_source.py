@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import calendar
 import json
+import os
 import shutil
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -51,6 +53,7 @@ RETENTION_OVERRIDES = {
     "log.retention.check.interval.ms": "500",
     "log.initial.task.delay.ms": "0",
     "log.segment.delete.delay.ms": "0",
+    "log.cleaner.backoff.ms": "200",  # compaction rounds often, for the equality test
 }
 
 
@@ -59,6 +62,9 @@ RETENTION_OVERRIDES = {
 
 @pytest.fixture(scope="module")
 def spark() -> Iterator[SparkSession]:
+    # Python workers run this interpreter, so they import the seglog under test (the
+    # default, a bare `python3`, may import another installation first).
+    os.environ["PYSPARK_PYTHON"] = sys.executable
     session = (
         SparkSession.builder.master("local[2]")
         .appName("seglog-tests")
@@ -238,6 +244,71 @@ def test_batch_read_returns_exactly_what_was_produced(spark, cluster) -> None:
     )
 
 
+def consumer_rows(bootstrap: str, topic: str, partitions: int) -> list[Row]:
+    rows = [
+        (
+            r.topic,
+            r.partition,
+            r.offset,
+            r.key,
+            r.value,
+            r.timestamp,
+            r.timestamp_type,
+            tuple(r.headers),
+        )
+        for r in consume_all(bootstrap, topic, partitions)
+    ]
+    return sorted(rows, key=lambda x: (x[0], x[1], x[2]))
+
+
+def test_batch_read_equals_consumer_on_compressed_compacted_and_trimmed(spark, cluster) -> None:
+    """The vectorised reader against the record-by-record Consumer, row for row, where
+    the log is not a plain run of batches: compressed batches of every codec,
+    compaction's gaps, and a log start moved by retention."""
+    b = cluster.bootstrap
+    create_topic(b, "eq-codecs", 2)
+    for codec in ("gzip", "lz4", "zstd", "snappy"):
+        with Producer(b, compression_type=codec, linger_ms=5) as producer:
+            for i in range(40):
+                headers = [("codec", codec.encode())] if i % 3 else []
+                producer.send(
+                    "eq-codecs",
+                    value=b"%s-%d" % (codec.encode(), i) * (i % 7),
+                    key=b"k%d" % i if i % 4 else None,
+                    headers=headers,
+                )
+    compacted = {
+        "cleanup.policy": "compact",
+        "segment.bytes": "1024",
+        "segment.ms": "1000",
+        "min.cleanable.dirty.ratio": "0.01",
+        "delete.retention.ms": "100000",
+    }
+    create_topic(b, "eq-compacted", 1, **compacted)
+    create_topic(b, "eq-trimmed", 1, **{"segment.bytes": "1024", "retention.bytes": "2048"})
+    with Producer(b, linger_ms=0, batch_size=512) as producer:
+        for i in range(300):
+            producer.send("eq-compacted", value=b"v%d" % i, key=b"key-%d" % (i % 10))
+            producer.send("eq-trimmed", value=b"t%d" % i, key=b"key-%d" % i)
+    tp_c, tp_t = TopicPartition("eq-compacted", 0), TopicPartition("eq-trimmed", 0)
+    deadline = time.monotonic() + 60
+    with Consumer(bootstrap_servers=b) as consumer:
+        while not (
+            len(consume_all(b, "eq-compacted", 1)) < consumer.end_offsets([tp_c])[tp_c] - 20
+            and consumer.beginning_offsets([tp_t])[tp_t] > 0
+        ):
+            assert time.monotonic() < deadline, "compaction or retention did not run"
+            time.sleep(0.5)
+    for topic, partitions in (("eq-codecs", 2), ("eq-compacted", 1), ("eq-trimmed", 1)):
+        for _attempt in range(3):  # compaction may run again between the two reads
+            before = consumer_rows(b, topic, partitions)
+            read = spark_rows(source(spark, b, subscribe=topic, includeHeaders="true"))
+            if before == consumer_rows(b, topic, partitions):
+                break
+        assert before, topic
+        assert read == before, topic
+
+
 def test_starting_and_ending_offsets(spark, cluster) -> None:
     create_topic(cluster.bootstrap, "ranges", 2)
     produced = produce(cluster.bootstrap, "ranges", 40, partition=0)
@@ -384,6 +455,41 @@ def test_stream_reader_offsets_without_spark(cluster) -> None:
         produce(bootstrap, "compat", 5, start=60, partition=0)
         everything = {"compat": {"0": 40, "1": 20}}
         assert reader.latestOffset(everything, ReadAllAvailable()) == everything
+    finally:
+        reader.stop()
+
+
+def test_min_offsets_per_trigger_waits_until_enough_or_max_trigger_delay(cluster) -> None:
+    bootstrap = cluster.bootstrap
+    create_topic(bootstrap, "trickle", 1)
+    produce(bootstrap, "trickle", 5)
+    options = {
+        "bootstrap.servers": bootstrap,
+        "subscribe": "trickle",
+        "startingOffsets": "earliest",
+        "minOffsetsPerTrigger": "10",
+        "maxTriggerDelay": "30s",
+    }
+    assert SourceOptions.parse(options, streaming=True).max_trigger_delay_ms == 30_000
+    with pytest.raises(ValueError, match="maxTriggerDelay must be a duration"):
+        SourceOptions.parse({**options, "maxTriggerDelay": "soon"}, streaming=True)
+    reader = SeglogStreamReader(SourceOptions.parse(options, streaming=True))
+    now = [1000.0]
+    reader.clock = lambda: now[0]
+    reader._last_trigger = now[0]
+    try:
+        start = reader.initialOffset()
+        limit = reader.getDefaultReadLimit()
+        assert reader.latestOffset(start, limit) == start  # 5 < 10: no micro-batch
+        produce(bootstrap, "trickle", 5, start=5)
+        assert reader.latestOffset(start, limit) == {"trickle": {"0": 10}}  # 10 new: go
+        produce(bootstrap, "trickle", 2, start=10)
+        after = {"trickle": {"0": 10}}
+        assert reader.latestOffset(after, limit) == after  # 2 new, 0 s waited
+        now[0] += 29
+        assert reader.latestOffset(after, limit) == after
+        now[0] += 2  # maxTriggerDelay passed since the last micro-batch: take the 2
+        assert reader.latestOffset(after, limit) == {"trickle": {"0": 12}}
     finally:
         reader.stop()
 
