@@ -74,6 +74,8 @@ from kafka.protocol.producer import (
 
 from seglog.storage.file_slice import FileSlice
 
+from .schemas.messages import ConsumerGroupHeartbeatRequest, ConsumerGroupHeartbeatResponse
+
 _HEADER = struct.Struct(">hhi")  # api key, api version, correlation id
 _INT32 = struct.Struct(">i")
 
@@ -144,6 +146,14 @@ APIS: dict[int, ApiSpec] = {
             (0, 1),
         ),
         ApiSpec(60, "DescribeCluster", DescribeClusterRequest, DescribeClusterResponse, (0, 1)),
+        # KIP-848 (node/groups/consumer_group.py); v1: the consumer makes its member id.
+        ApiSpec(
+            68,
+            "ConsumerGroupHeartbeat",
+            ConsumerGroupHeartbeatRequest,
+            ConsumerGroupHeartbeatResponse,
+            (0, 1),
+        ),
     )
 }
 

@@ -78,6 +78,7 @@ class KafkaApis:
             47: groups.offset_delete,
             44: lambda r: admin.incremental_alter_configs(self.node, r),
             60: lambda r: describe_cluster(self.node, self.listener, r),
+            68: groups.consumer_group_heartbeat,
         }
 
     def __call__(self, request: KafkaRequest) -> list[Part] | Deferred | None:
