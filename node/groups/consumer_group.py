@@ -154,8 +154,8 @@ def uniform_assignor(
 ) -> dict[str, Assignment]:
     """Balanced and sticky: each member's fair share is the sum over its topics of
     partitions / subscribers, rounded down; it keeps what it had up to that share, and
-    the rest goes,
-    one partition at a time, to the least loaded subscriber (ties by member id)."""
+    the rest goes, one partition at a time, to the least loaded subscriber (ties by
+    member id)."""
     subscribers = {t: sorted(m for m, s in members.items() if t in s) for t in topics}
     share: dict[str, int] = {}
     for m, subs in members.items():
@@ -175,7 +175,9 @@ def uniform_assignor(
             ):
                 taken[m].add(tp)
                 owner[tp] = m
-    for t in sorted(topics):
+    # The topics with fewest subscribers first: their partitions have the fewest places
+    # to go, so the others' can even the load out afterwards.
+    for t in sorted(topics, key=lambda t: (len(subscribers[t]), t)):
         for p in range(topics[t]):
             if (t, p) in owner or not subscribers[t]:
                 continue
@@ -389,7 +391,8 @@ class ConsumerGroup:
         sizes = {t: topics[t] for t in self.subscribed_topics() if t in topics}
         if sizes != self.topic_sizes:
             self.topic_sizes = sizes
-            self.group_epoch += 1
+            if self.assignment_epoch == self.group_epoch:  # else one bump covers both
+                self.group_epoch += 1
         if self.assignment_epoch == self.group_epoch:
             return
         subs = {m.member_id: m.subscribed for m in self.members.values()}
