@@ -253,7 +253,8 @@ class KafkaGroupApis:
             req.rack_id,
             req.rebalance_timeout_ms,
             None if req.subscribed_topic_names is None else tuple(req.subscribed_topic_names),
-            req.subscribed_topic_regex if v >= 1 else None,
+            # librdkafka sends "" for no regex: empty counts as absent, as in Kafka.
+            (req.subscribed_topic_regex or None) if v >= 1 else None,
             req.server_assignor,
             owned,
             member_id_from_client=v >= 1,
