@@ -150,7 +150,12 @@ def test_errors_as_kafka_answers() -> None:
     no_topics = ConsumerHeartbeat("g", "", 0, rebalance_timeout_ms=1)
     assert group.heartbeat(no_topics, TOPICS, 1).error == INVALID_REQUEST
     v1_without_id = ConsumerHeartbeat(
-        "g", "", 0, rebalance_timeout_ms=1, subscribed_topic_names=("a",), member_id_from_client=True
+        "g",
+        "",
+        0,
+        rebalance_timeout_ms=1,
+        subscribed_topic_names=("a",),
+        member_id_from_client=True,
     )
     assert group.heartbeat(v1_without_id, TOPICS, 1).error == INVALID_REQUEST
 
