@@ -341,16 +341,7 @@ class Admin:
         response: pb.CreateTopicPartitionsResponse = self._rpc(
             "CreatePartitions", request, lambda r: [t.error_code for t in r.results]
         )
-        changed: dict[str, str] = {}
-        errors: dict[str, KafkaError] = {}
-        for r in response.results:
-            if r.error_code:
-                errors[r.name] = _topic_error(r.name, r.error_code, r.error_message)
-            else:
-                changed[r.name] = r.name
-        self._metadata.request_update()
-        _raise_batch(errors, changed, list(topic_partitions))
-        return list(changed)
+        return self._names_done(response.results, list(topic_partitions))
 
     def perform_leader_election(
         self,
@@ -403,16 +394,21 @@ class Admin:
         response: pb.DeleteTopicsResponse = self._rpc(
             "DeleteTopics", request, lambda r: [t.error_code for t in r.topics]
         )
-        deleted: dict[str, str] = {}
+        return self._names_done(response.topics, list(topics))
+
+    def _names_done(self, results: Iterable[Any], asked: list[str]) -> list[str]:
+        """Per-topic results (name, error_code, error_message) of a batch call: the
+        names that succeeded; raises like create_topics if any failed."""
+        done: dict[str, str] = {}
         errors: dict[str, KafkaError] = {}
-        for r in response.topics:
+        for r in results:
             if r.error_code:
                 errors[r.name] = _topic_error(r.name, r.error_code, r.error_message)
             else:
-                deleted[r.name] = r.name
+                done[r.name] = r.name
         self._metadata.request_update()
-        _raise_batch(errors, deleted, list(topics))
-        return list(deleted)
+        _raise_batch(errors, done, asked)
+        return list(done)
 
     def list_topics(self) -> list[str]:
         """Every topic name, sorted."""
