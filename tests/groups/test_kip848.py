@@ -9,7 +9,8 @@ import time
 from collections.abc import Iterator
 
 import pytest
-from confluent_kafka import Consumer, TopicPartition
+from confluent_kafka import Consumer, ConsumerGroupType, TopicPartition
+from confluent_kafka.admin import AdminClient
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from kafka_cluster import KafkaCluster
@@ -327,6 +328,11 @@ def test_confluent_kafka_consumers_with_group_protocol_consumer(cluster: KafkaCl
         for c in consumers:
             c.subscribe(["kip848"])
         poll_until(consumers, lambda: disjoint_cover(consumers))
+        admin = AdminClient({"bootstrap.servers": cluster.kafka_bootstrap})
+        listed = admin.list_consumer_groups(types={ConsumerGroupType.CONSUMER}).result(30)
+        assert [(g.group_id, g.type) for g in listed.valid] == [
+            ("kip848-g", ConsumerGroupType.CONSUMER)
+        ]
         # commits with the member epoch are accepted
         for c in consumers:
             c.commit(
