@@ -109,6 +109,37 @@ class ConsumerMember:
         return {(t, p) for a in (self.assigned, self.revoking) for t, ps in a.items() for p in ps}
 
 
+@dataclass(frozen=True)
+class DescribedConsumerMember:
+    member_id: str
+    instance_id: str | None
+    rack_id: str | None
+    member_epoch: int
+    client_id: str
+    client_host: str
+    subscribed_topic_names: tuple[str, ...]
+    assignment: tuple[tuple[str, tuple[int, ...]], ...]
+    target_assignment: tuple[tuple[str, tuple[int, ...]], ...]
+
+
+@dataclass(frozen=True)
+class DescribedConsumerGroup:
+    """A ConsumerGroupDescribe answer for one group."""
+
+    error: str
+    group_id: str
+    error_message: str | None = None
+    state: str = "Dead"
+    group_epoch: int = -1
+    assignment_epoch: int = -1
+    assignor_name: str = ""
+    members: tuple[DescribedConsumerMember, ...] = ()
+
+
+def _listed(a: Mapping[str, frozenset[int]]) -> tuple[tuple[str, tuple[int, ...]], ...]:
+    return tuple((t, tuple(sorted(ps))) for t, ps in sorted(a.items()) if ps)
+
+
 def _flat(a: Mapping[str, frozenset[int]]) -> set[TopicPartition]:
     return {(t, p) for t, ps in a.items() for p in ps}
 
@@ -309,9 +340,7 @@ class ConsumerGroup:
         assignment = None
         if send:
             member.last_sent = dict(member.assigned)
-            assignment = tuple(
-                (t, tuple(sorted(ps))) for t, ps in sorted(member.assigned.items()) if ps
-            )
+            assignment = _listed(member.assigned)
         return ConsumerHeartbeatResult(
             NONE,
             member_id=member.member_id,
@@ -332,6 +361,30 @@ class ConsumerGroup:
         for member_id in gone:
             self._remove(member_id, topics)
         return gone
+
+    def describe(self) -> DescribedConsumerGroup:
+        return DescribedConsumerGroup(
+            NONE,
+            self.group_id,
+            state=self.state,
+            group_epoch=self.group_epoch,
+            assignment_epoch=self.assignment_epoch,
+            assignor_name=self._assignor(),
+            members=tuple(
+                DescribedConsumerMember(
+                    m.member_id,
+                    m.instance_id,
+                    m.rack_id,
+                    m.member_epoch,
+                    m.client_id,
+                    m.client_host,
+                    m.subscribed,
+                    _listed(m.assigned),
+                    _listed(self.target.get(m.member_id, {})),
+                )
+                for m in self.members.values()
+            ),
+        )
 
     def current_epoch_of(self, member_id: str) -> int | None:
         m = self.members.get(member_id)

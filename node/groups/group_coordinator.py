@@ -25,6 +25,7 @@ from .consumer_group import (
     ConsumerGroup,
     ConsumerHeartbeat,
     ConsumerHeartbeatResult,
+    DescribedConsumerGroup,
 )
 from .group_state import ClassicGroup, GroupState, Member
 
@@ -241,6 +242,7 @@ Result = (
     | DescribedGroup
     | OffsetDeleteResult
     | ConsumerHeartbeatResult
+    | DescribedConsumerGroup
 )
 
 
@@ -890,6 +892,18 @@ class CoordinatorShard:
             return str(uuid.UUID(int=self.rng.getrandbits(128)))
 
         self._respond(request_id, group.heartbeat(req, topics, now_ms, member_id))
+        return self._take()
+
+    def describe_consumer_group(self, request_id: int, group_id: str) -> list[Action]:
+        """ConsumerGroupDescribe: a classic group, or none, is GROUP_ID_NOT_FOUND."""
+        group = self.consumer_groups.get(group_id)
+        if group is None:
+            result = DescribedConsumerGroup(
+                GROUP_ID_NOT_FOUND, group_id, f"Group {group_id} is not a consumer group."
+            )
+        else:
+            result = group.describe()
+        self._respond(request_id, result)
         return self._take()
 
     # --- Heartbeat and LeaveGroup ---------------------------------------------------

@@ -270,6 +270,9 @@ class GroupCoordinatorRuntime:
             lambda s, rid, now: s.consumer_heartbeat(rid, req, self._topic_sizes, now),
         )
 
+    def consumer_group_describe(self, group_id: str) -> Future[Result]:
+        return self.submit(group_id, lambda s, rid, _now: s.describe_consumer_group(rid, group_id))
+
     def leave_group(self, group_id: str, members: list[tuple[str, str | None]]) -> Future[Result]:
         return self.submit(group_id, lambda s, rid, now: s.leave(rid, group_id, members, now))
 

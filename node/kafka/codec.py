@@ -74,7 +74,12 @@ from kafka.protocol.producer import (
 
 from seglog.storage.file_slice import FileSlice
 
-from .schemas.messages import ConsumerGroupHeartbeatRequest, ConsumerGroupHeartbeatResponse
+from .schemas.messages import (
+    ConsumerGroupDescribeRequest,
+    ConsumerGroupDescribeResponse,
+    ConsumerGroupHeartbeatRequest,
+    ConsumerGroupHeartbeatResponse,
+)
 
 _HEADER = struct.Struct(">hhi")  # api key, api version, correlation id
 _INT32 = struct.Struct(">i")
@@ -153,6 +158,13 @@ APIS: dict[int, ApiSpec] = {
             ConsumerGroupHeartbeatRequest,
             ConsumerGroupHeartbeatResponse,
             (0, 1),
+        ),
+        ApiSpec(
+            69,
+            "ConsumerGroupDescribe",
+            ConsumerGroupDescribeRequest,
+            ConsumerGroupDescribeResponse,
+            (0, 0),
         ),
     )
 }

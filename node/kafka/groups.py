@@ -11,7 +11,11 @@ from typing import Any
 
 from seglog.storage.partition_metadata import topic_id_to_uuid
 
-from ..groups.consumer_group import ConsumerHeartbeat, ConsumerHeartbeatResult
+from ..groups.consumer_group import (
+    ConsumerHeartbeat,
+    ConsumerHeartbeatResult,
+    DescribedConsumerGroup,
+)
 from ..groups.group_coordinator import (
     NONE,
     CommitPartition,
@@ -284,6 +288,59 @@ class KafkaGroupApis:
             assignment=assignment,
         )
         return encode_response(request, body)
+
+    def consumer_group_describe(self, request: KafkaRequest) -> list[Part]:
+        cls = response_class(request)
+        G = cls.DescribedGroup
+        A = G.Member.Assignment
+        ids = {}
+        for name, topic in self.node.metadata_image().topics.items():
+            try:
+                ids[name] = topic_id_to_uuid(topic.topic_id)
+            except ValueError:
+                continue
+
+        def assignment(parts: tuple[tuple[str, tuple[int, ...]], ...]) -> Any:
+            return A(
+                topic_partitions=[
+                    A.TopicPartitions(topic_id=ids[t], topic_name=t, partitions=list(ps))
+                    for t, ps in parts
+                    if t in ids
+                ]
+            )
+
+        out = []
+        for group_id in request.body.group_ids:
+            r = wait_answer(self.node.groups.consumer_group_describe(group_id), ANSWER_TIMEOUT_S)
+            if not isinstance(r, DescribedConsumerGroup):
+                r = DescribedConsumerGroup(_error(r), group_id)
+            out.append(
+                G(
+                    error_code=error_code(r.error),
+                    error_message=r.error_message,
+                    group_id=group_id,
+                    group_state=r.state,
+                    group_epoch=r.group_epoch,
+                    assignment_epoch=r.assignment_epoch,
+                    assignor_name=r.assignor_name,
+                    members=[
+                        G.Member(
+                            member_id=m.member_id,
+                            instance_id=m.instance_id,
+                            rack_id=m.rack_id,
+                            member_epoch=m.member_epoch,
+                            client_id=m.client_id,
+                            client_host=m.client_host,
+                            subscribed_topic_names=list(m.subscribed_topic_names),
+                            subscribed_topic_regex=None,
+                            assignment=assignment(m.assignment),
+                            target_assignment=assignment(m.target_assignment),
+                        )
+                        for m in r.members
+                    ],
+                )
+            )
+        return encode_response(request, cls(throttle_time_ms=0, groups=out))
 
     # --- offsets --------------------------------------------------------------------
 

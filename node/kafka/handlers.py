@@ -79,6 +79,7 @@ class KafkaApis:
             44: lambda r: admin.incremental_alter_configs(self.node, r),
             60: lambda r: describe_cluster(self.node, self.listener, r),
             68: groups.consumer_group_heartbeat,
+            69: groups.consumer_group_describe,
         }
 
     def __call__(self, request: KafkaRequest) -> list[Part] | Deferred | None:

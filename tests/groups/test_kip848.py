@@ -9,7 +9,7 @@ import time
 from collections.abc import Iterator
 
 import pytest
-from confluent_kafka import Consumer, ConsumerGroupType, TopicPartition
+from confluent_kafka import Consumer, ConsumerGroupState, ConsumerGroupType, TopicPartition
 from confluent_kafka.admin import AdminClient
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -333,6 +333,21 @@ def test_confluent_kafka_consumers_with_group_protocol_consumer(cluster: KafkaCl
         assert [(g.group_id, g.type) for g in listed.valid] == [
             ("kip848-g", ConsumerGroupType.CONSUMER)
         ]
+
+        # The coordinator's view once the group is Stable (until then a member may
+        # still be revoking what another is waiting for).
+        def stable() -> bool:
+            d = admin.describe_consumer_groups(["kip848-g"])["kip848-g"].result(30)
+            return d.state == ConsumerGroupState.STABLE
+
+        poll_until(consumers, stable)
+        described = admin.describe_consumer_groups(["kip848-g"])["kip848-g"].result(30)
+        assert described.type == ConsumerGroupType.CONSUMER
+        assert described.partition_assignor == "uniform"
+        got = sorted(
+            tp.partition for m in described.members for tp in m.assignment.topic_partitions
+        )
+        assert got == list(range(12)) and len(described.members) == 3
         # commits with the member epoch are accepted
         for c in consumers:
             c.commit(

@@ -41,7 +41,10 @@ from kafka.protocol.producer import InitProducerIdRequest, ProduceRequest
 from kafka_cluster import KafkaConnection
 
 from seglog.node.kafka.codec import APIS
-from seglog.node.kafka.schemas.messages import ConsumerGroupHeartbeatRequest
+from seglog.node.kafka.schemas.messages import (
+    ConsumerGroupDescribeRequest,
+    ConsumerGroupHeartbeatRequest,
+)
 from seglog.storage.record_batch import NewRecord, build_batch
 
 kio_index = pytest.importorskip("kio.index")
@@ -299,6 +302,10 @@ def group_request(api_key: int, v: int):
         return ListGroupsRequest[v](states_filter=[], types_filter=[])
     if api_key == 42:
         return DeleteGroupsRequest[v](groups_names=[gid])
+    if api_key == 69:  # the group ConsumerGroupHeartbeat v0 made (or NOT_COORDINATOR)
+        return ConsumerGroupDescribeRequest[v](
+            group_ids=["proto-g-68-0", "proto-g-missing"], include_authorized_operations=False
+        )
     if api_key == 68:  # KIP-848: joins (v1: with the consumer's own member id)
         return ConsumerGroupHeartbeatRequest[v](
             group_id=gid,
@@ -393,6 +400,10 @@ def test_every_served_api_and_version_cross_checked_with_kio(leader_port, api_ke
     elif api_key == 10:
         code = decoded.coordinators[0].error_code if version >= 4 else decoded.error_code
         assert code in (0, 15)  # NONE, or COORDINATOR_NOT_AVAILABLE while it is created
+    elif api_key == 69:
+        codes = [g.error_code for g in decoded.groups]
+        assert codes[1] in (15, 16, 69), decoded  # GROUP_ID_NOT_FOUND from its coordinator
+        assert codes[0] in (0, 15, 16, 69), decoded
     elif api_key == 68:
         # NONE with the first epoch, or NOT_COORDINATOR / COORDINATOR_NOT_AVAILABLE from
         # a node that is not (yet) the group's coordinator

@@ -14,3 +14,11 @@ class ConsumerGroupHeartbeatRequest(ApiMessage, load_json=_HERE):
 
 class ConsumerGroupHeartbeatResponse(ApiMessage, load_json=_HERE):
     pass
+
+
+class ConsumerGroupDescribeRequest(ApiMessage, load_json=_HERE):
+    pass
+
+
+class ConsumerGroupDescribeResponse(ApiMessage, load_json=_HERE):
+    pass
