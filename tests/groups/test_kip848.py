@@ -174,6 +174,26 @@ def test_session_expiry_removes_the_member_and_bumps_the_epoch() -> None:
     assert len(a.owned) == 12
 
 
+def test_a_lost_answer_is_tolerated_with_the_previous_epoch() -> None:
+    group = ConsumerGroup("g", CONFIG)
+    a = Client(group, "c0", ("a",))
+    now = settle(group, [a], 0)
+    b = Client(group, "c1", ("a",))
+    b.beat(now)
+    a.beat(now)  # told to revoke half
+    a.beat(now)  # reports it and moves to the new epoch: say this answer was lost
+    member = group.members[a.member_id]
+    moved_on, previous = member.member_epoch, member.previous_member_epoch
+    assert previous < moved_on
+    lost = ConsumerHeartbeat("g", a.member_id, previous, owned=())
+    r = group.heartbeat(lost, TOPICS, now)
+    assert r.error == NONE and r.member_epoch == moved_on
+    owning_more = ConsumerHeartbeat(
+        "g", a.member_id, previous, owned=tuple(("a", p) for p in range(12))
+    )
+    assert group.heartbeat(owning_more, TOPICS, now).error == FENCED_MEMBER_EPOCH
+
+
 def test_assignors_are_balanced_and_complete() -> None:
     members = {"m1": ("a", "b"), "m2": ("a",), "m3": ("a", "b")}
     for assignor in (uniform_assignor, range_assignor):
@@ -374,23 +394,3 @@ def test_confluent_kafka_consumers_with_group_protocol_consumer(cluster: KafkaCl
         assert [tp.offset for tp in committed] == [3] * 12
     finally:
         again.close()
-
-
-def test_a_lost_answer_is_tolerated_with_the_previous_epoch() -> None:
-    group = ConsumerGroup("g", CONFIG)
-    a = Client(group, "c0", ("a",))
-    now = settle(group, [a], 0)
-    b = Client(group, "c1", ("a",))
-    b.beat(now)
-    a.beat(now)  # told to revoke half
-    a.beat(now)  # reports it and moves to the new epoch: say this answer was lost
-    member = group.members[a.member_id]
-    moved_on, previous = member.member_epoch, member.previous_member_epoch
-    assert previous < moved_on
-    lost = ConsumerHeartbeat("g", a.member_id, previous, owned=())
-    r = group.heartbeat(lost, TOPICS, now)
-    assert r.error == NONE and r.member_epoch == moved_on
-    owning_more = ConsumerHeartbeat(
-        "g", a.member_id, previous, owned=tuple(("a", p) for p in range(12))
-    )
-    assert group.heartbeat(owning_more, TOPICS, now).error == FENCED_MEMBER_EPOCH
