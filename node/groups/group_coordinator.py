@@ -892,7 +892,18 @@ class CoordinatorShard:
             return str(uuid.UUID(int=self.rng.getrandbits(128)))
 
         self._respond(request_id, group.heartbeat(req, topics, now_ms, member_id))
+        self._retire_if_empty(group, now_ms)
         return self._take()
+
+    def _retire_if_empty(self, group: ConsumerGroup, now_ms: int) -> None:
+        """A consumer group without members is not kept (nothing of it is persisted):
+        its offsets stay, held by an empty classic group as after a reload, so they
+        expire, and can be deleted, as any group's."""
+        if group.members:
+            return
+        del self.consumer_groups[group.group_id]
+        if group.group_id in self.offsets:
+            self.groups[group.group_id] = ClassicGroup(group.group_id, state_timestamp_ms=now_ms)
 
     def describe_consumer_group(self, request_id: int, group_id: str) -> list[Action]:
         """ConsumerGroupDescribe: a classic group, or none, is GROUP_ID_NOT_FOUND."""
@@ -1155,6 +1166,9 @@ class CoordinatorShard:
         ]
 
     def delete_group(self, request_id: int, group_id: str, now_ms: int) -> list[Action]:
+        if group_id in self.consumer_groups:  # empty ones are not kept
+            self._respond(request_id, ErrorResult(NON_EMPTY_GROUP))
+            return self._take()
         group = self.groups.get(group_id)
         if group is None or group.state is GroupState.DEAD:
             self._respond(request_id, ErrorResult(GROUP_ID_NOT_FOUND))
@@ -1195,8 +1209,9 @@ class CoordinatorShard:
     def tick(self, now_ms: int) -> list[Action]:
         for group in list(self.groups.values()):
             self._tick_group(group, now_ms)
-        for consumer_group in self.consumer_groups.values():
+        for consumer_group in list(self.consumer_groups.values()):
             consumer_group.tick(dict(consumer_group.topic_sizes), now_ms)
+            self._retire_if_empty(consumer_group, now_ms)
         if now_ms >= self._next_expiry_check:
             self._next_expiry_check = now_ms + self.config.offsets_retention_check_interval_ms
             self._expire_offsets(now_ms)

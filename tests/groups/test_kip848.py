@@ -32,10 +32,12 @@ from seglog.node.groups.consumer_group import (
 )
 from seglog.node.groups.group_coordinator import (
     INCONSISTENT_GROUP_PROTOCOL,
+    NON_EMPTY_GROUP,
     STALE_MEMBER_EPOCH,
     CommitPartition,
     CommitResult,
     CoordinatorShard,
+    ErrorResult,
     GroupConfig,
     JoinRequest,
     JoinResult,
@@ -286,6 +288,13 @@ def test_a_group_id_is_classic_or_consumer_and_commits_check_the_member_epoch() 
     write = max(shard._writes)
     ok = _answer(shard.on_write_done(write, NONE, 1))
     assert isinstance(ok, CommitResult) and ok.errors[0][2] == NONE
+    # Not deletable while it has members; once the last one left, its offsets are
+    # held as any empty group's.
+    assert _answer(shard.delete_group(5, "g", 1)) == ErrorResult(NON_EMPTY_GROUP)
+    leave = ConsumerHeartbeat("g", r.member_id or "", -1)
+    assert _answer(shard.consumer_heartbeat(6, leave, TOPICS, 2)).error == NONE
+    assert "g" not in shard.consumer_groups and shard.groups["g"].is_empty()
+    assert shard.offsets["g"][("a", 0)].offset == 5
 
 
 # --- real consumers --------------------------------------------------------------------
