@@ -6,6 +6,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from seglog.node.groups.consumer_group import ASSIGNORS, ConsumerConfig
 from seglog.node.groups.group_coordinator import GroupConfig
 from seglog.storage.errors import InvalidConfigError
 from seglog.storage.log_config import BrokerLogSettings, LogConfig
@@ -171,6 +172,24 @@ def parse_voters(value: str) -> dict[int, tuple[str, int]]:
     return voters
 
 
+def _consumer_group_config(props: Mapping[str, str]) -> ConsumerConfig:
+    """KIP-848's group.consumer.* settings."""
+    names = props.get("group.consumer.assignors", "uniform,range")
+    assignors = tuple(a.strip() for a in names.split(",") if a.strip())
+    unknown = [a for a in assignors if a not in ASSIGNORS]
+    if not assignors or unknown:
+        raise InvalidConfigError(
+            f"Invalid value {names} for configuration group.consumer.assignors: "
+            f"the assignors are {', '.join(sorted(ASSIGNORS))}"
+        )
+    return ConsumerConfig(
+        heartbeat_interval_ms=_int(props, "group.consumer.heartbeat.interval.ms", 5_000, 1),
+        session_timeout_ms=_int(props, "group.consumer.session.timeout.ms", 45_000, 1),
+        assignors=assignors,
+        max_size=_int(props, "group.consumer.max.size", 2**31 - 1, at_least=1),
+    )
+
+
 def _group_config(props: Mapping[str, str]) -> GroupConfig:
     """The group coordinator's settings (Kafka's names and defaults)."""
     config = GroupConfig(
@@ -186,6 +205,7 @@ def _group_config(props: Mapping[str, str]) -> GroupConfig:
         ),
         offset_metadata_max_bytes=_int(props, "offset.metadata.max.bytes", 4_096, at_least=0),
         offsets_topic_num_partitions=_int(props, "offsets.topic.num.partitions", 50, 1),
+        consumer=_consumer_group_config(props),
     )
     if config.group_min_session_timeout_ms > config.group_max_session_timeout_ms:
         raise InvalidConfigError(

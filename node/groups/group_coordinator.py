@@ -15,10 +15,18 @@ objects."""
 from __future__ import annotations
 
 import random
+import uuid
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from . import offsets_records as rec
+from .consumer_group import (
+    ConsumerConfig,
+    ConsumerGroup,
+    ConsumerHeartbeat,
+    ConsumerHeartbeatResult,
+    DescribedConsumerGroup,
+)
 from .group_state import ClassicGroup, GroupState, Member
 
 TopicPartition = tuple[str, int]
@@ -41,6 +49,7 @@ GROUP_SUBSCRIBED_TO_TOPIC = "GROUP_SUBSCRIBED_TO_TOPIC"
 OFFSET_METADATA_TOO_LARGE = "OFFSET_METADATA_TOO_LARGE"
 GROUP_MAX_SIZE_REACHED = "GROUP_MAX_SIZE_REACHED"
 UNKNOWN_SERVER_ERROR = "UNKNOWN_SERVER_ERROR"
+STALE_MEMBER_EPOCH = "STALE_MEMBER_EPOCH"
 
 # Append errors that mean this node no longer leads the partition: the client must
 # find the coordinator again (Kafka maps them the same way).
@@ -86,6 +95,7 @@ class GroupConfig:
     offsets_retention_check_interval_ms: int = 600_000
     offset_metadata_max_bytes: int = 4_096
     offsets_topic_num_partitions: int = 50
+    consumer: ConsumerConfig = ConsumerConfig()  # KIP-848's group.consumer.* settings
 
     @property
     def offsets_retention_ms(self) -> int:
@@ -213,6 +223,7 @@ class ListedGroup:
     group_id: str
     protocol_type: str
     state: str
+    group_type: str = "classic"
 
 
 @dataclass(frozen=True)
@@ -230,6 +241,8 @@ Result = (
     | OffsetFetchResult
     | DescribedGroup
     | OffsetDeleteResult
+    | ConsumerHeartbeatResult
+    | DescribedConsumerGroup
 )
 
 
@@ -275,6 +288,8 @@ class CoordinatorShard:
         self.rng = rng
         self.loading: _Loading | None = _Loading()
         self.groups: dict[str, ClassicGroup] = {}
+        # KIP-848 groups; in memory only: a new coordinator makes their members rejoin.
+        self.consumer_groups: dict[str, ConsumerGroup] = {}
         self.offsets: dict[str, dict[TopicPartition, rec.OffsetCommitValue]] = {}
         self._writes: dict[int, WriteDone] = {}
         self._next_write = 0
@@ -367,6 +382,7 @@ class CoordinatorShard:
             write(NOT_COORDINATOR, -1)
         self._writes.clear()
         self.groups.clear()
+        self.consumer_groups.clear()
         self.offsets.clear()
         return out + self._take()
 
@@ -438,6 +454,16 @@ class CoordinatorShard:
         ):
             self._respond(request_id, JoinResult(INVALID_SESSION_TIMEOUT, member_id=req.member_id))
             return self._take()
+        consumer_group = self.consumer_groups.get(req.group_id)
+        if consumer_group is not None:
+            if consumer_group.members:
+                # A group id is of one type at a time: a classic member cannot join
+                # a consumer group (Kafka without its upgrade path).
+                self._respond(
+                    request_id, JoinResult(INCONSISTENT_GROUP_PROTOCOL, member_id=req.member_id)
+                )
+                return self._take()
+            del self.consumer_groups[req.group_id]  # empty: becomes classic
         group = self.groups.get(req.group_id)
         if group is None:
             if req.member_id:
@@ -830,6 +856,67 @@ class CoordinatorShard:
             return FENCED_INSTANCE_ID
         return None
 
+    # --- KIP-848: ConsumerGroupHeartbeat -------------------------------------------
+
+    def consumer_heartbeat(
+        self, request_id: int, req: ConsumerHeartbeat, topics: dict[str, int], now_ms: int
+    ) -> list[Action]:
+        """One ConsumerGroupHeartbeat; `topics`: the cluster's partition counts."""
+        group = self.consumer_groups.get(req.group_id)
+        if group is None:
+            classic = self.groups.get(req.group_id)
+            if classic is not None and not classic.is_empty():
+                self._respond(
+                    request_id,
+                    ConsumerHeartbeatResult(
+                        GROUP_ID_NOT_FOUND, f"Group {req.group_id} is not a consumer group."
+                    ),
+                )
+                return self._take()
+            if req.member_epoch != 0:
+                self._respond(
+                    request_id,
+                    ConsumerHeartbeatResult(
+                        UNKNOWN_MEMBER_ID, f"{req.member_id} is not a member of {req.group_id}"
+                    ),
+                )
+                return self._take()
+            if classic is not None:
+                # An empty classic group (a placeholder for its offsets) becomes a
+                # consumer group; the offsets stay.
+                del self.groups[req.group_id]
+            group = ConsumerGroup(req.group_id, self.config.consumer)
+            self.consumer_groups[req.group_id] = group
+
+        def member_id() -> str:
+            return str(uuid.UUID(int=self.rng.getrandbits(128)))
+
+        self._respond(request_id, group.heartbeat(req, topics, now_ms, member_id))
+        self._retire_if_empty(group, now_ms)
+        return self._take()
+
+    def _retire_if_empty(self, group: ConsumerGroup, now_ms: int) -> None:
+        """A consumer group without members is not kept (nothing of it is persisted):
+        its offsets stay, held by an empty classic group as after a reload, so they
+        expire, and can be deleted, as any group's."""
+        if group.members:
+            return
+        del self.consumer_groups[group.group_id]
+        if group.group_id in self.offsets:
+            self.groups[group.group_id] = ClassicGroup(group.group_id, state_timestamp_ms=now_ms)
+
+    def describe_consumer_group(self, request_id: int, group_id: str) -> list[Action]:
+        """ConsumerGroupDescribe: a classic group, or none, is GROUP_ID_NOT_FOUND."""
+        group = self.consumer_groups.get(group_id)
+        if group is None:
+            result = DescribedConsumerGroup(
+                GROUP_ID_NOT_FOUND, group_id, f"Group {group_id} is not a consumer group."
+            )
+        else:
+            result = group.describe()
+        self._respond(request_id, result)
+        return self._take()
+
     # --- Heartbeat and LeaveGroup ---------------------------------------------------
 
     def heartbeat(
@@ -905,8 +992,20 @@ class CoordinatorShard:
             )
             return self._take()
 
+        consumer_group = self.consumer_groups.get(group_id)
         group = self.groups.get(group_id)
-        if group is None:
+        if consumer_group is not None:
+            # KIP-848: the generation is the member's epoch, which must be current.
+            if generation >= 0 or member_id:
+                epoch = consumer_group.current_epoch_of(member_id)
+                if epoch is None:
+                    return fail(UNKNOWN_MEMBER_ID)
+                if generation != epoch:
+                    return fail(STALE_MEMBER_EPOCH)
+            elif consumer_group.members:
+                return fail(UNKNOWN_MEMBER_ID)  # an anonymous commit into a live group
+            group = ClassicGroup(group_id, state_timestamp_ms=now_ms)  # offsets' holder only
+        elif group is None:
             if generation >= 0 or member_id:
                 return fail(ILLEGAL_GENERATION)
             # A commit from outside any group (assign() users, admin tools).
@@ -914,7 +1013,9 @@ class CoordinatorShard:
             self.groups[group_id] = group
         if group.state is GroupState.DEAD:
             return fail(COORDINATOR_NOT_AVAILABLE)
-        if not (generation < 0 and not member_id and group.state is GroupState.EMPTY):
+        if consumer_group is None and not (
+            generation < 0 and not member_id and group.state is GroupState.EMPTY
+        ):
             error = self._check_member(group, member_id, instance)
             if error is not None:
                 return fail(error)
@@ -957,7 +1058,7 @@ class CoordinatorShard:
             if error == NONE:
                 # In log order: the last append for a partition is its committed offset.
                 self.offsets.setdefault(group_id, {}).update(values)
-                if group_id not in self.groups:
+                if group_id not in self.groups and group_id not in self.consumer_groups:
                     self.groups[group_id] = group
                 answer(NONE)
             else:
@@ -1058,9 +1159,16 @@ class CoordinatorShard:
             ListedGroup(g.group_id, g.protocol_type or "", g.state.value)
             for g in self.groups.values()
             if g.state is not GroupState.DEAD and (not wanted or g.state.value.lower() in wanted)
+        ] + [
+            ListedGroup(g.group_id, "consumer", g.state, "consumer")
+            for g in self.consumer_groups.values()
+            if not wanted or g.state.lower() in wanted
         ]
 
     def delete_group(self, request_id: int, group_id: str, now_ms: int) -> list[Action]:
+        if group_id in self.consumer_groups:  # empty ones are not kept
+            self._respond(request_id, ErrorResult(NON_EMPTY_GROUP))
+            return self._take()
         group = self.groups.get(group_id)
         if group is None or group.state is GroupState.DEAD:
             self._respond(request_id, ErrorResult(GROUP_ID_NOT_FOUND))
@@ -1101,6 +1209,9 @@ class CoordinatorShard:
     def tick(self, now_ms: int) -> list[Action]:
         for group in list(self.groups.values()):
             self._tick_group(group, now_ms)
+        for consumer_group in list(self.consumer_groups.values()):
+            consumer_group.tick(dict(consumer_group.topic_sizes), now_ms)
+            self._retire_if_empty(consumer_group, now_ms)
         if now_ms >= self._next_expiry_check:
             self._next_expiry_check = now_ms + self.config.offsets_retention_check_interval_ms
             self._expire_offsets(now_ms)

@@ -27,6 +27,7 @@ from seglog.storage.record_batch import NewRecord, build_batch, decode_records, 
 
 from ..event_log import EventLogger
 from ..replica_manager import FetchSpec, ReplicaManager
+from .consumer_group import ConsumerHeartbeat
 from .group_coordinator import (
     COORDINATOR_LOAD_IN_PROGRESS,
     COORDINATOR_NOT_AVAILABLE,
@@ -83,6 +84,7 @@ class GroupCoordinatorRuntime:
         # comes (from a client that learnt the coordinator elsewhere) before it has
         # is answered COORDINATOR_NOT_AVAILABLE — retriable — not NOT_COORDINATOR.
         self._offsets_topic_known = False
+        self._topic_sizes: dict[str, int] = {}  # partition counts, for KIP-848's assignors
 
     # --- lifecycle ------------------------------------------------------------------
 
@@ -113,6 +115,7 @@ class GroupCoordinatorRuntime:
         """Load the partitions this node now leads, unload those it no longer does
         (called after the replica manager applied the same image)."""
         topic = image.topics.get(OFFSETS_TOPIC)
+        sizes = {name: len(t.partitions) for name, t in image.topics.items()}
         led: dict[int, int] = {}
         if topic is not None:
             for p, state in topic.partitions.items():
@@ -131,6 +134,7 @@ class GroupCoordinatorRuntime:
                     out += unloaded
                     to_load.append(shard)
             self._offsets_topic_known = topic is not None  # with its shards, atomically
+            self._topic_sizes = sizes
             self._carry_out(out)
         for shard in to_load:
             threading.Thread(
@@ -259,6 +263,15 @@ class GroupCoordinatorRuntime:
             group_id,
             lambda s, rid, now: s.heartbeat(rid, group_id, generation, member_id, instance, now),
         )
+
+    def consumer_group_heartbeat(self, req: ConsumerHeartbeat) -> Future[Result]:
+        return self.submit(
+            req.group_id,
+            lambda s, rid, now: s.consumer_heartbeat(rid, req, self._topic_sizes, now),
+        )
+
+    def consumer_group_describe(self, group_id: str) -> Future[Result]:
+        return self.submit(group_id, lambda s, rid, _now: s.describe_consumer_group(rid, group_id))
 
     def leave_group(self, group_id: str, members: list[tuple[str, str | None]]) -> Future[Result]:
         return self.submit(group_id, lambda s, rid, now: s.leave(rid, group_id, members, now))

@@ -90,6 +90,13 @@ from kafka.protocol.sasl import (
 
 from seglog.storage.file_slice import FileSlice
 
+from .schemas.messages import (
+    ConsumerGroupDescribeRequest,
+    ConsumerGroupDescribeResponse,
+    ConsumerGroupHeartbeatRequest,
+    ConsumerGroupHeartbeatResponse,
+)
+
 _HEADER = struct.Struct(">hhi")  # api key, api version, correlation id
 _INT32 = struct.Struct(">i")
 
@@ -187,6 +194,21 @@ APIS: dict[int, ApiSpec] = {
             "AlterUserScramCredentials",
             AlterUserScramCredentialsRequest,
             AlterUserScramCredentialsResponse,
+            (0, 0),
+        ),
+        # KIP-848 (node/groups/consumer_group.py); v1: the consumer makes its member id.
+        ApiSpec(
+            68,
+            "ConsumerGroupHeartbeat",
+            ConsumerGroupHeartbeatRequest,
+            ConsumerGroupHeartbeatResponse,
+            (0, 1),
+        ),
+        ApiSpec(
+            69,
+            "ConsumerGroupDescribe",
+            ConsumerGroupDescribeRequest,
+            ConsumerGroupDescribeResponse,
             (0, 0),
         ),
     )

@@ -1,13 +1,21 @@
 """Kafka's group APIs on the Kafka listener: FindCoordinator, JoinGroup, SyncGroup,
 Heartbeat, LeaveGroup, OffsetCommit, OffsetFetch, ListGroups, DescribeGroups,
-DeleteGroups and OffsetDelete, each a thin translation to the node's group coordinator
-(node/groups/) and back. A JoinGroup or SyncGroup that must wait for the rest of the
-group is answered from a Deferred, so it never holds a request handler."""
+DeleteGroups, OffsetDelete and KIP-848's ConsumerGroupHeartbeat, each a thin
+translation to the node's group coordinator (node/groups/) and back. A JoinGroup or
+SyncGroup that must wait for the rest of the group is answered from a Deferred, so it
+never holds a request handler."""
 
 from __future__ import annotations
 
 from typing import Any
 
+from seglog.storage.partition_metadata import topic_id_to_uuid
+
+from ..groups.consumer_group import (
+    ConsumerHeartbeat,
+    ConsumerHeartbeatResult,
+    DescribedConsumerGroup,
+)
 from ..groups.group_coordinator import (
     NONE,
     CommitPartition,
@@ -217,6 +225,123 @@ class KafkaGroupApis:
         )
         return encode_response(request, body)
 
+    # --- KIP-848 --------------------------------------------------------------------
+
+    def consumer_group_heartbeat(self, request: KafkaRequest) -> list[Part]:
+        """Topic ids on the wire, topic names in the coordinator: owned partitions of a
+        topic id this node does not know are left out (the topic is gone)."""
+        req = request.body
+        v = request.api_version
+        names: dict[Any, str] = {}
+        ids: dict[str, Any] = {}
+        for name, topic in self.node.metadata_image().topics.items():
+            try:
+                topic_uuid = topic_id_to_uuid(topic.topic_id)
+            except ValueError:
+                continue
+            names[topic_uuid] = name
+            ids[name] = topic_uuid
+        owned = None
+        if req.topic_partitions is not None:
+            owned = tuple(
+                (names[t.topic_id], p)
+                for t in req.topic_partitions
+                if t.topic_id in names
+                for p in t.partitions
+            )
+        beat = ConsumerHeartbeat(
+            req.group_id,
+            req.member_id,
+            req.member_epoch,
+            req.instance_id,
+            req.rack_id,
+            req.rebalance_timeout_ms,
+            None if req.subscribed_topic_names is None else tuple(req.subscribed_topic_names),
+            # librdkafka sends "" for no regex: empty counts as absent, as in Kafka.
+            (req.subscribed_topic_regex or None) if v >= 1 else None,
+            req.server_assignor,
+            owned,
+            member_id_from_client=v >= 1,
+            client_id=request.client_id or "",
+            client_host="/" + request.client_host,
+        )
+        r = wait_answer(self.node.groups.consumer_group_heartbeat(beat), ANSWER_TIMEOUT_S)
+        if not isinstance(r, ConsumerHeartbeatResult):
+            r = ConsumerHeartbeatResult(_error(r))
+        cls = response_class(request)
+        assignment = None
+        if r.assignment is not None:
+            assignment = cls.Assignment(
+                topic_partitions=[
+                    cls.Assignment.TopicPartitions(topic_id=ids[t], partitions=list(ps))
+                    for t, ps in r.assignment
+                    if t in ids
+                ]
+            )
+        body = cls(
+            throttle_time_ms=0,
+            error_code=error_code(r.error),
+            error_message=r.error_message,
+            member_id=r.member_id,
+            member_epoch=r.member_epoch,
+            heartbeat_interval_ms=r.heartbeat_interval_ms,
+            assignment=assignment,
+        )
+        return encode_response(request, body)
+
+    def consumer_group_describe(self, request: KafkaRequest) -> list[Part]:
+        cls = response_class(request)
+        G = cls.DescribedGroup
+        A = G.Member.Assignment
+        ids = {}
+        for name, topic in self.node.metadata_image().topics.items():
+            try:
+                ids[name] = topic_id_to_uuid(topic.topic_id)
+            except ValueError:
+                continue
+
+        def assignment(parts: tuple[tuple[str, tuple[int, ...]], ...]) -> Any:
+            return A(
+                topic_partitions=[
+                    A.TopicPartitions(topic_id=ids[t], topic_name=t, partitions=list(ps))
+                    for t, ps in parts
+                    if t in ids
+                ]
+            )
+
+        out = []
+        for group_id in request.body.group_ids:
+            r = wait_answer(self.node.groups.consumer_group_describe(group_id), ANSWER_TIMEOUT_S)
+            if not isinstance(r, DescribedConsumerGroup):
+                r = DescribedConsumerGroup(_error(r), group_id)
+            out.append(
+                G(
+                    error_code=error_code(r.error),
+                    error_message=r.error_message,
+                    group_id=group_id,
+                    group_state=r.state,
+                    group_epoch=r.group_epoch,
+                    assignment_epoch=r.assignment_epoch,
+                    assignor_name=r.assignor_name,
+                    members=[
+                        G.Member(
+                            member_id=m.member_id,
+                            instance_id=m.instance_id,
+                            rack_id=m.rack_id,
+                            member_epoch=m.member_epoch,
+                            client_id=m.client_id,
+                            client_host=m.client_host,
+                            subscribed_topic_names=list(m.subscribed_topic_names),
+                            subscribed_topic_regex=None,
+                            assignment=assignment(m.assignment),
+                            target_assignment=assignment(m.target_assignment),
+                        )
+                        for m in r.members
+                    ],
+                )
+            )
+        return encode_response(request, cls(throttle_time_ms=0, groups=out))
+
     # --- offsets --------------------------------------------------------------------
 
     def offset_commit(self, request: KafkaRequest) -> Deferred:
@@ -377,8 +502,8 @@ class KafkaGroupApis:
         states = set(req.states_filter or []) if v >= 4 else set()
         types = {t.lower() for t in (req.types_filter or [])} if v >= 5 else set()
         error, groups = self.node.groups.list_groups(states)
-        if types and "classic" not in types:
-            groups = []
+        if types:
+            groups = [g for g in groups if g.group_type in types]
         body = cls(
             throttle_time_ms=0,
             error_code=error_code(error),
@@ -387,7 +512,7 @@ class KafkaGroupApis:
                     group_id=g.group_id,
                     protocol_type=g.protocol_type,
                     group_state=g.state,
-                    group_type="classic",
+                    group_type=g.group_type,
                 )
                 for g in groups
             ],

@@ -87,6 +87,8 @@ class KafkaApis:
             47: groups.offset_delete,
             44: lambda r: admin.incremental_alter_configs(guarded, r),
             60: lambda r: describe_cluster(self.node, self.listener, r),
+            68: groups.consumer_group_heartbeat,
+            69: groups.consumer_group_describe,
         }
 
     def __call__(self, request: KafkaRequest) -> list[Part] | Deferred | None:

@@ -41,6 +41,10 @@ from kafka.protocol.producer import InitProducerIdRequest, ProduceRequest
 from kafka_cluster import KafkaConnection
 
 from seglog.node.kafka.codec import APIS
+from seglog.node.kafka.schemas.messages import (
+    ConsumerGroupDescribeRequest,
+    ConsumerGroupHeartbeatRequest,
+)
 from seglog.storage.record_batch import NewRecord, build_batch
 
 kio_index = pytest.importorskip("kio.index")
@@ -347,6 +351,19 @@ def group_request(api_key: int, v: int):
         return ListGroupsRequest[v](states_filter=[], types_filter=[])
     if api_key == 42:
         return DeleteGroupsRequest[v](groups_names=[gid])
+    if api_key == 69:  # the group ConsumerGroupHeartbeat v0 made (or NOT_COORDINATOR)
+        return ConsumerGroupDescribeRequest[v](
+            group_ids=["proto-g-68-0", "proto-g-missing"], include_authorized_operations=False
+        )
+    if api_key == 68:  # KIP-848: joins (v1: with the consumer's own member id)
+        return ConsumerGroupHeartbeatRequest[v](
+            group_id=gid,
+            member_id="" if v == 0 else "kio-member-1",
+            member_epoch=0,
+            rebalance_timeout_ms=30_000,
+            subscribed_topic_names=[TOPIC],
+            topic_partitions=[],
+        )
     if api_key == 47:
         R = OffsetDeleteRequest
         return R[v](
@@ -442,6 +459,16 @@ def test_every_served_api_and_version_cross_checked_with_kio(leader_port, api_ke
         assert decoded.filter_results[0].error_code == 54
     elif api_key == 51:
         assert decoded.results[0].error_code == 91  # RESOURCE_NOT_FOUND
+    elif api_key == 69:
+        codes = [g.error_code for g in decoded.groups]
+        assert codes[1] in (15, 16, 69), decoded  # GROUP_ID_NOT_FOUND from its coordinator
+        assert codes[0] in (0, 15, 16, 69), decoded
+    elif api_key == 68:
+        # NONE with the first epoch, or NOT_COORDINATOR / COORDINATOR_NOT_AVAILABLE from
+        # a node that is not (yet) the group's coordinator
+        assert decoded.error_code in (0, 15, 16), decoded
+        if decoded.error_code == 0:
+            assert decoded.member_epoch == 1 and decoded.assignment is not None, decoded
     assert answer is not None
 
 

@@ -55,6 +55,8 @@ def test_compose_profile_matches_the_local_one() -> None:
         ("replica.fetch.backoff.ms", "-1", "at least 0"),
         ("controller.quorum.election.timeout.ms", "0", "at least 1"),
         ("broker.session.timeout.ms", "1.5", "Not a number"),
+        ("group.consumer.assignors", "uniform,roundrobin", "the assignors are range, uniform"),
+        ("group.consumer.heartbeat.interval.ms", "0", "at least 1"),
     ],
 )
 def test_bad_values_name_the_setting(key: str, value: str, says: str) -> None:
