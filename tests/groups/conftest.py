@@ -8,13 +8,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "kafka"))
 
 from kafka_cluster import KafkaCluster
 
-# Rebalances without Kafka's 3 s initial delay, and sessions short enough to see
-# expiries in seconds.
-GROUP_OVERRIDES = {
-    "group.initial.rebalance.delay.ms": "0",
-    "group.min.session.timeout.ms": "1000",
-    "offsets.topic.num.partitions": "10",
-}
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from group_overrides import GROUP_OVERRIDES
 
 
 @pytest.fixture(scope="module")

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource
-from conftest import GROUP_OVERRIDES
+from group_overrides import GROUP_OVERRIDES
 from kafka.protocol.metadata import FindCoordinatorRequest
 from kafka_cluster import KafkaCluster, KafkaConnection
 

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
-from conftest import GROUP_OVERRIDES
+from group_overrides import GROUP_OVERRIDES
 from kafka.protocol.metadata import FindCoordinatorRequest
 from kafka_cluster import KafkaCluster, KafkaConnection
 

@@ -307,7 +307,7 @@ KIP848_OVERRIDES = {
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaCluster]:
-    from conftest import GROUP_OVERRIDES
+    from group_overrides import GROUP_OVERRIDES
 
     c = KafkaCluster(tmp_path_factory.mktemp("kip848"), {**GROUP_OVERRIDES, **KIP848_OVERRIDES})
     try:

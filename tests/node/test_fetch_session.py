@@ -3,6 +3,7 @@ follower's incremental fetch against a real ReplicaManager over real logs."""
 
 from __future__ import annotations
 
+import random
 from pathlib import Path
 
 import pytest
@@ -11,6 +12,7 @@ from seglog.node.fetch_session import FetchSessionCache, FetchSessionError
 from seglog.node.log_manager import LogManager
 from seglog.node.replica_manager import FetchSpec, ReplicaManager
 from seglog.replication.metadata_image import PartitionState
+from seglog.storage.log import now_ms
 from seglog.storage.log_config import BrokerLogSettings, LogConfig
 from seglog.storage.partition_metadata import new_topic_id
 from seglog.storage.record_batch import NewRecord, build_batch
@@ -47,7 +49,13 @@ PARTITIONS = 50
 @pytest.fixture
 def leader(tmp_path: Path):
     """Node 1 leading PARTITIONS partitions with follower 2 in the ISR."""
-    logs = LogManager([tmp_path / "logs"], LogConfig.defaults(), BrokerLogSettings())
+    logs = LogManager(
+        (tmp_path / "logs",),
+        LogConfig.defaults(),
+        BrokerLogSettings(),
+        clock=now_ms,
+        rng=random.Random(0),
+    )
     logs.load()
     rm = ReplicaManager(1, logs, lambda _t: LogConfig.defaults())
     topic_id = new_topic_id()
