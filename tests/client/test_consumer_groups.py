@@ -32,7 +32,7 @@ from seglog.cli import main as cli
 from seglog.client.admin import Admin, NewTopic
 from seglog.client.cluster import TopicPartition
 from seglog.client.consumer import Consumer
-from seglog.client.errors import KafkaTimeoutError
+from seglog.client.errors import KafkaError, KafkaTimeoutError
 from seglog.client.producer import Producer
 
 SERVER_PIECE = "seglog.node.groups.grpc_servicer"
@@ -726,8 +726,13 @@ def test_members_follow_the_coordinator_to_another_node(cluster) -> None:
         )
 
         def committed_to_the_new_coordinator() -> bool:
-            with Admin(alive, request_timeout_ms=5000) as admin:
-                offsets = admin.list_consumer_group_offsets(group)
+            try:
+                with Admin(alive, request_timeout_ms=5000) as admin:
+                    offsets = admin.list_consumer_group_offsets(group)
+            except KafkaError as e:
+                if not e.retriable:
+                    raise
+                return False  # the new coordinator is still loading the group: ask again
             return {tp.partition: om.offset for tp, om in offsets.items()} == {
                 p: 20 for p in range(6)
             }
