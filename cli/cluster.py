@@ -29,6 +29,8 @@ from . import topics
 if TYPE_CHECKING:
     import grpc
 
+    from seglog.proto import cluster_pb2 as cpb
+
 ROLE_TIMEOUT_S = 2.0
 
 
@@ -65,8 +67,16 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 def _describe_quorum(
     address: str, timeout_s: float, credentials: grpc.ChannelCredentials | None = None
 ) -> QuorumView:
-    """DescribeQuorum at `address`. Raises NoControllerService when the node has no
-    Controller service, grpc.RpcError when it cannot be asked."""
+    r = describe_quorum(address, timeout_s, credentials)
+    return QuorumView(r.node_id, r.leader_id, r.term, r.role, r.commit_index)
+
+
+def describe_quorum(
+    address: str, timeout_s: float, credentials: grpc.ChannelCredentials | None = None
+) -> cpb.DescribeQuorumResponse:
+    """DescribeQuorum at `address` (over TLS when given credentials). Raises
+    NoControllerService when the node has no Controller service, grpc.RpcError when
+    it cannot be asked."""
     import grpc
 
     from seglog.proto import cluster_pb2 as cpb
@@ -85,7 +95,7 @@ def _describe_quorum(
             if e.code() == grpc.StatusCode.UNIMPLEMENTED:  # type: ignore[attr-defined]
                 raise NoControllerService(address) from None
             raise
-    return QuorumView(r.node_id, r.leader_id, r.term, r.role, r.commit_index)
+    return r
 
 
 def _rpc_detail(e: grpc.RpcError) -> str:

@@ -26,11 +26,15 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-from typing import TextIO
-
-from seglog.proto import cluster_pb2 as cpb
+from typing import TYPE_CHECKING, TextIO
 
 from . import topics
+from .cluster import NoControllerService, describe_quorum
+
+if TYPE_CHECKING:
+    import grpc
+
+    from seglog.proto import cluster_pb2 as cpb
 
 TIMEOUT_S = 5.0
 
@@ -51,29 +55,29 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
-def _ask(address: str) -> cpb.DescribeQuorumResponse:
+def _ask(
+    address: str, credentials: grpc.ChannelCredentials | None
+) -> cpb.DescribeQuorumResponse:
     import grpc
 
-    from seglog.proto import cluster_pb2_grpc
-
-    with grpc.insecure_channel(address) as channel:
-        stub = cluster_pb2_grpc.ControllerStub(channel)
-        try:
-            return stub.DescribeQuorum(cpb.DescribeQuorumRequest(), timeout=TIMEOUT_S)
-        except grpc.RpcError as e:
-            status = e.code()  # type: ignore[attr-defined]
-            if status == grpc.StatusCode.UNIMPLEMENTED:
-                raise OSError(
-                    f"{address} runs without a controller quorum (single-node mode): "
-                    "there is no metadata quorum to describe"
-                ) from None
-            raise OSError(f"DescribeQuorum failed at {address}: {status.name}") from None
+    try:
+        return describe_quorum(address, TIMEOUT_S, credentials)
+    except NoControllerService:
+        raise OSError(
+            f"{address} runs without a controller quorum (single-node mode): "
+            "there is no metadata quorum to describe"
+        ) from None
+    except grpc.RpcError as e:
+        status = e.code()  # type: ignore[attr-defined]
+        raise OSError(f"DescribeQuorum failed at {address}: {status.name}") from None
 
 
 def run(args: argparse.Namespace, out: TextIO | None = None) -> int:
     from seglog.client.cluster import parse_bootstrap
+    from seglog.client.security import ClientSecurity
 
     out = out or sys.stdout
+    credentials = ClientSecurity.from_options(topics.security_options(args)).channel_credentials()
     with topics.open_admin(args) as admin:
         cluster = admin.describe_cluster()
     addresses = {b.node_id: f"{b.host}:{b.port}" for b in cluster.brokers}
@@ -81,7 +85,7 @@ def run(args: argparse.Namespace, out: TextIO | None = None) -> int:
     leader_id = -1
     for host, port in parse_bootstrap(topics.bootstrap_servers(args)):
         try:
-            leader_id = _ask(f"{host}:{port}").leader_id
+            leader_id = _ask(f"{host}:{port}", credentials).leader_id
             break
         except OSError as e:
             failures.append(str(e))
@@ -89,7 +93,7 @@ def run(args: argparse.Namespace, out: TextIO | None = None) -> int:
         raise OSError("no quorum leader known: " + ("; ".join(failures) or "no leader elected"))
     if leader_id not in addresses:
         raise OSError(f"the quorum leader {leader_id} is not among the registered brokers")
-    r = _ask(addresses[leader_id])
+    r = _ask(addresses[leader_id], credentials)
     if r.leader_id != r.node_id:
         raise OSError(f"node {leader_id} is no longer the quorum leader; try again")
     voters = sorted(r.voters, key=lambda v: (v.node_id != r.node_id, v.node_id))

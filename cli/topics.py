@@ -250,7 +250,7 @@ def _describe(admin: Admin, args: argparse.Namespace, out: TextIO) -> int:
                 raise
             continue
         overrides = sorted((c.name, c.value) for c in configs.values() if not c.is_default)
-        keep = _partition_filter(args, t, configs, admin)
+        keep = _partition_filter(args, configs, admin)
         if keep is None:
             _print_description(t, overrides, _replica_offsets(admin, t), out)
         else:
@@ -260,12 +260,11 @@ def _describe(admin: Admin, args: argparse.Namespace, out: TextIO) -> int:
 
 
 def _partition_filter(
-    args: argparse.Namespace, t: TopicDescription, configs: Mapping[str, Any], admin: Admin
+    args: argparse.Namespace, configs: Mapping[str, Any], admin: Admin
 ) -> Callable[[Any], bool] | None:
     """The --describe filter given, as a test of one partition (None: no filter)."""
     min_isr_entry = configs.get("min.insync.replicas")
     min_isr = int(min_isr_entry.value) if min_isr_entry is not None else 1
-    live = {b.node_id for b in admin.describe_cluster().brokers if not b.fenced}
     if args.under_replicated_partitions:
         return lambda p: len(p.isr) < len(p.replicas)
     if args.under_min_isr_partitions:
@@ -273,6 +272,7 @@ def _partition_filter(
     if args.at_min_isr_partitions:
         return lambda p: len(p.isr) == min_isr
     if args.unavailable_partitions:
+        live = {b.node_id for b in admin.describe_cluster().brokers if not b.fenced}
         return lambda p: p.leader < 0 or p.leader not in live
     return None
 

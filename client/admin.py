@@ -360,7 +360,7 @@ class Admin:
         UNKNOWN_TOPIC_OR_PARTITION. A request the controller refuses as a whole raises."""
         names = {0: "preferred", 1: "unclean"}
         election = (
-            names.get(election_type, election_type)
+            names.get(election_type)
             if isinstance(election_type, int)
             else str(election_type).lower()
         )
