@@ -22,4 +22,4 @@ fi
 python3 -m ruff check .
 python3 proto/generate.py --check
 python3 tests/typecheck.py
-python3 -m pytest -q -p no:cacheprovider "$@"
+python3 -m pytest -q -p no:cacheprovider --durations=40 "$@"

@@ -17,7 +17,7 @@ from __future__ import annotations
 import random
 import uuid
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from . import offsets_records as rec
 from .consumer_group import (
@@ -117,6 +117,9 @@ class JoinRequest:
     require_known_member_id: bool = True  # JoinGroup v4+
     client_id: str = ""
     client_host: str = ""
+    # KIP-814 (JoinGroup v9+): a restarted static leader may be told to skip the
+    # assignment instead of the whole group rebalancing.
+    supports_skip_assignment: bool = False
 
 
 @dataclass(frozen=True)
@@ -644,9 +647,12 @@ class CoordinatorShard:
         if was_leader:
             group.leader = new_id
         unchanged = old.same_subscriptions(protocols)
-        if group.state is GroupState.STABLE and not was_leader and unchanged:
+        can_skip = not was_leader or req.supports_skip_assignment
+        if group.state is GroupState.STABLE and can_skip and unchanged:
             # Nothing changed for the group: the member gets the current generation
-            # (and its assignment with SyncGroup) once the new member id is stored.
+            # (and its assignment with SyncGroup) once the new member id is stored. A
+            # restarted leader gets the members with skip_assignment (KIP-814): the
+            # assignment it would compute is the one the group already holds.
             generation = group.generation
 
             def stored(error: str, _now: int) -> None:
@@ -655,7 +661,8 @@ class CoordinatorShard:
                 elif group.generation != generation or new_id not in group.members:
                     self._respond(request_id, JoinResult(FENCED_INSTANCE_ID, member_id=new_id))
                 else:
-                    self._respond(request_id, self._join_result(group, new_id))
+                    result = self._join_result(group, new_id)
+                    self._respond(request_id, replace(result, skip_assignment=was_leader))
 
             if not self._append([self._group_record(group)], stored):
                 self._respond(request_id, JoinResult(COORDINATOR_NOT_AVAILABLE, member_id=new_id))

@@ -419,6 +419,7 @@ class GroupSim:
             (("range", meta),),
             True,
             f"c{c.cid}",
+            supports_skip_assignment=self.rng.random() < 0.5,  # JoinGroup v9+ or older
         )
         self.send(
             c, "join", lambda co, rid: self.route(co, rid, c, lambda s: s.join(rid, req, self.now))
@@ -450,7 +451,7 @@ class GroupSim:
                 assert isinstance(r, JoinResult)
                 c.generation = r.generation
                 assignments: tuple[tuple[str, bytes], ...] = ()
-                if r.leader == c.member_id:
+                if r.leader == c.member_id and not r.skip_assignment:
                     ids = sorted(m.member_id for m in r.members)
                     assignments = tuple(
                         (

@@ -123,6 +123,7 @@ class GroupCoordinatorServicer(groups_pb2_grpc.GroupCoordinatorServicer):
             True,
             request.client_id,
             request.client_host or _peer_host(context),
+            supports_skip_assignment=True,  # seglog's clients honour skip_assignment
         )
         config = self.node.groups.config
         timeout = (

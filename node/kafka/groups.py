@@ -125,6 +125,7 @@ class KafkaGroupApis:
             v >= 4,
             request.client_id or "",
             "/" + request.client_host,
+            supports_skip_assignment=v >= 9,
         )
         future = self.node.groups.join_group(join)
         config = self.node.groups.config

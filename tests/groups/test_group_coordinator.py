@@ -4,6 +4,10 @@ the appends acknowledged (or failed) by hand as the replica manager would."""
 from __future__ import annotations
 
 import random
+import struct
+from dataclasses import replace
+
+import pytest
 
 from seglog.node.groups import group_coordinator as gc
 from seglog.node.groups import offsets_records as rec
@@ -141,6 +145,38 @@ def test_a_restarted_static_member_keeps_the_generation():
     assert hb == gc.ErrorResult("FENCED_INSTANCE_ID")
 
 
+@pytest.mark.parametrize("supports_skip", [True, False])
+def test_a_restarted_static_leader_skips_the_assignment_only_where_the_client_can(
+    supports_skip: bool,
+) -> None:
+    """KIP-814: a static leader restarting with the same subscription keeps the
+    generation and is told to skip the assignment (JoinGroup v9+); a client that
+    cannot be told (older versions) makes the group rebalance, as Kafka."""
+    s = shard()
+    joined = stable_member(s, instance="i-1")  # the leader
+    generation = joined.generation
+    restart = replace(join_req("", "i-1"), supports_skip_assignment=supports_skip)
+    out = s.join(30, restart, 6000)
+    if not supports_skip:
+        # A rebalance: (the only member has rejoined, so it completes at once) a new
+        # generation, the leader to assign again.
+        rejoined = answers(out)[30]
+        assert isinstance(rejoined, gc.JoinResult) and rejoined.error == "NONE", rejoined
+        assert rejoined.generation == generation + 1 and not rejoined.skip_assignment
+        assert s.groups[G].state is GroupState.COMPLETING_REBALANCE
+        return
+    back = answers(ack_all(s, out, 6001))[30]
+    assert isinstance(back, gc.JoinResult) and back.error == "NONE", back
+    assert back.skip_assignment and back.generation == generation
+    assert back.leader == back.member_id != joined.member_id
+    assert [m.member_id for m in back.members] == [back.member_id]
+    assert s.groups[G].state is GroupState.STABLE
+    # Its SyncGroup (no assignments, as a skipping leader sends) returns what it had.
+    out = s.sync(31, gc.SyncRequest(G, generation, back.member_id, "i-1", None, None, ()), 6002)
+    synced = answers(out)[31]  # a Stable group answers at once: nothing to store
+    assert isinstance(synced, gc.SyncResult) and synced.assignment == b"A", synced
+
+
 def test_session_expiry_rebalances_and_empties_the_group():
     s = shard()
     joined = stable_member(s)
@@ -254,8 +290,6 @@ def test_a_sync_while_the_previous_generations_write_is_pending_is_stored():
 
 def subscription(topics: list[str], owned: list[tuple[str, int]], generation: int) -> bytes:
     """A ConsumerProtocolSubscription v2: topics, user data, owned partitions, generation."""
-    import struct
-
     out = struct.pack(">hi", 2, len(topics))
     for t in topics:
         out += struct.pack(">h", len(t)) + t.encode()

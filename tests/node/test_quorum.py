@@ -507,6 +507,12 @@ def test_cli_leader_election_preferred_and_unclean(cluster: Cluster) -> None:
     cluster.nodes[leader].stop()
     cluster.start(follower)
     cluster.wait("elect-u leaderless", when("elect-u", lambda q: q.leader_id == -1))
+    # An unclean election picks only a live, unfenced replica: wait until the restarted
+    # follower has registered and been unfenced (otherwise ELIGIBLE_LEADERS_NOT_AVAILABLE).
+    cluster.wait(
+        "the restarted follower unfenced",
+        lambda: (cluster.brokers(cluster.running()[0]) or {}).get(follower) is False or None,
+    )
     third = next(i for i in NODE_IDS if i not in (leader, follower))
     args = ("leader-election", "--bootstrap-server", cluster.nodes[third].bootstrap)
     r = seglog_cli(*args, "--election-type", "preferred", "--topic", "elect-u", "--partition", "0")
