@@ -159,6 +159,10 @@ class RemoteController:
             except grpc.RpcError as e:
                 if not self._stopped.is_set():
                     _log.warning("metadata_watch_ended", code=str(e.code()))
+            except Exception:  # noqa: BLE001 - an update this image cannot take
+                # Never a silently dead watch (the broker would act on old metadata
+                # forever): say so, and follow a new stream, which starts with a snapshot.
+                _log.error("metadata_watch_failed", exc=True, offset=self.metadata_offset)
             finally:
                 with contextlib.suppress(queue.Full):
                     acks.put_nowait(None)
