@@ -13,6 +13,7 @@ from seglog.replication.metadata_image import BrokerImage, MetadataImage
 from seglog.storage.partition_metadata import topic_id_to_uuid
 
 from ..groups.offsets_records import OFFSETS_TOPIC
+from ..security.acls import AclOperation
 from .codec import API_VERSIONS, APIS, KafkaRequest, Part, encode_response, response_class
 from .errors import error_code
 from .node_api import KafkaNode
@@ -163,7 +164,15 @@ def metadata(
     return encode_response(request, body)
 
 
-def describe_cluster(node: KafkaNode, listener: str, request: KafkaRequest) -> list[Part]:
+def describe_cluster(
+    node: KafkaNode,
+    listener: str,
+    request: KafkaRequest,
+    cluster_operations: Callable[[], int] = lambda: 0,
+) -> list[Part]:
+    """Answered to anyone, as Kafka's broker does; only the KIP-430 bit field the
+    client may ask for (`include_cluster_authorized_operations`) is authorized: the
+    caller's operations on the cluster, 0 without DESCRIBE there."""
     req = request.body
     cls = response_class(request)
     endpoint_type = getattr(req, "endpoint_type", 1)
@@ -188,4 +197,7 @@ def describe_cluster(node: KafkaNode, listener: str, request: KafkaRequest) -> l
         controller_id=node.controller_id(),
         brokers=brokers,
     )
+    if req.include_cluster_authorized_operations:
+        ops = cluster_operations()
+        body.authorized_operations = ops if ops & (1 << int(AclOperation.DESCRIBE)) else 0
     return encode_response(request, body)
