@@ -16,6 +16,7 @@ from seglog.proto import client_pb2 as pb
 from seglog.proto import client_pb2_grpc, groups_pb2_grpc
 
 from .errors import KafkaError, KafkaTimeoutError, NoBrokersAvailable, NodeNotReadyError, for_code
+from .security import ClientSecurity
 
 T = TypeVar("T")
 
@@ -94,8 +95,8 @@ def call(fn: Callable[..., T], request: object, timeout_s: float) -> T:
 class Connections:
     """One channel per node address, shared by every thread of a client."""
 
-    def __init__(self, credentials: grpc.ChannelCredentials | None = None) -> None:
-        self.credentials = credentials  # None: plaintext
+    def __init__(self, security: ClientSecurity | None = None) -> None:
+        self.security = security or ClientSecurity()  # PLAINTEXT by default
         self._lock = threading.Lock()
         self._channels: dict[tuple[str, int], grpc.Channel] = {}
         self._stubs: dict[tuple[str, int], client_pb2_grpc.SegLogStub] = {}
@@ -104,11 +105,7 @@ class Connections:
     def _channel(self, address: tuple[str, int]) -> grpc.Channel:
         channel = self._channels.get(address)
         if channel is None:
-            target = f"{address[0]}:{address[1]}"
-            if self.credentials is None:
-                channel = grpc.insecure_channel(target, CHANNEL_OPTIONS)
-            else:
-                channel = grpc.secure_channel(target, self.credentials, CHANNEL_OPTIONS)
+            channel = self.security.channel(f"{address[0]}:{address[1]}", CHANNEL_OPTIONS)
             self._channels[address] = channel
         return channel
 

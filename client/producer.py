@@ -161,7 +161,7 @@ class Producer:
         metadata_max_age_ms: int = 300000,
         **security: str | None,
     ) -> None:
-        credentials = ClientSecurity.from_options(security).channel_credentials()
+        client_security = ClientSecurity.from_options(security)
         self.acks = _parse_acks(acks)
         _check_int("linger_ms", linger_ms, 0)
         _check_int("batch_size", batch_size, 0)
@@ -212,7 +212,7 @@ class Producer:
 
         self._metadata = ClusterMetadata(
             bootstrap_servers,
-            Connections(credentials),
+            Connections(client_security),
             request_timeout_ms=request_timeout_ms,
             metadata_max_age_ms=metadata_max_age_ms,
         )
