@@ -1,10 +1,13 @@
 """How seglog's clients reach a secured cluster, by kafka-python's option names:
-`security_protocol` (PLAINTEXT or SSL), `ssl_cafile` (the CA certificates that sign the
-nodes' certificates), `ssl_certfile` and `ssl_keyfile` (the client's own certificate
-and key, for a listener with `ssl.client.auth=required`; one PEM file may hold both),
-`ssl_password` (for an encrypted key). A Kafka tool's `--command-config` file uses
-Kafka's names (`security.protocol`, `ssl.truststore.location`, `ssl.keystore.location`,
-`ssl.key.password`) and maps onto the same."""
+`security_protocol` (PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL), `ssl_cafile` (the CA
+certificates that sign the nodes' certificates), `ssl_certfile` and `ssl_keyfile` (the
+client's own certificate and key, for a listener with `ssl.client.auth=required`; one
+PEM file may hold both), `ssl_password` (for an encrypted key), and for SASL
+`sasl_mechanism`, `sasl_plain_username`, `sasl_plain_password` (client/sasl.py: a
+session token on every call). A Kafka tool's `--command-config` file uses Kafka's
+names (`security.protocol`, `ssl.truststore.location`, `ssl.keystore.location`,
+`ssl.key.password`, `sasl.mechanism`, `sasl.jaas.config`, or librdkafka's
+`sasl.username` and `sasl.password`) and maps onto the same."""
 
 from __future__ import annotations
 
