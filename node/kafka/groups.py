@@ -574,7 +574,7 @@ class KafkaGroupApis:
             )
         return encode_response(request, cls(throttle_time_ms=0, groups=out))
 
-    def _group_operations(self, request: KafkaRequest, r: DescribedGroup) -> int | None:
+    def _group_operations(self, request: KafkaRequest, r: DescribedGroup) -> set[int] | None:
         """KIP-430's bit field when asked for (v3+), else Kafka's INT32 MIN (None)."""
         if not getattr(request.body, "include_authorized_operations", False) or r.error != NONE:
             return None

@@ -63,9 +63,11 @@ def metadata(
     listener: str,
     request: KafkaRequest,
     may_describe: Callable[[str], bool] = lambda _topic: True,
+    cluster_operations: Callable[[], set[int]] | None = None,
 ) -> list[Part]:
     """`may_describe`: the ACL check; all topics lists only those, a named one that
-    fails it is answered TOPIC_AUTHORIZATION_FAILED."""
+    fails it is answered TOPIC_AUTHORIZATION_FAILED. `cluster_operations`: KIP-430's
+    bit field for the cluster, answered when a v8-v10 request asks for it."""
     req = request.body
     v = request.api_version
     cls = response_class(request)
@@ -161,6 +163,9 @@ def metadata(
         controller_id=node.controller_id(),
         topics=topics,
     )
+    if 8 <= v <= 10 and req.include_cluster_authorized_operations and cluster_operations:
+        ops = cluster_operations()
+        body.authorized_operations = ops if AclOperation.DESCRIBE in ops else set()
     return encode_response(request, body)
 
 
@@ -168,7 +173,7 @@ def describe_cluster(
     node: KafkaNode,
     listener: str,
     request: KafkaRequest,
-    cluster_operations: Callable[[], int] = lambda: 0,
+    cluster_operations: Callable[[], set[int]] = lambda: set(),
 ) -> list[Part]:
     """Answered to anyone, as Kafka's broker does; only the KIP-430 bit field the
     client may ask for (`include_cluster_authorized_operations`) is authorized: the
@@ -199,5 +204,5 @@ def describe_cluster(
     )
     if req.include_cluster_authorized_operations:
         ops = cluster_operations()
-        body.authorized_operations = ops if ops & (1 << int(AclOperation.DESCRIBE)) else 0
+        body.authorized_operations = ops if AclOperation.DESCRIBE in ops else set()
     return encode_response(request, body)

@@ -109,13 +109,16 @@ SUPPORTED_OPERATIONS = {
 }
 
 
-def authorized_operations(authorizer: NodeAuthorizer | None, rtype: ResourceType, name: str) -> int:
-    """KIP-430's bit field (bit n: operation code n) of what the caller may do."""
-    return sum(
-        1 << int(op)
+def authorized_operations(
+    authorizer: NodeAuthorizer | None, rtype: ResourceType, name: str
+) -> set[int]:
+    """KIP-430's bit field of what the caller may do, as the codec takes it: the set
+    of the bits (operation codes) that are on."""
+    return {
+        int(op)
         for op in SUPPORTED_OPERATIONS[rtype]
         if authorizer is None or allowed(authorizer, op, rtype, name)
-    )
+    }
 
 
 Handler = Callable[[KafkaRequest], Any]

@@ -272,5 +272,30 @@ def test_broker_configs_need_describe_configs_on_the_cluster_and_hide_jaas(clust
     configs = cluster.admin().describe_configs([broker])[broker].result(timeout=30)
     jaas = configs["sasl.jaas.config"]
     assert jaas.is_sensitive and jaas.value is None
-    # DescribeCluster is answered to anyone, as Kafka's broker answers it.
-    assert cluster.admin("alice").describe_cluster().result(timeout=30).cluster_id
+    # DescribeCluster is answered to anyone, as Kafka's broker answers it; the
+    # authorized operations (librdkafka asks Metadata for them) are the caller's.
+    alice = cluster.admin("alice").describe_cluster(include_authorized_operations=True)
+    result = alice.result(timeout=30)
+    assert result.cluster_id and not result.authorized_operations  # 0: no DESCRIBE
+    result = cluster.admin().describe_cluster(include_authorized_operations=True).result(30)
+    assert AclOperation.DESCRIBE in result.authorized_operations
+    assert AclOperation.ALTER_CONFIGS in result.authorized_operations
+
+
+def test_kafka_python_describes_with_the_callers_authorized_operations(cluster):
+    kafka = pytest.importorskip("kafka")
+    admin = kafka.KafkaAdminClient(
+        bootstrap_servers=f"127.0.0.1:{cluster.kafka_port}",
+        security_protocol="SASL_PLAINTEXT",
+        sasl_mechanism="PLAIN",
+        sasl_plain_username="alice",
+        sasl_plain_password=USERS["alice"],
+    )
+    try:
+        assert admin.describe_cluster()["cluster_id"]  # DescribeCluster: anyone
+        described = admin.describe_groups(["ga-group"], include_authorized_operations=True)
+        group = described["ga-group"]
+        assert group["error"] is None, group
+        assert sorted(group["authorized_operations"]) == ["DESCRIBE", "READ"]  # no DELETE
+    finally:
+        admin.close()
