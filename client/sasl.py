@@ -17,13 +17,13 @@ from typing import Any, NamedTuple
 
 import grpc
 
-from seglog.node.security.scram import MECHANISMS, ScramClient, ScramError
 from seglog.proto import security_pb2, security_pb2_grpc
 
 from .errors import KafkaConfigurationError, KafkaError, for_code
+from .scram import HASHES, ScramClient, ScramError
 
 TOKEN_METADATA = "seglog-sasl-token"
-SASL_MECHANISMS = ("PLAIN", *MECHANISMS)
+SASL_MECHANISMS = ("PLAIN", *HASHES)
 REFRESH_FRACTION = 0.8  # log in again once this much of the token's life is spent
 LOGIN_TIMEOUT_S = 30.0
 
@@ -75,7 +75,7 @@ class SaslLogin:
             first = self._step(scram.first())
             try:
                 final = scram.final(first.auth_bytes)
-            except (ScramError, KeyError, ValueError) as e:
+            except ScramError as e:
                 raise KafkaError(f"SCRAM exchange with the node failed: {e}") from None
             r = self._step(final, first.session_id)
             try:
