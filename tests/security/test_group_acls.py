@@ -15,11 +15,15 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import grpc
 import pytest
 from node_process import NodeProcess, free_port
 
 from seglog.client.consumer import Consumer
 from seglog.client.errors import KafkaError
+from seglog.proto import groups_pb2 as gpb
+from seglog.proto import groups_pb2_grpc
+from seglog.proto.errors_pb2 import ErrorCode as E
 
 ck = pytest.importorskip("confluent_kafka")
 from confluent_kafka.admin import (  # noqa: E402
@@ -262,6 +266,19 @@ def test_grpc_group_calls_follow_the_same_acls(cluster):
         c.commit()
     finally:
         c.close()
+    # One OffsetCommit over gRPC, a topic allowed and one not: per-partition errors.
+    with grpc.insecure_channel(cluster.node.bootstrap) as channel:
+        stub = groups_pb2_grpc.GroupCoordinatorStub(channel)
+        request = gpb.OffsetCommitRequest(group_id="anon-group", generation_id=-1)
+        for topic in ("ga-orders", "ga-secret"):
+            request.topics.add(name=topic).partitions.add(
+                partition_index=0, committed_offset=4, committed_leader_epoch=-1
+            )
+        r = stub.OffsetCommit(request, timeout=30)
+        errors = {t.name: t.partitions[0].error_code for t in r.topics}
+        assert errors == {"ga-orders": 0, "ga-secret": E.Value("TOPIC_AUTHORIZATION_FAILED")}
+        r = stub.DeleteGroups(gpb.DeleteGroupsRequest(groups_names=["anon-group"]), timeout=30)
+        assert r.results[0].error_code == E.Value("GROUP_AUTHORIZATION_FAILED")
 
 
 def test_broker_configs_need_describe_configs_on_the_cluster_and_hide_jaas(cluster):
