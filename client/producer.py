@@ -50,7 +50,14 @@ from seglog.storage.record_batch import (
 )
 
 from .accumulator import ProducerBatch, RecordAccumulator, abort_error, estimate_record_size
-from .cluster import ClusterMetadata, Connections, PartitionInfo, TopicPartition, call
+from .cluster import (
+    AUTHENTICATION_ERRORS,
+    ClusterMetadata,
+    Connections,
+    PartitionInfo,
+    TopicPartition,
+    call,
+)
 from .errors import (
     IllegalStateError,
     KafkaConfigurationError,
@@ -405,6 +412,8 @@ class Producer:
                             allow_auto_topic_creation=self.allow_auto_create_topics,
                         )
                         self._metadata_refreshed()
+                except AUTHENTICATION_ERRORS:
+                    raise  # a wrong password does not get better by waiting
                 except KafkaError as e:
                     last_error = e
                 finally:

@@ -8,8 +8,8 @@ refused, a forged token is refused, and a DENY for alice wins over her ALLOW."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
+import contextlib
+import io
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -18,6 +18,7 @@ import grpc
 import pytest
 from node_process import NodeProcess
 
+from seglog.cli.main import main
 from seglog.client.consumer import Consumer
 from seglog.client.errors import KafkaError
 from seglog.client.producer import Producer
@@ -56,16 +57,16 @@ class Cluster:
             "sasl.password=admin-secret\n"
         )
 
-    def cli(self, *args: str) -> subprocess.CompletedProcess:
-        done = subprocess.run(
-            [
-                sys.executable, "-m", "seglog.cli", args[0], "--bootstrap-server",
-                self.node.bootstrap, "--command-config", str(self.command_config), *args[1:],
-            ],
-            capture_output=True, text=True, timeout=60,
-        )  # fmt: skip
-        assert done.returncode == 0, done.stderr
-        return done
+    def cli(self, *args: str) -> str:
+        """The `seglog` command, in this process (a process per call is seconds of
+        imports): its stdout; it must succeed."""
+        out, err = io.StringIO(), io.StringIO()
+        argv = [args[0], "--bootstrap-server", self.node.bootstrap]
+        argv += ["--command-config", str(self.command_config), *args[1:]]
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            code = main(argv)
+        assert code == 0, err.getvalue()
+        return out.getvalue()
 
 
 @pytest.fixture(scope="module")
@@ -98,8 +99,8 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
 
 
 def test_the_tools_log_in_with_plain_through_the_command_config(cluster):
-    done = cluster.cli("acls", "--list", "--principal", "User:alice")
-    assert "name=sasl-, patternType=PREFIXED" in done.stdout
+    listed = cluster.cli("acls", "--list", "--principal", "User:alice")
+    assert "name=sasl-, patternType=PREFIXED" in listed
     log = cluster.node.log_path.read_text()
     assert "grpc_authenticated" in log and "User:admin" in log
     assert "admin-secret" not in log
