@@ -144,6 +144,17 @@ def test_wrong_password_is_sasl_authentication_failed(cluster):
             producer.send("sasl-orders", b"nope").get(timeout=30)
     finally:
         producer.close()
+    with pytest.raises(KafkaError, match="SASL_AUTHENTICATION_FAILED"):
+        consumer = Consumer(
+            "sasl-orders",
+            bootstrap_servers=cluster.node.bootstrap,
+            group_id="sasl-group",
+            **wrong,
+        )
+        try:
+            consumer.poll(timeout_ms=5000)
+        finally:
+            consumer.close()
     assert "grpc_authentication_failed" in cluster.node.log_path.read_text()
 
 
