@@ -29,6 +29,7 @@ from . import topics
 if TYPE_CHECKING:
     import grpc
 
+    from seglog.client.security import ClientSecurity
     from seglog.proto import cluster_pb2 as cpb
 
 ROLE_TIMEOUT_S = 2.0
@@ -65,28 +66,25 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def _describe_quorum(
-    address: str, timeout_s: float, credentials: grpc.ChannelCredentials | None = None
+    address: str, timeout_s: float, security: ClientSecurity | None = None
 ) -> QuorumView:
-    r = describe_quorum(address, timeout_s, credentials)
+    r = describe_quorum(address, timeout_s, security)
     return QuorumView(r.node_id, r.leader_id, r.term, r.role, r.commit_index)
 
 
 def describe_quorum(
-    address: str, timeout_s: float, credentials: grpc.ChannelCredentials | None = None
+    address: str, timeout_s: float, security: ClientSecurity | None = None
 ) -> cpb.DescribeQuorumResponse:
-    """DescribeQuorum at `address` (over TLS when given credentials). Raises
+    """DescribeQuorum at `address` (over TLS, with SASL, as `security` says). Raises
     NoControllerService when the node has no Controller service, grpc.RpcError when
     it cannot be asked."""
     import grpc
 
+    from seglog.client.security import ClientSecurity
     from seglog.proto import cluster_pb2 as cpb
     from seglog.proto import cluster_pb2_grpc
 
-    channel = (
-        grpc.insecure_channel(address)
-        if credentials is None
-        else grpc.secure_channel(address, credentials)
-    )
+    channel = (security or ClientSecurity()).channel(address, [])
     with channel:
         stub = cluster_pb2_grpc.ControllerStub(channel)
         try:
@@ -112,7 +110,7 @@ def run(args: argparse.Namespace, out: TextIO | None = None) -> int:
     from seglog.client.security import ClientSecurity
 
     bootstrap = topics.bootstrap_servers(args)
-    credentials = ClientSecurity.from_options(topics.security_options(args)).channel_credentials()
+    security = ClientSecurity.from_options(topics.security_options(args))
     with topics.open_admin(args) as admin:
         cluster = admin.describe_cluster()
     timeout_s = min(ROLE_TIMEOUT_S, args.request_timeout_ms / 1000)
@@ -124,7 +122,7 @@ def run(args: argparse.Namespace, out: TextIO | None = None) -> int:
     for host, port in parse_bootstrap(bootstrap):
         address = f"{host}:{port}"
         try:
-            view = _describe_quorum(address, timeout_s, credentials)
+            view = _describe_quorum(address, timeout_s, security)
             break
         except NoControllerService:
             single_node = True
@@ -138,7 +136,7 @@ def run(args: argparse.Namespace, out: TextIO | None = None) -> int:
     if not single_node:
         for b in cluster.brokers:
             try:
-                roles[b.node_id] = _describe_quorum(f"{b.host}:{b.port}", timeout_s, credentials)
+                roles[b.node_id] = _describe_quorum(f"{b.host}:{b.port}", timeout_s, security)
             except (grpc.RpcError, NoControllerService):
                 roles[b.node_id] = None
 

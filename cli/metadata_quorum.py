@@ -32,8 +32,7 @@ from . import topics
 from .cluster import NoControllerService, describe_quorum
 
 if TYPE_CHECKING:
-    import grpc
-
+    from seglog.client.security import ClientSecurity
     from seglog.proto import cluster_pb2 as cpb
 
 TIMEOUT_S = 5.0
@@ -55,13 +54,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
-def _ask(
-    address: str, credentials: grpc.ChannelCredentials | None
-) -> cpb.DescribeQuorumResponse:
+def _ask(address: str, security: ClientSecurity | None) -> cpb.DescribeQuorumResponse:
     import grpc
 
     try:
-        return describe_quorum(address, TIMEOUT_S, credentials)
+        return describe_quorum(address, TIMEOUT_S, security)
     except NoControllerService:
         raise OSError(
             f"{address} runs without a controller quorum (single-node mode): "
@@ -77,7 +74,7 @@ def run(args: argparse.Namespace, out: TextIO | None = None) -> int:
     from seglog.client.security import ClientSecurity
 
     out = out or sys.stdout
-    credentials = ClientSecurity.from_options(topics.security_options(args)).channel_credentials()
+    security = ClientSecurity.from_options(topics.security_options(args))
     with topics.open_admin(args) as admin:
         cluster = admin.describe_cluster()
     addresses = {b.node_id: f"{b.host}:{b.port}" for b in cluster.brokers}
@@ -85,7 +82,7 @@ def run(args: argparse.Namespace, out: TextIO | None = None) -> int:
     leader_id = -1
     for host, port in parse_bootstrap(topics.bootstrap_servers(args)):
         try:
-            leader_id = _ask(f"{host}:{port}", credentials).leader_id
+            leader_id = _ask(f"{host}:{port}", security).leader_id
             break
         except OSError as e:
             failures.append(str(e))
@@ -93,7 +90,7 @@ def run(args: argparse.Namespace, out: TextIO | None = None) -> int:
         raise OSError("no quorum leader known: " + ("; ".join(failures) or "no leader elected"))
     if leader_id not in addresses:
         raise OSError(f"the quorum leader {leader_id} is not among the registered brokers")
-    r = _ask(addresses[leader_id], credentials)
+    r = _ask(addresses[leader_id], security)
     if r.leader_id != r.node_id:
         raise OSError(f"node {leader_id} is no longer the quorum leader; try again")
     voters = sorted(r.voters, key=lambda v: (v.node_id != r.node_id, v.node_id))

@@ -33,22 +33,14 @@ _ITEM = re.compile(r"^\s*(SCRAM-SHA-(?:256|512))\s*=\s*\[(.*)\]\s*$")
 
 def _stub(args: argparse.Namespace) -> tuple[Any, float]:
     """A Security stub on the first bootstrap node that answers."""
-    import grpc
 
     from seglog.client.cluster import CHANNEL_OPTIONS, parse_bootstrap
     from seglog.client.security import ClientSecurity
     from seglog.proto import security_pb2_grpc
 
     (host, port), *_ = parse_bootstrap(cli_topics.bootstrap_servers(args))
-    credentials = ClientSecurity.from_options(
-        cli_topics.security_options(args)
-    ).channel_credentials()
-    target = f"{host}:{port}"
-    channel = (
-        grpc.insecure_channel(target, CHANNEL_OPTIONS)
-        if credentials is None
-        else grpc.secure_channel(target, credentials, CHANNEL_OPTIONS)
-    )
+    security = ClientSecurity.from_options(cli_topics.security_options(args))
+    channel = security.channel(f"{host}:{port}", CHANNEL_OPTIONS)
     return security_pb2_grpc.SecurityStub(channel), args.request_timeout_ms / 1000
 
 

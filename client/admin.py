@@ -206,14 +206,14 @@ class Admin:
         metadata_max_age_ms: int = 300_000,
         **security: str | None,
     ) -> None:
-        credentials = ClientSecurity.from_options(security).channel_credentials()
+        client_security = ClientSecurity.from_options(security)
         if request_timeout_ms <= 0:
             raise ValueError(f"request_timeout_ms must be positive, got {request_timeout_ms}")
         self.client_id = client_id
         self.request_timeout_ms = request_timeout_ms
         self._metadata = ClusterMetadata(
             bootstrap_servers,
-            Connections(credentials),
+            Connections(client_security),
             request_timeout_ms=request_timeout_ms,
             metadata_max_age_ms=metadata_max_age_ms,
         )

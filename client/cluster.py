@@ -15,12 +15,25 @@ import grpc
 from seglog.proto import client_pb2 as pb
 from seglog.proto import client_pb2_grpc, groups_pb2_grpc
 
-from .errors import KafkaError, KafkaTimeoutError, NoBrokersAvailable, NodeNotReadyError, for_code
+from .errors import (
+    KafkaError,
+    KafkaTimeoutError,
+    NoBrokersAvailable,
+    NodeNotReadyError,
+    error_class,
+    for_code,
+)
+from .security import ClientSecurity
 
 T = TypeVar("T")
 
 # 64 MiB: a fetch may return up to fetch.max.bytes (50 MiB) plus framing.
 MAX_MESSAGE_BYTES = 64 * 1024 * 1024
+# A failed login is the user's to fix: raised at once, never retried on other nodes.
+AUTHENTICATION_ERRORS = tuple(
+    error_class(name)
+    for name in ("SASL_AUTHENTICATION_FAILED", "UNSUPPORTED_SASL_MECHANISM", "ILLEGAL_SASL_STATE")
+)
 CHANNEL_OPTIONS = [
     ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
     ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
@@ -85,6 +98,8 @@ def call(fn: Callable[..., T], request: object, timeout_s: float) -> T:
             raise KafkaTimeoutError(f"no answer within {timeout_s:.1f}s: {detail}") from e
         if code in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.CANCELLED):
             raise NodeNotReadyError(str(detail)) from e
+        if code == grpc.StatusCode.UNAUTHENTICATED:  # the session token was refused
+            raise error_class("SASL_AUTHENTICATION_FAILED")(str(detail)) from e
         if code == grpc.StatusCode.RESOURCE_EXHAUSTED:
             # The node holds queued.max.requests calls already: back off and retry.
             raise NodeNotReadyError(f"node overloaded: {detail}") from e
@@ -94,8 +109,8 @@ def call(fn: Callable[..., T], request: object, timeout_s: float) -> T:
 class Connections:
     """One channel per node address, shared by every thread of a client."""
 
-    def __init__(self, credentials: grpc.ChannelCredentials | None = None) -> None:
-        self.credentials = credentials  # None: plaintext
+    def __init__(self, security: ClientSecurity | None = None) -> None:
+        self.security = security or ClientSecurity()  # PLAINTEXT by default
         self._lock = threading.Lock()
         self._channels: dict[tuple[str, int], grpc.Channel] = {}
         self._stubs: dict[tuple[str, int], client_pb2_grpc.SegLogStub] = {}
@@ -104,11 +119,7 @@ class Connections:
     def _channel(self, address: tuple[str, int]) -> grpc.Channel:
         channel = self._channels.get(address)
         if channel is None:
-            target = f"{address[0]}:{address[1]}"
-            if self.credentials is None:
-                channel = grpc.insecure_channel(target, CHANNEL_OPTIONS)
-            else:
-                channel = grpc.secure_channel(target, self.credentials, CHANNEL_OPTIONS)
+            channel = self.security.channel(f"{address[0]}:{address[1]}", CHANNEL_OPTIONS)
             self._channels[address] = channel
         return channel
 
@@ -186,6 +197,8 @@ class ClusterMetadata:
                     self.connections.stub(address).Metadata, request, self.request_timeout_s
                 )
             except KafkaError as e:
+                if isinstance(e, AUTHENTICATION_ERRORS):
+                    raise  # another node would refuse the same credentials
                 errors.append(f"{address[0]}:{address[1]}: {e}")
                 continue
             self._apply(response, names)

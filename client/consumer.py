@@ -181,7 +181,7 @@ class Consumer:
         consumer_timeout_ms: float = float("inf"),
         **security: str | None,
     ) -> None:
-        credentials = ClientSecurity.from_options(security).channel_credentials()
+        client_security = ClientSecurity.from_options(security)
         if group_id is not None and (not isinstance(group_id, str) or not group_id):
             raise ValueError(f"group_id must be a non-empty string, got {group_id!r}")
         if group_instance_id is not None and group_id is None:
@@ -222,7 +222,7 @@ class Consumer:
         )
         self._metadata = ClusterMetadata(
             bootstrap_servers,
-            Connections(credentials),
+            Connections(client_security),
             request_timeout_ms=self.request_timeout_ms,
             metadata_max_age_ms=_positive_int("metadata_max_age_ms", metadata_max_age_ms),
         )

@@ -25,7 +25,7 @@ from seglog.proto import errors_pb2
 from seglog.storage.errors import StorageError
 from seglog.storage.record_batch import BatchHeader, Record, decode_records, iter_batches
 
-from .cluster import ClusterMetadata, TopicPartition, call
+from .cluster import AUTHENTICATION_ERRORS, ClusterMetadata, TopicPartition, call
 from .errors import IllegalStateError, KafkaError, KafkaTimeoutError, error_class, for_code
 from .reachability import Reachability
 
@@ -344,6 +344,8 @@ class Fetcher:
             return
         try:
             self.metadata.refresh(topics)
+        except AUTHENTICATION_ERRORS:
+            raise  # to the application: a wrong password does not get better
         except KafkaError as e:
             self._unreachable(now, e)
             self._meta_failures += 1

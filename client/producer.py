@@ -50,7 +50,14 @@ from seglog.storage.record_batch import (
 )
 
 from .accumulator import ProducerBatch, RecordAccumulator, abort_error, estimate_record_size
-from .cluster import ClusterMetadata, Connections, PartitionInfo, TopicPartition, call
+from .cluster import (
+    AUTHENTICATION_ERRORS,
+    ClusterMetadata,
+    Connections,
+    PartitionInfo,
+    TopicPartition,
+    call,
+)
 from .errors import (
     IllegalStateError,
     KafkaConfigurationError,
@@ -161,7 +168,7 @@ class Producer:
         metadata_max_age_ms: int = 300000,
         **security: str | None,
     ) -> None:
-        credentials = ClientSecurity.from_options(security).channel_credentials()
+        client_security = ClientSecurity.from_options(security)
         self.acks = _parse_acks(acks)
         _check_int("linger_ms", linger_ms, 0)
         _check_int("batch_size", batch_size, 0)
@@ -212,7 +219,7 @@ class Producer:
 
         self._metadata = ClusterMetadata(
             bootstrap_servers,
-            Connections(credentials),
+            Connections(client_security),
             request_timeout_ms=request_timeout_ms,
             metadata_max_age_ms=metadata_max_age_ms,
         )
@@ -405,6 +412,8 @@ class Producer:
                             allow_auto_topic_creation=self.allow_auto_create_topics,
                         )
                         self._metadata_refreshed()
+                except AUTHENTICATION_ERRORS:
+                    raise  # a wrong password does not get better by waiting
                 except KafkaError as e:
                     last_error = e
                 finally:

@@ -1,31 +1,44 @@
 """How seglog's clients reach a secured cluster, by kafka-python's option names:
-`security_protocol` (PLAINTEXT or SSL), `ssl_cafile` (the CA certificates that sign the
-nodes' certificates), `ssl_certfile` and `ssl_keyfile` (the client's own certificate
-and key, for a listener with `ssl.client.auth=required`; one PEM file may hold both),
-`ssl_password` (for an encrypted key). A Kafka tool's `--command-config` file uses
-Kafka's names (`security.protocol`, `ssl.truststore.location`, `ssl.keystore.location`,
-`ssl.key.password`) and maps onto the same."""
+`security_protocol` (PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL), `ssl_cafile` (the CA
+certificates that sign the nodes' certificates), `ssl_certfile` and `ssl_keyfile` (the
+client's own certificate and key, for a listener with `ssl.client.auth=required`; one
+PEM file may hold both), `ssl_password` (for an encrypted key), and for SASL
+`sasl_mechanism`, `sasl_plain_username`, `sasl_plain_password` (client/sasl.py: a
+session token on every call). A Kafka tool's `--command-config` file uses Kafka's
+names (`security.protocol`, `ssl.truststore.location`, `ssl.keystore.location`,
+`ssl.key.password`, `sasl.mechanism`, `sasl.jaas.config`, or librdkafka's
+`sasl.username` and `sasl.password`) and maps onto the same."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any
 
 import grpc
 from cryptography.hazmat.primitives import serialization
 
 from .errors import KafkaConfigurationError
+from .sasl import check_mechanism, sasl_channel
 
-PROTOCOLS = ("PLAINTEXT", "SSL")
-OPTIONS = ("security_protocol", "ssl_cafile", "ssl_certfile", "ssl_keyfile", "ssl_password")
+PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+SSL_OPTIONS = ("ssl_cafile", "ssl_certfile", "ssl_keyfile", "ssl_password")
+SASL_OPTIONS = ("sasl_mechanism", "sasl_plain_username", "sasl_plain_password")
+OPTIONS = ("security_protocol", *SSL_OPTIONS, *SASL_OPTIONS)
 # Kafka's client property → kafka-python's option.
 PROPERTY_NAMES = {
     "security.protocol": "security_protocol",
     "ssl.truststore.location": "ssl_cafile",
     "ssl.keystore.location": "ssl_certfile",
     "ssl.key.password": "ssl_password",
+    # librdkafka's names for the SASL login (Kafka's sasl.jaas.config is read too)
+    "sasl.mechanism": "sasl_mechanism",
+    "sasl.username": "sasl_plain_username",
+    "sasl.password": "sasl_plain_password",
 }
+_JAAS_OPTION = re.compile(r'\b(username|password)\s*=\s*"([^"]*)"')
 PEM_ONLY = ("ssl.truststore.type", "ssl.keystore.type")
 
 
@@ -43,6 +56,9 @@ class ClientSecurity:
     ssl_certfile: str | None = None
     ssl_keyfile: str | None = None
     ssl_password: str | None = None
+    sasl_mechanism: str | None = None
+    sasl_plain_username: str | None = None
+    sasl_plain_password: str | None = None
 
     @classmethod
     def from_options(cls, options: Mapping[str, object]) -> ClientSecurity:
@@ -58,10 +74,22 @@ class ClientSecurity:
                 f"security_protocol={protocol}: seglog's clients speak {' or '.join(PROTOCOLS)}"
             )
         security = cls(security_protocol=protocol, **values)
-        if protocol == "PLAINTEXT" and any(values.values()):
+        if not protocol.endswith("SSL") and any(values.get(k) for k in SSL_OPTIONS):
             raise KafkaConfigurationError(
-                "ssl_* options were given but security_protocol is PLAINTEXT: set "
-                "security_protocol='SSL'"
+                f"ssl_* options were given but security_protocol is {protocol}: set "
+                "security_protocol='SSL' (or 'SASL_SSL')"
+            )
+        sasl = [values.get(k) for k in SASL_OPTIONS]
+        if protocol.startswith("SASL_"):
+            if not all(sasl):
+                raise KafkaConfigurationError(
+                    f"security_protocol={protocol} needs {', '.join(SASL_OPTIONS)}"
+                )
+            security = replace(security, sasl_mechanism=check_mechanism(sasl[0] or ""))
+        elif any(sasl):
+            raise KafkaConfigurationError(
+                f"sasl_* options were given but security_protocol is {protocol}: set "
+                "security_protocol='SASL_SSL' (or 'SASL_PLAINTEXT')"
             )
         if security.ssl_keyfile and not security.ssl_certfile:
             raise KafkaConfigurationError("ssl_keyfile needs ssl_certfile")
@@ -73,6 +101,10 @@ class ClientSecurity:
         """A `--command-config` file's Kafka client properties."""
         options: dict[str, object] = {}
         for key, value in props.items():
+            if key == "sasl.jaas.config":  # Kafka's: ...LoginModule required username=...
+                for name, found in _JAAS_OPTION.findall(value):
+                    options.setdefault(f"sasl_plain_{name}", found)
+                continue
             if key in PEM_ONLY:
                 if value.strip().upper() != "PEM":
                     raise KafkaConfigurationError(f"{key}={value}: seglog reads PEM files only")
@@ -80,7 +112,8 @@ class ClientSecurity:
             if key not in PROPERTY_NAMES:
                 raise KafkaConfigurationError(
                     f"{key} in the command config is not a setting seglog's tools know "
-                    f"(they read {', '.join(sorted([*PROPERTY_NAMES, *PEM_ONLY]))})"
+                    "(they read "
+                    f"{', '.join(sorted([*PROPERTY_NAMES, *PEM_ONLY, 'sasl.jaas.config']))})"
                 )
             options[PROPERTY_NAMES[key]] = value.strip()
         return cls.from_options(options)
@@ -88,7 +121,7 @@ class ClientSecurity:
     def channel_credentials(self) -> grpc.ChannelCredentials | None:
         """None for plaintext; else TLS that checks the node against ssl_cafile (the
         system's CAs without one) and presents the client's certificate when given."""
-        if self.security_protocol == "PLAINTEXT":
+        if not self.security_protocol.endswith("SSL"):
             return None
         root = _read("ssl_cafile", self.ssl_cafile) if self.ssl_cafile else None
         key = chain = None
@@ -109,4 +142,22 @@ class ClientSecurity:
             )
         return grpc.ssl_channel_credentials(
             root_certificates=root, private_key=key, certificate_chain=chain
+        )
+
+    def channel(self, target: str, options: list[tuple[str, Any]]) -> grpc.Channel:
+        """A channel to one node: TLS for SSL/SASL_SSL, and with SASL every call
+        carries the user's session token (client/sasl.py)."""
+        credentials = self.channel_credentials()
+        channel = (
+            grpc.insecure_channel(target, options)
+            if credentials is None
+            else grpc.secure_channel(target, credentials, options)
+        )
+        if not self.security_protocol.startswith("SASL_"):
+            return channel
+        return sasl_channel(
+            channel,
+            self.sasl_mechanism or "",
+            self.sasl_plain_username or "",
+            self.sasl_plain_password or "",
         )

@@ -11,6 +11,7 @@ from seglog.replication.metadata_image import MetadataImage
 
 from .groups.offsets_topic import GroupCoordinatorRuntime
 from .replica_manager import ReplicaManager
+from .security.node_authorizer import NodeAuthorizer
 
 
 class NodeServices(Protocol):
@@ -22,6 +23,7 @@ class NodeServices(Protocol):
     default_replication_factor: int
     auto_create_topics_enable: bool
     groups: GroupCoordinatorRuntime
+    authorizer: NodeAuthorizer | None  # ACLs; None: off
 
     def metadata_image(self) -> MetadataImage: ...
     def controller_id(self) -> int: ...

@@ -27,7 +27,7 @@ from seglog.storage.errors import InvalidConfigError
 from seglog.storage.log import now_ms
 
 from .alter_partition_manager import IsrChangeResult
-from .config import NodeConfig
+from .config import NodeConfig, int_setting
 from .controller_requests import IsrChange
 from .event_log import EventLogger, configure
 from .groups.grpc_servicer import MAX_WAITING_CALLS, GroupCoordinatorServicer
@@ -41,7 +41,9 @@ from .remote_controller import RemoteController
 from .replica_manager import ReplicaManager
 from .security import grpc_tls
 from .security.grpc_gate import AuthorizingInterceptor
+from .security.grpc_sasl import GrpcSasl, SaslTokenInterceptor
 from .security.internode import inter_broker_credentials
+from .security.kafka_gate import DEFAULT_FAILED_AUTHENTICATION_DELAY_MS
 from .security.node_authorizer import NodeAuthorizer
 from .security.security_admin import SecurityAdmin
 from .security.security_servicer import SecurityServicer
@@ -130,6 +132,18 @@ class Node:
         self.security = SecurityAdmin(
             self.metadata_image, self.controller.commit_security, self.authorizer
         )
+        # SASL for gRPC callers (None without delegation.token.secret.key).
+        self.grpc_sasl = GrpcSasl.from_properties(
+            config.raw,
+            self.security.scram_credential,
+            int_setting(
+                config.raw,
+                "connection.failed.authentication.delay.ms",
+                DEFAULT_FAILED_AUTHENTICATION_DELAY_MS,
+                at_least=0,
+            )
+            / 1000,
+        )
 
     # --- lifecycle -----------------------------------------------------------------
 
@@ -151,6 +165,7 @@ class Node:
             # Requests are counted and timed, then authorized (when an authorizer is on).
             interceptors=[
                 GrpcMetricsInterceptor(self.metrics),
+                *([SaslTokenInterceptor(self.grpc_sasl)] if self.grpc_sasl else []),
                 *([AuthorizingInterceptor(self.authorizer)] if self.authorizer else []),
             ],
             options=[
@@ -170,7 +185,7 @@ class Node:
         )
         health_pb2_grpc.add_HealthServicer_to_server(self._health, self._server)
         security_pb2_grpc.add_SecurityServicer_to_server(
-            SecurityServicer(self.security), self._server
+            SecurityServicer(self.security, self.grpc_sasl), self._server
         )
         if self.remote is not None:
             cluster_pb2_grpc.add_ControllerServicer_to_server(

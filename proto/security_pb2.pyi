@@ -183,3 +183,29 @@ class SecurityRecordResults(_message.Message):
     RESULTS_FIELD_NUMBER: _ClassVar[int]
     results: _containers.RepeatedCompositeFieldContainer[AclResult]
     def __init__(self, results: _Optional[_Iterable[_Union[AclResult, _Mapping]]] = ...) -> None: ...
+
+class SaslAuthenticateRequest(_message.Message):
+    __slots__ = ("mechanism", "auth_bytes", "session_id")
+    MECHANISM_FIELD_NUMBER: _ClassVar[int]
+    AUTH_BYTES_FIELD_NUMBER: _ClassVar[int]
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    mechanism: str
+    auth_bytes: bytes
+    session_id: str
+    def __init__(self, mechanism: _Optional[str] = ..., auth_bytes: _Optional[bytes] = ..., session_id: _Optional[str] = ...) -> None: ...
+
+class SaslAuthenticateResponse(_message.Message):
+    __slots__ = ("error_code", "error_message", "auth_bytes", "session_id", "token", "session_lifetime_ms")
+    ERROR_CODE_FIELD_NUMBER: _ClassVar[int]
+    ERROR_MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    AUTH_BYTES_FIELD_NUMBER: _ClassVar[int]
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    TOKEN_FIELD_NUMBER: _ClassVar[int]
+    SESSION_LIFETIME_MS_FIELD_NUMBER: _ClassVar[int]
+    error_code: int
+    error_message: str
+    auth_bytes: bytes
+    session_id: str
+    token: str
+    session_lifetime_ms: int
+    def __init__(self, error_code: _Optional[int] = ..., error_message: _Optional[str] = ..., auth_bytes: _Optional[bytes] = ..., session_id: _Optional[str] = ..., token: _Optional[str] = ..., session_lifetime_ms: _Optional[int] = ...) -> None: ...

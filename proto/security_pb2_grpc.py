@@ -63,6 +63,11 @@ class SecurityStub:
                 request_serializer=security__pb2.DeleteAclsRequest.SerializeToString,
                 response_deserializer=security__pb2.DeleteAclsResponse.FromString,
                 _registered_method=True)
+        self.SaslAuthenticate = channel.unary_unary(
+                '/seglog.v1.Security/SaslAuthenticate',
+                request_serializer=security__pb2.SaslAuthenticateRequest.SerializeToString,
+                response_deserializer=security__pb2.SaslAuthenticateResponse.FromString,
+                _registered_method=True)
 
 
 class SecurityServicer:
@@ -102,6 +107,17 @@ class SecurityServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def SaslAuthenticate(self, request, context):
+        """SASL for gRPC callers (Kafka's SaslHandshake + SaslAuthenticate in one call per
+        step): a SCRAM exchange takes two calls tied by `session_id`, PLAIN one. The
+        last answer carries a session token, signed with the cluster's
+        `delegation.token.secret.key`, that later calls send in the
+        `seglog-sasl-token` metadata entry to act as the user.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_SecurityServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -129,6 +145,11 @@ def add_SecurityServicer_to_server(servicer, server):
                     servicer.DeleteAcls,
                     request_deserializer=security__pb2.DeleteAclsRequest.FromString,
                     response_serializer=security__pb2.DeleteAclsResponse.SerializeToString,
+            ),
+            'SaslAuthenticate': grpc.unary_unary_rpc_method_handler(
+                    servicer.SaslAuthenticate,
+                    request_deserializer=security__pb2.SaslAuthenticateRequest.FromString,
+                    response_serializer=security__pb2.SaslAuthenticateResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -270,6 +291,33 @@ class Security:
             '/seglog.v1.Security/DeleteAcls',
             security__pb2.DeleteAclsRequest.SerializeToString,
             security__pb2.DeleteAclsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def SaslAuthenticate(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/seglog.v1.Security/SaslAuthenticate',
+            security__pb2.SaslAuthenticateRequest.SerializeToString,
+            security__pb2.SaslAuthenticateResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -8,13 +8,16 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 from concurrent.futures import Future
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import grpc
 
 from seglog.proto import errors_pb2, groups_pb2_grpc
 from seglog.proto import groups_pb2 as gpb
 
+from ..security.acls import AclOperation, ResourceType
+from ..security.group_acls import GROUP_DENIED, GuardedGroups
+from ..security.grpc_auth import grpc_principal
 from .group_coordinator import (
     NONE,
     CommitPartition,
@@ -66,6 +69,18 @@ class GroupCoordinatorServicer(groups_pb2_grpc.GroupCoordinatorServicer):
         self.node = node
         self._slots = threading.BoundedSemaphore(MAX_WAITING_CALLS)
 
+    def _groups(self, context: grpc.ServicerContext) -> Any:
+        """The coordinator, behind Kafka's group ACLs for this caller when an
+        authorizer is on (node/security/group_acls.py)."""
+        authorizer = self.node.authorizer
+        if authorizer is None:
+            return self.node.groups
+        principal, host = grpc_principal(context)
+        return GuardedGroups(
+            self.node.groups,
+            lambda op, rtype, name: authorizer.authorize(principal, host, op, rtype, name),
+        )
+
     def _wait(
         self, context: grpc.ServicerContext, submit: Callable[[], Future[Result]], timeout: float
     ) -> Result:
@@ -97,6 +112,17 @@ class GroupCoordinatorServicer(groups_pb2_grpc.GroupCoordinatorServicer):
             return gpb.FindCoordinatorResponse(
                 error_code=code("INVALID_GROUP_ID"), error_message="empty group id", node_id=-1
             )
+        authorizer = self.node.authorizer
+        if authorizer is not None:
+            principal, host = grpc_principal(context)
+            if not authorizer.authorize(
+                principal, host, AclOperation.DESCRIBE, ResourceType.GROUP, request.key
+            ):
+                return gpb.FindCoordinatorResponse(
+                    error_code=code(GROUP_DENIED),
+                    error_message=f"{principal} may not DESCRIBE group {request.key}",
+                    node_id=-1,
+                )
         error, node_id = self.node.find_group_coordinator(request.key)
         if error != NONE:
             return gpb.FindCoordinatorResponse(error_code=code(error), node_id=-1)
@@ -112,6 +138,7 @@ class GroupCoordinatorServicer(groups_pb2_grpc.GroupCoordinatorServicer):
     def JoinGroup(
         self, request: gpb.JoinGroupRequest, context: grpc.ServicerContext
     ) -> gpb.JoinGroupResponse:
+        groups = self._groups(context)
         req = JoinRequest(
             request.group_id,
             request.member_id,
@@ -129,7 +156,7 @@ class GroupCoordinatorServicer(groups_pb2_grpc.GroupCoordinatorServicer):
         timeout = (
             req.rebalance_timeout_ms + config.group_initial_rebalance_delay_ms
         ) / 1000 + JOIN_MARGIN_S
-        r = self._wait(context, lambda: self.node.groups.join_group(req), timeout)
+        r = self._wait(context, lambda: groups.join_group(req), timeout)
         if not isinstance(r, JoinResult):
             return gpb.JoinGroupResponse(
                 error_code=code(_error(r)), generation_id=-1, member_id=request.member_id
@@ -155,6 +182,7 @@ class GroupCoordinatorServicer(groups_pb2_grpc.GroupCoordinatorServicer):
     def SyncGroup(
         self, request: gpb.SyncGroupRequest, context: grpc.ServicerContext
     ) -> gpb.SyncGroupResponse:
+        groups = self._groups(context)
         req = SyncRequest(
             request.group_id,
             request.generation_id,
@@ -164,7 +192,7 @@ class GroupCoordinatorServicer(groups_pb2_grpc.GroupCoordinatorServicer):
             request.protocol_name or None,
             tuple((a.member_id, bytes(a.assignment)) for a in request.assignments),
         )
-        r = self._wait(context, lambda: self.node.groups.sync_group(req), ANSWER_TIMEOUT_S * 10)
+        r = self._wait(context, lambda: groups.sync_group(req), ANSWER_TIMEOUT_S * 10)
         if not isinstance(r, SyncResult):
             return gpb.SyncGroupResponse(error_code=code(_error(r)))
         return gpb.SyncGroupResponse(
@@ -177,9 +205,10 @@ class GroupCoordinatorServicer(groups_pb2_grpc.GroupCoordinatorServicer):
     def Heartbeat(
         self, request: gpb.HeartbeatRequest, context: grpc.ServicerContext
     ) -> gpb.HeartbeatResponse:
+        groups = self._groups(context)
         r = self._wait(
             context,
-            lambda: self.node.groups.heartbeat(
+            lambda: groups.heartbeat(
                 request.group_id,
                 request.generation_id,
                 request.member_id,
@@ -192,10 +221,11 @@ class GroupCoordinatorServicer(groups_pb2_grpc.GroupCoordinatorServicer):
     def LeaveGroup(
         self, request: gpb.LeaveGroupRequest, context: grpc.ServicerContext
     ) -> gpb.LeaveGroupResponse:
+        groups = self._groups(context)
         members = [(m.member_id, m.group_instance_id or None) for m in request.members]
         r = self._wait(
             context,
-            lambda: self.node.groups.leave_group(request.group_id, members),
+            lambda: groups.leave_group(request.group_id, members),
             ANSWER_TIMEOUT_S,
         )
         if not isinstance(r, LeaveResult):
@@ -213,6 +243,7 @@ class GroupCoordinatorServicer(groups_pb2_grpc.GroupCoordinatorServicer):
     def OffsetCommit(
         self, request: gpb.OffsetCommitRequest, context: grpc.ServicerContext
     ) -> gpb.OffsetCommitResponse:
+        groups = self._groups(context)
         partitions = [
             CommitPartition(
                 t.name,
@@ -226,7 +257,7 @@ class GroupCoordinatorServicer(groups_pb2_grpc.GroupCoordinatorServicer):
         ]
         r = self._wait(
             context,
-            lambda: self.node.groups.offset_commit(
+            lambda: groups.offset_commit(
                 request.group_id,
                 request.generation_id,
                 request.member_id,
@@ -252,6 +283,7 @@ class GroupCoordinatorServicer(groups_pb2_grpc.GroupCoordinatorServicer):
     def OffsetFetch(
         self, request: gpb.OffsetFetchRequest, context: grpc.ServicerContext
     ) -> gpb.OffsetFetchResponse:
+        groups = self._groups(context)
         wanted = (
             None
             if request.all_topics
@@ -259,7 +291,7 @@ class GroupCoordinatorServicer(groups_pb2_grpc.GroupCoordinatorServicer):
         )
         r = self._wait(
             context,
-            lambda: self.node.groups.offset_fetch(request.group_id, wanted),
+            lambda: groups.offset_fetch(request.group_id, wanted),
             ANSWER_TIMEOUT_S,
         )
         if not isinstance(r, OffsetFetchResult):
@@ -282,25 +314,24 @@ class GroupCoordinatorServicer(groups_pb2_grpc.GroupCoordinatorServicer):
     def ListGroups(
         self, request: gpb.ListGroupsRequest, context: grpc.ServicerContext
     ) -> gpb.ListGroupsResponse:
-        error, groups = self.node.groups.list_groups(set(request.states_filter))
+        error, listed = self._groups(context).list_groups(set(request.states_filter))
         return gpb.ListGroupsResponse(
             error_code=code(error),
             groups=[
                 gpb.ListedGroup(
                     group_id=g.group_id, protocol_type=g.protocol_type, group_state=g.state
                 )
-                for g in groups
+                for g in listed
             ],
         )
 
     def DescribeGroups(
         self, request: gpb.DescribeGroupsRequest, context: grpc.ServicerContext
     ) -> gpb.DescribeGroupsResponse:
+        groups = self._groups(context)
         response = gpb.DescribeGroupsResponse()
         for group_id in request.groups:
-            r = self._wait(
-                context, lambda g=group_id: self.node.groups.describe_group(g), ANSWER_TIMEOUT_S
-            )
+            r = self._wait(context, lambda g=group_id: groups.describe_group(g), ANSWER_TIMEOUT_S)
             if not isinstance(r, DescribedGroup):
                 response.groups.add(error_code=code(_error(r)), group_id=group_id)
                 continue
@@ -327,21 +358,21 @@ class GroupCoordinatorServicer(groups_pb2_grpc.GroupCoordinatorServicer):
     def DeleteGroups(
         self, request: gpb.DeleteGroupsRequest, context: grpc.ServicerContext
     ) -> gpb.DeleteGroupsResponse:
+        groups = self._groups(context)
         response = gpb.DeleteGroupsResponse()
         for group_id in request.groups_names:
-            r = self._wait(
-                context, lambda g=group_id: self.node.groups.delete_group(g), ANSWER_TIMEOUT_S
-            )
+            r = self._wait(context, lambda g=group_id: groups.delete_group(g), ANSWER_TIMEOUT_S)
             response.results.add(group_id=group_id, error_code=code(_error(r)))
         return response
 
     def OffsetDelete(
         self, request: gpb.OffsetDeleteRequest, context: grpc.ServicerContext
     ) -> gpb.OffsetDeleteResponse:
+        groups = self._groups(context)
         wanted = [(t.name, p) for t in request.topics for p in t.partition_indexes]
         r = self._wait(
             context,
-            lambda: self.node.groups.offset_delete(request.group_id, wanted),
+            lambda: groups.offset_delete(request.group_id, wanted),
             ANSWER_TIMEOUT_S,
         )
         if not isinstance(r, OffsetDeleteResult):

@@ -5,7 +5,7 @@ IncrementalAlterConfigs: Kafka's admin requests onto the node's controller calls
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 from seglog.replication.cluster_control import ControlError
 from seglog.storage.errors import InvalidConfigError
@@ -115,9 +115,25 @@ def create_partitions(node: KafkaNode, request: KafkaRequest) -> list[Part]:
     return encode_response(request, cls(throttle_time_ms=0, results=results))
 
 
+def sensitive(name: str) -> bool:
+    """A broker setting whose value is never answered (Kafka's PASSWORD-type configs:
+    the JAAS users' passwords, keys, the token secret)."""
+    return (
+        "password" in name
+        or name.endswith(("sasl.jaas.config", "ssl.keystore.key"))
+        or name.startswith("delegation.token.")
+        and name.endswith((".secret.key", ".master.key"))
+    )
+
+
 def describe_configs(
-    node: KafkaNode, properties: Mapping[str, str], request: KafkaRequest
+    node: KafkaNode,
+    properties: Mapping[str, str],
+    request: KafkaRequest,
+    may_describe_broker: Callable[[], bool] = lambda: True,
 ) -> list[Part]:
+    """Topic configs need DESCRIBE_CONFIGS on the topic (the guarded node checks it),
+    the broker's DESCRIBE_CONFIGS on the cluster (else CLUSTER_AUTHORIZATION_FAILED)."""
     req = request.body
     cls = response_class(request)
     entry_cls = cls.DescribeConfigsResult.DescribeConfigsResourceResult
@@ -137,6 +153,9 @@ def describe_configs(
                 entries = node.describe_topic_config(resource.resource_name)
             except ControlError as e:
                 result.error_code, result.error_message = error_code(e.error_name), str(e)
+        elif resource.resource_type == BROKER and not may_describe_broker():
+            result.error_code = error_code("CLUSTER_AUTHORIZATION_FAILED")
+            result.error_message = "not authorized to DESCRIBE_CONFIGS on the cluster"
         elif resource.resource_type == BROKER and resource.resource_name == str(node.node_id):
             entries = [(k, v, STATIC_BROKER_CONFIG) for k, v in sorted(properties.items())]
         elif resource.resource_type == BROKER:
@@ -151,14 +170,14 @@ def describe_configs(
         for name, value, source in entries:
             if wanted and name not in wanted:
                 continue
-            sensitive = "password" in name
+            secret = sensitive(name)
             result.configs.append(
                 entry_cls(
                     name=name,
-                    value=None if sensitive else value,
+                    value=None if secret else value,
                     read_only=resource.resource_type == BROKER,
                     config_source=source,
-                    is_sensitive=sensitive,
+                    is_sensitive=secret,
                     synonyms=[],
                 )
             )

@@ -7,6 +7,7 @@ never holds a request handler."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from seglog.storage.partition_metadata import topic_id_to_uuid
@@ -31,6 +32,10 @@ from ..groups.group_coordinator import (
     SyncResult,
 )
 from ..groups.offsets_topic import wait_answer
+from ..security.acls import AclOperation, ResourceType
+from ..security.group_acls import GROUP_DENIED, GuardedGroups
+from ..security.kafka_gate import allowed, authorized_operations, caller_may
+from ..security.node_authorizer import NodeAuthorizer
 from .codec import KafkaRequest, Part, encode_response, response_class
 from .errors import error_code
 from .metadata import live_brokers
@@ -51,9 +56,22 @@ def _code(result: Result) -> int:
 
 
 class KafkaGroupApis:
-    def __init__(self, node: KafkaNode, listener: str) -> None:
+    def __init__(
+        self,
+        node: KafkaNode,
+        listener: str,
+        authorizer: Callable[[], NodeAuthorizer | None] = lambda: None,
+    ) -> None:
         self.node = node
         self.listener = listener
+        self._authorizer = authorizer
+
+    def _groups(self) -> Any:
+        """The coordinator, behind Kafka's group ACLs when an authorizer is on."""
+        authorizer = self._authorizer()
+        if authorizer is None:
+            return self.node.groups
+        return GuardedGroups(self.node.groups, caller_may(authorizer))
 
     # --- FindCoordinator ------------------------------------------------------------
 
@@ -69,6 +87,8 @@ class KafkaGroupApis:
             )
         if not key:
             return "INVALID_REQUEST", -1, "", -1, "empty group id"
+        if not allowed(self._authorizer(), AclOperation.DESCRIBE, ResourceType.GROUP, key):
+            return GROUP_DENIED, -1, "", -1, None
         error, node_id = self.node.find_group_coordinator(key)
         if error != NONE:
             return error, -1, "", -1, None
@@ -127,7 +147,7 @@ class KafkaGroupApis:
             "/" + request.client_host,
             supports_skip_assignment=v >= 9,
         )
-        future = self.node.groups.join_group(join)
+        future = self._groups().join_group(join)
         config = self.node.groups.config
         timeout = (
             join.rebalance_timeout_ms + config.group_initial_rebalance_delay_ms
@@ -137,7 +157,9 @@ class KafkaGroupApis:
             cls = response_class(request)
             r = wait_answer(future, timeout)
             if not isinstance(r, JoinResult):
-                r = JoinResult(_error(r), member_id=join.member_id)
+                # Kafka answers a refused member with no member id.
+                member = "" if _error(r) == GROUP_DENIED else join.member_id
+                r = JoinResult(_error(r), member_id=member)
             body = cls(
                 throttle_time_ms=0,
                 error_code=error_code(r.error),
@@ -172,7 +194,7 @@ class KafkaGroupApis:
             (req.protocol_name or None) if v >= 5 else None,
             tuple((a.member_id, bytes(a.assignment)) for a in req.assignments),
         )
-        future = self.node.groups.sync_group(sync)
+        future = self._groups().sync_group(sync)
 
         def answer() -> list[Part]:
             cls = response_class(request)
@@ -194,7 +216,7 @@ class KafkaGroupApis:
         req = request.body
         instance = (req.group_instance_id or None) if request.api_version >= 3 else None
         r = wait_answer(
-            self.node.groups.heartbeat(req.group_id, req.generation_id, req.member_id, instance),
+            self._groups().heartbeat(req.group_id, req.generation_id, req.member_id, instance),
             ANSWER_TIMEOUT_S,
         )
         cls = response_class(request)
@@ -207,7 +229,7 @@ class KafkaGroupApis:
             members = [(m.member_id or "", m.group_instance_id or None) for m in req.members]
         else:
             members = [(req.member_id, None)]
-        r = wait_answer(self.node.groups.leave_group(req.group_id, members), ANSWER_TIMEOUT_S)
+        r = wait_answer(self._groups().leave_group(req.group_id, members), ANSWER_TIMEOUT_S)
         cls = response_class(request)
         if not isinstance(r, LeaveResult):
             return encode_response(
@@ -266,7 +288,7 @@ class KafkaGroupApis:
             client_id=request.client_id or "",
             client_host="/" + request.client_host,
         )
-        r = wait_answer(self.node.groups.consumer_group_heartbeat(beat), ANSWER_TIMEOUT_S)
+        r = wait_answer(self._groups().consumer_group_heartbeat(beat), ANSWER_TIMEOUT_S)
         if not isinstance(r, ConsumerHeartbeatResult):
             r = ConsumerHeartbeatResult(_error(r))
         cls = response_class(request)
@@ -312,7 +334,7 @@ class KafkaGroupApis:
 
         out = []
         for group_id in request.body.group_ids:
-            r = wait_answer(self.node.groups.consumer_group_describe(group_id), ANSWER_TIMEOUT_S)
+            r = wait_answer(self._groups().consumer_group_describe(group_id), ANSWER_TIMEOUT_S)
             if not isinstance(r, DescribedConsumerGroup):
                 r = DescribedConsumerGroup(_error(r), group_id)
             out.append(
@@ -361,7 +383,7 @@ class KafkaGroupApis:
         ]
         instance = (req.group_instance_id or None) if v >= 7 else None
         retention = req.retention_time_ms if 2 <= v <= 4 else -1
-        future = self.node.groups.offset_commit(
+        future = self._groups().offset_commit(
             req.group_id,
             req.generation_id_or_member_epoch,
             req.member_id,
@@ -401,7 +423,7 @@ class KafkaGroupApis:
         wanted = (
             None if topics is None else [(t.name, p) for t in topics for p in t.partition_indexes]
         )
-        r = wait_answer(self.node.groups.offset_fetch(group_id, wanted), ANSWER_TIMEOUT_S)
+        r = wait_answer(self._groups().offset_fetch(group_id, wanted), ANSWER_TIMEOUT_S)
         if not isinstance(r, OffsetFetchResult):
             return _error(r), []
         out: dict[str, list[tuple[int, int, int, str, str]]] = {}
@@ -478,7 +500,7 @@ class KafkaGroupApis:
         req = request.body
         cls = response_class(request)
         wanted = [(t.name, p.partition_index) for t in req.topics for p in t.partitions]
-        r = wait_answer(self.node.groups.offset_delete(req.group_id, wanted), ANSWER_TIMEOUT_S)
+        r = wait_answer(self._groups().offset_delete(req.group_id, wanted), ANSWER_TIMEOUT_S)
         if not isinstance(r, OffsetDeleteResult):
             return encode_response(request, cls(error_code=_code(r), throttle_time_ms=0, topics=[]))
         by_topic: dict[str, list[Any]] = {}
@@ -502,7 +524,7 @@ class KafkaGroupApis:
         cls = response_class(request)
         states = set(req.states_filter or []) if v >= 4 else set()
         types = {t.lower() for t in (req.types_filter or [])} if v >= 5 else set()
-        error, groups = self.node.groups.list_groups(states)
+        error, groups = self._groups().list_groups(states)
         if types:
             groups = [g for g in groups if g.group_type in types]
         body = cls(
@@ -526,7 +548,7 @@ class KafkaGroupApis:
         G = cls.DescribedGroup
         out = []
         for group_id in req.groups:
-            r = wait_answer(self.node.groups.describe_group(group_id), ANSWER_TIMEOUT_S)
+            r = wait_answer(self._groups().describe_group(group_id), ANSWER_TIMEOUT_S)
             if not isinstance(r, DescribedGroup):
                 r = DescribedGroup(_error(r), group_id, "", "", "")
             out.append(
@@ -548,16 +570,22 @@ class KafkaGroupApis:
                         )
                         for m in r.members
                     ],
-                    authorized_operations=None,  # Kafka's INT32 MIN: not requested
+                    authorized_operations=self._group_operations(request, r),
                 )
             )
         return encode_response(request, cls(throttle_time_ms=0, groups=out))
+
+    def _group_operations(self, request: KafkaRequest, r: DescribedGroup) -> set[int] | None:
+        """KIP-430's bit field when asked for (v3+), else Kafka's INT32 MIN (None)."""
+        if not getattr(request.body, "include_authorized_operations", False) or r.error != NONE:
+            return None
+        return authorized_operations(self._authorizer(), ResourceType.GROUP, r.group_id)
 
     def delete_groups(self, request: KafkaRequest) -> list[Part]:
         req = request.body
         cls = response_class(request)
         results = []
         for group_id in req.groups_names:
-            r = wait_answer(self.node.groups.delete_group(group_id), ANSWER_TIMEOUT_S)
+            r = wait_answer(self._groups().delete_group(group_id), ANSWER_TIMEOUT_S)
             results.append(cls.DeletableGroupResult(group_id=group_id, error_code=_code(r)))
         return encode_response(request, cls(throttle_time_ms=0, results=results))

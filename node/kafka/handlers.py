@@ -19,7 +19,7 @@ from ..groups.offsets_records import OFFSETS_TOPIC
 from ..replica_manager import FetchResult, FetchSpec, OffsetResult
 from ..security.acls import CLUSTER_NAME, AclOperation, ResourceType
 from ..security.authorizing_node import AuthorizingNode
-from ..security.kafka_gate import allowed, allowed_on_any
+from ..security.kafka_gate import allowed, allowed_on_any, authorized_operations
 from ..security.node_authorizer import NodeAuthorizer
 from . import admin
 from .codec import (
@@ -61,12 +61,18 @@ class KafkaApis:
         # node with each topic operation authorized for the request's connection.
         self.authorizer: NodeAuthorizer | None = None
         guarded = AuthorizingNode(node, lambda: self.authorizer)
-        groups = KafkaGroupApis(node, listener)
+        groups = KafkaGroupApis(node, listener, lambda: self.authorizer)
         self._apis: dict[int, Callable[[KafkaRequest], list[Part] | None]] = {
             0: self.produce,
             1: self.fetch,
             2: self.list_offsets,
-            3: lambda r: metadata(guarded, self.listener, r, guarded.may_describe),
+            3: lambda r: metadata(
+                guarded,
+                self.listener,
+                r,
+                guarded.may_describe,
+                lambda: authorized_operations(self.authorizer, CLUSTER, CLUSTER_NAME),
+            ),
             8: groups.offset_commit,
             9: groups.offset_fetch,
             10: groups.find_coordinator,
@@ -81,12 +87,24 @@ class KafkaApis:
             20: lambda r: admin.delete_topics(guarded, r),
             22: self.init_producer_id,
             23: self.offsets_for_leader_epoch,
-            32: lambda r: admin.describe_configs(guarded, self.properties, r),
+            32: lambda r: admin.describe_configs(
+                guarded,
+                self.properties,
+                r,
+                lambda: allowed(
+                    self.authorizer, AclOperation.DESCRIBE_CONFIGS, CLUSTER, CLUSTER_NAME
+                ),
+            ),
             37: lambda r: admin.create_partitions(guarded, r),
             42: groups.delete_groups,
             47: groups.offset_delete,
             44: lambda r: admin.incremental_alter_configs(guarded, r),
-            60: lambda r: describe_cluster(self.node, self.listener, r),
+            60: lambda r: describe_cluster(
+                self.node,
+                self.listener,
+                r,
+                lambda: authorized_operations(self.authorizer, CLUSTER, CLUSTER_NAME),
+            ),
             68: groups.consumer_group_heartbeat,
             69: groups.consumer_group_describe,
         }

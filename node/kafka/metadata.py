@@ -13,6 +13,7 @@ from seglog.replication.metadata_image import BrokerImage, MetadataImage
 from seglog.storage.partition_metadata import topic_id_to_uuid
 
 from ..groups.offsets_records import OFFSETS_TOPIC
+from ..security.acls import AclOperation
 from .codec import API_VERSIONS, APIS, KafkaRequest, Part, encode_response, response_class
 from .errors import error_code
 from .node_api import KafkaNode
@@ -62,9 +63,11 @@ def metadata(
     listener: str,
     request: KafkaRequest,
     may_describe: Callable[[str], bool] = lambda _topic: True,
+    cluster_operations: Callable[[], set[int]] | None = None,
 ) -> list[Part]:
     """`may_describe`: the ACL check; all topics lists only those, a named one that
-    fails it is answered TOPIC_AUTHORIZATION_FAILED."""
+    fails it is answered TOPIC_AUTHORIZATION_FAILED. `cluster_operations`: KIP-430's
+    bit field for the cluster, answered when a v8-v10 request asks for it."""
     req = request.body
     v = request.api_version
     cls = response_class(request)
@@ -160,10 +163,21 @@ def metadata(
         controller_id=node.controller_id(),
         topics=topics,
     )
+    if 8 <= v <= 10 and req.include_cluster_authorized_operations and cluster_operations:
+        ops = cluster_operations()
+        body.authorized_operations = ops if AclOperation.DESCRIBE in ops else set()
     return encode_response(request, body)
 
 
-def describe_cluster(node: KafkaNode, listener: str, request: KafkaRequest) -> list[Part]:
+def describe_cluster(
+    node: KafkaNode,
+    listener: str,
+    request: KafkaRequest,
+    cluster_operations: Callable[[], set[int]] = lambda: set(),
+) -> list[Part]:
+    """Answered to anyone, as Kafka's broker does; only the KIP-430 bit field the
+    client may ask for (`include_cluster_authorized_operations`) is authorized: the
+    caller's operations on the cluster, 0 without DESCRIBE there."""
     req = request.body
     cls = response_class(request)
     endpoint_type = getattr(req, "endpoint_type", 1)
@@ -188,4 +202,7 @@ def describe_cluster(node: KafkaNode, listener: str, request: KafkaRequest) -> l
         controller_id=node.controller_id(),
         brokers=brokers,
     )
+    if req.include_cluster_authorized_operations:
+        ops = cluster_operations()
+        body.authorized_operations = ops if AclOperation.DESCRIBE in ops else set()
     return encode_response(request, body)

@@ -83,6 +83,44 @@ def allowed_on_any(
     return authorizer.allowed_on_any(principal, host, operation, rtype)
 
 
+def caller_may(
+    authorizer: NodeAuthorizer,
+) -> Callable[[AclOperation, ResourceType, str], bool]:
+    """The authorizer bound to the connection whose request is being handled, for
+    checks made later on another thread (a group answer filtered when it comes)."""
+    session = _CURRENT.get()
+    principal, host = (str(session.principal), session.host) if session else (str(ANONYMOUS), "")
+    return lambda op, rtype, name: authorizer.authorize(principal, host, op, rtype, name)
+
+
+# What KIP-430's authorized-operations bit fields may hold, by resource (Kafka's
+# AclEntry.supportedOperations).
+SUPPORTED_OPERATIONS = {
+    ResourceType.CLUSTER: (
+        AclOperation.CREATE,
+        AclOperation.CLUSTER_ACTION,
+        AclOperation.DESCRIBE_CONFIGS,
+        AclOperation.ALTER_CONFIGS,
+        AclOperation.IDEMPOTENT_WRITE,
+        AclOperation.ALTER,
+        AclOperation.DESCRIBE,
+    ),
+    ResourceType.GROUP: (AclOperation.READ, AclOperation.DESCRIBE, AclOperation.DELETE),
+}
+
+
+def authorized_operations(
+    authorizer: NodeAuthorizer | None, rtype: ResourceType, name: str
+) -> set[int]:
+    """KIP-430's bit field of what the caller may do, as the codec takes it: the set
+    of the bits (operation codes) that are on."""
+    return {
+        int(op)
+        for op in SUPPORTED_OPERATIONS[rtype]
+        if authorizer is None or allowed(authorizer, op, rtype, name)
+    }
+
+
 Handler = Callable[[KafkaRequest], Any]
 
 

@@ -21,10 +21,11 @@ from .acls import (
     PermissionType,
     ResourceType,
 )
-from .grpc_auth import grpc_principal
+from .grpc_auth import grpc_principal, peer_host
 
 if TYPE_CHECKING:
     from ..quorum_controller import QuorumController
+    from .grpc_sasl import GrpcSasl
     from .security_admin import SecurityAdmin
 
 
@@ -112,8 +113,26 @@ def filter_to_proto(f: AclFilter) -> spb.AclFilter:
 
 
 class SecurityServicer(security_pb2_grpc.SecurityServicer):
-    def __init__(self, admin: SecurityAdmin) -> None:
+    def __init__(self, admin: SecurityAdmin, sasl: GrpcSasl | None = None) -> None:
         self.admin = admin
+        self.sasl = sasl  # None: no delegation.token.secret.key, no SASL on gRPC
+
+    def SaslAuthenticate(
+        self, request: spb.SaslAuthenticateRequest, context: grpc.ServicerContext
+    ) -> spb.SaslAuthenticateResponse:
+        if self.sasl is None:
+            return spb.SaslAuthenticateResponse(
+                error_code=code("ILLEGAL_SASL_STATE"),
+                error_message="SASL on gRPC is off: the node has no delegation.token.secret.key",
+            )
+        answer = self.sasl.authenticate(
+            request.mechanism,
+            request.auth_bytes,
+            request.session_id,
+            peer_host(context.peer()),
+        )
+        error = answer.pop("error")
+        return spb.SaslAuthenticateResponse(error_code=code(error), **answer)
 
     def _who(self, context: grpc.ServicerContext) -> tuple[str, str]:
         return grpc_principal(context)

@@ -1,5 +1,6 @@
 """SCRAM and the SASL session state machine, without a node: RFC 7677's exchange,
-round trips for both mechanisms, and each way an authentication fails."""
+round trips for both mechanisms (the client side is seglog's clients' own,
+seglog.client.scram), and each way an authentication fails."""
 
 from __future__ import annotations
 
@@ -9,9 +10,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from seglog.client.scram import ScramClient
 from seglog.node.security.sasl import SaslSession, parse_mechanisms
 from seglog.node.security.scram import (
-    ScramClient,
     ScramError,
     ScramServer,
     check_iterations,

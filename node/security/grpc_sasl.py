@@ -1,0 +1,234 @@
+"""SASL for gRPC callers. `GrpcSasl` runs the Security service's SaslAuthenticate
+steps (the same SaslSession as a Kafka listener's: PLAIN, SCRAM-SHA-256,
+SCRAM-SHA-512) and, once a caller has authenticated, issues it a session token
+(node/security/session_token.py). `SaslTokenInterceptor` checks the token a call
+sends in its `seglog-sasl-token` metadata entry and makes its user the call's
+principal for the ACL checks (grpc_auth.grpc_principal); a call without a token is
+the certificate's subject or User:ANONYMOUS, as before. A bad or expired token fails
+the call with UNAUTHENTICATED, whose details start with SASL_AUTHENTICATION_FAILED.
+
+On when `delegation.token.secret.key` is set (Kafka's secret for the tokens it
+signs; it must be the same on every node). The token lives
+`delegation.token.expiry.time.ms` (Kafka's default: 24 h)."""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any
+
+import grpc
+
+from seglog.storage.errors import InvalidConfigError
+
+from ..config import int_setting
+from ..event_log import EventLogger
+from .grpc_auth import TOKEN_METADATA, peer_host, with_token_principal
+from .sasl import SaslSession, jaas_plain_users, parse_mechanisms
+from .session_token import TokenError, issue, verify
+
+_log = EventLogger("security")
+SECRET_KEYS = ("delegation.token.secret.key", "delegation.token.master.key")
+DEFAULT_LIFETIME_MS = 86_400_000
+DEFAULT_MECHANISMS = "SCRAM-SHA-256,SCRAM-SHA-512"
+MAX_PENDING = 256  # SCRAM exchanges between their two steps, at most
+PENDING_TIMEOUT_S = 30.0
+AUTHENTICATE = "/seglog.v1.Security/SaslAuthenticate"
+OPEN = ("/grpc.health.v1.Health/", AUTHENTICATE)
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+class GrpcSasl:
+    def __init__(
+        self,
+        secret: bytes,
+        mechanisms: tuple[str, ...],
+        jaas_users: Mapping[str, str],
+        lookup: Callable[[str, str], Any],
+        lifetime_ms: int,
+        failed_delay_s: float,
+        clock: Callable[[], int] = now_ms,
+    ) -> None:
+        self.secret = secret
+        self.mechanisms = mechanisms
+        self.lifetime_ms = lifetime_ms
+        self.failed_delay_s = failed_delay_s
+        self._jaas_users = jaas_users
+        self._lookup = lookup
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._pending: OrderedDict[str, tuple[SaslSession, float]] = OrderedDict()
+
+    @classmethod
+    def from_properties(
+        cls, props: Mapping[str, str], lookup: Callable[[str, str], Any], failed_delay_s: float
+    ) -> GrpcSasl | None:
+        secret = next((props[k] for k in SECRET_KEYS if props.get(k)), None)
+        if not secret:
+            return None
+        try:
+            mechanisms = parse_mechanisms(
+                props.get("sasl.enabled.mechanisms") or DEFAULT_MECHANISMS
+            )
+        except ValueError as e:
+            raise InvalidConfigError(str(e)) from None
+        lifetime = int_setting(
+            props, "delegation.token.expiry.time.ms", DEFAULT_LIFETIME_MS, at_least=1
+        )
+        jaas = jaas_plain_users(props.get("sasl.jaas.config"))
+        return cls(secret.encode(), mechanisms, jaas, lookup, lifetime, failed_delay_s)
+
+    def _session(self, session_id: str, mechanism: str) -> tuple[str, SaslSession, str]:
+        """(session id, session, handshake error) for this step."""
+        with self._lock:
+            now = time.monotonic()
+            while self._pending and next(iter(self._pending.values()))[1] < now:
+                self._pending.popitem(last=False)
+            if session_id:
+                found = self._pending.pop(session_id, None)
+                if found is None:
+                    return session_id, self._new(), "ILLEGAL_SASL_STATE"
+                return session_id, found[0], "NONE"
+        session = self._new()
+        return os.urandom(16).hex(), session, session.handshake(mechanism)
+
+    def _new(self) -> SaslSession:
+        return SaslSession(
+            self.mechanisms,
+            self._lookup,
+            self._jaas_users,
+            lambda: os.urandom(18).hex(),
+            lambda: os.urandom(32),
+        )
+
+    def authenticate(
+        self, mechanism: str, auth_bytes: bytes, session_id: str, host: str
+    ) -> dict[str, Any]:
+        """One step: the SaslAuthenticateResponse's fields (error by Kafka's name)."""
+        sid, session, error = self._session(session_id, mechanism)
+        if error != "NONE":
+            message = (
+                f"{mechanism!r} is not enabled (enabled: {', '.join(self.mechanisms)})"
+                if error == "UNSUPPORTED_SASL_MECHANISM"
+                else "unknown or expired SASL session id"
+            )
+            _log.warning("grpc_authentication_failed", address=host, reason=f"{error}: {message}")
+            return {"error": error, "error_message": message}
+        step = session.authenticate(auth_bytes)
+        if step.error != "NONE":
+            _log.warning(
+                "grpc_authentication_failed",
+                address=host,
+                user=session.user,
+                mechanism=session.mechanism,
+                reason=step.reason or step.error,
+            )
+            time.sleep(self.failed_delay_s)  # a guesser waits (this worker only)
+            return {"error": step.error, "error_message": step.message}
+        if not session.authenticated:
+            with self._lock:
+                if len(self._pending) >= MAX_PENDING:
+                    self._pending.popitem(last=False)
+                self._pending[sid] = (session, time.monotonic() + PENDING_TIMEOUT_S)
+            return {"error": "NONE", "auth_bytes": step.token, "session_id": sid}
+        principal = str(session.principal)
+        _log.info(
+            "grpc_authenticated", address=host, principal=principal, mechanism=session.mechanism
+        )
+        return {
+            "error": "NONE",
+            "auth_bytes": step.token,
+            "token": issue(principal, self._clock() + self.lifetime_ms, self.secret),
+            "session_lifetime_ms": self.lifetime_ms,
+        }
+
+    def principal_of(self, token: str) -> str:
+        return verify(token, self._clock(), self.secret)
+
+
+class SaslTokenInterceptor(grpc.ServerInterceptor):
+    """Outside the authorizing interceptor: the principal is known before it asks."""
+
+    def __init__(self, sasl: GrpcSasl) -> None:
+        self.sasl = sasl
+
+    def intercept_service(
+        self,
+        continuation: Callable[[grpc.HandlerCallDetails], grpc.RpcMethodHandler | None],
+        details: grpc.HandlerCallDetails,
+    ) -> grpc.RpcMethodHandler | None:
+        handler = continuation(details)
+        method = details.method  # type: ignore[attr-defined]
+        if handler is None or method.startswith(OPEN):
+            return handler
+        token = next(
+            (v for k, v in details.invocation_metadata or () if k == TOKEN_METADATA),  # type: ignore[attr-defined]
+            None,
+        )
+        if token is None:
+            return handler
+        return _wrap(handler, self.sasl, str(token), method)
+
+
+def _principal(sasl: GrpcSasl, token: str, context: grpc.ServicerContext, method: str) -> str:
+    try:
+        return sasl.principal_of(token)
+    except TokenError as e:
+        _log.warning(
+            "grpc_authentication_failed",
+            address=peer_host(context.peer()),
+            method=method,
+            reason=f"session token: {e}",
+        )
+        context.abort(grpc.StatusCode.UNAUTHENTICATED, f"SASL_AUTHENTICATION_FAILED: {e}")
+        raise  # abort raises; for the type checker
+
+
+def _wrap(
+    handler: grpc.RpcMethodHandler, sasl: GrpcSasl, token: str, method: str
+) -> grpc.RpcMethodHandler:
+    if handler.unary_unary is not None:
+        inner = handler.unary_unary
+
+        def unary(request: Any, context: grpc.ServicerContext) -> Any:
+            with with_token_principal(_principal(sasl, token, context, method)):
+                return inner(request, context)
+
+        return grpc.unary_unary_rpc_method_handler(
+            unary, handler.request_deserializer, handler.response_serializer
+        )
+    if handler.unary_stream is not None:
+        inner_us = handler.unary_stream
+
+        def unary_stream(request: Any, context: grpc.ServicerContext) -> Iterator[Any]:
+            with with_token_principal(_principal(sasl, token, context, method)):
+                yield from inner_us(request, context)
+
+        return grpc.unary_stream_rpc_method_handler(
+            unary_stream, handler.request_deserializer, handler.response_serializer
+        )
+    if handler.stream_stream is not None:
+        inner_ss = handler.stream_stream
+
+        def stream_stream(requests: Iterator[Any], context: grpc.ServicerContext) -> Any:
+            with with_token_principal(_principal(sasl, token, context, method)):
+                yield from inner_ss(requests, context)
+
+        return grpc.stream_stream_rpc_method_handler(
+            stream_stream, handler.request_deserializer, handler.response_serializer
+        )
+    inner_su = handler.stream_unary
+
+    def stream_unary(requests: Iterator[Any], context: grpc.ServicerContext) -> Any:
+        with with_token_principal(_principal(sasl, token, context, method)):
+            return inner_su(requests, context)
+
+    return grpc.stream_unary_rpc_method_handler(
+        stream_unary, handler.request_deserializer, handler.response_serializer
+    )
