@@ -9,6 +9,7 @@ from collections.abc import Callable, Iterator
 
 import grpc
 
+from seglog.proto import client_pb2 as pb
 from seglog.proto import cluster_pb2 as cpb
 from seglog.proto import cluster_pb2_grpc
 from seglog.replication.cluster_control import ControlError
@@ -169,6 +170,28 @@ class ControllerServicer(cluster_pb2_grpc.ControllerServicer):
             results=[
                 cpb.ElectionPartition(topic=t, partition=p, error_code=code(error))
                 for (t, p), error in sorted(results.items())
+            ]
+        )
+
+    def AlterPartitionReassignments(
+        self, request: pb.AlterPartitionReassignmentsRequest, context: grpc.ServicerContext
+    ) -> pb.AlterPartitionReassignmentsResponse:
+        wanted = [
+            (r.topic, r.partition, None if r.cancel else tuple(r.replicas))
+            for r in request.partitions
+        ]
+        try:
+            results = self.controller.alter_partition_reassignments(wanted)
+        except ControlError as e:
+            return pb.AlterPartitionReassignmentsResponse(
+                error_code=code(e.error_name), error_message=str(e)
+            )
+        return pb.AlterPartitionReassignmentsResponse(
+            results=[
+                pb.PartitionReassignment(
+                    topic=t, partition=p, error_code=code(error), error_message=message
+                )
+                for (t, p), (error, message) in sorted(results.items())
             ]
         )
 

@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from typing import Protocol
 
 from seglog.replication.metadata_image import MetadataImage
+from seglog.replication.reassignment import OngoingReassignment
 
 from .groups.offsets_topic import GroupCoordinatorRuntime
 from .replica_manager import ReplicaManager
@@ -32,6 +33,12 @@ class NodeServices(Protocol):
     def elect_leaders(
         self, election: str, partitions: Sequence[tuple[str, int]] | None
     ) -> dict[tuple[str, int], str]: ...
+    def alter_partition_reassignments(
+        self, requests: Sequence[tuple[str, int, tuple[int, ...] | None]]
+    ) -> dict[tuple[str, int], tuple[str, str]]: ...
+    def list_partition_reassignments(
+        self, partitions: Sequence[tuple[str, int]] | None
+    ) -> list[OngoingReassignment]: ...
     def create_partitions(self, name: str, total_count: int, validate_only: bool) -> None: ...
     def alter_configs(
         self, topic: str, changes: dict[str, str | None], validate_only: bool

@@ -23,6 +23,7 @@ from seglog.proto import cluster_pb2 as cpb
 from seglog.replication.cluster_control import ControlError
 from seglog.replication.metadata_image import MetadataImage
 from seglog.replication.metadata_records import MetadataRecord
+from seglog.replication.reassignment import OngoingReassignment
 from seglog.storage.errors import InvalidConfigError
 from seglog.storage.log import now_ms
 
@@ -375,6 +376,16 @@ class Node:
         self, election: str, partitions: Sequence[tuple[str, int]] | None
     ) -> dict[tuple[str, int], str]:
         return self.controller.elect_leaders(election, partitions)
+
+    def alter_partition_reassignments(
+        self, requests: Sequence[tuple[str, int, tuple[int, ...] | None]]
+    ) -> dict[tuple[str, int], tuple[str, str]]:
+        return self.controller.alter_partition_reassignments(requests)
+
+    def list_partition_reassignments(
+        self, partitions: Sequence[tuple[str, int]] | None
+    ) -> list[OngoingReassignment]:
+        return self.controller.list_partition_reassignments(partitions)
 
     def alter_configs(
         self, topic: str, changes: dict[str, str | None], validate_only: bool

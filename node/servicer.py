@@ -129,6 +129,49 @@ class SegLogServicer(client_pb2_grpc.SegLogServicer):
                 )
         return response
 
+    def AlterPartitionReassignments(
+        self, request: pb.AlterPartitionReassignmentsRequest, context: grpc.ServicerContext
+    ) -> pb.AlterPartitionReassignmentsResponse:
+        wanted = [
+            (r.topic, r.partition, None if r.cancel else tuple(r.replicas))
+            for r in request.partitions
+        ]
+        try:
+            results = self.node.alter_partition_reassignments(wanted)
+        except ControlError as e:
+            return pb.AlterPartitionReassignmentsResponse(
+                error_code=code(e.error_name), error_message=str(e)
+            )
+        return pb.AlterPartitionReassignmentsResponse(
+            results=[
+                pb.PartitionReassignment(
+                    topic=t, partition=p, error_code=code(error), error_message=message
+                )
+                for (t, p), (error, message) in sorted(results.items())
+            ]
+        )
+
+    def ListPartitionReassignments(
+        self, request: pb.ListPartitionReassignmentsRequest, context: grpc.ServicerContext
+    ) -> pb.ListPartitionReassignmentsResponse:
+        wanted = (
+            None
+            if request.all_partitions
+            else [(r.topic, r.partition) for r in request.partitions]
+        )
+        return pb.ListPartitionReassignmentsResponse(
+            reassignments=[
+                pb.PartitionReassignment(
+                    topic=r.topic,
+                    partition=r.partition,
+                    replicas=r.replicas,
+                    adding_replicas=r.adding_replicas,
+                    removing_replicas=r.removing_replicas,
+                )
+                for r in self.node.list_partition_reassignments(wanted)
+            ]
+        )
+
     def ElectLeaders(
         self, request: pb.ElectLeadersRequest, context: grpc.ServicerContext
     ) -> pb.ElectLeadersResponse:

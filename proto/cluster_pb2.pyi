@@ -1,3 +1,4 @@
+from . import client_pb2 as _client_pb2
 from . import errors_pb2 as _errors_pb2
 from google.protobuf.internal import containers as _containers
 from google.protobuf import descriptor as _descriptor

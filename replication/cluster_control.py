@@ -24,6 +24,7 @@ from .metadata_records import (
     RemoveTopicRecord,
     TopicRecord,
 )
+from .reassignment import change_record
 
 MAX_TOPIC_NAME_LENGTH = 249
 _LEGAL_TOPIC = re.compile(r"^[a-zA-Z0-9._-]+$")
@@ -479,7 +480,9 @@ def alter_partition_records(
         raise ControlError("INELIGIBLE_REPLICA", "; ".join(ineligible))
     if tuple(new_isr) == state.isr:
         return []
-    return [_change(t.topic_id, partition, state, state.leader, tuple(new_isr))]
+    # The ISR change that takes in a reassignment's last new replica completes it.
+    usable = set(image.unfenced_brokers())
+    return [change_record(t.topic_id, partition, state, state.leader, tuple(new_isr), usable)]
 
 
 def alter_partitions_records(

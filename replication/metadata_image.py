@@ -32,6 +32,22 @@ class PartitionState:
     leader: int
     leader_epoch: int
     partition_epoch: int
+    # KIP-455: while a reassignment runs, replicas = target + removing_replicas and
+    # adding_replicas are the target's members that were not replicas before.
+    adding_replicas: tuple[int, ...] = ()
+    removing_replicas: tuple[int, ...] = ()
+
+    @property
+    def reassigning(self) -> bool:
+        return bool(self.adding_replicas or self.removing_replicas)
+
+    @property
+    def target_replicas(self) -> tuple[int, ...]:
+        return tuple(r for r in self.replicas if r not in self.removing_replicas)
+
+    @property
+    def original_replicas(self) -> tuple[int, ...]:
+        return tuple(r for r in self.replicas if r not in self.adding_replicas)
 
 
 @dataclass(slots=True)
@@ -102,6 +118,8 @@ class MetadataImage:
                     record.leader,
                     record.leader_epoch,
                     record.partition_epoch,
+                    tuple(record.adding_replicas),
+                    tuple(record.removing_replicas),
                 )
             case PartitionChangeRecord():
                 topic = self.topics[self.topic_names_by_id[record.topic_id]]
@@ -114,6 +132,15 @@ class MetadataImage:
                     isr=tuple(record.isr),
                     leader_epoch=record.leader_epoch,
                     partition_epoch=record.partition_epoch,
+                    replicas=old_state.replicas
+                    if record.replicas is None
+                    else tuple(record.replicas),
+                    adding_replicas=old_state.adding_replicas
+                    if record.adding_replicas is None
+                    else tuple(record.adding_replicas),
+                    removing_replicas=old_state.removing_replicas
+                    if record.removing_replicas is None
+                    else tuple(record.removing_replicas),
                 )
             case RemoveTopicRecord():
                 name = self.topic_names_by_id.pop(record.topic_id)
@@ -188,6 +215,8 @@ class MetadataImage:
                         s.leader,
                         s.leader_epoch,
                         s.partition_epoch,
+                        s.adding_replicas,
+                        s.removing_replicas,
                     )
                 )
         for name, overrides in sorted(self.configs.items()):

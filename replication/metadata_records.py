@@ -53,12 +53,16 @@ class PartitionRecord:
     leader: int
     leader_epoch: int
     partition_epoch: int
+    # An ongoing reassignment (KIP-455): replicas = target + removing.
+    adding_replicas: tuple[int, ...] = ()
+    removing_replicas: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
 class PartitionChangeRecord:
     """A new leader and/or ISR; the partition epoch always rises, the leader epoch
-    rises when the leader changes."""
+    rises when the leader changes. As Kafka's record, the replica fields are None
+    when they do not change (a reassignment changes them: KIP-455)."""
 
     kind: ClassVar[str] = "PartitionChange"
     topic_id: str
@@ -67,6 +71,9 @@ class PartitionChangeRecord:
     isr: tuple[int, ...]
     leader_epoch: int
     partition_epoch: int
+    replicas: tuple[int, ...] | None = None
+    adding_replicas: tuple[int, ...] | None = None
+    removing_replicas: tuple[int, ...] | None = None
 
 
 @dataclass(frozen=True, slots=True)
