@@ -87,6 +87,15 @@ class PartitionDescription:
 
 
 @dataclass(frozen=True, slots=True)
+class PartitionReassignment:
+    """A running reassignment (KIP-455): replicas = target + removing_replicas."""
+
+    replicas: tuple[int, ...]
+    adding_replicas: tuple[int, ...]
+    removing_replicas: tuple[int, ...]
+
+
+@dataclass(frozen=True, slots=True)
 class TopicDescription:
     name: str
     topic_id: str
@@ -387,6 +396,70 @@ class Admin:
         return {
             TopicPartition(r.topic, r.partition): errors_pb2.ErrorCode.Name(r.error_code)
             for r in response.results
+        }
+
+    def alter_partition_reassignments(
+        self,
+        reassignments: Mapping[TopicPartition, Sequence[int] | None],
+        timeout_ms: int | None = None,
+    ) -> dict[TopicPartition, tuple[str, str]]:
+        """KIP-455: move each partition to its target replicas (the first is the
+        preferred leader), or cancel its running reassignment (None). Per partition
+        (Kafka's error name, message): NONE, INVALID_REPLICA_ASSIGNMENT,
+        NO_REASSIGNMENT_IN_PROGRESS, UNKNOWN_TOPIC_OR_PARTITION. The moves go on in
+        the background; list_partition_reassignments shows the running ones. A
+        request the controller refuses as a whole raises."""
+        request = pb.AlterPartitionReassignmentsRequest(
+            partitions=[
+                pb.PartitionReassignment(
+                    topic=tp.topic,
+                    partition=tp.partition,
+                    replicas=() if target is None else list(target),
+                    cancel=target is None,
+                )
+                for tp, target in reassignments.items()
+            ],
+            timeout_ms=timeout_ms if timeout_ms is not None else self.request_timeout_ms,
+        )
+        if not request.partitions:
+            return {}
+        response: pb.AlterPartitionReassignmentsResponse = self._rpc(
+            "AlterPartitionReassignments", request, lambda r: [r.error_code]
+        )
+        if response.error_code:
+            raise for_code(
+                response.error_code, response.error_message or "AlterPartitionReassignments failed"
+            )
+        self._metadata.request_update()
+        return {
+            TopicPartition(r.topic, r.partition): (
+                errors_pb2.ErrorCode.Name(r.error_code),
+                r.error_message,
+            )
+            for r in response.results
+        }
+
+    def list_partition_reassignments(
+        self, topic_partitions: Iterable[TopicPartition] | None = None
+    ) -> dict[TopicPartition, PartitionReassignment]:
+        """The running reassignments among the partitions (None: all of them)."""
+        request = pb.ListPartitionReassignmentsRequest(
+            partitions=[
+                pb.PartitionReassignment(topic=tp.topic, partition=tp.partition)
+                for tp in topic_partitions or ()
+            ],
+            all_partitions=topic_partitions is None,
+        )
+        response: pb.ListPartitionReassignmentsResponse = self._rpc(
+            "ListPartitionReassignments", request, lambda r: [r.error_code], controller=False
+        )
+        if response.error_code:
+            raise for_code(response.error_code, response.error_message)
+        return {
+            TopicPartition(r.topic, r.partition): PartitionReassignment(
+                tuple(r.replicas), tuple(r.adding_replicas), tuple(r.removing_replicas)
+            )
+            for r in response.reassignments
         }
 
     def delete_topics(self, topics: Sequence[str], timeout_ms: int | None = None) -> list[str]:
