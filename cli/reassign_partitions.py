@@ -199,7 +199,7 @@ def run(args: argparse.Namespace, out: TextIO | None = None) -> int:
                 print("No partition reassignments found.", file=out)
             else:
                 print("Current partition reassignments:", file=out)
-                for tp, r in sorted(running.items()):
+                for tp, r in sorted(running.items(), key=lambda kv: _key(kv[0])):
                     print(
                         f"{tp.topic}-{tp.partition}: replicas: "
                         f"{','.join(map(str, r.replicas))}. adding: "
@@ -249,11 +249,17 @@ def run(args: argparse.Namespace, out: TextIO | None = None) -> int:
         return _report(results, "started", out)
 
 
+def _key(tp: Any) -> tuple[str, int]:
+    return (tp.topic, tp.partition)
+
+
 def _report(
     results: dict[Any, tuple[str, str]], verb: str, out: TextIO, ok_also: tuple[str, ...] = ()
 ) -> int:
-    done = sorted(tp for tp, (e, _) in results.items() if e == "NONE" or e in ok_also)
-    failed = sorted((tp, e, m) for tp, (e, m) in results.items() if tp not in done)
+    done = sorted((tp for tp, (e, _) in results.items() if e == "NONE" or e in ok_also), key=_key)
+    failed = sorted(
+        ((tp, e, m) for tp, (e, m) in results.items() if tp not in done), key=lambda x: _key(x[0])
+    )
     if done:
         print(
             f"Successfully {verb} partition reassignment(s) for "
