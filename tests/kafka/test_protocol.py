@@ -14,6 +14,7 @@ import struct
 
 import pytest
 from kafka.protocol.admin import (
+    AlterPartitionReassignmentsRequest,
     CreatePartitionsRequest,
     CreateTopicsRequest,
     DeleteGroupsRequest,
@@ -23,6 +24,7 @@ from kafka.protocol.admin import (
     DescribeGroupsRequest,
     IncrementalAlterConfigsRequest,
     ListGroupsRequest,
+    ListPartitionReassignmentsRequest,
 )
 from kafka.protocol.consumer import (
     FetchRequest,
@@ -208,10 +210,31 @@ def requests_for(api_key: int, v: int):
         )
     if api_key == 60:
         return DescribeClusterRequest[v](include_cluster_authorized_operations=False)
+    if api_key == 45:  # partition 0: cancel (none running); partition 1: no such partition
+        return reassign_request(v, [(0, None), (1, [1, 2, 3])])
+    if api_key == 46:
+        return ListPartitionReassignmentsRequest[v](timeout_ms=10_000, topics=None)
     group = group_request(api_key, v)
     if group is not None:
         return group
     return security_request(api_key, v)
+
+
+def reassign_request(v: int, partitions: list[tuple[int, list[int] | None]], **extra: object):
+    R = AlterPartitionReassignmentsRequest
+    T = R.ReassignableTopic
+    return R[v](
+        timeout_ms=10_000,
+        topics=[
+            T(
+                name=TOPIC,
+                partitions=[
+                    T.ReassignablePartition(partition_index=p, replicas=r) for p, r in partitions
+                ],
+            )
+        ],
+        **extra,
+    )
 
 
 def security_request(api_key: int, v: int) -> object:
@@ -459,6 +482,11 @@ def test_every_served_api_and_version_cross_checked_with_kio(leader_port, api_ke
         assert decoded.filter_results[0].error_code == 54
     elif api_key == 51:
         assert decoded.results[0].error_code == 91  # RESOURCE_NOT_FOUND
+    elif api_key == 45:
+        codes = [p.error_code for p in decoded.responses[0].partitions]
+        assert decoded.error_code == 0 and codes == [85, 3], decoded  # NO_REASSIGNMENT..., UNKNOWN
+    elif api_key == 46:
+        assert decoded.error_code == 0 and decoded.topics == [], decoded
     elif api_key == 69:
         codes = [g.error_code for g in decoded.groups]
         assert codes[1] in (15, 16, 69), decoded  # GROUP_ID_NOT_FOUND from its coordinator
@@ -470,6 +498,23 @@ def test_every_served_api_and_version_cross_checked_with_kio(leader_port, api_ke
         if decoded.error_code == 0:
             assert decoded.member_epoch == 1 and decoded.assignment is not None, decoded
     assert answer is not None
+
+
+def test_reassignment_requests_that_name_bad_replicas_get_kafkas_errors(leader_port):
+    """KIP-455 on the Kafka listener: an unregistered broker or a broker named twice is
+    INVALID_REPLICA_ASSIGNMENT; with AllowReplicationFactorChange=false (v1) a target of
+    another size is INVALID_REPLICATION_FACTOR; nothing starts."""
+    with KafkaConnection(leader_port) as conn:
+        _b, r = conn.request(reassign_request(0, [(0, [1, 2, 9])]))
+        assert r.responses[0].partitions[0].error_code == 39, r
+        assert "unregistered broker(s) [9]" in r.responses[0].partitions[0].error_message
+        _b, r = conn.request(reassign_request(0, [(0, [1, 1, 2])]))
+        assert r.responses[0].partitions[0].error_code == 39, r
+        request = reassign_request(1, [(0, [1, 2])], allow_replication_factor_change=False)
+        _b, r = conn.request(request)
+        assert r.responses[0].partitions[0].error_code == 38, r  # INVALID_REPLICATION_FACTOR
+        _b, listed = conn.request(ListPartitionReassignmentsRequest[0](timeout_ms=1, topics=None))
+        assert listed.error_code == 0 and listed.topics == [], listed
 
 
 def test_api_versions_above_our_range_gets_a_v0_error_with_our_ranges(leader_port):

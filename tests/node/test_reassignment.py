@@ -138,9 +138,10 @@ def test_move_a_topic_to_other_brokers_under_load(
         assert f"Successfully started partition reassignment(s) for {TOPIC}-0" in out
 
         def completed() -> str | None:
+            # The node asked may not have applied the start yet: until it has, it
+            # shows the old replicas with no reassignment running (exit status 1).
             code, text = run_cli(capsys, *verify, str(plan), "--verify")
-            assert code == 0, text
-            return text if "still in progress" not in text else None
+            return text if code == 0 and "still in progress" not in text else None
 
         done = cluster.wait("the reassignment to complete", completed)
         for p in range(PARTITIONS):
