@@ -32,9 +32,10 @@ from seglog.replication.metadata_records import (
     RemoveTopicRecord,
     TopicRecord,
 )
+from seglog.replication.throttle import LONG_MAX, ReplicationQuota, is_throttled
 from seglog.storage.errors import StorageError
 from seglog.storage.file_slice import FileSlice
-from seglog.storage.log_config import LogConfig
+from seglog.storage.log_config import LogConfig, parse_throttled_replicas
 
 from .alter_partition_manager import AlterPartitionManager, BatchSender
 from .event_log import EventLogger
@@ -157,8 +158,15 @@ class ReplicaManager:
         is_replica_eligible: Callable[[int, int], bool] | None = None,
         fetch_session_slots: int = DEFAULT_SESSION_SLOTS,
         channel_credentials: grpc.ChannelCredentials | None = None,
+        leader_replication_throttled_rate: int = LONG_MAX,
+        follower_replication_throttled_rate: int = LONG_MAX,
     ) -> None:
         self.node_id = node_id
+        # Replication throttles (Kafka's ReplicationQuotaManager): bytes/s this node
+        # sends to (leader) or fetches from (follower) out-of-sync throttled replicas.
+        self.leader_quota = ReplicationQuota(leader_replication_throttled_rate)
+        self.follower_quota = ReplicationQuota(follower_replication_throttled_rate)
+        self._quota_lock = threading.Lock()
         self.channel_credentials = channel_credentials  # None: replicate in plaintext
         self.log_manager = log_manager
         self.topic_config = topic_config
@@ -393,6 +401,38 @@ class ReplicaManager:
         with self._lock:
             self._partitions[tp] = hp
         self._carry_out(hp, actions)
+
+    # --- replication throttles ---------------------------------------------------------
+
+    def _throttled(self, hp: HostedPartition, leader_side: bool, replica: int) -> bool:
+        """Kafka's shouldLeaderThrottle / shouldFollowerThrottle, before the quota: the
+        replica (the fetching follower, or this follower) is out of sync and the topic
+        lists this node's replica of the partition."""
+        quota = self.leader_quota if leader_side else self.follower_quota
+        if quota.unlimited or replica in hp.replica.isr:
+            return False
+        config = hp.plog.log.config
+        value = (
+            config.leader_replication_throttled_replicas
+            if leader_side
+            else config.follower_replication_throttled_replicas
+        )
+        if not value:
+            return False
+        name = f"{'leader' if leader_side else 'follower'}.replication.throttled.replicas"
+        return is_throttled(parse_throttled_replicas(value, name), hp.tp[1], self.node_id)
+
+    def follower_throttle_exceeded(self, hp: HostedPartition) -> bool:
+        """This follower may not fetch the partition now (its quota is used up)."""
+        if not self._throttled(hp, False, self.node_id):
+            return False
+        with self._quota_lock:
+            return self.follower_quota.exceeded(now_ms())
+
+    def follower_fetched(self, hp: HostedPartition, n_bytes: int) -> None:
+        if n_bytes and self._throttled(hp, False, self.node_id):
+            with self._quota_lock:
+                self.follower_quota.record(n_bytes, now_ms())
 
     def set_broker_epoch(self, epoch: int) -> None:
         self.broker_epoch = epoch
@@ -707,6 +747,13 @@ class ReplicaManager:
                         result.high_watermark = response.high_watermark
                         result.log_start_offset = response.log_start_offset
                         result.records = response.records
+                        if result.records and self._throttled(hp, True, replica_id):
+                            with self._quota_lock:
+                                t = now_ms()
+                                if self.leader_quota.exceeded(t):
+                                    result.records = b""  # the follower asks again
+                                else:
+                                    self.leader_quota.record(len(result.records), t)
                         if response.diverging_epoch is not None:
                             d = response.diverging_epoch
                             result.diverging_epoch = (d.epoch, d.end_offset)

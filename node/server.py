@@ -106,6 +106,8 @@ class Node:
             alter_partitions=self._alter_partitions,
             is_replica_eligible=self._eligible,
             channel_credentials=inter_broker_credentials(config),
+            leader_replication_throttled_rate=config.leader_replication_throttled_rate,
+            follower_replication_throttled_rate=config.follower_replication_throttled_rate,
         )
         self.metrics = NodeMetrics()
         self.metrics.registry.register(NodeStateCollector(self))
