@@ -11,11 +11,12 @@ time, so each gets a new replica that must catch up:
 * `follow`: [1] -> [1, 3], follower.replication.throttled.replicas=0:3 (node 3
   throttles what it fetches).
 The new replica's bytes on disk are sampled every 0.25 s; the rate is the slope
-from --settle-s on (the quota, as Kafka's, lets a first burst of up to about ten
-windows' worth through) to --until-s. The last stdout line is one JSON object,
+from --settle-s on (the quota, as Kafka's, lets a first burst of up to
+replication.quota.window.num - 1 windows' worth through; the nodes run with 3
+windows of 1 s) to --until-s. The last stdout line is one JSON object,
 with the load average (a shared machine skews wall-clock rates).
 
-    python bench/reassign.py [--rate-kb 512] [--size-mb 16] [--settle-s 13] [--until-s 28]
+    python bench/reassign.py [--rate-kb 384] [--size-mb 16] [--settle-s 6] [--until-s 24]
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ from node_process import NodeProcess, free_port  # noqa: E402
 
 from seglog.client.admin import Admin, NewTopic  # noqa: E402
 from seglog.client.cluster import TopicPartition  # noqa: E402
+from seglog.client.errors import KafkaError  # noqa: E402
 from seglog.client.producer import Producer  # noqa: E402
 
 TARGET_ERROR = 0.20
@@ -68,10 +70,10 @@ def disk_bytes(node: NodeProcess, topic: str) -> int:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--rate-kb", type=int, default=512, help="throttle, KiB/s")
+    ap.add_argument("--rate-kb", type=int, default=384, help="throttle, KiB/s")
     ap.add_argument("--size-mb", type=int, default=16, help="data per topic, MiB")
-    ap.add_argument("--settle-s", type=float, default=13.0)
-    ap.add_argument("--until-s", type=float, default=28.0)
+    ap.add_argument("--settle-s", type=float, default=6.0)
+    ap.add_argument("--until-s", type=float, default=24.0)
     args = ap.parse_args()
     rate = args.rate_kb * 1024
     if args.size_mb * (1 << 20) < rate * args.until_s * 1.2:
@@ -86,6 +88,10 @@ def main() -> None:
         "broker.session.timeout.ms": "3000",
         "broker.heartbeat.interval.ms": "500",
         "auto.leader.rebalance.enable": "false",
+        # Kafka's quota window: 3 samples of 1 s, so the first burst (up to two
+        # windows' worth) settles within seconds; fetches of at most 256 KiB.
+        "replication.quota.window.num": "3",
+        "replica.fetch.max.bytes": str(256 << 10),
     }
     per_node = {
         1: {"leader.replication.throttled.rate": str(rate)},
@@ -108,13 +114,18 @@ def main() -> None:
             config = {"segment.bytes": str(8 << 20)}
             admin.create_topics([NewTopic(t, 1, 1, config) for t in topics])
             admin.alter_partition_reassignments({TopicPartition(t, 0): [1] for t in topics})
-            wait_for(
-                "both topics on node 1",
-                lambda: all(
+
+            def on_node_1() -> bool:
+                try:
+                    described = admin.describe_topics(list(topics))
+                except KafkaError:
+                    return False  # the node asked has not applied the creation yet
+                return all(
                     d.partitions[0].replicas == (1,) and d.partitions[0].leader == 1
-                    for d in admin.describe_topics(list(topics))
-                ),
-            )
+                    for d in described
+                )
+
+            wait_for("both topics on node 1", on_node_1)
             say(f"filling {len(topics)} x {args.size_mb} MiB")
             value = os.urandom(1000)
             with Producer(bootstrap, acks=1, linger_ms=20, batch_size=256 * 1024) as producer:

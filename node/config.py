@@ -239,6 +239,8 @@ class NodeConfig:
     # Replication throttles, bytes/s (Kafka: dynamic broker configs; here node properties).
     leader_replication_throttled_rate: int = (1 << 63) - 1
     follower_replication_throttled_rate: int = (1 << 63) - 1
+    replication_quota_window_num: int = 11
+    replication_quota_window_size_seconds: int = 1
     broker_heartbeat_interval_ms: int = 2_000
     controller_quorum_election_timeout_ms: int = 1_000
     auto_leader_rebalance_enable: bool = True
@@ -386,6 +388,12 @@ class NodeConfig:
             ),
             follower_replication_throttled_rate=_int(
                 props, "follower.replication.throttled.rate", (1 << 63) - 1, at_least=1
+            ),
+            replication_quota_window_num=_int(
+                props, "replication.quota.window.num", 11, at_least=1
+            ),
+            replication_quota_window_size_seconds=_int(
+                props, "replication.quota.window.size.seconds", 1, at_least=1
             ),
             broker_heartbeat_interval_ms=_int(
                 props, "broker.heartbeat.interval.ms", 2_000, at_least=1

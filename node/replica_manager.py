@@ -32,7 +32,13 @@ from seglog.replication.metadata_records import (
     RemoveTopicRecord,
     TopicRecord,
 )
-from seglog.replication.throttle import LONG_MAX, ReplicationQuota, is_throttled
+from seglog.replication.throttle import (
+    LONG_MAX,
+    WINDOW_MS,
+    WINDOW_NUM,
+    ReplicationQuota,
+    is_throttled,
+)
 from seglog.storage.errors import StorageError
 from seglog.storage.file_slice import FileSlice
 from seglog.storage.log_config import LogConfig, parse_throttled_replicas
@@ -160,12 +166,15 @@ class ReplicaManager:
         channel_credentials: grpc.ChannelCredentials | None = None,
         leader_replication_throttled_rate: int = LONG_MAX,
         follower_replication_throttled_rate: int = LONG_MAX,
+        quota_window_num: int = WINDOW_NUM,
+        quota_window_size_ms: int = WINDOW_MS,
     ) -> None:
         self.node_id = node_id
         # Replication throttles (Kafka's ReplicationQuotaManager): bytes/s this node
         # sends to (leader) or fetches from (follower) out-of-sync throttled replicas.
-        self.leader_quota = ReplicationQuota(leader_replication_throttled_rate)
-        self.follower_quota = ReplicationQuota(follower_replication_throttled_rate)
+        window = {"window_ms": quota_window_size_ms, "samples": quota_window_num}
+        self.leader_quota = ReplicationQuota(leader_replication_throttled_rate, **window)
+        self.follower_quota = ReplicationQuota(follower_replication_throttled_rate, **window)
         self._quota_lock = threading.Lock()
         self.channel_credentials = channel_credentials  # None: replicate in plaintext
         self.log_manager = log_manager
@@ -751,7 +760,11 @@ class ReplicaManager:
                             with self._quota_lock:
                                 t = now_ms()
                                 if self.leader_quota.exceeded(t):
-                                    result.records = b""  # the follower asks again
+                                    result.records = b""
+                                    if marks is not None:
+                                        # Not seen: a waiting fetch or the fetch
+                                        # session reads it again, quota permitting.
+                                        marks[i] = None
                                 else:
                                     self.leader_quota.record(len(result.records), t)
                         if response.diverging_epoch is not None:

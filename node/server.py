@@ -108,6 +108,8 @@ class Node:
             channel_credentials=inter_broker_credentials(config),
             leader_replication_throttled_rate=config.leader_replication_throttled_rate,
             follower_replication_throttled_rate=config.follower_replication_throttled_rate,
+            quota_window_num=config.replication_quota_window_num,
+            quota_window_size_ms=config.replication_quota_window_size_seconds * 1000,
         )
         self.metrics = NodeMetrics()
         self.metrics.registry.register(NodeStateCollector(self))
