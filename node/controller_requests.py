@@ -12,6 +12,7 @@ from contextlib import AbstractContextManager
 from seglog.replication.cluster_control import (
     IsrChange,
     allocate_producer_ids,
+    alter_broker_config_records,
     alter_config_records,
     alter_partitions_records,
     create_partitions_records,
@@ -141,6 +142,19 @@ class ControllerRequests:
             return [] if validate_only else records
 
         self._op(decide)
+
+    def alter_broker_configs(
+        self, broker: str, changes: Mapping[str, str | None], validate_only: bool = False
+    ) -> None:
+        """Dynamic broker configs of one broker (its id) or the cluster default ("")."""
+
+        def decide(image: MetadataImage) -> list[MetadataRecord]:
+            records = alter_broker_config_records(image, broker, changes)
+            return [] if validate_only else records
+
+        self._op(decide)
+        if not validate_only:
+            _log.info("broker_configs_altered", broker=broker or "<default>", names=sorted(changes))
 
     def alter_partitions(
         self, broker_id: int, broker_epoch: int, changes: Sequence[IsrChange]

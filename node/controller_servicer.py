@@ -200,6 +200,12 @@ class ControllerServicer(cluster_pb2_grpc.ControllerServicer):
     ) -> cpb.ControlResponse:
         changes: dict[str, str | None] = dict(request.set)
         changes.update({name: None for name in request.delete})
+        if request.broker_resource:
+            return self._control(
+                lambda: self.controller.alter_broker_configs(
+                    request.topic, changes, request.validate_only
+                )
+            )
         return self._control(
             lambda: self.controller.alter_configs(request.topic, changes, request.validate_only)
         )

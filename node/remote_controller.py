@@ -388,6 +388,28 @@ class RemoteController:
                 )
             )
 
+    def alter_broker_configs(
+        self, broker: str, changes: Mapping[str, str | None], validate_only: bool = False
+    ) -> None:
+        request = cpb.AlterTopicConfigsRequest(
+            topic=broker,
+            set={k: v for k, v in changes.items() if v is not None},
+            delete=[k for k, v in changes.items() if v is None],
+            validate_only=validate_only,
+            broker_resource=True,
+        )
+        self._control(
+            lambda n: self.client.controller_stub(n).AlterTopicConfigs(
+                request, timeout=RPC_TIMEOUT_S
+            )
+        )
+        if not validate_only:
+            self._await(
+                lambda image: all(
+                    image.broker_configs.get(broker, {}).get(k) == v for k, v in changes.items()
+                )
+            )
+
     def commit_security(self, proposed: Sequence[MetadataRecord]) -> list[tuple[str, str]]:
         """SCRAM credentials and ACL entries, committed by the active controller; the
         answer comes once this broker's image holds what was taken."""

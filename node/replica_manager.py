@@ -25,6 +25,7 @@ from seglog.proto import client_pb2 as pb
 from seglog.replication import partition_replica as pr
 from seglog.replication.metadata_image import MetadataImage, PartitionState
 from seglog.replication.metadata_records import (
+    BROKER_RESOURCE,
     ConfigRecord,
     MetadataRecord,
     PartitionChangeRecord,
@@ -328,7 +329,10 @@ class ReplicaManager:
                 if name is not None:
                     partitions.add((name, r.partition))
             elif isinstance(r, ConfigRecord):
-                topics.add(r.resource_name)
+                if r.resource_type == BROKER_RESOURCE:
+                    topics.update(image.topics)  # new broker defaults: every log's config
+                else:
+                    topics.add(r.resource_name)
             elif isinstance(r, RemoveTopicRecord):
                 removed_ids.add(r.topic_id)
         for name in topics:

@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 
 from .metadata_records import (
+    BROKER_RESOURCE,
     AccessControlEntryRecord,
     BrokerFenceRecord,
     ConfigRecord,
@@ -79,6 +80,8 @@ class MetadataImage:
         self.topics: dict[str, TopicImage] = {}
         self.topic_names_by_id: dict[str, str] = {}
         self.configs: dict[str, dict[str, str]] = {}
+        # Dynamic broker configs by broker id ("": the cluster-wide default).
+        self.broker_configs: dict[str, dict[str, str]] = {}
         self.brokers: dict[int, BrokerImage] = {}
         self.next_producer_id = 0
         # Security: SCRAM credentials by (user, mechanism code), ACL entries by id.
@@ -147,13 +150,18 @@ class MetadataImage:
                 del self.topics[name]
                 self.configs.pop(name, None)
             case ConfigRecord():
-                overrides = self.configs.setdefault(record.resource_name, {})
+                by_name = (
+                    self.broker_configs
+                    if record.resource_type == BROKER_RESOURCE
+                    else self.configs
+                )
+                overrides = by_name.setdefault(record.resource_name, {})
                 if record.value is None:
                     overrides.pop(record.name, None)
                 else:
                     overrides[record.name] = record.value
                 if not overrides:
-                    del self.configs[record.resource_name]
+                    del by_name[record.resource_name]
             case ProducerIdsRecord():
                 assert record.next_producer_id > self.next_producer_id, "producer ids only rise"
                 self.next_producer_id = record.next_producer_id
@@ -187,6 +195,7 @@ class MetadataImage:
                 for t in sorted(self.topics.values(), key=lambda t: t.name)
             ),
             tuple(sorted((k, tuple(sorted(v.items()))) for k, v in self.configs.items())),
+            tuple(sorted((k, tuple(sorted(v.items()))) for k, v in self.broker_configs.items())),
             tuple(sorted(self.brokers.items())),
             self.next_producer_id,
             tuple(sorted(self.scram_credentials.items())),
@@ -222,6 +231,9 @@ class MetadataImage:
         for name, overrides in sorted(self.configs.items()):
             for key, value in sorted(overrides.items()):
                 out.append(ConfigRecord(name, key, value))
+        for broker, overrides in sorted(self.broker_configs.items()):
+            for key, value in sorted(overrides.items()):
+                out.append(ConfigRecord(broker, key, value, BROKER_RESOURCE))
         if self.next_producer_id:
             out.append(ProducerIdsRecord(-1, -1, self.next_producer_id))
         out.extend(v for _, v in sorted(self.scram_credentials.items()))

@@ -82,14 +82,20 @@ class RemoveTopicRecord:
     topic_id: str
 
 
+TOPIC_RESOURCE, BROKER_RESOURCE = 2, 4  # Kafka's ConfigResource.Type ids
+
+
 @dataclass(frozen=True, slots=True)
 class ConfigRecord:
-    """A topic-level config override; value None removes it."""
+    """A config override; value None removes it. As Kafka's record: a topic's
+    (resource_type 2, the topic's name) or a dynamic broker config (4; the broker's
+    id, or "" for the cluster-wide default)."""
 
     kind: ClassVar[str] = "Config"
     resource_name: str
     name: str
     value: str | None
+    resource_type: int = TOPIC_RESOURCE
 
 
 @dataclass(frozen=True, slots=True)
