@@ -583,6 +583,64 @@ class Admin:
         if result.error_code:
             raise _topic_error(topic, result.error_code, result.error_message)
 
+    def describe_broker_configs(self, broker: str) -> dict[str, ConfigEntry]:
+        """A broker's configs (KIP-226): its dynamic ones (source 1), the cluster-wide
+        dynamic defaults (2) and, asked of that broker itself, its static properties
+        (4); `broker` "" is the cluster-wide default alone."""
+        request = pb.DescribeConfigsRequest()
+        request.resources.add(type=pb.BROKER, name=broker)
+
+        def attempt(timeout_s: float) -> Any:
+            if self._metadata.stale():
+                self._metadata.refresh([])
+            address = self._metadata.address(int(broker)) if broker.isdigit() else None
+            stub = (
+                self._metadata.connections.stub(address)
+                if address is not None
+                else self._metadata.any_stub()
+            )
+            return call(stub.DescribeConfigs, request, timeout_s)
+
+        response: pb.DescribeConfigsResponse = self._retrying(attempt)
+        result = response.results[0]
+        if result.error_code:
+            raise for_code(result.error_code, result.error_message)
+        return {
+            c.name: ConfigEntry(
+                c.name, c.value, c.source, c.is_default, c.read_only, c.is_sensitive
+            )
+            for c in result.configs
+        }
+
+    def alter_broker_configs(
+        self,
+        broker: str,
+        set: Mapping[str, str] | None = None,
+        delete: Iterable[str] = (),
+        validate_only: bool = False,
+    ) -> None:
+        """Dynamic broker configs (KIP-226) of one broker (its id) or of every broker
+        (""), taking effect without a restart."""
+        changes = {str(k): str(v) for k, v in (set or {}).items()}
+        removed = list(delete)
+        both = sorted(changes.keys() & removed)
+        if both:
+            raise ValueError(f"config {both[0]!r} is both set and deleted")
+        if not changes and not removed:
+            raise ValueError("nothing to alter: give configs to set or delete")
+        request = pb.AlterConfigsRequest(validate_only=validate_only)
+        resource = request.resources.add(type=pb.BROKER, name=broker)
+        for name, value in changes.items():
+            resource.configs.add(name=name, op=pb.SET, value=value)
+        for name in removed:
+            resource.configs.add(name=name, op=pb.DELETE)
+        response: pb.AlterConfigsResponse = self._rpc(
+            "AlterConfigs", request, lambda r: [x.error_code for x in r.results]
+        )
+        result = response.results[0]
+        if result.error_code:
+            raise for_code(result.error_code, result.error_message)
+
     # --- cluster and offsets -----------------------------------------------------------
 
     def describe_cluster(self) -> ClusterDescription:

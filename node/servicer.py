@@ -8,7 +8,7 @@ import grpc
 
 from seglog.proto import client_pb2 as pb
 from seglog.proto import client_pb2_grpc, errors_pb2
-from seglog.replication.cluster_control import ControlError
+from seglog.replication.cluster_control import DYNAMIC_BROKER_CONFIGS, ControlError
 from seglog.storage.errors import InvalidConfigError
 
 from .event_log import EventLogger
@@ -209,12 +209,16 @@ class SegLogServicer(client_pb2_grpc.SegLogServicer):
         response = pb.DescribeConfigsResponse()
         for resource in request.resources:
             result = response.results.add(type=resource.type, name=resource.name)
-            if resource.type != pb.TOPIC:
+            if resource.type not in (pb.TOPIC, pb.BROKER):
                 result.error_code = E.INVALID_REQUEST
-                result.error_message = "only TOPIC config resources are supported"
+                result.error_message = "only TOPIC and BROKER config resources are supported"
                 continue
             try:
-                entries = self.node.describe_topic_config(resource.name)
+                entries = (
+                    self.node.describe_topic_config(resource.name)
+                    if resource.type == pb.TOPIC
+                    else self.node.describe_broker_config(resource.name)
+                )
             except ControlError as e:
                 result.error_code, result.error_message = code(e.error_name), str(e)
                 continue
@@ -223,7 +227,11 @@ class SegLogServicer(client_pb2_grpc.SegLogServicer):
                 if wanted and name not in wanted:
                     continue
                 result.configs.add(
-                    name=name, value=value, source=source, is_default=source == 5, read_only=False
+                    name=name,
+                    value=value,
+                    source=source,
+                    is_default=source == 5,
+                    read_only=resource.type == pb.BROKER and name not in DYNAMIC_BROKER_CONFIGS,
                 )
         return response
 
@@ -233,15 +241,18 @@ class SegLogServicer(client_pb2_grpc.SegLogServicer):
         response = pb.AlterConfigsResponse()
         for resource in request.resources:
             result = response.results.add(type=resource.type, name=resource.name)
-            if resource.type != pb.TOPIC:
+            if resource.type not in (pb.TOPIC, pb.BROKER):
                 result.error_code = E.INVALID_REQUEST
-                result.error_message = "only TOPIC config resources can be altered"
+                result.error_message = "only TOPIC and BROKER config resources can be altered"
                 continue
             changes: dict[str, str | None] = {
                 c.name: (None if c.op == pb.DELETE else c.value) for c in resource.configs
             }
             try:
-                self.node.alter_configs(resource.name, changes, request.validate_only)
+                if resource.type == pb.BROKER:
+                    self.node.alter_broker_configs(resource.name, changes, request.validate_only)
+                else:
+                    self.node.alter_configs(resource.name, changes, request.validate_only)
             except ControlError as e:
                 result.error_code, result.error_message = code(e.error_name), str(e)
             except InvalidConfigError as e:

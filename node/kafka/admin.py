@@ -8,7 +8,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Mapping
 
-from seglog.replication.cluster_control import ControlError
+from seglog.replication.cluster_control import DYNAMIC_BROKER_CONFIGS, ControlError
 from seglog.storage.errors import InvalidConfigError
 from seglog.storage.partition_metadata import topic_id_to_uuid
 
@@ -19,7 +19,6 @@ from .node_api import KafkaNode
 TOPIC = 2
 BROKER = 4
 SET, DELETE = 0, 1
-STATIC_BROKER_CONFIG = 4
 DEFAULT_CONFIG = 5
 
 
@@ -138,14 +137,9 @@ def describe_configs(
                 entries = node.describe_topic_config(resource.resource_name)
             except ControlError as e:
                 result.error_code, result.error_message = error_code(e.error_name), str(e)
-        elif resource.resource_type == BROKER and resource.resource_name == str(node.node_id):
-            entries = [(k, v, STATIC_BROKER_CONFIG) for k, v in sorted(properties.items())]
         elif resource.resource_type == BROKER:
-            result.error_code = error_code("INVALID_REQUEST")
-            result.error_message = (
-                f"broker {resource.resource_name!r} must be asked itself (this is "
-                f"broker {node.node_id})"
-            )
+            # Static properties for this node, the dynamic ones (KIP-226) for any.
+            entries = node.describe_broker_config(resource.resource_name)
         else:
             result.error_code = error_code("INVALID_REQUEST")
             result.error_message = "only TOPIC and BROKER config resources are supported"
@@ -157,7 +151,8 @@ def describe_configs(
                 entry_cls(
                     name=name,
                     value=None if sensitive else value,
-                    read_only=resource.resource_type == BROKER,
+                    read_only=resource.resource_type == BROKER
+                    and name not in DYNAMIC_BROKER_CONFIGS,
                     config_source=source,
                     is_sensitive=sensitive,
                     synonyms=[],
@@ -178,9 +173,9 @@ def incremental_alter_configs(node: KafkaNode, request: KafkaRequest) -> list[Pa
             resource_type=resource.resource_type,
             resource_name=resource.resource_name,
         )
-        if resource.resource_type != TOPIC:
+        if resource.resource_type not in (TOPIC, BROKER):
             result.error_code = error_code("INVALID_REQUEST")
-            result.error_message = "only TOPIC config resources can be altered"
+            result.error_message = "only TOPIC and BROKER config resources can be altered"
             results.append(result)
             continue
         changes: dict[str, str | None] = {}
@@ -197,7 +192,12 @@ def incremental_alter_configs(node: KafkaNode, request: KafkaRequest) -> list[Pa
                 )
         if not result.error_code:
             try:
-                node.alter_configs(resource.resource_name, changes, req.validate_only)
+                if resource.resource_type == BROKER:
+                    node.alter_broker_configs(
+                        resource.resource_name, changes, bool(req.validate_only)
+                    )
+                else:
+                    node.alter_configs(resource.resource_name, changes, req.validate_only)
             except ControlError as e:
                 result.error_code, result.error_message = error_code(e.error_name), str(e)
             except InvalidConfigError as e:
