@@ -236,7 +236,7 @@ class NodeConfig:
     replica_lag_time_max_ms: int = 30_000
     replica_fetch_max_bytes: int = 1_048_576
     replica_fetch_backoff_ms: int = 1_000
-    # Replication throttles, bytes/s (Kafka: dynamic broker configs; here node properties).
+    # Replication throttles, bytes/s: the static values; dynamic broker configs override.
     leader_replication_throttled_rate: int = (1 << 63) - 1
     follower_replication_throttled_rate: int = (1 << 63) - 1
     replication_quota_window_num: int = 11

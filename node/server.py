@@ -266,9 +266,10 @@ class Node:
             self.replica_manager.set_broker_epoch(me.broker_epoch)
 
     def _apply_broker_configs(self, image: MetadataImage) -> None:
-        """Without a restart (Kafka's DynamicBrokerConfig): the replication throttles
-        and the log.retention.* defaults (the replica manager, the next listener,
-        re-applies every hosted log's config on a broker config record)."""
+        """Without a restart (Kafka's DynamicBrokerConfig): the replication throttles,
+        log.cleaner.threads and the log.retention.* defaults (the replica manager,
+        the next listener, re-applies every hosted log's config on a broker config
+        record)."""
         props = effective_broker_properties(image, self.node_id, self.config.raw)
         rm = self.replica_manager
         with rm._quota_lock:
@@ -280,6 +281,9 @@ class Node:
             self.controller.broker_defaults = LogConfig.from_broker(props)
         except InvalidConfigError as e:  # validated by the controller: not expected
             _log.error("broker_config_not_applied", error=str(e))
+        threads = props.get("log.cleaner.threads")
+        if threads is not None:
+            self.log_manager.cleaner.resize(int(threads))
         _log.info(
             "broker_configs_applied",
             dynamic={k: v for k, v in props.items() if k in DYNAMIC_BROKER_CONFIGS},

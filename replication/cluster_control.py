@@ -530,6 +530,7 @@ DYNAMIC_BROKER_CONFIGS: dict[str, int] = {
     "log.retention.bytes": -1,
     "leader.replication.throttled.rate": 1,
     "follower.replication.throttled.rate": 1,
+    "log.cleaner.threads": 1,
 }
 
 

@@ -1,7 +1,8 @@
 """Dynamic broker configs (KIP-226) on a real node, through `seglog configs
 --entity-type brokers`: a change is stored in the metadata log, takes effect without a
 restart (a topic's effective retention.ms follows the new cluster-wide default; the
-node applies a new replication throttle rate) and is still there after one; a config
+node applies a new replication throttle rate; the log cleaner restarts with a new
+number of threads) and is still there after one; a config
 that needs a restart, or a bad value, is refused naming it."""
 
 from __future__ import annotations
@@ -99,6 +100,18 @@ def test_broker_configs_change_without_restart(
         assert code == 0, err
         assert "leader.replication.throttled.rate" not in applied_rates(node)[-1]
 
+        # The log cleaner restarts with the new number of threads.
+        code, _, err = run_cli(
+            capsys, "--alter", *common, "--entity-default", "--add-config", "log.cleaner.threads=2"
+        )
+        assert code == 0, err
+        changed = [
+            json.loads(line)
+            for line in node.log_path.read_text(errors="replace").splitlines()
+            if '"event":"cleaner_threads_changed"' in line
+        ]
+        assert [e["threads"] for e in changed] == [2]
+
     node.stop()
     node.start(timeout_s=90)
     with Admin(node.bootstrap, request_timeout_ms=20_000) as admin:
@@ -107,6 +120,8 @@ def test_broker_configs_change_without_restart(
     assert code == 0
     assert out.splitlines() == [
         "Default configs for brokers in the cluster are:",
+        "  log.cleaner.threads=2 sensitive=false "
+        "synonyms={DYNAMIC_DEFAULT_BROKER_CONFIG:log.cleaner.threads=2}",
         "  log.retention.ms=12345 sensitive=false "
         "synonyms={DYNAMIC_DEFAULT_BROKER_CONFIG:log.retention.ms=12345}",
     ]

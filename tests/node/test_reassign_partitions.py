@@ -13,6 +13,7 @@ import threading
 from collections.abc import Iterator
 from pathlib import Path
 
+import grpc
 import pytest
 from test_replication import (
     TOPIC_CONFIGS,
@@ -25,6 +26,7 @@ from test_replication import (
 
 from seglog.cli.main import main as seglog_main
 from seglog.client.admin import Admin, NewTopic
+from seglog.proto import client_pb2 as pb
 
 TOPIC = "moving"
 PARTITIONS = 3
@@ -84,6 +86,8 @@ def test_move_a_topic_to_other_brokers_under_load(
     cluster: FourNodes, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     bootstrap = cluster.nodes[1].bootstrap
+    three = dict.fromkeys((1, 2, 3), False)
+    cluster.wait("brokers 1-3 unfenced", lambda: True if cluster.brokers(1) == three else None)
     with Admin(bootstrap, request_timeout_ms=30_000) as admin:
         admin.create_topics([NewTopic(TOPIC, PARTITIONS, 3, TOPIC_CONFIGS)])
     cluster.start(4)
@@ -181,3 +185,23 @@ def test_move_a_topic_to_other_brokers_under_load(
         return True
 
     cluster.wait(f"identical replicas on 2, 3, 4 ending at the HW {hw}, none on 1", identical)
+
+    # Dynamic broker configs through the controller quorum: a new cluster-wide
+    # default reaches every node's topic configs without a restart.
+    with Admin(cluster.nodes[2].bootstrap, request_timeout_ms=30_000) as admin:
+        # (retention.bytes: the topic overrides retention.ms itself)
+        admin.alter_broker_configs("", set={"log.retention.bytes": "777777"})
+
+    def retention_everywhere() -> bool | None:
+        request = pb.DescribeConfigsRequest()
+        request.resources.add(type=pb.TOPIC, name=TOPIC, config_names=["retention.bytes"])
+        for i in cluster.node_ids:
+            try:
+                r = cluster.stub(i).DescribeConfigs(request, timeout=2)
+            except grpc.RpcError:
+                return None
+            if [c.value for c in r.results[0].configs] != ["777777"]:
+                return None
+        return True
+
+    cluster.wait("retention.bytes 777777 on every node", retention_everywhere)
