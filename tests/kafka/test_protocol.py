@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import io
 import struct
+from typing import Any
 
 import pytest
 from kafka.protocol.admin import (
@@ -515,6 +516,51 @@ def test_reassignment_requests_that_name_bad_replicas_get_kafkas_errors(leader_p
         assert r.responses[0].partitions[0].error_code == 38, r  # INVALID_REPLICATION_FACTOR
         _b, listed = conn.request(ListPartitionReassignmentsRequest[0](timeout_ms=1, topics=None))
         assert listed.error_code == 0 and listed.topics == [], listed
+
+
+def test_dynamic_broker_configs_on_the_kafka_listener(leader_port):
+    """KIP-226: IncrementalAlterConfigs on the BROKER resource "" (every broker) sets a
+    dynamic default that DescribeConfigs shows as DYNAMIC_DEFAULT_BROKER_CONFIG (2); a
+    config that needs a restart is INVALID_CONFIG; deleting removes it."""
+    R = IncrementalAlterConfigsRequest
+    Res, Cfg = R.AlterConfigsResource, R.AlterConfigsResource.AlterableConfig
+
+    def alter(name: str, op: int, value: str | None) -> Any:
+        request = R[1](
+            resources=[
+                Res(
+                    resource_type=4,
+                    resource_name="",
+                    configs=[Cfg(name=name, config_operation=op, value=value)],
+                )
+            ],
+            validate_only=False,
+        )
+        with KafkaConnection(leader_port) as conn:
+            return conn.request(request)[1].responses[0]
+
+    def described() -> dict[str, tuple[str, int, bool]]:
+        D = DescribeConfigsRequest
+        request = D[4](
+            resources=[
+                D.DescribeConfigsResource(
+                    resource_type=4, resource_name="", configuration_keys=None
+                )
+            ],
+            include_synonyms=False,
+            include_documentation=False,
+        )
+        with KafkaConnection(leader_port) as conn:
+            result = conn.request(request)[1].results[0]
+        assert result.error_code == 0, result
+        return {c.name: (c.value, c.config_source, c.read_only) for c in result.configs}
+
+    assert alter("leader.replication.throttled.rate", 0, "1048576").error_code == 0
+    assert described()["leader.replication.throttled.rate"] == ("1048576", 2, False)
+    refused = alter("num.io.threads", 0, "2")
+    assert refused.error_code == 40 and "without a restart" in refused.error_message
+    assert alter("leader.replication.throttled.rate", 1, None).error_code == 0
+    assert "leader.replication.throttled.rate" not in described()
 
 
 def test_api_versions_above_our_range_gets_a_v0_error_with_our_ranges(leader_port):
