@@ -435,6 +435,18 @@ class ReplicaManager:
         name = f"{'leader' if leader_side else 'follower'}.replication.throttled.replicas"
         return is_throttled(parse_throttled_replicas(value, name), hp.tp[1], self.node_id)
 
+    def set_throttle_rates(self, leader: int, follower: int) -> None:
+        """leader/follower.replication.throttled.rate changed (dynamic broker configs)."""
+        with self._quota_lock:
+            self.leader_quota.set_rate(leader)
+            self.follower_quota.set_rate(follower)
+
+    def throttled_byte_rates(self) -> tuple[float, float]:
+        """(leader, follower) bytes/s of throttled replication, as the quotas measure."""
+        t = now_ms()
+        with self._quota_lock:
+            return self.leader_quota.measured(t), self.follower_quota.measured(t)
+
     def follower_throttle_exceeded(self, hp: HostedPartition) -> bool:
         """This follower may not fetch the partition now (its quota is used up)."""
         if not self._throttled(hp, False, self.node_id):

@@ -271,12 +271,10 @@ class Node:
         the next listener, re-applies every hosted log's config on a broker config
         record)."""
         props = effective_broker_properties(image, self.node_id, self.config.raw)
-        rm = self.replica_manager
-        with rm._quota_lock:
-            rm.leader_quota.set_rate(int(props.get("leader.replication.throttled.rate", LONG_MAX)))
-            rm.follower_quota.set_rate(
-                int(props.get("follower.replication.throttled.rate", LONG_MAX))
-            )
+        self.replica_manager.set_throttle_rates(
+            int(props.get("leader.replication.throttled.rate", LONG_MAX)),
+            int(props.get("follower.replication.throttled.rate", LONG_MAX)),
+        )
         try:
             self.controller.broker_defaults = LogConfig.from_broker(props)
         except InvalidConfigError as e:  # validated by the controller: not expected
