@@ -3,7 +3,7 @@
     seglog reassign-partitions --bootstrap-server H:P --generate
         --topics-to-move-json-file F --broker-list 2,3,4
     seglog reassign-partitions --bootstrap-server H:P --execute --reassignment-json-file F
-        [--additional]
+        [--additional] [--throttle BYTES_S]
     seglog reassign-partitions --bootstrap-server H:P --verify --reassignment-json-file F
     seglog reassign-partitions --bootstrap-server H:P --cancel --reassignment-json-file F
     seglog reassign-partitions --bootstrap-server H:P --list
@@ -12,7 +12,8 @@ The files are Kafka's: topics to move {"version":1,"topics":[{"topic":"t"}]}; a
 reassignment {"version":1,"partitions":[{"topic":"t","partition":0,"replicas":[2,3,4],
 "log_dirs":["any","any","any"]}]} (log_dirs other than "any" are refused: seglog
 places a partition in a node's log dirs itself). --verify exits 1 when a partition
-is not being reassigned and its replicas are not the target's.
+is not being reassigned and its replicas are not the target's; once every partition
+is done it removes the throttles --throttle set (docs/operations.md).
 """
 
 from __future__ import annotations
@@ -61,6 +62,14 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         metavar="FILE",
         help='(--execute/--verify/--cancel) {"version":1,"partitions":[{"topic":"t",'
         '"partition":0,"replicas":[2,3,4]}]}',
+    )
+    p.add_argument(
+        "--throttle",
+        type=int,
+        default=-1,
+        metavar="BYTES_S",
+        help="(--execute) throttle the moving replicas' replication to this many bytes/s; "
+        "--verify removes the throttle once the reassignment is done",
     )
     p.add_argument(
         "--additional",
@@ -243,10 +252,65 @@ def run(args: argparse.Namespace, out: TextIO | None = None) -> int:
         print(assignment_json({k: current[k] for k in wanted}), file=out)
         print("", file=out)
         print("Save this to use as the --reassignment-json-file option during rollback", file=out)
+        if args.throttle != -1:
+            if args.throttle < 1:
+                raise ValueError(f"--throttle {args.throttle}: a rate must be at least 1 byte/s")
+            _set_throttles(admin, current, wanted, args.throttle, out)
         results = admin.alter_partition_reassignments(
             {TopicPartition(t, p): list(r) for (t, p), r in wanted.items()}
         )
         return _report(results, "started", out)
+
+
+THROTTLE_RATES = ("leader.replication.throttled.rate", "follower.replication.throttled.rate")
+THROTTLED_REPLICAS = (
+    "leader.replication.throttled.replicas",
+    "follower.replication.throttled.replicas",
+)
+
+
+def _set_throttles(
+    admin: Any,
+    current: dict[tuple[str, int], tuple[int, ...]],
+    wanted: dict[tuple[str, int], tuple[int, ...]],
+    rate: int,
+    out: TextIO,
+) -> None:
+    """As Kafka's tool: the current replicas throttled on the leader side, the new
+    ones on the follower side, and the rate on every broker involved."""
+    by_topic: dict[str, tuple[list[str], list[str]]] = {}
+    brokers: set[int] = set()
+    for (t, p), target in sorted(wanted.items()):
+        leaders, followers = by_topic.setdefault(t, ([], []))
+        leaders += [f"{p}:{b}" for b in current[(t, p)]]
+        followers += [f"{p}:{b}" for b in target if b not in current[(t, p)]]
+        brokers |= set(current[(t, p)]) | set(target)
+    for t, (leaders, followers) in by_topic.items():
+        admin.alter_configs(
+            t,
+            set={
+                THROTTLED_REPLICAS[0]: ",".join(leaders),
+                THROTTLED_REPLICAS[1]: ",".join(followers),
+            },
+        )
+    for b in sorted(brokers):
+        admin.alter_broker_configs(str(b), set=dict.fromkeys(THROTTLE_RATES, str(rate)))
+    print(
+        f"The inter-broker throttle limit was set to {rate} B/s\n"
+        "Warning: You must run --verify periodically, until the reassignment completes, "
+        "to ensure the throttle is removed.",
+        file=out,
+    )
+
+
+def _clear_throttles(admin: Any, topics: set[str], out: TextIO) -> None:
+    brokers = sorted(b.node_id for b in admin.describe_cluster().brokers)
+    for b in brokers:
+        admin.alter_broker_configs(str(b), delete=THROTTLE_RATES)
+    print("Clearing broker-level throttles on brokers " + ",".join(map(str, brokers)), file=out)
+    for t in sorted(topics):
+        admin.alter_configs(t, delete=THROTTLED_REPLICAS)
+        print(f"Clearing topic-level throttles on topic {t}", file=out)
 
 
 def _key(tp: Any) -> tuple[str, int]:
@@ -302,4 +366,7 @@ def _verify(
             )
     if mismatched:
         raise ValueError(f"{mismatched} partition(s) are not on their target replicas")
+    if not any(tp in running for tp in tps):
+        # All done: no throttle may stay behind (Kafka's --verify does the same).
+        _clear_throttles(admin, {t for t, _ in wanted}, out)
     return 0

@@ -136,8 +136,9 @@ def test_move_a_topic_to_other_brokers_under_load(
     with Load(cluster, TOPIC, PARTITIONS) as load:
         for p in range(PARTITIONS):
             load.wait_progress(cluster, p)
-        code, out = run_cli(capsys, *verify, str(plan), "--execute")
+        code, out = run_cli(capsys, *verify, str(plan), "--execute", "--throttle", "50000000")
         assert code == 0, out
+        assert "The inter-broker throttle limit was set to 50000000 B/s" in out
         assert "Save this to use as the --reassignment-json-file option during rollback" in out
         assert f"Successfully started partition reassignment(s) for {TOPIC}-0" in out
 
@@ -150,6 +151,14 @@ def test_move_a_topic_to_other_brokers_under_load(
         done = cluster.wait("the reassignment to complete", completed)
         for p in range(PARTITIONS):
             assert f"Reassignment of partition {TOPIC}-{p} is completed." in done
+        # Done: --verify removed the throttles --throttle set.
+        assert "Clearing broker-level throttles on brokers 1,2,3,4" in done
+        assert f"Clearing topic-level throttles on topic {TOPIC}" in done
+        with Admin(bootstrap, request_timeout_ms=30_000) as admin:
+            configs = admin.describe_configs(TOPIC)
+            assert configs["leader.replication.throttled.replicas"].value == ""
+            assert configs["follower.replication.throttled.replicas"].value == ""
+            assert "leader.replication.throttled.rate" not in admin.describe_broker_configs("4")
         # The load goes on against the new replicas (and the moved leaders).
         for p in range(PARTITIONS):
             load.wait_progress(cluster, p)
