@@ -24,6 +24,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import sys
 import tempfile
 import threading
@@ -164,6 +165,7 @@ def main() -> None:
     finally:
         for n in nodes.values():
             n.stop()
+        shutil.rmtree(root, ignore_errors=True)
     print(
         json.dumps(
             {
