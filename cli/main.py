@@ -20,6 +20,7 @@ from . import (
     log_dirs,
     metadata_quorum,
     offsets,
+    reassign_partitions,
     security,
     topics,
 )
@@ -141,6 +142,7 @@ def build_parser() -> argparse.ArgumentParser:
     log_dirs.add_parser(sub)
     metadata_quorum.add_parser(sub)
     leader_election.add_parser(sub)
+    reassign_partitions.add_parser(sub)
     consumer_groups.add_parser(sub)
     security.add_parsers(sub)
     return parser

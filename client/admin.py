@@ -87,6 +87,15 @@ class PartitionDescription:
 
 
 @dataclass(frozen=True, slots=True)
+class PartitionReassignment:
+    """A running reassignment (KIP-455): replicas = target + removing_replicas."""
+
+    replicas: tuple[int, ...]
+    adding_replicas: tuple[int, ...]
+    removing_replicas: tuple[int, ...]
+
+
+@dataclass(frozen=True, slots=True)
 class TopicDescription:
     name: str
     topic_id: str
@@ -389,6 +398,70 @@ class Admin:
             for r in response.results
         }
 
+    def alter_partition_reassignments(
+        self,
+        reassignments: Mapping[TopicPartition, Sequence[int] | None],
+        timeout_ms: int | None = None,
+    ) -> dict[TopicPartition, tuple[str, str]]:
+        """KIP-455: move each partition to its target replicas (the first is the
+        preferred leader), or cancel its running reassignment (None). Per partition
+        (Kafka's error name, message): NONE, INVALID_REPLICA_ASSIGNMENT,
+        NO_REASSIGNMENT_IN_PROGRESS, UNKNOWN_TOPIC_OR_PARTITION. The moves go on in
+        the background; list_partition_reassignments shows the running ones. A
+        request the controller refuses as a whole raises."""
+        request = pb.AlterPartitionReassignmentsRequest(
+            partitions=[
+                pb.PartitionReassignment(
+                    topic=tp.topic,
+                    partition=tp.partition,
+                    replicas=() if target is None else list(target),
+                    cancel=target is None,
+                )
+                for tp, target in reassignments.items()
+            ],
+            timeout_ms=timeout_ms if timeout_ms is not None else self.request_timeout_ms,
+        )
+        if not request.partitions:
+            return {}
+        response: pb.AlterPartitionReassignmentsResponse = self._rpc(
+            "AlterPartitionReassignments", request, lambda r: [r.error_code]
+        )
+        if response.error_code:
+            raise for_code(
+                response.error_code, response.error_message or "AlterPartitionReassignments failed"
+            )
+        self._metadata.request_update()
+        return {
+            TopicPartition(r.topic, r.partition): (
+                errors_pb2.ErrorCode.Name(r.error_code),
+                r.error_message,
+            )
+            for r in response.results
+        }
+
+    def list_partition_reassignments(
+        self, topic_partitions: Iterable[TopicPartition] | None = None
+    ) -> dict[TopicPartition, PartitionReassignment]:
+        """The running reassignments among the partitions (None: all of them)."""
+        request = pb.ListPartitionReassignmentsRequest(
+            partitions=[
+                pb.PartitionReassignment(topic=tp.topic, partition=tp.partition)
+                for tp in topic_partitions or ()
+            ],
+            all_partitions=topic_partitions is None,
+        )
+        response: pb.ListPartitionReassignmentsResponse = self._rpc(
+            "ListPartitionReassignments", request, lambda r: [r.error_code], controller=False
+        )
+        if response.error_code:
+            raise for_code(response.error_code, response.error_message)
+        return {
+            TopicPartition(r.topic, r.partition): PartitionReassignment(
+                tuple(r.replicas), tuple(r.adding_replicas), tuple(r.removing_replicas)
+            )
+            for r in response.reassignments
+        }
+
     def delete_topics(self, topics: Sequence[str], timeout_ms: int | None = None) -> list[str]:
         """Delete the topics; the names deleted. Raises like create_topics."""
         request = pb.DeleteTopicsRequest(
@@ -509,6 +582,64 @@ class Admin:
         result = response.results[0]
         if result.error_code:
             raise _topic_error(topic, result.error_code, result.error_message)
+
+    def describe_broker_configs(self, broker: str) -> dict[str, ConfigEntry]:
+        """A broker's configs (KIP-226): its dynamic ones (source 1), the cluster-wide
+        dynamic defaults (2) and, asked of that broker itself, its static properties
+        (4); `broker` "" is the cluster-wide default alone."""
+        request = pb.DescribeConfigsRequest()
+        request.resources.add(type=pb.BROKER, name=broker)
+
+        def attempt(timeout_s: float) -> Any:
+            if self._metadata.stale():
+                self._metadata.refresh([])
+            address = self._metadata.address(int(broker)) if broker.isdigit() else None
+            stub = (
+                self._metadata.connections.stub(address)
+                if address is not None
+                else self._metadata.any_stub()
+            )
+            return call(stub.DescribeConfigs, request, timeout_s)
+
+        response: pb.DescribeConfigsResponse = self._retrying(attempt)
+        result = response.results[0]
+        if result.error_code:
+            raise for_code(result.error_code, result.error_message)
+        return {
+            c.name: ConfigEntry(
+                c.name, c.value, c.source, c.is_default, c.read_only, c.is_sensitive
+            )
+            for c in result.configs
+        }
+
+    def alter_broker_configs(
+        self,
+        broker: str,
+        set: Mapping[str, str] | None = None,
+        delete: Iterable[str] = (),
+        validate_only: bool = False,
+    ) -> None:
+        """Dynamic broker configs (KIP-226) of one broker (its id) or of every broker
+        (""), taking effect without a restart."""
+        changes = {str(k): str(v) for k, v in (set or {}).items()}
+        removed = list(delete)
+        both = sorted(changes.keys() & removed)
+        if both:
+            raise ValueError(f"config {both[0]!r} is both set and deleted")
+        if not changes and not removed:
+            raise ValueError("nothing to alter: give configs to set or delete")
+        request = pb.AlterConfigsRequest(validate_only=validate_only)
+        resource = request.resources.add(type=pb.BROKER, name=broker)
+        for name, value in changes.items():
+            resource.configs.add(name=name, op=pb.SET, value=value)
+        for name in removed:
+            resource.configs.add(name=name, op=pb.DELETE)
+        response: pb.AlterConfigsResponse = self._rpc(
+            "AlterConfigs", request, lambda r: [x.error_code for x in r.results]
+        )
+        result = response.results[0]
+        if result.error_code:
+            raise for_code(result.error_code, result.error_message)
 
     # --- cluster and offsets -----------------------------------------------------------
 

@@ -236,6 +236,11 @@ class NodeConfig:
     replica_lag_time_max_ms: int = 30_000
     replica_fetch_max_bytes: int = 1_048_576
     replica_fetch_backoff_ms: int = 1_000
+    # Replication throttles, bytes/s: the static values; dynamic broker configs override.
+    leader_replication_throttled_rate: int = (1 << 63) - 1
+    follower_replication_throttled_rate: int = (1 << 63) - 1
+    replication_quota_window_num: int = 11
+    replication_quota_window_size_seconds: int = 1
     broker_heartbeat_interval_ms: int = 2_000
     controller_quorum_election_timeout_ms: int = 1_000
     auto_leader_rebalance_enable: bool = True
@@ -378,6 +383,18 @@ class NodeConfig:
             replica_lag_time_max_ms=_int(props, "replica.lag.time.max.ms", 30_000, at_least=1),
             replica_fetch_max_bytes=_int(props, "replica.fetch.max.bytes", 1_048_576, at_least=1),
             replica_fetch_backoff_ms=_int(props, "replica.fetch.backoff.ms", 1_000, at_least=0),
+            leader_replication_throttled_rate=_int(
+                props, "leader.replication.throttled.rate", (1 << 63) - 1, at_least=1
+            ),
+            follower_replication_throttled_rate=_int(
+                props, "follower.replication.throttled.rate", (1 << 63) - 1, at_least=1
+            ),
+            replication_quota_window_num=_int(
+                props, "replication.quota.window.num", 11, at_least=1
+            ),
+            replication_quota_window_size_seconds=_int(
+                props, "replication.quota.window.size.seconds", 1, at_least=1
+            ),
             broker_heartbeat_interval_ms=_int(
                 props, "broker.heartbeat.interval.ms", 2_000, at_least=1
             ),

@@ -12,6 +12,7 @@ from contextlib import AbstractContextManager
 from seglog.replication.cluster_control import (
     IsrChange,
     allocate_producer_ids,
+    alter_broker_config_records,
     alter_config_records,
     alter_partitions_records,
     create_partitions_records,
@@ -21,6 +22,11 @@ from seglog.replication.cluster_control import (
 )
 from seglog.replication.metadata_image import MetadataImage
 from seglog.replication.metadata_records import MetadataRecord
+from seglog.replication.reassignment import (
+    OngoingReassignment,
+    alter_reassignments_records,
+    list_reassignments,
+)
 from seglog.replication.security_control import security_records
 from seglog.storage.log_config import LogConfig
 from seglog.storage.partition_metadata import new_topic_id
@@ -98,6 +104,30 @@ class ControllerRequests:
             _log.info("leaders_elected", election=election, partitions=len(elected))
         return results
 
+    def alter_partition_reassignments(
+        self, requests: Sequence[tuple[str, int, tuple[int, ...] | None]]
+    ) -> dict[tuple[str, int], tuple[str, str]]:
+        """KIP-455: start (a target replica set) or cancel (None) reassignments; per
+        partition (Kafka's error name, message)."""
+        results: dict[tuple[str, int], tuple[str, str]] = {}
+
+        def decide(image: MetadataImage) -> list[MetadataRecord]:
+            records, decided = alter_reassignments_records(image, requests)
+            results.update(decided)
+            return records
+
+        self._op(decide)
+        started = sorted(k for k, v in results.items() if v[0] == "NONE")
+        if started:
+            _log.info("reassignments_altered", partitions=len(started))
+        return results
+
+    def list_partition_reassignments(
+        self, partitions: Sequence[tuple[str, int]] | None
+    ) -> list[OngoingReassignment]:
+        with self._image_lock:
+            return list_reassignments(self.image, partitions)
+
     def delete_topic(self, name: str) -> None:
         self._op(lambda image: delete_topic_records(image, name))
         _log.info("topic_deleted", topic=name)
@@ -112,6 +142,19 @@ class ControllerRequests:
             return [] if validate_only else records
 
         self._op(decide)
+
+    def alter_broker_configs(
+        self, broker: str, changes: Mapping[str, str | None], validate_only: bool = False
+    ) -> None:
+        """Dynamic broker configs of one broker (its id) or the cluster default ("")."""
+
+        def decide(image: MetadataImage) -> list[MetadataRecord]:
+            records = alter_broker_config_records(image, broker, changes)
+            return [] if validate_only else records
+
+        self._op(decide)
+        if not validate_only:
+            _log.info("broker_configs_altered", broker=broker or "<default>", names=sorted(changes))
 
     def alter_partitions(
         self, broker_id: int, broker_epoch: int, changes: Sequence[IsrChange]

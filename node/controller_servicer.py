@@ -9,6 +9,7 @@ from collections.abc import Callable, Iterator
 
 import grpc
 
+from seglog.proto import client_pb2 as pb
 from seglog.proto import cluster_pb2 as cpb
 from seglog.proto import cluster_pb2_grpc
 from seglog.replication.cluster_control import ControlError
@@ -172,11 +173,39 @@ class ControllerServicer(cluster_pb2_grpc.ControllerServicer):
             ]
         )
 
+    def AlterPartitionReassignments(
+        self, request: pb.AlterPartitionReassignmentsRequest, context: grpc.ServicerContext
+    ) -> pb.AlterPartitionReassignmentsResponse:
+        wanted = [
+            (r.topic, r.partition, None if r.cancel else tuple(r.replicas))
+            for r in request.partitions
+        ]
+        try:
+            results = self.controller.alter_partition_reassignments(wanted)
+        except ControlError as e:
+            return pb.AlterPartitionReassignmentsResponse(
+                error_code=code(e.error_name), error_message=str(e)
+            )
+        return pb.AlterPartitionReassignmentsResponse(
+            results=[
+                pb.PartitionReassignment(
+                    topic=t, partition=p, error_code=code(error), error_message=message
+                )
+                for (t, p), (error, message) in sorted(results.items())
+            ]
+        )
+
     def AlterTopicConfigs(
         self, request: cpb.AlterTopicConfigsRequest, context: grpc.ServicerContext
     ) -> cpb.ControlResponse:
         changes: dict[str, str | None] = dict(request.set)
         changes.update({name: None for name in request.delete})
+        if request.broker_resource:
+            return self._control(
+                lambda: self.controller.alter_broker_configs(
+                    request.topic, changes, request.validate_only
+                )
+            )
         return self._control(
             lambda: self.controller.alter_configs(request.topic, changes, request.validate_only)
         )

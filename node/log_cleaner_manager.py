@@ -18,7 +18,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Protocol
 
@@ -106,7 +106,9 @@ class LogCleanerManager:
 
     def start(self) -> None:
         for i in range(self.threads):
-            t = threading.Thread(target=self._run, name=f"log-cleaner-{i}", daemon=True)
+            t = threading.Thread(
+                target=self._run, args=(self._stop,), name=f"log-cleaner-{i}", daemon=True
+            )
             t.start()
             self._workers.append(t)
 
@@ -118,6 +120,22 @@ class LogCleanerManager:
         for t in self._workers:
             t.join(timeout=ABORT_WAIT_S)
         self._workers.clear()
+
+    def resize(self, threads: int) -> None:
+        """log.cleaner.threads changed (a dynamic broker config): as Kafka's
+        LogCleaner.reconfigure, stop the threads (passes in progress are aborted and
+        done again later) and start the new number, each with its share of
+        log.cleaner.dedupe.buffer.size."""
+        if not self.enabled or threads == self.threads or threads < 1:
+            return
+        self.shutdown()
+        self._stop = threading.Event()
+        self.threads = threads
+        self.config = replace(
+            self.config, dedupe_buffer_size=self.settings.log_cleaner_dedupe_buffer_size // threads
+        )
+        self.start()
+        _log.info("cleaner_threads_changed", threads=threads)
 
     def abort_and_wait(self, tp: TopicPartition) -> None:
         """Stop a pass over `tp` (its partition is being deleted) and forget the partition."""
@@ -143,9 +161,9 @@ class LogCleanerManager:
                 cp = self._checkpoints[directory] = CleanerCheckpoint(directory)
             return cp
 
-    def _run(self) -> None:
+    def _run(self, stop: threading.Event) -> None:
         offset_map: OffsetMap | None = None
-        while not self._stop.is_set():
+        while not stop.is_set():
             if offset_map is None:
                 offset_map = OffsetMap(
                     self.config.dedupe_buffer_size, self.config.io_buffer_load_factor
@@ -156,7 +174,7 @@ class LogCleanerManager:
                 _log.error("cleaner_round_failed", exc=True)
                 cleaned = False
             if not cleaned:
-                self._stop.wait(self.settings.log_cleaner_backoff_ms / 1000)
+                stop.wait(self.settings.log_cleaner_backoff_ms / 1000)
 
     def roll_idle_logs(self, now: int) -> int:
         rolled = 0

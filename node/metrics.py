@@ -171,6 +171,28 @@ class NodeStateCollector(Collector):
             "Partitions without a leader in the metadata this node has applied",
             offline,
         )
+        reassigning = sum(
+            1
+            for t in image.topics.values()
+            for p in t.partitions.values()
+            if p.reassigning and p.leader == self.node.node_id
+        )
+        yield _gauge(
+            "kafka_server_replicamanager_reassigningpartitions",
+            "Partitions this node leads that are being reassigned (KIP-455)",
+            reassigning,
+        )
+        leader_rate, follower_rate = rm.throttled_byte_rates()
+        yield _gauge(
+            "kafka_server_leaderreplication_byte_rate",
+            "Bytes/s sent to throttled followers (leader.replication.throttled.rate's quota)",
+            leader_rate,
+        )
+        yield _gauge(
+            "kafka_server_followerreplication_byte_rate",
+            "Bytes/s fetched for throttled replicas (follower.replication.throttled.rate's)",
+            follower_rate,
+        )
         yield _gauge(
             "kafka_server_delayedoperationpurgatory_purgatorysize",
             "acks=all produces waiting for their ISR",

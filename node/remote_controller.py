@@ -22,12 +22,14 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 
 import grpc
 
+from seglog.proto import client_pb2 as pb
 from seglog.proto import cluster_pb2 as cpb
 from seglog.proto import cluster_pb2_grpc, errors_pb2, security_pb2_grpc
 from seglog.proto import security_pb2 as spb
 from seglog.replication.cluster_control import ControlError
 from seglog.replication.metadata_image import MetadataImage
 from seglog.replication.metadata_records import MetadataRecord, decode_record, encode_record
+from seglog.replication.reassignment import OngoingReassignment, list_reassignments
 from seglog.replication.security_control import security_applied
 from seglog.storage.errors import InvalidConfigError
 from seglog.storage.log_config import LogConfig
@@ -311,6 +313,56 @@ class RemoteController:
             )
         return results
 
+    def alter_partition_reassignments(
+        self, requests: Sequence[tuple[str, int, tuple[int, ...] | None]]
+    ) -> dict[tuple[str, int], tuple[str, str]]:
+        request = pb.AlterPartitionReassignmentsRequest(
+            partitions=[
+                pb.PartitionReassignment(
+                    topic=t, partition=p, replicas=target or (), cancel=target is None
+                )
+                for t, p, target in requests
+            ]
+        )
+        r = self.client.call(
+            lambda n: self.client.controller_stub(n).AlterPartitionReassignments(
+                request, timeout=RPC_TIMEOUT_S
+            ),
+            lambda r: (r.error_code, r.error_message),
+            15.0,
+        )
+        if r.error_code:
+            raise ControlError(errors_pb2.ErrorCode.Name(r.error_code), r.error_message)
+        results = {
+            (x.topic, x.partition): (errors_pb2.ErrorCode.Name(x.error_code), x.error_message)
+            for x in r.results
+        }
+        changed = {k for k, v in results.items() if v[0] == "NONE"}
+        wanted = {(t, p): target for t, p, target in requests}
+
+        def applied(image: MetadataImage) -> bool:
+            # This broker's image shows each change: the target as the replicas'
+            # prefix, or (a cancel) no reassignment left.
+            for t, p in changed:
+                state = image.partition(t, p)
+                target = wanted[(t, p)]
+                if state is None:
+                    continue
+                if target is None and state.reassigning:
+                    return False
+                if target is not None and state.replicas[: len(target)] != target:
+                    return False
+            return True
+
+        self._await(applied)
+        return results
+
+    def list_partition_reassignments(
+        self, partitions: Sequence[tuple[str, int]] | None
+    ) -> list[OngoingReassignment]:
+        """From this broker's image (the controller's committed metadata, applied)."""
+        return list_reassignments(self.image, partitions)
+
     def delete_topic(self, name: str) -> None:
         request = cpb.DeleteTopicRequest(name=name)
         self._control(
@@ -337,6 +389,28 @@ class RemoteController:
             self._await(
                 lambda image: all(
                     image.configs.get(topic, {}).get(k) == v for k, v in wanted.items()
+                )
+            )
+
+    def alter_broker_configs(
+        self, broker: str, changes: Mapping[str, str | None], validate_only: bool = False
+    ) -> None:
+        request = cpb.AlterTopicConfigsRequest(
+            topic=broker,
+            set={k: v for k, v in changes.items() if v is not None},
+            delete=[k for k, v in changes.items() if v is None],
+            validate_only=validate_only,
+            broker_resource=True,
+        )
+        self._control(
+            lambda n: self.client.controller_stub(n).AlterTopicConfigs(
+                request, timeout=RPC_TIMEOUT_S
+            )
+        )
+        if not validate_only:
+            self._await(
+                lambda image: all(
+                    image.broker_configs.get(broker, {}).get(k) == v for k, v in changes.items()
                 )
             )
 

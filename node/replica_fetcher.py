@@ -135,6 +135,9 @@ class ReplicaFetcher:
             hp = self.manager.hosted(tp) if tp in followed else None
             if hp is None:
                 continue
+            if self.manager.follower_throttle_exceeded(hp):
+                self._mark_due(tp)  # follower.replication.throttled.rate used up: later
+                continue
             with hp.plog.lock:
                 out = hp.replica.next_request(t)
                 f = hp.replica.fetcher
@@ -227,6 +230,7 @@ class ReplicaFetcher:
                 if entry is None:
                     continue
                 hp, req = entry
+                self.manager.follower_fetched(hp, len(p.records))
                 diverging = None
                 if p.HasField("diverging_epoch"):
                     diverging = pr.EpochEndOffset(

@@ -25,6 +25,7 @@ from seglog.proto import client_pb2 as pb
 from seglog.replication import partition_replica as pr
 from seglog.replication.metadata_image import MetadataImage, PartitionState
 from seglog.replication.metadata_records import (
+    BROKER_RESOURCE,
     ConfigRecord,
     MetadataRecord,
     PartitionChangeRecord,
@@ -32,9 +33,16 @@ from seglog.replication.metadata_records import (
     RemoveTopicRecord,
     TopicRecord,
 )
+from seglog.replication.throttle import (
+    LONG_MAX,
+    WINDOW_MS,
+    WINDOW_NUM,
+    ReplicationQuota,
+    is_throttled,
+)
 from seglog.storage.errors import StorageError
 from seglog.storage.file_slice import FileSlice
-from seglog.storage.log_config import LogConfig
+from seglog.storage.log_config import LogConfig, parse_throttled_replicas
 
 from .alter_partition_manager import AlterPartitionManager, BatchSender
 from .event_log import EventLogger
@@ -157,8 +165,18 @@ class ReplicaManager:
         is_replica_eligible: Callable[[int, int], bool] | None = None,
         fetch_session_slots: int = DEFAULT_SESSION_SLOTS,
         channel_credentials: grpc.ChannelCredentials | None = None,
+        leader_replication_throttled_rate: int = LONG_MAX,
+        follower_replication_throttled_rate: int = LONG_MAX,
+        quota_window_num: int = WINDOW_NUM,
+        quota_window_size_ms: int = WINDOW_MS,
     ) -> None:
         self.node_id = node_id
+        # Replication throttles (Kafka's ReplicationQuotaManager): bytes/s this node
+        # sends to (leader) or fetches from (follower) out-of-sync throttled replicas.
+        window = {"window_ms": quota_window_size_ms, "samples": quota_window_num}
+        self.leader_quota = ReplicationQuota(leader_replication_throttled_rate, **window)
+        self.follower_quota = ReplicationQuota(follower_replication_throttled_rate, **window)
+        self._quota_lock = threading.Lock()
         self.channel_credentials = channel_credentials  # None: replicate in plaintext
         self.log_manager = log_manager
         self.topic_config = topic_config
@@ -311,7 +329,10 @@ class ReplicaManager:
                 if name is not None:
                     partitions.add((name, r.partition))
             elif isinstance(r, ConfigRecord):
-                topics.add(r.resource_name)
+                if r.resource_type == BROKER_RESOURCE:
+                    topics.update(image.topics)  # new broker defaults: every log's config
+                else:
+                    topics.add(r.resource_name)
             elif isinstance(r, RemoveTopicRecord):
                 removed_ids.add(r.topic_id)
         for name in topics:
@@ -393,6 +414,50 @@ class ReplicaManager:
         with self._lock:
             self._partitions[tp] = hp
         self._carry_out(hp, actions)
+
+    # --- replication throttles ---------------------------------------------------------
+
+    def _throttled(self, hp: HostedPartition, leader_side: bool, replica: int) -> bool:
+        """Kafka's shouldLeaderThrottle / shouldFollowerThrottle, before the quota: the
+        replica (the fetching follower, or this follower) is out of sync and the topic
+        lists this node's replica of the partition."""
+        quota = self.leader_quota if leader_side else self.follower_quota
+        if quota.unlimited or replica in hp.replica.isr:
+            return False
+        config = hp.plog.log.config
+        value = (
+            config.leader_replication_throttled_replicas
+            if leader_side
+            else config.follower_replication_throttled_replicas
+        )
+        if not value:
+            return False
+        name = f"{'leader' if leader_side else 'follower'}.replication.throttled.replicas"
+        return is_throttled(parse_throttled_replicas(value, name), hp.tp[1], self.node_id)
+
+    def set_throttle_rates(self, leader: int, follower: int) -> None:
+        """leader/follower.replication.throttled.rate changed (dynamic broker configs)."""
+        with self._quota_lock:
+            self.leader_quota.set_rate(leader)
+            self.follower_quota.set_rate(follower)
+
+    def throttled_byte_rates(self) -> tuple[float, float]:
+        """(leader, follower) bytes/s of throttled replication, as the quotas measure."""
+        t = now_ms()
+        with self._quota_lock:
+            return self.leader_quota.measured(t), self.follower_quota.measured(t)
+
+    def follower_throttle_exceeded(self, hp: HostedPartition) -> bool:
+        """This follower may not fetch the partition now (its quota is used up)."""
+        if not self._throttled(hp, False, self.node_id):
+            return False
+        with self._quota_lock:
+            return self.follower_quota.exceeded(now_ms())
+
+    def follower_fetched(self, hp: HostedPartition, n_bytes: int) -> None:
+        if n_bytes and self._throttled(hp, False, self.node_id):
+            with self._quota_lock:
+                self.follower_quota.record(n_bytes, now_ms())
 
     def set_broker_epoch(self, epoch: int) -> None:
         self.broker_epoch = epoch
@@ -707,6 +772,17 @@ class ReplicaManager:
                         result.high_watermark = response.high_watermark
                         result.log_start_offset = response.log_start_offset
                         result.records = response.records
+                        if result.records and self._throttled(hp, True, replica_id):
+                            with self._quota_lock:
+                                t = now_ms()
+                                if self.leader_quota.exceeded(t):
+                                    result.records = b""
+                                    if marks is not None:
+                                        # Not seen: a waiting fetch or the fetch
+                                        # session reads it again, quota permitting.
+                                        marks[i] = None
+                                else:
+                                    self.leader_quota.record(len(result.records), t)
                         if response.diverging_epoch is not None:
                             d = response.diverging_epoch
                             result.diverging_epoch = (d.epoch, d.end_offset)

@@ -20,11 +20,18 @@ from prometheus_client import start_http_server
 
 from seglog.proto import client_pb2_grpc, cluster_pb2_grpc, groups_pb2_grpc, security_pb2_grpc
 from seglog.proto import cluster_pb2 as cpb
-from seglog.replication.cluster_control import ControlError
+from seglog.replication.cluster_control import (
+    DYNAMIC_BROKER_CONFIGS,
+    ControlError,
+    effective_broker_properties,
+)
 from seglog.replication.metadata_image import MetadataImage
 from seglog.replication.metadata_records import MetadataRecord
+from seglog.replication.reassignment import OngoingReassignment
+from seglog.replication.throttle import LONG_MAX
 from seglog.storage.errors import InvalidConfigError
 from seglog.storage.log import now_ms
+from seglog.storage.log_config import LogConfig
 
 from .alter_partition_manager import IsrChangeResult
 from .config import NodeConfig, int_setting
@@ -107,6 +114,10 @@ class Node:
             alter_partitions=self._alter_partitions,
             is_replica_eligible=self._eligible,
             channel_credentials=inter_broker_credentials(config),
+            leader_replication_throttled_rate=config.leader_replication_throttled_rate,
+            follower_replication_throttled_rate=config.follower_replication_throttled_rate,
+            quota_window_num=config.replication_quota_window_num,
+            quota_window_size_ms=config.replication_quota_window_size_seconds * 1000,
         )
         self.metrics = NodeMetrics()
         self.metrics.registry.register(NodeStateCollector(self))
@@ -117,6 +128,7 @@ class Node:
             config.node_id, self.replica_manager, config.group_config
         )
         self.broker_epoch = -1
+        self._dynamic_configs: tuple[dict[str, str], dict[str, str]] = ({}, {})
         self._pid_lock = threading.Lock()
         self._pid_next = 0
         self._pid_end = 0
@@ -252,14 +264,62 @@ class Node:
         )
 
     def _on_metadata(self, image: MetadataImage, _records: list[MetadataRecord]) -> None:
-        """This broker's epoch is the one its registration (made by the controller
-        process) put in the metadata."""
+        """Dynamic broker configs take effect; this broker's epoch is the one its
+        registration (made by the controller process) put in the metadata."""
+        dynamic = (
+            dict(image.broker_configs.get("", {})),
+            dict(image.broker_configs.get(str(self.node_id), {})),
+        )
+        if dynamic != self._dynamic_configs:
+            self._dynamic_configs = dynamic
+            self._apply_broker_configs(image)
         if self.remote is None:
             return
         me = image.brokers.get(self.node_id)
         if me is not None and me.broker_epoch != self.broker_epoch:
             self.broker_epoch = me.broker_epoch
             self.replica_manager.set_broker_epoch(me.broker_epoch)
+
+    def _apply_broker_configs(self, image: MetadataImage) -> None:
+        """Without a restart (Kafka's DynamicBrokerConfig): the replication throttles,
+        log.cleaner.threads and the log.retention.* defaults (the replica manager,
+        the next listener, re-applies every hosted log's config on a broker config
+        record)."""
+        props = effective_broker_properties(image, self.node_id, self.config.raw)
+        self.replica_manager.set_throttle_rates(
+            int(props.get("leader.replication.throttled.rate", LONG_MAX)),
+            int(props.get("follower.replication.throttled.rate", LONG_MAX)),
+        )
+        try:
+            self.controller.broker_defaults = LogConfig.from_broker(props)
+        except InvalidConfigError as e:  # validated by the controller: not expected
+            _log.error("broker_config_not_applied", error=str(e))
+        threads = props.get("log.cleaner.threads")
+        if threads is not None:
+            self.log_manager.cleaner.resize(int(threads))
+        _log.info(
+            "broker_configs_applied",
+            dynamic={k: v for k, v in props.items() if k in DYNAMIC_BROKER_CONFIGS},
+        )
+
+    def alter_broker_configs(
+        self, broker: str, changes: dict[str, str | None], validate_only: bool
+    ) -> None:
+        self.controller.alter_broker_configs(broker, changes, validate_only)
+
+    def describe_broker_config(self, broker: str) -> list[tuple[str, str, int]]:
+        """(name, value, source) as DescribeConfigs answers a BROKER resource: the
+        dynamic configs (1: this broker's, 2: the cluster default) and, for this node,
+        its static properties (4)."""
+        image = self.controller.image
+        own = dict(image.broker_configs.get(broker, {})) if broker else {}
+        default = dict(image.broker_configs.get("", {}))
+        out: dict[str, tuple[str, int]] = {}
+        if broker == str(self.node_id):
+            out.update({k: (str(v), 4) for k, v in self.config.raw.items()})
+        out.update({k: (v, 2) for k, v in default.items()})
+        out.update({k: (v, 1) for k, v in own.items()})
+        return [(k, v, src) for k, (v, src) in sorted(out.items())]
 
     def _fatal(self, why: str) -> None:
         _log.error("node_fatal", reason=why)
@@ -390,6 +450,16 @@ class Node:
         self, election: str, partitions: Sequence[tuple[str, int]] | None
     ) -> dict[tuple[str, int], str]:
         return self.controller.elect_leaders(election, partitions)
+
+    def alter_partition_reassignments(
+        self, requests: Sequence[tuple[str, int, tuple[int, ...] | None]]
+    ) -> dict[tuple[str, int], tuple[str, str]]:
+        return self.controller.alter_partition_reassignments(requests)
+
+    def list_partition_reassignments(
+        self, partitions: Sequence[tuple[str, int]] | None
+    ) -> list[OngoingReassignment]:
+        return self.controller.list_partition_reassignments(partitions)
 
     def alter_configs(
         self, topic: str, changes: dict[str, str | None], validate_only: bool

@@ -8,7 +8,7 @@ import grpc
 
 from seglog.proto import client_pb2 as pb
 from seglog.proto import client_pb2_grpc, errors_pb2
-from seglog.replication.cluster_control import ControlError
+from seglog.replication.cluster_control import DYNAMIC_BROKER_CONFIGS, ControlError
 from seglog.storage.errors import InvalidConfigError
 
 from .event_log import EventLogger
@@ -129,6 +129,49 @@ class SegLogServicer(client_pb2_grpc.SegLogServicer):
                 )
         return response
 
+    def AlterPartitionReassignments(
+        self, request: pb.AlterPartitionReassignmentsRequest, context: grpc.ServicerContext
+    ) -> pb.AlterPartitionReassignmentsResponse:
+        wanted = [
+            (r.topic, r.partition, None if r.cancel else tuple(r.replicas))
+            for r in request.partitions
+        ]
+        try:
+            results = self.node.alter_partition_reassignments(wanted)
+        except ControlError as e:
+            return pb.AlterPartitionReassignmentsResponse(
+                error_code=code(e.error_name), error_message=str(e)
+            )
+        return pb.AlterPartitionReassignmentsResponse(
+            results=[
+                pb.PartitionReassignment(
+                    topic=t, partition=p, error_code=code(error), error_message=message
+                )
+                for (t, p), (error, message) in sorted(results.items())
+            ]
+        )
+
+    def ListPartitionReassignments(
+        self, request: pb.ListPartitionReassignmentsRequest, context: grpc.ServicerContext
+    ) -> pb.ListPartitionReassignmentsResponse:
+        wanted = (
+            None
+            if request.all_partitions
+            else [(r.topic, r.partition) for r in request.partitions]
+        )
+        return pb.ListPartitionReassignmentsResponse(
+            reassignments=[
+                pb.PartitionReassignment(
+                    topic=r.topic,
+                    partition=r.partition,
+                    replicas=r.replicas,
+                    adding_replicas=r.adding_replicas,
+                    removing_replicas=r.removing_replicas,
+                )
+                for r in self.node.list_partition_reassignments(wanted)
+            ]
+        )
+
     def ElectLeaders(
         self, request: pb.ElectLeadersRequest, context: grpc.ServicerContext
     ) -> pb.ElectLeadersResponse:
@@ -166,12 +209,16 @@ class SegLogServicer(client_pb2_grpc.SegLogServicer):
         response = pb.DescribeConfigsResponse()
         for resource in request.resources:
             result = response.results.add(type=resource.type, name=resource.name)
-            if resource.type != pb.TOPIC:
+            if resource.type not in (pb.TOPIC, pb.BROKER):
                 result.error_code = E.INVALID_REQUEST
-                result.error_message = "only TOPIC config resources are supported"
+                result.error_message = "only TOPIC and BROKER config resources are supported"
                 continue
             try:
-                entries = self.node.describe_topic_config(resource.name)
+                entries = (
+                    self.node.describe_topic_config(resource.name)
+                    if resource.type == pb.TOPIC
+                    else self.node.describe_broker_config(resource.name)
+                )
             except ControlError as e:
                 result.error_code, result.error_message = code(e.error_name), str(e)
                 continue
@@ -180,7 +227,11 @@ class SegLogServicer(client_pb2_grpc.SegLogServicer):
                 if wanted and name not in wanted:
                     continue
                 result.configs.add(
-                    name=name, value=value, source=source, is_default=source == 5, read_only=False
+                    name=name,
+                    value=value,
+                    source=source,
+                    is_default=source == 5,
+                    read_only=resource.type == pb.BROKER and name not in DYNAMIC_BROKER_CONFIGS,
                 )
         return response
 
@@ -190,15 +241,18 @@ class SegLogServicer(client_pb2_grpc.SegLogServicer):
         response = pb.AlterConfigsResponse()
         for resource in request.resources:
             result = response.results.add(type=resource.type, name=resource.name)
-            if resource.type != pb.TOPIC:
+            if resource.type not in (pb.TOPIC, pb.BROKER):
                 result.error_code = E.INVALID_REQUEST
-                result.error_message = "only TOPIC config resources can be altered"
+                result.error_message = "only TOPIC and BROKER config resources can be altered"
                 continue
             changes: dict[str, str | None] = {
                 c.name: (None if c.op == pb.DELETE else c.value) for c in resource.configs
             }
             try:
-                self.node.alter_configs(resource.name, changes, request.validate_only)
+                if resource.type == pb.BROKER:
+                    self.node.alter_broker_configs(resource.name, changes, request.validate_only)
+                else:
+                    self.node.alter_configs(resource.name, changes, request.validate_only)
             except ControlError as e:
                 result.error_code, result.error_message = code(e.error_name), str(e)
             except InvalidConfigError as e:

@@ -62,6 +62,16 @@ class SegLogStub:
                 request_serializer=client__pb2.ElectLeadersRequest.SerializeToString,
                 response_deserializer=client__pb2.ElectLeadersResponse.FromString,
                 _registered_method=True)
+        self.AlterPartitionReassignments = channel.unary_unary(
+                '/seglog.v1.SegLog/AlterPartitionReassignments',
+                request_serializer=client__pb2.AlterPartitionReassignmentsRequest.SerializeToString,
+                response_deserializer=client__pb2.AlterPartitionReassignmentsResponse.FromString,
+                _registered_method=True)
+        self.ListPartitionReassignments = channel.unary_unary(
+                '/seglog.v1.SegLog/ListPartitionReassignments',
+                request_serializer=client__pb2.ListPartitionReassignmentsRequest.SerializeToString,
+                response_deserializer=client__pb2.ListPartitionReassignmentsResponse.FromString,
+                _registered_method=True)
         self.DescribeConfigs = channel.unary_unary(
                 '/seglog.v1.SegLog/DescribeConfigs',
                 request_serializer=client__pb2.DescribeConfigsRequest.SerializeToString,
@@ -135,6 +145,20 @@ class SegLogServicer:
         raise NotImplementedError('Method not implemented!')
 
     def ElectLeaders(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def AlterPartitionReassignments(self, request, context):
+        """Partition reassignment (KIP-455); the broker forwards Alter to the controller
+        and answers List from its own metadata image.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListPartitionReassignments(self, request, context):
         """Missing associated documentation comment in .proto file."""
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -216,6 +240,16 @@ def add_SegLogServicer_to_server(servicer, server):
                     servicer.ElectLeaders,
                     request_deserializer=client__pb2.ElectLeadersRequest.FromString,
                     response_serializer=client__pb2.ElectLeadersResponse.SerializeToString,
+            ),
+            'AlterPartitionReassignments': grpc.unary_unary_rpc_method_handler(
+                    servicer.AlterPartitionReassignments,
+                    request_deserializer=client__pb2.AlterPartitionReassignmentsRequest.FromString,
+                    response_serializer=client__pb2.AlterPartitionReassignmentsResponse.SerializeToString,
+            ),
+            'ListPartitionReassignments': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListPartitionReassignments,
+                    request_deserializer=client__pb2.ListPartitionReassignmentsRequest.FromString,
+                    response_serializer=client__pb2.ListPartitionReassignmentsResponse.SerializeToString,
             ),
             'DescribeConfigs': grpc.unary_unary_rpc_method_handler(
                     servicer.DescribeConfigs,
@@ -396,6 +430,60 @@ class SegLog:
             '/seglog.v1.SegLog/ElectLeaders',
             client__pb2.ElectLeadersRequest.SerializeToString,
             client__pb2.ElectLeadersResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def AlterPartitionReassignments(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/seglog.v1.SegLog/AlterPartitionReassignments',
+            client__pb2.AlterPartitionReassignmentsRequest.SerializeToString,
+            client__pb2.AlterPartitionReassignmentsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListPartitionReassignments(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/seglog.v1.SegLog/ListPartitionReassignments',
+            client__pb2.ListPartitionReassignmentsRequest.SerializeToString,
+            client__pb2.ListPartitionReassignmentsResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -1,3 +1,4 @@
+from . import client_pb2 as _client_pb2
 from . import errors_pb2 as _errors_pb2
 from google.protobuf.internal import containers as _containers
 from google.protobuf import descriptor as _descriptor
@@ -325,7 +326,7 @@ class CreatePartitionsRequest(_message.Message):
     def __init__(self, name: _Optional[str] = ..., total_count: _Optional[int] = ..., validate_only: _Optional[bool] = ...) -> None: ...
 
 class AlterTopicConfigsRequest(_message.Message):
-    __slots__ = ("topic", "set", "delete", "validate_only")
+    __slots__ = ("topic", "set", "delete", "validate_only", "broker_resource")
     class SetEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -337,11 +338,13 @@ class AlterTopicConfigsRequest(_message.Message):
     SET_FIELD_NUMBER: _ClassVar[int]
     DELETE_FIELD_NUMBER: _ClassVar[int]
     VALIDATE_ONLY_FIELD_NUMBER: _ClassVar[int]
+    BROKER_RESOURCE_FIELD_NUMBER: _ClassVar[int]
     topic: str
     set: _containers.ScalarMap[str, str]
     delete: _containers.RepeatedScalarFieldContainer[str]
     validate_only: bool
-    def __init__(self, topic: _Optional[str] = ..., set: _Optional[_Mapping[str, str]] = ..., delete: _Optional[_Iterable[str]] = ..., validate_only: _Optional[bool] = ...) -> None: ...
+    broker_resource: bool
+    def __init__(self, topic: _Optional[str] = ..., set: _Optional[_Mapping[str, str]] = ..., delete: _Optional[_Iterable[str]] = ..., validate_only: _Optional[bool] = ..., broker_resource: _Optional[bool] = ...) -> None: ...
 
 class MetadataApplied(_message.Message):
     __slots__ = ("broker_id", "offset")

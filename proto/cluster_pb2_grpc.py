@@ -3,6 +3,7 @@
 import grpc
 import warnings
 
+from . import client_pb2 as client__pb2
 from . import cluster_pb2 as cluster__pb2
 
 GRPC_GENERATED_VERSION = '1.85.1'
@@ -92,6 +93,11 @@ class ControllerStub:
                 request_serializer=cluster__pb2.ElectLeadersControlRequest.SerializeToString,
                 response_deserializer=cluster__pb2.ElectLeadersControlResponse.FromString,
                 _registered_method=True)
+        self.AlterPartitionReassignments = channel.unary_unary(
+                '/seglog.v1.Controller/AlterPartitionReassignments',
+                request_serializer=client__pb2.AlterPartitionReassignmentsRequest.SerializeToString,
+                response_deserializer=client__pb2.AlterPartitionReassignmentsResponse.FromString,
+                _registered_method=True)
         self.WatchMetadata = channel.stream_stream(
                 '/seglog.v1.Controller/WatchMetadata',
                 request_serializer=cluster__pb2.MetadataApplied.SerializeToString,
@@ -173,6 +179,12 @@ class ControllerServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def AlterPartitionReassignments(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def WatchMetadata(self, request_iterator, context):
         """The committed metadata, for the broker of the controller's own node (the
         controller runs in a process of its own): a snapshot of the image first, then
@@ -239,6 +251,11 @@ def add_ControllerServicer_to_server(servicer, server):
                     servicer.ElectLeaders,
                     request_deserializer=cluster__pb2.ElectLeadersControlRequest.FromString,
                     response_serializer=cluster__pb2.ElectLeadersControlResponse.SerializeToString,
+            ),
+            'AlterPartitionReassignments': grpc.unary_unary_rpc_method_handler(
+                    servicer.AlterPartitionReassignments,
+                    request_deserializer=client__pb2.AlterPartitionReassignmentsRequest.FromString,
+                    response_serializer=client__pb2.AlterPartitionReassignmentsResponse.SerializeToString,
             ),
             'WatchMetadata': grpc.stream_stream_rpc_method_handler(
                     servicer.WatchMetadata,
@@ -546,6 +563,33 @@ class Controller:
             '/seglog.v1.Controller/ElectLeaders',
             cluster__pb2.ElectLeadersControlRequest.SerializeToString,
             cluster__pb2.ElectLeadersControlResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def AlterPartitionReassignments(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/seglog.v1.Controller/AlterPartitionReassignments',
+            client__pb2.AlterPartitionReassignmentsRequest.SerializeToString,
+            client__pb2.AlterPartitionReassignmentsResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -14,6 +14,7 @@ from seglog.storage.log_config import LogConfig
 
 from .metadata_image import MetadataImage, PartitionState
 from .metadata_records import (
+    BROKER_RESOURCE,
     BrokerFenceRecord,
     ConfigRecord,
     MetadataRecord,
@@ -24,6 +25,7 @@ from .metadata_records import (
     RemoveTopicRecord,
     TopicRecord,
 )
+from .reassignment import change_record
 
 MAX_TOPIC_NAME_LENGTH = 249
 _LEGAL_TOPIC = re.compile(r"^[a-zA-Z0-9._-]+$")
@@ -479,7 +481,9 @@ def alter_partition_records(
         raise ControlError("INELIGIBLE_REPLICA", "; ".join(ineligible))
     if tuple(new_isr) == state.isr:
         return []
-    return [_change(t.topic_id, partition, state, state.leader, tuple(new_isr))]
+    # The ISR change that takes in a reassignment's last new replica completes it.
+    usable = set(image.unfenced_brokers())
+    return [change_record(t.topic_id, partition, state, state.leader, tuple(new_isr), usable)]
 
 
 def alter_partitions_records(
@@ -507,3 +511,71 @@ def alter_partitions_records(
         except ControlError as e:
             answers.append((e.error_name, str(e)))
     return records, answers
+
+
+# --- dynamic broker configs ------------------------------------------------------------
+
+RETENTION_CONFIGS = (
+    "log.retention.ms",
+    "log.retention.minutes",
+    "log.retention.hours",
+    "log.retention.bytes",
+)
+# The broker configs that may change without a restart, each with its lowest value
+# (Kafka's DynamicBrokerConfig names; the others are static node properties).
+DYNAMIC_BROKER_CONFIGS: dict[str, int] = {
+    "log.retention.ms": -1,
+    "log.retention.minutes": -1,
+    "log.retention.hours": -1,
+    "log.retention.bytes": -1,
+    "leader.replication.throttled.rate": 1,
+    "follower.replication.throttled.rate": 1,
+    "log.cleaner.threads": 1,
+}
+
+
+def alter_broker_config_records(
+    image: MetadataImage, broker: str, changes: Mapping[str, str | None]
+) -> list[MetadataRecord]:
+    """IncrementalAlterConfigs for a BROKER resource: `broker` is a broker id, or ""
+    for the cluster-wide default; a value sets the override, None removes it."""
+    if broker and not broker.isdigit():
+        raise ControlError(
+            "INVALID_REQUEST", f"broker config resource {broker!r} is not a broker id or \"\""
+        )
+    for key, value in changes.items():
+        if key not in DYNAMIC_BROKER_CONFIGS:
+            raise ControlError(
+                "INVALID_CONFIG",
+                f"{key} cannot be changed without a restart; the dynamic broker configs "
+                f"are {', '.join(sorted(DYNAMIC_BROKER_CONFIGS))}",
+            )
+        if value is None:
+            continue
+        try:
+            number = int(value.strip())
+        except ValueError:
+            raise ControlError(
+                "INVALID_CONFIG", f"Invalid value {value} for configuration {key}: not a number"
+            ) from None
+        if number < DYNAMIC_BROKER_CONFIGS[key]:
+            raise ControlError(
+                "INVALID_CONFIG",
+                f"Invalid value {value} for configuration {key}: Value must be at least "
+                f"{DYNAMIC_BROKER_CONFIGS[key]}",
+            )
+    return [
+        ConfigRecord(broker, key, value, BROKER_RESOURCE) for key, value in sorted(changes.items())
+    ]
+
+
+def effective_broker_properties(
+    image: MetadataImage, broker_id: int, static: Mapping[str, str]
+) -> dict[str, str]:
+    """Kafka's precedence: the broker's own dynamic config, then the cluster-wide
+    default, then its static properties."""
+    return {
+        **static,
+        **image.broker_configs.get("", {}),
+        **image.broker_configs.get(str(broker_id), {}),
+    }

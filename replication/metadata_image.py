@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 
 from .metadata_records import (
+    BROKER_RESOURCE,
     AccessControlEntryRecord,
     BrokerFenceRecord,
     ConfigRecord,
@@ -32,6 +33,22 @@ class PartitionState:
     leader: int
     leader_epoch: int
     partition_epoch: int
+    # KIP-455: while a reassignment runs, replicas = target + removing_replicas and
+    # adding_replicas are the target's members that were not replicas before.
+    adding_replicas: tuple[int, ...] = ()
+    removing_replicas: tuple[int, ...] = ()
+
+    @property
+    def reassigning(self) -> bool:
+        return bool(self.adding_replicas or self.removing_replicas)
+
+    @property
+    def target_replicas(self) -> tuple[int, ...]:
+        return tuple(r for r in self.replicas if r not in self.removing_replicas)
+
+    @property
+    def original_replicas(self) -> tuple[int, ...]:
+        return tuple(r for r in self.replicas if r not in self.adding_replicas)
 
 
 @dataclass(slots=True)
@@ -63,6 +80,8 @@ class MetadataImage:
         self.topics: dict[str, TopicImage] = {}
         self.topic_names_by_id: dict[str, str] = {}
         self.configs: dict[str, dict[str, str]] = {}
+        # Dynamic broker configs by broker id ("": the cluster-wide default).
+        self.broker_configs: dict[str, dict[str, str]] = {}
         self.brokers: dict[int, BrokerImage] = {}
         self.next_producer_id = 0
         # Security: SCRAM credentials by (user, mechanism code), ACL entries by id.
@@ -102,6 +121,8 @@ class MetadataImage:
                     record.leader,
                     record.leader_epoch,
                     record.partition_epoch,
+                    tuple(record.adding_replicas),
+                    tuple(record.removing_replicas),
                 )
             case PartitionChangeRecord():
                 topic = self.topics[self.topic_names_by_id[record.topic_id]]
@@ -114,19 +135,33 @@ class MetadataImage:
                     isr=tuple(record.isr),
                     leader_epoch=record.leader_epoch,
                     partition_epoch=record.partition_epoch,
+                    replicas=old_state.replicas
+                    if record.replicas is None
+                    else tuple(record.replicas),
+                    adding_replicas=old_state.adding_replicas
+                    if record.adding_replicas is None
+                    else tuple(record.adding_replicas),
+                    removing_replicas=old_state.removing_replicas
+                    if record.removing_replicas is None
+                    else tuple(record.removing_replicas),
                 )
             case RemoveTopicRecord():
                 name = self.topic_names_by_id.pop(record.topic_id)
                 del self.topics[name]
                 self.configs.pop(name, None)
             case ConfigRecord():
-                overrides = self.configs.setdefault(record.resource_name, {})
+                by_name = (
+                    self.broker_configs
+                    if record.resource_type == BROKER_RESOURCE
+                    else self.configs
+                )
+                overrides = by_name.setdefault(record.resource_name, {})
                 if record.value is None:
                     overrides.pop(record.name, None)
                 else:
                     overrides[record.name] = record.value
                 if not overrides:
-                    del self.configs[record.resource_name]
+                    del by_name[record.resource_name]
             case ProducerIdsRecord():
                 assert record.next_producer_id > self.next_producer_id, "producer ids only rise"
                 self.next_producer_id = record.next_producer_id
@@ -160,6 +195,7 @@ class MetadataImage:
                 for t in sorted(self.topics.values(), key=lambda t: t.name)
             ),
             tuple(sorted((k, tuple(sorted(v.items()))) for k, v in self.configs.items())),
+            tuple(sorted((k, tuple(sorted(v.items()))) for k, v in self.broker_configs.items())),
             tuple(sorted(self.brokers.items())),
             self.next_producer_id,
             tuple(sorted(self.scram_credentials.items())),
@@ -188,11 +224,16 @@ class MetadataImage:
                         s.leader,
                         s.leader_epoch,
                         s.partition_epoch,
+                        s.adding_replicas,
+                        s.removing_replicas,
                     )
                 )
         for name, overrides in sorted(self.configs.items()):
             for key, value in sorted(overrides.items()):
                 out.append(ConfigRecord(name, key, value))
+        for broker, overrides in sorted(self.broker_configs.items()):
+            for key, value in sorted(overrides.items()):
+                out.append(ConfigRecord(broker, key, value, BROKER_RESOURCE))
         if self.next_producer_id:
             out.append(ProducerIdsRecord(-1, -1, self.next_producer_id))
         out.extend(v for _, v in sorted(self.scram_credentials.items()))

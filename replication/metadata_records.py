@@ -53,12 +53,16 @@ class PartitionRecord:
     leader: int
     leader_epoch: int
     partition_epoch: int
+    # An ongoing reassignment (KIP-455): replicas = target + removing.
+    adding_replicas: tuple[int, ...] = ()
+    removing_replicas: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
 class PartitionChangeRecord:
     """A new leader and/or ISR; the partition epoch always rises, the leader epoch
-    rises when the leader changes."""
+    rises when the leader changes. As Kafka's record, the replica fields are None
+    when they do not change (a reassignment changes them: KIP-455)."""
 
     kind: ClassVar[str] = "PartitionChange"
     topic_id: str
@@ -67,6 +71,9 @@ class PartitionChangeRecord:
     isr: tuple[int, ...]
     leader_epoch: int
     partition_epoch: int
+    replicas: tuple[int, ...] | None = None
+    adding_replicas: tuple[int, ...] | None = None
+    removing_replicas: tuple[int, ...] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,14 +82,20 @@ class RemoveTopicRecord:
     topic_id: str
 
 
+TOPIC_RESOURCE, BROKER_RESOURCE = 2, 4  # Kafka's ConfigResource.Type ids
+
+
 @dataclass(frozen=True, slots=True)
 class ConfigRecord:
-    """A topic-level config override; value None removes it."""
+    """A config override; value None removes it. As Kafka's record: a topic's
+    (resource_type 2, the topic's name) or a dynamic broker config (4; the broker's
+    id, or "" for the cluster-wide default)."""
 
     kind: ClassVar[str] = "Config"
     resource_name: str
     name: str
     value: str | None
+    resource_type: int = TOPIC_RESOURCE
 
 
 @dataclass(frozen=True, slots=True)

@@ -162,8 +162,14 @@ class PartitionReplica(IsrChanges, LeaderReads):
 
     def apply_metadata(self, state: PartitionState, now_ms: int) -> list[Action]:
         """The controller's registration of this partition (7.6, 7.7)."""
-        if state.partition_epoch <= self.partition_epoch:
+        if state.partition_epoch < self.partition_epoch or (
+            state.partition_epoch == self.partition_epoch
+            and tuple(state.replicas) == self.replicas
+        ):
             # Stale (or already applied): partition epochs rise on every change (7.6).
+            # An equal epoch with other replicas is news: the leader took the epoch
+            # from its AlterPartition answer, whose change also completed a
+            # reassignment (KIP-455) that only the metadata tells it about.
             return []
         check(
             state.leader_epoch >= self.leader_epoch,

@@ -37,6 +37,7 @@ from .cluster_control import (
 )
 from .metadata_image import MetadataImage
 from .metadata_records import (
+    TOPIC_RESOURCE,
     BrokerFenceRecord,
     ConfigRecord,
     MetadataRecord,
@@ -154,7 +155,7 @@ def _admissible(image: MetadataImage, r: MetadataRecord) -> bool:
         case RemoveTopicRecord():
             return r.topic_id in image.topic_names_by_id
         case ConfigRecord():
-            return r.resource_name in image.topics
+            return r.resource_type != TOPIC_RESOURCE or r.resource_name in image.topics
         case ProducerIdsRecord():
             return r.next_producer_id > image.next_producer_id
         case _:

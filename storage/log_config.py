@@ -19,7 +19,7 @@ from __future__ import annotations
 import math
 import random
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, fields, replace
 from decimal import Decimal
 from enum import Enum, IntEnum
@@ -274,6 +274,10 @@ TOPIC_CONFIG_KEYS: Mapping[str, ConfigKey] = _keys(
     ConfigKey("message.timestamp.type", _T.STRING, "CreateTime", one_of=TIMESTAMP_TYPES),
     ConfigKey("message.timestamp.before.max.ms", _T.LONG, LONG_MAX, at_least=0),
     ConfigKey("message.timestamp.after.max.ms", _T.LONG, LONG_MAX, at_least=0),
+    # Replication throttles (seglog.replication.throttle): "*" or partition:broker
+    # entries; no broker-level synonym, as in Kafka.
+    ConfigKey("leader.replication.throttled.replicas", _T.LIST, ()),
+    ConfigKey("follower.replication.throttled.replicas", _T.LIST, ()),
 )
 TOPIC_CONFIG_NAMES: tuple[str, ...] = tuple(TOPIC_CONFIG_KEYS)
 
@@ -361,7 +365,7 @@ BROKER_SYNONYMS: Mapping[str, tuple[BrokerSynonym, ...]] = {
 
 def broker_synonyms(topic_name: str) -> tuple[str, ...]:
     """The broker-level names for a topic setting, highest precedence first."""
-    return tuple(s.key.name for s in BROKER_SYNONYMS[topic_name])
+    return tuple(s.key.name for s in BROKER_SYNONYMS.get(topic_name, ()))
 
 
 def _check_compaction_lags(min_lag: int, max_lag: int) -> None:
@@ -370,6 +374,37 @@ def _check_compaction_lags(min_lag: int, max_lag: int) -> None:
             f"conflict topic config setting min.compaction.lag.ms ({min_lag}) > "
             f"max.compaction.lag.ms ({max_lag})"
         )
+
+
+_THROTTLED_ENTRY = re.compile(r"^\s*([0-9]+)\s*:\s*([0-9]+)\s*$")
+
+
+def parse_throttled_replicas(value: Iterable[str], name: str) -> frozenset[tuple[int, int]] | None:
+    """A *.replication.throttled.replicas list: None for "*" (every replica), else its
+    (partition, broker) pairs. Raises ValueError naming the bad entry."""
+    entries = [e.strip() for e in value if e.strip()]
+    if entries == ["*"]:
+        return None
+    out = set()
+    for e in entries:
+        m = _THROTTLED_ENTRY.match(e)
+        if m is None:
+            raise ValueError(
+                f"{name}: {e!r} is not partitionId:brokerId (the list is \"*\" or "
+                f"entries like 0:101,1:102)"
+            )
+        out.add((int(m.group(1)), int(m.group(2))))
+    return frozenset(out)
+
+
+def _check_throttled_replicas(config: LogConfig) -> None:
+    for side in ("leader", "follower"):
+        name = f"{side}.replication.throttled.replicas"
+        value = getattr(config, name.replace(".", "_"))
+        try:
+            parse_throttled_replicas(value, name)
+        except ValueError as e:
+            raise InvalidConfigError(str(e)) from None
 
 
 def _check_names(props: Mapping[str, object]) -> None:
@@ -410,12 +445,15 @@ class LogConfig:
     message_timestamp_type: str = "CreateTime"
     message_timestamp_before_max_ms: int = LONG_MAX
     message_timestamp_after_max_ms: int = LONG_MAX
+    leader_replication_throttled_replicas: tuple[str, ...] = ()
+    follower_replication_throttled_replicas: tuple[str, ...] = ()
     topic_overrides: frozenset[str] = field(default=frozenset(), compare=False, repr=False)
     broker_overrides: frozenset[str] = field(default=frozenset(), compare=False, repr=False)
 
     def __post_init__(self) -> None:
         _normalize(self, TOPIC_CONFIG_KEYS)
         _check_compaction_lags(self.min_compaction_lag_ms, self.max_compaction_lag_ms)
+        _check_throttled_replicas(self)
         for names in (self.topic_overrides, self.broker_overrides):
             _check_names(dict.fromkeys(names))
         object.__setattr__(self, "topic_overrides", frozenset(self.topic_overrides))

@@ -41,6 +41,7 @@ class ThreeNodeCluster:
     its health check passes) and `tail_lines` (of each node's log in a timeout message).
     """
 
+    node_ids: tuple[int, ...] = NODE_IDS  # every one a broker and a voter
     session_timeout_ms: int = 1500
     wait_s: float = 20.0
     start_timeout_s: float = 30.0
@@ -48,8 +49,8 @@ class ThreeNodeCluster:
 
     def __init__(self, root: Path, overrides: Mapping[str, str] | None = None) -> None:
         """`overrides`: further node properties, on top of the quorum's."""
-        self.ports = {i: free_port() for i in NODE_IDS}
-        self.controller_ports = {i: free_port() for i in NODE_IDS}
+        self.ports = {i: free_port() for i in self.node_ids}
+        self.controller_ports = {i: free_port() for i in self.node_ids}
         voters = ",".join(f"{i}@127.0.0.1:{p}" for i, p in self.controller_ports.items())
         props = {
             "controller.quorum.voters": voters,
@@ -59,7 +60,7 @@ class ThreeNodeCluster:
         }
         self.nodes = {
             i: NodeProcess(root, i, self.ports[i], props, self.controller_ports[i])
-            for i in NODE_IDS
+            for i in self.node_ids
         }
         self._channels: dict[int, grpc.Channel] = {}
 
@@ -164,8 +165,8 @@ class ThreeNodeCluster:
 
     def all_up_and_unfenced(self) -> bool:
         """Every node running, and three unfenced brokers in every node's Metadata."""
-        return len(self.running()) == len(NODE_IDS) and all(
-            self.brokers(i) == dict.fromkeys(NODE_IDS, False) for i in NODE_IDS
+        return len(self.running()) == len(self.node_ids) and all(
+            self.brokers(i) == dict.fromkeys(self.node_ids, False) for i in self.node_ids
         )
 
     def check_while_waiting(self, what: str) -> None:

@@ -1,13 +1,14 @@
-"""CreateTopics, DeleteTopics, CreatePartitions, DescribeConfigs and
-IncrementalAlterConfigs: Kafka's admin requests onto the node's controller calls
-(which forward to the active controller as the gRPC service's do)."""
+"""CreateTopics, DeleteTopics, CreatePartitions, DescribeConfigs,
+IncrementalAlterConfigs and Alter/ListPartitionReassignments: Kafka's admin
+requests onto the node's controller calls (which forward to the active controller
+as the gRPC service's do)."""
 
 from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable, Mapping
 
-from seglog.replication.cluster_control import ControlError
+from seglog.replication.cluster_control import DYNAMIC_BROKER_CONFIGS, ControlError
 from seglog.storage.errors import InvalidConfigError
 from seglog.storage.partition_metadata import topic_id_to_uuid
 
@@ -18,7 +19,6 @@ from .node_api import KafkaNode
 TOPIC = 2
 BROKER = 4
 SET, DELETE = 0, 1
-STATIC_BROKER_CONFIG = 4
 DEFAULT_CONFIG = 5
 
 
@@ -156,14 +156,9 @@ def describe_configs(
         elif resource.resource_type == BROKER and not may_describe_broker():
             result.error_code = error_code("CLUSTER_AUTHORIZATION_FAILED")
             result.error_message = "not authorized to DESCRIBE_CONFIGS on the cluster"
-        elif resource.resource_type == BROKER and resource.resource_name == str(node.node_id):
-            entries = [(k, v, STATIC_BROKER_CONFIG) for k, v in sorted(properties.items())]
         elif resource.resource_type == BROKER:
-            result.error_code = error_code("INVALID_REQUEST")
-            result.error_message = (
-                f"broker {resource.resource_name!r} must be asked itself (this is "
-                f"broker {node.node_id})"
-            )
+            # Static properties for this node, the dynamic ones (KIP-226) for any.
+            entries = node.describe_broker_config(resource.resource_name)
         else:
             result.error_code = error_code("INVALID_REQUEST")
             result.error_message = "only TOPIC and BROKER config resources are supported"
@@ -175,7 +170,8 @@ def describe_configs(
                 entry_cls(
                     name=name,
                     value=None if secret else value,
-                    read_only=resource.resource_type == BROKER,
+                    read_only=resource.resource_type == BROKER
+                    and name not in DYNAMIC_BROKER_CONFIGS,
                     config_source=source,
                     is_sensitive=secret,
                     synonyms=[],
@@ -196,9 +192,9 @@ def incremental_alter_configs(node: KafkaNode, request: KafkaRequest) -> list[Pa
             resource_type=resource.resource_type,
             resource_name=resource.resource_name,
         )
-        if resource.resource_type != TOPIC:
+        if resource.resource_type not in (TOPIC, BROKER):
             result.error_code = error_code("INVALID_REQUEST")
-            result.error_message = "only TOPIC config resources can be altered"
+            result.error_message = "only TOPIC and BROKER config resources can be altered"
             results.append(result)
             continue
         changes: dict[str, str | None] = {}
@@ -215,10 +211,115 @@ def incremental_alter_configs(node: KafkaNode, request: KafkaRequest) -> list[Pa
                 )
         if not result.error_code:
             try:
-                node.alter_configs(resource.resource_name, changes, req.validate_only)
+                if resource.resource_type == BROKER:
+                    node.alter_broker_configs(
+                        resource.resource_name, changes, bool(req.validate_only)
+                    )
+                else:
+                    node.alter_configs(resource.resource_name, changes, req.validate_only)
             except ControlError as e:
                 result.error_code, result.error_message = error_code(e.error_name), str(e)
             except InvalidConfigError as e:
                 result.error_code, result.error_message = error_code("INVALID_CONFIG"), str(e)
         results.append(result)
     return encode_response(request, cls(throttle_time_ms=0, responses=results))
+
+
+def alter_partition_reassignments(node: KafkaNode, request: KafkaRequest) -> list[Part]:
+    """KIP-455: each partition's target replicas, or null to cancel. v1's
+    AllowReplicationFactorChange=false refuses a target of another size."""
+    req = request.body
+    cls = response_class(request)
+    allow_rf_change = getattr(req, "allow_replication_factor_change", True)
+    image = node.metadata_image()
+    wanted: list[tuple[str, int, tuple[int, ...] | None]] = []
+    refused: dict[tuple[str, int], tuple[str, str]] = {}
+    for t in req.topics:
+        for p in t.partitions:
+            target = None if p.replicas is None else tuple(p.replicas)
+            state = image.partition(t.name, p.partition_index)
+            if (
+                not allow_rf_change
+                and target is not None
+                and state is not None
+                and len(target) != len(state.original_replicas)
+            ):
+                refused[(t.name, p.partition_index)] = (
+                    "INVALID_REPLICATION_FACTOR",
+                    f"{t.name}-{p.partition_index}: the target has {len(target)} replicas, "
+                    f"not {len(state.original_replicas)}, and the replication factor may "
+                    f"not change",
+                )
+            else:
+                wanted.append((t.name, p.partition_index, target))
+    code, message = 0, None
+    results: dict[tuple[str, int], tuple[str, str]] = dict(refused)
+    try:
+        if wanted:
+            results.update(node.alter_partition_reassignments(wanted))
+    except ControlError as e:
+        code, message = error_code(e.error_name), str(e)
+    topic_cls = cls.ReassignableTopicResponse
+    part_cls = topic_cls.ReassignablePartitionResponse
+    responses = []
+    for t in req.topics:
+        parts = []
+        for p in t.partitions:
+            error, why = results.get((t.name, p.partition_index), ("NONE", ""))
+            if code:
+                error, why = "NONE", ""  # the top-level error says it
+            parts.append(
+                part_cls(
+                    partition_index=p.partition_index,
+                    error_code=error_code(error),
+                    error_message=why or None,
+                )
+            )
+        responses.append(topic_cls(name=t.name, partitions=parts))
+    body = cls(throttle_time_ms=0, error_code=code, error_message=message, responses=responses)
+    if request.api_version >= 1:
+        body.allow_replication_factor_change = allow_rf_change
+    return encode_response(request, body)
+
+
+def list_partition_reassignments(node: KafkaNode, request: KafkaRequest) -> list[Part]:
+    req = request.body
+    cls = response_class(request)
+    wanted = (
+        None
+        if req.topics is None
+        else [(t.name, p) for t in req.topics for p in t.partition_indexes]
+    )
+    by_topic: dict[str, list[object]] = {}
+    topic_cls = cls.OngoingTopicReassignment
+    part_cls = topic_cls.OngoingPartitionReassignment
+    for r in node.list_partition_reassignments(wanted):
+        by_topic.setdefault(r.topic, []).append(
+            part_cls(
+                partition_index=r.partition,
+                replicas=list(r.replicas),
+                adding_replicas=list(r.adding_replicas),
+                removing_replicas=list(r.removing_replicas),
+            )
+        )
+    topics = [topic_cls(name=name, partitions=parts) for name, parts in by_topic.items()]
+    return encode_response(
+        request, cls(throttle_time_ms=0, error_code=0, error_message=None, topics=topics)
+    )
+
+
+def refuse_reassignments(request: KafkaRequest, error: str) -> list[Part]:
+    """Either reassignment API refused as a whole (a top-level error)."""
+    cls = response_class(request)
+    body = cls(
+        throttle_time_ms=0,
+        error_code=error_code(error),
+        error_message=f"{request.spec.name} refused: {error}",
+    )
+    if request.api_key == 45:
+        body.responses = []
+        if request.api_version >= 1:
+            body.allow_replication_factor_change = True
+    else:
+        body.topics = []
+    return encode_response(request, body)

@@ -16,6 +16,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from kafka.protocol.admin import (
+    AlterPartitionReassignmentsRequest,
+    AlterPartitionReassignmentsResponse,
     AlterUserScramCredentialsRequest,
     AlterUserScramCredentialsResponse,
     CreateAclsRequest,
@@ -44,6 +46,8 @@ from kafka.protocol.admin import (
     IncrementalAlterConfigsResponse,
     ListGroupsRequest,
     ListGroupsResponse,
+    ListPartitionReassignmentsRequest,
+    ListPartitionReassignmentsResponse,
 )
 from kafka.protocol.consumer import (
     FetchRequest,
@@ -165,6 +169,20 @@ APIS: dict[int, ApiSpec] = {
             IncrementalAlterConfigsRequest,
             IncrementalAlterConfigsResponse,
             (0, 1),
+        ),
+        ApiSpec(
+            45,
+            "AlterPartitionReassignments",
+            AlterPartitionReassignmentsRequest,
+            AlterPartitionReassignmentsResponse,
+            (0, 1),
+        ),
+        ApiSpec(
+            46,
+            "ListPartitionReassignments",
+            ListPartitionReassignmentsRequest,
+            ListPartitionReassignmentsResponse,
+            (0, 0),
         ),
         ApiSpec(60, "DescribeCluster", DescribeClusterRequest, DescribeClusterResponse, (0, 1)),
         # Security (node/security/kafka_gate.py answers these). SaslHandshake v1 only

@@ -99,6 +99,8 @@ class KafkaApis:
             42: groups.delete_groups,
             47: groups.offset_delete,
             44: lambda r: admin.incremental_alter_configs(guarded, r),
+            45: self.alter_partition_reassignments,
+            46: self.list_partition_reassignments,
             60: lambda r: describe_cluster(
                 self.node,
                 self.listener,
@@ -111,6 +113,16 @@ class KafkaApis:
 
     def __call__(self, request: KafkaRequest) -> list[Part] | Deferred | None:
         return self._apis[request.api_key](request)
+
+    def alter_partition_reassignments(self, request: KafkaRequest) -> list[Part]:
+        if not allowed(self.authorizer, AclOperation.ALTER, CLUSTER, CLUSTER_NAME):
+            return admin.refuse_reassignments(request, "CLUSTER_AUTHORIZATION_FAILED")
+        return admin.alter_partition_reassignments(self.node, request)
+
+    def list_partition_reassignments(self, request: KafkaRequest) -> list[Part]:
+        if not allowed(self.authorizer, AclOperation.DESCRIBE, CLUSTER, CLUSTER_NAME):
+            return admin.refuse_reassignments(request, "CLUSTER_AUTHORIZATION_FAILED")
+        return admin.list_partition_reassignments(self.node, request)
 
     # --- produce -------------------------------------------------------------------
 

@@ -51,6 +51,16 @@ class AuthorizingNode:
         self._check(AclOperation.DESCRIBE_CONFIGS, topic)
         return self._node.describe_topic_config(topic)
 
+    def alter_broker_configs(self, broker: str, *args: Any) -> None:
+        """Broker configs (one broker's or the cluster default): ALTER_CONFIGS on the
+        cluster, as Kafka."""
+        op = AclOperation.ALTER_CONFIGS
+        if not allowed(self._authorizer(), op, ResourceType.CLUSTER, CLUSTER_NAME):
+            raise ControlError(
+                "CLUSTER_AUTHORIZATION_FAILED", "not authorized to ALTER_CONFIGS on the cluster"
+            )
+        self._node.alter_broker_configs(broker, *args)
+
     def alter_configs(self, topic: str, *args: Any) -> None:
         self._check(AclOperation.ALTER_CONFIGS, topic)
         self._node.alter_configs(topic, *args)

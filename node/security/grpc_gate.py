@@ -62,8 +62,12 @@ def seglog_checks(method: str, request: Any) -> list[Check]:
         return _configs(AclOperation.DESCRIBE_CONFIGS, request.resources)
     if name == "AlterConfigs":
         return _configs(AclOperation.ALTER_CONFIGS, request.resources)
-    if name == "DescribeReplicas":
+    if name in ("DescribeReplicas", "ListPartitionReassignments"):
         return _cluster(AclOperation.DESCRIBE)
+    if name in ("AlterPartitionReassignments", "ElectLeaders"):
+        return _cluster(AclOperation.ALTER)
+    if name == "CreatePartitions":
+        return _topics(AclOperation.ALTER, (t.name for t in request.topics))
     return []
 
 

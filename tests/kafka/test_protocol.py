@@ -11,9 +11,11 @@ from __future__ import annotations
 
 import io
 import struct
+from typing import Any
 
 import pytest
 from kafka.protocol.admin import (
+    AlterPartitionReassignmentsRequest,
     CreatePartitionsRequest,
     CreateTopicsRequest,
     DeleteGroupsRequest,
@@ -23,6 +25,7 @@ from kafka.protocol.admin import (
     DescribeGroupsRequest,
     IncrementalAlterConfigsRequest,
     ListGroupsRequest,
+    ListPartitionReassignmentsRequest,
 )
 from kafka.protocol.consumer import (
     FetchRequest,
@@ -208,10 +211,31 @@ def requests_for(api_key: int, v: int):
         )
     if api_key == 60:
         return DescribeClusterRequest[v](include_cluster_authorized_operations=False)
+    if api_key == 45:  # partition 0: cancel (none running); partition 1: no such partition
+        return reassign_request(v, [(0, None), (1, [1, 2, 3])])
+    if api_key == 46:
+        return ListPartitionReassignmentsRequest[v](timeout_ms=10_000, topics=None)
     group = group_request(api_key, v)
     if group is not None:
         return group
     return security_request(api_key, v)
+
+
+def reassign_request(v: int, partitions: list[tuple[int, list[int] | None]], **extra: object):
+    R = AlterPartitionReassignmentsRequest
+    T = R.ReassignableTopic
+    return R[v](
+        timeout_ms=10_000,
+        topics=[
+            T(
+                name=TOPIC,
+                partitions=[
+                    T.ReassignablePartition(partition_index=p, replicas=r) for p, r in partitions
+                ],
+            )
+        ],
+        **extra,
+    )
 
 
 def security_request(api_key: int, v: int) -> object:
@@ -459,6 +483,11 @@ def test_every_served_api_and_version_cross_checked_with_kio(leader_port, api_ke
         assert decoded.filter_results[0].error_code == 54
     elif api_key == 51:
         assert decoded.results[0].error_code == 91  # RESOURCE_NOT_FOUND
+    elif api_key == 45:
+        codes = [p.error_code for p in decoded.responses[0].partitions]
+        assert decoded.error_code == 0 and codes == [85, 3], decoded  # NO_REASSIGNMENT..., UNKNOWN
+    elif api_key == 46:
+        assert decoded.error_code == 0 and decoded.topics == [], decoded
     elif api_key == 69:
         codes = [g.error_code for g in decoded.groups]
         assert codes[1] in (15, 16, 69), decoded  # GROUP_ID_NOT_FOUND from its coordinator
@@ -470,6 +499,68 @@ def test_every_served_api_and_version_cross_checked_with_kio(leader_port, api_ke
         if decoded.error_code == 0:
             assert decoded.member_epoch == 1 and decoded.assignment is not None, decoded
     assert answer is not None
+
+
+def test_reassignment_requests_that_name_bad_replicas_get_kafkas_errors(leader_port):
+    """KIP-455 on the Kafka listener: an unregistered broker or a broker named twice is
+    INVALID_REPLICA_ASSIGNMENT; with AllowReplicationFactorChange=false (v1) a target of
+    another size is INVALID_REPLICATION_FACTOR; nothing starts."""
+    with KafkaConnection(leader_port) as conn:
+        _b, r = conn.request(reassign_request(0, [(0, [1, 2, 9])]))
+        assert r.responses[0].partitions[0].error_code == 39, r
+        assert "unregistered broker(s) [9]" in r.responses[0].partitions[0].error_message
+        _b, r = conn.request(reassign_request(0, [(0, [1, 1, 2])]))
+        assert r.responses[0].partitions[0].error_code == 39, r
+        request = reassign_request(1, [(0, [1, 2])], allow_replication_factor_change=False)
+        _b, r = conn.request(request)
+        assert r.responses[0].partitions[0].error_code == 38, r  # INVALID_REPLICATION_FACTOR
+        _b, listed = conn.request(ListPartitionReassignmentsRequest[0](timeout_ms=1, topics=None))
+        assert listed.error_code == 0 and listed.topics == [], listed
+
+
+def test_dynamic_broker_configs_on_the_kafka_listener(leader_port):
+    """KIP-226: IncrementalAlterConfigs on the BROKER resource "" (every broker) sets a
+    dynamic default that DescribeConfigs shows as DYNAMIC_DEFAULT_BROKER_CONFIG (2); a
+    config that needs a restart is INVALID_CONFIG; deleting removes it."""
+    R = IncrementalAlterConfigsRequest
+    Res, Cfg = R.AlterConfigsResource, R.AlterConfigsResource.AlterableConfig
+
+    def alter(name: str, op: int, value: str | None) -> Any:
+        request = R[1](
+            resources=[
+                Res(
+                    resource_type=4,
+                    resource_name="",
+                    configs=[Cfg(name=name, config_operation=op, value=value)],
+                )
+            ],
+            validate_only=False,
+        )
+        with KafkaConnection(leader_port) as conn:
+            return conn.request(request)[1].responses[0]
+
+    def described() -> dict[str, tuple[str, int, bool]]:
+        D = DescribeConfigsRequest
+        request = D[4](
+            resources=[
+                D.DescribeConfigsResource(
+                    resource_type=4, resource_name="", configuration_keys=None
+                )
+            ],
+            include_synonyms=False,
+            include_documentation=False,
+        )
+        with KafkaConnection(leader_port) as conn:
+            result = conn.request(request)[1].results[0]
+        assert result.error_code == 0, result
+        return {c.name: (c.value, c.config_source, c.read_only) for c in result.configs}
+
+    assert alter("leader.replication.throttled.rate", 0, "1048576").error_code == 0
+    assert described()["leader.replication.throttled.rate"] == ("1048576", 2, False)
+    refused = alter("num.io.threads", 0, "2")
+    assert refused.error_code == 40 and "without a restart" in refused.error_message
+    assert alter("leader.replication.throttled.rate", 1, None).error_code == 0
+    assert "leader.replication.throttled.rate" not in described()
 
 
 def test_api_versions_above_our_range_gets_a_v0_error_with_our_ranges(leader_port):

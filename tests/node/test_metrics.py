@@ -75,6 +75,9 @@ def test_one_node_counts_what_both_listeners_did(tmp_path: Path) -> None:
         assert value(s, "kafka_server_replicamanager_leadercount") == 2
         assert value(s, "kafka_server_replicamanager_underreplicatedpartitions") == 0
         assert value(s, "kafka_controller_kafkacontroller_activecontrollercount") == 1
+        assert value(s, "kafka_server_replicamanager_reassigningpartitions") == 0
+        assert value(s, "kafka_server_leaderreplication_byte_rate") == 0  # nothing throttled
+        assert value(s, "kafka_server_followerreplication_byte_rate") == 0
         assert value(s, "kafka_server_brokertopicmetrics_messagesin_total", topic="m") == 15
         assert value(s, "kafka_server_brokertopicmetrics_bytesin_total", topic="m") > 1500
         assert value(s, "kafka_log_log_logendoffset", topic="m", partition="0") == 10

@@ -356,6 +356,19 @@ def test_admin_requests_without_cluster_alter_are_refused(cluster, tmp_path):
         capture_output=True, text=True, timeout=60,
     )  # fmt: skip
     assert done.returncode != 0 and "CLUSTER_AUTHORIZATION_FAILED" in done.stderr, done.stderr
+    # Nor trigger elections, nor change broker configs (ALTER / ALTER_CONFIGS on the cluster).
+    done = subprocess.run(
+        [*base, "leader-election", *connect, "--election-type", "PREFERRED",
+         "--all-topic-partitions"],
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert done.returncode != 0 and "CLUSTER_AUTHORIZATION_FAILED" in done.stderr, done.stderr
+    done = subprocess.run(
+        [*base, "configs", *connect, "--alter", "--entity-type", "brokers", "--entity-default",
+         "--add-config", "log.retention.ms=1000"],
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert done.returncode != 0 and "CLUSTER_AUTHORIZATION_FAILED" in done.stderr, done.stderr
     kafka = pytest.importorskip("kafka")
     from kafka.admin import ACL, ACLOperation, ACLPermissionType, ResourcePattern
     from kafka.admin import ResourceType as KResourceType
@@ -382,5 +395,29 @@ def test_admin_requests_without_cluster_alter_are_refused(cluster, tmp_path):
     assert not result["succeeded"]
     failed = result["failed"][0]
     assert "ClusterAuthorizationFailed" in repr(failed), failed
+    # The broker-config change on the Kafka listener is refused too.
+    from kafka.admin import ConfigResource, ConfigResourceType
+
+    admin = kafka.KafkaAdminClient(
+        bootstrap_servers=cluster.kafka_bootstrap,
+        security_protocol="SASL_SSL",
+        ssl_cafile=str(cluster.ca_file),
+        sasl_mechanism="SCRAM-SHA-512",
+        sasl_plain_username="alice",
+        sasl_plain_password="alice-secret",
+    )
+    try:
+        change = ConfigResource(ConfigResourceType.BROKER, "1", {"log.retention.ms": "1000"})
+        try:
+            answer: object = admin.alter_configs([change], incremental=True, raise_on_unknown=False)
+        except Exception as e:  # noqa: BLE001 - the client may raise the error or return it
+            answer = e
+    finally:
+        admin.close()
+    assert "CLUSTER_AUTHORIZATION_FAILED" in repr(answer) or "ClusterAuthorization" in repr(
+        answer
+    ), answer
+    done = cluster.cli("configs", "--describe", "--entity-type", "brokers", "--entity-name", "1")
+    assert done.returncode == 0 and "log.retention.ms=1000" not in done.stdout, done
     done = cluster.cli("acls", "--list", "--principal", "User:CN=alice", "--cluster")
     assert "operation=ALL" not in done.stdout

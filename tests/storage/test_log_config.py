@@ -23,6 +23,8 @@ from seglog.storage.log_config import (
 
 # Kafka's defaults, written out literally (not derived from the module under test).
 KAFKA_TOPIC_DEFAULTS: dict[str, object] = {
+    "leader.replication.throttled.replicas": (),
+    "follower.replication.throttled.replicas": (),
     "segment.bytes": 1073741824,
     "segment.ms": 604800000,
     "segment.jitter.ms": 0,
@@ -49,6 +51,8 @@ KAFKA_TOPIC_DEFAULTS: dict[str, object] = {
 }
 
 KAFKA_TOPIC_DEFAULT_STRINGS: dict[str, str] = {
+    "leader.replication.throttled.replicas": "",
+    "follower.replication.throttled.replicas": "",
     "segment.bytes": "1073741824",
     "segment.ms": "604800000",
     "segment.jitter.ms": "0",
@@ -572,6 +576,9 @@ def _value_strategy(name: str) -> st.SearchStrategy[object]:
         return st.lists(st.sampled_from(key.one_of), max_size=3).map(tuple)
     if key.one_of is not None:
         return st.sampled_from(key.one_of)
+    if name.endswith(".replication.throttled.replicas"):
+        pairs = st.tuples(st.integers(0, 99), st.integers(0, 99)).map(lambda t: f"{t[0]}:{t[1]}")
+        return st.one_of(st.just(("*",)), st.lists(pairs, max_size=3, unique=True).map(tuple))
     if key.type.value == "BOOLEAN":
         return st.booleans()
     if key.type.value == "DOUBLE":
