@@ -32,6 +32,7 @@ from seglog.replication.metadata_records import (
     RemoveTopicRecord,
     TopicRecord,
 )
+from seglog.storage import fault_injection
 from seglog.storage.errors import StorageError
 from seglog.storage.file_slice import FileSlice
 from seglog.storage.log_config import LogConfig
@@ -139,7 +140,10 @@ class StartedProduce(NamedTuple):
 
 
 def now_ms() -> int:
-    return int(time.time() * 1000)
+    """The replicas' timer clock: monotonic, so a wall clock stepped back cannot
+    stall fetch backoffs and ISR checks, nor one stepped forward shrink every ISR at
+    once (the log's own times stay wall time: PartitionReplica.log_clock)."""
+    return fault_injection.monotonic_ms()
 
 
 class ReplicaManager:
@@ -251,8 +255,8 @@ class ReplicaManager:
         next_sweep = 0.0
         while not self._stopped.wait(TICK_S):
             t = now_ms()
-            if time.monotonic() >= next_sweep:
-                next_sweep = time.monotonic() + self._sweep_s
+            if fault_injection.monotonic_s() >= next_sweep:
+                next_sweep = fault_injection.monotonic_s() + self._sweep_s
                 # Only leaders have timers beyond parked produces (a follower's
                 # requests are its fetcher's business).
                 targets = [hp for hp in self.partitions() if hp.replica.is_leader]
@@ -379,6 +383,7 @@ class ReplicaManager:
                     broker_epoch=self.broker_epoch,
                     is_replica_eligible=self.is_replica_eligible,
                 )
+                replica.log_clock = self.log_manager.clock
                 hp = HostedPartition(tp, topic_id, plog, replica)
             was_leader_epoch = hp.replica.leader_epoch
             actions = hp.replica.apply_metadata(state, now_ms())

@@ -23,8 +23,8 @@ from seglog.proto import cluster_pb2 as cpb
 from seglog.replication.cluster_control import ControlError
 from seglog.replication.metadata_image import MetadataImage
 from seglog.replication.metadata_records import MetadataRecord
+from seglog.storage import fault_injection
 from seglog.storage.errors import InvalidConfigError
-from seglog.storage.log import now_ms
 
 from .alter_partition_manager import IsrChangeResult
 from .config import NodeConfig
@@ -75,9 +75,12 @@ class Node:
             config.log_dirs,
             config.log_config,
             config.log_settings,
-            clock=now_ms,
+            clock=fault_injection.wall_ms,
             rng=random.Random(f"{config.cluster_id}/{config.node_id}"),
         )
+        # An unrecoverable I/O error in the (last online) log dir halts the node with
+        # exit code 1, Kafka's LogDirFailureHandler: its leaderships move elsewhere.
+        self.log_manager.on_all_dirs_offline = self._fatal
         self.remote: RemoteController | None = None
         if config.controller_quorum_voters:
             if config.node_id not in config.controller_quorum_voters:
@@ -437,6 +440,7 @@ def raise_open_files_limit() -> None:
 
 def run_node(config: NodeConfig, log_level: str = "INFO") -> int:
     configure(log_level, config.node_id)
+    fault_injection.set_node_id(config.node_id)
     sys.setswitchinterval(NODE_SWITCH_INTERVAL_S)
     raise_open_files_limit()
     node = Node(config, log_level)
