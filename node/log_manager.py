@@ -55,6 +55,9 @@ class LogManager:
         for d in self.dirs:
             d.on_offline = self._dir_offline
             d.on_full = self._dir_full
+        # Called (once per directory, on a thread of its own: the failure is seen
+        # under some partition's lock) when a directory goes offline.
+        self.on_dir_offline: Callable[[Path], None] | None = None
         # Called (once) when no log directory is left online: the node halts (Kafka's
         # LogDirFailureHandler with a single log dir), so its leaderships move.
         self.on_all_dirs_offline: Callable[[str], None] | None = None
@@ -80,6 +83,11 @@ class LogManager:
             partitions=len(partitions),
             online_dirs=len(online),
         )
+        listener = self.on_dir_offline
+        if listener is not None:
+            threading.Thread(
+                target=listener, args=(d.path,), name="log-dir-failure", daemon=True
+            ).start()
         if not online and self.on_all_dirs_offline is not None:
             self.on_all_dirs_offline(f"every log directory is offline (last: {d.path}: {e})")
 
@@ -241,6 +249,8 @@ class LogManager:
         # The fsyncs run outside the partition lock (see FlushJob): produces and
         # fetches of the partition go on meanwhile.
         for tp, plog in self.partitions().items():
+            if plog.directory.offline_reason is not None:
+                continue  # nothing more is written there, nor made durable
             with plog.lock:
                 job = plog.log.begin_flush(time_ms=t)
             if job is None:

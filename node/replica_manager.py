@@ -17,6 +17,7 @@ from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import NamedTuple, Protocol
 
 import grpc
@@ -340,6 +341,17 @@ class ReplicaManager:
         for hp in stopped:
             self._stop_and_delete(hp)
         return partitions
+
+    def on_log_dir_offline(self, path: Path) -> None:
+        """Kafka's handleLogDirFailure: the partitions in the offline directory fail
+        their parked produces with KAFKA_STORAGE_ERROR (their reads and appends
+        already answer it)."""
+        for hp in self.partitions():
+            if hp.plog.directory.path != path:
+                continue
+            with hp.plog.lock:
+                actions = hp.replica.on_storage_failure()
+            self._carry_out(hp, actions)
 
     def _stop_and_delete(self, hp: HostedPartition) -> None:
         """The partition left this node (or its topic was deleted): stop the replica,

@@ -4,6 +4,7 @@ down cleanly on SIGTERM/SIGINT."""
 
 from __future__ import annotations
 
+import os
 import random
 import resource
 import signal
@@ -80,7 +81,7 @@ class Node:
         )
         # An unrecoverable I/O error in the (last online) log dir halts the node with
         # exit code 1, Kafka's LogDirFailureHandler: its leaderships move elsewhere.
-        self.log_manager.on_all_dirs_offline = self._fatal
+        self.log_manager.on_all_dirs_offline = self._halt
         self.remote: RemoteController | None = None
         if config.controller_quorum_voters:
             if config.node_id not in config.controller_quorum_voters:
@@ -109,6 +110,7 @@ class Node:
             is_replica_eligible=self._eligible,
             channel_credentials=inter_broker_credentials(config),
         )
+        self.log_manager.on_dir_offline = self.replica_manager.on_log_dir_offline
         self.metrics = NodeMetrics()
         self.metrics.registry.register(NodeStateCollector(self))
         self.replica_manager.metrics = self.metrics
@@ -126,6 +128,7 @@ class Node:
         self._stopped = threading.Event()
         self._done = threading.Event()
         self.exit_code = 0
+        self.halted = False
         self.port = -1
         self.kafka: list[KafkaListener] = []  # Kafka-protocol listeners (e.g. PLAINTEXT)
         # ACLs (authorizer.class.name; None: off) and the SCRAM/ACL admin requests.
@@ -248,6 +251,14 @@ class Node:
         if me is not None and me.broker_epoch != self.broker_epoch:
             self.broker_epoch = me.broker_epoch
             self.replica_manager.set_broker_epoch(me.broker_epoch)
+
+    def _halt(self, why: str) -> None:
+        """Kafka's Exit.halt(1) on a log dir failure: nothing may wait for the failed
+        disk, so once the shutdown ran (leaderships move, the offline directory is
+        abandoned, not checkpointed) the process ends without waiting for request
+        threads still parked on it."""
+        self.halted = True
+        self._fatal(why)
 
     def _fatal(self, why: str) -> None:
         _log.error("node_fatal", reason=why)
@@ -453,4 +464,8 @@ def run_node(config: NodeConfig, log_level: str = "INFO") -> int:
     signal.signal(signal.SIGINT, on_signal)
     node.start()
     node.wait()
+    if node.halted:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(node.exit_code)
     return node.exit_code

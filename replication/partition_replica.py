@@ -354,6 +354,11 @@ class PartitionReplica(IsrChanges, LeaderReads):
                 else:
                     actions.append(ProduceCompleted(rid, error, -1))
 
+    def on_storage_failure(self) -> list[Action]:
+        """The log's directory went offline: every parked produce fails now with
+        KAFKA_STORAGE_ERROR rather than wait for a high watermark that cannot move."""
+        return self._fail_delayed("KAFKA_STORAGE_ERROR")
+
     def _fail_delayed(self, error: str) -> list[Action]:
         actions: list[Action] = [ProduceCompleted(rid, error, -1) for rid in self._delayed]
         self._delayed.clear()
