@@ -16,8 +16,8 @@ clocks. The file is a JSON object; every key is optional:
     clock_skew         the node's clocks run (1 + skew) times as fast, from when read
     node_ids           only the nodes listed apply the file (default: every node)
 
-Without the variable nothing is read and the hooks are os.write, os.fsync and plain
-clocks. A file that does not parse is reported on stderr, naming the file and what
+Without the variable nothing is read and the hooks call os.write, os.fsync and the
+plain clocks. A file that does not parse is reported on stderr, naming the file and what
 was wrong, and the previous settings stay (a half-written edit must not clear a fault
 mid-run); write the file by rename to avoid that.
 """
@@ -205,12 +205,21 @@ def _plain_wall_ms() -> int:
     return int(time.time() * 1000)
 
 
+# Looked up at call time, so a test that replaces os.write or os.fsync sees its calls.
+def _plain_write(fd: int, data: Any) -> int:
+    return os.write(fd, data)
+
+
+def _plain_fsync(fd: int) -> None:
+    os.fsync(fd)
+
+
 _path = os.environ.get(ENV)
 INJECTOR: FaultInjector | None = FaultInjector(_path) if _path else None
 
 # The hooks the storage layer and the node call: plain functions when no file is named.
-disk_write: Callable[[int, Any], int] = INJECTOR.write if INJECTOR else os.write
-disk_fsync: Callable[[int], None] = INJECTOR.fsync if INJECTOR else os.fsync
+disk_write: Callable[[int, Any], int] = INJECTOR.write if INJECTOR else _plain_write
+disk_fsync: Callable[[int], None] = INJECTOR.fsync if INJECTOR else _plain_fsync
 wall_ms: Callable[[], int] = INJECTOR.wall_ms if INJECTOR else _plain_wall_ms
 monotonic_s: Callable[[], float] = INJECTOR.monotonic_s if INJECTOR else time.monotonic
 
@@ -220,8 +229,8 @@ def install(path: str | None, node_id: int | None = None) -> None:
     had started with SEGLOG_FAULT_INJECTION_FILE set: for in-process tests."""
     global INJECTOR, disk_write, disk_fsync, wall_ms, monotonic_s
     INJECTOR = FaultInjector(path, node_id) if path else None
-    disk_write = INJECTOR.write if INJECTOR else os.write
-    disk_fsync = INJECTOR.fsync if INJECTOR else os.fsync
+    disk_write = INJECTOR.write if INJECTOR else _plain_write
+    disk_fsync = INJECTOR.fsync if INJECTOR else _plain_fsync
     wall_ms = INJECTOR.wall_ms if INJECTOR else _plain_wall_ms
     monotonic_s = INJECTOR.monotonic_s if INJECTOR else time.monotonic
 
