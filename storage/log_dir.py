@@ -73,7 +73,7 @@ class LogDirectory:
         if self.offline_reason is not None:
             return
         self.offline_reason = str(e)
-        for log in self.logs.values():
+        for log in list(self.logs.values()):  # a copy: a log may be added meanwhile
             log.offline_reason = self.offline_reason
         if self.on_offline is not None:
             self.on_offline(self, e)
