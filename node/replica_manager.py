@@ -34,7 +34,7 @@ from seglog.replication.metadata_records import (
     TopicRecord,
 )
 from seglog.storage import fault_injection
-from seglog.storage.errors import StorageError
+from seglog.storage.errors import KafkaStorageError, StorageError
 from seglog.storage.file_slice import FileSlice
 from seglog.storage.log_config import LogConfig
 
@@ -398,7 +398,13 @@ class ReplicaManager:
                 replica.log_clock = self.log_manager.clock
                 hp = HostedPartition(tp, topic_id, plog, replica)
             was_leader_epoch = hp.replica.leader_epoch
-            actions = hp.replica.apply_metadata(state, now_ms())
+            try:
+                actions = hp.replica.apply_metadata(state, now_ms())
+            except KafkaStorageError as e:
+                # A leader epoch checkpoint that cannot be written (6.2): the directory
+                # goes offline like for any other failed write (8.1).
+                plog.directory.report_io_error(e)
+                raise
             if hp.replica.is_leader and state.leader_epoch > was_leader_epoch:
                 _log.info(
                     "became_leader",
