@@ -161,10 +161,11 @@ class FaultInjector:
         return self._skew_from_wall + (mono_now - self._skew_base_real) * (1 + self._skew)
 
     def _mono_s(self, mono_now: float) -> float:
-        base = mono_now
-        if self._skew:
-            base = self._skew_from_mono + (mono_now - self._skew_base_real) * (1 + self._skew)
-        return base + self.faults.monotonic_offset_ms / 1000
+        # Always from the last change of skew: clearing a skew must not take the
+        # monotonic clock back to the real one (the wall clock does step back to it,
+        # as an NTP correction would).
+        skewed = self._skew_from_mono + (mono_now - self._skew_base_real) * (1 + self._skew)
+        return skewed + self.faults.monotonic_offset_ms / 1000
 
     # --- hooks ------------------------------------------------------------------------
 

@@ -201,3 +201,6 @@ def test_clock_offset_and_skew(faults: Path) -> None:
     time.sleep(0.2)
     assert fault_injection.monotonic_s() - m0 >= 0.35
     assert fault_injection.wall_ms() - w0 >= 350
+    m1 = fault_injection.monotonic_s()
+    set_faults(faults, monotonic_offset_ms=60_000)  # the skew cleared
+    assert fault_injection.monotonic_s() >= m1  # the monotonic clock never goes back
