@@ -86,6 +86,10 @@ class QuorumController(ControllerRequests):
         self.metadata_offset = 0  # last applied Raft index
         self._listeners: list[Listener] = []
         self._unpublished: list[MetadataRecord] = []  # applied, not yet given to listeners
+        # Listeners added while records were applied but not yet published: their first
+        # image (a snapshot) waits for that publication, or they would get those
+        # records twice (in the snapshot, then as a delta).
+        self._awaiting_snapshot: list[Listener] = []
         self._inbound: queue.Queue[tuple[str, object]] = queue.Queue(INBOUND_LIMIT)
         self._pending: dict[int, tuple[int, Future[int]]] = {}
         self._op_lock = threading.Lock()
@@ -160,12 +164,17 @@ class QuorumController(ControllerRequests):
     def add_listener(self, listener: Listener) -> None:
         with self._state_lock:
             self._listeners.append(listener)
-            listener(self.image, [])
+            if self._unpublished:
+                self._awaiting_snapshot.append(listener)
+            else:
+                listener(self.image, [])
 
     def remove_listener(self, listener: Listener) -> None:
         with self._state_lock:
             if listener in self._listeners:
                 self._listeners.remove(listener)
+            if listener in self._awaiting_snapshot:
+                self._awaiting_snapshot.remove(listener)
 
     # --- the Raft thread ---------------------------------------------------------------
 
@@ -258,24 +267,29 @@ class QuorumController(ControllerRequests):
 
     def _apply(self, index: int, term: int, data: bytes) -> None:
         records = decode_entry(data)
+        # Publish only once caught up with the commit index: a restarting node
+        # replays its whole log, and acting on every intermediate state would
+        # make it, e.g., lead again at an epoch its own log has passed.
+        assert self._raft is not None
+        published: list[MetadataRecord] = []
         with self._state_lock:
             for r in records:
                 self.image.apply(r)
                 if isinstance(r, RegisterBrokerRecord):
                     self._registered_at[r.broker_id] = index
             self.metadata_offset = index
-            listeners = list(self._listeners)
-        if records:
+            # Under the lock with the image, so add_listener sees the image and the
+            # unpublished records together.
             self._unpublished.extend(records)
-        # Publish only once caught up with the commit index: a restarting node
-        # replays its whole log, and acting on every intermediate state would
-        # make it, e.g., lead again at an epoch its own log has passed.
-        assert self._raft is not None
-        if self._unpublished and index >= self._raft.commit_index:
-            published, self._unpublished = self._unpublished, []
+            if self._unpublished and index >= self._raft.commit_index:
+                published, self._unpublished = self._unpublished, []
+                fresh, self._awaiting_snapshot = self._awaiting_snapshot, []
+            listeners = list(self._listeners)
+        if published:
             for listener in listeners:
                 try:
-                    listener(self.image, published)
+                    # A listener added during the replay gets its first image now.
+                    listener(self.image, [] if listener in fresh else published)
                 except Exception:  # noqa: BLE001 - a listener must not stop the quorum
                     _log.error("metadata_listener_failed", exc=True, index=index)
         pending = self._pending.pop(index, None)
