@@ -159,6 +159,10 @@ class RemoteController:
             except grpc.RpcError as e:
                 if not self._stopped.is_set():
                     _log.warning("metadata_watch_ended", code=str(e.code()))
+            except Exception:  # noqa: BLE001 - a new stream starts from a snapshot
+                # An update the image refused must not end the watch for good (the
+                # broker would never see metadata again): follow a fresh stream.
+                _log.error("metadata_watch_failed", exc=True)
             finally:
                 with contextlib.suppress(queue.Full):
                     acks.put_nowait(None)
