@@ -277,6 +277,9 @@ def _check(path: Path) -> int:
         f"sent={result.sent} acknowledged={result.acknowledged} lost={result.lost} "
         f"duplicated={result.duplicated} conflicts={result.conflicts} "
         f"phantom={result.phantom} skipped={result.skipped} backwards={result.backwards} "
+        f"nonmonotonic_send={result.nonmonotonic_send} commits={result.commits} "
+        f"commit_backwards={result.commit_backwards} lost_commits={result.lost_commits} "
+        f"duplicated_commits={result.duplicated_commits} "
         f"unavailable={sum(w['seconds'] for w in windows):.1f}s"
     )
     return EXIT_OK if result.ok else EXIT_VIOLATION

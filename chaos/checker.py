@@ -10,6 +10,21 @@
 * skipped     a consumer's next offset in a partition is beyond the one expected
               (its last read + 1, or the offset of a recorded seek)
 * backwards   a consumer read an offset below the one expected without a seek
+              (skipped and backwards: a consumer's polls skipping or not monotonic)
+* nonmonotonic_send  two sends of one producer to one partition acknowledged at
+              offsets out of their send order (an idempotent producer keeps order)
+* commit_backwards   a group's committed offset for a partition went back: an
+              acknowledged commit below one acknowledged before it, or an observer
+              reading a committed offset below what it read before
+* lost_commits       an acknowledged commit that a committed-offset read started
+              after its acknowledgement no longer sees (it reads a lower offset)
+* duplicated_commits a group member polled a record below an offset the group had
+              committed (acknowledged) before the poll: consumed again after its commit
+
+Commit events, from a group workload: `commit` (an acknowledged commit: process,
+group, partition, offset = the next offset to read, t = when acknowledged) and
+`committed` (a read of the group's committed offset: process, group, partition,
+offset, t0 = when the read started); a `poll` may carry the consumer's `group`.
 
 Timeouts and network errors are indeterminate (the workload records `definite`
 only for errors that guarantee nothing was written), so reading such a value is
@@ -53,6 +68,25 @@ class Violations:
     skipped: list[dict[str, Any]] = field(default_factory=list)
     backwards: list[dict[str, Any]] = field(default_factory=list)
     divergent: list[dict[str, Any]] = field(default_factory=list)
+    nonmonotonic_send: list[dict[str, Any]] = field(default_factory=list)
+    commit_backwards: list[dict[str, Any]] = field(default_factory=list)
+    lost_commits: list[dict[str, Any]] = field(default_factory=list)
+    duplicated_commits: list[dict[str, Any]] = field(default_factory=list)
+
+
+INVARIANTS = (
+    "lost",
+    "duplicated",
+    "conflicts",
+    "phantom",
+    "skipped",
+    "backwards",
+    "divergent",
+    "nonmonotonic_send",
+    "commit_backwards",
+    "lost_commits",
+    "duplicated_commits",
+)
 
 
 @dataclass
@@ -71,6 +105,11 @@ class CheckResult:
     skipped: int = 0
     backwards: int = 0
     divergent: int = 0  # partitions whose caught-up replicas differ below the HW
+    nonmonotonic_send: int = 0
+    commit_backwards: int = 0
+    lost_commits: int = 0
+    duplicated_commits: int = 0
+    commits: int = 0  # acknowledged commits in the history
     lagging: int = 0  # replicas short of the HW after healing (liveness, not safety)
     unreconciled: int = 0  # of those, replicas whose tail differs from the leader's
     final_read_complete: bool | None = None
@@ -79,19 +118,10 @@ class CheckResult:
 
     @property
     def ok(self) -> bool:
-        return not (
-            self.lost
-            or self.duplicated
-            or self.conflicts
-            or self.phantom
-            or self.skipped
-            or self.backwards
-            or self.divergent
-        )
+        return not self.failed_invariants()
 
     def failed_invariants(self) -> list[str]:
-        names = ("lost", "duplicated", "conflicts", "phantom", "skipped", "backwards", "divergent")
-        return [n for n in names if getattr(self, n)]
+        return [n for n in INVARIANTS if getattr(self, n)]
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
@@ -137,10 +167,17 @@ def check_history(
     read_values: set[str] = set()
     # (consumer, partition) -> the offset its next read must have
     expected: dict[tuple[str, int], int] = {}
+    # (producer, partition) -> its values in send order
+    send_order: dict[tuple[str, int], list[str]] = defaultdict(list)
+    commit_events: list[Mapping[str, Any]] = []
     for e in events:
         kind = e.get("type")
+        if kind in ("commit", "committed") or (kind == "poll" and "group" in e):
+            commit_events.append(e)
         if kind == "invoke":
             invoked[e["value"]] = e
+            if "partition" in e:
+                send_order[(str(e.get("process")), int(e["partition"]))].append(e["value"])
             if "key" in e:
                 key_of[e["value"]] = e["key"]
         elif kind == "ok":
@@ -199,6 +236,8 @@ def check_history(
     }
     r.indeterminate = len(outcome_unknown)
     r.indeterminate_read = len(outcome_unknown & read_values)
+    _check_send_order(r, send_order, acked)
+    _check_commits(r, commit_events)
 
     # (partition, key) -> the highest offset known to hold that key (acked or read)
     newest: dict[tuple[int, str], int] = {}
@@ -276,6 +315,120 @@ def check_history(
                 {"value": value, "error": "never sent", "positions": sorted(positions[value])},
             )
     return r
+
+
+def _check_send_order(
+    r: CheckResult, send_order: Mapping[tuple[str, int], list[str]], acked: Mapping[str, tuple]
+) -> None:
+    """nonmonotonic_send: acknowledged offsets must grow in each producer's send order."""
+    for (producer, partition), values in send_order.items():
+        previous: tuple[str, int] | None = None
+        for value in values:
+            pos = acked.get(value)
+            if pos is None or pos[0] != partition:
+                continue
+            if previous is not None and pos[1] <= previous[1]:
+                r.nonmonotonic_send += 1
+                _keep(
+                    r.examples.nonmonotonic_send,
+                    {
+                        "producer": producer,
+                        "partition": partition,
+                        "sent_first": {"value": previous[0], "offset": previous[1]},
+                        "sent_after": {"value": value, "offset": pos[1]},
+                    },
+                )
+            previous = (value, pos[1])
+
+
+def _check_commits(r: CheckResult, events: list[Mapping[str, Any]]) -> None:
+    """commit_backwards, lost_commits and duplicated_commits (module docstring)."""
+    # (group, partition) -> acknowledged commits as (t, offset, process), history order
+    acks: dict[tuple[str, int], list[tuple[float, int, str]]] = defaultdict(list)
+    highest: dict[tuple[str, int], tuple[int, str]] = {}
+    seen: dict[tuple[str, str, int], int] = {}  # (observer, group, partition) -> offset
+
+    def committed_before(gp: tuple[str, int], t: float) -> tuple[int, str] | None:
+        """The highest commit of `gp` acknowledged before time `t`."""
+        best: tuple[int, str] | None = None
+        for at, offset, process in acks.get(gp, ()):
+            if at < t and (best is None or offset > best[0]):
+                best = (offset, process)
+        return best
+
+    for e in events:
+        kind = e["type"]
+        gp = (str(e.get("group", "")), int(e["partition"]))
+        offset = int(e["offset"])
+        if kind == "commit":
+            r.commits += 1
+            top = highest.get(gp)
+            if top is not None and offset < top[0]:
+                r.commit_backwards += 1
+                _keep(
+                    r.examples.commit_backwards,
+                    {
+                        "group": gp[0],
+                        "partition": gp[1],
+                        "committed": offset,
+                        "by": e.get("process"),
+                        "after": top[0],
+                        "committed_by": top[1],
+                        "t": e.get("t"),
+                    },
+                )
+            else:
+                highest[gp] = (offset, str(e.get("process")))
+            acks[gp].append((float(e.get("t", 0.0)), offset, str(e.get("process"))))
+        elif kind == "committed":
+            key = (str(e.get("process")), *gp)
+            before = seen.get(key)
+            if before is not None and offset < before:
+                r.commit_backwards += 1
+                _keep(
+                    r.examples.commit_backwards,
+                    {
+                        "group": gp[0],
+                        "partition": gp[1],
+                        "observer": key[0],
+                        "read": offset,
+                        "read_before": before,
+                        "t": e.get("t"),
+                    },
+                )
+            seen[key] = offset if before is None else max(offset, before)
+            best = committed_before(gp, float(e.get("t0", e.get("t", 0.0))))
+            if best is not None and offset < best[0]:
+                r.lost_commits += 1
+                _keep(
+                    r.examples.lost_commits,
+                    {
+                        "group": gp[0],
+                        "partition": gp[1],
+                        "acknowledged": best[0],
+                        "committed_by": best[1],
+                        "read": offset,
+                        "observer": key[0],
+                        "t": e.get("t"),
+                    },
+                )
+        else:  # a group member's poll
+            best = committed_before(gp, float(e.get("t", 0.0)))
+            if best is not None and offset < best[0]:
+                r.duplicated_commits += 1
+                _keep(
+                    r.examples.duplicated_commits,
+                    {
+                        "group": gp[0],
+                        "partition": gp[1],
+                        "offset": offset,
+                        "value": e.get("value"),
+                        "consumer": e.get("process"),
+                        "committed": best[0],
+                        "committed_by": best[1],
+                        "t": e.get("t"),
+                    },
+                )
 
 
 # --- replicas ---------------------------------------------------------------------------

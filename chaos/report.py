@@ -201,7 +201,8 @@ def summary_line(
         f"sent={result.sent} acknowledged={result.acknowledged} lost={result.lost} "
         f"duplicated={result.duplicated} divergent={result.divergent} "
         f"conflicts={result.conflicts} phantom={result.phantom} skipped={result.skipped} "
-        f"backwards={result.backwards} indeterminate={result.indeterminate} "
+        f"backwards={result.backwards} nonmonotonic_send={result.nonmonotonic_send} "
+        f"indeterminate={result.indeterminate} "
         f"unavailable={unavailable:.1f}s/{len(windows)} windows "
         f"worst_partition_unavailable={worst:.1f}s report={report_path}"
     )
@@ -286,6 +287,10 @@ def write_report(
                 "skipped",
                 "backwards",
                 "divergent",
+                "nonmonotonic_send",
+                "commit_backwards",
+                "lost_commits",
+                "duplicated_commits",
                 "lagging",
                 "unreconciled",
             )

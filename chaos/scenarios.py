@@ -3,7 +3,9 @@
 `SCENARIOS`: kill-leader, chase-leader (SIGKILL) and chase-leader-term (SIGTERM),
 pause-leader, partition-leader, corrupt-follower-disk, kill-during-roll, storm,
 many-partitions (a flooded 1,000-partition topic and a killed node; the cluster must
-recover by itself). Each writes "fault" events into the history and leaves the
+recover by itself), and on the local target the disk and clock faults of the
+fault-injection file: disk-full, fsync-failure, slow-disk, clock-jump, clock-skew
+(docs/disk-and-clock-faults.md). Each writes "fault" events into the history and leaves the
 cluster for `heal()`.
 """
 
@@ -306,6 +308,106 @@ def many_partitions(ctx: FaultContext) -> None:
         wide.close()
 
 
+# --- disk and clock faults (the fault-injection file; the local target) ---------------
+
+
+def _faults_on(ctx: FaultContext, name: str, node: int, seconds: float, **faults: Any) -> None:
+    """Give `node` these faults for `seconds`, then clear them."""
+    ctx.fault(name, "start", node, seconds=round(seconds, 1), **faults)
+    ctx.target.inject({"node_ids": [node], **faults})
+    ctx.sleep(seconds)
+    ctx.target.inject({})
+    ctx.fault(name, "end", node)
+
+
+def disk_full(ctx: FaultContext) -> None:
+    """The leader's disk fills up (ENOSPC, the write that crosses the limit partial):
+    its produces fail with KAFKA_STORAGE_ERROR and nothing of them stays, its reads go
+    on, it stays up; when space returns it takes writes again. Repeatedly."""
+    ctx.sleep(min(3.0, ctx.remaining() / 4))
+    while ctx.remaining() > 12:
+        p, leader = ctx.leader()
+        if leader < 0:
+            return
+        free = ctx.rng.choice([0, 1_000, 20_000, 200_000])
+        _faults_on(ctx, "disk-full", leader, ctx.rng.uniform(5, 12), disk_free_bytes=free)
+        ctx.fault("disk-full", "info", leader, partition=p, still_up=not ctx.target.is_down(leader))
+        ctx.settle(20)
+        ctx.sleep(ctx.rng.uniform(1, 3))
+
+
+def fsync_failure(ctx: FaultContext) -> None:
+    """An fsync on the leader fails (EIO): its log dir goes offline and, having one,
+    the node halts with exit code 1 (Kafka's log.dir failure handling); leaders move,
+    no acknowledged record is lost. The disk is replaced (faults cleared), the node
+    restarts and recovers its log. Repeatedly."""
+    ctx.sleep(min(3.0, ctx.remaining() / 4))
+    while ctx.remaining() > 20:
+        p, leader = ctx.leader()
+        if leader < 0:
+            return
+        ctx.fault("fsync-failure", "start", leader, partition=p)
+        ctx.target.inject({"node_ids": [leader], "fsync_failure": True})
+        deadline = time.monotonic() + 30
+        while not ctx.target.is_down(leader) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        halted = ctx.target.is_down(leader)
+        tail = [line for line in ctx.target.node_log_tail(leader, 400) if "log_dir_failed" in line]
+        ctx.fault(
+            "fsync-failure",
+            "info",
+            leader,
+            halted=halted,
+            new_leader=ctx.view.wait_new_leader(p, leader, 20) if halted else leader,
+            log_dir_failed=tail[-1][:300] if tail else None,
+        )
+        ctx.target.inject({})
+        if halted:
+            ctx.target.start(leader)
+        ctx.fault("fsync-failure", "end", leader)
+        ctx.settle(30)
+        ctx.sleep(ctx.rng.uniform(1, 3))
+
+
+def slow_disk(ctx: FaultContext) -> None:
+    """Every segment write and fsync of one node (then another) waits 20-200 ms."""
+    while ctx.remaining() > 8:
+        node = ctx.rng.choice(ctx.target.node_ids)
+        delay = ctx.rng.choice([20, 50, 100, 200])
+        _faults_on(ctx, "slow-disk", node, ctx.rng.uniform(6, 15), write_delay_ms=delay)
+        ctx.settle(20)
+
+
+def clock_jump(ctx: FaultContext) -> None:
+    """A node's wall clock steps back, then forward (NTP steps of minutes to hours),
+    with a leader among the victims: replication timers run on the monotonic clock,
+    so fetches go on and no ISR shrinks for it."""
+    steps = [-120_000, 120_000, -3_600_000, 3_600_000]
+    while ctx.remaining() > 8:
+        p, leader = ctx.leader()
+        node = leader if leader >= 0 and ctx.rng.random() < 0.6 else None
+        if node is None:
+            node = ctx.rng.choice(ctx.target.node_ids)
+        step = ctx.rng.choice(steps)
+        _faults_on(ctx, "clock-jump", node, ctx.rng.uniform(5, 12), clock_offset_ms=step)
+        ctx.fault("clock-jump", "info", None, converged=ctx.settle(15))
+
+
+def clock_skew(ctx: FaultContext) -> None:
+    """Two nodes' clocks (wall and monotonic) run fast and slow for the whole run."""
+    fast, slow = ctx.rng.sample(list(ctx.target.node_ids), 2)
+    ctx.fault("clock-skew", "start", None, fast=fast, slow=slow)
+    ctx.target.inject(
+        {"node_ids": [fast], "clock_skew": 0.5}
+    )  # one file for all nodes: one skewed node at a time
+    half = max(4.0, ctx.remaining() / 2 - 2)
+    ctx.sleep(half)
+    ctx.target.inject({"node_ids": [slow], "clock_skew": -0.3})
+    ctx.sleep(max(0.0, ctx.remaining() - 3))
+    ctx.target.inject({})
+    ctx.fault("clock-skew", "end", None, converged=ctx.settle(20))
+
+
 @dataclass(frozen=True)
 class Scenario:
     name: str
@@ -327,5 +429,11 @@ SCENARIOS: dict[str, Scenario] = {
         Scenario("kill-during-roll", kill_during_roll, {"segment.bytes": "16384"}),
         Scenario("storm", storm, _SMALL),
         Scenario("many-partitions", many_partitions, {}),
+        # Small segments: rolls (and their deferred fsyncs) happen within the run.
+        Scenario("disk-full", disk_full, {"segment.bytes": "16384"}),
+        Scenario("fsync-failure", fsync_failure, {"segment.bytes": "16384"}),
+        Scenario("slow-disk", slow_disk, {}),
+        Scenario("clock-jump", clock_jump, {}),
+        Scenario("clock-skew", clock_skew, {}),
     )
 }

@@ -39,6 +39,7 @@ import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from seglog.node.local_cluster import PORT_OFFSETS, listener_port
+from seglog.storage.fault_injection import ENV as FAULT_FILE_ENV
 
 from .disk_damage import corrupt_replica
 
@@ -114,6 +115,7 @@ class Target(Protocol):
     def node_log_tail(self, node: int, lines: int = 200) -> list[str]: ...
     def save_logs(self, out: Path) -> None: ...
     def heal(self) -> list[str]: ...
+    def inject(self, faults: dict[str, Any]) -> None: ...
 
 
 def free_ports(n: int) -> list[int]:
@@ -207,9 +209,19 @@ class LocalTarget:
         self.pids: dict[int, int] = {}
         self._children: dict[int, subprocess.Popen[bytes]] = {}
         self.stopped: set[int] = set()  # SIGSTOPped (paused or "isolated")
+        # Every node reads this file for disk and clock faults (storage/fault_injection.py).
+        self.fault_file = self.data_dir / "faults.json"
+        self.env = {**os.environ, FAULT_FILE_ENV: str(self.fault_file)}
 
     def address(self, node: int) -> str:
         return f"127.0.0.1:{listener_port(self.base_port, node, 'GRPC')}"
+
+    def inject(self, faults: dict[str, Any]) -> None:
+        """Replace the nodes' disk and clock faults (the fault file; {} clears them)."""
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        tmp = self.fault_file.with_suffix(".tmp")
+        tmp.write_text(json.dumps(faults))
+        os.replace(tmp, self.fault_file)
 
     def up(self) -> None:
         cmd = [
@@ -226,7 +238,10 @@ class LocalTarget:
             str(self.base_port),
             "--detach",
         ]
-        subprocess.run(cmd, check=True, timeout=START_TIMEOUT_S + 30, capture_output=True)
+        self.inject({})
+        subprocess.run(
+            cmd, check=True, timeout=START_TIMEOUT_S + 30, capture_output=True, env=self.env
+        )
         state = json.loads((self.data_dir / "cluster.json").read_text())
         self.pids = {i + 1: int(pid) for i, pid in enumerate(state["pids"])}
 
@@ -279,6 +294,7 @@ class LocalTarget:
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
+                env=self.env,
             )
         self._children[node] = proc
         self.pids[node] = proc.pid
@@ -328,6 +344,9 @@ class LocalTarget:
 
     def heal(self) -> list[str]:
         done = []
+        if self.fault_file.exists() and json.loads(self.fault_file.read_text() or "{}"):
+            self.inject({})
+            done.append("cleared disk and clock faults")
         for node in NODE_IDS:
             if node in self.stopped:
                 self.resume(node)
@@ -596,6 +615,12 @@ class ComposeTarget:
         for n, cid in self.containers.items():
             r = subprocess.run(["docker", "logs", cid], capture_output=True, text=True, timeout=120)
             (out / f"node{n}.log").write_text(r.stdout + r.stderr)
+
+    def inject(self, faults: dict[str, Any]) -> None:
+        raise NotImplementedError(
+            "disk and clock faults (the fault-injection file) run on the local target "
+            "only: use --target local"
+        )
 
     def heal(self) -> list[str]:
         done = []

@@ -5,6 +5,7 @@ touches a Log holds it."""
 
 from __future__ import annotations
 
+import errno
 import random
 import threading
 import time
@@ -12,7 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from seglog.storage.errors import StorageError
+from seglog.storage.errors import KafkaStorageError, LogDirFullError, StorageError
 from seglog.storage.log import Clock, Log
 from seglog.storage.log_config import BrokerLogSettings, LogConfig
 from seglog.storage.log_dir import LogDirectory
@@ -51,6 +52,16 @@ class LogManager:
         self.hw_interval_ms = settings.replica_high_watermark_checkpoint_interval_ms
         self.clock = clock
         self.dirs = [LogDirectory(p, clock=clock, rng=rng) for p in log_dirs]
+        for d in self.dirs:
+            d.on_offline = self._dir_offline
+            d.on_full = self._dir_full
+        # Called (once per directory, on a thread of its own: the failure is seen
+        # under some partition's lock) when a directory goes offline.
+        self.on_dir_offline: Callable[[Path], None] | None = None
+        # Called (once) when no log directory is left online: the node halts (Kafka's
+        # LogDirFailureHandler with a single log dir), so its leaderships move.
+        self.on_all_dirs_offline: Callable[[str], None] | None = None
+        self._full_logged_ms: dict[Path, int] = {}
         self._partitions: dict[TopicPartition, PartitionLog] = {}
         self._lock = threading.Lock()  # guards the partition map, not the logs
         self._stop = threading.Event()
@@ -58,6 +69,37 @@ class LogManager:
         self.had_clean_shutdown = True
         # Compacted topics' cleaner threads (log.cleaner.*), started with the manager.
         self.cleaner = LogCleanerManager(self.partitions, settings)
+
+    # --- log directory failures ------------------------------------------------------
+
+    def _dir_offline(self, d: LogDirectory, e: KafkaStorageError) -> None:
+        with self._lock:
+            partitions = sorted(tp for tp, p in self._partitions.items() if p.directory is d)
+            online = [x for x in self.dirs if x.offline_reason is None]
+        _log.error(
+            "log_dir_failed",
+            dir=str(d.path),
+            error=str(e),
+            partitions=len(partitions),
+            online_dirs=len(online),
+        )
+        listener = self.on_dir_offline
+        if listener is not None:
+            threading.Thread(
+                target=listener, args=(d.path,), name="log-dir-failure", daemon=True
+            ).start()
+        if not online and self.on_all_dirs_offline is not None:
+            self.on_all_dirs_offline(f"every log directory is offline (last: {d.path}: {e})")
+
+    def _dir_full(self, d: LogDirectory, e: LogDirFullError) -> None:
+        # At most one event a second per directory: a full disk fails every produce.
+        t = self.clock()
+        if t - self._full_logged_ms.get(d.path, -(1 << 62)) >= 1_000:
+            self._full_logged_ms[d.path] = t
+            _log.warning("log_dir_full", dir=str(d.path), error=str(e))
+
+    def offline_dirs(self) -> list[Path]:
+        return [d.path for d in self.dirs if d.offline_reason is not None]
 
     # --- start-up ------------------------------------------------------------------
 
@@ -120,8 +162,9 @@ class LogManager:
             existing = self._partitions.get(tp)
             if existing is not None:
                 return existing
-            # Kafka places a new partition in the directory holding the fewest.
-            directory = min(self.dirs, key=lambda d: len(d.logs))
+            # Kafka places a new partition in the online directory holding the fewest.
+            online = [d for d in self.dirs if d.offline_reason is None] or self.dirs
+            directory = min(online, key=lambda d: len(d.logs))
             log = directory.create_log(tp[0], tp[1], config, topic_id=topic_id)
             plog = self._partitions[tp] = PartitionLog(log, directory)
         _log.info("log_created", topic=tp[0], partition=tp[1], dir=str(directory.path))
@@ -206,6 +249,8 @@ class LogManager:
         # The fsyncs run outside the partition lock (see FlushJob): produces and
         # fetches of the partition go on meanwhile.
         for tp, plog in self.partitions().items():
+            if plog.directory.offline_reason is not None:
+                continue  # nothing more is written there, nor made durable
             with plog.lock:
                 job = plog.log.begin_flush(time_ms=t)
             if job is None:
@@ -213,14 +258,27 @@ class LogManager:
             job.run()
             with plog.lock:
                 plog.log.end_flush(job)
+                raced = job.truncations != plog.log.truncation_count
             if job.error is not None:
                 _log.error("flush_failed", topic=tp[0], partition=tp[1], error=str(job.error))
+                cause = job.error.__cause__
+                # A segment deleted under the job (EBADF, a closed index) is a race
+                # end_flush ignores; a failed fsync is the directory's failure.
+                if (
+                    not raced
+                    and isinstance(cause, OSError)
+                    and cause.errno != errno.EBADF
+                    and isinstance(job.error, KafkaStorageError)
+                ):
+                    plog.directory.report_io_error(job.error)
 
     def checkpoint(self, t: int | None = None) -> None:
         # Flush what rolls deferred first, outside the locks, so reading the
         # recovery points below seldom has to fsync under them.
         self._flush_due(self.clock() if t is None else t)
         for d in self.dirs:
+            if d.offline_reason is not None:
+                continue
             with self._lock:
                 plogs = {tp: p for tp, p in self._partitions.items() if p.directory is d}
             # Hold every partition lock of the directory while reading its offsets
@@ -233,7 +291,11 @@ class LogManager:
             finally:
                 for p in plogs.values():
                     p.lock.release()
-            d.write_checkpoints(state)
+            try:
+                d.write_checkpoints(state)
+            except KafkaStorageError as e:
+                d.report_io_error(e)
+                raise
 
     # --- shutdown ------------------------------------------------------------------------
 

@@ -199,6 +199,11 @@ class NodeStateCollector(Collector):
             rm.waiting_produces(),
             labels={"delayedOperation": "Produce"},
         )
+        yield _gauge(
+            "kafka_log_logmanager_offlinelogdirectorycount",
+            "Log directories taken offline by an I/O error (Kafka's OfflineLogDirectoryCount)",
+            len(self.node.log_manager.offline_dirs()),
+        )
         size = GaugeMetricFamily(
             "kafka_log_log_size", "Bytes of a partition's log", labels=["topic", "partition"]
         )

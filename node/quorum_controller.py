@@ -86,9 +86,10 @@ class QuorumController(ControllerRequests):
         self.metadata_offset = 0  # last applied Raft index
         self._listeners: list[Listener] = []
         self._unpublished: list[MetadataRecord] = []  # applied, not yet given to listeners
-        # A listener added while records wait to be published got them in its snapshot:
-        # how many of the waiting records it must not be given again.
-        self._already_seen: dict[int, int] = {}  # id(listener) -> records to skip
+        # Listeners added while records were applied but not yet published: their first
+        # image (a snapshot) waits for that publication, or they would get those
+        # records twice (in the snapshot, then as a delta).
+        self._awaiting_snapshot: list[Listener] = []
         self._inbound: queue.Queue[tuple[str, object]] = queue.Queue(INBOUND_LIMIT)
         self._pending: dict[int, tuple[int, Future[int]]] = {}
         self._op_lock = threading.Lock()
@@ -161,20 +162,19 @@ class QuorumController(ControllerRequests):
             self._storage = None
 
     def add_listener(self, listener: Listener) -> None:
-        """The listener gets the image as a snapshot now, then only the records applied
-        after it (a restarting controller replays its log before publishing: the records
-        waiting then are already in the snapshot)."""
         with self._state_lock:
             self._listeners.append(listener)
             if self._unpublished:
-                self._already_seen[id(listener)] = len(self._unpublished)
-            listener(self.image, [])
+                self._awaiting_snapshot.append(listener)
+            else:
+                listener(self.image, [])
 
     def remove_listener(self, listener: Listener) -> None:
         with self._state_lock:
             if listener in self._listeners:
                 self._listeners.remove(listener)
-            self._already_seen.pop(id(listener), None)
+            if listener in self._awaiting_snapshot:
+                self._awaiting_snapshot.remove(listener)
 
     # --- the Raft thread ---------------------------------------------------------------
 
@@ -267,31 +267,31 @@ class QuorumController(ControllerRequests):
 
     def _apply(self, index: int, term: int, data: bytes) -> None:
         records = decode_entry(data)
+        # Publish only once caught up with the commit index: a restarting node
+        # replays its whole log, and acting on every intermediate state would
+        # make it, e.g., lead again at an epoch its own log has passed.
+        assert self._raft is not None
+        published: list[MetadataRecord] = []
         with self._state_lock:
             for r in records:
                 self.image.apply(r)
                 if isinstance(r, RegisterBrokerRecord):
                     self._registered_at[r.broker_id] = index
             self.metadata_offset = index
+            # Under the lock with the image, so add_listener sees the image and the
+            # unpublished records together.
             self._unpublished.extend(records)
-            # Publish only once caught up with the commit index: a restarting node
-            # replays its whole log, and acting on every intermediate state would
-            # make it, e.g., lead again at an epoch its own log has passed.
-            assert self._raft is not None
-            due: list[tuple[Listener, list[MetadataRecord]]] = []
             if self._unpublished and index >= self._raft.commit_index:
                 published, self._unpublished = self._unpublished, []
-                for listener in self._listeners:
-                    skip = self._already_seen.pop(id(listener), 0)
-                    assert skip <= len(published), "a listener skips only waiting records"
-                    if published[skip:]:
-                        due.append((listener, published[skip:]))
-                assert not self._already_seen, "every skip is spent at the next publication"
-        for listener, new_records in due:
-            try:
-                listener(self.image, new_records)
-            except Exception:  # noqa: BLE001 - a listener must not stop the quorum
-                _log.error("metadata_listener_failed", exc=True, index=index)
+                fresh, self._awaiting_snapshot = self._awaiting_snapshot, []
+            listeners = list(self._listeners)
+        if published:
+            for listener in listeners:
+                try:
+                    # A listener added during the replay gets its first image now.
+                    listener(self.image, [] if listener in fresh else published)
+                except Exception:  # noqa: BLE001 - a listener must not stop the quorum
+                    _log.error("metadata_listener_failed", exc=True, index=index)
         pending = self._pending.pop(index, None)
         if pending is not None:
             proposed_term, future = pending

@@ -14,7 +14,6 @@ Truncation requests (OffsetsForLeaderEpoch) and ListOffsets go outside the sessi
 from __future__ import annotations
 
 import threading
-import time
 from typing import TYPE_CHECKING
 
 import grpc
@@ -22,6 +21,7 @@ import grpc
 from seglog.proto import client_pb2 as pb
 from seglog.proto import client_pb2_grpc, errors_pb2
 from seglog.replication import partition_replica as pr
+from seglog.storage import fault_injection
 
 from .event_log import EventLogger
 from .security.grpc_tls import open_channel
@@ -53,7 +53,8 @@ CHANNEL_OPTIONS = [
 
 
 def now_ms() -> int:
-    return int(time.time() * 1000)
+    """The replicas' timer clock (replica_manager.now_ms): monotonic."""
+    return fault_injection.monotonic_ms()
 
 
 def error_name(code: int) -> str:

@@ -17,6 +17,7 @@ from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import NamedTuple, Protocol
 
 import grpc
@@ -40,7 +41,8 @@ from seglog.replication.throttle import (
     ReplicationQuota,
     is_throttled,
 )
-from seglog.storage.errors import StorageError
+from seglog.storage import fault_injection
+from seglog.storage.errors import KafkaStorageError, StorageError
 from seglog.storage.file_slice import FileSlice
 from seglog.storage.log_config import LogConfig, parse_throttled_replicas
 
@@ -147,7 +149,10 @@ class StartedProduce(NamedTuple):
 
 
 def now_ms() -> int:
-    return int(time.time() * 1000)
+    """The replicas' timer clock: monotonic, so a wall clock stepped back cannot
+    stall fetch backoffs and ISR checks, nor one stepped forward shrink every ISR at
+    once (the log's own times stay wall time: PartitionReplica.log_clock)."""
+    return fault_injection.monotonic_ms()
 
 
 class ReplicaManager:
@@ -269,8 +274,8 @@ class ReplicaManager:
         next_sweep = 0.0
         while not self._stopped.wait(TICK_S):
             t = now_ms()
-            if time.monotonic() >= next_sweep:
-                next_sweep = time.monotonic() + self._sweep_s
+            if fault_injection.monotonic_s() >= next_sweep:
+                next_sweep = fault_injection.monotonic_s() + self._sweep_s
                 # Only leaders have timers beyond parked produces (a follower's
                 # requests are its fetcher's business).
                 targets = [hp for hp in self.partitions() if hp.replica.is_leader]
@@ -358,6 +363,17 @@ class ReplicaManager:
             self._stop_and_delete(hp)
         return partitions
 
+    def on_log_dir_offline(self, path: Path) -> None:
+        """Kafka's handleLogDirFailure: the partitions in the offline directory fail
+        their parked produces with KAFKA_STORAGE_ERROR (their reads and appends
+        already answer it)."""
+        for hp in self.partitions():
+            if hp.plog.directory.path != path:
+                continue
+            with hp.plog.lock:
+                actions = hp.replica.on_storage_failure()
+            self._carry_out(hp, actions)
+
     def _stop_and_delete(self, hp: HostedPartition) -> None:
         """The partition left this node (or its topic was deleted): stop the replica,
         answer what waits on it, delete the log."""
@@ -400,9 +416,16 @@ class ReplicaManager:
                     broker_epoch=self.broker_epoch,
                     is_replica_eligible=self.is_replica_eligible,
                 )
+                replica.log_clock = self.log_manager.clock
                 hp = HostedPartition(tp, topic_id, plog, replica)
             was_leader_epoch = hp.replica.leader_epoch
-            actions = hp.replica.apply_metadata(state, now_ms())
+            try:
+                actions = hp.replica.apply_metadata(state, now_ms())
+            except KafkaStorageError as e:
+                # A leader epoch checkpoint that cannot be written (6.2): the directory
+                # goes offline like for any other failed write (8.1).
+                plog.directory.report_io_error(e)
+                raise
             if hp.replica.is_leader and state.leader_epoch > was_leader_epoch:
                 _log.info(
                     "became_leader",

@@ -4,6 +4,7 @@ down cleanly on SIGTERM/SIGINT."""
 
 from __future__ import annotations
 
+import os
 import random
 import resource
 import signal
@@ -29,8 +30,8 @@ from seglog.replication.metadata_image import MetadataImage
 from seglog.replication.metadata_records import MetadataRecord
 from seglog.replication.reassignment import OngoingReassignment
 from seglog.replication.throttle import LONG_MAX
+from seglog.storage import fault_injection
 from seglog.storage.errors import InvalidConfigError
-from seglog.storage.log import now_ms
 from seglog.storage.log_config import LogConfig
 
 from .alter_partition_manager import IsrChangeResult
@@ -84,9 +85,12 @@ class Node:
             config.log_dirs,
             config.log_config,
             config.log_settings,
-            clock=now_ms,
+            clock=fault_injection.wall_ms,
             rng=random.Random(f"{config.cluster_id}/{config.node_id}"),
         )
+        # An unrecoverable I/O error in the (last online) log dir halts the node with
+        # exit code 1, Kafka's LogDirFailureHandler: its leaderships move elsewhere.
+        self.log_manager.on_all_dirs_offline = self._halt
         self.remote: RemoteController | None = None
         if config.controller_quorum_voters:
             if config.node_id not in config.controller_quorum_voters:
@@ -119,6 +123,7 @@ class Node:
             quota_window_num=config.replication_quota_window_num,
             quota_window_size_ms=config.replication_quota_window_size_seconds * 1000,
         )
+        self.log_manager.on_dir_offline = self.replica_manager.on_log_dir_offline
         self.metrics = NodeMetrics()
         self.metrics.registry.register(NodeStateCollector(self))
         self.replica_manager.metrics = self.metrics
@@ -137,6 +142,7 @@ class Node:
         self._stopped = threading.Event()
         self._done = threading.Event()
         self.exit_code = 0
+        self.halted = False
         self.port = -1
         self.kafka: list[KafkaListener] = []  # Kafka-protocol listeners (e.g. PLAINTEXT)
         # ACLs (authorizer.class.name; None: off) and the SCRAM/ACL admin requests.
@@ -320,6 +326,13 @@ class Node:
         out.update({k: (v, 2) for k, v in default.items()})
         out.update({k: (v, 1) for k, v in own.items()})
         return [(k, v, src) for k, (v, src) in sorted(out.items())]
+    def _halt(self, why: str) -> None:
+        """Kafka's Exit.halt(1) on a log dir failure: nothing may wait for the failed
+        disk, so once the shutdown ran (leaderships move, the offline directory is
+        abandoned, not checkpointed) the process ends without waiting for request
+        threads still parked on it."""
+        self.halted = True
+        self._fatal(why)
 
     def _fatal(self, why: str) -> None:
         _log.error("node_fatal", reason=why)
@@ -522,6 +535,7 @@ def raise_open_files_limit() -> None:
 
 def run_node(config: NodeConfig, log_level: str = "INFO") -> int:
     configure(log_level, config.node_id)
+    fault_injection.set_node_id(config.node_id)
     sys.setswitchinterval(NODE_SWITCH_INTERVAL_S)
     raise_open_files_limit()
     node = Node(config, log_level)
@@ -534,4 +548,8 @@ def run_node(config: NodeConfig, log_level: str = "INFO") -> int:
     signal.signal(signal.SIGINT, on_signal)
     node.start()
     node.wait()
+    if node.halted:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(node.exit_code)
     return node.exit_code

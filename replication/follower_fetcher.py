@@ -191,7 +191,9 @@ class FollowerFetcher:
             return []
         if resp.records:
             try:
-                self.replica.log.append_as_follower(resp.records, time_ms=now_ms)
+                self.replica.log.append_as_follower(
+                    resp.records, time_ms=self.replica.log_time(now_ms)
+                )
             except StorageError:
                 f.backoff_until_ms = now_ms + self.replica.config.replica_fetch_backoff_ms
                 return []
@@ -248,7 +250,7 @@ class FollowerFetcher:
         # Also at offset == LEO: the log then drops epoch entries starting at the LEO
         # (an epoch we led without writing), which the next query must not use.
         if offset <= self.replica.log.log_end_offset:
-            self.replica.log.truncate_to(offset, time_ms=now_ms)
+            self.replica.log.truncate_to(offset, time_ms=self.replica.log_time(now_ms))
         self.synced_epoch = -1
 
     def on_list_offsets_response(self, resp: ListOffsetsResponse, now_ms: int) -> list[Action]:
@@ -276,7 +278,9 @@ class FollowerFetcher:
             return []
         # Step 2.
         if resp.offset > leo:
-            self.replica.log.truncate_fully_and_start_at(resp.offset, time_ms=now_ms)
+            self.replica.log.truncate_fully_and_start_at(
+                resp.offset, time_ms=self.replica.log_time(now_ms)
+            )
         self._reset(FetchEvent.START_ADOPTED)
         self.replica.check_invariants()
         return []

@@ -135,6 +135,14 @@ class PartitionReplica(IsrChanges, LeaderReads):
         self._leader_hw_floor = -1
         # Follower state.
         self.fetcher = FollowerFetcher(self)
+        # The timers' `now_ms` may be a monotonic clock (the node's: a stepped wall
+        # clock must not stall fetches or shrink every ISR); the log's times (append
+        # and roll times, LogAppendTime) are wall time: this clock when set.
+        self.log_clock: Callable[[], int] | None = None
+
+    def log_time(self, now_ms: int) -> int:
+        """The time to hand the log for an event the timers see at `now_ms`."""
+        return now_ms if self.log_clock is None else self.log_clock()
 
     # ------------------------------------------------------------------ queries
 
@@ -306,7 +314,7 @@ class PartitionReplica(IsrChanges, LeaderReads):
                 lambda: f"duplicate produce request id {request_id}",
             )
         try:
-            info = self.log.append_as_leader(data, self.leader_epoch, time_ms=now_ms)
+            info = self.log.append_as_leader(data, self.leader_epoch, time_ms=self.log_time(now_ms))
         except StorageError as exc:
             return fail(storage_error_name(exc))
         self._maybe_increment_hw(now_ms, actions)
@@ -351,6 +359,11 @@ class PartitionReplica(IsrChanges, LeaderReads):
                     )
                 else:
                     actions.append(ProduceCompleted(rid, error, -1))
+
+    def on_storage_failure(self) -> list[Action]:
+        """The log's directory went offline: every parked produce fails now with
+        KAFKA_STORAGE_ERROR rather than wait for a high watermark that cannot move."""
+        return self._fail_delayed("KAFKA_STORAGE_ERROR")
 
     def _fail_delayed(self, error: str) -> list[Action]:
         actions: list[Action] = [ProduceCompleted(rid, error, -1) for rid in self._delayed]

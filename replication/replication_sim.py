@@ -61,7 +61,7 @@ import shutil
 import sys
 import tempfile
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -108,11 +108,14 @@ ALTER_PARTITION_BACKOFF_MS = (50, 1000)  # then retries after a backoff, doublin
 
 
 class SimulationFailure(AssertionError):
-    def __init__(self, seed: int, mode: str, message: str, trace: Sequence[str]) -> None:
+    def __init__(
+        self, seed: int, mode: str, message: str, trace: Sequence[str], options: str = ""
+    ) -> None:
         tail = "\n".join(trace)
         super().__init__(
             f"seed {seed} ({mode}): {message}\n"
-            f"replay: python -m seglog.replication.replication_sim --seed {seed} --verbose\n"
+            f"replay: python -m seglog.replication.replication_sim --seed {seed}{options} "
+            f"--verbose\n"
             f"--- trace tail ---\n{tail}"
         )
         self.seed = seed
@@ -192,8 +195,13 @@ class SimNode:
         config: ReplicaConfig,
         broker_epoch: int,
         logs: dict[int, SimLog],
+        clock: Callable[[], int] | None = None,
     ) -> None:
         self.id = node_id
+        # The node's wall clock: the simulated time plus the steps --clock-step-ms gave
+        # it (an NTP step); the log's times come from it, the timers from `now`.
+        self._clock = clock
+        self.wall_offset_ms = 0
         self.hosted = tuple(hosted)
         self.config = config
         self.up = True
@@ -225,6 +233,13 @@ class SimNode:
             )
             for p in self.hosted
         }
+        if self._clock is not None:
+            for rep in self.replicas.values():
+                rep.log_clock = self.wall_ms
+
+    def wall_ms(self) -> int:
+        assert self._clock is not None
+        return self._clock() + self.wall_offset_ms
 
     def _eligible(self, replica_id: int, broker_epoch: int) -> bool:
         return broker_epoch >= 0 and self.alive_epochs.get(replica_id) == broker_epoch
@@ -284,8 +299,16 @@ class Simulation(SimFaults, ReplicationChecks):
         params: SimParams | None = None,
         many_partitions: bool = False,
         storage: str = DISK,
+        clock_step_ms: int = 0,
+        timers_on_wall_clock: bool = False,
     ) -> None:
         self.seed = seed
+        # Wall-clock steps of +-clock_step_ms on random nodes (0: none); with
+        # timers_on_wall_clock the replicas' timers read the stepped wall clock, as the
+        # node's did before they moved to the monotonic clock (a step back stalled
+        # fetch backoffs and ISR checks).
+        self.clock_step_ms = clock_step_ms
+        self.timers_on_wall_clock = timers_on_wall_clock
         self.storage = storage
         self.rng = random.Random(seed)
         draw = draw_many_partitions_params if many_partitions else draw_params
@@ -322,7 +345,9 @@ class Simulation(SimFaults, ReplicationChecks):
         for b in node_ids:
             hosted = [p for p, st in self.controller.partitions.items() if b in st.replicas]
             logs = {p: self._new_log(b, p) for p in hosted}
-            self.nodes[b] = SimNode(b, hosted, self.config, self.controller.broker_epochs[b], logs)
+            self.nodes[b] = SimNode(
+                b, hosted, self.config, self.controller.broker_epochs[b], logs, self._clock
+            )
         self.last_heartbeat = {b: 0 for b in node_ids}
         self.cuts: set[frozenset[int]] = set()
         self._meta_last: dict[int, int] = {b: 0 for b in node_ids}
@@ -356,6 +381,7 @@ class Simulation(SimFaults, ReplicationChecks):
             "alter_batches": 0,
             "fsync_failures": 0,
             "torn_writes": 0,
+            "clock_steps": 0,
         }
         self.trace(f"params {prm}")
 
@@ -387,7 +413,16 @@ class Simulation(SimFaults, ReplicationChecks):
 
     def fail(self, message: str) -> None:
         self.trace(f"FAILURE {message}")
-        raise SimulationFailure(self.seed, self.params.mode, message, list(self.trace_tail))
+        options = ""
+        if self.clock_step_ms:
+            options += f" --clock-step-ms {self.clock_step_ms}"
+        if self.timers_on_wall_clock:
+            options += " --timers-on-wall-clock"
+        if self.storage != DISK:
+            options += f" --storage {self.storage}"
+        raise SimulationFailure(
+            self.seed, self.params.mode, message, list(self.trace_tail), options
+        )
 
     def at(self, t: int, kind: str, *args: object) -> None:
         self._seq += 1
@@ -441,6 +476,8 @@ class Simulation(SimFaults, ReplicationChecks):
             self.at(self.rng.randint(0, 50), "produce_tick", pr)
         self.at(0, "controller_tick")
         self.at(self.rng.randint(*prm.fault_gap_ms), "fault")
+        if self.clock_step_ms:
+            self.at(self.rng.randint(200, 2000), "clock_step")
         self.at(prm.active_ms, "quiesce")
         self.publish()
         deadline = prm.active_ms + prm.max_quiesce_ms
@@ -459,13 +496,28 @@ class Simulation(SimFaults, ReplicationChecks):
 
     # ------------------------------------------------------------------ events
 
+    def timer_now(self, node: SimNode) -> int:
+        """What the node's timers read: the simulated (monotonic) time, or its stepped
+        wall clock with timers_on_wall_clock."""
+        return node.wall_ms() if self.timers_on_wall_clock else self.now
+
+    def _on_clock_step(self) -> None:
+        if not self.faults_active:
+            return
+        self.at(self.now + self.rng.randint(500, 3000), "clock_step")
+        node = self.nodes[self.rng.choice(sorted(self.nodes))]
+        step = self.rng.choice((-1, 1)) * self.clock_step_ms
+        node.wall_offset_ms += step
+        self.stats["clock_steps"] += 1
+        self.trace(f"FAULT n{node.id}'s wall clock steps {step:+d} ms to {node.wall_ms()}")
+
     def _on_tick(self, b: int) -> None:
         node = self.nodes[b]
         self.at(self.now + self.rng.randint(40, 60), "tick", b)
         if not node.up or node.paused:
             return
         for p, rep in node.replicas.items():
-            self.apply(node, p, rep.tick(self.now))
+            self.apply(node, p, rep.tick(self.timer_now(node)))
             self.poll_fetcher(node, p)
         if node.alter.in_flight and self.now - node.alter_sent_ms > ALTER_PARTITION_TIMEOUT_MS:
             self._alter_retry_later(node)  # no answer: its changes go again after a backoff
@@ -490,7 +542,7 @@ class Simulation(SimFaults, ReplicationChecks):
                 log.checkpoint_high_watermark()
 
     def poll_fetcher(self, node: SimNode, p: int) -> None:
-        out = node.replicas[p].next_request(self.now)
+        out = node.replicas[p].next_request(self.timer_now(node))
         if out is not None:
             self.send(node.id, out.destination, ("fetch", p, out.request, node.incarnation))
 
@@ -564,7 +616,7 @@ class Simulation(SimFaults, ReplicationChecks):
             rep = node.replicas[p]
             resp: FollowerResponse
             if isinstance(req, FetchRequest):
-                resp, actions = rep.handle_fetch(req, self.now)
+                resp, actions = rep.handle_fetch(req, self.timer_now(node))
                 self.apply(node, p, actions)
             elif isinstance(req, OffsetsForLeaderEpochRequest):
                 resp = rep.handle_offsets_for_leader_epoch(req)
@@ -579,7 +631,7 @@ class Simulation(SimFaults, ReplicationChecks):
             rep = node.replicas[p]
             before = rep.log.log_end_offset
             synced = rep.fetcher.synced_epoch
-            self.apply(node, p, rep.handle_response(resp, self.now))
+            self.apply(node, p, rep.handle_response(resp, self.timer_now(node)))
             if rep.fetcher.synced_epoch != synced:
                 self.structure += 1
             if rep.log.log_end_offset < before:
@@ -592,7 +644,8 @@ class Simulation(SimFaults, ReplicationChecks):
             self._next_request_id += 1
             self._request_owner[rid] = (src, client_rid)
             rep = node.replicas[p]
-            self.apply(node, p, rep.produce(rid, data, acks, timeout, self.now))
+            now = self.timer_now(node)
+            self.apply(node, p, rep.produce(rid, data, acks, timeout, now))
         elif kind == "alter_resp":
             _, answers, inc, batch_id = payload
             if inc != node.incarnation:
@@ -605,7 +658,8 @@ class Simulation(SimFaults, ReplicationChecks):
             for p, answer in answers:
                 node.alter.resolved(p, answer.request_id)
                 rep = node.replicas[p]
-                self.apply(node, p, rep.on_alter_partition_response(answer, self.now))
+                now = self.timer_now(node)
+                self.apply(node, p, rep.on_alter_partition_response(answer, now))
             self.send_alter(node)
         elif kind == "alter_failed":
             _, inc, batch_id, _error = payload
@@ -624,7 +678,7 @@ class Simulation(SimFaults, ReplicationChecks):
                 return  # written before this incarnation registered
             node.alive_epochs = alive
             for p, rep in node.replicas.items():
-                self.apply(node, p, rep.apply_metadata(image[p], self.now))
+                self.apply(node, p, rep.apply_metadata(image[p], self.timer_now(node)))
 
     def _controller_next(self) -> None:
         """A slow controller serves its queue one request at a time; a request whose
@@ -784,10 +838,18 @@ def simulate(
     verbose: bool = False,
     many_partitions: bool = False,
     storage: str = DISK,
+    clock_step_ms: int = 0,
+    timers_on_wall_clock: bool = False,
 ) -> Simulation:
     """Run one seed; raises SimulationFailure (naming the seed) on any violation."""
     return Simulation(
-        seed, mode=mode, verbose=verbose, many_partitions=many_partitions, storage=storage
+        seed,
+        mode=mode,
+        verbose=verbose,
+        many_partitions=many_partitions,
+        storage=storage,
+        clock_step_ms=clock_step_ms,
+        timers_on_wall_clock=timers_on_wall_clock,
     ).run()
 
 
@@ -808,7 +870,22 @@ def main(argv: Sequence[str] | None = None) -> int:
         default=DISK,
         help="production's Log on tmpfs files (default) or the in-memory log (faster)",
     )
+    parser.add_argument(
+        "--clock-step-ms",
+        type=int,
+        default=0,
+        help="step random nodes' wall clocks by +-this many ms every 0.5-3 s of faults",
+    )
+    parser.add_argument(
+        "--timers-on-wall-clock",
+        action="store_true",
+        help="the replicas' timers read the stepped wall clock (the old node's bug)",
+    )
     args = parser.parse_args(argv)
+    if args.clock_step_ms < 0:
+        parser.error(f"--clock-step-ms must be >= 0, got {args.clock_step_ms}")
+    if args.timers_on_wall_clock and not args.clock_step_ms:
+        parser.error("--timers-on-wall-clock needs --clock-step-ms (no steps, no difference)")
     for seed in range(args.seed, args.seed + args.count):
         try:
             sim = simulate(
@@ -817,6 +894,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 verbose=args.verbose,
                 many_partitions=args.many_partitions,
                 storage=args.storage,
+                clock_step_ms=args.clock_step_ms,
+                timers_on_wall_clock=args.timers_on_wall_clock,
             )
         except SimulationFailure as exc:
             print(exc, file=sys.stderr)

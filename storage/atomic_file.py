@@ -11,6 +11,7 @@ import errno
 import os
 from pathlib import Path
 
+from . import fault_injection
 from .errors import KafkaStorageError
 
 TMP_SUFFIX = ".tmp"
@@ -29,7 +30,7 @@ def fsync_dir(directory: Path) -> None:
     """
     fd = os.open(directory, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
     try:
-        os.fsync(fd)
+        fault_injection.disk_fsync(fd)
     except OSError as e:
         if e.errno != errno.EINVAL:
             raise
@@ -59,7 +60,7 @@ def write_atomically(path: Path, data: bytes) -> None:
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
         try:
             _write_all(fd, data)
-            os.fsync(fd)
+            fault_injection.disk_fsync(fd)
         finally:
             os.close(fd)
         # os.replace is an atomic rename(2) on POSIX; Kafka's non-atomic fallback is not needed.

@@ -80,6 +80,13 @@ class CheckpointError(StorageError):
 
 
 class KafkaStorageError(StorageError):
-    """An I/O failure such as a full disk."""
+    """An I/O failure: the log directory it happened in goes offline (Kafka's
+    LogDirFailureChannel), except for a full disk (LogDirFullError)."""
 
     error_name = "KAFKA_STORAGE_ERROR"
+
+
+class LogDirFullError(KafkaStorageError):
+    """A write found no space left on the device (ENOSPC) and was undone: nothing of
+    it stays in the .log, its indexes or the epoch cache, so the log directory stays
+    online and the write can succeed once space returns."""

@@ -14,6 +14,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from . import fault_injection
 from .errors import KafkaStorageError, StorageError
 from .segment import LogSegment
 
@@ -36,11 +37,12 @@ class FlushJob:
                 seg.flush()
             fd = os.open(self.directory, os.O_RDONLY)
             try:
-                os.fsync(fd)
+                fault_injection.disk_fsync(fd)
             finally:
                 os.close(fd)
         except StorageError as e:
             self.error = e
         except (OSError, ValueError) as e:
             self.error = KafkaStorageError(f"cannot flush {self.directory}: {e}")
+            self.error.__cause__ = e  # the log manager tells a failed fsync from a race
         return self.error is None

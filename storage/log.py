@@ -19,6 +19,7 @@ from .checkpoint_file import LeaderEpochCheckpointFile
 from .errors import (
     CorruptIndexError,
     KafkaStorageError,
+    LogDirFullError,
     OffsetOutOfRangeError,
     StorageError,
 )
@@ -145,6 +146,11 @@ class Log:
         self.epoch_cache = LeaderEpochCache(LeaderEpochCheckpointFile.in_dir(directory))
         self.producer_state: ProducerStateManager
         self._closed = False
+        # Kafka's LogDirFailureChannel: the log directory hears of every I/O error
+        # (set by LogDirectory); once it is offline, this log answers
+        # KAFKA_STORAGE_ERROR to every append and read.
+        self.io_error_handler: Callable[[KafkaStorageError], None] | None = None
+        self.offline_reason: str | None = None
 
     # --- opening and recovery ---------------------------------------------------
 
@@ -360,6 +366,8 @@ class Log:
             topic=self.topic,
             log_name=self.directory.name,
         )
+        if self.offline_reason is not None:
+            self._raise_offline()
         prepared = self.producer_state.prepare_appends(headers, AppendOrigin.CLIENT)
         if isinstance(prepared, DuplicateBatch):
             return LogAppendInfo(
@@ -373,7 +381,7 @@ class Log:
                 valid_bytes=0,
                 duplicate=True,
             )
-        info = self._append_batches(buf, headers, t, log_append_time)
+        info = self._append_batches_or_undo(buf, headers, t, log_append_time)
         self.producer_state.update(prepared)
         self.producer_state.update_map_end_offset(self._log_end_offset)
         return info
@@ -384,8 +392,10 @@ class Log:
         """Append a leader's batches verbatim: CRC and offset order are checked, nothing
         is rewritten, producer state is replayed without validation."""
         t = self.clock() if time_ms is None else time_ms
+        if self.offline_reason is not None:
+            self._raise_offline()
         headers = validate_follower_append(data, self._log_end_offset, self.directory.name)
-        info = self._append_batches(data, headers, t, False)
+        info = self._append_batches_or_undo(data, headers, t, False)
         for h, view, p in self._iter_with_positions(data, headers):
             self.producer_state.replay_batch(h, self._marker_of(view, p, h))
         self.producer_state.update_map_end_offset(self._log_end_offset)
@@ -412,6 +422,35 @@ class Log:
         if control[0] == ControlType.COMMIT:
             return ControlMarker("COMMIT", control[1])
         return ControlMarker("ABORT", control[1])
+
+    def _append_batches_or_undo(
+        self,
+        data: bytes | bytearray | memoryview,
+        headers: list[BatchHeader],
+        t: int,
+        log_append_time: bool,
+    ) -> LogAppendInfo:
+        """_append_batches; on a full disk every batch of `data` already written is cut
+        again (the epoch cache and producer state with them), so the append fails
+        whole. Every I/O error goes to the log directory's handler."""
+        end_before = self._log_end_offset
+        try:
+            return self._append_batches(data, headers, t, log_append_time)
+        except KafkaStorageError as e:
+            if isinstance(e, LogDirFullError) and self._log_end_offset > end_before:
+                # truncate_to reports its own failure to the handler.
+                self.truncate_to(end_before, time_ms=t)
+            self._io_error(e)
+            raise
+
+    def _io_error(self, e: KafkaStorageError) -> None:
+        if self.io_error_handler is not None:
+            self.io_error_handler(e)
+
+    def _raise_offline(self) -> None:
+        raise KafkaStorageError(
+            f"{self.directory.name} is in an offline log directory ({self.offline_reason})"
+        )
 
     def _append_batches(
         self,
@@ -569,6 +608,8 @@ class Log:
     ) -> FetchDataInfo:
         """Whole batches from the batch containing `offset`; none at or past `upper_bound`
         (the high watermark for consumers, the LEO for followers)."""
+        if self.offline_reason is not None:
+            self._raise_offline()
         if offset < self.log_start_offset or offset > self._log_end_offset:
             raise OffsetOutOfRangeError(
                 f"offset {offset} is out of range for {self.directory.name}: "
@@ -611,6 +652,8 @@ class Log:
     ) -> FileSlice:
         """`read`'s batches as a FileSlice of their segment (nothing is read but the
         batch headers): what a Kafka fetch response sends with sendfile."""
+        if self.offline_reason is not None:
+            self._raise_offline()
         if offset < self.log_start_offset or offset > self._log_end_offset:
             raise OffsetOutOfRangeError(
                 f"offset {offset} is out of range for {self.directory.name}: "
@@ -701,7 +744,16 @@ class Log:
         whole batch and the LEO becomes its base offset. True if data went."""
         if offset < 0:
             raise ValueError(f"cannot truncate {self.directory.name} to negative offset {offset}")
+        if self.offline_reason is not None:
+            self._raise_offline()
         t = self.clock() if time_ms is None else time_ms
+        try:
+            return self._truncate_to(offset, t)
+        except KafkaStorageError as e:
+            self._io_error(e)
+            raise
+
+    def _truncate_to(self, offset: int, t: int) -> bool:
         self.flush_pending()
         if offset >= self._log_end_offset:
             self.epoch_cache.truncate_from_end(self._log_end_offset)

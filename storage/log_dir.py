@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import random
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -21,7 +22,7 @@ from .checkpoint_file import (
     OffsetCheckpointFile,
 )
 from .clean_shutdown import consume_clean_shutdown, write_clean_shutdown
-from .errors import KafkaStorageError, StorageError
+from .errors import KafkaStorageError, LogDirFullError, StorageError
 from .log import Clock, Log, now_ms, parse_partition_dir
 from .log_config import LogConfig
 
@@ -55,6 +56,32 @@ class LogDirectory:
         self.high_watermarks = OffsetCheckpointFile(path / REPLICATION_OFFSET_CHECKPOINT)
         self.logs: dict[TopicPartition, Log] = {}
         self.had_clean_shutdown = False
+        # Kafka's LogDirFailureChannel: the first unrecoverable I/O error takes the
+        # whole directory offline; a full disk (LogDirFullError) does not.
+        self.offline_reason: str | None = None
+        self.on_offline: Callable[[LogDirectory, KafkaStorageError], None] | None = None
+        self.on_full: Callable[[LogDirectory, LogDirFullError], None] | None = None
+
+    def report_io_error(self, e: KafkaStorageError) -> None:
+        """An I/O error in this directory: a full disk is told to `on_full`; any other
+        takes every log here offline (appends and reads answer KAFKA_STORAGE_ERROR)
+        and is told to `on_offline` once."""
+        if isinstance(e, LogDirFullError):
+            if self.on_full is not None:
+                self.on_full(self, e)
+            return
+        if self.offline_reason is not None:
+            return
+        self.offline_reason = str(e)
+        for log in list(self.logs.values()):  # a copy: a log may be added meanwhile
+            log.offline_reason = self.offline_reason
+        if self.on_offline is not None:
+            self.on_offline(self, e)
+
+    def _adopt(self, log: Log) -> Log:
+        log.io_error_handler = self.report_io_error
+        log.offline_reason = self.offline_reason
+        return log
 
     def load(
         self,
@@ -79,16 +106,18 @@ class LogDirectory:
             if tp[0] in RAFT_MANAGED_TOPICS:
                 continue
             config = (topic_configs or {}).get(tp[0], broker_config)
-            self.logs[tp] = Log.open(
-                entry,
-                config,
-                recovery_point=recovery.get(tp, 0),
-                log_start_offset=starts.get(tp, 0),
-                high_watermark=hws.get(tp, 0),
-                had_clean_shutdown=self.had_clean_shutdown,
-                time_ms=t,
-                clock=self.clock,
-                rng=self.rng,
+            self.logs[tp] = self._adopt(
+                Log.open(
+                    entry,
+                    config,
+                    recovery_point=recovery.get(tp, 0),
+                    log_start_offset=starts.get(tp, 0),
+                    high_watermark=hws.get(tp, 0),
+                    had_clean_shutdown=self.had_clean_shutdown,
+                    time_ms=t,
+                    clock=self.clock,
+                    rng=self.rng,
+                )
             )
         return self.logs
 
@@ -104,6 +133,11 @@ class LogDirectory:
         tp = (topic, partition)
         if tp in self.logs:
             return self.logs[tp]
+        if self.offline_reason is not None:
+            raise KafkaStorageError(
+                f"cannot create {topic}-{partition}: log directory {self.path} is offline "
+                f"({self.offline_reason})"
+            )
         log = Log.open(
             self.path / f"{topic}-{partition}",
             config,
@@ -112,7 +146,7 @@ class LogDirectory:
             clock=self.clock,
             rng=self.rng,
         )
-        self.logs[tp] = log
+        self.logs[tp] = self._adopt(log)
         return log
 
     def delete_log(self, topic: str, partition: int) -> None:
@@ -146,7 +180,13 @@ class LogDirectory:
         self.log_start_offsets.write(state.log_start_offsets)
 
     def close(self, broker_epoch: int = -1) -> None:
-        """Clean shutdown: close every log, write checkpoints, then the marker."""
+        """Clean shutdown: close every log, write checkpoints, then the marker. An
+        offline directory is only let go of: after a failed write or fsync nothing
+        here may claim a clean shutdown, the next start recovers it."""
+        if self.offline_reason is not None:
+            for log in self.logs.values():
+                log.abandon()
+            return
         for log in self.logs.values():
             log.close()
         self.checkpoint()

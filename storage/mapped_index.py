@@ -152,6 +152,12 @@ class MappedIndex:
             keep = slot + 1
         self._truncate_to_entries(keep)
 
+    def keep_entries(self, n: int) -> None:
+        """Drop every entry after the first `n` (an append being undone)."""
+        self._require_open()
+        if n < self._entries:
+            self._truncate_to_entries(n)
+
     def reset(self) -> None:
         """Drop every entry and grow the file back to max_index_size."""
         self._require_open()

@@ -23,6 +23,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
+from seglog.storage import fault_injection
 from seglog.storage.crc import crc32c
 from seglog.storage.errors import CorruptSnapshotError, KafkaStorageError
 
@@ -125,7 +126,7 @@ def _write_all(fd: int, data: bytes) -> None:
 def _fsync_dir(directory: Path) -> None:
     fd = os.open(directory, os.O_RDONLY)
     try:
-        os.fsync(fd)
+        fault_injection.disk_fsync(fd)
     finally:
         os.close(fd)
 
@@ -145,7 +146,7 @@ def write_snapshot(path: Path | str, entries: Iterable[SnapshotEntry], sync: boo
         try:
             _write_all(fd, data)
             if sync:
-                os.fsync(fd)
+                fault_injection.disk_fsync(fd)
         finally:
             os.close(fd)
         os.replace(tmp, path)
@@ -164,7 +165,7 @@ def fsync_snapshot(path: Path | str) -> None:
     try:
         fd = os.open(path, os.O_RDONLY)
         try:
-            os.fsync(fd)
+            fault_injection.disk_fsync(fd)
         finally:
             os.close(fd)
         _fsync_dir(path.parent)

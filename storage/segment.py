@@ -8,12 +8,20 @@ appended chunk -> that chunk's first byte) and (max timestamp so far -> offset).
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import NamedTuple
 
-from .errors import CorruptIndexError, CorruptRecordError, KafkaStorageError, StorageError
+from . import fault_injection
+from .errors import (
+    CorruptIndexError,
+    CorruptRecordError,
+    KafkaStorageError,
+    LogDirFullError,
+    StorageError,
+)
 from .offset_index import OffsetIndex
 from .record_batch import (
     BATCH_SCAN,
@@ -162,42 +170,70 @@ class LogSegment:
                 f"{self.log_path.name}"
             )
         position = self.size
-        if position == 0:
-            self._rolling_base_timestamp = largest_timestamp
-        self._write_all(data)
-        self.size = position + length
         max_timestamp = self._max_timestamp
         if max_timestamp is None:
             max_timestamp = self.max_timestamp_so_far
-        if largest_timestamp > max_timestamp:
-            self._max_timestamp = largest_timestamp
-            self._offset_of_max_timestamp = offset_of_max_timestamp
+        self._write_all(data)
+        self.size = position + length
+        if position == 0:
+            self._rolling_base_timestamp = largest_timestamp
         # Checked before counting this chunk: the first chunk is never indexed and
         # an entry maps the chunk's last offset to its first byte.
         if self.bytes_since_last_index_entry > self.index_interval_bytes:
-            self.offset_index.append(largest_offset, position)
-            self.time_index.maybe_append(self.max_timestamp_so_far, self._offset_of_max_timestamp)
+            entries = self.offset_index.entries, self.time_index.entries
+            try:
+                self.offset_index.append(largest_offset, position)
+                self.time_index.maybe_append(
+                    max(max_timestamp, largest_timestamp),
+                    offset_of_max_timestamp
+                    if largest_timestamp > max_timestamp
+                    else self._offset_of_max_timestamp,
+                )
+            except StorageError:
+                # An index that cannot take the entry must not leave the batch in the
+                # .log: the log end offset has not moved, so the next append would
+                # write the same offsets after it.
+                self._undo_append(position, *entries)
+                raise
             self.bytes_since_last_index_entry = length
         else:
             self.bytes_since_last_index_entry += length
+        if largest_timestamp > max_timestamp:
+            self._max_timestamp = largest_timestamp
+            self._offset_of_max_timestamp = offset_of_max_timestamp
         return position
+
+    def _undo_append(self, position: int, offset_entries: int, time_entries: int) -> None:
+        """Cut the .log and both indexes back to before an append at `position`."""
+        self.offset_index.keep_entries(offset_entries)
+        self.time_index.keep_entries(time_entries)
+        self._truncate_file(position)
+        if position == 0:
+            self._rolling_base_timestamp = None
 
     def _write_all(self, data: bytes | bytearray | memoryview) -> None:
         length = len(data)
         written = 0
         try:
-            written = os.write(self._fd, data)  # one call writes it all but on a full disk
+            written = fault_injection.disk_write(self._fd, data)  # all of it, but on a full disk
             if written != length:
                 view = memoryview(data)
                 while written < length:
-                    n = os.write(self._fd, view[written:])
+                    n = fault_injection.disk_write(self._fd, view[written:])
                     if n <= 0:
                         raise OSError("write returned no progress")
                     written += n
         except OSError as e:
             # A partial write (full disk) must not leave half a batch behind.
-            with contextlib.suppress(OSError):
+            try:
                 os.ftruncate(self._fd, self.size)
+            except OSError:
+                # Half a batch stays behind: only recovery can cut it, the dir goes offline.
+                raise KafkaStorageError(
+                    f"cannot append to {self.log_path} ({e}) nor undo the partial write"
+                ) from e
+            if e.errno == errno.ENOSPC:
+                raise LogDirFullError(f"cannot append to {self.log_path}: {e}") from e
             raise KafkaStorageError(f"cannot append to {self.log_path}: {e}") from e
 
     def should_roll(
@@ -565,7 +601,7 @@ class LogSegment:
 
     def flush(self) -> None:
         try:
-            os.fsync(self._fd)
+            fault_injection.disk_fsync(self._fd)
         except OSError as e:
             raise KafkaStorageError(f"cannot fsync {self.log_path}: {e}") from e
         self.offset_index.flush()
