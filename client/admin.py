@@ -563,6 +563,19 @@ class Admin:
     ) -> None:
         """Incremental alter (Kafka's incrementalAlterConfigs): set some overrides,
         remove others (they fall back to the broker default); the rest stay."""
+        result = self._alter_configs(pb.TOPIC, topic, set, delete, validate_only)
+        if result.error_code:
+            raise _topic_error(topic, result.error_code, result.error_message)
+
+    def _alter_configs(
+        self,
+        resource_type: int,
+        name: str,
+        set: Mapping[str, str] | None,
+        delete: Iterable[str],
+        validate_only: bool,
+    ) -> Any:
+        """One resource's incremental AlterConfigs; its result (error code and message)."""
         changes = {str(k): str(v) for k, v in (set or {}).items()}
         removed = list(delete)
         both = sorted(changes.keys() & removed)
@@ -571,17 +584,15 @@ class Admin:
         if not changes and not removed:
             raise ValueError("nothing to alter: give configs to set or delete")
         request = pb.AlterConfigsRequest(validate_only=validate_only)
-        resource = request.resources.add(type=pb.TOPIC, name=topic)
-        for name, value in changes.items():
-            resource.configs.add(name=name, op=pb.SET, value=value)
-        for name in removed:
-            resource.configs.add(name=name, op=pb.DELETE)
+        resource = request.resources.add(type=resource_type, name=name)
+        for key, value in changes.items():
+            resource.configs.add(name=key, op=pb.SET, value=value)
+        for key in removed:
+            resource.configs.add(name=key, op=pb.DELETE)
         response: pb.AlterConfigsResponse = self._rpc(
             "AlterConfigs", request, lambda r: [x.error_code for x in r.results]
         )
-        result = response.results[0]
-        if result.error_code:
-            raise _topic_error(topic, result.error_code, result.error_message)
+        return response.results[0]
 
     def describe_broker_configs(self, broker: str) -> dict[str, ConfigEntry]:
         """A broker's configs (KIP-226): its dynamic ones (source 1), the cluster-wide
@@ -621,23 +632,7 @@ class Admin:
     ) -> None:
         """Dynamic broker configs (KIP-226) of one broker (its id) or of every broker
         (""), taking effect without a restart."""
-        changes = {str(k): str(v) for k, v in (set or {}).items()}
-        removed = list(delete)
-        both = sorted(changes.keys() & removed)
-        if both:
-            raise ValueError(f"config {both[0]!r} is both set and deleted")
-        if not changes and not removed:
-            raise ValueError("nothing to alter: give configs to set or delete")
-        request = pb.AlterConfigsRequest(validate_only=validate_only)
-        resource = request.resources.add(type=pb.BROKER, name=broker)
-        for name, value in changes.items():
-            resource.configs.add(name=name, op=pb.SET, value=value)
-        for name in removed:
-            resource.configs.add(name=name, op=pb.DELETE)
-        response: pb.AlterConfigsResponse = self._rpc(
-            "AlterConfigs", request, lambda r: [x.error_code for x in r.results]
-        )
-        result = response.results[0]
+        result = self._alter_configs(pb.BROKER, broker, set, delete, validate_only)
         if result.error_code:
             raise for_code(result.error_code, result.error_message)
 

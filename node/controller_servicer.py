@@ -21,7 +21,7 @@ from .controller_requests import IsrChange
 from .event_log import EventLogger
 from .quorum_controller import QuorumController
 from .raft_transport import from_proto
-from .servicer import code
+from .servicer import answer_reassignments, code
 
 _log = EventLogger("controller")
 # Updates a watching broker may fall behind by before its stream is ended (it then
@@ -176,24 +176,7 @@ class ControllerServicer(cluster_pb2_grpc.ControllerServicer):
     def AlterPartitionReassignments(
         self, request: pb.AlterPartitionReassignmentsRequest, context: grpc.ServicerContext
     ) -> pb.AlterPartitionReassignmentsResponse:
-        wanted = [
-            (r.topic, r.partition, None if r.cancel else tuple(r.replicas))
-            for r in request.partitions
-        ]
-        try:
-            results = self.controller.alter_partition_reassignments(wanted)
-        except ControlError as e:
-            return pb.AlterPartitionReassignmentsResponse(
-                error_code=code(e.error_name), error_message=str(e)
-            )
-        return pb.AlterPartitionReassignmentsResponse(
-            results=[
-                pb.PartitionReassignment(
-                    topic=t, partition=p, error_code=code(error), error_message=message
-                )
-                for (t, p), (error, message) in sorted(results.items())
-            ]
-        )
+        return answer_reassignments(request, self.controller.alter_partition_reassignments)
 
     def AlterTopicConfigs(
         self, request: cpb.AlterTopicConfigsRequest, context: grpc.ServicerContext

@@ -4,6 +4,8 @@ of its own beyond request shape checks."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import grpc
 
 from seglog.proto import client_pb2 as pb
@@ -26,6 +28,34 @@ def code(name: str) -> int:
         return E.Value(name)
     except ValueError:
         return E.Value("UNKNOWN_SERVER_ERROR")
+
+
+def answer_reassignments(
+    request: pb.AlterPartitionReassignmentsRequest,
+    alter: Callable[
+        [list[tuple[str, int, tuple[int, ...] | None]]], dict[tuple[str, int], tuple[str, str]]
+    ],
+) -> pb.AlterPartitionReassignmentsResponse:
+    """AlterPartitionReassignments on the broker's and the controller's service: each
+    partition's target replicas, or a cancel; `alter` decides."""
+    wanted = [
+        (r.topic, r.partition, None if r.cancel else tuple(r.replicas))
+        for r in request.partitions
+    ]
+    try:
+        results = alter(wanted)
+    except ControlError as e:
+        return pb.AlterPartitionReassignmentsResponse(
+            error_code=code(e.error_name), error_message=str(e)
+        )
+    return pb.AlterPartitionReassignmentsResponse(
+        results=[
+            pb.PartitionReassignment(
+                topic=t, partition=p, error_code=code(error), error_message=message
+            )
+            for (t, p), (error, message) in sorted(results.items())
+        ]
+    )
 
 
 class SegLogServicer(client_pb2_grpc.SegLogServicer):
@@ -132,24 +162,7 @@ class SegLogServicer(client_pb2_grpc.SegLogServicer):
     def AlterPartitionReassignments(
         self, request: pb.AlterPartitionReassignmentsRequest, context: grpc.ServicerContext
     ) -> pb.AlterPartitionReassignmentsResponse:
-        wanted = [
-            (r.topic, r.partition, None if r.cancel else tuple(r.replicas))
-            for r in request.partitions
-        ]
-        try:
-            results = self.node.alter_partition_reassignments(wanted)
-        except ControlError as e:
-            return pb.AlterPartitionReassignmentsResponse(
-                error_code=code(e.error_name), error_message=str(e)
-            )
-        return pb.AlterPartitionReassignmentsResponse(
-            results=[
-                pb.PartitionReassignment(
-                    topic=t, partition=p, error_code=code(error), error_message=message
-                )
-                for (t, p), (error, message) in sorted(results.items())
-            ]
-        )
+        return answer_reassignments(request, self.node.alter_partition_reassignments)
 
     def ListPartitionReassignments(
         self, request: pb.ListPartitionReassignmentsRequest, context: grpc.ServicerContext
