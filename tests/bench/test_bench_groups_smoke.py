@@ -16,6 +16,7 @@ BENCH = Path(__file__).resolve().parents[2] / "bench" / "groups.py"
 pytest.importorskip("confluent_kafka")
 
 
+@pytest.mark.long
 @pytest.mark.timeout(300)
 def test_quick_run_prints_json_last(tmp_path: Path) -> None:
     proc = subprocess.run(

@@ -24,6 +24,7 @@ POSITIVE = (
 pytest.importorskip("confluent_kafka")
 
 
+@pytest.mark.long
 @pytest.mark.timeout(300)
 def test_quick_run_prints_json_last(tmp_path: Path) -> None:
     proc = subprocess.run(

@@ -26,6 +26,7 @@ POSITIVE = (
 )
 
 
+@pytest.mark.long
 def test_quick_run_prints_json_last() -> None:
     pytest.importorskip("pyspark")
     if shutil.which("java") is None:

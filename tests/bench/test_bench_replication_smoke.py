@@ -29,6 +29,7 @@ def _positive_number(value: object) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool) and value > 0
 
 
+@pytest.mark.long
 @pytest.mark.timeout(300)
 def test_quick_run_prints_json_last(tmp_path: Path) -> None:
     proc = subprocess.run(

@@ -36,6 +36,7 @@ pytestmark = [
 ]
 
 
+@pytest.mark.long
 def test_kill_leader_on_compose_loses_nothing(tmp_path: Path) -> None:
     build = subprocess.run(
         ["bash", str(BUILD_SCRIPT)], capture_output=True, text=True, timeout=BUILD_TIMEOUT_S
@@ -66,6 +67,7 @@ def test_kill_leader_on_compose_loses_nothing(tmp_path: Path) -> None:
     assert leftovers.stdout.strip() == "", "the project's containers were not removed"
 
 
+@pytest.mark.long
 def test_kill_leader_on_the_secure_compose_profile_loses_nothing(tmp_path: Path) -> None:
     """The same pass on the secure profile (compose/docker-compose.secure.yml: mTLS
     between nodes and for seglog's clients, ACLs on), the workload connecting with

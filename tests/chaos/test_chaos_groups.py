@@ -12,6 +12,7 @@ import pytest
 pytest.importorskip("confluent_kafka")
 
 
+@pytest.mark.long
 @pytest.mark.timeout(400)
 def test_group_consumers_survive_coordinator_kills(tmp_path):
     from seglog.chaos.group_workload import run_groups

@@ -23,6 +23,7 @@ def test_kill_leader_loses_nothing(tmp_path: Path) -> None:
     assert [f for f in data["faults"] if f["name"] == "kill-leader"], "no fault was injected"
 
 
+@pytest.mark.long
 @pytest.mark.timeout(RUN_TIMEOUT_S + 60)
 def test_chase_leader_loses_nothing(tmp_path: Path) -> None:
     data = run_chaos(
@@ -31,6 +32,7 @@ def test_chase_leader_loses_nothing(tmp_path: Path) -> None:
     assert len([f for f in data["faults"] if f["name"] == "chase-leader"]) >= 2, data["faults"]
 
 
+@pytest.mark.long
 @pytest.mark.timeout(RUN_TIMEOUT_S + 60)
 def test_many_partitions_overload_recovers_and_loses_nothing(tmp_path: Path) -> None:
     out = tmp_path / "mp"
@@ -46,6 +48,7 @@ def test_many_partitions_overload_recovers_and_loses_nothing(tmp_path: Path) -> 
     assert ends[0]["flooded"] > 0, "the flood sent records"
 
 
+@pytest.mark.long
 @pytest.mark.timeout(RUN_TIMEOUT_S + 60)
 def test_kill_leader_on_a_compacted_topic_loses_nothing(tmp_path: Path) -> None:
     """Keyed records on a compacted topic: every replica cleans its own log while

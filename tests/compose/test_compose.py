@@ -201,6 +201,7 @@ def _consume_all(bootstrap: str, topic: str, count: int, check: bool = True) -> 
     return result.stdout.splitlines()
 
 
+@pytest.mark.long
 def test_compose_cluster_serves_the_cli_and_keeps_data_across_a_restart() -> None:
     started = time.monotonic()
     build = _run(["bash", str(BUILD_SCRIPT)], BUILD_TIMEOUT_S)

@@ -155,9 +155,16 @@ def test_move_a_topic_to_other_brokers_under_load(
         assert "Clearing broker-level throttles on brokers 1,2,3,4" in done
         assert f"Clearing topic-level throttles on topic {TOPIC}" in done
         with Admin(bootstrap, request_timeout_ms=30_000) as admin:
-            configs = admin.describe_configs(TOPIC)
-            assert configs["leader.replication.throttled.replicas"].value == ""
-            assert configs["follower.replication.throttled.replicas"].value == ""
+
+            def cleared() -> bool | None:
+                # The node asked applies the cleared configs from the metadata a moment
+                # after the controller committed them.
+                configs = admin.describe_configs(TOPIC)
+                names = ("leader.replication.throttled.replicas",
+                         "follower.replication.throttled.replicas")  # fmt: skip
+                return all(configs[n].value == "" for n in names) or None
+
+            cluster.wait("the topic's throttled replicas cleared", cleared)
             assert "leader.replication.throttled.rate" not in admin.describe_broker_configs("4")
         # The load goes on against the new replicas (and the moved leaders).
         for p in range(PARTITIONS):

@@ -119,6 +119,7 @@ def expected_counts(events: list[dict]) -> dict[tuple[str, str], int]:
     return out
 
 
+@pytest.mark.long
 @pytest.mark.timeout(900)  # three Spark runs of up to 280 s each on a busy machine
 def test_pipeline_restarted_after_a_kill_counts_each_event_once(node, tmp_path) -> None:
     bootstrap = node.bootstrap

@@ -261,6 +261,7 @@ def consumer_rows(bootstrap: str, topic: str, partitions: int) -> list[Row]:
     return sorted(rows, key=lambda x: (x[0], x[1], x[2]))
 
 
+@pytest.mark.long
 def test_batch_read_equals_consumer_on_compressed_compacted_and_trimmed(spark, cluster) -> None:
     """The vectorised reader against the record-by-record Consumer, row for row, where
     the log is not a plain run of batches: compressed batches of every codec,

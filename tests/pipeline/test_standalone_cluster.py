@@ -121,6 +121,7 @@ def node(tmp_path_factory: pytest.TempPathFactory) -> Iterator[NodeProcess]:
         n.stop()
 
 
+@pytest.mark.long
 def test_page_visits_job_via_spark_submit(standalone, node, tmp_path) -> None:
     master, work_dirs = standalone
     bootstrap = node.bootstrap
