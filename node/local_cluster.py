@@ -113,10 +113,12 @@ def up(data_dir: Path, nodes: int, base_port: int, detach: bool, out: TextIO) ->
         "nodes": nodes,
     }
     state_path.write_text(json.dumps(state))
-    if not detach:
-        _interrupt_on_sigterm()
-    print(f"starting {nodes} nodes in {data_dir} ...", file=sys.stderr)
     try:
+        # Inside the try: a Ctrl-C right after this line (as soon as a user or a
+        # test sees it) must stop the nodes too.
+        if not detach:
+            _interrupt_on_sigterm()
+        print(f"starting {nodes} nodes in {data_dir} ...", file=sys.stderr)
         _wait_ready(bootstrap.split(",")[0], nodes, procs, data_dir)
     except BaseException:  # Ctrl-C while starting too: leave no node behind
         _stop([p.pid for p in procs])
