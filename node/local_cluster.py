@@ -155,6 +155,9 @@ def _interrupt_on_sigterm() -> None:
 
     if threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGTERM, interrupt)
+        # Also SIGINT: a shell starting us in the background leaves it ignored, and
+        # Python keeps an inherited SIG_IGN (no KeyboardInterrupt then).
+        signal.signal(signal.SIGINT, interrupt)
 
 
 class LocalClusterError(Exception):
