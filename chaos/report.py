@@ -10,7 +10,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from .checker import CheckResult, PartitionReport
+from .checker import INVARIANTS, CheckResult, PartitionReport
 
 # A stretch this long without a single acknowledgement counts as unavailability.
 DEFAULT_GAP_S = 1.0
@@ -280,17 +280,7 @@ def write_report(
                 "indeterminate_read",
                 "read_records",
                 "distinct_values_read",
-                "lost",
-                "duplicated",
-                "conflicts",
-                "phantom",
-                "skipped",
-                "backwards",
-                "divergent",
-                "nonmonotonic_send",
-                "commit_backwards",
-                "lost_commits",
-                "duplicated_commits",
+                *INVARIANTS,
                 "lagging",
                 "unreconciled",
             )

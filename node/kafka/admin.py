@@ -6,7 +6,7 @@ as the gRPC service's do)."""
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 
 from seglog.replication.cluster_control import DYNAMIC_BROKER_CONFIGS, ControlError
 from seglog.storage.errors import InvalidConfigError
@@ -128,7 +128,6 @@ def sensitive(name: str) -> bool:
 
 def describe_configs(
     node: KafkaNode,
-    properties: Mapping[str, str],
     request: KafkaRequest,
     may_describe_broker: Callable[[], bool] = lambda: True,
 ) -> list[Part]:

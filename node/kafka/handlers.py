@@ -8,7 +8,7 @@ reads FileSlices of the segments and the codec frames them for sendfile."""
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from typing import Any
 
 from seglog.replication.cluster_control import ControlError
@@ -50,12 +50,10 @@ class KafkaApis:
         self,
         node: KafkaNode,
         listener: str = "PLAINTEXT",
-        properties: Mapping[str, str] | None = None,
         stopped: threading.Event | None = None,
     ) -> None:
         self.node = node
         self.listener = listener
-        self.properties = dict(properties or {})
         self.stopped = stopped or threading.Event()
         # ACLs (None: off): the listener sets the node's authorizer; `guarded` is the
         # node with each topic operation authorized for the request's connection.
@@ -89,7 +87,6 @@ class KafkaApis:
             23: self.offsets_for_leader_epoch,
             32: lambda r: admin.describe_configs(
                 guarded,
-                self.properties,
                 r,
                 lambda: allowed(
                     self.authorizer, AclOperation.DESCRIBE_CONFIGS, CLUSTER, CLUSTER_NAME
