@@ -70,6 +70,30 @@ def test_confluent_kafka_idempotent_producer_and_assigned_consumer(kafka_cluster
         assert got[p] == sorted(delivered[p]), f"partition {p} differs"
 
 
+def _retention_on(port: int, topic: str) -> str | None:
+    """retention.ms of `topic` as the Kafka listener on `port` describes it, or None
+    while that node answers with an error."""
+    from kafka.protocol.admin import DescribeConfigsRequest as R
+
+    from kafka_cluster import KafkaConnection
+
+    request = R[1](
+        resources=[
+            R.DescribeConfigsResource(
+                resource_type=2, resource_name=topic, configuration_keys=["retention.ms"]
+            )
+        ],
+        include_synonyms=False,
+    )
+    with KafkaConnection(port) as conn:
+        _, response = conn.request(request)
+    (result,) = response.results
+    if result.error_code:
+        return None
+    values = [c.value for c in result.configs if c.name == "retention.ms"]
+    return values[0] if values else None
+
+
 def test_kafka_python_admin_producer_consumer(kafka_cluster):
     from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
     from kafka.admin import ConfigResource, ConfigResourceType, NewTopic
@@ -89,6 +113,15 @@ def test_kafka_python_admin_producer_consumer(kafka_cluster):
             return entry["value"] if entry else None
 
         assert _wait("retention.ms described", retention) == "3600000"
+        # kafka-python 3.0.12 checks an alter against a describe sent to any node; a
+        # node that has not learned the topic yet answers UNKNOWN_TOPIC_OR_PARTITION
+        # with no configs, so wait until every node describes it (as Kafka, brokers
+        # learn a new topic asynchronously).
+        for port in kafka_cluster.kafka_ports.values():
+            _wait(
+                f"node on {port} describes retention.ms",
+                lambda port=port: _retention_on(port, "kp-events"),
+            )
         admin.alter_configs(
             [ConfigResource(ConfigResourceType.TOPIC, "kp-events", {"retention.ms": "7200000"})],
             incremental=True,
