@@ -74,7 +74,6 @@ def _retention_on(port: int, topic: str) -> str | None:
     """retention.ms of `topic` as the Kafka listener on `port` describes it, or None
     while that node answers with an error."""
     from kafka.protocol.admin import DescribeConfigsRequest as R
-
     from kafka_cluster import KafkaConnection
 
     request = R[1](
