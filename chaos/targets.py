@@ -38,10 +38,14 @@ from typing import Any, Protocol
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
+from seglog.node import local_cluster
+from seglog.node.config import INTER_BROKER_ADDRESS_OVERRIDES
 from seglog.node.local_cluster import PORT_OFFSETS, listener_port
 from seglog.storage.fault_injection import ENV as FAULT_FILE_ENV
 
 from .disk_damage import corrupt_replica
+from .link_faults import NetworkFaults, healthy
+from .link_proxy import LinkProxies
 
 ROOT = Path(__file__).resolve().parents[1]
 COMPOSE_FILE = ROOT / "compose" / "docker-compose.yml"
@@ -116,6 +120,7 @@ class Target(Protocol):
     def save_logs(self, out: Path) -> None: ...
     def heal(self) -> list[str]: ...
     def inject(self, faults: dict[str, Any]) -> None: ...
+    def cut(self, faults: NetworkFaults) -> None: ...
 
 
 def free_ports(n: int) -> list[int]:
@@ -198,9 +203,22 @@ class LocalTarget:
     name = "local"
     node_ids = NODE_IDS
 
-    def __init__(self, data_dir: Path, seed: int = 0) -> None:
+    def __init__(self, data_dir: Path, seed: int = 0, links: bool = False) -> None:
         self.data_dir = data_dir.resolve()
         self.base_port = consecutive_free_ports(len(NODE_IDS), random.Random(f"ports-{seed}"))
+        # With `links`, what each node sends another goes through a proxy of its own
+        # (chaos/link_proxy.py), so a scenario can cut, delay or one-way-drop it while
+        # clients still reach every node; without, node traffic is direct.
+        self.links: LinkProxies | None = None
+        if links:
+            self.links = LinkProxies(
+                {
+                    (n, kind): listener_port(self.base_port, n, name)
+                    for n in NODE_IDS
+                    for kind, name in (("controller", "CONTROLLER"), ("replication", "GRPC"))
+                },
+                random.Random(f"links-{seed}"),
+            )
         self.bootstrap = ",".join(self.address(n) for n in NODE_IDS)
         self.kafka_bootstrap = ",".join(  # the Kafka-protocol listeners (PLAINTEXT)
             f"127.0.0.1:{listener_port(self.base_port, n, 'PLAINTEXT')}" for n in NODE_IDS
@@ -223,24 +241,40 @@ class LocalTarget:
         tmp.write_text(json.dumps(faults))
         os.replace(tmp, self.fault_file)
 
+    def _link_overrides(self) -> dict[int, dict[str, str]]:
+        """Each node dials every other one through the proxy of that link."""
+        if self.links is None:
+            return {}
+        out = {}
+        for n in NODE_IDS:
+            voters, peers = [], []
+            for m in NODE_IDS:
+                if m == n:
+                    port = listener_port(self.base_port, m, "CONTROLLER")
+                else:
+                    port = self.links.port(n, m, "controller")
+                    peers.append(f"{m}@127.0.0.1:{self.links.port(n, m, 'replication')}")
+                voters.append(f"{m}@127.0.0.1:{port}")
+            out[n] = {
+                "controller.quorum.voters": ",".join(voters),
+                INTER_BROKER_ADDRESS_OVERRIDES: ",".join(peers),
+            }
+        return out
+
     def up(self) -> None:
-        cmd = [
-            sys.executable,
-            "-m",
-            "seglog.cli",
-            "local",
-            "up",
-            "--nodes",
-            "3",
-            "--data-dir",
-            str(self.data_dir),
-            "--base-port",
-            str(self.base_port),
-            "--detach",
-        ]
+        """`seglog local up --detach`, with each node's links routed through their
+        proxies when the target has them."""
         self.inject({})
-        subprocess.run(
-            cmd, check=True, timeout=START_TIMEOUT_S + 30, capture_output=True, env=self.env
+        if self.links is not None:
+            self.links.start()
+        local_cluster.up(
+            self.data_dir,
+            len(NODE_IDS),
+            self.base_port,
+            detach=True,
+            out=io.StringIO(),
+            overrides=self._link_overrides(),
+            env=self.env,
         )
         state = json.loads((self.data_dir / "cluster.json").read_text())
         self.pids = {i + 1: int(pid) for i, pid in enumerate(state["pids"])}
@@ -347,6 +381,9 @@ class LocalTarget:
         if self.fault_file.exists() and json.loads(self.fault_file.read_text() or "{}"):
             self.inject({})
             done.append("cleared disk and clock faults")
+        if self.links is not None and self.links.faults.rules:
+            self.links.set_faults(healthy())
+            done.append("healed every link")
         for node in NODE_IDS:
             if node in self.stopped:
                 self.resume(node)
@@ -380,6 +417,14 @@ class LocalTarget:
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait(10)
+        if self.links is not None:
+            self.links.close()
+
+    def cut(self, faults: NetworkFaults) -> None:
+        """Put `faults` in force on the node-to-node links (healthy() lifts them)."""
+        if self.links is None:
+            raise ValueError("this local target was made without link proxies (links=True)")
+        self.links.set_faults(faults)
 
 
 def docker_unavailable() -> str | None:
@@ -620,6 +665,12 @@ class ComposeTarget:
         raise NotImplementedError(
             "disk and clock faults (the fault-injection file) run on the local target "
             "only: use --target local"
+        )
+
+    def cut(self, faults: NetworkFaults) -> None:
+        raise NotImplementedError(
+            "per-link network faults run through the local target's link proxies only: "
+            "use --target local (compose gets them with iptables/netem later)"
         )
 
     def heal(self) -> list[str]:
