@@ -83,11 +83,6 @@ def run(
 ) -> tuple[int, str, Path]:
     """One chaos run; (exit code, summary line, report path)."""
     scenario = SCENARIOS[scenario_name]
-    if scenario.links and target_name != "local":
-        raise ValueError(
-            f"{scenario_name} cuts node-to-node links through the local target's proxies: "
-            "use --target local"
-        )
     stamp = time.strftime("%Y%m%d-%H%M%S")
     run_dir = out or Path("chaos-runs") / f"{stamp}-{scenario_name}-{target_name}-s{seed}"
     run_dir = run_dir.resolve()
@@ -366,13 +361,6 @@ def main(argv: list[str] | None = None) -> int:
         print(
             "chaos run: --secure is the compose target's secure profile, driven by "
             "seglog's clients (--target compose --client seglog)",
-            file=sys.stderr,
-        )
-        return 2
-    if SCENARIOS[args.scenario].links and args.target != "local":
-        print(
-            f"chaos run: {args.scenario} cuts node-to-node links through the local "
-            "target's proxies: use --target local",
             file=sys.stderr,
         )
         return 2

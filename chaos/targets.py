@@ -6,6 +6,8 @@
   project's network (reconnect with the service name as alias, so the other nodes
   find it again by name). Replica files are read with `docker exec` and corrupted,
   while the node is down, by a throw-away container on the node's volume.
+  Network faults (`cut`): iptables DROP rules and tc netem delays in each node's
+  network namespace, entered from the host with nsenter (chaos/netfilter.py).
 * `LocalTarget` — `seglog local up` processes. kill = SIGKILL|SIGTERM, pause =
   SIGSTOP/SIGCONT, restart = SIGTERM then the same `seglog node --config
   node-<i>/server.properties` command. Loopback cannot be cut per process without
@@ -13,7 +15,9 @@
   with SIGSTOP: the node stops answering everyone, the others fence it and elect
   new leaders, and when it resumes it still believes it leads until it hears from
   the controller — the stale-leader case a partition produces. What SIGSTOP does not
-  reproduce is a leader that keeps serving clients on its side of the cut.
+  reproduce is a leader that keeps serving clients on its side of the cut; for that,
+  a target made with `links=True` routes node-to-node traffic through a TCP proxy per
+  link (chaos/link_proxy.py) and `cut` drops or delays what one node sends another.
 """
 
 from __future__ import annotations
@@ -43,6 +47,7 @@ from seglog.node.config import INTER_BROKER_ADDRESS_OVERRIDES
 from seglog.node.local_cluster import PORT_OFFSETS, listener_port
 from seglog.storage.fault_injection import ENV as FAULT_FILE_ENV
 
+from . import netfilter
 from .disk_damage import corrupt_replica
 from .link_faults import NetworkFaults, healthy
 from .link_proxy import LinkProxies
@@ -503,6 +508,7 @@ class ComposeTarget:
         self.network = ""
         self.paused: set[int] = set()
         self.isolated: set[int] = set()
+        self.net_faults = healthy()
 
     def address(self, node: int) -> str:
         return f"127.0.0.1:{self.ports[node - 1]}"
@@ -567,12 +573,16 @@ class ComposeTarget:
     def start(self, node: int) -> None:
         if self.is_down(node):
             self._docker("start", self.containers[node])
+            if self.net_faults.rules:  # a new network namespace: the cut again
+                self._apply_links(node, self._ips())
         wait_serving(self.address(node), START_TIMEOUT_S, self.security)
 
     def restart(self, node: int) -> None:
         if node in self.paused:
             self.resume(node)
         self._docker("restart", "-t", "20", self.containers[node], timeout_s=90)
+        if self.net_faults.rules:
+            self._apply_links(node, self._ips())
         wait_serving(self.address(node), START_TIMEOUT_S, self.security)
 
     def pause(self, node: int) -> None:
@@ -668,13 +678,40 @@ class ComposeTarget:
         )
 
     def cut(self, faults: NetworkFaults) -> None:
-        raise NotImplementedError(
-            "per-link network faults run through the local target's link proxies only: "
-            "use --target local (compose gets them with iptables/netem later)"
-        )
+        """Put `faults` in force with iptables and tc netem inside each running node's
+        network namespace (chaos/netfilter.py); a node started later gets them too."""
+        self.net_faults = faults
+        ips = self._ips()
+        for n in NODE_IDS:
+            if not self.is_down(n):
+                self._apply_links(n, ips)
+
+    def _ips(self) -> dict[int, str]:
+        out = {}
+        for n in NODE_IDS:
+            info = json.loads(_run(["docker", "inspect", self.containers[n]]).stdout)[0]
+            out[n] = info["NetworkSettings"]["Networks"][self.network]["IPAddress"]
+        return out
+
+    def _apply_links(self, node: int, ips: dict[int, str]) -> None:
+        pid = _run(["docker", "inspect", "-f", "{{.State.Pid}}", self.containers[node]]).stdout
+        ns = ["nsenter", "-t", pid.strip(), "-n"]
+        create, check = netfilter.iptables_setup()
+        subprocess.run(ns + create, capture_output=True, timeout=30)  # fails if it exists
+        if subprocess.run(ns + check, capture_output=True, timeout=30).returncode != 0:
+            _run(ns + netfilter.iptables_jump(), 30)
+        for argv in netfilter.iptables_rules(node, self.net_faults, ips):
+            _run(ns + argv, 30)
+        remove, *add = netfilter.netem_commands(node, self.net_faults, ips)
+        subprocess.run(ns + remove, capture_output=True, timeout=30)  # fails if none
+        for argv in add:
+            _run(ns + argv, 30)
 
     def heal(self) -> list[str]:
         done = []
+        if self.net_faults.rules:
+            self.cut(healthy())
+            done.append("removed every iptables and netem rule")
         for node in list(self.paused):
             self.resume(node)
             done.append(f"unpaused node{node}")
