@@ -10,6 +10,11 @@ With `--compact-keys N` the topic is compacted and records carry N keys: the che
 then allows values a later record of the same key superseded to vanish, and compares
 replicas by (offset, key, value) instead of bytes.
 
+`python -m seglog.chaos soak --target compose|local --duration 3600` runs every scenario
+the target has, in a seeded shuffled sequence (`--each` seconds of faults apiece), on one
+cluster under one workload, healing between them, and checks the whole history at the
+end (one report).
+
 `python -m seglog.chaos check HISTORY` re-checks a history file (no replicas).
 `python -m seglog.chaos groups --seed N --duration S` runs consumer groups while their
 coordinator is SIGKILLed (chaos/group_workload.py).
@@ -80,20 +85,27 @@ def run(
     compact_keys: int = 0,
     client: str = "seglog",
     secure: bool = False,
+    plan: list[tuple[str, float]] | None = None,
 ) -> tuple[int, str, Path]:
-    """One chaos run; (exit code, summary line, report path)."""
-    scenario = SCENARIOS[scenario_name]
+    """One chaos run; (exit code, summary line, report path). `plan` (the soak) runs
+    several scenarios in turn on the same cluster and workload, healing and settling
+    between them; without it the run is `scenario_name` for `duration` seconds."""
+    plan = plan or [(scenario_name, duration)]
+    scenarios = [SCENARIOS[name] for name, _ in plan]
     stamp = time.strftime("%Y%m%d-%H%M%S")
     run_dir = out or Path("chaos-runs") / f"{stamp}-{scenario_name}-{target_name}-s{seed}"
     run_dir = run_dir.resolve()
     run_dir.mkdir(parents=True, exist_ok=True)
     target: Target
     if target_name == "local":
-        target = LocalTarget(run_dir / "cluster", seed, links=scenario.links)
+        target = LocalTarget(run_dir / "cluster", seed, links=any(s.links for s in scenarios))
     else:
         target = ComposeTarget(project, build=build, secure=secure)
     topic = f"chaos-{scenario_name}-{seed}"
-    configs = {"min.insync.replicas": "2", **scenario.topic_configs}
+    configs = {"min.insync.replicas": "2"}
+    for s in scenarios:  # the smallest segments any of them asks for
+        for key, value in s.topic_configs.items():
+            configs[key] = str(min(int(value), int(configs.get(key, value))))
     if compact_keys > 0:
         # A compacted topic: keyed records, small segments rolled often, cleaned eagerly.
         configs.update(COMPACT_TOPIC_CONFIGS)
@@ -102,7 +114,8 @@ def run(
         "scenario": scenario_name,
         "target": target_name,
         "seed": seed,
-        "duration": duration,
+        "duration": sum(seconds for _, seconds in plan),
+        "plan": plan,
         "topic": topic,
         "partitions": partitions,
         "producers": producers,
@@ -151,19 +164,26 @@ def run(
         workload.start()
         time.sleep(min(5.0, max(2.0, duration / 6)))
 
-        history.append({"type": "phase", "name": "faults"})
         ctx = FaultContext(
             target=target,
             view=view,
             history=history,
             rng=__import__("random").Random(seed),
             partitions=partitions,
-            deadline=time.monotonic() + duration,
+            deadline=time.monotonic(),
             log=_log,
         )
-        scenario.run(ctx)
-        if ctx.remaining() > 0:
-            time.sleep(ctx.remaining())
+        for i, ((name, seconds), scenario) in enumerate(zip(plan, scenarios, strict=True)):
+            history.append({"type": "phase", "name": "faults", "scenario": name})
+            ctx.deadline = time.monotonic() + seconds
+            scenario.run(ctx)
+            if ctx.remaining() > 0:
+                time.sleep(ctx.remaining())
+            if i < len(plan) - 1:  # the next scenario starts from a healed cluster
+                history.append({"type": "phase", "name": "heal", "scenario": name})
+                _log(f"[chaos] heal after {name}: {target.heal() or 'nothing to heal'}")
+                if not view.wait_converged(partitions, settle_s):
+                    _log(f"[chaos] WARNING: not fully replicated {settle_s:.0f} s after {name}")
 
         history.append({"type": "phase", "name": "heal"})
         healed = target.heal()
@@ -248,6 +268,29 @@ def run(
     return code, line, report
 
 
+def soak_plan(
+    target_name: str, seed: int, duration: float, each_s: float
+) -> list[tuple[str, float]]:
+    """A seeded sequence of every scenario the target runs, `each_s` seconds of faults
+    each, in shuffled rounds until `duration` is filled (at least one of each when it is
+    long enough). Settling between them is not counted."""
+    import random
+
+    names = sorted(n for n, s in SCENARIOS.items() if target_name in s.targets)
+    rng = random.Random(seed)
+    plan: list[tuple[str, float]] = []
+    total = 0.0
+    while total + each_s <= duration and len(plan) < 10_000:
+        round_ = names[:]
+        rng.shuffle(round_)
+        for name in round_:
+            if total + each_s > duration:
+                break
+            plan.append((name, each_s))
+            total += each_s
+    return plan or [(rng.choice(names), duration)]
+
+
 def _evidence(target: Target, per_node: int = 60) -> dict[int, list[str]]:
     out = {}
     for node in target.node_ids:
@@ -328,6 +371,15 @@ def main(argv: list[str] | None = None) -> int:
     )
     c = sub.add_parser("check", help="re-check a history file")
     c.add_argument("history", type=Path)
+    k = sub.add_parser("soak", help="every scenario in a seeded sequence on one cluster")
+    k.add_argument("--target", choices=["compose", "local"], required=True)
+    k.add_argument("--seed", type=int, default=0)
+    k.add_argument("--duration", type=float, default=3600.0, help="seconds of faults in all")
+    k.add_argument("--each", type=float, default=90.0, help="seconds of faults per scenario")
+    k.add_argument("--out", type=Path, help="run directory (default chaos-runs/<stamp>-soak-...)")
+    k.add_argument("--rate", type=float, default=60.0, help="sends per second per producer")
+    k.add_argument("--client", choices=["seglog", "librdkafka"], default="seglog")
+    k.add_argument("--settle-timeout", type=float, default=120.0)
     sub.add_parser("list", help="the scenario names")
     g = sub.add_parser(
         "groups", help="consumer groups while the group coordinator is SIGKILLed (local)"
@@ -354,6 +406,23 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args.command == "check":
         return _check(args.history)
+    if args.command == "soak":
+        plan = soak_plan(args.target, args.seed, args.duration, args.each)
+        code, line, _report = run(
+            args.target,
+            "soak",
+            args.seed,
+            args.duration,
+            args.out or Path("chaos-runs") / f"{time.strftime('%Y%m%d-%H%M%S')}-soak-{args.target}",
+            rate=args.rate,
+            settle_s=args.settle_timeout,
+            command="python -m seglog.chaos "
+            + " ".join(shlex.quote(a) for a in (argv if argv is not None else sys.argv[1:])),
+            client=args.client,
+            plan=plan,
+        )
+        print(line, flush=True)
+        return code
     command = "python -m seglog.chaos " + " ".join(
         shlex.quote(a) for a in (argv if argv is not None else sys.argv[1:])
     )
@@ -361,6 +430,13 @@ def main(argv: list[str] | None = None) -> int:
         print(
             "chaos run: --secure is the compose target's secure profile, driven by "
             "seglog's clients (--target compose --client seglog)",
+            file=sys.stderr,
+        )
+        return 2
+    if args.target not in SCENARIOS[args.scenario].targets:
+        print(
+            f"chaos run: {args.scenario} runs on {' and '.join(SCENARIOS[args.scenario].targets)} "
+            f"only, not {args.target}",
             file=sys.stderr,
         )
         return 2

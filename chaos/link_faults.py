@@ -32,6 +32,11 @@ class LinkFault:
     drop: bool = False
     delay_ms: float = 0.0
     jitter_ms: float = 0.0
+    # Packet-level (netem's loss, duplicate, reorder, in percent): only the compose
+    # target has packets to lose; a TCP proxy sees a byte stream and refuses these.
+    loss_pct: float = 0.0
+    duplicate_pct: float = 0.0
+    reorder_pct: float = 0.0
 
     def __post_init__(self) -> None:
         if not 0.0 <= self.delay_ms <= MAX_DELAY_MS:
@@ -40,6 +45,16 @@ class LinkFault:
             raise ValueError(
                 f"jitter_ms must be within 0..delay_ms ({self.delay_ms}), got {self.jitter_ms}"
             )
+        for name in ("loss_pct", "duplicate_pct", "reorder_pct"):
+            value = getattr(self, name)
+            if not 0.0 <= value <= 100.0:
+                raise ValueError(f"{name} must be within 0..100, got {value}")
+        if self.reorder_pct and not self.delay_ms:
+            raise ValueError("reorder_pct needs a delay_ms (netem reorders by not delaying)")
+
+    @property
+    def packet_level(self) -> bool:
+        return bool(self.loss_pct or self.duplicate_pct or self.reorder_pct)
 
     def hold_s(self, rng: random.Random) -> float:
         """How long bytes read now wait before they are passed on."""
@@ -74,6 +89,11 @@ class NetworkFaults:
         out = []
         for (src, dst, kind), f in sorted(self.rules.items()):
             what = "drop" if f.drop else f"delay {f.delay_ms:g}±{f.jitter_ms:g} ms"
+            if f.packet_level:
+                what += (
+                    f", loss {f.loss_pct:g}%, duplicate {f.duplicate_pct:g}%, "
+                    f"reorder {f.reorder_pct:g}%"
+                )
             out.append(f"{src}->{dst} {kind}: {what}")
         return out
 
@@ -115,9 +135,15 @@ def one_way(src: int, dst: int, kinds: Iterable[str] = KINDS) -> NetworkFaults:
 
 
 def delay(
-    nodes: Iterable[int], delay_ms: float, jitter_ms: float, kinds: Iterable[str] = KINDS
+    nodes: Iterable[int],
+    delay_ms: float,
+    jitter_ms: float,
+    kinds: Iterable[str] = KINDS,
+    **packet: float,
 ) -> NetworkFaults:
-    """Every direction between `nodes` delayed by delay_ms ± jitter_ms."""
+    """Every direction between `nodes` delayed by delay_ms ± jitter_ms, with netem's
+    `loss_pct`/`duplicate_pct`/`reorder_pct` when given (compose only)."""
     ns = sorted(set(nodes))
     pairs = [(a, b) for a in ns for b in ns if a != b]
-    return NetworkFaults(_directions(pairs, tuple(kinds), LinkFault(False, delay_ms, jitter_ms)))
+    fault = LinkFault(False, delay_ms, jitter_ms, **packet)
+    return NetworkFaults(_directions(pairs, tuple(kinds), fault))

@@ -111,6 +111,12 @@ class LinkProxies:
         return int(self._listeners[(src, dst, kind)].getsockname()[1])
 
     def set_faults(self, faults: NetworkFaults) -> None:
+        for (src, dst, kind), f in faults.rules.items():
+            if f.packet_level:
+                raise ValueError(
+                    f"{src}->{dst} {kind}: packet loss, duplication and reordering need "
+                    "packets (the compose target's netem); a TCP proxy passes a byte stream"
+                )
         self._faults = faults  # one reference swap: the loop reads it once per pass
 
     @property

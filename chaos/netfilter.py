@@ -64,7 +64,7 @@ def netem_commands(src: int, faults: NetworkFaults, ips: Mapping[int, str]) -> l
     delayed = {
         (dst, kind): f
         for (s, dst, kind), f in sorted(faults.rules.items())
-        if s == src and not f.drop and f.delay_ms > 0
+        if s == src and not f.drop and (f.delay_ms > 0 or f.packet_level)
     }
     if not delayed:
         return out
@@ -83,6 +83,12 @@ def netem_commands(src: int, faults: NetworkFaults, ips: Mapping[int, str]) -> l
         netem = ["delay", f"{f.delay_ms:g}ms"]
         if f.jitter_ms:
             netem += [f"{f.jitter_ms:g}ms", "distribution", "normal"]
+        if f.loss_pct:
+            netem += ["loss", f"{f.loss_pct:g}%"]
+        if f.duplicate_pct:
+            netem += ["duplicate", f"{f.duplicate_pct:g}%"]
+        if f.reorder_pct:
+            netem += ["reorder", f"{f.reorder_pct:g}%"]
         out.append(
             ["tc", "qdisc", "add", "dev", DEVICE, "parent", f"1:{band}"]
             + ["handle", f"{band}0:", "netem"]

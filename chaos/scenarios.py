@@ -7,8 +7,8 @@ recover by itself), and on the local target the disk and clock faults of the
 fault-injection file: disk-full, fsync-failure, slow-disk, clock-jump, clock-skew
 (docs/disk-and-clock-faults.md), and the network faults of its per-link proxies:
 leader-cut-off, leader-cut-from-followers, majority-minority, bridge, one-way,
-slow-links (docs/network-faults.md). Each writes "fault" events into the history and leaves the
-cluster for `heal()`.
+slow-links, and on compose lossy-links (docs/network-faults.md). Each writes "fault"
+events into the history and leaves the cluster for `heal()`.
 """
 
 from __future__ import annotations
@@ -528,14 +528,27 @@ def slow_links(ctx: FaultContext) -> None:
         _links_for(ctx, "slow-links", 8.0, cut, partition=p, slow_pair=[leader, other])
 
 
+def lossy_links(ctx: FaultContext) -> None:
+    """netem on every link: delay with jitter, then packet loss, duplication and
+    reordering at growing rates (compose: packets exist only there)."""
+    for loss, dup, reorder in ((1.0, 1.0, 5.0), (5.0, 2.0, 10.0), (15.0, 5.0, 25.0)):
+        if ctx.remaining() < 12:
+            return
+        cut = delay(NODE_IDS, 20.0, 10.0, loss_pct=loss, duplicate_pct=dup, reorder_pct=reorder)
+        _links_for(ctx, "lossy-links", min(12.0, ctx.remaining() / 3), cut)
+        ctx.settle(30)
+
+
 @dataclass(frozen=True)
 class Scenario:
     name: str
     run: Callable[[FaultContext], None]
     # Topic-level overrides: small segments where rolls or closed segments matter.
     topic_configs: dict[str, str]
-    # Needs the local target's per-link proxies (network faults).
+    # Network faults: the local target's per-link proxies, or compose's iptables/netem.
     links: bool = False
+    # The targets it runs on (lossy-links needs packets: compose).
+    targets: tuple[str, ...] = ("local", "compose")
 
 
 _SMALL = {"segment.bytes": "32768"}
@@ -552,16 +565,17 @@ SCENARIOS: dict[str, Scenario] = {
         Scenario("storm", storm, _SMALL),
         Scenario("many-partitions", many_partitions, {}),
         # Small segments: rolls (and their deferred fsyncs) happen within the run.
-        Scenario("disk-full", disk_full, {"segment.bytes": "16384"}),
-        Scenario("fsync-failure", fsync_failure, {"segment.bytes": "16384"}),
-        Scenario("slow-disk", slow_disk, {}),
-        Scenario("clock-jump", clock_jump, {}),
-        Scenario("clock-skew", clock_skew, {}),
+        Scenario("disk-full", disk_full, {"segment.bytes": "16384"}, targets=("local",)),
+        Scenario("fsync-failure", fsync_failure, {"segment.bytes": "16384"}, targets=("local",)),
+        Scenario("slow-disk", slow_disk, {}, targets=("local",)),
+        Scenario("clock-jump", clock_jump, {}, targets=("local",)),
+        Scenario("clock-skew", clock_skew, {}, targets=("local",)),
         Scenario("leader-cut-off", leader_cut_off, {}, links=True),
         Scenario("leader-cut-from-followers", leader_cut_from_followers, {}, links=True),
         Scenario("majority-minority", majority_minority, {}, links=True),
         Scenario("bridge", bridge_partition, {}, links=True),
         Scenario("one-way", one_way_drop, {}, links=True),
         Scenario("slow-links", slow_links, {}, links=True),
+        Scenario("lossy-links", lossy_links, {}, links=True, targets=("compose",)),
     )
 }

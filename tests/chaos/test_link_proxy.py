@@ -151,3 +151,10 @@ def test_bad_rules_are_refused_naming_what_is_wrong() -> None:
         NetworkFaults({(1, 2, "gossip"): LinkFault(drop=True)})
     with pytest.raises(ValueError, match="two nodes"):
         NetworkFaults({(1, 1, "controller"): LinkFault(drop=True)})
+
+
+def test_the_proxy_refuses_packet_level_faults(proxies: LinkProxies) -> None:
+    with pytest.raises(ValueError, match="packet loss"):
+        proxies.set_faults(delay([1, 2], 10.0, 0.0, loss_pct=5.0))
+    with pytest.raises(ValueError, match="reorder_pct needs a delay_ms"):
+        LinkFault(reorder_pct=5.0)

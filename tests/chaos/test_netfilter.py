@@ -66,3 +66,13 @@ def test_distinct_delays_get_distinct_bands() -> None:
     cmds = netfilter.netem_commands(1, faults, IPS)
     bands = {c[-1] for c in cmds if c[:2] == ["tc", "filter"]}
     assert bands == {"1:2", "1:3"}
+
+
+def test_packet_faults_become_netem_loss_duplicate_reorder() -> None:
+    cut = delay([1, 2], 20.0, 10.0, loss_pct=5.0, duplicate_pct=2.0, reorder_pct=10.0)
+    (netem,) = [c for c in netfilter.netem_commands(1, cut, IPS) if "netem" in c]
+    tail = netem[netem.index("netem") + 1 :]
+    assert tail == [
+        "delay", "20ms", "10ms", "distribution", "normal",
+        "loss", "5%", "duplicate", "2%", "reorder", "10%",
+    ]  # fmt: skip
