@@ -69,6 +69,9 @@ def partition_outages(
     return {p: unavailability_windows(events, gap_s, p) for p in partitions}
 
 
+_SPAN_KEYS = frozenset({"type", "name", "phase", "node", "t"})
+
+
 def fault_spans(events: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
     """Each fault's start..end (an unfinished one ends at the last event)."""
     last_t = max((e.get("t", 0.0) for e in events), default=0.0)
@@ -79,7 +82,14 @@ def fault_spans(events: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
             continue
         key = (e["name"], e.get("node"))
         if e.get("phase") == "start":
-            open_[key] = {"name": e["name"], "node": e.get("node"), "start": e["t"], "end": None}
+            detail = {k: v for k, v in e.items() if k not in _SPAN_KEYS}
+            open_[key] = {
+                "name": e["name"],
+                "node": e.get("node"),
+                "start": e["t"],
+                "end": None,
+                "detail": detail,
+            }
         elif e.get("phase") == "end" and key in open_:
             span = open_.pop(key)
             span["end"] = e["t"]
