@@ -15,6 +15,10 @@ the target has, in a seeded shuffled sequence (`--each` seconds of faults apiece
 cluster under one workload, healing between them, and checks the whole history at the
 end (one report).
 
+`python -m seglog.chaos calibrate --target local|compose` runs the workload unpaced without
+faults (scenario `calm`) and prints its maximum acknowledged rate and the `--rate` per
+producer that is 25% of it, the load chaos runs are made at.
+
 `python -m seglog.chaos check HISTORY` re-checks a history file (no replicas).
 `python -m seglog.chaos groups --seed N --duration S` runs consumer groups while their
 coordinator is SIGKILLed (chaos/group_workload.py).
@@ -24,6 +28,7 @@ coordinator is SIGKILLed (chaos/group_workload.py).
 from __future__ import annotations
 
 import argparse
+import json
 import re
 import shlex
 import subprocess
@@ -268,6 +273,18 @@ def run(
     return code, line, report
 
 
+def acknowledged_rate(history: Path) -> float:
+    """Records acknowledged per second during the fault phase(s) of a run's history."""
+    events = read_history(history)
+    starts = [e["t"] for e in events if e.get("type") == "phase" and e["name"] == "faults"]
+    ends = [e["t"] for e in events if e.get("type") == "phase" and e["name"] == "heal"]
+    if not starts or not ends:
+        return 0.0
+    t0, t1 = starts[0], ends[-1]
+    acks = sum(1 for e in events if e.get("type") == "ok" and t0 <= e.get("t", 0.0) <= t1)
+    return acks / max(t1 - t0, 1e-9)
+
+
 def soak_plan(
     target_name: str, seed: int, duration: float, each_s: float
 ) -> list[tuple[str, float]]:
@@ -276,7 +293,7 @@ def soak_plan(
     long enough). Settling between them is not counted."""
     import random
 
-    names = sorted(n for n, s in SCENARIOS.items() if target_name in s.targets)
+    names = sorted(n for n, s in SCENARIOS.items() if target_name in s.targets and n != "calm")
     rng = random.Random(seed)
     plan: list[tuple[str, float]] = []
     total = 0.0
@@ -380,6 +397,14 @@ def main(argv: list[str] | None = None) -> int:
     k.add_argument("--rate", type=float, default=60.0, help="sends per second per producer")
     k.add_argument("--client", choices=["seglog", "librdkafka"], default="seglog")
     k.add_argument("--settle-timeout", type=float, default=120.0)
+    c2 = sub.add_parser(
+        "calibrate", help="the maximum acknowledged rate of the workload, without faults"
+    )
+    c2.add_argument("--target", choices=["compose", "local"], required=True)
+    c2.add_argument("--duration", type=float, default=60.0)
+    c2.add_argument("--producers", type=int, default=3)
+    c2.add_argument("--client", choices=["seglog", "librdkafka"], default="seglog")
+    c2.add_argument("--out", type=Path, help="run directory (default chaos-runs/<stamp>-calibrate)")
     sub.add_parser("list", help="the scenario names")
     g = sub.add_parser(
         "groups", help="consumer groups while the group coordinator is SIGKILLed (local)"
@@ -406,6 +431,39 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args.command == "check":
         return _check(args.history)
+    if args.command == "calibrate":
+        out = args.out or Path("chaos-runs") / f"{time.strftime('%Y%m%d-%H%M%S')}-calibrate"
+        code, line, _report = run(
+            args.target,
+            "calm",
+            0,
+            args.duration,
+            out,
+            producers=args.producers,
+            rate=0.0,  # unpaced: each producer as fast as its in-flight bound allows
+            client=args.client,
+        )
+        print(line, flush=True)
+        maximum = acknowledged_rate(out.resolve() / "history.jsonl")
+        share = 0.25 * maximum / args.producers
+        print(
+            f"maximum acknowledged rate: {maximum:.0f} records/s; 25% of it is "
+            f"--rate {share:.0f} per producer ({args.producers} producers)",
+            flush=True,
+        )
+        print(
+            json.dumps(
+                {
+                    "target": args.target,
+                    "client": args.client,
+                    "max_rate": round(maximum),
+                    "rate_for_25pct": round(share),
+                    "producers": args.producers,
+                }
+            ),
+            flush=True,
+        )
+        return code
     if args.command == "soak":
         plan = soak_plan(args.target, args.seed, args.duration, args.each)
         code, line, _report = run(

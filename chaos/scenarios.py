@@ -539,6 +539,12 @@ def lossy_links(ctx: FaultContext) -> None:
         ctx.settle(30)
 
 
+def calm(ctx: FaultContext) -> None:
+    """No fault: the baseline (`python -m seglog.chaos calibrate` measures the maximum
+    acknowledged rate with it, the load the other scenarios are run at a share of)."""
+    ctx.sleep(ctx.remaining())
+
+
 @dataclass(frozen=True)
 class Scenario:
     name: str
@@ -555,6 +561,7 @@ _SMALL = {"segment.bytes": "32768"}
 SCENARIOS: dict[str, Scenario] = {
     s.name: s
     for s in (
+        Scenario("calm", calm, {}),
         Scenario("kill-leader", kill_leader, {}),
         Scenario("chase-leader", chase_leader, {}),
         Scenario("chase-leader-term", chase_leader_term, {}),
