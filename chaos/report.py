@@ -41,8 +41,13 @@ def unavailability_windows(
         and start <= e["t"] <= end
         and (partition is None or e.get("partition") == partition)
     )
+    return _windows(acks, start, end, fault_spans(events), gap_s)
+
+
+def _windows(
+    acks: list[float], start: float, end: float, spans: list[dict[str, Any]], gap_s: float
+) -> list[dict[str, Any]]:
     points = [start, *acks, end]
-    spans = fault_spans(events)
     windows = []
     for a, b in zip(points, points[1:], strict=False):
         if b - a >= gap_s:
@@ -64,9 +69,18 @@ def partition_outages(
     events: Sequence[Mapping[str, Any]], gap_s: float = DEFAULT_GAP_S
 ) -> dict[int, list[dict[str, Any]]]:
     """Per partition that was written to, its unavailability windows: a fault on one
-    leader stops only that leader's partitions, which the whole-topic view hides."""
-    partitions = sorted({e["partition"] for e in events if e.get("type") == "invoke"})
-    return {p: unavailability_windows(events, gap_s, p) for p in partitions}
+    leader stops only that leader's partitions, which the whole-topic view hides.
+    One pass over the history (a run at load holds millions of events)."""
+    start, end = load_window(events)
+    spans = fault_spans(events)
+    acks: dict[int, list[float]] = {}
+    for e in events:
+        kind = e.get("type")
+        if kind == "invoke":
+            acks.setdefault(e["partition"], [])
+        elif kind == "ok" and start <= e["t"] <= end and e.get("partition") is not None:
+            acks.setdefault(e["partition"], []).append(e["t"])
+    return {p: _windows(sorted(acks[p]), start, end, spans, gap_s) for p in sorted(acks)}
 
 
 _SPAN_KEYS = frozenset({"type", "name", "phase", "node", "t"})
