@@ -91,6 +91,7 @@ def run(
     client: str = "seglog",
     secure: bool = False,
     plan: list[tuple[str, float]] | None = None,
+    group_consumers: int = 2,
 ) -> tuple[int, str, Path]:
     """One chaos run; (exit code, summary line, report path). `plan` (the soak) runs
     several scenarios in turn on the same cluster and workload, healing and settling
@@ -125,6 +126,7 @@ def run(
         "partitions": partitions,
         "producers": producers,
         "consumers": consumers,
+        "group_consumers": group_consumers if client == "seglog" else 0,
         "rate_per_producer": rate,
         "topic_configs": configs,
         "compact_keys": compact_keys,
@@ -162,6 +164,7 @@ def run(
                 seed=seed,
                 security=target.security if client == "seglog" else {},
                 keys=compact_keys,
+                group_consumers=group_consumers if client == "seglog" else 0,
             ),
             history,
         )
@@ -359,6 +362,12 @@ def main(argv: list[str] | None = None) -> int:
     r.add_argument("--partitions", type=int, default=6)
     r.add_argument("--producers", type=int, default=3)
     r.add_argument("--consumers", type=int, default=2)
+    r.add_argument(
+        "--group-consumers",
+        type=int,
+        default=2,
+        help="members of one consumer group that commit what they read (seglog client)",
+    )
     r.add_argument("--rate", type=float, default=60.0, help="sends per second per producer")
     r.add_argument(
         "--compact-keys",
@@ -507,6 +516,7 @@ def main(argv: list[str] | None = None) -> int:
         partitions=args.partitions,
         producers=args.producers,
         consumers=args.consumers,
+        group_consumers=args.group_consumers,
         rate=args.rate,
         keep=args.keep,
         build=args.build,

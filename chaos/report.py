@@ -226,7 +226,9 @@ def summary_line(
         f"duplicated={result.duplicated} divergent={result.divergent} "
         f"conflicts={result.conflicts} phantom={result.phantom} skipped={result.skipped} "
         f"backwards={result.backwards} nonmonotonic_send={result.nonmonotonic_send} "
-        f"indeterminate={result.indeterminate} "
+        f"indeterminate={result.indeterminate} commits={result.commits} "
+        f"commit_backwards={result.commit_backwards} lost_commits={result.lost_commits} "
+        f"duplicated_commits={result.duplicated_commits} "
         f"unavailable={unavailable:.1f}s/{len(windows)} windows "
         f"worst_partition_unavailable={worst:.1f}s report={report_path}"
     )
