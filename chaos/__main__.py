@@ -266,6 +266,9 @@ def run(
     line = summary_line(meta, result, windows, report, partition_outages(events))
     if "harness_error" in extra:
         code = EXIT_ERROR
+        # The run stopped early: counts of a history without a final read mean little.
+        last = extra["harness_error"].strip().splitlines()[-1][:300]
+        line = f"ERROR harness ({last}); the partial history: {line}"
     elif not result.ok:
         code = EXIT_VIOLATION
     elif not (final_complete and caught_up):

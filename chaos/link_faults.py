@@ -32,8 +32,9 @@ class LinkFault:
     drop: bool = False
     delay_ms: float = 0.0
     jitter_ms: float = 0.0
-    # Packet-level (netem's loss, duplicate, reorder, in percent): only the compose
-    # target has packets to lose; a TCP proxy sees a byte stream and refuses these.
+    # Packet-level, in percent (iptables' random loss and TEE duplicates, netem's
+    # reordering): only the compose target has packets; a TCP proxy sees a byte
+    # stream and refuses these.
     loss_pct: float = 0.0
     duplicate_pct: float = 0.0
     reorder_pct: float = 0.0
@@ -88,13 +89,17 @@ class NetworkFaults:
         """One line per rule, for the chaos history."""
         out = []
         for (src, dst, kind), f in sorted(self.rules.items()):
-            what = "drop" if f.drop else f"delay {f.delay_ms:g}±{f.jitter_ms:g} ms"
-            if f.packet_level:
-                what += (
-                    f", loss {f.loss_pct:g}%, duplicate {f.duplicate_pct:g}%, "
-                    f"reorder {f.reorder_pct:g}%"
-                )
-            out.append(f"{src}->{dst} {kind}: {what}")
+            parts = ["drop"] if f.drop else []
+            if f.delay_ms:
+                parts.append(f"delay {f.delay_ms:g}±{f.jitter_ms:g} ms")
+            for name, pct in (
+                ("loss", f.loss_pct),
+                ("duplicate", f.duplicate_pct),
+                ("reorder", f.reorder_pct),
+            ):
+                if pct:
+                    parts.append(f"{name} {pct:g}%")
+            out.append(f"{src}->{dst} {kind}: {', '.join(parts) or 'healthy'}")
         return out
 
 
@@ -141,7 +146,7 @@ def delay(
     kinds: Iterable[str] = KINDS,
     **packet: float,
 ) -> NetworkFaults:
-    """Every direction between `nodes` delayed by delay_ms ± jitter_ms, with netem's
+    """Every direction between `nodes` delayed by delay_ms ± jitter_ms, with
     `loss_pct`/`duplicate_pct`/`reorder_pct` when given (compose only)."""
     ns = sorted(set(nodes))
     pairs = [(a, b) for a in ns for b in ns if a != b]

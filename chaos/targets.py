@@ -6,8 +6,9 @@
   project's network (reconnect with the service name as alias, so the other nodes
   find it again by name). Replica files are read with `docker exec` and corrupted,
   while the node is down, by a throw-away container on the node's volume.
-  Network faults (`cut`): iptables DROP rules and tc netem delays in each node's
-  network namespace, entered from the host with nsenter (chaos/netfilter.py).
+  Network faults (`cut`): iptables drops, random losses and TEE duplicates and tc
+  netem delays in each node's network namespace, entered from the host with nsenter
+  (chaos/netfilter.py).
 * `LocalTarget` — `seglog local up` processes. kill = SIGKILL|SIGTERM, pause =
   SIGSTOP/SIGCONT, restart = SIGTERM then the same `seglog node --config
   node-<i>/server.properties` command. Loopback cannot be cut per process without
@@ -126,6 +127,7 @@ class Target(Protocol):
     def heal(self) -> list[str]: ...
     def inject(self, faults: dict[str, Any]) -> None: ...
     def cut(self, faults: NetworkFaults) -> None: ...
+    def link_stats(self) -> dict[str, int]: ...
 
 
 def free_ports(n: int) -> list[int]:
@@ -431,6 +433,12 @@ class LocalTarget:
             raise ValueError("this local target was made without link proxies (links=True)")
         self.links.set_faults(faults)
 
+    def link_stats(self) -> dict[str, int]:
+        """Evidence the links carried traffic: bytes the proxies passed on so far."""
+        if self.links is None:
+            return {}
+        return {"forwarded_bytes": sum(self.links.forwarded().values())}
+
 
 def docker_unavailable() -> str | None:
     """Why the compose target cannot run here, or None."""
@@ -686,6 +694,25 @@ class ComposeTarget:
             if not self.is_down(n):
                 self._apply_links(n, ips)
 
+    def link_stats(self) -> dict[str, int]:
+        """Evidence the rules matched: packets the chains dropped (drops and losses)
+        and cloned (duplicates) since the last cut, summed over the nodes."""
+        out = {"dropped_packets": 0, "duplicated_packets": 0}
+        for n in NODE_IDS:
+            if self.is_down(n):
+                continue
+            pid = _run(["docker", "inspect", "-f", "{{.State.Pid}}", self.containers[n]]).stdout
+            for table, key in (("filter", "dropped_packets"), ("mangle", "duplicated_packets")):
+                r = subprocess.run(
+                    ["nsenter", "-t", pid.strip(), "-n"]
+                    + ["iptables", "-w", "-t", table, "-L", netfilter.CHAIN, "-v", "-n", "-x"],
+                    capture_output=True,
+                    text=True,
+                    timeout=30,
+                )
+                out[key] += netfilter.packets_matched(r.stdout)
+        return out
+
     def _ips(self) -> dict[int, str]:
         out = {}
         for n in NODE_IDS:
@@ -696,16 +723,26 @@ class ComposeTarget:
     def _apply_links(self, node: int, ips: dict[int, str]) -> None:
         pid = _run(["docker", "inspect", "-f", "{{.State.Pid}}", self.containers[node]]).stdout
         ns = ["nsenter", "-t", pid.strip(), "-n"]
-        create, check = netfilter.iptables_setup()
-        subprocess.run(ns + create, capture_output=True, timeout=30)  # fails if it exists
-        if subprocess.run(ns + check, capture_output=True, timeout=30).returncode != 0:
-            _run(ns + netfilter.iptables_jump(), 30)
+        for table in ("filter", "mangle"):
+            create, check = netfilter.iptables_setup(table)
+            subprocess.run(ns + create, capture_output=True, timeout=30)  # fails: it exists
+            if subprocess.run(ns + check, capture_output=True, timeout=30).returncode != 0:
+                _run(ns + netfilter.iptables_jump(table), 30)
         for argv in netfilter.iptables_rules(node, self.net_faults, ips):
             _run(ns + argv, 30)
-        remove, *add = netfilter.netem_commands(node, self.net_faults, ips)
+        remove, *add = netfilter.tc_commands(node, self.net_faults, ips)
         subprocess.run(ns + remove, capture_output=True, timeout=30)  # fails if none
         for argv in add:
-            _run(ns + argv, 30)
+            try:
+                _run(ns + argv, 30)
+            except RuntimeError as e:
+                if "qdisc kind is unknown" in str(e):
+                    raise RuntimeError(
+                        "this kernel has no sch_netem (CONFIG_NET_SCH_NETEM): delays and "
+                        "reordering cannot be injected on compose here; the local target's "
+                        f"link proxies delay instead ({e})"
+                    ) from e
+                raise
 
     def heal(self) -> list[str]:
         done = []
