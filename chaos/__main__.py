@@ -49,7 +49,7 @@ from .cluster_view import ClusterView
 from .kafka_workload import KafkaWorkload
 from .report import partition_outages, summary_line, unavailability_windows, write_report
 from .scenarios import SCENARIOS, FaultContext
-from .targets import ComposeTarget, LocalTarget, Target
+from .targets import ComposeTarget, LocalTarget, Target, netem_available
 from .workload import History, Workload, WorkloadConfig, read_history
 
 EXIT_OK, EXIT_VIOLATION, EXIT_ERROR, EXIT_INCOMPLETE = 0, 1, 2, 3
@@ -291,15 +291,28 @@ def acknowledged_rate(history: Path) -> float:
     return acks / max(t1 - t0, 1e-9)
 
 
+def runnable(scenario_name: str, target_name: str, netem: bool) -> str | None:
+    """Why the scenario cannot run on the target here, or None."""
+    s = SCENARIOS[scenario_name]
+    if target_name not in s.targets:
+        return f"{scenario_name} runs on {' and '.join(s.targets)} only, not {target_name}"
+    if target_name == "compose" and s.netem and not netem:
+        return (
+            f"{scenario_name} delays packets with tc netem on compose, and this kernel has "
+            "no sch_netem (CONFIG_NET_SCH_NETEM); run it with --target local"
+        )
+    return None
+
+
 def soak_plan(
-    target_name: str, seed: int, duration: float, each_s: float
+    target_name: str, seed: int, duration: float, each_s: float, netem: bool = True
 ) -> list[tuple[str, float]]:
     """A seeded sequence of every scenario the target runs, `each_s` seconds of faults
     each, in shuffled rounds until `duration` is filled (at least one of each when it is
     long enough). Settling between them is not counted."""
     import random
 
-    names = sorted(n for n, s in SCENARIOS.items() if target_name in s.targets and n != "calm")
+    names = sorted(n for n in SCENARIOS if n != "calm" and runnable(n, target_name, netem) is None)
     rng = random.Random(seed)
     plan: list[tuple[str, float]] = []
     total = 0.0
@@ -477,7 +490,10 @@ def main(argv: list[str] | None = None) -> int:
         )
         return code
     if args.command == "soak":
-        plan = soak_plan(args.target, args.seed, args.duration, args.each)
+        netem = args.target != "compose" or netem_available()
+        excluded = [n for n in SCENARIOS if runnable(n, args.target, netem) is not None]
+        print(f"soak: not run on {args.target} here: {', '.join(excluded)}", file=sys.stderr)
+        plan = soak_plan(args.target, args.seed, args.duration, args.each, netem)
         code, line, _report = run(
             args.target,
             "soak",
@@ -503,12 +519,9 @@ def main(argv: list[str] | None = None) -> int:
             file=sys.stderr,
         )
         return 2
-    if args.target not in SCENARIOS[args.scenario].targets:
-        print(
-            f"chaos run: {args.scenario} runs on {' and '.join(SCENARIOS[args.scenario].targets)} "
-            f"only, not {args.target}",
-            file=sys.stderr,
-        )
+    why_not = runnable(args.scenario, args.target, args.target != "compose" or netem_available())
+    if why_not is not None:
+        print(f"chaos run: {why_not}", file=sys.stderr)
         return 2
     code, line, _report = run(
         args.target,

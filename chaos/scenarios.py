@@ -557,6 +557,8 @@ class Scenario:
     links: bool = False
     # The targets it runs on (lossy-links needs packets: compose).
     targets: tuple[str, ...] = ("local", "compose")
+    # On compose it needs the kernel's sch_netem (delays): chaos/targets.py netem_available.
+    netem: bool = False
 
 
 _SMALL = {"segment.bytes": "32768"}
@@ -584,7 +586,7 @@ SCENARIOS: dict[str, Scenario] = {
         Scenario("majority-minority", majority_minority, {}, links=True),
         Scenario("bridge", bridge_partition, {}, links=True),
         Scenario("one-way", one_way_drop, {}, links=True),
-        Scenario("slow-links", slow_links, {}, links=True),
+        Scenario("slow-links", slow_links, {}, links=True, netem=True),
         Scenario("lossy-links", lossy_links, {}, links=True, targets=("compose",)),
     )
 }

@@ -440,6 +440,21 @@ class LocalTarget:
         return {"forwarded_bytes": sum(self.links.forwarded().values())}
 
 
+def netem_available() -> bool:
+    """Whether this kernel can delay packets with tc netem (the compose target's delays;
+    containers share the host's kernel): a netem qdisc on loopback in a namespace of
+    its own, thrown away."""
+    try:
+        r = subprocess.run(
+            ["unshare", "-n", "tc", "qdisc", "add", "dev", "lo", "root", "netem", "delay", "1ms"],
+            capture_output=True,
+            timeout=30,
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return r.returncode == 0
+
+
 def docker_unavailable() -> str | None:
     """Why the compose target cannot run here, or None."""
     import shutil
