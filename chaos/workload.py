@@ -139,8 +139,9 @@ class WorkloadConfig:
     consumers: int = 2
     # Target sends per second of each producer; the machine may deliver fewer.
     rate: float = 60.0
-    # Unresolved sends per producer; beyond it the producer waits (bounds memory
-    # while a partition is unavailable, and makes the outage visible as zero acks).
+    # Unresolved sends per producer, split evenly over the partitions; a partition at
+    # its share gets no new send until one resolves (bounds memory while it is
+    # unavailable, and makes its outage visible as zero acks on it alone).
     max_outstanding: int = 400
     request_timeout_ms: int = 8000
     delivery_timeout_ms: int = 45000
@@ -153,6 +154,22 @@ class WorkloadConfig:
     # read after each poll; their polls, assignments and acknowledged commits go into
     # the history for the checker's commit invariants.
     group_consumers: int = 0
+
+
+class PartitionSlots:
+    """Bounded unresolved sends of one producer, per partition: a stalled partition
+    fills only its own share, so the others keep their load and the report shows
+    which partitions were unavailable (one shared bound stopped every partition as
+    soon as any one stalled)."""
+
+    def __init__(self, total: int, partitions: int) -> None:
+        self._slots = [threading.Semaphore(max(1, total // partitions)) for _ in range(partitions)]
+
+    def take(self, partition: int, timeout_s: float) -> bool:
+        return self._slots[partition].acquire(timeout=timeout_s)
+
+    def give(self, partition: int) -> None:
+        self._slots[partition].release()
 
 
 @dataclass
@@ -173,7 +190,7 @@ class WorkloadState:
     _threads: list[threading.Thread] = field(default_factory=list)
     _producer_threads: list[threading.Thread] = field(default_factory=list)
     _producers: list[Any] = field(default_factory=list)
-    _outstanding: list[threading.Semaphore] = field(default_factory=list)
+    _outstanding: list[PartitionSlots] = field(default_factory=list)
     _positions: dict[str, dict[int, int]] = field(default_factory=dict)
     _positions_lock: threading.Lock = field(default_factory=threading.Lock)
     stats: dict[str, _ProducerStats] = field(default_factory=dict)
@@ -255,7 +272,7 @@ class Workload(WorkloadState):
                 **c.security,
             )
             self._producers.append(producer)
-            self._outstanding.append(threading.Semaphore(c.max_outstanding))
+            self._outstanding.append(PartitionSlots(c.max_outstanding, c.partitions))
             self.stats[name] = _ProducerStats()
             th = threading.Thread(
                 target=self._guard(self._produce_loop),
@@ -302,11 +319,11 @@ class Workload(WorkloadState):
                 continue
             # After a stall, do not burst to catch up: keep the rate from now on.
             next_at = max(next_at + interval, now - 1.0)
-            if not outstanding.acquire(timeout=0.2):
+            partition = rng.randrange(c.partitions)
+            if not outstanding.take(partition, 0.05):
                 continue
             value = f"{name}-{seq}"
             seq += 1
-            partition = rng.randrange(c.partitions)
             key = f"k{rng.randrange(c.keys)}" if c.keys > 0 else None
             started = time.time()
             invoke = {
@@ -329,7 +346,7 @@ class Workload(WorkloadState):
                 )
             except Exception as e:  # noqa: BLE001 - any synchronous failure is recorded
                 # send() raised before the record entered the accumulator: never written.
-                outstanding.release()
+                outstanding.give(partition)
                 stats.failed += 1
                 self.history.append(
                     {
@@ -343,18 +360,19 @@ class Workload(WorkloadState):
                     }
                 )
                 continue
-            future.add_callback(self._on_ack, name, value, started, outstanding)
+            future.add_callback(self._on_ack, name, value, partition, started, outstanding)
             future.add_errback(self._on_error, name, value, partition, started, outstanding)
 
     def _on_ack(
         self,
         name: str,
         value: str,
+        partition: int,
         started: float,
-        outstanding: threading.Semaphore,
+        outstanding: PartitionSlots,
         md: RecordMetadata,
     ) -> None:
-        outstanding.release()
+        outstanding.give(partition)
         self.stats[name].acked += 1
         now = time.time()
         self.history.append(
@@ -376,10 +394,10 @@ class Workload(WorkloadState):
         value: str,
         partition: int,
         started: float,
-        outstanding: threading.Semaphore,
+        outstanding: PartitionSlots,
         error: BaseException,
     ) -> None:
-        outstanding.release()
+        outstanding.give(partition)
         self.stats[name].failed += 1
         text, definite = classify_error(error)
         self.history.append(
