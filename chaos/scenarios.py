@@ -419,15 +419,21 @@ def _others(leader: int) -> list[int]:
 
 
 def _links_for(
-    ctx: FaultContext, name: str, seconds: float, faults: NetworkFaults, **detail: Any
+    ctx: FaultContext,
+    name: str,
+    seconds: float,
+    faults: NetworkFaults,
+    node: int | None = None,
+    **detail: Any,
 ) -> None:
-    """Put `faults` on the links for `seconds`, then heal them; recorded as one fault."""
-    ctx.fault(name, "start", None, seconds=round(seconds, 1), links=faults.describe(), **detail)
+    """Put `faults` on the links for `seconds`, then heal them; recorded as one fault
+    (on `node`, the one the cut is about, when there is one)."""
+    ctx.fault(name, "start", node, seconds=round(seconds, 1), links=faults.describe(), **detail)
     ctx.target.cut(faults)
     ctx.sleep(seconds)
     stats = ctx.target.link_stats()  # before healing flushes the rules' counters
     ctx.target.cut(healthy())
-    ctx.fault(name, "end", None, **stats)
+    ctx.fault(name, "end", node, **stats)
 
 
 def _repeat(ctx: FaultContext, one: Callable[[], None], min_left_s: float) -> None:
@@ -449,7 +455,13 @@ def leader_cut_off(ctx: FaultContext) -> None:
         if leader >= 0:
             cut = partition([[leader], _others(leader)])
             _links_for(
-                ctx, "leader-cut-off", ctx.rng.uniform(6, 12), cut, partition=p, leader=leader
+                ctx,
+                "leader-cut-off",
+                ctx.rng.uniform(6, 12),
+                cut,
+                leader,
+                partition=p,
+                leader=leader,
             )
 
     _repeat(ctx, one, 15)
@@ -465,7 +477,9 @@ def leader_cut_from_followers(ctx: FaultContext) -> None:
         if leader >= 0:
             cut = partition([[leader], _others(leader)], kinds=("replication",))
             seconds = REPLICA_LAG_TIME_MAX_S * ctx.rng.uniform(1.5, 2.5)
-            _links_for(ctx, "leader-cut-from-followers", seconds, cut, partition=p, leader=leader)
+            _links_for(
+                ctx, "leader-cut-from-followers", seconds, cut, leader, partition=p, leader=leader
+            )
 
     _repeat(ctx, one, 20)
 
@@ -476,7 +490,7 @@ def majority_minority(ctx: FaultContext) -> None:
     def one() -> None:
         alone = ctx.rng.choice(NODE_IDS)
         cut = partition([[alone], _others(alone)])
-        _links_for(ctx, "majority-minority", ctx.rng.uniform(5, 10), cut, minority=[alone])
+        _links_for(ctx, "majority-minority", ctx.rng.uniform(5, 10), cut, alone, minority=[alone])
 
     _repeat(ctx, one, 12)
 
@@ -491,7 +505,9 @@ def bridge_partition(ctx: FaultContext) -> None:
             middle = ctx.rng.choice(_others(leader))
             (right,) = [n for n in _others(leader) if n != middle]
             cut = bridge(leader, middle, right)
-            _links_for(ctx, "bridge", ctx.rng.uniform(6, 12), cut, partition=p, middle=middle)
+            _links_for(
+                ctx, "bridge", ctx.rng.uniform(6, 12), cut, leader, partition=p, middle=middle
+            )
 
     _repeat(ctx, one, 15)
 
@@ -507,7 +523,9 @@ def one_way_drop(ctx: FaultContext) -> None:
             other = ctx.rng.choice(_others(leader))
             src, dst = (leader, other) if ctx.rng.random() < 0.5 else (other, leader)
             cut = one_way(src, dst)
-            _links_for(ctx, "one-way", ctx.rng.uniform(6, 12), cut, partition=p, leader=leader)
+            _links_for(
+                ctx, "one-way", ctx.rng.uniform(6, 12), cut, leader, partition=p, src=src, dst=dst
+            )
 
     _repeat(ctx, one, 15)
 
