@@ -17,7 +17,8 @@
 # --spark, after those three steps:
 # 4. Spark wheelhouse (compose/.spark-build/spark-deps): seglog's `pipeline` extra
 #    (PySpark, pyarrow, ...), fetched on the host like the dependencies above.
-# 5. Spark base image: $SPARK_BASE_IMAGE if set; else seglog-spark-base:bookworm,
+# 5. Spark base image: $SPARK_BASE_IMAGE if set (it needs Python 3.11's python3
+#    with venv, and `java` 17 or 21); else seglog-spark-base:bookworm,
 #    made once with debootstrap like seglog-base:bookworm plus Debian's JRE
 #    (openjdk-17-jre-headless), and kept.
 # 6. docker build of compose/Dockerfile.spark, tagging seglog-spark:latest: the
