@@ -127,6 +127,7 @@ class Node:
         self.metrics = NodeMetrics()
         self.metrics.registry.register(NodeStateCollector(self))
         self.replica_manager.metrics = self.metrics
+        self.log_manager.flush_observer = self.metrics.log_flushed
         self._metrics_http: tuple[Any, threading.Thread] | None = None
         self.metrics_port = -1
         self.groups = GroupCoordinatorRuntime(
@@ -326,6 +327,7 @@ class Node:
         out.update({k: (v, 2) for k, v in default.items()})
         out.update({k: (v, 1) for k, v in own.items()})
         return [(k, v, src) for k, (v, src) in sorted(out.items())]
+
     def _halt(self, why: str) -> None:
         """Kafka's Exit.halt(1) on a log dir failure: nothing may wait for the failed
         disk, so once the shutdown ran (leaderships move, the offline directory is
