@@ -125,7 +125,6 @@ class Node:
         )
         self.log_manager.on_dir_offline = self.replica_manager.on_log_dir_offline
         self.metrics = NodeMetrics()
-        self.metrics.registry.register(NodeStateCollector(self))
         self.replica_manager.metrics = self.metrics
         self.log_manager.flush_observer = self.metrics.log_flushed
         self._metrics_http: tuple[Any, threading.Thread] | None = None
@@ -146,6 +145,8 @@ class Node:
         self.halted = False
         self.port = -1
         self.kafka: list[KafkaListener] = []  # Kafka-protocol listeners (e.g. PLAINTEXT)
+        # Once what a scrape reads is there (the registry collects once on registering).
+        self.metrics.registry.register(NodeStateCollector(self))
         # ACLs (authorizer.class.name; None: off) and the SCRAM/ACL admin requests.
         self.authorizer = NodeAuthorizer.from_properties(config.raw, self.metadata_image)
         self.security = SecurityAdmin(
