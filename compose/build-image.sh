@@ -2,7 +2,7 @@
 # Build the seglog node image (seglog:latest) for compose/docker-compose.yml,
 # also on machines where no container registry can be reached.
 #
-#   compose/build-image.sh
+#   compose/build-image.sh [--prometheus]
 #
 # 1. Wheelhouse on the host (compose/.wheels): seglog's own wheel in seglog/,
 #    binary wheels of all its dependencies in deps/ (pip fetches them here,
@@ -11,6 +11,10 @@
 #    pullable; else seglog-base:bookworm, made once with debootstrap from the
 #    Debian mirror named in /etc/apt/sources.list.d/debian.sources and kept.
 # 3. docker-compose build with BASE_IMAGE set, tagging seglog:latest.
+# 4. With --prometheus: Debian's prometheus package and its dependencies
+#    downloaded on the host (apt-get download, into compose/prometheus/.debs with
+#    a Packages index), then seglog-prometheus:latest built on the same base
+#    (compose/prometheus/Dockerfile, docker-compose.monitoring.yml).
 #
 # A second run only rebuilds seglog's wheel and the image's last layers.
 # Environment: PYTHON (a Python 3.11 for pip wheel; default python3),
@@ -21,6 +25,15 @@ HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 ROOT=$(dirname "$HERE")
 WHEELS="$HERE/.wheels"
 COMPOSE_FILE="$HERE/docker-compose.yml"
+MONITORING_FILE="$HERE/docker-compose.monitoring.yml"
+DEBS="$HERE/prometheus/.debs"
+PROMETHEUS=0
+for arg in "$@"; do
+    case "$arg" in
+        --prometheus) PROMETHEUS=1 ;;
+        *) printf 'build-image.sh: unknown argument %s (only --prometheus)\n' "$arg" >&2; exit 2 ;;
+    esac
+done
 PYTHON=${PYTHON:-python3}
 DEFAULT_BASE=python:3.11-slim
 LOCAL_BASE=seglog-base:bookworm
@@ -228,3 +241,37 @@ if [ -n "$previous" ] && [ "$previous" != "$current" ]; then
     docker image rm "$previous" >/dev/null 2>&1 || true
 fi
 log "image seglog:latest built in $(since "$step")s (total $(since "$START")s)"
+
+# --- 4. the Prometheus image (--prometheus) -----------------------------------------
+if [ "$PROMETHEUS" = 1 ]; then
+    step=$(date +%s.%N)
+    mkdir -p "$DEBS"
+    if [ -z "$(find "$DEBS" -name 'prometheus_*.deb' -print -quit)" ] || [ ! -s "$DEBS/Packages" ]; then
+        # The whole dependency closure: the image's apt takes what its base lacks.
+        if ! apt-cache show prometheus >/dev/null 2>&1; then
+            as_root apt-get update -q >/dev/null || die "apt-get update failed"
+        fi
+        mapfile -t pkgs < <(apt-cache depends --recurse --no-recommends --no-suggests \
+            --no-conflicts --no-breaks --no-replaces --no-enhances prometheus \
+            | grep -E '^[a-z0-9]' | sort -u)
+        [ "${#pkgs[@]}" -gt 0 ] || die "apt-cache knows no prometheus package"
+        log "downloading prometheus and ${#pkgs[@]} packages of its dependency closure"
+        (cd "$DEBS" && apt-get download -q "${pkgs[@]}" >"$DEBS/download.log" 2>&1) \
+            || { tail -n 20 "$DEBS/download.log" >&2; die "apt-get download failed"; }
+        if ! command -v dpkg-scanpackages >/dev/null 2>&1; then
+            log "installing dpkg-dev (dpkg-scanpackages)"
+            as_root apt-get install -y -q dpkg-dev >/dev/null || die "apt-get install dpkg-dev failed"
+        fi
+        (cd "$DEBS" && dpkg-scanpackages . /dev/null >Packages 2>/dev/null) \
+            || die "dpkg-scanpackages failed"
+    fi
+    log "prometheus packages ready: $(find "$DEBS" -name '*.deb' | wc -l) .deb files"
+    previous=$(docker image inspect -f '{{.Id}}' seglog-prometheus:latest 2>/dev/null || true)
+    docker-compose -f "$COMPOSE_FILE" -f "$MONITORING_FILE" build prometheus \
+        || die "docker-compose build prometheus failed"
+    current=$(docker image inspect -f '{{.Id}}' seglog-prometheus:latest)
+    if [ -n "$previous" ] && [ "$previous" != "$current" ]; then
+        docker image rm "$previous" >/dev/null 2>&1 || true
+    fi
+    log "image seglog-prometheus:latest built in $(since "$step")s (total $(since "$START")s)"
+fi
