@@ -8,17 +8,14 @@ tests/run.sh installs `prometheus` and `chromium`; without them this skips."""
 
 from __future__ import annotations
 
-import json
 import re
 import shutil
 import subprocess
-import time
-import urllib.parse
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from dashboard_page import CONSOLES, PLOTS, figures, prometheus_query, render, wait_for
 from node_process import NodeProcess, free_port
 from test_metrics import WAIT_S, metrics_port
 
@@ -26,35 +23,10 @@ from seglog.client.admin import Admin, NewTopic
 from seglog.client.cluster import TopicPartition
 from seglog.client.producer import Producer
 
-ROOT = Path(__file__).resolve().parents[2]
-CONSOLES = ROOT / "compose" / "prometheus" / "consoles"
-PLOTS = ("urp", "offline", "requests", "latency", "bytes", "lag", "idle")
-
 pytestmark = pytest.mark.skipif(
     shutil.which("prometheus") is None or shutil.which("chromium") is None,
     reason="prometheus or chromium is not installed (tests/run.sh installs both)",
 )
-
-
-def prometheus_query(port: int, query: str) -> list[dict]:
-    url = f"http://127.0.0.1:{port}/api/v1/query?" + urllib.parse.urlencode({"query": query})
-    with urllib.request.urlopen(url, timeout=5) as r:
-        answer = json.loads(r.read())
-    assert answer["status"] == "success", answer
-    return list(answer["data"]["result"])
-
-
-def wait_for(what: str, probe, timeout_s: float = WAIT_S):  # type: ignore[no-untyped-def]
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        try:
-            got = probe()
-        except OSError:
-            got = None
-        if got:
-            return got
-        time.sleep(0.3)
-    raise AssertionError(f"not within {timeout_s}s: {what}")
 
 
 @pytest.fixture
@@ -86,7 +58,7 @@ def prometheus(tmp_path: Path) -> Iterator[tuple[NodeProcess, int]]:
                 f"--storage.tsdb.path={tmp_path / 'tsdb'}",
                 f"--web.listen-address=127.0.0.1:{port}",
                 f"--web.console.templates={CONSOLES}",
-                "--web.console.libraries=/usr/share/prometheus/console_libraries",
+                "--web.console.libraries=/etc/prometheus/console_libraries",
             ],
             stdout=log,
             stderr=subprocess.STDOUT,
@@ -102,41 +74,6 @@ def prometheus(tmp_path: Path) -> Iterator[tuple[NodeProcess, int]]:
                 proc.kill()
                 proc.wait(5)
         node.stop()
-
-
-def render(url: str) -> str:
-    """The page's DOM once its script ran (Chromium's virtual time waits for its
-    fetches)."""
-    done = subprocess.run(
-        [
-            "chromium",
-            "--headless",
-            "--no-sandbox",
-            "--disable-gpu",
-            "--disable-dev-shm-usage",
-            "--no-first-run",
-            "--virtual-time-budget=15000",
-            "--dump-dom",
-            url,
-        ],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
-    return done.stdout
-
-
-def figures(dom: str) -> dict[str, tuple[int, int]]:
-    """(points, series) of each plot, as the page wrote them."""
-    out = {}
-    for m in re.finditer(r"<figure ([^>]*)>", dom):
-        attrs = dict(re.findall(r'([\w-]+)="([^"]*)"', m.group(1)))
-        out[attrs["id"].removeprefix("plot-")] = (
-            int(attrs["data-points"]),
-            int(attrs["data-series"]),
-        )
-    return out
 
 
 def test_the_dashboard_plots_every_query(prometheus: tuple[NodeProcess, int]) -> None:
