@@ -12,7 +12,7 @@ each answer parses.
 
 The ratio is the sum of the scraped phases' MiB/s over the unscraped phases' (a mean
 over the rounds); each round's own ratio is printed too, with the machine's load
-average. The last stdout line is one JSON object; everything before it is progress.
+average, and their median (less swayed by one disturbed phase) goes in the JSON. The last stdout line is one JSON object; everything before it is progress.
 
     python bench/metrics_overhead.py [--seconds S] [--rounds N] [--quick] [--dir D]
 """
@@ -24,6 +24,7 @@ import importlib.util
 import json
 import os
 import shutil
+import statistics
 import sys
 import tempfile
 import threading
@@ -196,14 +197,16 @@ def main(argv: list[str] | None = None) -> int:
     unscraped = sum(r["unscraped_mb_s"] for r in rounds) / len(rounds)
     scraped = sum(r["scraped_mb_s"] for r in rounds) / len(rounds)
     ratio = round(scraped / unscraped, 3) if unscraped else 0.0
+    median = round(statistics.median(r["ratio"] for r in rounds), 3)
     say(
         f"unscraped {unscraped:,.1f} MiB/s, scraped {scraped:,.1f} MiB/s: ratio {ratio:.3f} "
-        f"(target >= {TARGET_RATIO}); {scrapes} scrapes of {samples} samples, "
+        f"(target >= {TARGET_RATIO}), median of the rounds' {median:.3f}; {scrapes} scrapes of {samples} samples, "
         f"{1000 * scrape_s / max(scrapes, 1):.1f} ms each"
     )
     result = {
         "benchmark": "metrics_overhead",
         "ratio": ratio,
+        "median_round_ratio": median,
         "unscraped_mb_s": round(unscraped, 2),
         "scraped_mb_s": round(scraped, 2),
         "rounds": rounds,
