@@ -12,7 +12,8 @@ each answer parses.
 
 The ratio is the sum of the scraped phases' MiB/s over the unscraped phases' (a mean
 over the rounds); each round's own ratio is printed too, with the machine's load
-average, and their median (less swayed by one disturbed phase) goes in the JSON. The last stdout line is one JSON object; everything before it is progress.
+average, and their median (less swayed by one disturbed phase) goes in the JSON.
+The last stdout line is one JSON object; everything before it is progress.
 
     python bench/metrics_overhead.py [--seconds S] [--rounds N] [--quick] [--dir D]
 """
@@ -200,7 +201,8 @@ def main(argv: list[str] | None = None) -> int:
     median = round(statistics.median(r["ratio"] for r in rounds), 3)
     say(
         f"unscraped {unscraped:,.1f} MiB/s, scraped {scraped:,.1f} MiB/s: ratio {ratio:.3f} "
-        f"(target >= {TARGET_RATIO}), median of the rounds' {median:.3f}; {scrapes} scrapes of {samples} samples, "
+        f"(target >= {TARGET_RATIO}), median of the rounds' {median:.3f}; "
+        f"{scrapes} scrapes of {samples} samples, "
         f"{1000 * scrape_s / max(scrapes, 1):.1f} ms each"
     )
     result = {
