@@ -381,7 +381,7 @@ def _gauge(name: str, doc: str, value: float, labels: dict[str, str] | None = No
 
 
 def timed_kafka_handler(
-    handler: Callable[[Any], Any], metrics: NodeMetrics, listener: str, deferred: type
+    handler: Callable[[Any], Any], metrics: NodeMetrics, listener: str, deferred: type[Any]
 ) -> Callable[[Any], Any]:
     """The Kafka listener's handler, timing each request when its answer is ready:
     queue time (from its frame being read to a handler taking it), local time (the
