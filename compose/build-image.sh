@@ -18,7 +18,9 @@
 #
 # A second run only rebuilds seglog's wheel and the image's last layers.
 # Environment: PYTHON (a Python 3.11 for pip wheel; default python3),
-# BASE_IMAGE, SEGLOG_DEBIAN_MIRROR (instead of the one in debian.sources).
+# BASE_IMAGE, SEGLOG_DEBIAN_MIRROR (instead of the one in debian.sources),
+# SEGLOG_IMAGE / SEGLOG_PROMETHEUS_IMAGE (the tags built, default seglog:latest and
+# seglog-prometheus:latest; the compose files read the same variables).
 set -euo pipefail
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -28,6 +30,8 @@ COMPOSE_FILE="$HERE/docker-compose.yml"
 MONITORING_FILE="$HERE/docker-compose.monitoring.yml"
 DEBS="$HERE/prometheus/.debs"
 PROMETHEUS=0
+export SEGLOG_IMAGE=${SEGLOG_IMAGE:-seglog:latest}
+export SEGLOG_PROMETHEUS_IMAGE=${SEGLOG_PROMETHEUS_IMAGE:-seglog-prometheus:latest}
 for arg in "$@"; do
     case "$arg" in
         --prometheus) PROMETHEUS=1 ;;
@@ -232,15 +236,15 @@ log "base image: $BASE_IMAGE"
 
 # --- 3. the image --------------------------------------------------------------------
 step=$(date +%s.%N)
-previous=$(docker image inspect -f '{{.Id}}' seglog:latest 2>/dev/null || true)
+previous=$(docker image inspect -f '{{.Id}}' "$SEGLOG_IMAGE" 2>/dev/null || true)
 docker-compose -f "$COMPOSE_FILE" build node1 || die "docker-compose build failed"
-current=$(docker image inspect -f '{{.Id}}' seglog:latest)
+current=$(docker image inspect -f '{{.Id}}' "$SEGLOG_IMAGE")
 if [ -n "$previous" ] && [ "$previous" != "$current" ]; then
     # Drop the image this build replaced (kept if a container still uses it);
     # the dependency stage stays cached.
     docker image rm "$previous" >/dev/null 2>&1 || true
 fi
-log "image seglog:latest built in $(since "$step")s (total $(since "$START")s)"
+log "image $SEGLOG_IMAGE built in $(since "$step")s (total $(since "$START")s)"
 
 # --- 4. the Prometheus image (--prometheus) -----------------------------------------
 if [ "$PROMETHEUS" = 1 ]; then
@@ -266,12 +270,12 @@ if [ "$PROMETHEUS" = 1 ]; then
             || die "dpkg-scanpackages failed"
     fi
     log "prometheus packages ready: $(find "$DEBS" -name '*.deb' | wc -l) .deb files"
-    previous=$(docker image inspect -f '{{.Id}}' seglog-prometheus:latest 2>/dev/null || true)
+    previous=$(docker image inspect -f '{{.Id}}' "$SEGLOG_PROMETHEUS_IMAGE" 2>/dev/null || true)
     docker-compose -f "$COMPOSE_FILE" -f "$MONITORING_FILE" build prometheus \
         || die "docker-compose build prometheus failed"
-    current=$(docker image inspect -f '{{.Id}}' seglog-prometheus:latest)
+    current=$(docker image inspect -f '{{.Id}}' "$SEGLOG_PROMETHEUS_IMAGE")
     if [ -n "$previous" ] && [ "$previous" != "$current" ]; then
         docker image rm "$previous" >/dev/null 2>&1 || true
     fi
-    log "image seglog-prometheus:latest built in $(since "$step")s (total $(since "$START")s)"
+    log "image $SEGLOG_PROMETHEUS_IMAGE built in $(since "$step")s (total $(since "$START")s)"
 fi

@@ -30,6 +30,12 @@ from seglog.client.producer import Producer
 MONITORING_FILE = ROOT / "compose" / "docker-compose.monitoring.yml"
 BUILD_TIMEOUT_S = 1500.0  # a first-time debootstrap of the base image included
 UP_TIMEOUT_S = 180.0
+# Tags of this test's own (other runs building seglog:latest at the same time on a
+# shared engine must not swap the image under it).
+IMAGES = {
+    "SEGLOG_IMAGE": "seglog:monitoring-test",
+    "SEGLOG_PROMETHEUS_IMAGE": "seglog-prometheus:monitoring-test",
+}
 SCRAPED_TIMEOUT_S = 120.0
 
 
@@ -72,6 +78,7 @@ def monitored_cluster() -> Iterator[tuple[dict[str, str], list[int], int]]:
     project = f"seglog-mon-{uuid.uuid4().hex[:10]}"
     env = {
         **os.environ,
+        **IMAGES,
         **{f"SEGLOG_PORT_{n}": str(p) for n, p in enumerate(grpc_ports, 1)},
         **{f"SEGLOG_KAFKA_PORT_{n}": str(p) for n, p in enumerate(kafka_ports, 1)},
         "SEGLOG_PROMETHEUS_PORT": str(prometheus_port),
@@ -108,7 +115,7 @@ def monitored_cluster() -> Iterator[tuple[dict[str, str], list[int], int]]:
 
 
 def test_prometheus_scrapes_the_cluster_and_the_dashboard_plots_it() -> None:
-    run(["bash", str(BUILD_SCRIPT), "--prometheus"], BUILD_TIMEOUT_S, dict(os.environ))
+    run(["bash", str(BUILD_SCRIPT), "--prometheus"], BUILD_TIMEOUT_S, {**os.environ, **IMAGES})
     with monitored_cluster() as (_env, grpc_ports, prometheus_port):
         bootstrap = ",".join(f"127.0.0.1:{p}" for p in grpc_ports)
         wait_for(
