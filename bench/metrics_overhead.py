@@ -8,7 +8,9 @@ The load is bench/node.py's produce_raw: pre-serialized gRPC ProduceRequests of
 for --rounds rounds, the order swapped every round (A B, B A, ...) so that a drift of
 the machine (the page cache filling, other load) weighs on both sides alike. A scraped
 phase GETs /metrics every --scrape-interval seconds from a thread of its own and checks
-each answer parses.
+each answer parses. Last, the node's own CPU time per scrape is measured over 100
+back-to-back scrapes with no produce running: at one scrape a second, that divided
+by 1000 ms is the share of a core collection costs, the floor of the overhead.
 
 The ratio is the sum of the scraped phases' MiB/s over the unscraped phases' (a mean
 over the rounds); each round's own ratio is printed too, with the machine's load
@@ -92,6 +94,22 @@ class Scraper(threading.Thread):
         self.join(timeout=15)
 
 
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds of a process so far (Linux /proc)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def scrape_cost(url: str, pid: int, scrapes: int) -> float:
+    """The node's CPU milliseconds per scrape, over back-to-back scrapes of a node
+    nothing else loads (a figure the machine's load moves far less than throughput)."""
+    before = cpu_seconds(pid)
+    for _ in range(scrapes):
+        with urllib.request.urlopen(url, timeout=10) as r:
+            r.read()
+    return 1000 * (cpu_seconds(pid) - before) / scrapes
+
+
 def metrics_port(log_path: Path) -> int:
     for line in reversed(log_path.read_text().splitlines()):
         if '"event":"node_started"' in line:
@@ -138,6 +156,7 @@ def main(argv: list[str] | None = None) -> int:
         f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.2f}"
     )
     rounds: list[dict[str, float]] = []
+    cost_ms = 0.0
     scrapes = 0
     scrape_s = 0.0
     samples = 0
@@ -189,6 +208,12 @@ def main(argv: list[str] | None = None) -> int:
                 }
             )
             say(f"    ratio {rounds[-1]['ratio']:.3f}")
+        cost_ms = scrape_cost(url, node.proc.pid, 100)
+        say(
+            f"node CPU per scrape (100 back to back, no load): {cost_ms:.1f} ms, "
+            f"{cost_ms / 10 / args.scrape_interval:.2f}% of a core at one scrape "
+            f"every {args.scrape_interval:g} s"
+        )
     finally:
         code = node.stop()
         if code != 0:
@@ -214,6 +239,7 @@ def main(argv: list[str] | None = None) -> int:
         "rounds": rounds,
         "scrapes": scrapes,
         "scrape_ms_mean": round(1000 * scrape_s / max(scrapes, 1), 2),
+        "node_cpu_ms_per_scrape": round(cost_ms, 2),
         "samples_per_scrape": samples,
         "seconds_per_phase": args.seconds,
         "scrape_interval_s": args.scrape_interval,

@@ -34,6 +34,7 @@ def test_quick_run_prints_json_last(tmp_path: Path) -> None:
         assert r["unscraped_mb_s"] > 0 and r["scraped_mb_s"] > 0
     # Every scraped phase scraped (2 s phases, one scrape a second) and parsed.
     assert result["scrapes"] >= 4 and result["samples_per_scrape"] > 50
+    assert result["node_cpu_ms_per_scrape"] > 0
     assert result["ratio"] > 0
     entry = result["targets"]["ratio"]
     assert entry["value"] == result["ratio"] and entry["target"] == 0.95
