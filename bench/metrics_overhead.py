@@ -7,8 +7,9 @@ The load is bench/node.py's produce_raw: pre-serialized gRPC ProduceRequests of
 --in-flight at a time. The run alternates phases of --seconds, unscraped and scraped,
 for --rounds rounds, the order swapped every round (A B, B A, ...) so that a drift of
 the machine (the page cache filling, other load) weighs on both sides alike. A scraped
-phase GETs /metrics every --scrape-interval seconds from a thread of its own and checks
-each answer parses. Last, the node's own CPU time per scrape is measured over 100
+phase GETs /metrics every --scrape-interval seconds from a process of its own (as a
+Prometheus server would: its parsing must not take the load generator's GIL) and
+checks each answer parses. Last, the node's own CPU time per scrape is measured over 100
 back-to-back scrapes with no produce running: at one scrape a second, that divided
 by 1000 ms is the share of a core collection costs, the floor of the overhead.
 
@@ -28,6 +29,7 @@ import json
 import os
 import shutil
 import statistics
+import subprocess
 import sys
 import tempfile
 import threading
@@ -58,12 +60,11 @@ def load(path: str, name: str) -> ModuleType:
     return module
 
 
-class Scraper(threading.Thread):
+class ScrapeLoop:
     """GETs /metrics every `interval` seconds until stopped; counts scrapes, their
-    time and the samples each returned."""
+    time and the samples each returned (checking each answer parses)."""
 
     def __init__(self, url: str, interval: float) -> None:
-        super().__init__(name="scraper", daemon=True)
         self.url = url
         self.interval = interval
         self.stop_event = threading.Event()
@@ -89,9 +90,66 @@ class Scraper(threading.Thread):
             next_at += self.interval
             self.stop_event.wait(max(0.0, next_at - time.monotonic()))
 
+
+class Scraper:
+    """A ScrapeLoop in a process of its own, as a Prometheus server is: its parsing
+    must not take the load generator's GIL. Stopped by closing its stdin; it answers
+    with one JSON line."""
+
+    def __init__(self, url: str, interval: float) -> None:
+        self.url = url
+        self.interval = interval
+        self.proc: subprocess.Popen[str] | None = None
+        self.scrapes = 0
+        self.seconds = 0.0
+        self.samples = 0
+        self.error: str | None = None
+
+    def start(self) -> None:
+        self.proc = subprocess.Popen(
+            [sys.executable, __file__, "--scrape-child", self.url, str(self.interval)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+
     def stop(self) -> None:
-        self.stop_event.set()
-        self.join(timeout=15)
+        proc = self.proc
+        assert proc is not None and proc.stdin is not None and proc.stdout is not None
+        proc.stdin.close()
+        out = proc.stdout.read()  # until it exits (it does once it sees stdin closed)
+        proc.wait(timeout=30)
+        try:
+            result = json.loads(out.strip().splitlines()[-1])
+        except (ValueError, IndexError):
+            self.error = f"the scraper process answered {out!r} (exit {proc.returncode})"
+            return
+        self.scrapes, self.seconds = result["scrapes"], result["seconds"]
+        self.samples, self.error = result["samples"], result["error"]
+
+
+def scrape_child(url: str, interval: float) -> int:
+    loop = ScrapeLoop(url, interval)
+
+    def until_stdin_closes() -> None:
+        sys.stdin.read()
+        loop.stop_event.set()
+
+    threading.Thread(target=until_stdin_closes, daemon=True).start()
+    loop.run()
+    loop.stop_event.wait()
+    print(
+        json.dumps(
+            {
+                "scrapes": loop.scrapes,
+                "seconds": loop.seconds,
+                "samples": loop.samples,
+                "error": loop.error,
+            }
+        ),
+        flush=True,
+    )
+    return 0
 
 
 def cpu_seconds(pid: int) -> float:
@@ -118,6 +176,9 @@ def metrics_port(log_path: Path) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["--scrape-child"]:
+        return scrape_child(argv[1], float(argv[2]))
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--seconds", type=float, default=5.0, help="per phase")
     ap.add_argument("--rounds", type=int, default=4, help="pairs of phases")

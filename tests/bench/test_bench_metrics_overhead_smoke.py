@@ -32,8 +32,8 @@ def test_quick_run_prints_json_last(tmp_path: Path) -> None:
     assert len(result["rounds"]) == 2
     for r in result["rounds"]:
         assert r["unscraped_mb_s"] > 0 and r["scraped_mb_s"] > 0
-    # Every scraped phase scraped (2 s phases, one scrape a second) and parsed.
-    assert result["scrapes"] >= 4 and result["samples_per_scrape"] > 50
+    # Every scraped phase scraped and parsed (the bench fails a phase without a scrape).
+    assert result["scrapes"] >= 2 and result["samples_per_scrape"] > 50
     assert result["node_cpu_ms_per_scrape"] > 0
     assert result["ratio"] > 0
     entry = result["targets"]["ratio"]
