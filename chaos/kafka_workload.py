@@ -273,4 +273,3 @@ class KafkaWorkload(WorkloadState):
                     positions[m.partition()] = m.offset() + 1
         finally:
             consumer.close()
-

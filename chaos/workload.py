@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from seglog.client.cluster import TopicPartition
-from seglog.client.consumer import Consumer
+from seglog.client.consumer import Consumer, ConsumerRebalanceListener
 from seglog.client.errors import KafkaError, KafkaTimeoutError
 from seglog.client.future import RecordMetadata
 from seglog.client.producer import Producer
@@ -149,6 +149,10 @@ class WorkloadConfig:
     keys: int = 0
     # seglog's clients' security options (kafka-python's names; empty: plaintext).
     security: dict[str, str] = field(default_factory=dict)
+    # Consumers in one group ("<topic>-group") that subscribe and commit what they
+    # read after each poll; their polls, assignments and acknowledged commits go into
+    # the history for the checker's commit invariants.
+    group_consumers: int = 0
 
 
 @dataclass
@@ -265,6 +269,15 @@ class Workload(WorkloadState):
             th = threading.Thread(
                 target=self._guard(self._consume_loop),
                 args=(name, None),
+                name=f"chaos-{name}",
+                daemon=True,
+            )
+            self._threads.append(th)
+        for i in range(c.group_consumers):
+            name = f"g{i}"
+            th = threading.Thread(
+                target=self._guard(self._group_loop),
+                args=(name,),
                 name=f"chaos-{name}",
                 daemon=True,
             )
@@ -468,6 +481,130 @@ class Workload(WorkloadState):
                             positions[tp.partition] = consumer.position(tp, timeout_ms=1000)
         finally:
             consumer.close()
+
+    def _group_loop(self, name: str) -> None:
+        """A member of the topic's group: poll, record, commit what was read (sync).
+        A partition newly assigned is recorded as a seek to the group's committed
+        offset (where the member must start), so a start past it is `skipped` and one
+        before it `backwards`; an acknowledged commit is a `commit` event."""
+        c = self.config
+        group = f"{c.topic}-group"
+        consumer = Consumer(
+            bootstrap_servers=c.bootstrap,
+            **c.security,
+            client_id=f"chaos-{name}",
+            group_id=group,
+            enable_auto_commit=False,
+            auto_offset_reset="earliest",
+            request_timeout_ms=c.request_timeout_ms,
+            fetch_max_wait_ms=200,
+        )
+        fresh: set[TopicPartition] = set()
+
+        class Listener(ConsumerRebalanceListener):
+            def on_partitions_assigned(self, assigned: set[TopicPartition]) -> None:
+                fresh.update(assigned)
+
+            def on_partitions_revoked(self, revoked: set[TopicPartition]) -> None:
+                fresh.difference_update(revoked)
+
+        try:
+            consumer.subscribe([c.topic], listener=Listener())
+            while not self._stop_consuming.is_set():
+                try:
+                    batch = consumer.poll(timeout_ms=500)
+                except KafkaError as e:
+                    self._poll_error(name, e)
+                    continue
+                for tp in sorted(fresh, key=lambda t: t.partition):
+                    self._record_start(consumer, name, group, tp)
+                fresh.clear()
+                now = time.time()
+                offsets = {}
+                for tp, records in batch.items():
+                    for r in records:
+                        value = r.value.decode() if isinstance(r.value, bytes) else r.value
+                        self.history.append(
+                            {
+                                "type": "poll",
+                                "t": now,
+                                "process": name,
+                                "group": group,
+                                "partition": tp.partition,
+                                "offset": r.offset,
+                                "value": value,
+                            }
+                        )
+                    if records:
+                        offsets[tp] = records[-1].offset + 1
+                if offsets:
+                    self._commit(consumer, name, group, offsets)
+        finally:
+            consumer.close(autocommit=False)
+
+    def _record_start(self, consumer: Consumer, name: str, group: str, tp: TopicPartition) -> None:
+        """Where a newly assigned partition starts: the group's committed offset, else
+        the log start (auto_offset_reset=earliest); None (unknown: the next read sets
+        the expectation) when the coordinator cannot say."""
+        offset: int | None = None
+        for _ in range(3):
+            try:
+                committed = consumer.committed(tp)
+                offset = (
+                    committed
+                    if isinstance(committed, int)
+                    else consumer.beginning_offsets([tp])[tp]
+                )
+                break
+            except KafkaError:
+                time.sleep(0.5)
+        self.history.append(
+            {
+                "type": "seek",
+                "process": name,
+                "group": group,
+                "partition": tp.partition,
+                "offset": offset,
+                "reason": "assigned",
+            }
+        )
+
+    def _commit(
+        self, consumer: Consumer, name: str, group: str, offsets: dict[TopicPartition, int]
+    ) -> None:
+        t0 = time.time()
+        try:
+            consumer.commit(offsets)
+        except KafkaError as e:  # not acknowledged: whether it took effect is unknown
+            self.history.append(
+                {
+                    "type": "commit_error",
+                    "process": name,
+                    "group": group,
+                    "error": f"{type(e).__name__}: {e}"[:300],
+                    "t0": t0,
+                }
+            )
+            return
+        t = time.time()
+        for tp, offset in offsets.items():
+            self.history.append(
+                {
+                    "type": "commit",
+                    "t": t,
+                    "t0": t0,
+                    "process": name,
+                    "group": group,
+                    "partition": tp.partition,
+                    "offset": offset,
+                }
+            )
+
+    def _poll_error(self, name: str, e: KafkaError) -> None:
+        self.history.append(
+            {"type": "poll_error", "process": name, "error": f"{type(e).__name__}: {e}"[:300]}
+        )
+        self._stop_consuming.wait(0.2)
 
     def _record_seek(
         self,

@@ -378,10 +378,13 @@ class Node:
     def _broker_address(self, node: int) -> tuple[str, int] | None:
         """Where this node reaches another for replication: its endpoint on the
         inter-broker listener (inter.broker.listener.name), else what it advertises
-        to clients."""
+        to clients; `seglog.inter.broker.address.overrides` first (node/config.py)."""
         b = self.controller.image.brokers.get(node)
         if b is None:
             return None
+        override = self.config.inter_broker_address_overrides.get(node)
+        if override is not None:
+            return override
         return b.endpoint(self.config.inter_broker_listener_name) or (b.host, b.port)
 
     def _eligible(self, replica: int, broker_epoch: int) -> bool:
