@@ -7,9 +7,10 @@ The load is bench/node.py's produce_raw: pre-serialized gRPC ProduceRequests of
 --in-flight at a time. The run alternates phases of --seconds, unscraped and scraped,
 for --rounds rounds, the order swapped every round (A B, B A, ...) so that a drift of
 the machine (the page cache filling, other load) weighs on both sides alike. A scraped
-phase GETs /metrics every --scrape-interval seconds from a process of its own (as a
-Prometheus server would: its parsing must not take the load generator's GIL) and
-checks each answer parses. Last, the node's own CPU time per scrape is measured over 100
+phase GETs /metrics every --scrape-interval seconds from a process of its own, started
+once before the first phase (as a Prometheus server runs: its parsing must not take
+the load generator's GIL, nor its start-up fall in a timed phase), and checks each
+answer parses. Last, the node's own CPU time per scrape is measured over 100
 back-to-back scrapes with no produce running: at one scrape a second, that divided
 by 1000 ms is the share of a core collection costs, the floor of the overhead.
 
@@ -92,63 +93,82 @@ class ScrapeLoop:
 
 
 class Scraper:
-    """A ScrapeLoop in a process of its own, as a Prometheus server is: its parsing
-    must not take the load generator's GIL. Stopped by closing its stdin; it answers
-    with one JSON line."""
+    """ScrapeLoops in one long-lived process of its own, as a Prometheus server is: its
+    parsing must not take the load generator's GIL, and its start-up must not fall in
+    a timed phase. `begin()` starts scraping, `end()` stops it and reads what it did
+    (one JSON line); `close()` ends the process."""
 
     def __init__(self, url: str, interval: float) -> None:
-        self.url = url
-        self.interval = interval
-        self.proc: subprocess.Popen[str] | None = None
+        self.proc = subprocess.Popen(
+            [sys.executable, __file__, "--scrape-child", url, str(interval)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+            bufsize=1,
+        )
+        ready = self._line()  # imports done, before the first phase
+        if ready.strip() != "ready":
+            raise RuntimeError(f"the scraper process did not start: {ready!r}")
         self.scrapes = 0
         self.seconds = 0.0
         self.samples = 0
         self.error: str | None = None
 
-    def start(self) -> None:
-        self.proc = subprocess.Popen(
-            [sys.executable, __file__, "--scrape-child", self.url, str(self.interval)],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            text=True,
-        )
+    def _line(self) -> str:
+        assert self.proc.stdout is not None
+        return self.proc.stdout.readline()
 
-    def stop(self) -> None:
-        proc = self.proc
-        assert proc is not None and proc.stdin is not None and proc.stdout is not None
-        proc.stdin.close()
-        out = proc.stdout.read()  # until it exits (it does once it sees stdin closed)
-        proc.wait(timeout=30)
+    def _send(self, command: str) -> None:
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(command + "\n")
+        self.proc.stdin.flush()
+
+    def begin(self) -> None:
+        self._send("begin")
+
+    def end(self) -> None:
+        self._send("end")
+        line = self._line()
         try:
-            result = json.loads(out.strip().splitlines()[-1])
-        except (ValueError, IndexError):
-            self.error = f"the scraper process answered {out!r} (exit {proc.returncode})"
+            result = json.loads(line)
+        except ValueError:
+            self.error = f"the scraper process answered {line!r}"
             return
         self.scrapes, self.seconds = result["scrapes"], result["seconds"]
         self.samples, self.error = result["samples"], result["error"]
 
+    def close(self) -> None:
+        assert self.proc.stdin is not None
+        self.proc.stdin.close()
+        try:
+            self.proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait(10)
+
 
 def scrape_child(url: str, interval: float) -> int:
-    loop = ScrapeLoop(url, interval)
-
-    def until_stdin_closes() -> None:
-        sys.stdin.read()
-        loop.stop_event.set()
-
-    threading.Thread(target=until_stdin_closes, daemon=True).start()
-    loop.run()
-    loop.stop_event.wait()
-    print(
-        json.dumps(
-            {
+    """The scraper process: `begin` / `end` lines on stdin, a JSON line per `end`."""
+    print("ready", flush=True)
+    loop: ScrapeLoop | None = None
+    thread: threading.Thread | None = None
+    # Bounded by stdin: one command per line until the parent closes it.
+    for command in sys.stdin:
+        if command.strip() == "begin" and loop is None:
+            loop = ScrapeLoop(url, interval)
+            thread = threading.Thread(target=loop.run, daemon=True)
+            thread.start()
+        elif command.strip() == "end" and loop is not None and thread is not None:
+            loop.stop_event.set()
+            thread.join(timeout=15)
+            result = {
                 "scrapes": loop.scrapes,
                 "seconds": loop.seconds,
                 "samples": loop.samples,
                 "error": loop.error,
             }
-        ),
-        flush=True,
-    )
+            print(json.dumps(result), flush=True)
+            loop = thread = None
     return 0
 
 
@@ -218,6 +238,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     rounds: list[dict[str, float]] = []
     cost_ms = 0.0
+    scraper: Scraper | None = None
     scrapes = 0
     scrape_s = 0.0
     samples = 0
@@ -228,11 +249,11 @@ def main(argv: list[str] | None = None) -> int:
             admin.create_topics([NewTopic(node_bench.TOPIC_RAW, args.partitions, 1)])
         say("warm-up (untimed) ...")
         node_bench.measure_produce_raw(node.bootstrap, requests, args.in_flight, 1.0)
+        scraper = Scraper(url, args.scrape_interval)
 
         def phase(scraped: bool) -> float:
-            scraper = Scraper(url, args.scrape_interval) if scraped else None
-            if scraper is not None:
-                scraper.start()
+            if scraped:
+                scraper.begin()
             try:
                 label = "scraped" if scraped else "unscraped"
                 mb_s = float(
@@ -241,9 +262,9 @@ def main(argv: list[str] | None = None) -> int:
                     )
                 )
             finally:
-                if scraper is not None:
-                    scraper.stop()
-            if scraper is not None:
+                if scraped:
+                    scraper.end()
+            if scraped:
                 nonlocal scrapes, scrape_s, samples
                 if scraper.error is not None:
                     raise RuntimeError(f"scraping {url} failed: {scraper.error}")
@@ -276,6 +297,8 @@ def main(argv: list[str] | None = None) -> int:
             f"every {args.scrape_interval:g} s"
         )
     finally:
+        if scraper is not None:
+            scraper.close()
         code = node.stop()
         if code != 0:
             say(f"WARNING: node exited with {code}")
