@@ -140,13 +140,20 @@ class ReplicaFetcher:
                 self._mark_due(tp)  # follower.replication.throttled.rate used up: later
                 continue
             with hp.plog.lock:
+                if hp.replica.leader_id != self.leader:
+                    # Led elsewhere now: metadata moved it after this round took its
+                    # partitions. Asking next_request here would mark a request in
+                    # flight that this fetcher cannot send, and the partition would
+                    # wait replica.socket.timeout.ms before asking its new leader.
+                    continue
                 out = hp.replica.next_request(t)
                 f = hp.replica.fetcher
                 backing_off = out is None and f.in_flight is None and t < f.backoff_until_ms
             if backing_off:
                 self._mark_due(tp)
-            if out is None or out.destination != self.leader:
+            if out is None:
                 continue
+            assert out.destination == self.leader, "a request for another leader"
             if isinstance(out.request, pr.FetchRequest):
                 fetches.append((hp, out.request))
             else:
@@ -251,6 +258,25 @@ class ReplicaFetcher:
                 )
 
     def _send_other(self, hp: HostedPartition, req: pr.FollowerRequest) -> None:
+        """OffsetsForLeaderEpoch or ListOffsets; when nobody answers, the request fails
+        into backoff at once (as a fetch does) instead of staying in flight until
+        replica.socket.timeout.ms."""
+        try:
+            self._send_other_rpc(hp, req)
+        except grpc.RpcError:
+            failed: pr.FollowerResponse
+            if isinstance(req, pr.OffsetsForLeaderEpochRequest):
+                failed = pr.OffsetsForLeaderEpochResponse(
+                    "NOT_LEADER_OR_FOLLOWER", correlation_id=req.correlation_id
+                )
+            else:
+                failed = pr.ListOffsetsResponse(
+                    "NOT_LEADER_OR_FOLLOWER", correlation_id=req.correlation_id
+                )
+            self._deliver(hp, failed)
+            raise
+
+    def _send_other_rpc(self, hp: HostedPartition, req: pr.FollowerRequest) -> None:
         topic, partition = hp.tp
         if isinstance(req, pr.OffsetsForLeaderEpochRequest):
             r = self._stub.OffsetsForLeaderEpoch(
