@@ -52,6 +52,7 @@ from ..event_log import EventLogger
 from ..security.kafka_gate import CloseConnection, KafkaGate, KafkaSession
 from ..security.kafka_tls import ListenerTls
 from ..security.principal import ANONYMOUS, KafkaPrincipal, certificate_principal
+from ..security.tls_records import RecordReader
 from .codec import InvalidRequestError, KafkaRequest, Part, parse_request
 
 _log = EventLogger("kafka")
@@ -130,6 +131,7 @@ class Connection:
         self.tls_out = ssl.MemoryBIO()  # ciphertext from the TLS object, not yet taken
         self.cipher_out = bytearray()  # ciphertext taken, not yet sent
         self.handshaking = False
+        self.tls_ssl: int | None = None  # the TLS object's SSL * (see RecordReader)
         self.handshake_wants = selectors.EVENT_READ  # a server first awaits the ClientHello
         self.principal: KafkaPrincipal = ANONYMOUS  # a TLS client's certificate subject
         self.host = conn_id.rsplit("-", 2)[0].rpartition(":")[0]
@@ -203,8 +205,7 @@ class Processor(threading.Thread):
         self.selector.register(self._wake_r, selectors.EVENT_READ, None)
         self.connections: dict[str, Connection] = {}
         self._next_id = 0
-        self._scratch = bytearray(RECV_CHUNK)  # a TLS record's plaintext, on its way
-        self._scratch_view = memoryview(self._scratch)
+        self._records = RecordReader(RECV_CHUNK)  # decrypts a TLS connection's records
 
     # called by other threads
 
@@ -320,6 +321,7 @@ class Processor(threading.Thread):
         conn.take_ciphertext()  # the server's last flight (TLS 1.3: session tickets)
         conn.handshaking = False
         conn.principal = certificate_principal(tls.getpeercert(binary_form=True))
+        conn.tls_ssl = self._records.pointer(tls)
         conn.last_active = time.monotonic()
         if conn.cipher_out:
             self._write(conn)
@@ -436,29 +438,20 @@ class Processor(threading.Thread):
         assert tls is not None
         if conn.closed:
             return
-        scratch, view = self._scratch, self._scratch_view
-        # Bounded by the ciphertext received: each pass consumes a record of it, the
-        # last raises SSLWantReadError.
-        while True:
-            try:
-                n = tls.read(RECV_CHUNK, scratch)
-            except ssl.SSLWantReadError:
-                break
-            except ssl.SSLZeroReturnError:
-                n = 0
-            except ssl.SSLError as e:
-                _log.warning(
-                    "kafka_ssl_read_failed",
-                    listener=self.server.listener_name,
-                    connection=conn.id,
-                    reason=getattr(e, "reason", None) or str(e),
-                )
-                self._close(conn, "ssl read failed")
-                return
-            if n == 0:  # the client's close_notify
-                self._close(conn, "closed by client")
-                return
-            conn.inbuf += view[:n]
+        try:
+            still_open = self._records.read_into(tls, conn.tls_ssl, conn.inbuf)
+        except ssl.SSLError as e:
+            _log.warning(
+                "kafka_ssl_read_failed",
+                listener=self.server.listener_name,
+                connection=conn.id,
+                reason=getattr(e, "reason", None) or str(e),
+            )
+            self._close(conn, "ssl read failed")
+            return
+        if not still_open:  # the client's close_notify
+            self._close(conn, "closed by client")
+            return
         # Reading may have made TLS write (a TLS 1.3 KeyUpdate's answer).
         conn.take_ciphertext()
         if conn.cipher_out:
