@@ -65,6 +65,8 @@ MAX_IN_FLIGHT = 5  # requests of one connection being handled or awaiting their 
 HANDSHAKE_TIMEOUT_S = 10.0  # a TLS client that has not finished its handshake by then
 TLS_CHUNK = 256 * 1024  # plaintext bytes encrypted at a time on a TLS connection
 TLS_RECV_CHUNK = 256 * 1024  # ciphertext bytes taken per recv on a TLS connection
+MAX_RCVLOWAT = 128 * 1024  # the most a TLS socket waits for before it is readable
+TLS_MAX_RECORD = 5 + 2**14 + 2048  # a TLS record's header and longest ciphertext (RFC 5246)
 
 
 class Deferred:
@@ -132,6 +134,7 @@ class Connection:
         self.cipher_out = bytearray()  # ciphertext taken, not yet sent
         self.handshaking = False
         self.tls_ssl: int | None = None  # the TLS object's SSL * (see RecordReader)
+        self.rcvlowat = 1  # the socket's SO_RCVLOWAT (see Processor._watermark)
         self.handshake_wants = selectors.EVENT_READ  # a server first awaits the ClientHello
         self.principal: KafkaPrincipal = ANONYMOUS  # a TLS client's certificate subject
         self.host = conn_id.rsplit("-", 2)[0].rpartition(":")[0]
@@ -458,6 +461,31 @@ class Processor(threading.Thread):
             self._write(conn)
 
     def _next_request(self, conn: Connection) -> None:
+        self._take_request(conn)
+        if conn.tls is not None and not conn.closed:
+            self._watermark(conn)
+
+    def _watermark(self, conn: Connection) -> None:
+        """Have a TLS socket raise its readable event only once it holds enough to
+        possibly complete the frame in progress (SO_RCVLOWAT): clients such as
+        librdkafka send a TLS record, so a TCP segment, per buffer segment (a few
+        bytes, then 1 KiB, ...), and waking for each costs two GIL hand-offs (select,
+        recv) and a pass of this loop per KiB where plaintext takes one per 64 KiB.
+        Safe: each plaintext byte the frame still needs comes in at least one byte of
+        ciphertext, but for those of the received part of a record (TLS holds at
+        most one, unseen: hence TLS_MAX_RECORD) and of what waits in tls_in."""
+        have = len(conn.inbuf)
+        need = 4 + _SIZE.unpack_from(conn.inbuf)[0] if have >= 4 else 4
+        want = need - have - conn.tls_in.pending - TLS_MAX_RECORD
+        want = max(1, min(want, MAX_RCVLOWAT))
+        if want != conn.rcvlowat:
+            try:
+                conn.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVLOWAT, want)
+            except OSError:
+                return
+            conn.rcvlowat = want
+
+    def _take_request(self, conn: Connection) -> None:
         """Take one whole frame off the connection's buffer, if there is one."""
         if self._muted(conn) or conn.closed or len(conn.inbuf) < 4:
             return
