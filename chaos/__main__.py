@@ -10,6 +10,15 @@ With `--compact-keys N` the topic is compacted and records carry N keys: the che
 then allows values a later record of the same key superseded to vanish, and compares
 replicas by (offset, key, value) instead of bytes.
 
+`python -m seglog.chaos soak --target compose|local --duration 3600` runs every scenario
+the target has, in a seeded shuffled sequence (`--each` seconds of faults apiece), on one
+cluster under one workload, healing between them, and checks the whole history at the
+end (one report).
+
+`python -m seglog.chaos calibrate --target local|compose` runs the workload unpaced without
+faults (scenario `calm`) and prints its maximum acknowledged rate and the `--rate` per
+producer that is 25% of it, the load chaos runs are made at.
+
 `python -m seglog.chaos check HISTORY` re-checks a history file (no replicas).
 `python -m seglog.chaos groups --seed N --duration S` runs consumer groups while their
 coordinator is SIGKILLed (chaos/group_workload.py).
@@ -19,6 +28,7 @@ coordinator is SIGKILLed (chaos/group_workload.py).
 from __future__ import annotations
 
 import argparse
+import json
 import re
 import shlex
 import subprocess
@@ -39,7 +49,7 @@ from .cluster_view import ClusterView
 from .kafka_workload import KafkaWorkload
 from .report import partition_outages, summary_line, unavailability_windows, write_report
 from .scenarios import SCENARIOS, FaultContext
-from .targets import ComposeTarget, LocalTarget, Target
+from .targets import ComposeTarget, LocalTarget, Target, netem_available
 from .workload import History, Workload, WorkloadConfig, read_history
 
 EXIT_OK, EXIT_VIOLATION, EXIT_ERROR, EXIT_INCOMPLETE = 0, 1, 2, 3
@@ -80,20 +90,28 @@ def run(
     compact_keys: int = 0,
     client: str = "seglog",
     secure: bool = False,
+    plan: list[tuple[str, float]] | None = None,
+    group_consumers: int = 2,
 ) -> tuple[int, str, Path]:
-    """One chaos run; (exit code, summary line, report path)."""
-    scenario = SCENARIOS[scenario_name]
+    """One chaos run; (exit code, summary line, report path). `plan` (the soak) runs
+    several scenarios in turn on the same cluster and workload, healing and settling
+    between them; without it the run is `scenario_name` for `duration` seconds."""
+    plan = plan or [(scenario_name, duration)]
+    scenarios = [SCENARIOS[name] for name, _ in plan]
     stamp = time.strftime("%Y%m%d-%H%M%S")
     run_dir = out or Path("chaos-runs") / f"{stamp}-{scenario_name}-{target_name}-s{seed}"
     run_dir = run_dir.resolve()
     run_dir.mkdir(parents=True, exist_ok=True)
     target: Target
     if target_name == "local":
-        target = LocalTarget(run_dir / "cluster", seed)
+        target = LocalTarget(run_dir / "cluster", seed, links=any(s.links for s in scenarios))
     else:
         target = ComposeTarget(project, build=build, secure=secure)
     topic = f"chaos-{scenario_name}-{seed}"
-    configs = {"min.insync.replicas": "2", **scenario.topic_configs}
+    configs = {"min.insync.replicas": "2"}
+    for s in scenarios:  # the smallest segments any of them asks for
+        for key, value in s.topic_configs.items():
+            configs[key] = str(min(int(value), int(configs.get(key, value))))
     if compact_keys > 0:
         # A compacted topic: keyed records, small segments rolled often, cleaned eagerly.
         configs.update(COMPACT_TOPIC_CONFIGS)
@@ -102,11 +120,13 @@ def run(
         "scenario": scenario_name,
         "target": target_name,
         "seed": seed,
-        "duration": duration,
+        "duration": sum(seconds for _, seconds in plan),
+        "plan": plan,
         "topic": topic,
         "partitions": partitions,
         "producers": producers,
         "consumers": consumers,
+        "group_consumers": group_consumers if client == "seglog" else 0,
         "rate_per_producer": rate,
         "topic_configs": configs,
         "compact_keys": compact_keys,
@@ -144,6 +164,7 @@ def run(
                 seed=seed,
                 security=target.security if client == "seglog" else {},
                 keys=compact_keys,
+                group_consumers=group_consumers if client == "seglog" else 0,
             ),
             history,
         )
@@ -151,19 +172,26 @@ def run(
         workload.start()
         time.sleep(min(5.0, max(2.0, duration / 6)))
 
-        history.append({"type": "phase", "name": "faults"})
         ctx = FaultContext(
             target=target,
             view=view,
             history=history,
             rng=__import__("random").Random(seed),
             partitions=partitions,
-            deadline=time.monotonic() + duration,
+            deadline=time.monotonic(),
             log=_log,
         )
-        scenario.run(ctx)
-        if ctx.remaining() > 0:
-            time.sleep(ctx.remaining())
+        for i, ((name, seconds), scenario) in enumerate(zip(plan, scenarios, strict=True)):
+            history.append({"type": "phase", "name": "faults", "scenario": name})
+            ctx.deadline = time.monotonic() + seconds
+            scenario.run(ctx)
+            if ctx.remaining() > 0:
+                time.sleep(ctx.remaining())
+            if i < len(plan) - 1:  # the next scenario starts from a healed cluster
+                history.append({"type": "phase", "name": "heal", "scenario": name})
+                _log(f"[chaos] heal after {name}: {target.heal() or 'nothing to heal'}")
+                if not view.wait_converged(partitions, settle_s):
+                    _log(f"[chaos] WARNING: not fully replicated {settle_s:.0f} s after {name}")
 
         history.append({"type": "phase", "name": "heal"})
         healed = target.heal()
@@ -238,6 +266,9 @@ def run(
     line = summary_line(meta, result, windows, report, partition_outages(events))
     if "harness_error" in extra:
         code = EXIT_ERROR
+        # The run stopped early: counts of a history without a final read mean little.
+        last = extra["harness_error"].strip().splitlines()[-1][:300]
+        line = f"ERROR harness ({last}); the partial history: {line}"
     elif not result.ok:
         code = EXIT_VIOLATION
     elif not (final_complete and caught_up):
@@ -246,6 +277,54 @@ def run(
     else:
         code = EXIT_OK
     return code, line, report
+
+
+def acknowledged_rate(history: Path) -> float:
+    """Records acknowledged per second during the fault phase(s) of a run's history."""
+    events = read_history(history)
+    starts = [e["t"] for e in events if e.get("type") == "phase" and e["name"] == "faults"]
+    ends = [e["t"] for e in events if e.get("type") == "phase" and e["name"] == "heal"]
+    if not starts or not ends:
+        return 0.0
+    t0, t1 = starts[0], ends[-1]
+    acks = sum(1 for e in events if e.get("type") == "ok" and t0 <= e.get("t", 0.0) <= t1)
+    return acks / max(t1 - t0, 1e-9)
+
+
+def runnable(scenario_name: str, target_name: str, netem: bool) -> str | None:
+    """Why the scenario cannot run on the target here, or None."""
+    s = SCENARIOS[scenario_name]
+    if target_name not in s.targets:
+        return f"{scenario_name} runs on {' and '.join(s.targets)} only, not {target_name}"
+    if target_name == "compose" and s.netem and not netem:
+        return (
+            f"{scenario_name} delays packets with tc netem on compose, and this kernel has "
+            "no sch_netem (CONFIG_NET_SCH_NETEM); run it with --target local"
+        )
+    return None
+
+
+def soak_plan(
+    target_name: str, seed: int, duration: float, each_s: float, netem: bool = True
+) -> list[tuple[str, float]]:
+    """A seeded sequence of every scenario the target runs, `each_s` seconds of faults
+    each, in shuffled rounds until `duration` is filled (at least one of each when it is
+    long enough). Settling between them is not counted."""
+    import random
+
+    names = sorted(n for n in SCENARIOS if n != "calm" and runnable(n, target_name, netem) is None)
+    rng = random.Random(seed)
+    plan: list[tuple[str, float]] = []
+    total = 0.0
+    while total + each_s <= duration and len(plan) < 10_000:
+        round_ = names[:]
+        rng.shuffle(round_)
+        for name in round_:
+            if total + each_s > duration:
+                break
+            plan.append((name, each_s))
+            total += each_s
+    return plan or [(rng.choice(names), duration)]
 
 
 def _evidence(target: Target, per_node: int = 60) -> dict[int, list[str]]:
@@ -299,6 +378,12 @@ def main(argv: list[str] | None = None) -> int:
     r.add_argument("--partitions", type=int, default=6)
     r.add_argument("--producers", type=int, default=3)
     r.add_argument("--consumers", type=int, default=2)
+    r.add_argument(
+        "--group-consumers",
+        type=int,
+        default=2,
+        help="members of one consumer group that commit what they read (seglog client)",
+    )
     r.add_argument("--rate", type=float, default=60.0, help="sends per second per producer")
     r.add_argument(
         "--compact-keys",
@@ -328,6 +413,23 @@ def main(argv: list[str] | None = None) -> int:
     )
     c = sub.add_parser("check", help="re-check a history file")
     c.add_argument("history", type=Path)
+    k = sub.add_parser("soak", help="every scenario in a seeded sequence on one cluster")
+    k.add_argument("--target", choices=["compose", "local"], required=True)
+    k.add_argument("--seed", type=int, default=0)
+    k.add_argument("--duration", type=float, default=3600.0, help="seconds of faults in all")
+    k.add_argument("--each", type=float, default=90.0, help="seconds of faults per scenario")
+    k.add_argument("--out", type=Path, help="run directory (default chaos-runs/<stamp>-soak-...)")
+    k.add_argument("--rate", type=float, default=60.0, help="sends per second per producer")
+    k.add_argument("--client", choices=["seglog", "librdkafka"], default="seglog")
+    k.add_argument("--settle-timeout", type=float, default=120.0)
+    c2 = sub.add_parser(
+        "calibrate", help="the maximum acknowledged rate of the workload, without faults"
+    )
+    c2.add_argument("--target", choices=["compose", "local"], required=True)
+    c2.add_argument("--duration", type=float, default=60.0)
+    c2.add_argument("--producers", type=int, default=3)
+    c2.add_argument("--client", choices=["seglog", "librdkafka"], default="seglog")
+    c2.add_argument("--out", type=Path, help="run directory (default chaos-runs/<stamp>-calibrate)")
     sub.add_parser("list", help="the scenario names")
     g = sub.add_parser(
         "groups", help="consumer groups while the group coordinator is SIGKILLed (local)"
@@ -354,6 +456,59 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args.command == "check":
         return _check(args.history)
+    if args.command == "calibrate":
+        out = args.out or Path("chaos-runs") / f"{time.strftime('%Y%m%d-%H%M%S')}-calibrate"
+        code, line, _report = run(
+            args.target,
+            "calm",
+            0,
+            args.duration,
+            out,
+            producers=args.producers,
+            rate=0.0,  # unpaced: each producer as fast as its in-flight bound allows
+            client=args.client,
+        )
+        print(line, flush=True)
+        maximum = acknowledged_rate(out.resolve() / "history.jsonl")
+        share = 0.25 * maximum / args.producers
+        print(
+            f"maximum acknowledged rate: {maximum:.0f} records/s; 25% of it is "
+            f"--rate {share:.0f} per producer ({args.producers} producers)",
+            flush=True,
+        )
+        print(
+            json.dumps(
+                {
+                    "target": args.target,
+                    "client": args.client,
+                    "max_rate": round(maximum),
+                    "rate_for_25pct": round(share),
+                    "producers": args.producers,
+                }
+            ),
+            flush=True,
+        )
+        return code
+    if args.command == "soak":
+        netem = args.target != "compose" or netem_available()
+        excluded = [n for n in SCENARIOS if runnable(n, args.target, netem) is not None]
+        print(f"soak: not run on {args.target} here: {', '.join(excluded)}", file=sys.stderr)
+        plan = soak_plan(args.target, args.seed, args.duration, args.each, netem)
+        code, line, _report = run(
+            args.target,
+            "soak",
+            args.seed,
+            args.duration,
+            args.out or Path("chaos-runs") / f"{time.strftime('%Y%m%d-%H%M%S')}-soak-{args.target}",
+            rate=args.rate,
+            settle_s=args.settle_timeout,
+            command="python -m seglog.chaos "
+            + " ".join(shlex.quote(a) for a in (argv if argv is not None else sys.argv[1:])),
+            client=args.client,
+            plan=plan,
+        )
+        print(line, flush=True)
+        return code
     command = "python -m seglog.chaos " + " ".join(
         shlex.quote(a) for a in (argv if argv is not None else sys.argv[1:])
     )
@@ -364,6 +519,10 @@ def main(argv: list[str] | None = None) -> int:
             file=sys.stderr,
         )
         return 2
+    why_not = runnable(args.scenario, args.target, args.target != "compose" or netem_available())
+    if why_not is not None:
+        print(f"chaos run: {why_not}", file=sys.stderr)
+        return 2
     code, line, _report = run(
         args.target,
         args.scenario,
@@ -373,6 +532,7 @@ def main(argv: list[str] | None = None) -> int:
         partitions=args.partitions,
         producers=args.producers,
         consumers=args.consumers,
+        group_consumers=args.group_consumers,
         rate=args.rate,
         keep=args.keep,
         build=args.build,

@@ -18,7 +18,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from .workload import WorkloadState, _ProducerStats
+from .workload import PartitionSlots, WorkloadState, _ProducerStats
 
 _DEFINITE = frozenset(
     {
@@ -63,7 +63,7 @@ class KafkaWorkload(WorkloadState):
                 }
             )
             self._producers.append(producer)
-            self._outstanding.append(threading.Semaphore(c.max_outstanding))
+            self._outstanding.append(PartitionSlots(c.max_outstanding, c.partitions))
             self.stats[name] = _ProducerStats()
             th = threading.Thread(
                 target=self._guard(self._produce_loop),
@@ -100,11 +100,11 @@ class KafkaWorkload(WorkloadState):
                 producer.poll(min(next_at - now, 0.05))
                 continue
             next_at = max(next_at + interval, now - 1.0)
-            if not outstanding.acquire(timeout=0.05):
+            partition = rng.randrange(c.partitions)
+            if not outstanding.take(partition, 0.05):
                 continue
             value = f"{name}-{seq}"
             seq += 1
-            partition = rng.randrange(c.partitions)
             started = time.time()
             self.history.append(
                 {
@@ -124,7 +124,7 @@ class KafkaWorkload(WorkloadState):
                 partition: int = partition,
                 started: float = started,
             ) -> None:
-                outstanding.release()
+                outstanding.give(partition)
                 now = time.time()
                 if err is None:
                     stats.acked += 1
@@ -160,7 +160,7 @@ class KafkaWorkload(WorkloadState):
                     c.topic, value=value.encode(), partition=partition, on_delivery=report
                 )
             except Exception as e:  # noqa: BLE001 - refused before it was queued
-                outstanding.release()
+                outstanding.give(partition)
                 stats.failed += 1
                 self.history.append(
                     {
@@ -273,4 +273,3 @@ class KafkaWorkload(WorkloadState):
                     positions[m.partition()] = m.offset() + 1
         finally:
             consumer.close()
-

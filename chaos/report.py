@@ -41,8 +41,13 @@ def unavailability_windows(
         and start <= e["t"] <= end
         and (partition is None or e.get("partition") == partition)
     )
+    return _windows(acks, start, end, fault_spans(events), gap_s)
+
+
+def _windows(
+    acks: list[float], start: float, end: float, spans: list[dict[str, Any]], gap_s: float
+) -> list[dict[str, Any]]:
     points = [start, *acks, end]
-    spans = fault_spans(events)
     windows = []
     for a, b in zip(points, points[1:], strict=False):
         if b - a >= gap_s:
@@ -64,9 +69,21 @@ def partition_outages(
     events: Sequence[Mapping[str, Any]], gap_s: float = DEFAULT_GAP_S
 ) -> dict[int, list[dict[str, Any]]]:
     """Per partition that was written to, its unavailability windows: a fault on one
-    leader stops only that leader's partitions, which the whole-topic view hides."""
-    partitions = sorted({e["partition"] for e in events if e.get("type") == "invoke"})
-    return {p: unavailability_windows(events, gap_s, p) for p in partitions}
+    leader stops only that leader's partitions, which the whole-topic view hides.
+    One pass over the history (a run at load holds millions of events)."""
+    start, end = load_window(events)
+    spans = fault_spans(events)
+    acks: dict[int, list[float]] = {}
+    for e in events:
+        kind = e.get("type")
+        if kind == "invoke":
+            acks.setdefault(e["partition"], [])
+        elif kind == "ok" and start <= e["t"] <= end and e.get("partition") is not None:
+            acks.setdefault(e["partition"], []).append(e["t"])
+    return {p: _windows(sorted(acks[p]), start, end, spans, gap_s) for p in sorted(acks)}
+
+
+_SPAN_KEYS = frozenset({"type", "name", "phase", "node", "t"})
 
 
 def fault_spans(events: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
@@ -79,7 +96,14 @@ def fault_spans(events: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
             continue
         key = (e["name"], e.get("node"))
         if e.get("phase") == "start":
-            open_[key] = {"name": e["name"], "node": e.get("node"), "start": e["t"], "end": None}
+            detail = {k: v for k, v in e.items() if k not in _SPAN_KEYS}
+            open_[key] = {
+                "name": e["name"],
+                "node": e.get("node"),
+                "start": e["t"],
+                "end": None,
+                "detail": detail,
+            }
         elif e.get("phase") == "end" and key in open_:
             span = open_.pop(key)
             span["end"] = e["t"]
@@ -202,7 +226,9 @@ def summary_line(
         f"duplicated={result.duplicated} divergent={result.divergent} "
         f"conflicts={result.conflicts} phantom={result.phantom} skipped={result.skipped} "
         f"backwards={result.backwards} nonmonotonic_send={result.nonmonotonic_send} "
-        f"indeterminate={result.indeterminate} "
+        f"indeterminate={result.indeterminate} commits={result.commits} "
+        f"commit_backwards={result.commit_backwards} lost_commits={result.lost_commits} "
+        f"duplicated_commits={result.duplicated_commits} "
         f"unavailable={unavailable:.1f}s/{len(windows)} windows "
         f"worst_partition_unavailable={worst:.1f}s report={report_path}"
     )

@@ -5,8 +5,10 @@ pause-leader, partition-leader, corrupt-follower-disk, kill-during-roll, storm,
 many-partitions (a flooded 1,000-partition topic and a killed node; the cluster must
 recover by itself), and on the local target the disk and clock faults of the
 fault-injection file: disk-full, fsync-failure, slow-disk, clock-jump, clock-skew
-(docs/disk-and-clock-faults.md). Each writes "fault" events into the history and leaves the
-cluster for `heal()`.
+(docs/disk-and-clock-faults.md), and the network faults of its per-link proxies:
+leader-cut-off, leader-cut-from-followers, majority-minority, bridge, one-way,
+slow-links, and on compose lossy-links (docs/network-faults.md). Each writes "fault"
+events into the history and leaves the cluster for `heal()`.
 """
 
 from __future__ import annotations
@@ -23,7 +25,8 @@ from seglog.client.producer import Producer
 
 from .cluster_view import ClusterView
 from .disk_damage import CORRUPTION_MODES
-from .targets import REPLICA_LAG_TIME_MAX_S, Target
+from .link_faults import NetworkFaults, bridge, delay, healthy, one_way, partition
+from .targets import NODE_IDS, REPLICA_LAG_TIME_MAX_S, Target
 from .workload import History
 
 
@@ -408,18 +411,179 @@ def clock_skew(ctx: FaultContext) -> None:
     ctx.fault("clock-skew", "end", None, converged=ctx.settle(20))
 
 
+# --- network faults (per-link proxies, chaos/link_proxy.py; the local target) ----------
+
+
+def _others(leader: int) -> list[int]:
+    return [n for n in NODE_IDS if n != leader]
+
+
+def _links_for(
+    ctx: FaultContext,
+    name: str,
+    seconds: float,
+    faults: NetworkFaults,
+    node: int | None = None,
+    **detail: Any,
+) -> None:
+    """Put `faults` on the links for `seconds`, then heal them; recorded as one fault
+    (on `node`, the one the cut is about, when there is one)."""
+    ctx.fault(name, "start", node, seconds=round(seconds, 1), links=faults.describe(), **detail)
+    ctx.target.cut(faults)
+    ctx.sleep(seconds)
+    stats = ctx.target.link_stats()  # before healing flushes the rules' counters
+    ctx.target.cut(healthy())
+    ctx.fault(name, "end", node, **stats)
+
+
+def _repeat(ctx: FaultContext, one: Callable[[], None], min_left_s: float) -> None:
+    """`one` fault, let the cluster settle, again while the run has time for another."""
+    while ctx.remaining() > min_left_s:
+        one()
+        ctx.settle(30)
+        ctx.sleep(ctx.rng.uniform(1, 3))
+
+
+def leader_cut_off(ctx: FaultContext) -> None:
+    """Jepsen's partition of the leader: it hears nothing from the other nodes (Raft,
+    controller RPCs, fetches) while clients still reach it — the stale leader that keeps
+    taking produces on its side of the cut must not get any acknowledged (min ISR 2),
+    and its log is truncated to the new leader's when the cut heals."""
+
+    def one() -> None:
+        p, leader = ctx.leader()
+        if leader >= 0:
+            cut = partition([[leader], _others(leader)])
+            _links_for(
+                ctx,
+                "leader-cut-off",
+                ctx.rng.uniform(6, 12),
+                cut,
+                leader,
+                partition=p,
+                leader=leader,
+            )
+
+    _repeat(ctx, one, 15)
+
+
+def leader_cut_from_followers(ctx: FaultContext) -> None:
+    """Only replication is cut: the leader still talks to the controller, so it stays
+    leader, its followers stop fetching, the ISR shrinks to the leader and acks=all
+    produces fail with NOT_ENOUGH_REPLICAS until the cut heals and the ISR grows back."""
+
+    def one() -> None:
+        p, leader = ctx.leader()
+        if leader >= 0:
+            cut = partition([[leader], _others(leader)], kinds=("replication",))
+            seconds = REPLICA_LAG_TIME_MAX_S * ctx.rng.uniform(1.5, 2.5)
+            _links_for(
+                ctx, "leader-cut-from-followers", seconds, cut, leader, partition=p, leader=leader
+            )
+
+    _repeat(ctx, one, 20)
+
+
+def majority_minority(ctx: FaultContext) -> None:
+    """Random majority/minority splits (one node against two), every node in turn."""
+
+    def one() -> None:
+        alone = ctx.rng.choice(NODE_IDS)
+        cut = partition([[alone], _others(alone)])
+        _links_for(ctx, "majority-minority", ctx.rng.uniform(5, 10), cut, alone, minority=[alone])
+
+    _repeat(ctx, one, 12)
+
+
+def bridge_partition(ctx: FaultContext) -> None:
+    """Jepsen's bridge: two nodes cannot hear each other, the third hears both. With the
+    leader at one end, the controller quorum and the ISR must still agree on one leader."""
+
+    def one() -> None:
+        p, leader = ctx.leader()
+        if leader >= 0:
+            middle = ctx.rng.choice(_others(leader))
+            (right,) = [n for n in _others(leader) if n != middle]
+            cut = bridge(leader, middle, right)
+            _links_for(
+                ctx, "bridge", ctx.rng.uniform(6, 12), cut, leader, partition=p, middle=middle
+            )
+
+    _repeat(ctx, one, 15)
+
+
+def one_way_drop(ctx: FaultContext) -> None:
+    """Asymmetric: what one node sends another is lost, the other way is delivered —
+    the leader's answers to a follower, or a follower's fetches, or the leader's Raft
+    messages to a voter."""
+
+    def one() -> None:
+        p, leader = ctx.leader()
+        if leader >= 0:
+            other = ctx.rng.choice(_others(leader))
+            src, dst = (leader, other) if ctx.rng.random() < 0.5 else (other, leader)
+            cut = one_way(src, dst)
+            _links_for(
+                ctx, "one-way", ctx.rng.uniform(6, 12), cut, leader, partition=p, src=src, dst=dst
+            )
+
+    _repeat(ctx, one, 15)
+
+
+def slow_links(ctx: FaultContext) -> None:
+    """netem-like delay with jitter on every link (each way), in bursts of growing
+    delay, then one link much slower than the rest: replication and the quorum slow
+    down but nothing acknowledged is lost and the ISR recovers."""
+    for delay_ms in (20.0, 80.0, 250.0):
+        if ctx.remaining() < 12:
+            return
+        cut = delay(NODE_IDS, delay_ms, delay_ms / 2)
+        _links_for(ctx, "slow-links", min(10.0, ctx.remaining() / 3), cut, delay_ms=delay_ms)
+        ctx.settle(30)
+    p, leader = ctx.leader()
+    if leader >= 0 and ctx.remaining() > 12:
+        other = ctx.rng.choice(_others(leader))
+        cut = delay([leader, other], 1000.0, 500.0)
+        _links_for(ctx, "slow-links", 8.0, cut, partition=p, slow_pair=[leader, other])
+
+
+def lossy_links(ctx: FaultContext) -> None:
+    """Every link loses and duplicates packets at growing rates (iptables' random
+    `statistic` match: DROP, and TEE for a clone): TCP retransmits and discards, the
+    cluster slows down, nothing acknowledged is lost (compose: packets exist only there)."""
+    for loss, dup in ((1.0, 1.0), (5.0, 2.0), (15.0, 5.0)):
+        if ctx.remaining() < 12:
+            return
+        cut = delay(NODE_IDS, 0.0, 0.0, loss_pct=loss, duplicate_pct=dup)
+        _links_for(ctx, "lossy-links", min(12.0, ctx.remaining() / 3), cut)
+        ctx.settle(30)
+
+
+def calm(ctx: FaultContext) -> None:
+    """No fault: the baseline (`python -m seglog.chaos calibrate` measures the maximum
+    acknowledged rate with it, the load the other scenarios are run at a share of)."""
+    ctx.sleep(ctx.remaining())
+
+
 @dataclass(frozen=True)
 class Scenario:
     name: str
     run: Callable[[FaultContext], None]
     # Topic-level overrides: small segments where rolls or closed segments matter.
     topic_configs: dict[str, str]
+    # Network faults: the local target's per-link proxies, or compose's iptables/netem.
+    links: bool = False
+    # The targets it runs on (lossy-links needs packets: compose).
+    targets: tuple[str, ...] = ("local", "compose")
+    # On compose it needs the kernel's sch_netem (delays): chaos/targets.py netem_available.
+    netem: bool = False
 
 
 _SMALL = {"segment.bytes": "32768"}
 SCENARIOS: dict[str, Scenario] = {
     s.name: s
     for s in (
+        Scenario("calm", calm, {}),
         Scenario("kill-leader", kill_leader, {}),
         Scenario("chase-leader", chase_leader, {}),
         Scenario("chase-leader-term", chase_leader_term, {}),
@@ -430,10 +594,17 @@ SCENARIOS: dict[str, Scenario] = {
         Scenario("storm", storm, _SMALL),
         Scenario("many-partitions", many_partitions, {}),
         # Small segments: rolls (and their deferred fsyncs) happen within the run.
-        Scenario("disk-full", disk_full, {"segment.bytes": "16384"}),
-        Scenario("fsync-failure", fsync_failure, {"segment.bytes": "16384"}),
-        Scenario("slow-disk", slow_disk, {}),
-        Scenario("clock-jump", clock_jump, {}),
-        Scenario("clock-skew", clock_skew, {}),
+        Scenario("disk-full", disk_full, {"segment.bytes": "16384"}, targets=("local",)),
+        Scenario("fsync-failure", fsync_failure, {"segment.bytes": "16384"}, targets=("local",)),
+        Scenario("slow-disk", slow_disk, {}, targets=("local",)),
+        Scenario("clock-jump", clock_jump, {}, targets=("local",)),
+        Scenario("clock-skew", clock_skew, {}, targets=("local",)),
+        Scenario("leader-cut-off", leader_cut_off, {}, links=True),
+        Scenario("leader-cut-from-followers", leader_cut_from_followers, {}, links=True),
+        Scenario("majority-minority", majority_minority, {}, links=True),
+        Scenario("bridge", bridge_partition, {}, links=True),
+        Scenario("one-way", one_way_drop, {}, links=True),
+        Scenario("slow-links", slow_links, {}, links=True, netem=True),
+        Scenario("lossy-links", lossy_links, {}, links=True, targets=("compose",)),
     )
 }

@@ -6,6 +6,9 @@
   project's network (reconnect with the service name as alias, so the other nodes
   find it again by name). Replica files are read with `docker exec` and corrupted,
   while the node is down, by a throw-away container on the node's volume.
+  Network faults (`cut`): iptables drops, random losses and TEE duplicates and tc
+  netem delays in each node's network namespace, entered from the host with nsenter
+  (chaos/netfilter.py).
 * `LocalTarget` — `seglog local up` processes. kill = SIGKILL|SIGTERM, pause =
   SIGSTOP/SIGCONT, restart = SIGTERM then the same `seglog node --config
   node-<i>/server.properties` command. Loopback cannot be cut per process without
@@ -13,7 +16,9 @@
   with SIGSTOP: the node stops answering everyone, the others fence it and elect
   new leaders, and when it resumes it still believes it leads until it hears from
   the controller — the stale-leader case a partition produces. What SIGSTOP does not
-  reproduce is a leader that keeps serving clients on its side of the cut.
+  reproduce is a leader that keeps serving clients on its side of the cut; for that,
+  a target made with `links=True` routes node-to-node traffic through a TCP proxy per
+  link (chaos/link_proxy.py) and `cut` drops or delays what one node sends another.
 """
 
 from __future__ import annotations
@@ -38,10 +43,15 @@ from typing import Any, Protocol
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
+from seglog.node import local_cluster
+from seglog.node.config import INTER_BROKER_ADDRESS_OVERRIDES
 from seglog.node.local_cluster import PORT_OFFSETS, listener_port
 from seglog.storage.fault_injection import ENV as FAULT_FILE_ENV
 
+from . import netfilter
 from .disk_damage import corrupt_replica
+from .link_faults import NetworkFaults, healthy
+from .link_proxy import LinkProxies
 
 ROOT = Path(__file__).resolve().parents[1]
 COMPOSE_FILE = ROOT / "compose" / "docker-compose.yml"
@@ -116,6 +126,8 @@ class Target(Protocol):
     def save_logs(self, out: Path) -> None: ...
     def heal(self) -> list[str]: ...
     def inject(self, faults: dict[str, Any]) -> None: ...
+    def cut(self, faults: NetworkFaults) -> None: ...
+    def link_stats(self) -> dict[str, int]: ...
 
 
 def free_ports(n: int) -> list[int]:
@@ -198,9 +210,22 @@ class LocalTarget:
     name = "local"
     node_ids = NODE_IDS
 
-    def __init__(self, data_dir: Path, seed: int = 0) -> None:
+    def __init__(self, data_dir: Path, seed: int = 0, links: bool = False) -> None:
         self.data_dir = data_dir.resolve()
         self.base_port = consecutive_free_ports(len(NODE_IDS), random.Random(f"ports-{seed}"))
+        # With `links`, what each node sends another goes through a proxy of its own
+        # (chaos/link_proxy.py), so a scenario can cut, delay or one-way-drop it while
+        # clients still reach every node; without, node traffic is direct.
+        self.links: LinkProxies | None = None
+        if links:
+            self.links = LinkProxies(
+                {
+                    (n, kind): listener_port(self.base_port, n, name)
+                    for n in NODE_IDS
+                    for kind, name in (("controller", "CONTROLLER"), ("replication", "GRPC"))
+                },
+                random.Random(f"links-{seed}"),
+            )
         self.bootstrap = ",".join(self.address(n) for n in NODE_IDS)
         self.kafka_bootstrap = ",".join(  # the Kafka-protocol listeners (PLAINTEXT)
             f"127.0.0.1:{listener_port(self.base_port, n, 'PLAINTEXT')}" for n in NODE_IDS
@@ -223,24 +248,40 @@ class LocalTarget:
         tmp.write_text(json.dumps(faults))
         os.replace(tmp, self.fault_file)
 
+    def _link_overrides(self) -> dict[int, dict[str, str]]:
+        """Each node dials every other one through the proxy of that link."""
+        if self.links is None:
+            return {}
+        out = {}
+        for n in NODE_IDS:
+            voters, peers = [], []
+            for m in NODE_IDS:
+                if m == n:
+                    port = listener_port(self.base_port, m, "CONTROLLER")
+                else:
+                    port = self.links.port(n, m, "controller")
+                    peers.append(f"{m}@127.0.0.1:{self.links.port(n, m, 'replication')}")
+                voters.append(f"{m}@127.0.0.1:{port}")
+            out[n] = {
+                "controller.quorum.voters": ",".join(voters),
+                INTER_BROKER_ADDRESS_OVERRIDES: ",".join(peers),
+            }
+        return out
+
     def up(self) -> None:
-        cmd = [
-            sys.executable,
-            "-m",
-            "seglog.cli",
-            "local",
-            "up",
-            "--nodes",
-            "3",
-            "--data-dir",
-            str(self.data_dir),
-            "--base-port",
-            str(self.base_port),
-            "--detach",
-        ]
+        """`seglog local up --detach`, with each node's links routed through their
+        proxies when the target has them."""
         self.inject({})
-        subprocess.run(
-            cmd, check=True, timeout=START_TIMEOUT_S + 30, capture_output=True, env=self.env
+        if self.links is not None:
+            self.links.start()
+        local_cluster.up(
+            self.data_dir,
+            len(NODE_IDS),
+            self.base_port,
+            detach=True,
+            out=io.StringIO(),
+            overrides=self._link_overrides(),
+            env=self.env,
         )
         state = json.loads((self.data_dir / "cluster.json").read_text())
         self.pids = {i + 1: int(pid) for i, pid in enumerate(state["pids"])}
@@ -347,6 +388,9 @@ class LocalTarget:
         if self.fault_file.exists() and json.loads(self.fault_file.read_text() or "{}"):
             self.inject({})
             done.append("cleared disk and clock faults")
+        if self.links is not None and self.links.faults.rules:
+            self.links.set_faults(healthy())
+            done.append("healed every link")
         for node in NODE_IDS:
             if node in self.stopped:
                 self.resume(node)
@@ -380,6 +424,35 @@ class LocalTarget:
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait(10)
+        if self.links is not None:
+            self.links.close()
+
+    def cut(self, faults: NetworkFaults) -> None:
+        """Put `faults` in force on the node-to-node links (healthy() lifts them)."""
+        if self.links is None:
+            raise ValueError("this local target was made without link proxies (links=True)")
+        self.links.set_faults(faults)
+
+    def link_stats(self) -> dict[str, int]:
+        """Evidence the links carried traffic: bytes the proxies passed on so far."""
+        if self.links is None:
+            return {}
+        return {"forwarded_bytes": sum(self.links.forwarded().values())}
+
+
+def netem_available() -> bool:
+    """Whether this kernel can delay packets with tc netem (the compose target's delays;
+    containers share the host's kernel): a netem qdisc on loopback in a namespace of
+    its own, thrown away."""
+    try:
+        r = subprocess.run(
+            ["unshare", "-n", "tc", "qdisc", "add", "dev", "lo", "root", "netem", "delay", "1ms"],
+            capture_output=True,
+            timeout=30,
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return r.returncode == 0
 
 
 def docker_unavailable() -> str | None:
@@ -458,6 +531,7 @@ class ComposeTarget:
         self.network = ""
         self.paused: set[int] = set()
         self.isolated: set[int] = set()
+        self.net_faults = healthy()
 
     def address(self, node: int) -> str:
         return f"127.0.0.1:{self.ports[node - 1]}"
@@ -522,12 +596,16 @@ class ComposeTarget:
     def start(self, node: int) -> None:
         if self.is_down(node):
             self._docker("start", self.containers[node])
+            if self.net_faults.rules:  # a new network namespace: the cut again
+                self._apply_links(node, self._ips())
         wait_serving(self.address(node), START_TIMEOUT_S, self.security)
 
     def restart(self, node: int) -> None:
         if node in self.paused:
             self.resume(node)
         self._docker("restart", "-t", "20", self.containers[node], timeout_s=90)
+        if self.net_faults.rules:
+            self._apply_links(node, self._ips())
         wait_serving(self.address(node), START_TIMEOUT_S, self.security)
 
     def pause(self, node: int) -> None:
@@ -622,8 +700,70 @@ class ComposeTarget:
             "only: use --target local"
         )
 
+    def cut(self, faults: NetworkFaults) -> None:
+        """Put `faults` in force with iptables and tc netem inside each running node's
+        network namespace (chaos/netfilter.py); a node started later gets them too."""
+        self.net_faults = faults
+        ips = self._ips()
+        for n in NODE_IDS:
+            if not self.is_down(n):
+                self._apply_links(n, ips)
+
+    def link_stats(self) -> dict[str, int]:
+        """Evidence the rules matched: packets the chains dropped (drops and losses)
+        and cloned (duplicates) since the last cut, summed over the nodes."""
+        out = {"dropped_packets": 0, "duplicated_packets": 0}
+        for n in NODE_IDS:
+            if self.is_down(n):
+                continue
+            pid = _run(["docker", "inspect", "-f", "{{.State.Pid}}", self.containers[n]]).stdout
+            for table, key in (("filter", "dropped_packets"), ("mangle", "duplicated_packets")):
+                r = subprocess.run(
+                    ["nsenter", "-t", pid.strip(), "-n"]
+                    + ["iptables", "-w", "-t", table, "-L", netfilter.CHAIN, "-v", "-n", "-x"],
+                    capture_output=True,
+                    text=True,
+                    timeout=30,
+                )
+                out[key] += netfilter.packets_matched(r.stdout)
+        return out
+
+    def _ips(self) -> dict[int, str]:
+        out = {}
+        for n in NODE_IDS:
+            info = json.loads(_run(["docker", "inspect", self.containers[n]]).stdout)[0]
+            out[n] = info["NetworkSettings"]["Networks"][self.network]["IPAddress"]
+        return out
+
+    def _apply_links(self, node: int, ips: dict[int, str]) -> None:
+        pid = _run(["docker", "inspect", "-f", "{{.State.Pid}}", self.containers[node]]).stdout
+        ns = ["nsenter", "-t", pid.strip(), "-n"]
+        for table in ("filter", "mangle"):
+            create, check = netfilter.iptables_setup(table)
+            subprocess.run(ns + create, capture_output=True, timeout=30)  # fails: it exists
+            if subprocess.run(ns + check, capture_output=True, timeout=30).returncode != 0:
+                _run(ns + netfilter.iptables_jump(table), 30)
+        for argv in netfilter.iptables_rules(node, self.net_faults, ips):
+            _run(ns + argv, 30)
+        remove, *add = netfilter.tc_commands(node, self.net_faults, ips)
+        subprocess.run(ns + remove, capture_output=True, timeout=30)  # fails if none
+        for argv in add:
+            try:
+                _run(ns + argv, 30)
+            except RuntimeError as e:
+                if "qdisc kind is unknown" in str(e):
+                    raise RuntimeError(
+                        "this kernel has no sch_netem (CONFIG_NET_SCH_NETEM): delays and "
+                        "reordering cannot be injected on compose here; the local target's "
+                        f"link proxies delay instead ({e})"
+                    ) from e
+                raise
+
     def heal(self) -> list[str]:
         done = []
+        if self.net_faults.rules:
+            self.cut(healthy())
+            done.append("removed every iptables and netem rule")
         for node in list(self.paused):
             self.resume(node)
             done.append(f"unpaused node{node}")

@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from seglog.client.cluster import TopicPartition
-from seglog.client.consumer import Consumer
+from seglog.client.consumer import Consumer, ConsumerRebalanceListener
 from seglog.client.errors import KafkaError, KafkaTimeoutError
 from seglog.client.future import RecordMetadata
 from seglog.client.producer import Producer
@@ -139,8 +139,9 @@ class WorkloadConfig:
     consumers: int = 2
     # Target sends per second of each producer; the machine may deliver fewer.
     rate: float = 60.0
-    # Unresolved sends per producer; beyond it the producer waits (bounds memory
-    # while a partition is unavailable, and makes the outage visible as zero acks).
+    # Unresolved sends per producer, split evenly over the partitions; a partition at
+    # its share gets no new send until one resolves (bounds memory while it is
+    # unavailable, and makes its outage visible as zero acks on it alone).
     max_outstanding: int = 400
     request_timeout_ms: int = 8000
     delivery_timeout_ms: int = 45000
@@ -149,6 +150,26 @@ class WorkloadConfig:
     keys: int = 0
     # seglog's clients' security options (kafka-python's names; empty: plaintext).
     security: dict[str, str] = field(default_factory=dict)
+    # Consumers in one group ("<topic>-group") that subscribe and commit what they
+    # read after each poll; their polls, assignments and acknowledged commits go into
+    # the history for the checker's commit invariants.
+    group_consumers: int = 0
+
+
+class PartitionSlots:
+    """Bounded unresolved sends of one producer, per partition: a stalled partition
+    fills only its own share, so the others keep their load and the report shows
+    which partitions were unavailable (one shared bound stopped every partition as
+    soon as any one stalled)."""
+
+    def __init__(self, total: int, partitions: int) -> None:
+        self._slots = [threading.Semaphore(max(1, total // partitions)) for _ in range(partitions)]
+
+    def take(self, partition: int, timeout_s: float) -> bool:
+        return self._slots[partition].acquire(timeout=timeout_s)
+
+    def give(self, partition: int) -> None:
+        self._slots[partition].release()
 
 
 @dataclass
@@ -169,7 +190,7 @@ class WorkloadState:
     _threads: list[threading.Thread] = field(default_factory=list)
     _producer_threads: list[threading.Thread] = field(default_factory=list)
     _producers: list[Any] = field(default_factory=list)
-    _outstanding: list[threading.Semaphore] = field(default_factory=list)
+    _outstanding: list[PartitionSlots] = field(default_factory=list)
     _positions: dict[str, dict[int, int]] = field(default_factory=dict)
     _positions_lock: threading.Lock = field(default_factory=threading.Lock)
     stats: dict[str, _ProducerStats] = field(default_factory=dict)
@@ -251,7 +272,7 @@ class Workload(WorkloadState):
                 **c.security,
             )
             self._producers.append(producer)
-            self._outstanding.append(threading.Semaphore(c.max_outstanding))
+            self._outstanding.append(PartitionSlots(c.max_outstanding, c.partitions))
             self.stats[name] = _ProducerStats()
             th = threading.Thread(
                 target=self._guard(self._produce_loop),
@@ -265,6 +286,15 @@ class Workload(WorkloadState):
             th = threading.Thread(
                 target=self._guard(self._consume_loop),
                 args=(name, None),
+                name=f"chaos-{name}",
+                daemon=True,
+            )
+            self._threads.append(th)
+        for i in range(c.group_consumers):
+            name = f"g{i}"
+            th = threading.Thread(
+                target=self._guard(self._group_loop),
+                args=(name,),
                 name=f"chaos-{name}",
                 daemon=True,
             )
@@ -289,11 +319,11 @@ class Workload(WorkloadState):
                 continue
             # After a stall, do not burst to catch up: keep the rate from now on.
             next_at = max(next_at + interval, now - 1.0)
-            if not outstanding.acquire(timeout=0.2):
+            partition = rng.randrange(c.partitions)
+            if not outstanding.take(partition, 0.05):
                 continue
             value = f"{name}-{seq}"
             seq += 1
-            partition = rng.randrange(c.partitions)
             key = f"k{rng.randrange(c.keys)}" if c.keys > 0 else None
             started = time.time()
             invoke = {
@@ -316,7 +346,7 @@ class Workload(WorkloadState):
                 )
             except Exception as e:  # noqa: BLE001 - any synchronous failure is recorded
                 # send() raised before the record entered the accumulator: never written.
-                outstanding.release()
+                outstanding.give(partition)
                 stats.failed += 1
                 self.history.append(
                     {
@@ -330,18 +360,19 @@ class Workload(WorkloadState):
                     }
                 )
                 continue
-            future.add_callback(self._on_ack, name, value, started, outstanding)
+            future.add_callback(self._on_ack, name, value, partition, started, outstanding)
             future.add_errback(self._on_error, name, value, partition, started, outstanding)
 
     def _on_ack(
         self,
         name: str,
         value: str,
+        partition: int,
         started: float,
-        outstanding: threading.Semaphore,
+        outstanding: PartitionSlots,
         md: RecordMetadata,
     ) -> None:
-        outstanding.release()
+        outstanding.give(partition)
         self.stats[name].acked += 1
         now = time.time()
         self.history.append(
@@ -363,10 +394,10 @@ class Workload(WorkloadState):
         value: str,
         partition: int,
         started: float,
-        outstanding: threading.Semaphore,
+        outstanding: PartitionSlots,
         error: BaseException,
     ) -> None:
-        outstanding.release()
+        outstanding.give(partition)
         self.stats[name].failed += 1
         text, definite = classify_error(error)
         self.history.append(
@@ -444,22 +475,8 @@ class Workload(WorkloadState):
                             self._record_seek(consumer, name, tp, "out-of-range", positions)
                     self._stop_consuming.wait(0.2)
                     continue
-                now = time.time()
-                for tp, records in batch.items():
-                    for r in records:
-                        value = r.value.decode() if isinstance(r.value, bytes) else r.value
-                        self.history.append(
-                            {
-                                "type": "poll",
-                                "t": now,
-                                "process": name,
-                                "partition": tp.partition,
-                                "offset": r.offset,
-                                "value": value,
-                            }
-                        )
-                    if records:
-                        positions[tp.partition] = records[-1].offset + 1
+                for tp, next_offset in self._record_polls(name, batch).items():
+                    positions[tp.partition] = next_offset
                 if c.keys > 0:
                     # Compacted: batches the cleaner emptied move a position past the
                     # last record read, also in a poll that returned no record.
@@ -468,6 +485,138 @@ class Workload(WorkloadState):
                             positions[tp.partition] = consumer.position(tp, timeout_ms=1000)
         finally:
             consumer.close()
+
+    def _group_loop(self, name: str) -> None:
+        """A member of the topic's group: poll, record, commit what was read (sync).
+        A partition newly assigned is recorded as a seek to the group's committed
+        offset (where the member must start), so a start past it is `skipped` and one
+        before it `backwards`; an acknowledged commit is a `commit` event."""
+        c = self.config
+        group = f"{c.topic}-group"
+        consumer = Consumer(
+            bootstrap_servers=c.bootstrap,
+            **c.security,
+            client_id=f"chaos-{name}",
+            group_id=group,
+            enable_auto_commit=False,
+            auto_offset_reset="earliest",
+            request_timeout_ms=c.request_timeout_ms,
+            fetch_max_wait_ms=200,
+        )
+        fresh: set[TopicPartition] = set()
+
+        class Listener(ConsumerRebalanceListener):
+            def on_partitions_assigned(self, assigned: set[TopicPartition]) -> None:
+                fresh.update(assigned)
+
+            def on_partitions_revoked(self, revoked: set[TopicPartition]) -> None:
+                fresh.difference_update(revoked)
+
+        try:
+            consumer.subscribe([c.topic], listener=Listener())
+            while not self._stop_consuming.is_set():
+                try:
+                    batch = consumer.poll(timeout_ms=500)
+                except KafkaError as e:
+                    self._poll_error(name, e)
+                    continue
+                for tp in sorted(fresh, key=lambda t: t.partition):
+                    self._record_start(consumer, name, group, tp)
+                fresh.clear()
+                offsets = self._record_polls(name, batch, group)
+                if offsets:
+                    self._commit(consumer, name, group, offsets)
+        finally:
+            consumer.close(autocommit=False)
+
+    def _record_polls(
+        self, name: str, batch: dict[TopicPartition, list[Any]], group: str | None = None
+    ) -> dict[TopicPartition, int]:
+        """One `poll` event per record (with the consumer's group, if any); returns the
+        next offset of each partition that had records."""
+        now = time.time()
+        offsets = {}
+        for tp, records in batch.items():
+            for r in records:
+                value = r.value.decode() if isinstance(r.value, bytes) else r.value
+                event = {
+                    "type": "poll",
+                    "t": now,
+                    "process": name,
+                    "partition": tp.partition,
+                    "offset": r.offset,
+                    "value": value,
+                }
+                if group is not None:
+                    event["group"] = group
+                self.history.append(event)
+            if records:
+                offsets[tp] = records[-1].offset + 1
+        return offsets
+
+    def _record_start(self, consumer: Consumer, name: str, group: str, tp: TopicPartition) -> None:
+        """Where a newly assigned partition starts: the group's committed offset, else
+        the log start (auto_offset_reset=earliest); None (unknown: the next read sets
+        the expectation) when the coordinator cannot say."""
+        offset: int | None = None
+        for _ in range(3):
+            try:
+                committed = consumer.committed(tp)
+                offset = (
+                    committed
+                    if isinstance(committed, int)
+                    else consumer.beginning_offsets([tp])[tp]
+                )
+                break
+            except KafkaError:
+                time.sleep(0.5)
+        self.history.append(
+            {
+                "type": "seek",
+                "process": name,
+                "group": group,
+                "partition": tp.partition,
+                "offset": offset,
+                "reason": "assigned",
+            }
+        )
+
+    def _commit(
+        self, consumer: Consumer, name: str, group: str, offsets: dict[TopicPartition, int]
+    ) -> None:
+        t0 = time.time()
+        try:
+            consumer.commit(offsets)
+        except KafkaError as e:  # not acknowledged: whether it took effect is unknown
+            self.history.append(
+                {
+                    "type": "commit_error",
+                    "process": name,
+                    "group": group,
+                    "error": f"{type(e).__name__}: {e}"[:300],
+                    "t0": t0,
+                }
+            )
+            return
+        t = time.time()
+        for tp, offset in offsets.items():
+            self.history.append(
+                {
+                    "type": "commit",
+                    "t": t,
+                    "t0": t0,
+                    "process": name,
+                    "group": group,
+                    "partition": tp.partition,
+                    "offset": offset,
+                }
+            )
+
+    def _poll_error(self, name: str, e: KafkaError) -> None:
+        self.history.append(
+            {"type": "poll_error", "process": name, "error": f"{type(e).__name__}: {e}"[:300]}
+        )
+        self._stop_consuming.wait(0.2)
 
     def _record_seek(
         self,

@@ -8,12 +8,11 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from kafka.protocol.consumer.metadata import (
-    ConsumerProtocolAssignment,
-    ConsumerProtocolSubscription,
-)
-
 from .cluster import TopicPartition
+
+# kafka-python's codec is imported where it is used: `import kafka` loads its whole
+# client (~70 ms), which every process importing seglog's Admin would otherwise pay
+# (Spark starts one Python process per query plan that does).
 
 PROTOCOL_TYPE = "consumer"
 # The newest versions Kafka defines: v1 added owned partitions (cooperative
@@ -43,6 +42,8 @@ def _by_topic(tps: Iterable[TopicPartition]) -> list[tuple[str, list[int]]]:
 
 
 def encode_subscription(sub: Subscription) -> bytes:
+    from kafka.protocol.consumer.metadata import ConsumerProtocolSubscription
+
     owned = [
         ConsumerProtocolSubscription.TopicPartition(topic=t, partitions=ps)
         for t, ps in _by_topic(sub.owned_partitions)
@@ -61,6 +62,8 @@ def encode_subscription(sub: Subscription) -> bytes:
 
 def decode_subscription(data: bytes, group_instance_id: str | None = None) -> Subscription:
     """Any version a Kafka client sends; a clear ValueError on bytes that are not one."""
+    from kafka.protocol.consumer.metadata import ConsumerProtocolSubscription
+
     try:
         m = ConsumerProtocolSubscription.decode(bytes(data))
     except Exception as e:  # the codec raises struct.error, ValueError, ...
@@ -82,6 +85,8 @@ def decode_subscription(data: bytes, group_instance_id: str | None = None) -> Su
 def encode_assignment(
     partitions: Iterable[TopicPartition], user_data: bytes | None = None
 ) -> bytes:
+    from kafka.protocol.consumer.metadata import ConsumerProtocolAssignment
+
     assigned = [
         ConsumerProtocolAssignment.TopicPartition(topic=t, partitions=ps)
         for t, ps in _by_topic(partitions)
@@ -98,6 +103,8 @@ def decode_assignment(data: bytes) -> list[TopicPartition]:
     (what a coordinator hands a member the leader left out)."""
     if not data:
         return []
+    from kafka.protocol.consumer.metadata import ConsumerProtocolAssignment
+
     try:
         a = ConsumerProtocolAssignment.decode(bytes(data))
     except Exception as e:

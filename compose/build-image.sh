@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
 # Build the seglog node image (seglog:latest) for compose/docker-compose.yml,
-# also on machines where no container registry can be reached.
+# also on machines where no container registry can be reached; with --spark also
+# the Spark image (seglog-spark:latest) for compose/docker-compose.spark.yml.
 #
-#   compose/build-image.sh
+#   compose/build-image.sh                 # seglog:latest
+#   compose/build-image.sh --prometheus    # and seglog-prometheus:latest
+#   compose/build-image.sh --spark         # and seglog-spark:latest
 #
 # 1. Wheelhouse on the host (compose/.wheels): seglog's own wheel in seglog/,
 #    binary wheels of all its dependencies in deps/ (pip fetches them here,
@@ -12,18 +15,53 @@
 #    Debian mirror named in /etc/apt/sources.list.d/debian.sources and kept.
 # 3. docker-compose build with BASE_IMAGE set, tagging seglog:latest.
 #
+# --prometheus, after those three steps: Debian's prometheus package and its
+# dependencies downloaded on the host (apt-get download, into compose/prometheus/.debs
+# with a Packages index), then seglog-prometheus:latest built on the same base
+# (compose/prometheus/Dockerfile, docker-compose.monitoring.yml).
+#
+# --spark, after those steps:
+# 4. Spark wheelhouse (compose/.spark-build/spark-deps): seglog's `pipeline` extra
+#    (PySpark, pyarrow, ...), fetched on the host like the dependencies above.
+# 5. Spark base image: $SPARK_BASE_IMAGE if set (it needs Python 3.11's python3
+#    with venv, and `java` 17 or 21); else seglog-spark-base:bookworm,
+#    made once with debootstrap like seglog-base:bookworm plus Debian's JRE
+#    (openjdk-17-jre-headless), and kept.
+# 6. docker build of compose/Dockerfile.spark, tagging seglog-spark:latest: the
+#    same wheels as the node image plus the Spark ones, installed offline.
+#
 # A second run only rebuilds seglog's wheel and the image's last layers.
 # Environment: PYTHON (a Python 3.11 for pip wheel; default python3),
-# BASE_IMAGE, SEGLOG_DEBIAN_MIRROR (instead of the one in debian.sources).
+# BASE_IMAGE, SPARK_BASE_IMAGE, SEGLOG_DEBIAN_MIRROR (instead of the one in
+# debian.sources), SEGLOG_IMAGE / SEGLOG_PROMETHEUS_IMAGE (the tags built, default
+# seglog:latest and seglog-prometheus:latest; the compose files read the same variables).
 set -euo pipefail
+
+SPARK=0
+PROMETHEUS=0
+for arg in "$@"; do
+    case "$arg" in
+        --spark) SPARK=1 ;;
+        --prometheus) PROMETHEUS=1 ;;
+        -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
+        *) echo "build-image.sh: unknown argument: $arg (expected --prometheus or --spark)" >&2; exit 2 ;;
+    esac
+done
+export SEGLOG_IMAGE=${SEGLOG_IMAGE:-seglog:latest}
+export SEGLOG_PROMETHEUS_IMAGE=${SEGLOG_PROMETHEUS_IMAGE:-seglog-prometheus:latest}
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 ROOT=$(dirname "$HERE")
 WHEELS="$HERE/.wheels"
+MONITORING_FILE="$HERE/docker-compose.monitoring.yml"
+DEBS="$HERE/prometheus/.debs"
 COMPOSE_FILE="$HERE/docker-compose.yml"
 PYTHON=${PYTHON:-python3}
 DEFAULT_BASE=python:3.11-slim
 LOCAL_BASE=seglog-base:bookworm
+LOCAL_SPARK_BASE=seglog-spark-base:bookworm
+SPARK_IMAGE=seglog-spark:latest
+SPARK_CONTEXT="$HERE/.spark-build"
 SUITE=bookworm
 # Fixed timestamps make seglog's wheel byte-identical for identical sources,
 # so docker reuses every layer when nothing changed.
@@ -169,8 +207,9 @@ debian_mirror() {
     fi
 }
 
+# build_local_base TAG [EXTRA_PACKAGES]: a Debian root file system as image TAG.
 build_local_base() {
-    local mirror rootfs step
+    local tag=$1 extra=${2:-} mirror rootfs step
     step=$(date +%s.%N)
     mirror=$(debian_mirror)
     [ -n "$mirror" ] || die "no Debian $SUITE mirror in /etc/apt/sources.list.d/debian.sources (set SEGLOG_DEBIAN_MIRROR)"
@@ -180,23 +219,23 @@ build_local_base() {
     fi
     rootfs=$(mktemp -d /var/tmp/seglog-rootfs.XXXXXX)
     TMPDIRS+=("$rootfs")
-    log "debootstrap $SUITE (minbase + python3) into $rootfs"
+    log "debootstrap $SUITE (minbase + python3${extra:+ + $extra}) into $rootfs"
     if ! as_root debootstrap --variant=minbase \
-        --include=python3,python3-pip,python3-venv,ca-certificates \
+        --include=python3,python3-pip,python3-venv,ca-certificates${extra:+,$extra} \
         "$SUITE" "$rootfs" "$mirror" >"$WHEELS/debootstrap.log" 2>&1; then
         tail -n 30 "$WHEELS/debootstrap.log" >&2
         die "debootstrap failed (full log: $WHEELS/debootstrap.log)"
     fi
     as_root rm -rf "$rootfs/var/cache/apt/archives" "$rootfs/var/lib/apt/lists"
     as_root mkdir -p "$rootfs/var/cache/apt/archives/partial" "$rootfs/var/lib/apt/lists/partial"
-    log "importing the root file system as $LOCAL_BASE"
+    log "importing the root file system as $tag"
     as_root tar -C "$rootfs" --numeric-owner -cf - . | docker import \
         --change 'ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin' \
         --change 'ENV LANG=C.UTF-8' \
         --change 'CMD ["/bin/bash"]' \
-        - "$LOCAL_BASE" >/dev/null
+        - "$tag" >/dev/null
     as_root rm -rf -- "$rootfs"
-    log "base image $LOCAL_BASE built in $(since "$step")s"
+    log "base image $tag built in $(since "$step")s"
 }
 
 have_image() { docker image inspect "$1" >/dev/null 2>&1; }
@@ -211,7 +250,7 @@ elif timeout 120 docker pull -q "$DEFAULT_BASE" >/dev/null 2>&1; then
     BASE_IMAGE=$DEFAULT_BASE
 else
     log "no registry reachable for $DEFAULT_BASE: building $LOCAL_BASE with debootstrap"
-    build_local_base
+    build_local_base "$LOCAL_BASE"
     BASE_IMAGE=$LOCAL_BASE
 fi
 export BASE_IMAGE
@@ -219,12 +258,104 @@ log "base image: $BASE_IMAGE"
 
 # --- 3. the image --------------------------------------------------------------------
 step=$(date +%s.%N)
-previous=$(docker image inspect -f '{{.Id}}' seglog:latest 2>/dev/null || true)
+previous=$(docker image inspect -f '{{.Id}}' "$SEGLOG_IMAGE" 2>/dev/null || true)
 docker-compose -f "$COMPOSE_FILE" build node1 || die "docker-compose build failed"
-current=$(docker image inspect -f '{{.Id}}' seglog:latest)
+current=$(docker image inspect -f '{{.Id}}' "$SEGLOG_IMAGE")
 if [ -n "$previous" ] && [ "$previous" != "$current" ]; then
     # Drop the image this build replaced (kept if a container still uses it);
     # the dependency stage stays cached.
     docker image rm "$previous" >/dev/null 2>&1 || true
 fi
-log "image seglog:latest built in $(since "$step")s (total $(since "$START")s)"
+log "image $SEGLOG_IMAGE built in $(since "$step")s (total $(since "$START")s)"
+
+# --- the Prometheus image (--prometheus) -----------------------------------------
+if [ "$PROMETHEUS" = 1 ]; then
+    step=$(date +%s.%N)
+    mkdir -p "$DEBS"
+    if [ -z "$(find "$DEBS" -name 'prometheus_*.deb' -print -quit)" ] || [ ! -s "$DEBS/Packages" ]; then
+        # The whole dependency closure: the image's apt takes what its base lacks.
+        if ! apt-cache show prometheus >/dev/null 2>&1; then
+            as_root apt-get update -q >/dev/null || die "apt-get update failed"
+        fi
+        mapfile -t pkgs < <(apt-cache depends --recurse --no-recommends --no-suggests \
+            --no-conflicts --no-breaks --no-replaces --no-enhances prometheus \
+            | grep -E '^[a-z0-9]' | sort -u)
+        [ "${#pkgs[@]}" -gt 0 ] || die "apt-cache knows no prometheus package"
+        log "downloading prometheus and ${#pkgs[@]} packages of its dependency closure"
+        (cd "$DEBS" && apt-get download -q "${pkgs[@]}" >"$DEBS/download.log" 2>&1) \
+            || { tail -n 20 "$DEBS/download.log" >&2; die "apt-get download failed"; }
+        if ! command -v dpkg-scanpackages >/dev/null 2>&1; then
+            log "installing dpkg-dev (dpkg-scanpackages)"
+            as_root apt-get install -y -q dpkg-dev >/dev/null || die "apt-get install dpkg-dev failed"
+        fi
+        (cd "$DEBS" && dpkg-scanpackages . /dev/null >Packages 2>/dev/null) \
+            || die "dpkg-scanpackages failed"
+    fi
+    log "prometheus packages ready: $(find "$DEBS" -name '*.deb' | wc -l) .deb files"
+    previous=$(docker image inspect -f '{{.Id}}' "$SEGLOG_PROMETHEUS_IMAGE" 2>/dev/null || true)
+    docker-compose -f "$COMPOSE_FILE" -f "$MONITORING_FILE" build prometheus \
+        || die "docker-compose build prometheus failed"
+    current=$(docker image inspect -f '{{.Id}}' "$SEGLOG_PROMETHEUS_IMAGE")
+    if [ -n "$previous" ] && [ "$previous" != "$current" ]; then
+        docker image rm "$previous" >/dev/null 2>&1 || true
+    fi
+    log "image $SEGLOG_PROMETHEUS_IMAGE built in $(since "$step")s (total $(since "$START")s)"
+fi
+
+[ "$SPARK" -eq 1 ] || exit 0
+
+# --- 4. Spark wheelhouse ---------------------------------------------------------------
+step=$(date +%s.%N)
+mkdir -p "$SPARK_CONTEXT/spark-deps"
+# The `pipeline` extra's requirements, from seglog's wheel.
+"$PYTHON" - "$seglog_wheel" >"$SPARK_CONTEXT/spark-deps/requirements.txt.new" <<'PY'
+import re
+import sys
+import zipfile
+from email.parser import Parser
+
+with zipfile.ZipFile(sys.argv[1]) as wheel:
+    name = next(n for n in wheel.namelist() if n.endswith(".dist-info/METADATA"))
+    metadata = Parser().parsestr(wheel.read(name).decode("utf-8"))
+for requirement in metadata.get_all("Requires-Dist") or []:
+    if re.search(r"extra\s*==\s*['\"]pipeline['\"]", requirement):
+        print(requirement.split(";")[0].strip())
+PY
+[ -s "$SPARK_CONTEXT/spark-deps/requirements.txt.new" ] || die "seglog's wheel has no 'pipeline' extra"
+mv -- "$SPARK_CONTEXT/spark-deps/requirements.txt.new" "$SPARK_CONTEXT/spark-deps/requirements.txt"
+spark_flags=(--quiet --find-links "$WHEELS/deps" --find-links "$SPARK_CONTEXT/spark-deps"
+    -w "$SPARK_CONTEXT/spark-deps" -r "$SPARK_CONTEXT/spark-deps/requirements.txt")
+if ! "$PYTHON" -m pip wheel --no-index "${spark_flags[@]}" >/dev/null 2>&1; then
+    log "fetching the Spark wheels from the package index (PySpark is ~450 MB)"
+    "$PYTHON" -m pip wheel --prefer-binary "${spark_flags[@]}" \
+        || die "pip wheel of the pipeline extra failed"
+fi
+# The Docker context of the Spark image: hard links to the node image's wheels (the
+# node image's context, compose/, leaves this directory out: .dockerignore).
+rm -rf -- "$SPARK_CONTEXT/deps" "$SPARK_CONTEXT/seglog"
+cp -al -- "$WHEELS/deps" "$SPARK_CONTEXT/deps"
+cp -al -- "$WHEELS/seglog" "$SPARK_CONTEXT/seglog"
+log "Spark wheelhouse ready in $(since "$step")s: $(find "$SPARK_CONTEXT/spark-deps" -name '*.whl' | wc -l) wheels"
+
+# --- 5. Spark base image (Python 3.11 and a JRE) -----------------------------------
+if [ -n "${SPARK_BASE_IMAGE:-}" ]; then
+    log "Spark base image: $SPARK_BASE_IMAGE (from SPARK_BASE_IMAGE)"
+elif have_image "$LOCAL_SPARK_BASE"; then
+    SPARK_BASE_IMAGE=$LOCAL_SPARK_BASE
+else
+    log "building $LOCAL_SPARK_BASE with debootstrap (Debian's python3 and openjdk-17-jre-headless)"
+    build_local_base "$LOCAL_SPARK_BASE" openjdk-17-jre-headless
+    SPARK_BASE_IMAGE=$LOCAL_SPARK_BASE
+fi
+log "Spark base image: $SPARK_BASE_IMAGE"
+
+# --- 6. the Spark image ----------------------------------------------------------------
+step=$(date +%s.%N)
+previous=$(docker image inspect -f '{{.Id}}' "$SPARK_IMAGE" 2>/dev/null || true)
+docker build -q -f "$HERE/Dockerfile.spark" --build-arg "SPARK_BASE_IMAGE=$SPARK_BASE_IMAGE" \
+    -t "$SPARK_IMAGE" "$SPARK_CONTEXT" >/dev/null || die "docker build of $SPARK_IMAGE failed"
+current=$(docker image inspect -f '{{.Id}}' "$SPARK_IMAGE")
+if [ -n "$previous" ] && [ "$previous" != "$current" ]; then
+    docker image rm "$previous" >/dev/null 2>&1 || true
+fi
+log "image $SPARK_IMAGE built in $(since "$step")s (total $(since "$START")s)"

@@ -154,8 +154,14 @@ def _names(props: Mapping[str, str], key: str, default: str) -> tuple[str, ...]:
     return tuple(n.strip().upper() for n in props.get(key, default).split(",") if n.strip())
 
 
-def parse_voters(value: str) -> dict[int, tuple[str, int]]:
-    """`controller.quorum.voters=1@h:9292,2@h:9293` → {1: (h, 9292), ...}."""
+INTER_BROKER_ADDRESS_OVERRIDES = "seglog.inter.broker.address.overrides"
+
+
+def parse_voters(
+    value: str, key: str = "controller.quorum.voters"
+) -> dict[int, tuple[str, int]]:
+    """`controller.quorum.voters=1@h:9292,2@h:9293` → {1: (h, 9292), ...}; `key` is the
+    configuration named in errors (the same id@host:port list serves other keys)."""
     voters: dict[int, tuple[str, int]] = {}
     for item in value.split(","):
         item = item.strip()
@@ -165,7 +171,7 @@ def parse_voters(value: str) -> dict[int, tuple[str, int]]:
         host, colon, port = address.rpartition(":")
         if not at or not node.strip().isdigit() or not colon or not port.isdigit():
             raise InvalidConfigError(
-                f"Invalid value {value} for configuration controller.quorum.voters: "
+                f"Invalid value {value} for configuration {key}: "
                 f"expected id@host:port entries, got {item!r}"
             )
         voters[int(node)] = (host.strip("[]"), int(port))
@@ -231,6 +237,10 @@ class NodeConfig:
     queued_max_requests: int = 500
     process_roles: tuple[str, ...] = ("broker", "controller")
     controller_quorum_voters: dict[int, tuple[str, int]] = field(default_factory=dict)
+    # seglog's own (no Kafka key): where this node dials another broker for replication
+    # instead of the inter-broker endpoint that broker registered. The chaos harness
+    # routes each link through a proxy of its own with it (chaos/link_proxy.py).
+    inter_broker_address_overrides: dict[int, tuple[str, int]] = field(default_factory=dict)
     cluster_id: str = "seglog-cluster"
     broker_session_timeout_ms: int = 9_000
     replica_lag_time_max_ms: int = 30_000
@@ -378,6 +388,9 @@ class NodeConfig:
             queued_max_requests=_int(props, "queued.max.requests", 500, at_least=1),
             process_roles=roles,
             controller_quorum_voters=voters,
+            inter_broker_address_overrides=parse_voters(
+                props.get(INTER_BROKER_ADDRESS_OVERRIDES, ""), INTER_BROKER_ADDRESS_OVERRIDES
+            ),
             cluster_id=props.get("cluster.id", "seglog-cluster"),
             broker_session_timeout_ms=_int(props, "broker.session.timeout.ms", 9_000, at_least=1),
             replica_lag_time_max_ms=_int(props, "replica.lag.time.max.ms", 30_000, at_least=1),

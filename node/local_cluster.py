@@ -11,6 +11,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Mapping
 from pathlib import Path
 from types import FrameType
 from typing import TextIO
@@ -80,7 +81,18 @@ def node_properties(node_id: int, nodes: int, base_port: int, data_dir: Path) ->
     return props
 
 
-def up(data_dir: Path, nodes: int, base_port: int, detach: bool, out: TextIO) -> int:
+def up(
+    data_dir: Path,
+    nodes: int,
+    base_port: int,
+    detach: bool,
+    out: TextIO,
+    overrides: Mapping[int, Mapping[str, str]] | None = None,
+    env: Mapping[str, str] | None = None,
+) -> int:
+    """Start `nodes` nodes; `overrides[node_id]` replaces or adds properties of that
+    node (the chaos harness routes links through proxies with it) and `env` is the
+    nodes' environment (default: this process's)."""
     if nodes < 1:
         raise ValueError(f"--nodes must be at least 1, got {nodes}")
     state_path = data_dir / STATE_FILE
@@ -92,7 +104,10 @@ def up(data_dir: Path, nodes: int, base_port: int, detach: bool, out: TextIO) ->
         node_dir = data_dir / f"node-{node_id}"
         node_dir.mkdir(parents=True, exist_ok=True)
         config = node_dir / "server.properties"
-        props = node_properties(node_id, nodes, base_port, data_dir)
+        props = {
+            **node_properties(node_id, nodes, base_port, data_dir),
+            **((overrides or {}).get(node_id) or {}),
+        }
         config.write_text("".join(f"{k}={v}\n" for k, v in props.items()))
         log = open(node_dir / "node.log", "ab")  # noqa: SIM115 - owned by the child
         procs.append(
@@ -101,6 +116,7 @@ def up(data_dir: Path, nodes: int, base_port: int, detach: bool, out: TextIO) ->
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
+                env=None if env is None else dict(env),
             )
         )
         log.close()

@@ -34,8 +34,9 @@ from seglog.storage.errors import CorruptRecordError
 from seglog.storage.record_batch import HEADER_SIZE, BatchHeader, TimestampType
 from seglog.storage.varint import decode_varint
 
-_HEADER_STRUCT = pa.struct([pa.field("key", pa.string()), pa.field("value", pa.binary())])
-HEADERS_ARROW_TYPE = pa.list_(pa.field("element", _HEADER_STRUCT))
+from .arrow_types import HEADER_STRUCT, HEADERS_ARROW_TYPE
+
+_HEADER_STRUCT = HEADER_STRUCT
 _I64 = np.int64
 
 

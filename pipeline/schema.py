@@ -12,6 +12,8 @@ source's batches must equal it field for field or Spark refuses them.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import pyarrow as pa
 from pyspark.sql.types import (
     ArrayType,
@@ -24,7 +26,10 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-from .arrow_decode import HEADERS_ARROW_TYPE, Columns
+from .arrow_types import HEADERS_ARROW_TYPE
+
+if TYPE_CHECKING:
+    from .arrow_decode import Columns
 
 HEADER_TYPE = StructType([StructField("key", StringType()), StructField("value", BinaryType())])
 BASE_FIELDS = [

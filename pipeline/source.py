@@ -52,7 +52,6 @@ from .offsets import (
 )
 from .options import SinkOptions, SourceOptions
 from .planner import ClusterView
-from .range_reader import read_range
 from .schema import spark_schema
 
 try:  # PySpark >= 4.2: admission control and Trigger.AvailableNow for Python sources
@@ -119,6 +118,10 @@ def _check_schema(given: StructType, fixed: StructType) -> None:
 
 def _read(partition: InputPartition, options: SourceOptions) -> Iterator[pa.RecordBatch]:
     if isinstance(partition, OffsetRange):
+        # Imported here, on the executor: the driver's planning process (one per query)
+        # does not need the decoder, and would pay for its imports on every query.
+        from .range_reader import read_range
+
         yield from read_range(partition, options)
     # else: Spark's placeholder partition for a query with nothing to read
 

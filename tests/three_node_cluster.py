@@ -8,6 +8,7 @@ raise. Each test module subclasses `ThreeNodeCluster` with its own settings and 
 from __future__ import annotations
 
 import json
+import signal
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -85,6 +86,9 @@ class ThreeNodeCluster:
                 self.start(i)
 
     def stop_all(self) -> None:
+        for n in self.nodes.values():  # all at once: the shutdowns overlap
+            if n.proc is not None and n.proc.poll() is None:
+                n.proc.send_signal(signal.SIGTERM)
         for n in self.nodes.values():
             n.stop()
         for c in self._channels.values():

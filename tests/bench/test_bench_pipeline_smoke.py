@@ -1,4 +1,5 @@
-"""Smoke run of bench/pipeline.py --quick: it runs and ends with its JSON line.
+"""Smoke run of bench/pipeline.py --quick: it runs (batch reads, sink, streaming
+latency) and ends with its JSON line.
 
 No speed assertions here; the figures live in the JSON it prints.
 """
@@ -48,3 +49,10 @@ def test_quick_run_prints_json_last() -> None:
         assert value > 0, (key, value)
     assert result["records"] > 0 and result["partitions"] > 0
     assert isinstance(result["notes"], list) and result["notes"]
+    assert [b["records"] for b in result["by_records"]] == [result["records"]]
+    # The streaming phase: every produced record reached the sink, latencies measured.
+    streaming = result["streaming"]
+    assert streaming["produced"] > 0 and streaming["measured_records"] > 0
+    latency = streaming["latency_ms"]
+    assert 0 <= latency["p50"] <= latency["p99"] <= latency["max"], latency
+    assert streaming["micro_batches"]["count"] > 0

@@ -22,9 +22,13 @@ def run_chaos(
     timeout_s: float,
     extra: tuple[str, ...] = (),
 ) -> dict[str, Any]:
-    """One run; returns its report.json after checking that every invariant held."""
-    argv = [sys.executable, "-m", "seglog.chaos", "run", "--target", target]
-    argv += ["--scenario", scenario, "--seed", str(seed), "--duration", str(duration)]
+    """One run; returns its report.json after checking that every invariant held.
+    `scenario` "soak" runs the soak command (every scenario of the target in turn)."""
+    command = "soak" if scenario == "soak" else "run"
+    argv = [sys.executable, "-m", "seglog.chaos", command, "--target", target]
+    if command == "run":
+        argv += ["--scenario", scenario]
+    argv += ["--seed", str(seed), "--duration", str(duration)]
     argv += ["--settle-timeout", str(settle_timeout), "--out", str(out), *extra]
     try:
         r = subprocess.run(argv, capture_output=True, text=True, timeout=timeout_s)

@@ -15,6 +15,7 @@ from chaos_cli import run_chaos
 RUN_TIMEOUT_S = 540
 
 
+@pytest.mark.long  # the default suite's chaos run is leader-cut-off (test_chaos_network.py)
 @pytest.mark.timeout(RUN_TIMEOUT_S + 60)
 def test_kill_leader_loses_nothing(tmp_path: Path) -> None:
     data = run_chaos(

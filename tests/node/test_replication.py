@@ -121,9 +121,6 @@ class Cluster(ThreeNodeCluster):
     def stop_all(self) -> None:
         for i in list(self.frozen):
             self.thaw(i)
-        for n in self.nodes.values():  # all at once: shutdowns overlap
-            if n.proc is not None and n.proc.poll() is None:
-                n.proc.send_signal(signal.SIGTERM)
         super().stop_all()
 
     # RPCs
