@@ -19,11 +19,16 @@ connection's next request in, up to MAX_IN_FLIGHT per connection. Responses go b
 request order: each request has a slot in its connection's queue, and a slot is
 written only when every slot before it has been.
 
-A listener mapped to SSL wraps each accepted socket in TLS without blocking: the
-handshake advances on the selector's events (a client that does not finish it within
-HANDSHAKE_TIMEOUT_S is closed), records are decrypted into the connection's buffer
-(what the TLS layer already holds is drained at once, since the selector cannot see
-it), and a FileSlice is read in chunks and encrypted, sendfile being plaintext only.
+A listener mapped to SSL runs TLS over memory buffers (an `ssl.SSLObject` between
+two `ssl.MemoryBIO`s), the socket staying a plain non-blocking one: the handshake
+advances on the selector's events (a client that does not finish it within
+HANDSHAKE_TIMEOUT_S is closed); a readable socket is read in one large `recv` of
+ciphertext (TLS_RECV_CHUNK) and every whole TLS record in it is decrypted into the
+connection's buffer at once; responses are encrypted into a ciphertext buffer that is
+sent as the socket takes it, a FileSlice read in chunks (sendfile being plaintext only).
+An `ssl.SSLSocket` would instead make two `recv` system calls per TLS record (header,
+then body), and clients such as librdkafka send a record per buffer segment (about
+one per 1 KiB record value and one per its few-byte header): see docs/perf/tls.md.
 """
 
 from __future__ import annotations
@@ -48,6 +53,7 @@ from ..idle_meter import IdleMeter
 from ..security.kafka_gate import CloseConnection, KafkaGate, KafkaSession
 from ..security.kafka_tls import ListenerTls
 from ..security.principal import ANONYMOUS, KafkaPrincipal, certificate_principal
+from ..security.tls_records import RecordReader
 from .codec import InvalidRequestError, KafkaRequest, Part, parse_request
 
 _log = EventLogger("kafka")
@@ -58,8 +64,14 @@ MAX_NEW_CONNECTIONS = 20  # a processor's queue of accepted, not yet registered 
 
 MAX_IN_FLIGHT = 5  # requests of one connection being handled or awaiting their turn
 HANDSHAKE_TIMEOUT_S = 10.0  # a TLS client that has not finished its handshake by then
-TLS_CHUNK = 256 * 1024  # bytes encrypted per send on a TLS connection
-MAX_PENDING_READS = 64  # further TLS reads per readable event (a record is <= 16 KiB)
+TLS_CHUNK = 256 * 1024  # plaintext bytes encrypted at a time on a TLS connection
+TLS_RECV_CHUNK = 256 * 1024  # ciphertext bytes taken per recv on a TLS connection
+# The most a TLS socket waits for before it is readable: Linux clamps a socket's receive
+# window to its SO_RCVLOWAT when that needs more buffer than the socket has (at first
+# tcp_rmem's default, 128 KiB, for twice the window), which would cap the flow; 32 KiB
+# stays under it and still wakes the loop once per 32 KiB instead of once per record.
+MAX_RCVLOWAT = 32 * 1024
+TLS_MAX_RECORD = 5 + 2**14 + 2048  # a TLS record's header and longest ciphertext (RFC 5246)
 
 
 class Deferred:
@@ -125,8 +137,13 @@ class Connection:
         self.events = 0  # what the processor's selector watches for (0: not registered)
         self.closed = False
         self.last_active = time.monotonic()
-        self.tls = isinstance(sock, ssl.SSLSocket)
-        self.handshaking = self.tls
+        self.tls: ssl.SSLObject | None = None  # TLS over memory buffers (see set_tls)
+        self.tls_in = ssl.MemoryBIO()  # ciphertext received, not yet decrypted
+        self.tls_out = ssl.MemoryBIO()  # ciphertext from the TLS object, not yet taken
+        self.cipher_out = bytearray()  # ciphertext taken, not yet sent
+        self.handshaking = False
+        self.tls_ssl: int | None = None  # the TLS object's SSL * (see RecordReader)
+        self.rcvlowat = 1  # the socket's SO_RCVLOWAT (see Processor._watermark)
         self.handshake_wants = selectors.EVENT_READ  # a server first awaits the ClientHello
         self.principal: KafkaPrincipal = ANONYMOUS  # a TLS client's certificate subject
         self.host = conn_id.rsplit("-", 2)[0].rpartition(":")[0]
@@ -136,6 +153,19 @@ class Connection:
         self.parts_queued = 0
         self.parts_sent = 0
         self.sending: deque[tuple[int, str, float]] = deque()
+
+    def set_tls(self, context: ssl.SSLContext) -> None:
+        self.tls = context.wrap_bio(self.tls_in, self.tls_out, server_side=True)
+        self.handshaking = True
+
+    def take_ciphertext(self) -> None:
+        """Move what the TLS object has written (records, alerts) to the send buffer."""
+        if self.tls_out.pending:
+            self.cipher_out += self.tls_out.read()
+
+    @property
+    def has_output(self) -> bool:
+        return bool(self.outq or self.cipher_out)
 
 
 Work = tuple[Connection, KafkaRequest, Slot]
@@ -192,6 +222,7 @@ class Processor(threading.Thread):
         self.selector.register(self._wake_r, selectors.EVENT_READ, None)
         self.connections: dict[str, Connection] = {}
         self._next_id = 0
+        self._records = RecordReader(RECV_CHUNK)  # decrypts a TLS connection's records
 
     # called by other threads
 
@@ -268,44 +299,88 @@ class Processor(threading.Thread):
             sock.setblocking(False)
             self._next_id += 1
             peer = sock.getpeername() if sock.family != socket.AF_UNIX else ("unix", 0)
-            tls = self.server.tls
-            if tls is not None:
-                sock = tls.context().wrap_socket(
-                    sock, server_side=True, do_handshake_on_connect=False
-                )
             conn = Connection(sock, f"{peer[0]}:{peer[1]}-{self.index}-{self._next_id}", self)
+            if self.server.tls is not None:
+                conn.set_tls(self.server.tls.context())
             self.connections[conn.id] = conn
             self._interest(conn)
 
     def _handshake(self, conn: Connection) -> None:
-        """One step of a TLS handshake; a failure (a plaintext client, an untrusted or
-        expired certificate, no common protocol) is logged once and closes."""
-        assert isinstance(conn.sock, ssl.SSLSocket)
-        try:
-            conn.sock.do_handshake()
-        except ssl.SSLWantReadError:
-            conn.handshake_wants = selectors.EVENT_READ
-            self._interest(conn)
-            return
-        except ssl.SSLWantWriteError:
-            conn.handshake_wants = selectors.EVENT_WRITE
-            self._interest(conn)
-            return
-        except (ssl.SSLError, OSError) as e:
-            _log.warning(
-                "kafka_ssl_handshake_failed",
-                listener=self.server.listener_name,
-                address=conn.id.rsplit("-", 2)[0],
-                reason=getattr(e, "reason", None) or str(e),
-            )
-            self._close(conn, "ssl handshake failed")
-            return
+        """Advance a TLS handshake as far as the bytes at hand allow; a failure (a
+        plaintext client, an untrusted or expired certificate, no common protocol) is
+        logged once and closes, after a best-effort send of the TLS alert."""
+        tls = conn.tls
+        assert tls is not None
+        # Bounded: each pass takes a recv's bytes or returns.
+        while True:
+            if conn.cipher_out and not self._send_ciphertext(conn):
+                return  # closed, or the socket is full: wait until writable
+            try:
+                tls.do_handshake()
+                break
+            except ssl.SSLWantReadError:
+                pass
+            except ssl.SSLError as e:
+                self._handshake_failed(conn, getattr(e, "reason", None) or str(e))
+                return
+            conn.take_ciphertext()
+            if conn.cipher_out:
+                continue  # our flight first (the ServerHello...)
+            try:
+                data = conn.sock.recv(TLS_RECV_CHUNK)
+            except BlockingIOError:
+                conn.handshake_wants = selectors.EVENT_READ
+                self._interest(conn)
+                return
+            except OSError as e:
+                self._handshake_failed(conn, str(e))
+                return
+            if not data:
+                self._handshake_failed(conn, "closed by the client during the handshake")
+                return
+            conn.tls_in.write(data)
+        conn.take_ciphertext()  # the server's last flight (TLS 1.3: session tickets)
         conn.handshaking = False
-        conn.principal = certificate_principal(conn.sock.getpeercert(binary_form=True))
+        conn.principal = certificate_principal(tls.getpeercert(binary_form=True))
+        conn.tls_ssl = self._records.pointer(tls)
         conn.last_active = time.monotonic()
+        if conn.cipher_out:
+            self._write(conn)
         self._interest(conn)
         # The client's first request may have come with its last handshake message.
-        self._read(conn)
+        self._decrypt(conn)
+        self._next_request(conn)
+
+    def _handshake_failed(self, conn: Connection, reason: str) -> None:
+        _log.warning(
+            "kafka_ssl_handshake_failed",
+            listener=self.server.listener_name,
+            address=conn.id.rsplit("-", 2)[0],
+            reason=reason,
+        )
+        conn.take_ciphertext()  # the alert, if any: one non-blocking try
+        if conn.cipher_out:
+            with contextlib.suppress(OSError):
+                conn.sock.send(conn.cipher_out)
+        self._close(conn, "ssl handshake failed")
+
+    def _send_ciphertext(self, conn: Connection) -> bool:
+        """Send what the socket takes of the ciphertext buffer: True once it is empty;
+        False when the socket is full (EVENT_WRITE is selected) or the send failed."""
+        # Bounded by the buffer: each pass sends some bytes or returns.
+        while conn.cipher_out:
+            try:
+                n = conn.sock.send(conn.cipher_out)
+            except BlockingIOError:
+                if conn.handshaking:
+                    conn.handshake_wants = selectors.EVENT_WRITE
+                self._interest(conn)
+                return False
+            except OSError as e:
+                self._close(conn, f"write failed: {e}")
+                return False
+            del conn.cipher_out[:n]
+        return True
 
     def _send_responses(self) -> None:
         with self._responses_lock:
@@ -343,7 +418,7 @@ class Processor(threading.Thread):
         """Select on what the connection can do now: write its queued output, read
         when not muted. Nothing (muted, no output): off the selector until a handler
         answers, so waiting bytes in its socket do not wake the loop again and again."""
-        events = selectors.EVENT_WRITE if conn.outq else 0
+        events = selectors.EVENT_WRITE if conn.has_output else 0
         if not self._muted(conn):
             events |= selectors.EVENT_READ
         if conn.handshaking:
@@ -363,8 +438,8 @@ class Processor(threading.Thread):
             self._interest(conn)
             return
         try:
-            data = conn.sock.recv(RECV_CHUNK)
-        except (BlockingIOError, ssl.SSLWantReadError, ssl.SSLWantWriteError):
+            data = conn.sock.recv(TLS_RECV_CHUNK if conn.tls else RECV_CHUNK)
+        except BlockingIOError:
             return
         except OSError as e:
             self._close(conn, f"read failed: {e}")
@@ -373,31 +448,65 @@ class Processor(threading.Thread):
             self._close(conn, "closed by client")
             return
         conn.last_active = time.monotonic()
-        conn.inbuf += data
         if conn.tls:
-            self._read_tls_records(conn)
+            conn.tls_in.write(data)
+            self._decrypt(conn)
+        else:
+            conn.inbuf += data
         self._next_request(conn)
 
-    def _read_tls_records(self, conn: Connection) -> None:
-        """A TLS record holds at most 16 KiB: read on while records are there, and take
-        what the TLS layer holds decrypted (it raises no selector event). An error or
-        EOF here shows again on the next read, which handles it."""
-        sock = conn.sock
-        assert isinstance(sock, ssl.SSLSocket)
-        for _ in range(MAX_PENDING_READS):
-            try:
-                more = sock.recv(RECV_CHUNK)
-            except OSError:  # SSLWantRead (nothing more yet) among them
-                break
-            if not more:
-                break
-            conn.inbuf += more
-        pending = sock.pending()
-        if pending:
-            with contextlib.suppress(ssl.SSLWantReadError, ssl.SSLWantWriteError, OSError):
-                conn.inbuf += sock.recv(pending)
+    def _decrypt(self, conn: Connection) -> None:
+        """Decrypt every whole TLS record received into the connection's buffer (a
+        partial one waits for its rest); an alert or a bad record closes."""
+        tls = conn.tls
+        assert tls is not None
+        if conn.closed:
+            return
+        try:
+            still_open = self._records.read_into(tls, conn.tls_ssl, conn.inbuf)
+        except ssl.SSLError as e:
+            _log.warning(
+                "kafka_ssl_read_failed",
+                listener=self.server.listener_name,
+                connection=conn.id,
+                reason=getattr(e, "reason", None) or str(e),
+            )
+            self._close(conn, "ssl read failed")
+            return
+        if not still_open:  # the client's close_notify
+            self._close(conn, "closed by client")
+            return
+        # Reading may have made TLS write (a TLS 1.3 KeyUpdate's answer).
+        conn.take_ciphertext()
+        if conn.cipher_out:
+            self._write(conn)
 
     def _next_request(self, conn: Connection) -> None:
+        self._take_request(conn)
+        if conn.tls is not None and not conn.closed:
+            self._watermark(conn)
+
+    def _watermark(self, conn: Connection) -> None:
+        """Have a TLS socket raise its readable event only once it holds enough to
+        possibly complete the frame in progress (SO_RCVLOWAT): clients such as
+        librdkafka send a TLS record, so a TCP segment, per buffer segment (a few
+        bytes, then 1 KiB, ...), and waking for each costs two GIL hand-offs (select,
+        recv) and a pass of this loop per KiB where plaintext takes one per 64 KiB.
+        Safe: each plaintext byte the frame still needs comes in at least one byte of
+        ciphertext, but for those of the received part of a record (TLS holds at
+        most one, unseen: hence TLS_MAX_RECORD) and of what waits in tls_in."""
+        have = len(conn.inbuf)
+        need = 4 + _SIZE.unpack_from(conn.inbuf)[0] if have >= 4 else 4
+        want = need - have - conn.tls_in.pending - TLS_MAX_RECORD
+        want = max(1, min(want, MAX_RCVLOWAT))
+        if want != conn.rcvlowat:
+            try:
+                conn.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVLOWAT, want)
+            except OSError:
+                return
+            conn.rcvlowat = want
+
+    def _take_request(self, conn: Connection) -> None:
         """Take one whole frame off the connection's buffer, if there is one."""
         if self._muted(conn) or conn.closed or len(conn.inbuf) < 4:
             return
@@ -432,35 +541,71 @@ class Processor(threading.Thread):
             self._close(conn, "shutdown")
 
     def _write(self, conn: Connection) -> None:
+        if conn.tls is not None:
+            self._write_tls(conn)
+            return
         # Bounded by the queued parts: each pass sends some bytes or returns.
         while conn.outq:
             part = conn.outq[0]
             try:
                 if isinstance(part, FileSlice):
                     left = part.size - conn.out_pos
-                    if conn.tls:
-                        # A retried TLS write must offer the same bytes: the same chunk.
-                        chunk = os.pread(
-                            part.fd, min(left, TLS_CHUNK), part.position + conn.out_pos
-                        )
-                        n = conn.sock.send(chunk) if chunk else 0
-                    else:
-                        n = os.sendfile(
-                            conn.sock.fileno(), part.fd, part.position + conn.out_pos, left
-                        )
+                    n = os.sendfile(conn.sock.fileno(), part.fd, part.position + conn.out_pos, left)
                     if n == 0 and left > 0:
                         self._close(conn, "segment file truncated during a fetch response")
                         return
-                elif conn.tls:
-                    n = conn.sock.send(memoryview(part)[conn.out_pos : conn.out_pos + TLS_CHUNK])
                 else:
                     n = conn.sock.send(memoryview(part)[conn.out_pos :])
-            except (BlockingIOError, ssl.SSLWantWriteError, ssl.SSLWantReadError):
+            except BlockingIOError:
                 self._interest(conn)
                 return
             except OSError as e:
                 self._close(conn, f"write failed: {e}")
                 return
+            conn.out_pos += n
+            conn.last_active = time.monotonic()
+            if conn.out_pos >= len(part):
+                conn.outq.popleft()
+                conn.out_pos = 0
+                if isinstance(part, FileSlice):
+                    part.close()
+                if conn.sending:
+                    self._sent_part(conn)
+        self._interest(conn)
+        self._next_request(conn)
+
+    def _write_tls(self, conn: Connection) -> None:
+        """Encrypt the queued parts a chunk at a time, each once the ciphertext of the
+        one before has been sent (so a large fetch response is not held encrypted)."""
+        tls = conn.tls
+        assert tls is not None
+        # Bounded by the queued parts: each pass encrypts a chunk or returns.
+        while True:
+            if not self._send_ciphertext(conn):
+                return
+            if not conn.outq:
+                break
+            part = conn.outq[0]
+            if isinstance(part, FileSlice):
+                left = part.size - conn.out_pos
+                try:
+                    chunk: bytes | memoryview = os.pread(
+                        part.fd, min(left, TLS_CHUNK), part.position + conn.out_pos
+                    )
+                except OSError as e:
+                    self._close(conn, f"write failed: {e}")
+                    return
+                if not chunk and left > 0:
+                    self._close(conn, "segment file truncated during a fetch response")
+                    return
+            else:
+                chunk = memoryview(part)[conn.out_pos : conn.out_pos + TLS_CHUNK]
+            try:
+                n = tls.write(chunk) if chunk else 0
+            except ssl.SSLError as e:
+                self._close(conn, f"write failed: {e}")
+                return
+            conn.take_ciphertext()
             conn.out_pos += n
             conn.last_active = time.monotonic()
             if conn.out_pos >= len(part):
@@ -494,7 +639,7 @@ class Processor(threading.Thread):
                     reason=f"no handshake within {HANDSHAKE_TIMEOUT_S:.0f}s",
                 )
                 self._close(conn, "ssl handshake timed out")
-            elif not conn.slots and not conn.outq and now - conn.last_active > limit:
+            elif not conn.slots and not conn.has_output and now - conn.last_active > limit:
                 self._close(conn, "idle")
 
     def _close(self, conn: Connection, reason: str) -> None:

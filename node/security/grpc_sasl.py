@@ -6,6 +6,9 @@ sends in its `seglog-sasl-token` metadata entry and makes its user the call's
 principal for the ACL checks (grpc_auth.grpc_principal); a call without a token is
 the certificate's subject or User:ANONYMOUS, as before. A bad or expired token fails
 the call with UNAUTHENTICATED, whose details start with SASL_AUTHENTICATION_FAILED.
+A token is bound to its user's credentials as they were at the login (their SCRAM
+credentials in the metadata log, the JAAS config's PLAIN password): once one of them
+is changed or deleted, the tokens issued before are refused, on every node.
 
 On when `delegation.token.secret.key` is set (Kafka's secret for the tokens it
 signs; it must be the same on every node). The token lives
@@ -27,8 +30,10 @@ from seglog.storage.errors import InvalidConfigError
 from ..config import int_setting
 from ..event_log import EventLogger
 from .grpc_auth import TOKEN_METADATA, peer_host, with_token_principal
+from .principal import USER
 from .sasl import SaslSession, jaas_plain_users, parse_mechanisms
-from .session_token import TokenError, issue, verify
+from .scram import MECHANISMS
+from .session_token import TokenError, credential_digest, issue, verify_claims
 
 _log = EventLogger("security")
 SECRET_KEYS = ("delegation.token.secret.key", "delegation.token.master.key")
@@ -144,12 +149,43 @@ class GrpcSasl:
         return {
             "error": "NONE",
             "auth_bytes": step.token,
-            "token": issue(principal, self._clock() + self.lifetime_ms, self.secret),
+            "token": issue(
+                principal,
+                self._clock() + self.lifetime_ms,
+                self.secret,
+                self.binding(session.principal.name),
+            ),
             "session_lifetime_ms": self.lifetime_ms,
         }
 
+    def binding(self, name: str) -> str:
+        """A digest of the user's credentials as they are now (see session_token)."""
+        parts: list[bytes] = []
+        if name in self._jaas_users:
+            parts += [b"PLAIN", self._jaas_users[name].encode()]
+        for mechanism in MECHANISMS:
+            credential = self._lookup(name, mechanism)
+            if credential is not None:
+                parts += [
+                    mechanism.encode(),
+                    credential.salt,
+                    str(credential.iterations).encode(),
+                    credential.stored_key,
+                    credential.server_key,
+                ]
+        return credential_digest(self.secret, parts) if parts else ""
+
     def principal_of(self, token: str) -> str:
-        return verify(token, self._clock(), self.secret)
+        """The token's principal; TokenError if it is forged or expired, or its user's
+        credentials changed (or were deleted) after it was issued."""
+        principal, binding = verify_claims(token, self._clock(), self.secret)
+        kind, _, name = principal.partition(":")
+        if kind != USER or not binding or binding != self.binding(name):
+            raise TokenError(
+                f"the credentials of {principal} were changed or deleted after the token "
+                "was issued: log in again"
+            )
+        return principal
 
 
 class SaslTokenInterceptor(grpc.ServerInterceptor):

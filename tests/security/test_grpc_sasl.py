@@ -22,6 +22,7 @@ from seglog.cli.main import main
 from seglog.client.consumer import Consumer
 from seglog.client.errors import KafkaError
 from seglog.client.producer import Producer
+from seglog.client.sasl import SaslLogin
 from seglog.proto import client_pb2, client_pb2_grpc
 
 ALICE = {
@@ -179,3 +180,39 @@ def test_a_forged_token_is_unauthenticated(cluster):
                 )
             assert refused.value.code() == grpc.StatusCode.UNAUTHENTICATED
             assert refused.value.details().startswith("SASL_AUTHENTICATION_FAILED")
+
+
+def test_a_token_dies_when_its_users_password_changes(cluster):
+    def metadata(token: str) -> None:
+        stub.Metadata(
+            client_pb2.MetadataRequest(all_topics=True),
+            metadata=[("seglog-sasl-token", token)],
+            timeout=10,
+        )
+
+    with grpc.insecure_channel(cluster.node.bootstrap) as channel:
+        stub = client_pb2_grpc.SegLogStub(channel)
+        token = SaslLogin(channel, "SCRAM-SHA-256", "alice", "alice-secret").token()
+        metadata(token)
+        try:
+            cluster.cli(
+                "configs", "--alter", "--entity-type", "users", "--entity-name", "alice",
+                "--add-config", "SCRAM-SHA-256=[password=alice-new]",
+            )  # fmt: skip
+            deadline = time.monotonic() + 10  # the node applies the metadata record
+            while True:
+                try:
+                    metadata(token)
+                except grpc.RpcError as refused:
+                    assert refused.code() == grpc.StatusCode.UNAUTHENTICATED
+                    assert "changed or deleted" in refused.details()
+                    break
+                assert time.monotonic() < deadline, "the old token still works"
+                time.sleep(0.1)
+            metadata(SaslLogin(channel, "SCRAM-SHA-256", "alice", "alice-new").token())
+        finally:
+            cluster.cli(
+                "configs", "--alter", "--entity-type", "users", "--entity-name", "alice",
+                "--add-config", "SCRAM-SHA-256=[password=alice-secret]",
+            )  # fmt: skip
+    assert "alice-new" not in cluster.node.log_path.read_text()

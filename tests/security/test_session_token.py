@@ -8,7 +8,14 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from seglog.node.security.session_token import MAX_TOKEN_CHARS, TokenError, issue, verify
+from seglog.node.security.session_token import (
+    MAX_TOKEN_CHARS,
+    TokenError,
+    credential_digest,
+    issue,
+    verify,
+    verify_claims,
+)
 
 SECRET = b"cluster-secret"
 
@@ -44,3 +51,17 @@ def test_another_clusters_secret_and_junk_are_refused():
     for junk in ("", "v1", "v2.a.b", "v1..", "x" * (MAX_TOKEN_CHARS + 1)):
         with pytest.raises(TokenError):
             verify(junk, 0, SECRET)
+
+
+def test_the_binding_travels_signed_and_tells_nothing_of_the_password():
+    binding = credential_digest(SECRET, [b"SCRAM-SHA-256", b"salt", b"stored-key"])
+    token = issue("User:alice", 10**15, SECRET, binding)
+    assert verify_claims(token, 0, SECRET) == ("User:alice", binding)
+    assert verify(token, 0, SECRET) == "User:alice"
+    assert verify_claims(issue("User:alice", 10**15, SECRET), 0, SECRET).binding == ""
+    # Keyed: the same credential under another cluster's secret digests differently,
+    # and another credential (a new salt: a changed password) too.
+    assert binding != credential_digest(b"other", [b"SCRAM-SHA-256", b"salt", b"stored-key"])
+    assert binding != credential_digest(SECRET, [b"SCRAM-SHA-256", b"salt2", b"stored-key"])
+    # Parts are length-prefixed: moving a byte between parts changes the digest.
+    assert binding != credential_digest(SECRET, [b"SCRAM-SHA-256s", b"alt", b"stored-key"])
