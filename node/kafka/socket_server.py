@@ -142,7 +142,6 @@ class Connection:
         self.tls_out = ssl.MemoryBIO()  # ciphertext from the TLS object, not yet taken
         self.cipher_out = bytearray()  # ciphertext taken, not yet sent
         self.handshaking = False
-        self.tls_ssl: int | None = None  # the TLS object's SSL * (see RecordReader)
         self.rcvlowat = 1  # the socket's SO_RCVLOWAT (see Processor._watermark)
         self.handshake_wants = selectors.EVENT_READ  # a server first awaits the ClientHello
         self.principal: KafkaPrincipal = ANONYMOUS  # a TLS client's certificate subject
@@ -342,7 +341,6 @@ class Processor(threading.Thread):
         conn.take_ciphertext()  # the server's last flight (TLS 1.3: session tickets)
         conn.handshaking = False
         conn.principal = certificate_principal(tls.getpeercert(binary_form=True))
-        conn.tls_ssl = self._records.pointer(tls)
         conn.last_active = time.monotonic()
         if conn.cipher_out:
             self._write(conn)
@@ -463,7 +461,7 @@ class Processor(threading.Thread):
         if conn.closed:
             return
         try:
-            still_open = self._records.read_into(tls, conn.tls_ssl, conn.inbuf)
+            still_open = self._records.read_into(tls, conn.inbuf)
         except ssl.SSLError as e:
             _log.warning(
                 "kafka_ssl_read_failed",
