@@ -44,8 +44,6 @@ from seglog.proto import errors_pb2
 from seglog.storage.compression import CompressionType
 from seglog.storage.record_batch import (
     HEADER_SIZE,
-    NewRecord,
-    build_batch,
     increment_sequence,
 )
 
@@ -291,7 +289,7 @@ class Producer:
             len(value_bytes) if value_bytes is not None else -1,
             _header_size(header_list),
         )
-        record = NewRecord(value_bytes, key_bytes, timestamp_ms, header_list)
+        record = (timestamp_ms, key_bytes, value_bytes, header_list)
         sticky = partition is None and key_bytes is None and self._on_new_batch is not None
         try:
             now = time.monotonic()
@@ -690,19 +688,10 @@ class Sender(threading.Thread):
             pid, epoch = self.producer_id, self.producer_epoch
             seq = self._next_seq.get(tp, 0)
         base_seq = seq
-        now_ms = int(time.time() * 1000)
+        compression = self.p.compression
         parts: list[bytes] = []
         for batch in batches:
-            parts.append(
-                build_batch(
-                    batch.records,
-                    compression=self.p.compression,
-                    producer_id=pid,
-                    producer_epoch=epoch,
-                    base_sequence=seq,
-                    now_ms=now_ms,
-                )
-            )
+            parts.append(batch.encode(compression, pid, epoch, seq))
             if pid >= 0:
                 seq = increment_sequence(seq, batch.record_count)
         if pid >= 0:
