@@ -28,8 +28,10 @@ futures fail and the producer takes a fresh producer id, so later sends work.
 
 from __future__ import annotations
 
+import concurrent.futures
 import itertools
 import logging
+import queue
 import threading
 import time
 from collections import deque
@@ -487,6 +489,7 @@ class Sender(threading.Thread):
         }
         self._request_timeout_s = producer.request_timeout_ms / 1000
         self._in_flight_total = 0
+        self._calls = _CallThreads()
 
     # --- control from other threads ----------------------------------------------------
 
@@ -514,6 +517,7 @@ class Sender(threading.Thread):
         while not self._force and self._has_pending():
             self._run_once_safely()
         self._abort_everything(abort_error("close() timed out"))
+        self._calls.stop()
 
     def _run_once_safely(self) -> None:
         try:
@@ -729,7 +733,7 @@ class Sender(threading.Thread):
 
     def start_produce(self, stub: Any, request: pb.ProduceRequest, timeout_s: float) -> Any:
         """Start one Produce call; tests replace this to simulate a lost response."""
-        return stub.Produce.future(request, timeout=timeout_s)
+        return self._calls.submit(stub.Produce, request, timeout_s)
 
     def _on_call_done(self, r: InFlightRequest) -> None:
         # A gRPC thread: hand over to the sender thread.
@@ -895,6 +899,63 @@ class Sender(threading.Thread):
         self._fail_batches(self.acc.take_all(), error)
 
 
+class _CallThreads:
+    """Long-lived daemon threads that make blocking Produce calls, one call each at a
+    time, as many as there are requests in flight.
+
+    Why not `stub.Produce.future()`: gRPC then completes calls on a channel thread that
+    it starts whenever the channel's count of calls in flight rises from zero and that
+    ends when it falls back to zero, so with a few requests in flight a thread was
+    started for most requests (the before flame graph in docs/perf/producer.md)."""
+
+    def __init__(self) -> None:
+        self._queue: queue.SimpleQueue[
+            tuple[concurrent.futures.Future[Any], Callable[..., Any], Any, float] | None
+        ] = queue.SimpleQueue()
+        self._lock = threading.Lock()
+        self._threads = 0
+        self._idle = 0
+        self._stopped = False
+
+    def submit(
+        self, fn: Callable[..., Any], request: Any, timeout_s: float
+    ) -> concurrent.futures.Future[Any]:
+        future: concurrent.futures.Future[Any] = concurrent.futures.Future()
+        with self._lock:
+            if self._stopped:
+                raise IllegalStateError("the producer's sender is stopped")
+            start = self._idle == 0
+            if start:
+                self._threads += 1
+            else:
+                self._idle -= 1
+        self._queue.put((future, fn, request, timeout_s))
+        if start:
+            threading.Thread(target=self._work, name="seglog-producer-call", daemon=True).start()
+        return future
+
+    def _work(self) -> None:
+        while True:
+            item = self._queue.get()
+            if item is None:
+                return
+            future, fn, request, timeout_s = item
+            if future.set_running_or_notify_cancel():
+                try:
+                    future.set_result(fn(request, timeout=timeout_s))
+                except BaseException as e:  # noqa: BLE001 - handed to the sender
+                    future.set_exception(e)
+            with self._lock:
+                self._idle += 1
+
+    def stop(self) -> None:
+        with self._lock:
+            self._stopped = True
+            n = self._threads
+        for _ in range(n):
+            self._queue.put(None)
+
+
 class _FailedCall:
     """A call that could not even start (no address for the node)."""
 
@@ -917,7 +978,7 @@ def _result(future: Any, timeout_s: float) -> pb.ProduceResponse:
         return call(lambda _request, timeout: future.result(), None, timeout_s)
     except KafkaError:
         raise
-    except grpc.FutureCancelledError:
+    except (grpc.FutureCancelledError, concurrent.futures.CancelledError):
         raise NodeNotReadyError("the Produce call was cancelled") from None
     except Exception as e:
         # Whatever went wrong, the outcome is unknown: the caller retries (same bytes).
