@@ -66,6 +66,7 @@ def _append_record(
     else:
         value_len = len(value)
         encode_varint(value_len, head)
+    tail: bytes | bytearray
     if headers:
         tail = bytearray()
         encode_varint(len(headers), tail)
@@ -82,8 +83,8 @@ def _append_record(
         tail = _NO_HEADERS
     encode_varint(len(head) + value_len + len(tail), out)
     out += head
-    if value_len:
-        out += value  # type: ignore[operator]
+    if value is not None:
+        out += value
     out += tail
 
 
@@ -167,10 +168,9 @@ class ProducerBatch:
         """The batch's bytes under the given producer id and sequence."""
         if not self.count:
             raise ValueError("a batch needs at least one record")
-        body = self.body
-        payload = body if compression == CompressionType.NONE else compress(compression, body)
+        body = bytes(self.body)  # one copy, from which the header's CRC is computed
         return assemble_batch(
-            payload,
+            compress(compression, body),
             base_offset=0,
             partition_leader_epoch=NO_PARTITION_LEADER_EPOCH,
             attributes=int(compression),  # CreateTime, not transactional, not control
