@@ -940,13 +940,23 @@ class _CallThreads:
             if item is None:
                 return
             future, fn, request, timeout_s = item
-            if future.set_running_or_notify_cancel():
+            result: Any = None
+            error: BaseException | None = None
+            running = future.set_running_or_notify_cancel()
+            if running:
                 try:
-                    future.set_result(fn(request, timeout=timeout_s))
+                    result = fn(request, timeout=timeout_s)
                 except BaseException as e:  # noqa: BLE001 - handed to the sender
-                    future.set_exception(e)
+                    error = e
+            # Idle before the sender hears of the result, so that the request it sends
+            # next reuses this thread rather than starting another.
             with self._lock:
                 self._idle += 1
+            if running:
+                if error is None:
+                    future.set_result(result)
+                else:
+                    future.set_exception(error)
 
     def stop(self) -> None:
         with self._lock:
