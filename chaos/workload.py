@@ -475,22 +475,8 @@ class Workload(WorkloadState):
                             self._record_seek(consumer, name, tp, "out-of-range", positions)
                     self._stop_consuming.wait(0.2)
                     continue
-                now = time.time()
-                for tp, records in batch.items():
-                    for r in records:
-                        value = r.value.decode() if isinstance(r.value, bytes) else r.value
-                        self.history.append(
-                            {
-                                "type": "poll",
-                                "t": now,
-                                "process": name,
-                                "partition": tp.partition,
-                                "offset": r.offset,
-                                "value": value,
-                            }
-                        )
-                    if records:
-                        positions[tp.partition] = records[-1].offset + 1
+                for tp, next_offset in self._record_polls(name, batch).items():
+                    positions[tp.partition] = next_offset
                 if c.keys > 0:
                     # Compacted: batches the cleaner emptied move a position past the
                     # last record read, also in a poll that returned no record.
@@ -537,28 +523,36 @@ class Workload(WorkloadState):
                 for tp in sorted(fresh, key=lambda t: t.partition):
                     self._record_start(consumer, name, group, tp)
                 fresh.clear()
-                now = time.time()
-                offsets = {}
-                for tp, records in batch.items():
-                    for r in records:
-                        value = r.value.decode() if isinstance(r.value, bytes) else r.value
-                        self.history.append(
-                            {
-                                "type": "poll",
-                                "t": now,
-                                "process": name,
-                                "group": group,
-                                "partition": tp.partition,
-                                "offset": r.offset,
-                                "value": value,
-                            }
-                        )
-                    if records:
-                        offsets[tp] = records[-1].offset + 1
+                offsets = self._record_polls(name, batch, group)
                 if offsets:
                     self._commit(consumer, name, group, offsets)
         finally:
             consumer.close(autocommit=False)
+
+    def _record_polls(
+        self, name: str, batch: dict[TopicPartition, list[Any]], group: str | None = None
+    ) -> dict[TopicPartition, int]:
+        """One `poll` event per record (with the consumer's group, if any); returns the
+        next offset of each partition that had records."""
+        now = time.time()
+        offsets = {}
+        for tp, records in batch.items():
+            for r in records:
+                value = r.value.decode() if isinstance(r.value, bytes) else r.value
+                event = {
+                    "type": "poll",
+                    "t": now,
+                    "process": name,
+                    "partition": tp.partition,
+                    "offset": r.offset,
+                    "value": value,
+                }
+                if group is not None:
+                    event["group"] = group
+                self.history.append(event)
+            if records:
+                offsets[tp] = records[-1].offset + 1
+        return offsets
 
     def _record_start(self, consumer: Consumer, name: str, group: str, tp: TopicPartition) -> None:
         """Where a newly assigned partition starts: the group's committed offset, else

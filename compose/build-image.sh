@@ -3,8 +3,9 @@
 # also on machines where no container registry can be reached; with --spark also
 # the Spark image (seglog-spark:latest) for compose/docker-compose.spark.yml.
 #
-#   compose/build-image.sh            # seglog:latest
-#   compose/build-image.sh --spark    # seglog:latest and seglog-spark:latest
+#   compose/build-image.sh                 # seglog:latest
+#   compose/build-image.sh --prometheus    # and seglog-prometheus:latest
+#   compose/build-image.sh --spark         # and seglog-spark:latest
 #
 # 1. Wheelhouse on the host (compose/.wheels): seglog's own wheel in seglog/,
 #    binary wheels of all its dependencies in deps/ (pip fetches them here,
@@ -14,7 +15,12 @@
 #    Debian mirror named in /etc/apt/sources.list.d/debian.sources and kept.
 # 3. docker-compose build with BASE_IMAGE set, tagging seglog:latest.
 #
-# --spark, after those three steps:
+# --prometheus, after those three steps: Debian's prometheus package and its
+# dependencies downloaded on the host (apt-get download, into compose/prometheus/.debs
+# with a Packages index), then seglog-prometheus:latest built on the same base
+# (compose/prometheus/Dockerfile, docker-compose.monitoring.yml).
+#
+# --spark, after those steps:
 # 4. Spark wheelhouse (compose/.spark-build/spark-deps): seglog's `pipeline` extra
 #    (PySpark, pyarrow, ...), fetched on the host like the dependencies above.
 # 5. Spark base image: $SPARK_BASE_IMAGE if set (it needs Python 3.11's python3
@@ -27,21 +33,28 @@
 # A second run only rebuilds seglog's wheel and the image's last layers.
 # Environment: PYTHON (a Python 3.11 for pip wheel; default python3),
 # BASE_IMAGE, SPARK_BASE_IMAGE, SEGLOG_DEBIAN_MIRROR (instead of the one in
-# debian.sources).
+# debian.sources), SEGLOG_IMAGE / SEGLOG_PROMETHEUS_IMAGE (the tags built, default
+# seglog:latest and seglog-prometheus:latest; the compose files read the same variables).
 set -euo pipefail
 
 SPARK=0
+PROMETHEUS=0
 for arg in "$@"; do
     case "$arg" in
         --spark) SPARK=1 ;;
+        --prometheus) PROMETHEUS=1 ;;
         -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
-        *) echo "build-image.sh: unknown argument: $arg (expected --spark)" >&2; exit 2 ;;
+        *) echo "build-image.sh: unknown argument: $arg (expected --prometheus or --spark)" >&2; exit 2 ;;
     esac
 done
+export SEGLOG_IMAGE=${SEGLOG_IMAGE:-seglog:latest}
+export SEGLOG_PROMETHEUS_IMAGE=${SEGLOG_PROMETHEUS_IMAGE:-seglog-prometheus:latest}
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 ROOT=$(dirname "$HERE")
 WHEELS="$HERE/.wheels"
+MONITORING_FILE="$HERE/docker-compose.monitoring.yml"
+DEBS="$HERE/prometheus/.debs"
 COMPOSE_FILE="$HERE/docker-compose.yml"
 PYTHON=${PYTHON:-python3}
 DEFAULT_BASE=python:3.11-slim
@@ -245,15 +258,49 @@ log "base image: $BASE_IMAGE"
 
 # --- 3. the image --------------------------------------------------------------------
 step=$(date +%s.%N)
-previous=$(docker image inspect -f '{{.Id}}' seglog:latest 2>/dev/null || true)
+previous=$(docker image inspect -f '{{.Id}}' "$SEGLOG_IMAGE" 2>/dev/null || true)
 docker-compose -f "$COMPOSE_FILE" build node1 || die "docker-compose build failed"
-current=$(docker image inspect -f '{{.Id}}' seglog:latest)
+current=$(docker image inspect -f '{{.Id}}' "$SEGLOG_IMAGE")
 if [ -n "$previous" ] && [ "$previous" != "$current" ]; then
     # Drop the image this build replaced (kept if a container still uses it);
     # the dependency stage stays cached.
     docker image rm "$previous" >/dev/null 2>&1 || true
 fi
-log "image seglog:latest built in $(since "$step")s (total $(since "$START")s)"
+log "image $SEGLOG_IMAGE built in $(since "$step")s (total $(since "$START")s)"
+
+# --- the Prometheus image (--prometheus) -----------------------------------------
+if [ "$PROMETHEUS" = 1 ]; then
+    step=$(date +%s.%N)
+    mkdir -p "$DEBS"
+    if [ -z "$(find "$DEBS" -name 'prometheus_*.deb' -print -quit)" ] || [ ! -s "$DEBS/Packages" ]; then
+        # The whole dependency closure: the image's apt takes what its base lacks.
+        if ! apt-cache show prometheus >/dev/null 2>&1; then
+            as_root apt-get update -q >/dev/null || die "apt-get update failed"
+        fi
+        mapfile -t pkgs < <(apt-cache depends --recurse --no-recommends --no-suggests \
+            --no-conflicts --no-breaks --no-replaces --no-enhances prometheus \
+            | grep -E '^[a-z0-9]' | sort -u)
+        [ "${#pkgs[@]}" -gt 0 ] || die "apt-cache knows no prometheus package"
+        log "downloading prometheus and ${#pkgs[@]} packages of its dependency closure"
+        (cd "$DEBS" && apt-get download -q "${pkgs[@]}" >"$DEBS/download.log" 2>&1) \
+            || { tail -n 20 "$DEBS/download.log" >&2; die "apt-get download failed"; }
+        if ! command -v dpkg-scanpackages >/dev/null 2>&1; then
+            log "installing dpkg-dev (dpkg-scanpackages)"
+            as_root apt-get install -y -q dpkg-dev >/dev/null || die "apt-get install dpkg-dev failed"
+        fi
+        (cd "$DEBS" && dpkg-scanpackages . /dev/null >Packages 2>/dev/null) \
+            || die "dpkg-scanpackages failed"
+    fi
+    log "prometheus packages ready: $(find "$DEBS" -name '*.deb' | wc -l) .deb files"
+    previous=$(docker image inspect -f '{{.Id}}' "$SEGLOG_PROMETHEUS_IMAGE" 2>/dev/null || true)
+    docker-compose -f "$COMPOSE_FILE" -f "$MONITORING_FILE" build prometheus \
+        || die "docker-compose build prometheus failed"
+    current=$(docker image inspect -f '{{.Id}}' "$SEGLOG_PROMETHEUS_IMAGE")
+    if [ -n "$previous" ] && [ "$previous" != "$current" ]; then
+        docker image rm "$previous" >/dev/null 2>&1 || true
+    fi
+    log "image $SEGLOG_PROMETHEUS_IMAGE built in $(since "$step")s (total $(since "$START")s)"
+fi
 
 [ "$SPARK" -eq 1 ] || exit 0
 

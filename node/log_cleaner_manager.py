@@ -23,7 +23,13 @@ from pathlib import Path
 from typing import Protocol
 
 from seglog.storage.cleaner_checkpoint import CleanerCheckpoint
-from seglog.storage.cleaner_plan import LogView, idle_roll_due, select_filthiest
+from seglog.storage.cleaner_plan import (
+    LogView,
+    cleanable_range,
+    compaction_delay_ms,
+    idle_roll_due,
+    select_filthiest,
+)
 from seglog.storage.cleaner_source import SourceGone
 from seglog.storage.errors import StorageError
 from seglog.storage.log import Log
@@ -57,6 +63,17 @@ class _PartitionLog(Protocol):
 class _HasPath(Protocol):
     @property
     def path(self) -> Path: ...
+
+
+@dataclass(frozen=True)
+class CleanerLag:
+    """How far behind the cleaner is, over every compacted log (Kafka's
+    LogCleanerManager max-dirty-percent and time-since-last-run-ms, LogCleaner's
+    max-compaction-delay-secs)."""
+
+    max_dirty_percent: int  # the dirtiest log's dirty bytes share, 0..100
+    max_compaction_delay_s: float  # the most overdue log's delay past max.compaction.lag.ms
+    time_since_last_run_ms: int  # since a cleaner thread last looked for a log to clean
 
 
 @dataclass(frozen=True)
@@ -99,6 +116,7 @@ class LogCleanerManager:
         self._horizons: dict[TopicPartition, int] = {}
         self._truncations: dict[TopicPartition, int] = {}
         self.last_pass: dict[TopicPartition, PassSummary] = {}
+        self._last_run_ms = self._clock()  # when a thread last chose (or found no) log
         self._stop = threading.Event()
         self._workers: list[threading.Thread] = []
 
@@ -224,11 +242,30 @@ class LogCleanerManager:
                 views.append((tp, log_view(log, checkpoint, self._horizons.get(tp))))
         return views
 
+    def lag(self, now: int | None = None) -> CleanerLag:
+        """The cleaner's lag now (read at scrape time; each log's lock is held only to
+        take its view). Logs being cleaned count with the view they have now."""
+        t = self._clock() if now is None else now
+        dirty = 0.0
+        delay_ms = 0
+        for tp, plog in self._partitions().items():
+            with plog.lock:
+                log = plog.log
+                if not log.config.compact or log.closed:
+                    continue
+                checkpoint = self._checkpoint_for(plog.directory.path).get(tp)
+                view = log_view(log, checkpoint, self._horizons.get(tp))
+            rng = cleanable_range(view, t)
+            dirty = max(dirty, rng.ratio)
+            delay_ms = max(delay_ms, compaction_delay_ms(view, rng, t))
+        return CleanerLag(int(100 * dirty), delay_ms / 1000, max(0, t - self._last_run_ms))
+
     def clean_once(self, offset_map: OffsetMap, now: int | None = None) -> bool:
         """Roll quiet logs, then clean the dirtiest due log one pass; True if it did."""
         t = self._clock() if now is None else now
         self.roll_idle_logs(t)
         chosen = select_filthiest(self._views(t), t)
+        self._last_run_ms = t
         if chosen is None:
             return False
         tp = chosen[0]
@@ -324,4 +361,4 @@ class LogCleanerManager:
         )
 
 
-__all__ = ["LogCleanerManager", "PassSummary"]
+__all__ = ["CleanerLag", "LogCleanerManager", "PassSummary"]

@@ -61,6 +61,9 @@ class LogManager:
         # Called (once) when no log directory is left online: the node halts (Kafka's
         # LogDirFailureHandler with a single log dir), so its leaderships move.
         self.on_all_dirs_offline: Callable[[str], None] | None = None
+        # Told the seconds of every log flush (the node's log flush histogram); set
+        # before load(): every log loaded or created gets it.
+        self.flush_observer: Callable[[float], None] | None = None
         self._full_logged_ms: dict[Path, int] = {}
         self._partitions: dict[TopicPartition, PartitionLog] = {}
         self._lock = threading.Lock()  # guards the partition map, not the logs
@@ -109,6 +112,7 @@ class LogManager:
             logs = d.load(self.defaults, topic_configs)
             self.had_clean_shutdown &= d.had_clean_shutdown
             for tp, log in logs.items():
+                log.flush_observer = self.flush_observer
                 self._partitions[tp] = PartitionLog(log, d)
         _log.info(
             "logs_loaded",
@@ -166,6 +170,7 @@ class LogManager:
             online = [d for d in self.dirs if d.offline_reason is None] or self.dirs
             directory = min(online, key=lambda d: len(d.logs))
             log = directory.create_log(tp[0], tp[1], config, topic_id=topic_id)
+            log.flush_observer = self.flush_observer
             plog = self._partitions[tp] = PartitionLog(log, directory)
         _log.info("log_created", topic=tp[0], partition=tp[1], dir=str(directory.path))
         return plog

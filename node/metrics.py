@@ -6,13 +6,13 @@ UnderReplicatedPartitions`), so dashboards built for Kafka read them.
 Two kinds: state a scrape reads from the node when it happens (partition counts,
 ISR health, log sizes, purgatory sizes: nothing to keep up to date on the data path),
 and events the node counts as they happen (requests and their time, bytes in and
-out, ISR shrinks and expands). docs/metrics.md lists every name."""
+out, ISR shrinks and expands, log flushes). docs/metrics.md lists every name."""
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterator
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import grpc
 from prometheus_client import CollectorRegistry, Counter, Histogram
@@ -21,17 +21,30 @@ from prometheus_client.registry import Collector
 
 from seglog.replication.metadata_image import MetadataImage
 
+from . import request_timing
 from .replica_manager import ReplicaManager
+
+if TYPE_CHECKING:
+    from .groups.offsets_topic import GroupCoordinatorRuntime
+    from .log_manager import LogManager
 
 # Request time buckets in milliseconds (Kafka reports request times in ms).
 REQUEST_MS_BUCKETS = (0.5, 1, 2, 5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000, 30000)
+# Log flush buckets in milliseconds (an fsync: sub-millisecond on tmpfs, seconds on a
+# loaded disk).
+FLUSH_MS_BUCKETS = (0.1, 0.5, 1, 2.5, 5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000)
 # Labels are bounded: one per API (a fixed table) and one per topic hosted.
 MAX_TOPIC_LABELS = 10_000
+# Consumer-group lag series a scrape returns at most (group × partition).
+MAX_GROUP_LAG_SERIES = 10_000
 
 
 class MetricsNode(Protocol):
     node_id: int
     replica_manager: ReplicaManager
+    log_manager: LogManager
+    groups: GroupCoordinatorRuntime
+    kafka: list[Any]  # KafkaListener: its server's idle meters
 
     def metadata_image(self) -> MetadataImage: ...
     def controller_id(self) -> int: ...
@@ -49,6 +62,30 @@ class NodeMetrics:
             "listener (an acks=all Produce includes its wait for the ISR)",
             ["request", "listener"],
             buckets=REQUEST_MS_BUCKETS,
+            registry=self.registry,
+        )
+        self.request_queue_ms = self._request_histogram(
+            "kafka_network_requestmetrics_requestqueuetimems",
+            "Time a request waited in the request channel for a handler thread (Kafka listeners)",
+        )
+        self.request_local_ms = self._request_histogram(
+            "kafka_network_requestmetrics_localtimems",
+            "Time a handler worked on a request (appends, reads, answers)",
+        )
+        self.request_remote_ms = self._request_histogram(
+            "kafka_network_requestmetrics_remotetimems",
+            "Time a request waited in purgatory: an acks=all Produce for its ISR, a Fetch "
+            "long-polling for data (0 for the others)",
+        )
+        self.response_send_ms = self._request_histogram(
+            "kafka_network_requestmetrics_responsesendtimems",
+            "Time from a response being queued on its connection to its last byte "
+            "written (Kafka listeners)",
+        )
+        self.log_flush_ms = Histogram(
+            "kafka_log_logflushstats_logflushrateandtimems",
+            "Time the fsyncs of a log flush took (count: flushes)",
+            buckets=FLUSH_MS_BUCKETS,
             registry=self.registry,
         )
         self.requests = Counter(
@@ -93,13 +130,54 @@ class NodeMetrics:
         )
         self._topics: set[str] = set()
 
+    def _request_histogram(self, name: str, doc: str) -> Histogram:
+        return Histogram(
+            name,
+            doc + ", per API and listener",
+            ["request", "listener"],
+            buckets=REQUEST_MS_BUCKETS,
+            registry=self.registry,
+        )
+
     # --- events, counted as they happen -------------------------------------------------
 
-    def observe_request(self, api: str, listener: str, seconds: float, failed: bool) -> None:
+    def observe_request(
+        self,
+        api: str,
+        listener: str,
+        seconds: float,
+        failed: bool,
+        *,
+        queue_s: float | None = None,
+        local_s: float | None = None,
+        remote_s: float | None = None,
+    ) -> None:
+        """One request done: its total time, and its parts where the listener knows
+        them (queue: Kafka listeners only)."""
         self.requests.labels(api, listener).inc()
         self.request_time_ms.labels(api, listener).observe(seconds * 1000.0)
+        if queue_s is not None:
+            self.request_queue_ms.labels(api, listener).observe(queue_s * 1000.0)
+        if local_s is not None:
+            self.request_local_ms.labels(api, listener).observe(local_s * 1000.0)
+        if remote_s is not None:
+            self.request_remote_ms.labels(api, listener).observe(remote_s * 1000.0)
         if failed:
             self.request_errors.labels(api, listener).inc()
+
+    def response_sent(self, api: str, listener: str, seconds: float) -> None:
+        self.response_send_ms.labels(api, listener).observe(seconds * 1000.0)
+
+    def sent_observer(self, listener: str) -> Callable[[str, float], None]:
+        """A Kafka listener's response send times, for its socket server."""
+
+        def sent(api: str, seconds: float) -> None:
+            self.response_sent(api, listener, seconds)
+
+        return sent
+
+    def log_flushed(self, seconds: float) -> None:
+        self.log_flush_ms.observe(seconds * 1000.0)
 
     def _topic(self, topic: str) -> str | None:
         if topic not in self._topics:
@@ -226,6 +304,71 @@ class NodeStateCollector(Collector):
         yield size
         yield segments
         yield end
+        yield from self._cleaner()
+        yield self._group_lag()
+        yield from self._idle_ratios()
+
+    def _cleaner(self) -> Iterator[Metric]:
+        lag = self.node.log_manager.cleaner.lag()
+        yield _gauge(
+            "kafka_log_logcleanermanager_max_dirty_percent",
+            "Dirty bytes share (percent) of the dirtiest compacted log",
+            lag.max_dirty_percent,
+        )
+        yield _gauge(
+            "kafka_log_logcleaner_max_compaction_delay_secs",
+            "Seconds the most overdue compacted log is past its max.compaction.lag.ms",
+            lag.max_compaction_delay_s,
+        )
+        yield _gauge(
+            "kafka_log_logcleanermanager_time_since_last_run_ms",
+            "Milliseconds since a cleaner thread last looked for a log to clean",
+            lag.time_since_last_run_ms,
+        )
+
+    def _group_lag(self) -> Metric:
+        """Per group and partition this node coordinates: the partition's high watermark
+        minus the committed offset (kafka-consumer-groups' LAG), for partitions hosted
+        here; at most MAX_GROUP_LAG_SERIES series."""
+        family = GaugeMetricFamily(
+            "kafka_consumergroup_lag",
+            "High watermark minus the group's committed offset, per partition (groups "
+            "this node coordinates, partitions it hosts)",
+            labels=["group", "topic", "partition"],
+        )
+        rm = self.node.replica_manager
+        for group, (topic, partition), offset in self.node.groups.committed_offsets(
+            MAX_GROUP_LAG_SERIES
+        ):
+            hp = rm.hosted((topic, partition))
+            if hp is None:
+                continue
+            lag = max(0, hp.plog.log.high_watermark - offset)
+            family.add_metric([group, topic, str(partition)], lag)
+        return family
+
+    def _idle_ratios(self) -> Iterator[Metric]:
+        servers = [k.server for k in self.node.kafka]
+        if not servers:
+            return  # no Kafka listener: no network threads nor handler pool to measure
+        yield _gauge(
+            "kafka_network_socketserver_networkprocessoravgidlepercent",
+            "Share (0..1) of time the Kafka listeners' network threads waited for "
+            "socket events, over the last 30 s",
+            _pool_ratio([(s.network_idle.ratio(), s.network_idle.threads) for s in servers]),
+        )
+        yield _gauge(
+            "kafka_server_kafkarequesthandlerpool_requesthandleravgidlepercent",
+            "Share (0..1) of time the Kafka listeners' request handler threads waited "
+            "for a request, over the last 30 s",
+            _pool_ratio([(s.handler_idle.ratio(), s.handler_idle.threads) for s in servers]),
+        )
+
+
+def _pool_ratio(ratios: list[tuple[float, int]]) -> float:
+    """Listeners' ratios, weighted by their thread counts."""
+    threads = sum(n for _, n in ratios)
+    return sum(r * n for r, n in ratios) / threads if threads else 1.0
 
 
 def _gauge(name: str, doc: str, value: float, labels: dict[str, str] | None = None) -> Metric:
@@ -238,42 +381,61 @@ def _gauge(name: str, doc: str, value: float, labels: dict[str, str] | None = No
 
 
 def timed_kafka_handler(
-    handler: Callable[[Any], Any], metrics: NodeMetrics, listener: str, deferred: type
+    handler: Callable[[Any], Any], metrics: NodeMetrics, listener: str, deferred: type[Any]
 ) -> Callable[[Any], Any]:
-    """The Kafka listener's handler, timing each request (a deferred answer when it is
-    ready)."""
+    """The Kafka listener's handler, timing each request when its answer is ready:
+    queue time (from its frame being read to a handler taking it), local time (the
+    handler's) and remote time (a deferred answer's wait); the total is their sum."""
 
     def handle(request: Any) -> Any:
         t0 = time.perf_counter()
+        queue_s = t0 - request.received_s if request.received_s else 0.0
         api = request.spec.name
         try:
             answer = handler(request)
         except Exception:
-            metrics.observe_request(api, listener, time.perf_counter() - t0, True)
+            local_s = time.perf_counter() - t0
+            metrics.observe_request(
+                api, listener, queue_s + local_s, True, queue_s=queue_s, local_s=local_s
+            )
             raise
+        local_s = time.perf_counter() - t0
         if isinstance(answer, deferred):
             wait = answer.wait
 
             def waited() -> Any:
                 failed = True
+                t1 = time.perf_counter()
                 try:
                     parts = wait()
                     failed = False
                     return parts
                 finally:
-                    metrics.observe_request(api, listener, time.perf_counter() - t0, failed)
+                    remote_s = time.perf_counter() - t1
+                    metrics.observe_request(
+                        api,
+                        listener,
+                        queue_s + local_s + remote_s,
+                        failed,
+                        queue_s=queue_s,
+                        local_s=local_s,
+                        remote_s=remote_s,
+                    )
 
             answer.wait = waited
             return answer
-        metrics.observe_request(api, listener, time.perf_counter() - t0, False)
+        metrics.observe_request(
+            api, listener, queue_s + local_s, False, queue_s=queue_s, local_s=local_s, remote_s=0.0
+        )
         return answer
 
     return handle
 
 
 class GrpcMetricsInterceptor(grpc.ServerInterceptor):  # type: ignore[misc]
-    """Times every unary gRPC call on the node's GRPC listeners (streams are counted
-    when they end)."""
+    """Times every unary gRPC call on the node's GRPC listeners (streams are not
+    counted): total, local and remote time (its waits, see request_timing); gRPC's own
+    queue and response writes are out of its sight."""
 
     def __init__(self, metrics: NodeMetrics, listener: str = "GRPC") -> None:
         self.metrics = metrics
@@ -294,12 +456,17 @@ class GrpcMetricsInterceptor(grpc.ServerInterceptor):  # type: ignore[misc]
         def timed(request: Any, context: grpc.ServicerContext) -> Any:
             t0 = time.perf_counter()
             failed = True
+            request_timing.begin()
             try:
                 response = inner(request, context)
                 failed = False
                 return response
             finally:
-                metrics.observe_request(api, listener, time.perf_counter() - t0, failed)
+                total = time.perf_counter() - t0
+                remote = min(request_timing.end(), total)
+                metrics.observe_request(
+                    api, listener, total, failed, local_s=total - remote, remote_s=remote
+                )
 
         return grpc.unary_unary_rpc_method_handler(
             timed,

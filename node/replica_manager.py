@@ -46,6 +46,7 @@ from seglog.storage.errors import KafkaStorageError, StorageError
 from seglog.storage.file_slice import FileSlice
 from seglog.storage.log_config import LogConfig, parse_throttled_replicas
 
+from . import request_timing
 from .alter_partition_manager import AlterPartitionManager, BatchSender
 from .event_log import EventLogger
 from .fetch_session import DEFAULT_SLOTS as DEFAULT_SESSION_SLOTS
@@ -640,9 +641,16 @@ class ReplicaManager:
             remaining = deadline - time.monotonic()
             if self._answer_now(results, total, min_bytes, remaining, cancelled):
                 return results
-            with self._data_arrived:
-                if self._data_version == version:
-                    self._data_arrived.wait(timeout=min(remaining, 0.5))
+            self._wait_for_data(version, remaining)
+
+    def _wait_for_data(self, version: int, remaining: float) -> None:
+        """A long-polling fetch waits for new data (counted as the request's remote time
+        on a gRPC thread, see request_timing)."""
+        started = time.perf_counter()
+        with self._data_arrived:
+            if self._data_version == version:
+                self._data_arrived.wait(timeout=min(remaining, 0.5))
+        request_timing.add_remote(time.perf_counter() - started)
 
     def fetch_in_session(
         self,
@@ -702,9 +710,7 @@ class ReplicaManager:
                 remaining = deadline - time.monotonic()
                 if self._answer_now(out.values(), total, min_bytes, remaining, cancelled):
                     break
-                with self._data_arrived:
-                    if self._data_version == version:
-                        self._data_arrived.wait(timeout=min(remaining, 0.5))
+                self._wait_for_data(version, remaining)
             for tp, r in out.items():
                 if r.error_name == "NONE":
                     session.told[tp] = (r.high_watermark, r.log_start_offset)

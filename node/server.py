@@ -125,8 +125,8 @@ class Node:
         )
         self.log_manager.on_dir_offline = self.replica_manager.on_log_dir_offline
         self.metrics = NodeMetrics()
-        self.metrics.registry.register(NodeStateCollector(self))
         self.replica_manager.metrics = self.metrics
+        self.log_manager.flush_observer = self.metrics.log_flushed
         self._metrics_http: tuple[Any, threading.Thread] | None = None
         self.metrics_port = -1
         self.groups = GroupCoordinatorRuntime(
@@ -145,6 +145,8 @@ class Node:
         self.halted = False
         self.port = -1
         self.kafka: list[KafkaListener] = []  # Kafka-protocol listeners (e.g. PLAINTEXT)
+        # Once what a scrape reads is there (the registry collects once on registering).
+        self.metrics.registry.register(NodeStateCollector(self))
         # ACLs (authorizer.class.name; None: off) and the SCRAM/ACL admin requests.
         self.authorizer = NodeAuthorizer.from_properties(config.raw, self.metadata_image)
         self.security = SecurityAdmin(
@@ -326,6 +328,7 @@ class Node:
         out.update({k: (v, 2) for k, v in default.items()})
         out.update({k: (v, 1) for k, v in own.items()})
         return [(k, v, src) for k, (v, src) in sorted(out.items())]
+
     def _halt(self, why: str) -> None:
         """Kafka's Exit.halt(1) on a log dir failure: nothing may wait for the failed
         disk, so once the shutdown ran (leaderships move, the offline directory is

@@ -4,6 +4,7 @@ of its own beyond request shape checks."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 
 import grpc
@@ -13,6 +14,7 @@ from seglog.proto import client_pb2_grpc, errors_pb2
 from seglog.replication.cluster_control import DYNAMIC_BROKER_CONFIGS, ControlError
 from seglog.storage.errors import InvalidConfigError
 
+from . import request_timing
 from .event_log import EventLogger
 from .fetch_session import FetchSessionError
 from .groups.offsets_records import OFFSETS_TOPIC
@@ -39,8 +41,7 @@ def answer_reassignments(
     """AlterPartitionReassignments on the broker's and the controller's service: each
     partition's target replicas, or a cancel; `alter` decides."""
     wanted = [
-        (r.topic, r.partition, None if r.cancel else tuple(r.replicas))
-        for r in request.partitions
+        (r.topic, r.partition, None if r.cancel else tuple(r.replicas)) for r in request.partitions
     ]
     try:
         results = alter(wanted)
@@ -168,9 +169,7 @@ class SegLogServicer(client_pb2_grpc.SegLogServicer):
         self, request: pb.ListPartitionReassignmentsRequest, context: grpc.ServicerContext
     ) -> pb.ListPartitionReassignmentsResponse:
         wanted = (
-            None
-            if request.all_partitions
-            else [(r.topic, r.partition) for r in request.partitions]
+            None if request.all_partitions else [(r.topic, r.partition) for r in request.partitions]
         )
         return pb.ListPartitionReassignmentsResponse(
             reassignments=[
@@ -189,9 +188,7 @@ class SegLogServicer(client_pb2_grpc.SegLogServicer):
         self, request: pb.ElectLeadersRequest, context: grpc.ServicerContext
     ) -> pb.ElectLeadersResponse:
         wanted = (
-            [(t.topic, p) for t in request.topics for p in t.partitions]
-            if request.topics
-            else None
+            [(t.topic, p) for t in request.topics for p in t.partitions] if request.topics else None
         )
         try:
             results = self.node.elect_leaders(request.election_type, wanted)
@@ -295,9 +292,11 @@ class SegLogServicer(client_pb2_grpc.SegLogServicer):
             for p in t.partitions
             if t.name != OFFSETS_TOPIC
         ]
-        results = iter(
-            self.node.replica_manager.produce_all(items, request.acks, request.timeout_ms or 30_000)
-        )
+        rm = self.node.replica_manager
+        started = rm.start_produce_all(items, request.acks, request.timeout_ms or 30_000)
+        waiting = time.perf_counter()
+        results = iter(rm.await_produced(started))  # acks=all: the wait for the ISR
+        request_timing.add_remote(time.perf_counter() - waiting)
         internal = ProduceResult(
             error_name="INVALID_TOPIC_EXCEPTION",
             error_message=f"{OFFSETS_TOPIC} is an internal topic: only its coordinators write it",

@@ -61,6 +61,7 @@ class CleanableRange:
     dirty_bytes: int
     forced: bool  # max.compaction.lag.ms passed for the oldest dirty segment
     horizon_due: bool  # a kept tombstone or marker may now go
+    oldest_dirty_timestamp: int = -1  # of the oldest dirty segment, -1 if none
 
     @property
     def ratio(self) -> float:
@@ -122,7 +123,23 @@ def cleanable_range(view: LogView, now_ms: int) -> CleanableRange:
         and now_ms - oldest_dirty_ts > view.max_compaction_lag_ms
     )
     horizon_due = view.horizon_due_ms is not None and view.horizon_due_ms <= now_ms
-    return CleanableRange(first_dirty, uncleanable, clean, dirty, forced, horizon_due)
+    return CleanableRange(
+        first_dirty,
+        uncleanable,
+        clean,
+        dirty,
+        forced,
+        horizon_due,
+        oldest_dirty_ts if oldest_dirty_ts is not None and dirty > 0 else -1,
+    )
+
+
+def compaction_delay_ms(view: LogView, rng: CleanableRange, now_ms: int) -> int:
+    """How long past max.compaction.lag.ms the oldest dirty segment is (Kafka's
+    maxCompactionDelay: the clean it owes is that late); 0 when none is overdue."""
+    if rng.oldest_dirty_timestamp < 0:
+        return 0
+    return max(0, now_ms - view.max_compaction_lag_ms - rng.oldest_dirty_timestamp)
 
 
 def is_due(view: LogView, rng: CleanableRange) -> bool:

@@ -11,6 +11,8 @@ re-reads more)."""
 from __future__ import annotations
 
 import os
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -27,11 +29,14 @@ class FlushJob:
     truncations: int  # the log's truncation count when the job was taken
     due_to_flush_ms: bool  # flush.ms was due (not only a roll's deferred flush)
     error: StorageError | None = None
+    # Told the seconds a successful run took (the node's log flush histogram).
+    observer: Callable[[float], None] | None = None
 
     def run(self) -> bool:
         """fsync the segments and the directory; False (and `error`) if one failed.
         A segment deleted by a concurrent truncation or retention fails here too, as
         EBADF or a closed index, and end_flush then ignores the job."""
+        started = time.perf_counter()
         try:
             for seg in self.segments:
                 seg.flush()
@@ -45,4 +50,6 @@ class FlushJob:
         except (OSError, ValueError) as e:
             self.error = KafkaStorageError(f"cannot flush {self.directory}: {e}")
             self.error.__cause__ = e  # the log manager tells a failed fsync from a race
+        if self.error is None and self.observer is not None:
+            self.observer(time.perf_counter() - started)
         return self.error is None

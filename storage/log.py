@@ -139,6 +139,9 @@ class Log:
         self._max_segment_ms = 0
         self._unflushed_messages = 0
         self._last_flush_ms = 0
+        # Told the seconds each successful flush's fsyncs took (a node's metrics); the
+        # storage layer only calls it.
+        self.flush_observer: Callable[[float], None] | None = None
         # Time and randomness are inputs (Kafka's Time): the node passes the wall clock
         # and a seeded generator, a simulator its own clock and seed.
         self.clock = clock
@@ -1010,7 +1013,14 @@ class Log:
                 break
             if nxt is None or nxt > self._recovery_point:
                 segments.append(seg)
-        return FlushJob(self.directory, segments, target, self._truncations, due_to_flush_ms)
+        return FlushJob(
+            self.directory,
+            segments,
+            target,
+            self._truncations,
+            due_to_flush_ms,
+            observer=self.flush_observer,
+        )
 
     def begin_flush(self, *, time_ms: int | None = None) -> FlushJob | None:
         """The flush scheduler's share, to run outside the partition lock (see

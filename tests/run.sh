@@ -19,6 +19,13 @@ if ! command -v kcat >/dev/null 2>&1; then
     apt-get update -qq && apt-get install -y -qq kcat >/dev/null
 fi
 
+# The dashboard test (tests/node/test_dashboard.py): Debian's Prometheus serves the page
+# and answers its queries, headless Chromium renders it.
+if ! command -v prometheus >/dev/null 2>&1 || ! command -v chromium >/dev/null 2>&1; then
+    echo "tests/run.sh: installing prometheus and chromium for the dashboard test" >&2
+    apt-get update -qq && apt-get install -y -qq --no-install-recommends prometheus chromium >/dev/null
+fi
+
 python3 -m ruff check .
 python3 proto/generate.py --check
 python3 tests/typecheck.py

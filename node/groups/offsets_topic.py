@@ -104,6 +104,21 @@ class GroupCoordinatorRuntime:
         for waiter in list(self._waiters.values()):
             waiter.shutdown(wait=False, cancel_futures=True)
 
+    def committed_offsets(self, limit: int) -> list[tuple[str, tuple[str, int], int]]:
+        """(group, partition, committed offset) of the groups this node coordinates (the
+        shards it has loaded), at most `limit` of them, for the lag metric."""
+        out: list[tuple[str, tuple[str, int], int]] = []
+        with self._lock:
+            for shard in self.coordinator.shards.values():
+                if shard.loading is not None:
+                    continue
+                for group, offsets in shard.offsets.items():
+                    for tp, value in offsets.items():
+                        if len(out) >= limit:
+                            return out
+                        out.append((group, tp, value.offset))
+        return out
+
     def _tick_loop(self) -> None:
         while not self._stopped.wait(TICK_S):
             with self._lock:

@@ -246,6 +246,7 @@ class KafkaRequest:
     body: Any  # the decoded request; None for an ApiVersions above our range
     size: int  # bytes in the frame
     client_host: str = ""  # the peer's address (the group coordinator records it)
+    received_s: float = 0.0  # perf_counter() when its frame was read (its queue time)
 
     @property
     def spec(self) -> ApiSpec:

@@ -61,8 +61,16 @@ class KafkaListener:
         handler: Handler = self.apis
         if metrics is not None:
             handler = timed_kafka_handler(self.apis, metrics, listener.name, Deferred)
+        on_sent = metrics.sent_observer(listener.name) if metrics is not None else None
         self.server = SocketServer(
-            listener.host, listener.port, handler, self.settings, tls, listener.name, gate
+            listener.host,
+            listener.port,
+            handler,
+            self.settings,
+            tls,
+            listener.name,
+            gate,
+            on_sent=on_sent,
         )
         self.apis.stopped = self.server.stopped
         self.port = self.server.port

@@ -44,6 +44,7 @@ from dataclasses import dataclass
 from seglog.storage.file_slice import FileSlice
 
 from ..event_log import EventLogger
+from ..idle_meter import IdleMeter
 from ..security.kafka_gate import CloseConnection, KafkaGate, KafkaSession
 from ..security.kafka_tls import ListenerTls
 from ..security.principal import ANONYMOUS, KafkaPrincipal, certificate_principal
@@ -69,6 +70,9 @@ class Deferred:
         self.wait = wait
 
 
+# Told a request's API name and the seconds its response took to be written out.
+SentObserver = Callable[[str, float], None]
+
 # A handler: request → the parts of its response frame, None for no response (a
 # Produce with acks=0), or a Deferred for one that continues after it started.
 Handler = Callable[[KafkaRequest], "list[Part] | None | Deferred"]
@@ -77,12 +81,13 @@ Handler = Callable[[KafkaRequest], "list[Part] | None | Deferred"]
 class Slot:
     """A request's place in its connection's response order."""
 
-    __slots__ = ("close", "done", "parts")
+    __slots__ = ("api", "close", "done", "parts")
 
-    def __init__(self) -> None:
+    def __init__(self, api: str = "") -> None:
         self.done = False
         self.parts: list[Part] | None = None
         self.close = False
+        self.api = api
 
 
 @dataclass(frozen=True)
@@ -126,6 +131,11 @@ class Connection:
         self.principal: KafkaPrincipal = ANONYMOUS  # a TLS client's certificate subject
         self.host = conn_id.rsplit("-", 2)[0].rpartition(":")[0]
         self.session: KafkaSession | None = None  # the security gate's, from the first request
+        # Response send times: parts queued and sent so far, and per response in
+        # outq (the parts count that completes it, its API, when it was queued).
+        self.parts_queued = 0
+        self.parts_sent = 0
+        self.sending: deque[tuple[int, str, float]] = deque()
 
 
 Work = tuple[Connection, KafkaRequest, Slot]
@@ -219,11 +229,15 @@ class Processor(threading.Thread):
 
     def run(self) -> None:
         stopped = self.server.stopped
+        idle = self.server.network_idle
         try:
             while not stopped.is_set():
                 self._register_new()
                 self._send_responses()
-                for key, events in self.selector.select(SELECT_TIMEOUT_S):
+                idle.idle(self.index)
+                ready = self.selector.select(SELECT_TIMEOUT_S)
+                idle.busy(self.index)
+                for key, events in ready:
                     conn = key.data
                     if conn is None:
                         with contextlib.suppress(BlockingIOError):
@@ -313,6 +327,9 @@ class Processor(threading.Thread):
                     head = conn.slots.popleft()
                     if head.parts:  # None: no response (acks=0)
                         conn.outq.extend(head.parts)
+                        if self.server.on_sent is not None:
+                            conn.parts_queued += len(head.parts)
+                            conn.sending.append((conn.parts_queued, head.api, time.perf_counter()))
             if conn.outq:
                 self._write(conn)
             else:
@@ -402,11 +419,12 @@ class Processor(threading.Thread):
         try:
             request = parse_request(frame)
             request.client_host = conn.id.rpartition(":")[0].strip("[]")
+            request.received_s = time.perf_counter()
         except InvalidRequestError as e:
             _log.warning("kafka_request_refused", connection=conn.id, reason=str(e))
             self._close(conn, "invalid request")
             return
-        slot = Slot()
+        slot = Slot(request.spec.name)
         conn.slots.append(slot)
         conn.unstarted = slot
         self._interest(conn)
@@ -450,8 +468,19 @@ class Processor(threading.Thread):
                 conn.out_pos = 0
                 if isinstance(part, FileSlice):
                     part.close()
+                if conn.sending:
+                    self._sent_part(conn)
         self._interest(conn)
         self._next_request(conn)
+
+    def _sent_part(self, conn: Connection) -> None:
+        conn.parts_sent += 1
+        on_sent = self.server.on_sent
+        # Bounded by the responses queued on the connection.
+        while conn.sending and conn.sending[0][0] <= conn.parts_sent:
+            _, api, queued = conn.sending.popleft()
+            if on_sent is not None:
+                on_sent(api, time.perf_counter() - queued)
 
     def _close_idle(self) -> None:
         limit = self.settings.connections_max_idle_ms / 1000
@@ -505,8 +534,14 @@ class SocketServer:
         tls: ListenerTls | None = None,
         listener_name: str = "PLAINTEXT",
         gate: KafkaGate | None = None,
+        on_sent: SentObserver | None = None,
     ) -> None:
         self.settings = settings or SocketSettings()
+        self.on_sent = on_sent  # response send times (the node's metrics)
+        # Idle shares of the network threads (waiting in select) and of the handlers
+        # (waiting for a request), Kafka's two idle-percent metrics.
+        self.network_idle = IdleMeter(self.settings.num_network_threads)
+        self.handler_idle = IdleMeter(self.settings.num_io_threads)
         self.handler = handler
         self.gate = gate  # authentication, principals and the ACL admin APIs
         self.tls = tls  # None: plaintext
@@ -524,7 +559,7 @@ class SocketServer:
             for i in range(self.settings.num_network_threads)
         ]
         self._handlers = [
-            threading.Thread(target=self._handle_loop, name=f"kafka-io-{i}", daemon=True)
+            threading.Thread(target=self._handle_loop, args=(i,), name=f"kafka-io-{i}", daemon=True)
             for i in range(self.settings.num_io_threads)
         ]
         self.delayed: queue.Queue[tuple[Connection, Slot, Deferred] | None] = queue.Queue(
@@ -593,10 +628,13 @@ class SocketServer:
         finally:
             self._sock.close()
 
-    def _handle_loop(self) -> None:
+    def _handle_loop(self, index: int) -> None:
         # Bounded by shutdown: the channel yields None to each handler then.
+        idle = self.handler_idle
         while True:
+            idle.idle(index)
             item = self.channel.get()
+            idle.busy(index)
             if item is None or self.stopped.is_set():
                 return
             conn, request, slot = item

@@ -12,7 +12,6 @@ always taken down with its volumes.
 
 from __future__ import annotations
 
-import calendar
 import json
 import os
 import subprocess
@@ -22,10 +21,9 @@ import uuid
 from collections.abc import Callable, Iterator
 
 import pytest
+from page_visits_check import closed_window_counts, written_window_counts
 
 from seglog.chaos.targets import BUILD_SCRIPT, COMPOSE_FILE, ROOT, docker_unavailable, free_ports
-from seglog.client.cluster import TopicPartition
-from seglog.client.consumer import Consumer
 from seglog.pipeline.examples import generate_page_visits
 
 SPARK_FILE = ROOT / "compose" / "docker-compose.spark.yml"
@@ -174,25 +172,6 @@ def test_page_visits_job_on_the_compose_spark_cluster(cluster: SparkCompose) -> 
         )
         assert ls.returncode == 0 and ls.stdout.strip(), f"no executor ran on {worker}"
 
-    expected: dict[tuple[int, str], int] = {}
-    for e in events:
-        window = e["ts"] // 60_000 * 60_000
-        expected[(window, e["page"])] = expected.get((window, e["page"]), 0) + 1
-    watermark = max(e["ts"] for e in events) - 60_000
-    closed = {k: n for k, n in expected.items() if k[0] + 60_000 <= watermark}
-
-    got: dict[tuple[int, str], int] = {}
-    tps = [TopicPartition("page_visit_counts", p) for p in range(3)]
-    with Consumer(bootstrap_servers=c.bootstrap, auto_offset_reset="earliest") as consumer:
-        consumer.assign(tps)
-        total = sum(consumer.end_offsets(tps).values())
-        seen = 0
-        deadline = time.monotonic() + 60
-        while seen < total and time.monotonic() < deadline:
-            for recs in consumer.poll(timeout_ms=500).values():
-                for r in recs:
-                    seen += 1
-                    v = json.loads(r.value)
-                    start = calendar.timegm(time.strptime(v["window_start"], "%Y-%m-%dT%H:%M:%SZ"))
-                    got[(start * 1000, v["page"])] = v["count"]
+    closed = closed_window_counts(events)
+    got = written_window_counts(c.bootstrap, 60)
     assert closed and got == closed

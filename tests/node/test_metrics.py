@@ -1,6 +1,8 @@
 """The node's Prometheus endpoint (metrics.port) against known states: partition and
-leader counts, bytes and requests counted on both listeners, and under-replicated
-partitions that rise when a follower stops and fall back to 0 when it returns."""
+leader counts, bytes and requests counted on both listeners, request time split into
+queue/local/remote/send, flushes, cleaner and consumer-group lag, idle ratios, and
+under-replicated partitions that rise when a follower stops and fall back to 0 when it
+returns."""
 
 from __future__ import annotations
 
@@ -9,6 +11,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
@@ -20,6 +23,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from three_node_cluster import ThreeNodeCluster, topic_of
 
 from seglog.client.admin import Admin, NewTopic
+from seglog.client.cluster import TopicPartition
 from seglog.client.producer import Producer
 
 WAIT_S = 30.0
@@ -101,6 +105,102 @@ def test_one_node_counts_what_both_listeners_did(tmp_path: Path) -> None:
             )
             == kafka_produce
         )
+    finally:
+        node.stop()
+
+
+def test_one_node_times_flushes_lags_and_idles(tmp_path: Path) -> None:
+    grpc_port, kafka_port = free_port(), free_port()
+    node = NodeProcess(
+        tmp_path,
+        port=grpc_port,
+        overrides={
+            "listeners": f"GRPC://127.0.0.1:{grpc_port},PLAINTEXT://127.0.0.1:{kafka_port}",
+            "metrics.port": "0",
+            "metrics.host": "127.0.0.1",
+            # Nothing cleans: the compacted topic's dirty share stays what was written.
+            "log.cleaner.enable": "false",
+        },
+    ).start()
+    try:
+        port = metrics_port(node)
+        with Admin(node.bootstrap) as admin:
+            admin.create_topics(
+                [
+                    NewTopic("lag", 1, 1, {"flush.messages": "1"}),  # every append fsyncs
+                    NewTopic(
+                        "compacted",
+                        1,
+                        1,
+                        {
+                            "cleanup.policy": "compact",
+                            "segment.bytes": "300",
+                            "max.compaction.lag.ms": "1",
+                        },
+                    ),
+                ]
+            )
+        flushes_before = value(scrape(port), "kafka_log_logflushstats_logflushrateandtimems_count")
+        kp = KafkaProducer(bootstrap_servers=f"127.0.0.1:{kafka_port}", acks="all")
+        for i in range(10):
+            kp.send("lag", b"r%d" % i, partition=0).get(timeout=WAIT_S)
+        for i in range(20):
+            kp.send("compacted", b"v" * 50, key=b"k%d" % (i % 3), partition=0).get(timeout=WAIT_S)
+        kp.close()
+        with Producer(node.bootstrap, acks="all") as producer:
+            producer.send("lag", b"g", partition=0).get(timeout=WAIT_S)  # offset 10
+        with Admin(node.bootstrap) as admin:
+            admin.alter_consumer_group_offsets("billing", {TopicPartition("lag", 0): 4})
+        time.sleep(0.2)  # the compacted log's oldest dirty data grows older
+        s = scrape(port)
+
+        def split(part: str, listener: str, stat: str = "count") -> float:
+            return value(
+                s,
+                f"kafka_network_requestmetrics_{part}_{stat}",
+                request="Produce",
+                listener=listener,
+            )
+
+        produces = value(
+            s,
+            "kafka_network_requestmetrics_requests_total",
+            request="Produce",
+            listener="PLAINTEXT",
+        )
+        assert produces == 30
+        # Every Kafka-listener Produce is timed in each part; acks=all waited (remote).
+        for part in ("requestqueuetimems", "localtimems", "remotetimems", "responsesendtimems"):
+            assert split(part, "PLAINTEXT") == produces, part
+        assert split("remotetimems", "PLAINTEXT", "sum") > 0
+        assert split("requestqueuetimems", "PLAINTEXT", "sum") > 0
+        assert split("responsesendtimems", "PLAINTEXT", "sum") > 0
+        # gRPC: local and remote time, no queue or send time (gRPC's own).
+        grpc_produces = value(
+            s, "kafka_network_requestmetrics_requests_total", request="Produce", listener="GRPC"
+        )
+        assert grpc_produces >= 1
+        assert split("localtimems", "GRPC") == grpc_produces
+        assert split("remotetimems", "GRPC") == grpc_produces
+        assert split("remotetimems", "GRPC", "sum") > 0
+        assert split("requestqueuetimems", "GRPC") == 0
+        # flush.messages=1: each of the 11 appends to "lag" was flushed.
+        flushes = value(s, "kafka_log_logflushstats_logflushrateandtimems_count")
+        assert flushes >= flushes_before + 11
+        assert value(s, "kafka_log_logflushstats_logflushrateandtimems_sum") > 0
+        # The high watermark (11) minus the committed offset (4).
+        assert value(s, "kafka_consumergroup_lag", group="billing", topic="lag", partition="0") == 7
+        # Nothing cleaned: every finished segment of the compacted log is dirty.
+        assert value(s, "kafka_log_log_numlogsegments", topic="compacted", partition="0") > 2
+        assert value(s, "kafka_log_logcleanermanager_max_dirty_percent") == 100
+        assert value(s, "kafka_log_logcleaner_max_compaction_delay_secs") > 0
+        assert value(s, "kafka_log_logcleanermanager_time_since_last_run_ms") > 0
+        # A node serving one client now and then: its threads mostly wait.
+        for name in (
+            "kafka_network_socketserver_networkprocessoravgidlepercent",
+            "kafka_server_kafkarequesthandlerpool_requesthandleravgidlepercent",
+        ):
+            assert 0.5 < value(s, name) <= 1.0, name
     finally:
         node.stop()
 

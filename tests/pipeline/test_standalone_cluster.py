@@ -4,8 +4,6 @@ loopback. The windows it writes back to seglog are the ones the events make."""
 
 from __future__ import annotations
 
-import calendar
-import json
 import os
 import shutil
 import socket
@@ -23,9 +21,8 @@ if shutil.which("java") is None:
 
 import pyspark
 from node_process import NodeProcess
+from page_visits_check import closed_window_counts, written_window_counts
 
-from seglog.client.cluster import TopicPartition
-from seglog.client.consumer import Consumer
 from seglog.pipeline.examples import generate_page_visits, page_visits
 
 SPARK_BIN = Path(pyspark.__file__).parent / "bin"
@@ -169,26 +166,6 @@ def test_page_visits_job_via_spark_submit(standalone, node, tmp_path) -> None:
     for work in work_dirs:
         assert list(work.glob("app-*/*/stderr")), f"no executor ran in {work}"
 
-    expected: dict[tuple[int, str], int] = {}
-    for e in events:
-        window = e["ts"] // 60_000 * 60_000
-        expected[(window, e["page"])] = expected.get((window, e["page"]), 0) + 1
-    watermark = max(e["ts"] for e in events) - 60_000
-    closed = {k: n for k, n in expected.items() if k[0] + 60_000 <= watermark}
-
-    got = {}
-    tps = [TopicPartition("page_visit_counts", p) for p in range(3)]
-    with Consumer(bootstrap_servers=bootstrap, auto_offset_reset="earliest") as consumer:
-        consumer.assign(tps)
-        total = sum(consumer.end_offsets(tps).values())
-        seen = 0
-        deadline = time.monotonic() + 30
-        while seen < total and time.monotonic() < deadline:
-            for recs in consumer.poll(timeout_ms=500).values():
-                for r in recs:
-                    seen += 1
-                    v = json.loads(r.value)
-                    start = v["window_start"]
-                    start_ms = calendar.timegm(time.strptime(start, "%Y-%m-%dT%H:%M:%SZ")) * 1000
-                    got[(start_ms, v["page"])] = v["count"]
+    closed = closed_window_counts(events)
+    got = written_window_counts(bootstrap, 30)
     assert closed and got == closed
