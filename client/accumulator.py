@@ -1,10 +1,11 @@
 """The producer's record accumulator: per-partition queues of open batches,
 bounded by `buffer_memory`, handed to the sender once full or lingered.
 
-Application threads append; the sender thread drains. Batches hold the records
-themselves and are encoded only when drained, because the producer id, epoch and
-sequence go into the header and are known only then (Kafka closes a batch at
-drain time for the same reason).
+Application threads append; the sender thread drains. A record is encoded into
+its batch's records section as it is appended (the per-record work is that and a
+light future handle); the batch header is framed around the section only when
+drained, because the producer id, epoch and sequence go into it and are known only
+then (Kafka closes a batch at drain time for the same reason).
 """
 
 from __future__ import annotations
