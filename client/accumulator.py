@@ -1,10 +1,11 @@
 """The producer's record accumulator: per-partition queues of open batches,
 bounded by `buffer_memory`, handed to the sender once full or lingered.
 
-Application threads append; the sender thread drains. Batches hold the records
-themselves and are encoded only when drained, because the producer id, epoch and
-sequence go into the header and are known only then (Kafka closes a batch at
-drain time for the same reason).
+Application threads append; the sender thread drains. A record is encoded into
+its batch's records section as it is appended (the per-record work is that and a
+light future handle); the batch header is framed around the section only when
+drained, because the producer id, epoch and sequence go into it and are known only
+then (Kafka closes a batch at drain time for the same reason).
 """
 
 from __future__ import annotations
@@ -15,11 +16,17 @@ from collections import deque
 from collections.abc import Container, Sequence
 from typing import NamedTuple
 
-from seglog.storage.record_batch import HEADER_SIZE, NewRecord
+from seglog.storage.compression import CompressionType, compress
+from seglog.storage.record_batch import (
+    HEADER_SIZE,
+    NO_PARTITION_LEADER_EPOCH,
+    assemble_batch,
+)
+from seglog.storage.varint import encode_varint
 
 from .cluster import TopicPartition
 from .errors import IllegalStateError, KafkaError, KafkaTimeoutError
-from .future import FutureRecordMetadata, RecordMetadata
+from .future import BatchOutcome, FutureRecordMetadata
 
 # Worst-case varint sizes of a record's framing: length(5) attributes(1)
 # timestampDelta(10) offsetDelta(5) keyLength(5) valueLength(5) headerCount(5).
@@ -37,81 +44,154 @@ def estimate_record_size(
     return size
 
 
+def _append_record(
+    out: bytearray,
+    offset_delta: int,
+    timestamp_delta: int,
+    key: bytes | None,
+    value: bytes | None,
+    headers: Sequence[tuple[str, bytes | None]],
+) -> None:
+    """Append one v2 record to a batch's records section, copying the value once."""
+    head = bytearray(b"\x00")  # attributes
+    encode_varint(timestamp_delta, head)
+    encode_varint(offset_delta, head)
+    if key is None:
+        head.append(0x01)  # zig-zag -1: null
+    else:
+        encode_varint(len(key), head)
+        head += key
+    if value is None:
+        head.append(0x01)
+        value_len = 0
+    else:
+        value_len = len(value)
+        encode_varint(value_len, head)
+    tail: bytes | bytearray
+    if headers:
+        tail = bytearray()
+        encode_varint(len(headers), tail)
+        for hkey, hvalue in headers:
+            k = hkey.encode("utf-8")
+            encode_varint(len(k), tail)
+            tail += k
+            if hvalue is None:
+                tail.append(0x01)
+            else:
+                encode_varint(len(hvalue), tail)
+                tail += hvalue
+    else:
+        tail = _NO_HEADERS
+    encode_varint(len(head) + value_len + len(tail), out)
+    out += head
+    if value is not None:
+        out += value
+    out += tail
+
+
+_NO_HEADERS = b"\x00"  # header count 0
+
+# A record as send() hands it over: (timestamp ms, key, value, headers).
+Rec = tuple[int, bytes | None, bytes | None, Sequence[tuple[str, bytes | None]]]
+
+
 class ProducerBatch:
-    """Records bound for one partition, sent (and retried) as one RecordBatch."""
+    """Records bound for one partition, sent (and retried) as one RecordBatch.
+
+    Each record is encoded into `body` (the batch's records section) as it is
+    appended: per record, that is the only work besides a light future handle. The
+    header (producer id, epoch, sequence, CRC) is framed around it when drained."""
 
     __slots__ = (
         "tp",
         "created",
-        "records",
-        "_meta",
+        "body",
+        "count",
+        "base_timestamp",
+        "max_timestamp",
+        "outcome",
         "size",
         "reserved",
         "closed",
         "solo",
-        "done",
-        "latch",
     )
 
     def __init__(self, tp: TopicPartition, created: float) -> None:
         self.tp = tp
         self.created = created  # monotonic seconds: linger and delivery timeout start here
-        self.records: list[NewRecord] = []
-        # Per record: (future, timestamp, key size, value size, header size).
-        self._meta: list[tuple[FutureRecordMetadata, int, int, int, int]] = []
+        self.body = bytearray()
+        self.count = 0
+        self.base_timestamp = -1
+        self.max_timestamp = -1
+        # The records' shared result: one lock, latch and callback list per batch.
+        self.outcome = BatchOutcome(tp)
         self.size = HEADER_SIZE  # estimated encoded bytes
         self.reserved = 0  # buffer-memory bytes to give back when done
         self.closed = False  # no more appends
         self.solo = False  # must be sent alone (after a split)
-        self.done = False
-        # Shared by the records' futures; set once all of them are complete.
-        self.latch = threading.Event()
 
     @property
     def record_count(self) -> int:
-        return len(self.records)
+        return self.count
+
+    @property
+    def done(self) -> bool:
+        return self.outcome.done
+
+    @property
+    def latch(self) -> threading.Event:
+        return self.outcome.latch
 
     def try_append(
-        self, record: NewRecord, size: int, batch_size: int, sizes: tuple[int, int, int]
+        self, record: Rec, size: int, batch_size: int, sizes: tuple[int, int, int]
     ) -> FutureRecordMetadata | None:
         # The first record always fits: a record larger than batch_size gets a batch alone.
-        if self.closed or (self.records and self.size + size > batch_size):
+        count = self.count
+        if self.closed or (count and self.size + size > batch_size):
             return None
-        future = FutureRecordMetadata(self.latch)
-        self.records.append(record)
-        self._meta.append((future, record.timestamp, *sizes))
+        ts, key, value, headers = record
+        if count == 0:
+            self.base_timestamp = self.max_timestamp = ts
+        elif ts > self.max_timestamp:
+            self.max_timestamp = ts
+        _append_record(self.body, count, ts - self.base_timestamp, key, value, headers)
+        self.count = count + 1
         self.size += size
-        return future
+        return FutureRecordMetadata(self.outcome, count, ts, *sizes)
+
+    def encode(
+        self,
+        compression: CompressionType,
+        producer_id: int,
+        producer_epoch: int,
+        base_sequence: int,
+    ) -> bytes:
+        """The batch's bytes under the given producer id and sequence."""
+        if not self.count:
+            raise ValueError("a batch needs at least one record")
+        body = bytes(self.body)  # one copy, from which the header's CRC is computed
+        return assemble_batch(
+            compress(compression, body),
+            base_offset=0,
+            partition_leader_epoch=NO_PARTITION_LEADER_EPOCH,
+            attributes=int(compression),  # CreateTime, not transactional, not control
+            last_offset_delta=self.count - 1,
+            base_timestamp=self.base_timestamp,
+            max_timestamp=self.max_timestamp,
+            producer_id=producer_id,
+            producer_epoch=producer_epoch,
+            base_sequence=base_sequence,
+            records_count=self.count,
+        )
 
     def complete(self, base_offset: int, log_append_time: int, log_start_offset: int) -> None:
         """Resolve every record: offsets base_offset + i, or -1 (acks=0 / unknown)."""
-        assert not self.done, f"batch for {self.tp} completed twice"
-        self.done = True
-        tp = self.tp
-        for i, (future, timestamp, ks, vs, hs) in enumerate(self._meta):
-            future.success(
-                RecordMetadata(
-                    tp.topic,
-                    tp.partition,
-                    tp,
-                    base_offset + i if base_offset >= 0 else -1,
-                    log_append_time if log_append_time >= 0 else timestamp,
-                    log_start_offset,
-                    None,
-                    ks,
-                    vs,
-                    hs,
-                ),
-                set_latch=False,
-            )
-        self.latch.set()
+        assert not self.outcome.done, f"batch for {self.tp} completed twice"
+        self.outcome.resolve(base_offset, log_append_time, log_start_offset)
 
     def fail(self, exception: BaseException) -> None:
-        assert not self.done, f"batch for {self.tp} completed twice"
-        self.done = True
-        for future, *_ in self._meta:
-            future.failure(exception, set_latch=False)
-        self.latch.set()
+        assert not self.outcome.done, f"batch for {self.tp} completed twice"
+        self.outcome.fail(exception)
 
 
 class AppendResult(NamedTuple):
@@ -173,7 +253,7 @@ class RecordAccumulator:
     def append(
         self,
         tp: TopicPartition,
-        record: NewRecord,
+        record: Rec,
         size: int,
         reserved: int,
         sizes: tuple[int, int, int],

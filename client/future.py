@@ -2,6 +2,11 @@
 `FutureRecordMetadata`: `.get(timeout)`, `.is_done`, `.succeeded()`, `.failed()`,
 `.exception`, `.value`, `add_callback(fn)`, `add_errback(fn)`.
 
+`Producer.send` returns a light handle (`FutureRecordMetadata`: the record's index
+in its batch and its sizes); the lock, latch, result and callbacks live once per
+batch (`BatchOutcome`), and a record's RecordMetadata is derived from the batch's
+base offset when asked for.
+
 Callbacks run in the thread that completes the future (the producer's sender
 thread), in completion order, so callbacks of one partition run in offset order.
 A callback that raises is logged and otherwise ignored; a slow one delays every
@@ -130,15 +135,202 @@ class Future(Generic[T]):
         return self.value  # type: ignore[return-value]
 
 
-class FutureRecordMetadata(Future[RecordMetadata]):
-    """The future `Producer.send` returns. Records of one batch share its latch."""
+class BatchOutcome:
+    """The one result shared by every record of a producer batch: a lock, a latch and
+    the callbacks the callers asked for, per batch rather than per record.
 
-    __slots__ = ()
+    Completed once, by `resolve` (offsets base_offset + index) or `fail`; callbacks run
+    in the completing thread in record order, after `done` is set and before the latch
+    is set (so a waiter sees every callback of the batch already run).
+    """
+
+    __slots__ = (
+        "topic_partition",
+        "done",
+        "base_offset",
+        "log_append_time",
+        "log_start_offset",
+        "error",
+        "latch",
+        "_lock",
+        "_callbacks",
+    )
+
+    def __init__(self, topic_partition: TopicPartition | None) -> None:
+        self.topic_partition = topic_partition
+        self.done = False
+        self.base_offset = -1
+        self.log_append_time = -1
+        self.log_start_offset = -1
+        self.error: BaseException | None = None
+        self.latch = threading.Event()
+        self._lock = threading.Lock()
+        # (record index, on success?, fn), created on the first add_callback/add_errback.
+        self._callbacks: list[tuple[int, bool, Callable[[Any], Any]]] | None = None
+
+    def resolve(self, base_offset: int, log_append_time: int, log_start_offset: int) -> None:
+        self.base_offset = base_offset
+        self.log_append_time = log_append_time
+        self.log_start_offset = log_start_offset
+        self._finish()
+
+    def fail(self, exception: BaseException) -> None:
+        if not isinstance(exception, BaseException):
+            raise TypeError(f"a future fails with an exception, not {exception!r}")
+        self.error = exception
+        self._finish()
+
+    def _finish(self) -> None:
+        with self._lock:
+            if self.done:
+                raise RuntimeError("future is already complete")
+            self.done = True
+            callbacks, self._callbacks = self._callbacks, None
+        if callbacks:
+            ok = self.error is None
+            # Offset order: stable sort keeps each record's registration order.
+            callbacks.sort(key=_index_of)
+            for _index, on_success, fn in callbacks:
+                if on_success == ok:
+                    _run(fn, None if ok else self.error)
+        self.latch.set()
+
+    def add(self, index: int, on_success: bool, fn: Callable[[Any], Any]) -> bool:
+        """Register `fn` for record `index`; False when already done (run it now)."""
+        with self._lock:
+            if self.done:
+                return False
+            if self._callbacks is None:
+                self._callbacks = []
+            self._callbacks.append((index, on_success, fn))
+            return True
+
+
+def _index_of(item: tuple[int, bool, Callable[[Any], Any]]) -> int:
+    return item[0]
+
+
+class FutureRecordMetadata:
+    """What `Producer.send` returns: a light handle on one record of a batch (its index
+    and sizes), resolved from the batch's shared outcome. Shaped like kafka-python's
+    FutureRecordMetadata: `.get(timeout)`, `.is_done`, `.succeeded()`, `.failed()`,
+    `.value`, `.exception`, `add_callback(fn)`, `add_errback(fn)`, `add_both(fn)`."""
+
+    __slots__ = ("_outcome", "_index", "_timestamp", "_key_size", "_value_size", "_header_size")
+
+    def __init__(
+        self,
+        outcome: BatchOutcome,
+        index: int,
+        timestamp: int,
+        key_size: int,
+        value_size: int,
+        header_size: int,
+    ) -> None:
+        self._outcome = outcome
+        self._index = index
+        self._timestamp = timestamp
+        self._key_size = key_size
+        self._value_size = value_size
+        self._header_size = header_size
+
+    @property
+    def is_done(self) -> bool:
+        return self._outcome.done
+
+    @property
+    def exception(self) -> BaseException | None:
+        o = self._outcome
+        return o.error if o.done else None
+
+    @property
+    def value(self) -> RecordMetadata | None:
+        o = self._outcome
+        if not o.done or o.error is not None:
+            return None
+        return self._metadata()
+
+    def succeeded(self) -> bool:
+        o = self._outcome
+        return o.done and o.error is None
+
+    def failed(self) -> bool:
+        o = self._outcome
+        return o.done and o.error is not None
+
+    def _metadata(self) -> RecordMetadata:
+        o = self._outcome
+        tp = o.topic_partition
+        assert tp is not None
+        return RecordMetadata(
+            tp.topic,
+            tp.partition,
+            tp,
+            o.base_offset + self._index if o.base_offset >= 0 else -1,
+            o.log_append_time if o.log_append_time >= 0 else self._timestamp,
+            o.log_start_offset,
+            None,
+            self._key_size,
+            self._value_size,
+            self._header_size,
+        )
+
+    def get(self, timeout: float | None = None) -> RecordMetadata:
+        """The value; raises the failure, or KafkaTimeoutError after `timeout` seconds."""
+        o = self._outcome
+        if not o.done:
+            o.latch.wait(timeout)
+        if not o.done:
+            raise KafkaTimeoutError(f"no result within {timeout}s")
+        if o.error is not None:
+            raise o.error
+        return self._metadata()
+
+    def add_callback(
+        self, fn: Callable[..., Any], *args: Any, **kwargs: Any
+    ) -> FutureRecordMetadata:
+        """`fn(*args, value, **kwargs)` on success (at once if already succeeded)."""
+        if args or kwargs:
+            fn = functools.partial(fn, *args, **kwargs)
+        if not self._outcome.add(self._index, True, _Bound(self, fn)):
+            if self._outcome.error is None:
+                _run(fn, self._metadata())
+        return self
+
+    def add_errback(
+        self, fn: Callable[..., Any], *args: Any, **kwargs: Any
+    ) -> FutureRecordMetadata:
+        """`fn(*args, exception, **kwargs)` on failure (at once if already failed)."""
+        if args or kwargs:
+            fn = functools.partial(fn, *args, **kwargs)
+        if not self._outcome.add(self._index, False, fn):
+            if self._outcome.error is not None:
+                _run(fn, self._outcome.error)
+        return self
+
+    def add_both(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> FutureRecordMetadata:
+        self.add_callback(fn, *args, **kwargs)
+        return self.add_errback(fn, *args, **kwargs)
+
+
+class _Bound:
+    """A success callback with its record: called with the record's metadata."""
+
+    __slots__ = ("handle", "fn")
+
+    def __init__(self, handle: FutureRecordMetadata, fn: Callable[[Any], Any]) -> None:
+        self.handle = handle
+        self.fn = fn
+
+    def __call__(self, _value: object) -> Any:
+        return self.fn(self.handle._metadata())
 
 
 def failed_future(exception: BaseException) -> FutureRecordMetadata:
     """A send that failed before reaching a batch (e.g. a record too large)."""
-    return FutureRecordMetadata().failure(exception)  # type: ignore[return-value]
+    outcome = BatchOutcome(None)
+    outcome.fail(exception)
+    return FutureRecordMetadata(outcome, 0, -1, -1, -1, -1)
 
 
 def _run(fn: Callable[[Any], Any], arg: object) -> None:

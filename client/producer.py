@@ -28,8 +28,10 @@ futures fail and the producer takes a fresh producer id, so later sends work.
 
 from __future__ import annotations
 
+import concurrent.futures
 import itertools
 import logging
+import queue
 import threading
 import time
 from collections import deque
@@ -44,8 +46,6 @@ from seglog.proto import errors_pb2
 from seglog.storage.compression import CompressionType
 from seglog.storage.record_batch import (
     HEADER_SIZE,
-    NewRecord,
-    build_batch,
     increment_sequence,
 )
 
@@ -291,7 +291,7 @@ class Producer:
             len(value_bytes) if value_bytes is not None else -1,
             _header_size(header_list),
         )
-        record = NewRecord(value_bytes, key_bytes, timestamp_ms, header_list)
+        record = (timestamp_ms, key_bytes, value_bytes, header_list)
         sticky = partition is None and key_bytes is None and self._on_new_batch is not None
         try:
             now = time.monotonic()
@@ -489,6 +489,7 @@ class Sender(threading.Thread):
         }
         self._request_timeout_s = producer.request_timeout_ms / 1000
         self._in_flight_total = 0
+        self._calls = _CallThreads()
 
     # --- control from other threads ----------------------------------------------------
 
@@ -516,6 +517,7 @@ class Sender(threading.Thread):
         while not self._force and self._has_pending():
             self._run_once_safely()
         self._abort_everything(abort_error("close() timed out"))
+        self._calls.stop()
 
     def _run_once_safely(self) -> None:
         try:
@@ -690,19 +692,10 @@ class Sender(threading.Thread):
             pid, epoch = self.producer_id, self.producer_epoch
             seq = self._next_seq.get(tp, 0)
         base_seq = seq
-        now_ms = int(time.time() * 1000)
+        compression = self.p.compression
         parts: list[bytes] = []
         for batch in batches:
-            parts.append(
-                build_batch(
-                    batch.records,
-                    compression=self.p.compression,
-                    producer_id=pid,
-                    producer_epoch=epoch,
-                    base_sequence=seq,
-                    now_ms=now_ms,
-                )
-            )
+            parts.append(batch.encode(compression, pid, epoch, seq))
             if pid >= 0:
                 seq = increment_sequence(seq, batch.record_count)
         if pid >= 0:
@@ -740,7 +733,7 @@ class Sender(threading.Thread):
 
     def start_produce(self, stub: Any, request: pb.ProduceRequest, timeout_s: float) -> Any:
         """Start one Produce call; tests replace this to simulate a lost response."""
-        return stub.Produce.future(request, timeout=timeout_s)
+        return self._calls.submit(stub.Produce, request, timeout_s)
 
     def _on_call_done(self, r: InFlightRequest) -> None:
         # A gRPC thread: hand over to the sender thread.
@@ -906,6 +899,73 @@ class Sender(threading.Thread):
         self._fail_batches(self.acc.take_all(), error)
 
 
+class _CallThreads:
+    """Long-lived daemon threads that make blocking Produce calls, one call each at a
+    time, as many as there are requests in flight.
+
+    Why not `stub.Produce.future()`: gRPC then completes calls on a channel thread that
+    it starts whenever the channel's count of calls in flight rises from zero and that
+    ends when it falls back to zero, so with a few requests in flight a thread was
+    started for most requests (the before flame graph in docs/perf/producer.md)."""
+
+    def __init__(self) -> None:
+        self._queue: queue.SimpleQueue[
+            tuple[concurrent.futures.Future[Any], Callable[..., Any], Any, float] | None
+        ] = queue.SimpleQueue()
+        self._lock = threading.Lock()
+        self._threads = 0
+        self._idle = 0
+        self._stopped = False
+
+    def submit(
+        self, fn: Callable[..., Any], request: Any, timeout_s: float
+    ) -> concurrent.futures.Future[Any]:
+        future: concurrent.futures.Future[Any] = concurrent.futures.Future()
+        with self._lock:
+            if self._stopped:
+                raise IllegalStateError("the producer's sender is stopped")
+            start = self._idle == 0
+            if start:
+                self._threads += 1
+            else:
+                self._idle -= 1
+        self._queue.put((future, fn, request, timeout_s))
+        if start:
+            threading.Thread(target=self._work, name="seglog-producer-call", daemon=True).start()
+        return future
+
+    def _work(self) -> None:
+        while True:
+            item = self._queue.get()
+            if item is None:
+                return
+            future, fn, request, timeout_s = item
+            result: Any = None
+            error: BaseException | None = None
+            running = future.set_running_or_notify_cancel()
+            if running:
+                try:
+                    result = fn(request, timeout=timeout_s)
+                except BaseException as e:  # noqa: BLE001 - handed to the sender
+                    error = e
+            # Idle before the sender hears of the result, so that the request it sends
+            # next reuses this thread rather than starting another.
+            with self._lock:
+                self._idle += 1
+            if running:
+                if error is None:
+                    future.set_result(result)
+                else:
+                    future.set_exception(error)
+
+    def stop(self) -> None:
+        with self._lock:
+            self._stopped = True
+            n = self._threads
+        for _ in range(n):
+            self._queue.put(None)
+
+
 class _FailedCall:
     """A call that could not even start (no address for the node)."""
 
@@ -928,7 +988,7 @@ def _result(future: Any, timeout_s: float) -> pb.ProduceResponse:
         return call(lambda _request, timeout: future.result(), None, timeout_s)
     except KafkaError:
         raise
-    except grpc.FutureCancelledError:
+    except (grpc.FutureCancelledError, concurrent.futures.CancelledError):
         raise NodeNotReadyError("the Produce call was cancelled") from None
     except Exception as e:
         # Whatever went wrong, the outcome is unknown: the caller retries (same bytes).

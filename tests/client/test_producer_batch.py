@@ -1,0 +1,110 @@
+"""The producer's batch as pure logic (no node): records encoded into the open batch
+decode back to what was sent, and the light per-record futures resolve from the
+batch's one shared outcome."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+from seglog.client.accumulator import ProducerBatch
+from seglog.client.cluster import TopicPartition
+from seglog.client.errors import KafkaError, KafkaTimeoutError
+from seglog.client.future import failed_future
+from seglog.storage.compression import CompressionType
+from seglog.storage.record_batch import check_batch, decode_records
+
+TP = TopicPartition("t", 3)
+
+
+def _fill(batch: ProducerBatch, records) -> list:
+    futures = []
+    for ts, key, value, headers in records:
+        sizes = (len(key) if key else -1, len(value) if value else -1, -1)
+        f = batch.try_append((ts, key, value, headers), 50, 1 << 20, sizes)
+        assert f is not None
+        futures.append(f)
+    return futures
+
+
+@pytest.mark.parametrize("codec", [CompressionType.NONE, CompressionType.GZIP])
+def test_appended_records_decode_back_with_header_framed_at_drain(codec) -> None:
+    records = [
+        (1000, None, b"v0", ()),
+        (1005, b"k1", None, (("h", b"x"), ("empty", None))),
+        (999, b"", b"v" * 300, ()),  # earlier timestamp: a negative delta
+    ]
+    batch = ProducerBatch(TP, 0.0)
+    _fill(batch, records)
+    data = batch.encode(codec, producer_id=7, producer_epoch=2, base_sequence=40)
+    header = check_batch(data)  # the CRC holds
+    assert (header.producer_id, header.producer_epoch, header.base_sequence) == (7, 2, 40)
+    assert header.records_count == 3 and header.last_offset_delta == 2
+    assert header.max_timestamp == 1005 and header.base_timestamp == 1000
+    decoded = decode_records(data)
+    assert [(r.offset, r.timestamp, r.key, r.value) for r in decoded] == [
+        (0, 1000, None, b"v0"),
+        (1, 1005, b"k1", None),
+        (2, 999, b"", b"v" * 300),
+    ]
+    assert [(h.key, h.value) for h in decoded[1].headers] == [("h", b"x"), ("empty", None)]
+
+
+def test_futures_resolve_from_the_batch_offsets_and_callbacks_run_in_order() -> None:
+    batch = ProducerBatch(TP, 0.0)
+    futures = _fill(batch, [(100 + i, None, b"%d" % i, ()) for i in range(4)])
+    seen: list[tuple[int, int]] = []
+    # Registered out of record order: they still run in offset order.
+    futures[2].add_callback(lambda md: seen.append((2, md.offset)))
+    futures[0].add_callback(lambda md: seen.append((0, md.offset)))
+    # A callback may read its own future (done before the latch is set): no deadlock.
+    futures[1].add_callback(lambda md: seen.append((1, futures[1].get(timeout=1).offset)))
+    futures[3].add_errback(lambda e: seen.append((3, -99)))
+    assert not futures[0].is_done and futures[0].value is None
+    with pytest.raises(KafkaTimeoutError):
+        futures[0].get(timeout=0.01)
+    batch.complete(base_offset=50, log_append_time=-1, log_start_offset=7)
+    assert seen == [(0, 50), (1, 51), (2, 52)]  # no errback on success
+    md = futures[3].get(timeout=0)
+    assert (md.topic, md.partition, md.offset, md.timestamp, md.log_start_offset) == (
+        "t",
+        3,
+        53,
+        103,  # CreateTime: the record's own timestamp
+        7,
+    )
+    assert md.serialized_value_size == 1 and md.serialized_key_size == -1
+    assert all(f.succeeded() and not f.failed() and f.exception is None for f in futures)
+    late: list[int] = []
+    futures[0].add_callback(lambda m: late.append(m.offset))  # already done: at once
+    assert late == [50]
+
+
+def test_a_failed_batch_fails_every_record_and_wakes_waiters() -> None:
+    batch = ProducerBatch(TP, 0.0)
+    futures = _fill(batch, [(1, None, b"a", ()), (2, None, b"b", ())])
+    errors: list[BaseException] = []
+    futures[1].add_errback(errors.append)
+    futures[1].add_callback(lambda md: errors.append(RuntimeError("called on failure")))
+    got: list[BaseException] = []
+
+    def waiter() -> None:
+        try:
+            futures[0].get(timeout=10)
+        except KafkaError as e:
+            got.append(e)
+
+    t = threading.Thread(target=waiter)
+    t.start()
+    boom = KafkaError("boom")
+    batch.fail(boom)
+    t.join(10)
+    assert got == [boom] and errors == [boom]
+    assert futures[0].failed() and futures[0].exception is boom and futures[0].value is None
+    with pytest.raises(RuntimeError, match="already complete"):
+        batch.outcome.resolve(0, -1, 0)  # completed twice
+    f = failed_future(ValueError("too large"))
+    assert f.is_done and f.failed()
+    with pytest.raises(ValueError, match="too large"):
+        f.get(timeout=0)
