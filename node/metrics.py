@@ -271,12 +271,15 @@ class NodeStateCollector(Collector):
             "Bytes/s fetched for throttled replicas (follower.replication.throttled.rate's)",
             follower_rate,
         )
-        yield _gauge(
+        purgatory = GaugeMetricFamily(
             "kafka_server_delayedoperationpurgatory_purgatorysize",
-            "acks=all produces waiting for their ISR",
-            rm.waiting_produces(),
-            labels={"delayedOperation": "Produce"},
+            "Requests waiting in purgatory: acks=all produces for their ISR, fetches "
+            "long-polling for fetch.min.bytes",
+            labels=["delayedOperation"],
         )
+        purgatory.add_metric(["Produce"], rm.waiting_produces())
+        purgatory.add_metric(["Fetch"], rm.waiting_fetches())
+        yield purgatory
         yield _gauge(
             "kafka_log_logmanager_offlinelogdirectorycount",
             "Log directories taken offline by an I/O error (Kafka's OfflineLogDirectoryCount)",

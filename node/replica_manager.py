@@ -202,6 +202,7 @@ class ReplicaManager:
         # Bumped whenever data becomes readable; long-polling fetches wait for it.
         self._data_version = 0
         self._data_arrived = threading.Condition()
+        self._fetches_waiting = 0  # long-polling fetches in a wait (under _data_arrived)
         self._request_ids = itertools.count(1)
         self._waiting: dict[int, Future[pr.ProduceCompleted]] = {}
         self.metrics: ReplicaMetrics | None = None  # set by the node
@@ -492,6 +493,11 @@ class ReplicaManager:
         """acks=all produces waiting for their ISR (Kafka's produce purgatory)."""
         return len(self._waiting)
 
+    def waiting_fetches(self) -> int:
+        """Fetches long-polling for data right now (Kafka's fetch purgatory)."""
+        with self._data_arrived:
+            return self._fetches_waiting
+
     def partitions(self) -> list[HostedPartition]:
         with self._lock:
             return list(self._partitions.values())
@@ -649,7 +655,12 @@ class ReplicaManager:
         started = time.perf_counter()
         with self._data_arrived:
             if self._data_version == version:
-                self._data_arrived.wait(timeout=min(remaining, 0.5))
+                self._fetches_waiting += 1
+                try:
+                    self._data_arrived.wait(timeout=min(remaining, 0.5))
+                finally:
+                    self._fetches_waiting -= 1
+                    assert self._fetches_waiting >= 0, "a fetch left the wait twice"
         request_timing.add_remote(time.perf_counter() - started)
 
     def fetch_in_session(

@@ -16,6 +16,7 @@ import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
+import grpc
 import pytest
 from kafka import KafkaProducer
 from node_process import NodeProcess, free_port
@@ -25,6 +26,8 @@ from three_node_cluster import ThreeNodeCluster, topic_of
 from seglog.client.admin import Admin, NewTopic
 from seglog.client.cluster import TopicPartition
 from seglog.client.producer import Producer
+from seglog.proto import client_pb2 as pb
+from seglog.proto import client_pb2_grpc
 
 WAIT_S = 30.0
 
@@ -105,6 +108,31 @@ def test_one_node_counts_what_both_listeners_did(tmp_path: Path) -> None:
             )
             == kafka_produce
         )
+        purgatory = "kafka_server_delayedoperationpurgatory_purgatorysize"
+        assert value(s, purgatory, delayedOperation="Produce") == 0
+        assert value(s, purgatory, delayedOperation="Fetch") == 0
+        # A fetch at the end of the log long-polls: it shows in the fetch purgatory.
+        with grpc.insecure_channel(node.bootstrap) as channel:
+            stub = client_pb2_grpc.SegLogStub(channel)
+            request = pb.FetchRequest(
+                replica_id=-1,
+                max_wait_ms=4000,
+                min_bytes=1,
+                max_bytes=1 << 20,
+                topics=[
+                    pb.FetchTopic(
+                        name="m", partitions=[pb.FetchPartition(partition=1, fetch_offset=5)]
+                    )
+                ],
+            )
+            waiting = stub.Fetch.future(request, timeout=10)
+            deadline = time.monotonic() + 3
+            seen = 0.0
+            while seen < 1 and time.monotonic() < deadline:
+                seen = value(scrape(port), purgatory, delayedOperation="Fetch")
+            assert seen == 1
+            waiting.result()
+        assert value(scrape(port), purgatory, delayedOperation="Fetch") == 0
     finally:
         node.stop()
 
