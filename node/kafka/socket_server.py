@@ -560,17 +560,22 @@ class Processor(threading.Thread):
             except OSError as e:
                 self._close(conn, f"write failed: {e}")
                 return
-            conn.out_pos += n
-            conn.last_active = time.monotonic()
-            if conn.out_pos >= len(part):
-                conn.outq.popleft()
-                conn.out_pos = 0
-                if isinstance(part, FileSlice):
-                    part.close()
-                if conn.sending:
-                    self._sent_part(conn)
+            self._advance(conn, part, n)
         self._interest(conn)
         self._next_request(conn)
+
+    def _advance(self, conn: Connection, part: Part, n: int) -> None:
+        """`n` more bytes of the queue's first part are on their way: past its end, the
+        part is done (its file closed, its send time recorded)."""
+        conn.out_pos += n
+        conn.last_active = time.monotonic()
+        if conn.out_pos >= len(part):
+            conn.outq.popleft()
+            conn.out_pos = 0
+            if isinstance(part, FileSlice):
+                part.close()
+            if conn.sending:
+                self._sent_part(conn)
 
     def _write_tls(self, conn: Connection) -> None:
         """Encrypt the queued parts a chunk at a time, each once the ciphertext of the
@@ -604,15 +609,7 @@ class Processor(threading.Thread):
                 self._close(conn, f"write failed: {e}")
                 return
             conn.take_ciphertext()
-            conn.out_pos += n
-            conn.last_active = time.monotonic()
-            if conn.out_pos >= len(part):
-                conn.outq.popleft()
-                conn.out_pos = 0
-                if isinstance(part, FileSlice):
-                    part.close()
-                if conn.sending:
-                    self._sent_part(conn)
+            self._advance(conn, part, n)
         self._interest(conn)
         self._next_request(conn)
 
