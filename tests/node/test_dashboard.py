@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from dashboard_page import CONSOLES, PLOTS, figures, prometheus_query, render, wait_for
 from node_process import NodeProcess, free_port
-from test_metrics import WAIT_S, metrics_port
+from test_metrics import WAIT_S, metrics_node, metrics_port
 
 from seglog.client.admin import Admin, NewTopic
 from seglog.client.cluster import TopicPartition
@@ -31,16 +31,7 @@ pytestmark = pytest.mark.skipif(
 
 @pytest.fixture
 def prometheus(tmp_path: Path) -> Iterator[tuple[NodeProcess, int]]:
-    grpc_port, kafka_port = free_port(), free_port()
-    node = NodeProcess(
-        tmp_path,
-        port=grpc_port,
-        overrides={
-            "listeners": f"GRPC://127.0.0.1:{grpc_port},PLAINTEXT://127.0.0.1:{kafka_port}",
-            "metrics.port": "0",
-            "metrics.host": "127.0.0.1",
-        },
-    ).start()
+    node, _kafka_port = metrics_node(tmp_path)
     proc = None
     try:
         port = free_port()

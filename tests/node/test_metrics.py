@@ -54,7 +54,11 @@ def metrics_port(node: NodeProcess) -> int:
     raise AssertionError("the node logged no node_started")
 
 
-def test_one_node_counts_what_both_listeners_did(tmp_path: Path) -> None:
+def metrics_node(
+    tmp_path: Path, overrides: dict[str, str] | None = None
+) -> tuple[NodeProcess, int]:
+    """One started node with gRPC, a Kafka listener and its metrics endpoint on free
+    ports; (the node, its Kafka listener's port)."""
     grpc_port, kafka_port = free_port(), free_port()
     node = NodeProcess(
         tmp_path,
@@ -63,8 +67,14 @@ def test_one_node_counts_what_both_listeners_did(tmp_path: Path) -> None:
             "listeners": f"GRPC://127.0.0.1:{grpc_port},PLAINTEXT://127.0.0.1:{kafka_port}",
             "metrics.port": "0",
             "metrics.host": "127.0.0.1",
+            **(overrides or {}),
         },
     ).start()
+    return node, kafka_port
+
+
+def test_one_node_counts_what_both_listeners_did(tmp_path: Path) -> None:
+    node, kafka_port = metrics_node(tmp_path)
     try:
         port = metrics_port(node)
         with Admin(node.bootstrap) as admin:
@@ -138,18 +148,8 @@ def test_one_node_counts_what_both_listeners_did(tmp_path: Path) -> None:
 
 
 def test_one_node_times_flushes_lags_and_idles(tmp_path: Path) -> None:
-    grpc_port, kafka_port = free_port(), free_port()
-    node = NodeProcess(
-        tmp_path,
-        port=grpc_port,
-        overrides={
-            "listeners": f"GRPC://127.0.0.1:{grpc_port},PLAINTEXT://127.0.0.1:{kafka_port}",
-            "metrics.port": "0",
-            "metrics.host": "127.0.0.1",
-            # Nothing cleans: the compacted topic's dirty share stays what was written.
-            "log.cleaner.enable": "false",
-        },
-    ).start()
+    # Nothing cleans: the compacted topic's dirty share stays what was written.
+    node, kafka_port = metrics_node(tmp_path, {"log.cleaner.enable": "false"})
     try:
         port = metrics_port(node)
         with Admin(node.bootstrap) as admin:
