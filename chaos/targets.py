@@ -434,10 +434,14 @@ class LocalTarget:
         self.links.set_faults(faults)
 
     def link_stats(self) -> dict[str, int]:
-        """Evidence the links carried traffic: bytes the proxies passed on so far."""
+        """Evidence the links carried traffic: bytes the proxies passed on so far, and
+        connections they refused for want of room (so a bound hit is not silent)."""
         if self.links is None:
             return {}
-        return {"forwarded_bytes": sum(self.links.forwarded().values())}
+        return {
+            "forwarded_bytes": sum(self.links.forwarded().values()),
+            "refused_connections": self.links.refused,  # past MAX_CONNECTIONS
+        }
 
 
 def netem_available() -> bool:
