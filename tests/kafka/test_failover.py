@@ -13,6 +13,7 @@ from collections import defaultdict
 
 import pytest
 from kafka_cluster import KafkaCluster
+from three_node_cluster import topic_of
 
 ck = pytest.importorskip("confluent_kafka")
 
@@ -79,6 +80,17 @@ def test_leader_sigkill_loses_and_duplicates_nothing(tmp_path):
         assert total > 0.9 * n, f"only {total} of {n} delivered; failures: {failed[:3]}"
 
         cluster.start(victim)  # back for the read; two replicas would do as well
+        # A restarted node answers Metadata as soon as it serves, possibly before its
+        # image holds the topic again: librdkafka then calls the partitions unknown.
+        cluster.wait(
+            "the restarted node knows the topic's leaders",
+            lambda: (
+                (t := topic_of(cluster.metadata(victim, [TOPIC]), TOPIC))
+                and len(t.partitions) == PARTITIONS
+                and all(p.leader_id > 0 for p in t.partitions)
+                or None
+            ),
+        )
         consumer = ck.Consumer(
             {"bootstrap.servers": b, "group.id": "unused", "enable.auto.commit": False}
         )
