@@ -330,8 +330,13 @@ class GroupMembership:
 
     def check_metadata(self, counts: Mapping[str, int]) -> None:
         """The leader watches the partition counts it assigned from: a change
-        (partitions added, a topic created or deleted) means a new assignment."""
-        if self.state is not MemberState.STABLE or self.leader_id != self.member_id:
+        (partitions added, a topic created or deleted) means a new assignment. Also
+        while its SyncGroup is in flight: metadata that arrives then would otherwise
+        be compared with nothing afterwards (a topic created a moment before the
+        leader counted it stayed unassigned)."""
+        if self.state not in (MemberState.SYNCING, MemberState.STABLE):
+            return
+        if self.leader_id != self.member_id:
             return
         for topic, count in counts.items():
             if topic in self.leader_counts and self.leader_counts[topic] != count:

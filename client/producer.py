@@ -131,7 +131,6 @@ class InFlightRequest:
     node_id: int
     sends: dict[TopicPartition, PartitionSend]
     future: _GrpcFuture | None = None
-    resolved: bool = False  # acks=0: futures completed when sent
     sent_at: float = field(default_factory=time.monotonic)
 
 
@@ -723,12 +722,6 @@ class Sender(threading.Thread):
             r.future = self.start_produce(stub, request, self._request_timeout_s + 1.0)
         except KafkaError as e:
             r.future = _FailedCall(e)
-        if self.p.acks == 0:
-            # Kafka resolves acks=0 sends once written to the socket. The partitions stay
-            # muted until the call ends so the next request cannot overtake this one.
-            r.resolved = True
-            for s in sends.values():
-                self._complete_send(s, -1, -1, -1)
         r.future.add_done_callback(lambda _f, r=r: self._on_call_done(r))
 
     def start_produce(self, stub: Any, request: pb.ProduceRequest, timeout_s: float) -> Any:
@@ -757,11 +750,15 @@ class Sender(threading.Thread):
             except KafkaError as e:
                 if e.invalid_metadata:
                     self.metadata.request_update()
-                if not r.resolved:
-                    for s in r.sends.values():
-                        self._on_error(s, e, outcome_unknown=True)
+                for s in r.sends.values():
+                    self._on_error(s, e, outcome_unknown=True)
                 continue
-            if r.resolved:
+            if self.p.acks == 0:
+                # Kafka resolves acks=0 sends once written to the socket; a gRPC call
+                # tells only when it ends, so that is when they resolve (offset -1),
+                # and a flush() after them has really sent them.
+                for s in r.sends.values():
+                    self._complete_send(s, -1, -1, -1)
                 continue
             answers = {(t.name, p.partition): p for t in response.topics for p in t.partitions}
             for tp, s in r.sends.items():
@@ -888,8 +885,7 @@ class Sender(threading.Thread):
             for r in in_flight:
                 if r.future is not None:
                     r.future.cancel()
-                if not r.resolved:
-                    self._fail_batches([b for s in r.sends.values() for b in s.batches], error)
+                self._fail_batches([b for s in r.sends.values() for b in s.batches], error)
             in_flight.clear()
         self._in_flight_total = 0
         for s in self._retry.values():

@@ -193,6 +193,37 @@ def test_the_leader_assigns_a_topic_once_it_appears_in_the_metadata() -> None:
     assert m.rejoin_needed
 
 
+def test_a_topic_seen_while_the_leaders_sync_is_in_flight_is_assigned_after_it() -> None:
+    """The metadata that shows the new topic can arrive between the leader's count
+    and its SyncGroup's answer; the member must still rejoin once Stable (CI once saw
+    a lone static member hold nothing for 30 s)."""
+    m = membership()
+    m.set_subscription(["new"])
+    find(m)
+    prepare(m)
+    m.next_request(0.0)
+    sub = encode_subscription(Subscription(("new",)))
+    m.on_join_group(
+        0.0,
+        gpb.JoinGroupResponse(
+            generation_id=1,
+            protocol_name="range",
+            leader="me",
+            member_id="me",
+            members=[gpb.JoinGroupMember(member_id="me", metadata=sub)],
+        ),
+    )
+    m.next_request(0.0)
+    m.on_assignment_input(0.0, {})
+    send = m.next_request(0.0)
+    assert send.kind == SYNC
+    m.check_metadata({"new": 4})  # while the SyncGroup travels
+    m.on_sync_group(0.0, gpb.SyncGroupResponse(assignment=send.request.assignments[0].assignment))
+    assert m.rejoin_needed
+    m.app_done(m.app_step())
+    assert m.rejoin_needed
+
+
 def test_coordinator_lookup_backs_off_and_counts() -> None:
     m = membership()
     m.set_subscription(["t"])
