@@ -35,6 +35,7 @@ import subprocess
 import sys
 import time
 import traceback
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -305,14 +306,29 @@ def runnable(scenario_name: str, target_name: str, netem: bool) -> str | None:
 
 
 def soak_plan(
-    target_name: str, seed: int, duration: float, each_s: float, netem: bool = True
+    target_name: str,
+    seed: int,
+    duration: float,
+    each_s: float,
+    netem: bool = True,
+    only: Sequence[str] = (),
 ) -> list[tuple[str, float]]:
-    """A seeded sequence of every scenario the target runs, `each_s` seconds of faults
-    each, in shuffled rounds until `duration` is filled (at least one of each when it is
-    long enough). Settling between them is not counted."""
+    """A seeded sequence of every scenario the target runs (or of `only`), `each_s`
+    seconds of faults each, in shuffled rounds until `duration` is filled (at least one
+    of each when it is long enough). Settling between them is not counted."""
     import random
 
-    names = sorted(n for n in SCENARIOS if n != "calm" and runnable(n, target_name, netem) is None)
+    unknown = sorted(set(only) - set(SCENARIOS))
+    if unknown:
+        names = ", ".join(unknown)
+        raise ValueError(f"unknown scenario(s) {names}: see `python -m seglog.chaos list`")
+    for name in only:
+        why_not = runnable(name, target_name, netem)
+        if why_not is not None:
+            raise ValueError(why_not)
+    names = sorted(
+        n for n in (only or SCENARIOS) if n != "calm" and runnable(n, target_name, netem) is None
+    )
     rng = random.Random(seed)
     plan: list[tuple[str, float]] = []
     total = 0.0
@@ -418,6 +434,10 @@ def main(argv: list[str] | None = None) -> int:
     k.add_argument("--seed", type=int, default=0)
     k.add_argument("--duration", type=float, default=3600.0, help="seconds of faults in all")
     k.add_argument("--each", type=float, default=90.0, help="seconds of faults per scenario")
+    k.add_argument(
+        "--scenarios",
+        help="comma-separated scenario names to cycle through (default: every one the target runs)",
+    )
     k.add_argument("--out", type=Path, help="run directory (default chaos-runs/<stamp>-soak-...)")
     k.add_argument("--rate", type=float, default=60.0, help="sends per second per producer")
     k.add_argument("--client", choices=["seglog", "librdkafka"], default="seglog")
@@ -493,7 +513,12 @@ def main(argv: list[str] | None = None) -> int:
         netem = args.target != "compose" or netem_available()
         excluded = [n for n in SCENARIOS if runnable(n, args.target, netem) is not None]
         print(f"soak: not run on {args.target} here: {', '.join(excluded)}", file=sys.stderr)
-        plan = soak_plan(args.target, args.seed, args.duration, args.each, netem)
+        only = [n.strip() for n in (args.scenarios or "").split(",") if n.strip()]
+        try:
+            plan = soak_plan(args.target, args.seed, args.duration, args.each, netem, only)
+        except ValueError as e:
+            print(f"chaos soak: {e}", file=sys.stderr)
+            return 2
         code, line, _report = run(
             args.target,
             "soak",

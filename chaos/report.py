@@ -83,6 +83,69 @@ def partition_outages(
     return {p: _windows(sorted(acks[p]), start, end, spans, gap_s) for p in sorted(acks)}
 
 
+def plan_steps(events: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """A soak's steps: each scenario's faults, then its heal and settle, until the
+    next one starts. Per step the sends started, the acknowledgements and the
+    longest stretch any partition went without an ack (one pass over the history)."""
+    marks = [
+        (e["t"], e["name"], e.get("scenario"))
+        for e in events
+        if e.get("type") == "phase" and e.get("name") in ("faults", "heal", "quiesce")
+    ]
+    starts = [(t, scenario) for t, name, scenario in marks if name == "faults"]
+    if not starts:
+        return []
+    last_t = max(e.get("t", 0.0) for e in events)
+    stop = next((t for t, name, _ in marks if name == "quiesce"), last_t)
+    ends = [t for t, _ in starts[1:]] + [stop]
+    heals = [t for t, name, _ in marks if name == "heal"]
+    steps: list[dict[str, Any]] = []
+    for (t0, scenario), t1 in zip(starts, ends, strict=True):
+        heal = next((t for t in heals if t0 <= t <= t1), t1)
+        steps.append({"scenario": scenario, "start": t0, "heal": heal, "end": t1})
+    sent = [0] * len(steps)
+    acked = [0] * len(steps)
+    gaps: list[dict[int, float]] = [{} for _ in steps]
+    last_ack: list[dict[int, float]] = [{} for _ in steps]
+    partitions: set[int] = set()
+    i = 0
+    for e in events:
+        kind = e.get("type")
+        if kind not in ("invoke", "ok"):
+            continue
+        t = e.get("t", 0.0)
+        p = e.get("partition")
+        if kind == "invoke" and p is not None:
+            partitions.add(p)
+        while i < len(steps) and t >= steps[i]["end"]:
+            i += 1
+        if i == len(steps) or t < steps[i]["start"]:
+            continue
+        if kind == "invoke":
+            sent[i] += 1
+            continue
+        acked[i] += 1
+        if p is not None:
+            since = last_ack[i].get(p, steps[i]["start"])
+            gaps[i][p] = max(gaps[i].get(p, 0.0), t - since)
+            last_ack[i][p] = t
+    for j, step in enumerate(steps):
+        for p in partitions:  # to the step's end: a partition silent until then counts
+            since = last_ack[j].get(p, step["start"])
+            gaps[j][p] = max(gaps[j].get(p, 0.0), step["end"] - since)
+        step.update(
+            sent=sent[j],
+            acknowledged=acked[j],
+            fault_s=round(step["heal"] - step["start"], 1),
+            settle_s=round(step["end"] - step["heal"], 1),
+            acks_per_s=round(acked[j] / max(step["end"] - step["start"], 1e-9)),
+            worst_partition_gap_s=round(max(gaps[j].values(), default=0.0), 1),
+        )
+        for k in ("start", "heal", "end"):
+            step[k] = round(step[k], 3)
+    return steps
+
+
 _SPAN_KEYS = frozenset({"type", "name", "phase", "node", "t"})
 
 
@@ -325,6 +388,7 @@ def write_report(
             {**s, "start_s": round(s["start"] - start, 3), "end_s": round(s["end"] - start, 3)}
             for s in spans
         ],
+        "steps": plan_steps(events) if len(meta.get("plan") or ()) > 1 else [],
         "examples": asdict(result.examples),
         "replicas": [asdict(r) for r in replicas],
         "notes": result.notes,
@@ -379,6 +443,25 @@ def _markdown(data: Mapping[str, Any], result: CheckResult) -> str:
             for w in per["windows"]
         )
         lines.append(f"- partition {p}: {per['total_s']} s" + (f": {spans}" if spans else ""))
+    if data.get("steps"):
+        lines += [
+            "",
+            "## Steps (each scenario's faults, then its heal and settle)",
+            "",
+            "| # | scenario | faults (s) | heal+settle (s) | sent | acknowledged | acks/s "
+            "| worst partition without acks (s) |",
+            "|---|---|---|---|---|---|---|---|",
+        ]
+        for n, st in enumerate(data["steps"], 1):
+            lines.append(
+                f"| {n} | {st['scenario']} | {st['fault_s']} | {st['settle_s']} | "
+                f"{st['sent']} | {st['acknowledged']} | {st['acks_per_s']} | "
+                f"{st['worst_partition_gap_s']} |"
+            )
+        lines.append(
+            "\nLost, duplicated and divergent records are judged on the whole soak "
+            "(the table above): one final read and one comparison of the replicas."
+        )
     lines += ["", "## Faults", ""]
     for f in data["faults"]:
         lines.append(f"- {f['start_s']:.1f}–{f['end_s']:.1f} s: {f['name']} on node {f['node']}")

@@ -20,6 +20,7 @@ from seglog.chaos.report import (
     label_rows,
     partition_headline,
     partition_outages,
+    plan_steps,
     unavailability_headline,
     unavailability_windows,
     write_report,
@@ -285,6 +286,35 @@ def test_unavailability_windows_are_gaps_between_acks() -> None:
     ]
     windows = unavailability_windows(events)
     assert windows == [{"start_s": 0.1, "end_s": 3.1, "seconds": 3.0, "faults": ["kill-leader@1"]}]
+
+
+def test_plan_steps_count_each_soak_scenario_from_its_faults_to_the_next() -> None:
+    events: list[dict[str, object]] = [
+        {"type": "phase", "t": 0.0, "name": "warmup"},
+        {"type": "invoke", "t": 0.5, "value": "w", "partition": 0},
+        {"type": "phase", "t": 1.0, "name": "faults", "scenario": "bridge"},
+        {"type": "invoke", "t": 1.5, "value": "a", "partition": 0},
+        {"type": "invoke", "t": 1.6, "value": "b", "partition": 1},
+        {"type": "ok", "t": 2.0, "value": "a", "partition": 0},
+        {"type": "phase", "t": 5.0, "name": "heal", "scenario": "bridge"},
+        {"type": "ok", "t": 6.0, "value": "b", "partition": 1},
+        {"type": "phase", "t": 7.0, "name": "faults", "scenario": "one-way"},
+        {"type": "invoke", "t": 7.5, "value": "c", "partition": 0},
+        {"type": "ok", "t": 8.0, "value": "c", "partition": 0},
+        {"type": "phase", "t": 10.0, "name": "heal"},
+        {"type": "phase", "t": 12.0, "name": "quiesce"},
+        {"type": "ok", "t": 12.5, "value": "late", "partition": 0},  # after producing: no step
+    ]
+    first, second = plan_steps(events)
+    assert (first["scenario"], first["fault_s"], first["settle_s"]) == ("bridge", 4.0, 2.0)
+    assert (first["sent"], first["acknowledged"]) == (2, 2)
+    # Partition 1 waited from the step's start (1.0) to its ack at 6.0.
+    assert first["worst_partition_gap_s"] == 5.0
+    assert (second["scenario"], second["fault_s"], second["settle_s"]) == ("one-way", 3.0, 2.0)
+    assert (second["sent"], second["acknowledged"]) == (1, 1)
+    # Partition 1 had no ack at all in the second step: silent from 7.0 to 12.0.
+    assert second["worst_partition_gap_s"] == 5.0
+    assert plan_steps([{"type": "invoke", "t": 0.0, "value": "x"}]) == []
 
 
 def test_partition_outages_show_a_stall_the_whole_topic_hides() -> None:

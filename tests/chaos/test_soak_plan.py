@@ -1,0 +1,36 @@
+"""The soak's plan: a seeded sequence of scenarios, every one the target runs or the
+ones asked for, refused by name when one cannot run there."""
+
+from __future__ import annotations
+
+import pytest
+
+from seglog.chaos.__main__ import soak_plan
+from seglog.chaos.scenarios import SCENARIOS
+
+
+def test_an_hour_of_five_minute_steps_holds_every_compose_scenario_once() -> None:
+    plan = soak_plan("compose", 5, 4500, 300, netem=False)
+    names = [name for name, _ in plan]
+    expected = {n for n, s in SCENARIOS.items() if n != "calm" and "compose" in s.targets}
+    expected -= {n for n in expected if SCENARIOS[n].netem}  # no sch_netem: refused
+    assert sorted(names) == sorted(expected)
+    assert all(seconds == 300 for _, seconds in plan)
+    assert plan == soak_plan("compose", 5, 4500, 300, netem=False)  # the seed replays it
+    assert plan != soak_plan("compose", 6, 4500, 300, netem=False)
+
+
+def test_a_chosen_subset_cycles_in_seeded_rounds() -> None:
+    plan = soak_plan("local", 1, 1200, 200, only=["bridge", "one-way", "storm"])
+    names = [name for name, _ in plan]
+    assert len(names) == 6
+    assert sorted(names[:3]) == sorted(names[3:]) == ["bridge", "one-way", "storm"]
+
+
+@pytest.mark.parametrize(
+    ("only", "message"),
+    [(["bogus"], "unknown scenario(s) bogus"), (["lossy-links"], "compose only, not local")],
+)
+def test_a_scenario_that_cannot_run_is_refused_by_name(only: list[str], message: str) -> None:
+    with pytest.raises(ValueError, match=message.replace("(", r"\(").replace(")", r"\)")):
+        soak_plan("local", 1, 600, 300, only=only)
