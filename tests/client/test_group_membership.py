@@ -165,7 +165,9 @@ def test_join_with_member_id_required_then_lead_the_assignment() -> None:
     assert m.rejoin_needed
 
 
-def test_the_leader_assigns_a_topic_once_it_appears_in_the_metadata() -> None:
+def lone_leader_of_a_topic_not_yet_seen() -> tuple[GroupMembership, Send]:
+    """A group's only member, subscribed to `new`, leading generation 1 with no
+    partitions to give (the topic is not in its metadata yet): its SyncGroup."""
     m = membership()
     m.set_subscription(["new"])
     find(m)
@@ -185,7 +187,13 @@ def test_the_leader_assigns_a_topic_once_it_appears_in_the_metadata() -> None:
     assert m.next_request(0.0).kind == ASSIGN
     m.on_assignment_input(0.0, {})  # just created: not in the metadata yet
     send = m.next_request(0.0)
+    assert send is not None and send.kind == SYNC
     assert decode_assignment(send.request.assignments[0].assignment) == []
+    return m, send
+
+
+def test_the_leader_assigns_a_topic_once_it_appears_in_the_metadata() -> None:
+    m, send = lone_leader_of_a_topic_not_yet_seen()
     m.on_sync_group(0.0, gpb.SyncGroupResponse(assignment=send.request.assignments[0].assignment))
     m.app_done(m.app_step())
     assert m.leader_counts == {"new": 0} and not m.rejoin_needed
@@ -197,26 +205,7 @@ def test_a_topic_seen_while_the_leaders_sync_is_in_flight_is_assigned_after_it()
     """The metadata that shows the new topic can arrive between the leader's count
     and its SyncGroup's answer; the member must still rejoin once Stable (CI once saw
     a lone static member hold nothing for 30 s)."""
-    m = membership()
-    m.set_subscription(["new"])
-    find(m)
-    prepare(m)
-    m.next_request(0.0)
-    sub = encode_subscription(Subscription(("new",)))
-    m.on_join_group(
-        0.0,
-        gpb.JoinGroupResponse(
-            generation_id=1,
-            protocol_name="range",
-            leader="me",
-            member_id="me",
-            members=[gpb.JoinGroupMember(member_id="me", metadata=sub)],
-        ),
-    )
-    m.next_request(0.0)
-    m.on_assignment_input(0.0, {})
-    send = m.next_request(0.0)
-    assert send.kind == SYNC
+    m, send = lone_leader_of_a_topic_not_yet_seen()
     m.check_metadata({"new": 4})  # while the SyncGroup travels
     m.on_sync_group(0.0, gpb.SyncGroupResponse(assignment=send.request.assignments[0].assignment))
     assert m.rejoin_needed
