@@ -247,3 +247,26 @@ def test_a_changed_password_fails_the_old_client_and_the_new_one_works(cluster):
         set_password(cluster, "alice-secret")
     log = cluster.node.log_path.read_text()
     assert "alice-new" not in log and "alice-secret" not in log
+
+
+def test_the_login_renews_at_a_random_85_to_95_percent_of_the_lifetime(cluster):
+    """The proactive path, on the node's real lifetime answer: the injected random
+    picks the point in KIP-368's window, the injected clock crosses it."""
+    for rand, share in ((0.0, 0.85), (1.0, 0.95), (0.5, 0.90)):
+        clock = [100.0]
+        with grpc.insecure_channel(cluster.node.bootstrap) as channel:
+            login = SaslLogin(
+                channel,
+                "PLAIN",
+                "admin",
+                "admin-secret",
+                rand=lambda r=rand: r,
+                clock=lambda c=clock: c[0],
+            )
+            login.token()
+            clock[0] += LIFETIME_S * share - 0.01
+            login.token()
+            assert login.logins == 1, share
+            clock[0] += 0.02
+            login.token()
+            assert login.logins == 2, share
