@@ -214,9 +214,22 @@ def test_a_changed_password_fails_the_old_client_and_the_new_one_works(cluster):
     alice and her mechanism, one login tried per call, not in a loop."""
     producer = Producer(cluster.node.bootstrap, linger_ms=0, **ALICE)
     admin = Admin(cluster.node.bootstrap, **ALICE)
+    consumer = Consumer(
+        "reauth-c",
+        bootstrap_servers=cluster.node.bootstrap,
+        group_id="reauth-c-group",
+        auto_offset_reset="earliest",
+        **ALICE,
+    )
     try:
         producer.send("reauth-c", b"before").get(timeout=30)
         assert "reauth-c" in admin.list_topics()
+        got: list[bytes] = []
+        deadline = time.monotonic() + 30
+        while b"before" not in got and time.monotonic() < deadline:
+            for records in consumer.poll(timeout_ms=500).values():
+                got += [r.value for r in records]
+        assert b"before" in got
         set_password(cluster, "alice-new")
         error: KafkaError | None = None
         deadline = time.monotonic() + 15  # until the node has applied the change
@@ -239,11 +252,21 @@ def test_a_changed_password_fails_the_old_client_and_the_new_one_works(cluster):
         assert time.monotonic() - started < 10
         # One failed login each: the producer's Produce, the admin's Metadata.
         assert log_count(cluster, *failed_logins) - failed_before == 2
+        # The consumer's poll() raises it too, and its group membership stops
+        # rather than logging in again in the background.
+        with pytest.raises(SaslAuthenticationFailedError, match="User:alice"):
+            deadline = time.monotonic() + 30
+            while time.monotonic() < deadline:
+                consumer.poll(timeout_ms=500)
+        settled = log_count(cluster, *failed_logins)
+        time.sleep(3)
+        assert log_count(cluster, *failed_logins) - settled <= 1
         with Producer(cluster.node.bootstrap, linger_ms=0, **ALICE_NEW) as fresh:
             fresh.send("reauth-c", b"new-password").get(timeout=30)
     finally:
         producer.close()
         admin.close()
+        consumer.close()
         set_password(cluster, "alice-secret")
     log = cluster.node.log_path.read_text()
     assert "alice-new" not in log and "alice-secret" not in log
