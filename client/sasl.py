@@ -79,6 +79,7 @@ class SaslLogin:
         self._token = ""
         self._renew_at = 0.0
         self._failed: tuple[str, BaseException] | None = None  # (refused token, login error)
+        self._after_refusal = False  # the token came from a login after a refusal
         self.logins = 0  # successful ones
 
     def token(self) -> str:
@@ -86,7 +87,7 @@ class SaslLogin:
         refresh point has passed."""
         with self._lock:
             if not self._token or self._clock() >= self._renew_at:
-                self._renew()
+                self._renew(after_refusal=False)
             return self._token
 
     def renew(self, refused_token: str) -> str:
@@ -94,20 +95,21 @@ class SaslLogin:
         thread that saw it refused (the first does it, the others wait and take its
         token, or its error)."""
         with self._lock:
-            if self._token == refused_token:
-                self._failed = None
-                try:
-                    self._renew()
-                except BaseException as e:
-                    self._failed = (refused_token, e)
-                    raise
-            elif self._failed is not None and self._failed[0] == refused_token:
+            if self._failed is not None and self._failed[0] == refused_token:
                 raise self._failed[1]
-            elif not self._token:
-                self._renew()
+            if self._token not in ("", refused_token) and self._after_refusal:
+                # Another thread logged in after a refusal, so after the node had
+                # applied what voided the token. A token renewed early may predate
+                # that: it is not taken.
+                return self._token
+            try:
+                self._renew(after_refusal=True)
+            except BaseException as e:
+                self._failed = (refused_token, e)
+                raise
             return self._token
 
-    def _renew(self) -> None:
+    def _renew(self, after_refusal: bool) -> None:
         """Under the lock."""
         self._token = ""
         token, lifetime_ms = self._login()
@@ -115,6 +117,8 @@ class SaslLogin:
         share = low + (high - low) * self._rand()
         self._token = token
         self._renew_at = self._clock() + lifetime_ms / 1000 * share
+        self._after_refusal = after_refusal
+        self._failed = None
         self.logins += 1
 
     def _step(self, auth_bytes: bytes, session_id: str = "") -> Any:
