@@ -299,3 +299,33 @@ def test_the_login_renews_at_a_random_85_to_95_percent_of_the_lifetime(cluster):
             clock[0] += 0.02
             login.token()
             assert login.logins == 2, share
+
+
+def test_a_token_renewed_early_is_not_taken_for_one_the_node_voided(cluster):
+    """A call refused with token 1 while another thread had already renewed early to
+    token 2 (before alice's credential changed, voiding both): it logs in again
+    rather than trust token 2, and threads refused later share that login."""
+    clock = [0.0]
+    request = client_pb2.MetadataRequest(all_topics=True)
+    with grpc.insecure_channel(cluster.node.bootstrap) as channel:
+        stub = client_pb2_grpc.SegLogStub(channel)
+        login = SaslLogin(channel, "SCRAM-SHA-256", "alice", "alice-secret", clock=lambda: clock[0])
+        first = login.token()
+        clock[0] += LIFETIME_S  # past the refresh point: the next call renews early
+        second = login.token()
+        assert login.logins == 2
+        set_password(cluster, "alice-secret")
+        deadline = time.monotonic() + 10
+        while True:  # until the node has applied it
+            try:
+                stub.Metadata(request, metadata=[("seglog-sasl-token", second)], timeout=10)
+            except grpc.RpcError as refused:
+                assert refused.code() == grpc.StatusCode.UNAUTHENTICATED
+                break
+            assert time.monotonic() < deadline, "the credential change was not applied"
+            time.sleep(0.1)
+        third = login.renew(first)
+        assert login.logins == 3
+        assert login.renew(second) == third and login.renew(first) == third
+        assert login.logins == 3
+        stub.Metadata(request, metadata=[("seglog-sasl-token", third)], timeout=10)
