@@ -225,8 +225,8 @@ class _TokenInterceptor(
 
 class _RetryingFuture(grpc.Call, grpc.Future):
     """A `.future()` call that, if the node refuses its token, logs in again and sends
-    the call once more on its own thread (a login is blocking calls, which must not
-    run on gRPC's callback thread); it resolves with the call that decides."""
+    the call once more on a thread of its own (a login is blocking calls, which would
+    hold up gRPC's callback thread); it resolves with the call that decides."""
 
     def __init__(self, first: Any, again: Callable[[], Any]) -> None:
         self._lock = threading.Lock()
