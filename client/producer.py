@@ -750,8 +750,11 @@ class Sender(threading.Thread):
             except KafkaError as e:
                 if e.invalid_metadata:
                     self.metadata.request_update()
+                # A refused session token (and a failed new login) means the node never
+                # ran the call: nothing was appended, the sequences may be used again.
+                unknown = not isinstance(e, AUTHENTICATION_ERRORS)
                 for s in r.sends.values():
-                    self._on_error(s, e, outcome_unknown=True)
+                    self._on_error(s, e, outcome_unknown=unknown)
                 continue
             if self.p.acks == 0:
                 # Kafka resolves acks=0 sends once written to the socket; a gRPC call

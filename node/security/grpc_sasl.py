@@ -12,7 +12,9 @@ is changed or deleted, the tokens issued before are refused, on every node.
 
 On when `delegation.token.secret.key` is set (Kafka's secret for the tokens it
 signs; it must be the same on every node). The token lives
-`delegation.token.expiry.time.ms` (Kafka's default: 24 h)."""
+`delegation.token.expiry.time.ms` (Kafka's default: 24 h), or `connections.max.reauth.ms`
+when that is set and shorter (KIP-368's session lifetime); the answer that carries the
+token says how long it lives, so the client logs in again before then."""
 
 from __future__ import annotations
 
@@ -86,6 +88,10 @@ class GrpcSasl:
         lifetime = int_setting(
             props, "delegation.token.expiry.time.ms", DEFAULT_LIFETIME_MS, at_least=1
         )
+        # KIP-368's session lifetime: a client must authenticate again within it.
+        reauth = int_setting(props, "connections.max.reauth.ms", 0, at_least=0)
+        if reauth:
+            lifetime = min(lifetime, reauth)
         jaas = jaas_plain_users(props.get("sasl.jaas.config"))
         return cls(secret.encode(), mechanisms, jaas, lookup, lifetime, failed_delay_s)
 

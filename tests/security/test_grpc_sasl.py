@@ -34,7 +34,7 @@ ALICE = {
 
 
 class Cluster:
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, overrides: dict[str, str] | None = None) -> None:
         self.node = NodeProcess(
             root / "node",
             overrides={
@@ -48,6 +48,7 @@ class Cluster:
                 "group.initial.rebalance.delay.ms": "0",
                 "group.min.session.timeout.ms": "1000",
                 "offsets.topic.num.partitions": "3",
+                **(overrides or {}),
             },
         )
         self.command_config = root / "admin.properties"

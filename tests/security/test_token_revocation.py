@@ -11,6 +11,7 @@ import pytest
 from seglog.node.security.grpc_sasl import GrpcSasl
 from seglog.node.security.scram import ScramCredential, new_credential
 from seglog.node.security.session_token import TokenError, issue
+from seglog.storage.errors import InvalidConfigError
 
 SECRET = b"cluster-secret"
 
@@ -107,3 +108,21 @@ def test_the_token_expires_and_a_token_without_binding_is_refused():
     unbound = issue("User:alice", clock.now + 60_000, SECRET)  # signed, but bound to nothing
     with pytest.raises(TokenError, match="changed or deleted"):
         sasl.principal_of(unbound)
+
+
+def test_connections_max_reauth_ms_caps_the_token_lifetime():
+    def lifetime(**props: str) -> int:
+        props = {"delegation.token.secret.key": "s", **props}
+        sasl = GrpcSasl.from_properties(
+            {k.replace("_", "."): v for k, v in props.items()}, Users().lookup, 0.0
+        )
+        assert sasl is not None
+        return sasl.lifetime_ms
+
+    assert lifetime() == 86_400_000
+    assert lifetime(connections_max_reauth_ms="0") == 86_400_000  # Kafka's 0: off
+    assert lifetime(connections_max_reauth_ms="5000") == 5000
+    both = {"delegation_token_expiry_time_ms": "2000", "connections_max_reauth_ms": "5000"}
+    assert lifetime(**both) == 2000
+    with pytest.raises(InvalidConfigError, match="connections.max.reauth.ms"):
+        lifetime(connections_max_reauth_ms="-1")
