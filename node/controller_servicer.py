@@ -267,6 +267,7 @@ class ControllerServicer(cluster_pb2_grpc.ControllerServicer):
             leader_id=int(d["leader_id"]),  # type: ignore[call-overload]
             term=int(d["term"]),  # type: ignore[call-overload]
             commit_index=int(d["commit_index"]),  # type: ignore[call-overload]
+            published_offset=int(d["published_offset"]),  # type: ignore[call-overload]
             role=str(d["role"]),
             voters=[
                 cpb.QuorumVoter(

@@ -185,8 +185,10 @@ def node_log(data_dir: Path, node_id: int) -> Path:
 
 
 def last_error(log: Path, max_bytes: int = 65536) -> str:
-    """The last error a node logged (its structured `event` and `error` fields), or its
-    last line: what to show beside the path when it failed."""
+    """The last error a node logged (its structured `event` and `error` fields, or the
+    `seglog node: ...` line it prints when it exits), or its last line: what to show
+    beside the path when it failed. (Its controller process shares the log and may
+    write after the node's own last words.)"""
     try:
         with open(log, "rb") as f:
             f.seek(max(0, f.seek(0, os.SEEK_END) - max_bytes))
@@ -197,6 +199,8 @@ def last_error(log: Path, max_bytes: int = 65536) -> str:
         try:
             entry = json.loads(line)
         except ValueError:
+            if line.startswith("seglog node: "):
+                return line[len("seglog node: ") :].strip()
             continue
         if isinstance(entry, dict) and entry.get("level") in ("error", "critical"):
             error = str(entry.get("error", "")).strip().splitlines()

@@ -84,6 +84,7 @@ class QuorumController(ControllerRequests):
         self.rebalance_interval_s = rebalance_interval_ms / 1000
         self.image = MetadataImage()
         self.metadata_offset = 0  # last applied Raft index
+        self.published_offset = 0  # the last index whose records listeners were given
         self._listeners: list[Listener] = []
         self._unpublished: list[MetadataRecord] = []  # applied, not yet given to listeners
         # Listeners added while records were applied but not yet published: their first
@@ -283,6 +284,7 @@ class QuorumController(ControllerRequests):
             self._unpublished.extend(records)
             if self._unpublished and index >= self._raft.commit_index:
                 published, self._unpublished = self._unpublished, []
+                self.published_offset = index
                 fresh, self._awaiting_snapshot = self._awaiting_snapshot, []
             listeners = list(self._listeners)
         if published:
@@ -441,6 +443,7 @@ class QuorumController(ControllerRequests):
             "leader_id": -1 if self.leader_id is None else self.leader_id,
             "term": self.term,
             "commit_index": self.commit_index,
+            "published_offset": self.published_offset,
             "role": self.role,
             "last_index": raft.last_index if raft is not None else 0,
             "voters": self._voters_view(),

@@ -113,11 +113,67 @@ class RemoteController:
         self._watcher.start()
 
     def wait_for_metadata(self, timeout_s: float = START_TIMEOUT_S) -> None:
+        """Until the broker's image has caught up with the quorum, as Kafka's broker
+        waits for its metadata to reach the high watermark before it serves: a
+        restarted node would otherwise answer Metadata from its old snapshot (clients
+        told a topic does not exist, or the wrong leaders). Without a quorum leader
+        within two election timeouts (a whole cluster starting one node at a time)
+        the node starts from what it has, as before."""
         deadline = time.monotonic() + timeout_s
         while self.metadata_offset < 0 and time.monotonic() < deadline:
-            if self._proc is not None and self._proc.poll() is not None:
-                raise RuntimeError(f"the controller process exited ({self._proc.returncode})")
+            self._check_process()
             time.sleep(0.02)
+        grace = time.monotonic() + 2 * self.config.controller_quorum_election_timeout_ms / 1000
+        target: int | None = None
+        # Bounded by the deadline (and, while no leader is known, by the grace).
+        while time.monotonic() < deadline:
+            self._check_process()
+            if target is None:
+                target = self._quorum_commit_index()
+                if target is None and time.monotonic() >= grace:
+                    _log.info("metadata_catch_up_skipped", reason="no quorum leader")
+                    return
+            elif self._caught_up_to(target):
+                _log.info("metadata_caught_up", offset=self.metadata_offset, target=target)
+                return
+            time.sleep(0.02)
+        _log.warning(
+            "metadata_catch_up_timed_out",
+            offset=self.metadata_offset,
+            target=target,
+            timeout_s=timeout_s,
+        )
+
+    def _check_process(self) -> None:
+        if self._proc is not None and self._proc.poll() is not None:
+            raise RuntimeError(f"the controller process exited ({self._proc.returncode})")
+
+    def _caught_up_to(self, target: int) -> bool:
+        """This node's controller process has committed up to `target` and this broker
+        has every update it was sent. (Its own commit index, not the image's offset:
+        entries without records, such as a new leader's first, are never sent.)"""
+        assert self._own_channel is not None
+        try:
+            own = _controller_stub(self._own_channel).DescribeQuorum(
+                cpb.DescribeQuorumRequest(), timeout=1
+            )
+        except grpc.RpcError:
+            return False
+        return own.commit_index >= target and self.metadata_offset >= own.published_offset
+
+    def _quorum_commit_index(self) -> int | None:
+        """The active controller's commit index (the metadata log's high watermark),
+        or None while no leader is known or it does not answer."""
+        leader = self.leader_id
+        if leader is None:
+            return None
+        try:
+            r = self.client.controller_stub(leader).DescribeQuorum(
+                cpb.DescribeQuorumRequest(), timeout=1
+            )
+        except grpc.RpcError:
+            return None
+        return r.commit_index if r.leader_id == leader == r.node_id else None
 
     def shutdown(self) -> None:
         """Stop the controller process: it makes a controlled shutdown of this broker

@@ -229,6 +229,11 @@ class Node:
         self.controller.add_listener(self.groups.on_metadata)
         self.replica_manager.start()
         self.groups.start()
+        if self.remote is not None:
+            # Clients are served only from metadata that caught up with the quorum
+            # (Kafka enables its data-plane listeners after the same wait).
+            self.remote.start()
+            self.remote.wait_for_metadata()
         self._server.start()
         self.kafka = start_kafka_listeners(self, self.config, self.metrics)
         if self.config.metrics_port >= 0:
@@ -237,10 +242,7 @@ class Node:
             )
             self._metrics_http = (server, thread)
             self.metrics_port = int(server.server_port)
-        if self.remote is not None:
-            self.remote.start()
-            self.remote.wait_for_metadata()
-        else:
+        if self.remote is None:
             host, port = self.config.advertised_listener
             self.broker_epoch = self.controller.register_broker(
                 self.node_id,

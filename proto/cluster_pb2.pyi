@@ -263,20 +263,22 @@ class QuorumVoter(_message.Message):
     def __init__(self, node_id: _Optional[int] = ..., log_end_index: _Optional[int] = ..., last_fetch_timestamp_ms: _Optional[int] = ..., last_caught_up_timestamp_ms: _Optional[int] = ...) -> None: ...
 
 class DescribeQuorumResponse(_message.Message):
-    __slots__ = ("node_id", "leader_id", "term", "commit_index", "role", "voters")
+    __slots__ = ("node_id", "leader_id", "term", "commit_index", "role", "voters", "published_offset")
     NODE_ID_FIELD_NUMBER: _ClassVar[int]
     LEADER_ID_FIELD_NUMBER: _ClassVar[int]
     TERM_FIELD_NUMBER: _ClassVar[int]
     COMMIT_INDEX_FIELD_NUMBER: _ClassVar[int]
     ROLE_FIELD_NUMBER: _ClassVar[int]
     VOTERS_FIELD_NUMBER: _ClassVar[int]
+    PUBLISHED_OFFSET_FIELD_NUMBER: _ClassVar[int]
     node_id: int
     leader_id: int
     term: int
     commit_index: int
     role: str
     voters: _containers.RepeatedCompositeFieldContainer[QuorumVoter]
-    def __init__(self, node_id: _Optional[int] = ..., leader_id: _Optional[int] = ..., term: _Optional[int] = ..., commit_index: _Optional[int] = ..., role: _Optional[str] = ..., voters: _Optional[_Iterable[_Union[QuorumVoter, _Mapping]]] = ...) -> None: ...
+    published_offset: int
+    def __init__(self, node_id: _Optional[int] = ..., leader_id: _Optional[int] = ..., term: _Optional[int] = ..., commit_index: _Optional[int] = ..., role: _Optional[str] = ..., voters: _Optional[_Iterable[_Union[QuorumVoter, _Mapping]]] = ..., published_offset: _Optional[int] = ...) -> None: ...
 
 class ControlResponse(_message.Message):
     __slots__ = ("error_code", "error_message", "topic_id")

@@ -568,6 +568,27 @@ def test_sigterm_controlled_shutdown_fences_at_once(cluster: Cluster) -> None:
     )
 
 
+def test_a_restarted_node_serves_metadata_only_once_caught_up(cluster: Cluster) -> None:
+    """Topics created while a node was down are in its first Metadata answer after it
+    is back (Kafka's broker waits for the metadata log's high watermark before it
+    serves): its old image must never answer."""
+    leader, _term = cluster.agreed_leader() or (-1, -1)
+    victim = next(i for i in NODE_IDS if i != leader)
+    assert cluster.nodes[victim].stop() == 0
+    names = [f"while-down-{k}" for k in range(5)]
+    with Admin(cluster.nodes[leader].bootstrap) as admin:
+        admin.create_topics([NewTopic(n, 2, 2) for n in names])
+    for n in names:
+        cluster.wait(
+            f"{n} on the controller", lambda n=n: topic_of(cluster.metadata(leader, [n]), n)
+        )
+    cluster.start(victim)  # returns once its health check says SERVING
+    md = cluster.metadata(victim, names)
+    assert md is not None
+    assert [n for n in names if topic_of(md, n) is None] == [], md
+    assert cluster.log_events(victim, "metadata_caught_up"), cluster.tails()
+
+
 # --- (a) failover of the active controller ------------------------------------------------
 
 
