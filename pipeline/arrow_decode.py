@@ -168,10 +168,11 @@ def _frame(
 # twice the run that held when one fails.
 _FIRST_WINDOW = 256
 _MAX_WINDOW = 1 << 16
+_MIN_WINDOW = 256
 # A batch still averaging fewer kept records per round than _MIN_RUN after
 # _SLOW_ROUNDS rounds (record sizes that vary from record to record) is finished
 # by the Python loop, which costs less per record than a round's numpy calls then.
-_SLOW_ROUNDS = 6
+_SLOW_ROUNDS = 3
 _MIN_RUN = 16
 
 
@@ -204,6 +205,7 @@ def _chain(
     done = np.zeros_like(counts)
     window = np.full_like(counts, _FIRST_WINDOW)
     rounds = 0
+    runs: list[tuple[np.ndarray, ...]] = []  # kept: (first record index, start, size, count)
     to_loop: list[int] = []
     act = np.flatnonzero(counts > 0)
     while act.size:
@@ -220,22 +222,25 @@ def _chain(
         k = np.minimum(k, (stop - pa_ + size - 1) // size)
         seg_end = np.cumsum(k)
         seg_start = seg_end - k
-        seg = np.repeat(np.arange(act.size), k)
-        j = np.arange(int(seg_end[-1])) - seg_start[seg]
-        guess = pa_[seg] + size[seg] * j
+        guess = np.repeat(pa_ - size * seg_start, k) + np.repeat(size, k) * np.arange(
+            int(seg_end[-1])
+        )
         nxt = _next_starts(bv, guess)
-        broken = np.empty(len(guess), np.bool_)
-        broken[:-1] = nxt[:-1] != guess[1:]
-        broken[seg_end - 1] = True  # a segment's last guess has no guessed successor
-        at = np.flatnonzero(broken)
-        last_kept = at[np.searchsorted(at, seg_start)]
+        # The last guess kept in each segment: the first whose record does not end at
+        # the next guess, or the segment's last.
+        at = np.flatnonzero(nxt[:-1] != guess[1:])
+        last_kept = seg_end - 1
+        if at.size:
+            first_break = at[np.minimum(np.searchsorted(at, seg_start), at.size - 1)]
+            last_kept = np.where(
+                first_break >= seg_start, np.minimum(first_break, last_kept), last_kept
+            )
         kept = last_kept - seg_start + 1
-        ok = j < kept[seg]
-        head[(first[act] + done[act])[seg[ok]] + j[ok]] = guess[ok]
+        runs.append((first[act] + done[act], pa_, size, kept))
         p[act] = nxt[last_kept]
         done[act] += kept
         window[act] = np.where(
-            kept == k, np.minimum(2 * window[act], _MAX_WINDOW), np.maximum(2 * kept, 16)
+            kept == k, np.minimum(2 * window[act], _MAX_WINDOW), np.maximum(2 * kept, _MIN_WINDOW)
         )
         rounds += 1
         left = done[act] < counts[act]
@@ -244,6 +249,10 @@ def _chain(
             to_loop.extend(act[slow].tolist())
             left &= ~slow
         act = act[left]
+    if runs:
+        index, start, size, kept = (np.concatenate(x) for x in zip(*runs, strict=True))
+        step = np.arange(int(kept.sum())) - np.repeat(np.cumsum(kept) - kept, kept)
+        head[np.repeat(index, kept) + step] = np.repeat(start, kept) + np.repeat(size, kept) * step
     for b in to_loop:
         at_b, n = int(first[b] + done[b]), int(counts[b] - done[b])
         heads, p[b] = _walk(buf, int(p[b]), n, batches[b][1].base_offset)
