@@ -4,12 +4,15 @@ A fetch answer (or a chunk of a `.log` file) is a run of whole batches. Each
 batch is CRC-checked and, when compressed, decompressed once; the records
 sections of all batches are then decoded together:
 
-1. framing: one short Python loop per record reads only the record's length
-   varint (the start of record i+1 depends on the length of record i, so this
-   step cannot be vectorised with numpy; it touches one or two bytes per record);
-2. fields: every other varint (timestamp delta, offset delta, key and value
-   lengths, header count, header key/value lengths) is decoded for all records
-   at once with numpy, byte position by byte position;
+1. framing: where each record starts. Record i+1 starts where record i's length
+   varint says, a chain; it is followed speculatively with numpy (guess that the
+   next records have this one's size, check every guess at once, keep the run of
+   guesses that holds; see `_chain`), all batches at once. Producers write runs
+   of equal-sized records, so a round keeps hundreds; where sizes vary record by
+   record, a short Python loop reads each length instead;
+2. fields: every varint (record length, timestamp delta, offset delta, key and
+   value lengths, header count, header key/value lengths) is decoded for all
+   records at once with numpy: the one- and two-byte ones from one 16-bit read;
 3. keys and values: one binary array over the whole buffer whose elements
    alternate between "a key" and "the bytes between two keys", then
    `take(every other element)`: Arrow copies the keys out in C.
@@ -196,8 +199,9 @@ def _chain(
     p), the first failing one's end the next p. A producer's records often have
     one size for long runs (the size changes with a field's varint width or a
     key's length), so a round keeps hundreds; a batch that keeps few per round
-    goes to the Python loop, as do batches whose first record is malformed
-    (that loop raises the errors it always did)."""
+    goes to the Python loop, as do batches whose next record is malformed.
+    Nothing here is trusted: `_frame` decodes the length at every start strictly
+    and requires it to end exactly at the next start (or the batch's end)."""
     head = np.empty(int(counts.sum()), _I64)
     first = np.zeros(len(counts), _I64)
     np.cumsum(counts[:-1], out=first[1:])
