@@ -318,10 +318,10 @@ class _Bytes:
         that end within the buffer)."""
         top = len(self.u16) - 1
         if pos.size and int(pos.max()) > top:
-            over = pos > top
+            if top < 0:  # an empty buffer
+                return np.zeros(len(pos), np.int32)
             w = self.u16[np.minimum(pos, top)].astype(np.int32)
-            if len(self.u16) > 0:
-                w[over] = self.u8[-1]
+            w[pos > top] = self.u8[-1]
             return w
         return self.u16[pos].astype(np.int32)
 
