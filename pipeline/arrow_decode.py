@@ -172,11 +172,15 @@ def _frame(
 _FIRST_WINDOW = 256
 _MAX_WINDOW = 1 << 16
 _MIN_WINDOW = 256
-# A batch still averaging fewer kept records per round than _MIN_RUN after
-# _SLOW_ROUNDS rounds (record sizes that vary from record to record) is finished
-# by the Python loop, which costs less per record than a round's numpy calls then.
+# Record sizes that vary from record to record: the Python loop, which costs less
+# per record than a round's numpy calls then, finishes every batch when a round
+# keeps fewer than _MIN_RUN records per unfinished batch on average, and a batch
+# that still averages fewer than that after _SLOW_ROUNDS rounds.
 _SLOW_ROUNDS = 3
 _MIN_RUN = 16
+# Fewer records than this in a whole answer (a small micro-batch's fetch): the
+# Python loop frames them in less time than a round's numpy calls take.
+_LOOP_RECORDS = 512
 
 
 def _chain(
@@ -212,6 +216,8 @@ def _chain(
     runs: list[tuple[np.ndarray, ...]] = []  # kept: (first record index, start, size, count)
     to_loop: list[int] = []
     act = np.flatnonzero(counts > 0)
+    if len(head) < _LOOP_RECORDS:
+        to_loop, act = act.tolist(), act[:0]
     while act.size:
         pa_, stop = p[act], stops[act]
         size = _next_starts(bv, np.maximum(pa_, 0)) - pa_
@@ -248,8 +254,13 @@ def _chain(
         )
         rounds += 1
         left = done[act] < counts[act]
-        if rounds >= _SLOW_ROUNDS:
+        if int(kept[left].sum()) < _MIN_RUN * int(left.sum()):  # in most batches
+            slow = left
+        elif rounds >= _SLOW_ROUNDS:  # in some batches
             slow = left & (done[act] < _MIN_RUN * rounds)
+        else:
+            slow = None
+        if slow is not None:
             to_loop.extend(act[slow].tolist())
             left &= ~slow
         act = act[left]
