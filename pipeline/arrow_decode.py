@@ -220,11 +220,15 @@ def _chain(
         to_loop, act = act.tolist(), act[:0]
     while act.size:
         pa_, stop = p[act], stops[act]
-        size = _next_starts(bv, np.maximum(pa_, 0)) - pa_
+        safe = np.maximum(pa_, 0)
+        length, width = _varint_at(bv, safe, 5, None)
+        size = width + length
         odd = (pa_ < begins[act]) | (size <= 0) | (pa_ + size > stop)
         if odd.any():
             to_loop.extend(act[odd].tolist())
-            act, pa_, stop, size = act[~odd], pa_[~odd], stop[~odd], size[~odd]
+            keep = ~odd
+            act, pa_, safe, stop = act[keep], pa_[keep], safe[keep], stop[keep]
+            size, width = size[keep], width[keep]
             if not act.size:
                 break
         # No guess past the batch's end: that would be a record of its own.
@@ -235,19 +239,27 @@ def _chain(
         guess = np.repeat(pa_ - size * seg_start, k) + np.repeat(size, k) * np.arange(
             int(seg_end[-1])
         )
-        nxt = _next_starts(bv, guess)
-        # The last guess kept in each segment: the first whose record does not end at
-        # the next guess, or the segment's last.
-        at = np.flatnonzero(nxt[:-1] != guess[1:])
+        # A guess (a true start, by induction) is followed by the next guess when its
+        # length varint has the same bytes as the run's first: compared as the 16-bit
+        # words there (and at +2, +4 for the rare lengths of 3 to 5 bytes), masked to
+        # the varint's width.
+        same = _same_bytes(bv, guess, safe, width, k, 0)
+        if int(width.max()) > 2:
+            same &= _same_bytes(bv, guess, safe, width, k, 2)
+            same &= _same_bytes(bv, guess, safe, width, k, 4)
+        # The last guess kept in each segment: the first whose record has another
+        # length, or the segment's last.
+        at = np.flatnonzero(~same)
         last_kept = seg_end - 1
         if at.size:
             first_break = at[np.minimum(np.searchsorted(at, seg_start), at.size - 1)]
             last_kept = np.where(
                 first_break >= seg_start, np.minimum(first_break, last_kept), last_kept
             )
+        nxt = _next_starts(bv, guess[last_kept])
         kept = last_kept - seg_start + 1
         runs.append((first[act] + done[act], pa_, size, kept))
-        p[act] = nxt[last_kept]
+        p[act] = nxt
         done[act] += kept
         window[act] = np.where(
             kept == k, np.minimum(2 * window[act], _MAX_WINDOW), np.maximum(2 * kept, _MIN_WINDOW)
@@ -273,6 +285,17 @@ def _chain(
         heads, p[b] = _walk(buf, int(p[b]), n, batches[b][1].base_offset)
         head[at_b : at_b + n] = heads
     return head, p
+
+
+def _same_bytes(
+    bv: _Bytes, guess: np.ndarray, first: np.ndarray, width: np.ndarray, k: np.ndarray, at: int
+) -> np.ndarray:
+    """Per guess: are bytes at..at+1 of its length varint (those within the varint's
+    `width`) the same as at its segment's first record?"""
+    keep = np.clip(width - at, 0, 2)  # bytes of this word inside the varint
+    mask = np.array([0, 0xFF, 0xFFFF], np.int32)[keep]
+    want = bv.words(first + at) & mask
+    return (bv.words(guess + at) & np.repeat(mask, k)) == np.repeat(want, k)
 
 
 def _walk(buf: bytes, p: int, n: int, base_offset: int) -> tuple[list[int], int]:
