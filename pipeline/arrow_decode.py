@@ -197,10 +197,11 @@ def _chain(
     Record i+1 starts where record i's length says, so the starts form a chain.
     It is followed speculatively, for all batches at once: from a batch's last
     known start p, where the record is s bytes long, guess that the next k
-    records start at p, p+s, p+2s, ...; decode the length at every guess in one
-    numpy pass and keep the guesses up to the first one whose record does not end
-    where the next guess is. Every kept guess is a true start (by induction from
-    p), the first failing one's end the next p. A producer's records often have
+    records start at p, p+s, p+2s, ...; compare the length varint's bytes at
+    every guess with those at p in one numpy pass and keep the guesses up to the
+    first one whose length differs (that one included: it is a start, but the
+    next guess is not). Every kept guess is a true start (by induction from p);
+    the next p is where the last kept one's record ends. A producer's records often have
     one size for long runs (the size changes with a field's varint width or a
     key's length), so a round keeps hundreds; a batch that keeps few per round
     goes to the Python loop, as do batches whose next record is malformed.
