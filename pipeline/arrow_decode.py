@@ -201,10 +201,11 @@ def _chain(
     every guess with those at p in one numpy pass and keep the guesses up to the
     first one whose length differs (that one included: it is a start, but the
     next guess is not). Every kept guess is a true start (by induction from p);
-    the next p is where the last kept one's record ends. A producer's records often have
-    one size for long runs (the size changes with a field's varint width or a
-    key's length), so a round keeps hundreds; a batch that keeps few per round
-    goes to the Python loop, as do batches whose next record is malformed.
+    the next p is where the last kept one's record ends. A producer's records
+    often have one size for long runs (the size changes with a field's varint
+    width or a key's length), so a round keeps hundreds; a batch that keeps few
+    per round goes to the Python loop, as do batches whose next record is
+    malformed.
     Nothing here is trusted: `_frame` decodes the length at every start strictly
     and requires it to end exactly at the next start (or the batch's end)."""
     head = np.empty(int(counts.sum()), _I64)
