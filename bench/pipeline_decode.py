@@ -14,21 +14,28 @@ Spark schema's RecordBatch (schema.record_batch). The median of --rounds rounds 
 the figure; the 1-minute load average is printed with it (the machine is shared),
 and the decode's CPU time (process_time), which other processes distort less than
 the wall clock.
+`--against FILE` also times another version of pipeline/arrow_decode.py (e.g.
+`git show main:pipeline/arrow_decode.py > /tmp/old.py`), alternating with this one
+in the same process, so that both see the same load: `against` in the JSON holds
+both decodes' median CPU times and their ratio.
 The last stdout line is one JSON object.
 
     python bench/pipeline_decode.py [--record-bytes 100] [--fetch-bytes 8388608]
                                     [--rounds 15] [--varied] [--headers]
+                                    [--against FILE]
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import os
 import random
 import statistics
 import sys
 import time
+from typing import Any
 
 from seglog.pipeline.arrow_decode import decode_batches
 from seglog.pipeline.schema import record_batch
@@ -76,6 +83,34 @@ def one_round(data: bytes, include_headers: bool) -> dict[str, float]:
     }
 
 
+def load_decoder(path: str) -> Any:
+    """Another arrow_decode.py, as a module of seglog.pipeline (its relative imports)."""
+    spec = importlib.util.spec_from_file_location("seglog.pipeline._bench_other_decode", path)
+    if spec is None or spec.loader is None:
+        raise SystemExit(f"--against {path}: not a Python file")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def against(data: bytes, other: Any, rounds: int, include_headers: bool) -> dict[str, float]:
+    """Median CPU time of this decode and of `other`'s, alternating round by round."""
+    framed = list(iter_batches(data))
+    mine, theirs = [], []
+    for _ in range(rounds):
+        for fn, out in ((decode_batches, mine), (other.decode_batches, theirs)):
+            c = time.process_time()
+            fn(data, framed, 0, None, include_headers)
+            out.append((time.process_time() - c) * 1e3)
+    m, t = statistics.median(mine), statistics.median(theirs)
+    return {
+        "decode_cpu_ms": round(m, 2),
+        "other_decode_cpu_ms": round(t, 2),
+        "speedup": round(t / m, 2),
+    }
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--record-bytes", type=int, default=100)
@@ -83,6 +118,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=15)
     parser.add_argument("--varied", action="store_true", help="random value lengths")
     parser.add_argument("--headers", action="store_true", help="one header per record, decoded")
+    parser.add_argument("--against", default=None, help="another arrow_decode.py to compare")
     args = parser.parse_args(argv)
 
     data = build_fetch(args.fetch_bytes, args.record_bytes, args.varied, args.headers)
@@ -115,6 +151,11 @@ def main(argv: list[str] | None = None) -> int:
         "rounds": args.rounds,
         "load_1m": round(load, 2),
     }
+    if args.against:
+        other = load_decoder(args.against)
+        other.decode_batches(data, framed, 0, None, args.headers)
+        result["against"] = against(data, other, max(args.rounds, 20), args.headers)
+        print(f"against {args.against}: {result['against']}")
     print(json.dumps(result))
     return 0
 
