@@ -180,7 +180,7 @@ _SLOW_ROUNDS = 3
 _MIN_RUN = 16
 # Fewer records than this in a whole answer (a small micro-batch's fetch): the
 # Python loop frames them in less time than a round's numpy calls take.
-_LOOP_RECORDS = 512
+_LOOP_RECORDS = 2048
 
 
 def _chain(
