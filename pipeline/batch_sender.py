@@ -27,7 +27,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from seglog.client.cluster import ClusterMetadata, TopicPartition, call
+from seglog.client.cluster import TopicPartition, call
 from seglog.client.errors import KafkaError, KafkaTimeoutError, error_class, for_code
 from seglog.proto import client_pb2 as pb
 from seglog.proto import errors_pb2
@@ -42,6 +42,7 @@ from seglog.storage.record_batch import (
 
 from .arrow_encode import as_binary, encode_records, partitions_for_keys
 from .options import SinkOptions
+from .shared_metadata import shared_metadata
 
 DEFAULT_BATCH_BYTES = 512 * 1024
 DEFAULT_REQUEST_BYTES = 4 * 1024 * 1024
@@ -95,7 +96,11 @@ class BatchSender:
         self.request_timeout_s = int(cfg.get("request_timeout_ms", 30_000)) / 1000
         self.delivery_timeout_s = int(cfg.get("delivery_timeout_ms", 120_000)) / 1000
         self.backoff_s = int(cfg.get("retry_backoff_ms", 100)) / 1000
-        self.metadata = ClusterMetadata(options.bootstrap_servers)
+        # Shared with the process's other tasks (and kept open after close()); the
+        # producer id and sequences below are this task's own.
+        self.metadata = shared_metadata(
+            options.bootstrap_servers, int(cfg.get("request_timeout_ms", 30_000))
+        )
         self.producer_id, self.producer_epoch = NO_PRODUCER_ID, NO_PRODUCER_EPOCH
         self.sequences: dict[TopicPartition, int] = {}
         self.sticky: dict[str, int] = {}
@@ -346,7 +351,6 @@ class BatchSender:
         for r in self.in_flight.values():
             r.future.cancel()
         self.in_flight.clear()
-        self.metadata.close()
 
 
 def send_arrow_batches(options: SinkOptions, batches: Iterator[pa.RecordBatch]) -> int:

@@ -13,10 +13,12 @@ from dataclasses import dataclass
 
 import grpc
 
-from seglog.client.cluster import ClusterMetadata, TopicPartition, call
+from seglog.client.cluster import TopicPartition, call
 from seglog.client.errors import KafkaError, NodeNotReadyError
 from seglog.proto import client_pb2 as pb
 from seglog.proto import errors_pb2
+
+from .shared_metadata import shared_metadata
 
 
 @dataclass(frozen=True)
@@ -41,16 +43,14 @@ class PartitionFetcher:
     def __init__(self, bootstrap_servers: str, tp: TopicPartition, config: FetchConfig) -> None:
         self.tp = tp
         self.config = config
-        self.metadata = ClusterMetadata(
-            bootstrap_servers, request_timeout_ms=config.request_timeout_ms
-        )
+        # Shared with the process's other tasks (and kept open after close()).
+        self.metadata = shared_metadata(bootstrap_servers, config.request_timeout_ms)
         self._ahead: tuple[int, grpc.Future] | None = None
 
     def close(self) -> None:
         if self._ahead is not None:
             self._ahead[1].cancel()
             self._ahead = None
-        self.metadata.close()
 
     def refresh(self) -> None:
         """After a leadership error: ask the cluster who leads now."""

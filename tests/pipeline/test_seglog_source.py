@@ -42,8 +42,9 @@ from seglog.pipeline.offsets import (
     split_ranges,
 )
 from seglog.pipeline.options import SourceOptions
-from seglog.pipeline.range_reader import read_range
+from seglog.pipeline.range_reader import fetch_config, read_range
 from seglog.pipeline.schema import arrow_schema, spark_schema
+from seglog.pipeline.shared_metadata import shared_metadata
 from seglog.pipeline.source import ReadAllAvailable, SeglogStreamReader
 
 T0 = (int(time.time()) - 600) * 1000  # ten minutes ago: well inside retention
@@ -458,6 +459,29 @@ def test_stream_reader_offsets_without_spark(cluster) -> None:
         assert reader.latestOffset(everything, ReadAllAvailable()) == everything
     finally:
         reader.stop()
+
+
+def test_tasks_of_one_process_share_metadata(cluster) -> None:
+    """Spark runs the tasks of a query (and of the next micro-batch) in reused Python
+    workers: a task after the first finds the leader known and asks for no metadata,
+    and still reads exactly its range."""
+    bootstrap = cluster.bootstrap
+    create_topic(bootstrap, "shared-metadata", 1)
+    produce(bootstrap, "shared-metadata", 30)
+    options = SourceOptions.parse(
+        {"bootstrap.servers": bootstrap, "subscribe": "shared-metadata"}, streaming=False
+    )
+
+    def offsets(start: int, end: int) -> list[int]:
+        r = OffsetRange("shared-metadata", 0, start, end)
+        return [o for b in read_range(r, options) for o in b.column("offset").to_pylist()]
+
+    assert offsets(0, 10) == list(range(10))
+    metadata = shared_metadata(bootstrap, fetch_config(options).request_timeout_ms)
+    asked_at = metadata._updated_at
+    assert asked_at > 0, "the first task did not use the process's metadata"
+    assert offsets(10, 30) == list(range(10, 30))
+    assert metadata._updated_at == asked_at
 
 
 def test_min_offsets_per_trigger_waits_until_enough_or_max_trigger_delay(cluster) -> None:
