@@ -480,6 +480,9 @@ def docker_unavailable() -> str | None:
     return None
 
 
+PAUSE_ATTEMPTS = 3
+
+
 def _run(argv: list[str], timeout_s: float = 60, **kw: Any) -> subprocess.CompletedProcess[str]:
     r = subprocess.run(argv, capture_output=True, text=True, timeout=timeout_s, **kw)
     if r.returncode != 0:
@@ -613,7 +616,21 @@ class ComposeTarget:
         wait_serving(self.address(node), START_TIMEOUT_S, self.security)
 
     def pause(self, node: int) -> None:
-        self._docker("pause", self.containers[node])
+        """`docker pause`, tried again when the cgroup freezer gives up ("unable to
+        freeze": a task it could not stop in time, e.g. in the middle of I/O on a
+        loaded machine); a half-frozen container is thawed before the next try."""
+        container = self.containers[node]
+        for attempt in range(PAUSE_ATTEMPTS):
+            try:
+                self._docker("pause", container)
+                break
+            except RuntimeError as e:
+                if "unable to freeze" not in str(e) or attempt == PAUSE_ATTEMPTS - 1:
+                    raise
+                subprocess.run(
+                    ["docker", "unpause", container], capture_output=True, timeout=60
+                )
+                time.sleep(1.0)
         self.paused.add(node)
 
     def resume(self, node: int) -> None:
