@@ -1,11 +1,16 @@
-"""TLS benchmark: the same three-node cluster twice in one run, first with every
-listener PLAINTEXT, then with TLS on every connection (the Kafka listener, the gRPC
+"""TLS benchmark: the same three-node cluster twice in one run, one with every
+listener PLAINTEXT, one with TLS on every connection (the Kafka listener, the gRPC
 listener with client certificates required, replication and the Raft quorum over
 mTLS), and confluent-kafka producing then consuming 1 KiB records (RF=3,
 min.insync.replicas=2, acks=all, idempotent) for --seconds in each. The issue's
 target: produce and consume MiB/s with TLS at least 0.7x the plaintext figures.
 
-    python bench/tls.py [--quick] [--seconds S] [--partitions N] [--dir D]
+Both clusters run for the whole benchmark and the phases alternate between them,
+--rounds times, in the order A B B A A B ...: on a shared machine whose load drifts,
+two phases a minute apart compare two moments as much as two configurations. The
+figures are each mode's median over the rounds, and the ratios of those medians.
+
+    python bench/tls.py [--quick] [--rounds N] [--seconds S] [--partitions N] [--dir D]
 
 The last stdout line is one JSON object.
 """
@@ -16,6 +21,7 @@ import argparse
 import json
 import os
 import shutil
+import statistics
 import sys
 import tempfile
 import time
@@ -121,17 +127,19 @@ class Cluster:
     def kafka_bootstrap(self) -> str:
         return ",".join(f"127.0.0.1:{p}" for p in self.kafka_ports.values())
 
-    def start(self, partitions: int) -> None:
+    def start(self) -> None:
+        for n in self.nodes.values():
+            n.start(timeout_s=60)
+
+    def create_topic(self, topic: str, partitions: int) -> None:
         from seglog.client.admin import Admin, NewTopic
         from seglog.client.errors import KafkaError
 
-        for n in self.nodes.values():
-            n.start(timeout_s=60)
         deadline = time.monotonic() + 60
         with Admin(self.bootstrap, **self.client_options) as admin:
             while True:
                 try:
-                    admin.create_topics([NewTopic(TOPIC, partitions, 3)])
+                    admin.create_topics([NewTopic(topic, partitions, 3)])
                     break
                 except KafkaError:
                     if time.monotonic() > deadline:
@@ -144,7 +152,7 @@ class Cluster:
             n.stop()
 
 
-def produce(ck: Any, conf: dict[str, str], seconds: float) -> tuple[float, int]:
+def produce(ck: Any, conf: dict[str, str], topic: str, seconds: float) -> tuple[float, int]:
     producer = ck.Producer({**conf, "enable.idempotence": True, "acks": "all", "linger.ms": 20})
     value = os.urandom(VALUE)
     failed: list[Any] = []
@@ -153,7 +161,7 @@ def produce(ck: Any, conf: dict[str, str], seconds: float) -> tuple[float, int]:
         if err is not None:
             failed.append(err)
 
-    producer.produce(TOPIC, value, on_delivery=report)
+    producer.produce(topic, value, on_delivery=report)
     producer.flush(30)  # warm-up: connections, producer id
     n = 0
     start = time.perf_counter()
@@ -161,7 +169,7 @@ def produce(ck: Any, conf: dict[str, str], seconds: float) -> tuple[float, int]:
     while time.perf_counter() < end:
         for _ in range(256):
             try:
-                producer.produce(TOPIC, value, on_delivery=report)
+                producer.produce(topic, value, on_delivery=report)
                 n += 1
             except BufferError:
                 producer.poll(0.01)
@@ -174,7 +182,7 @@ def produce(ck: Any, conf: dict[str, str], seconds: float) -> tuple[float, int]:
     return n * VALUE / MIB / elapsed, n + 1
 
 
-def consume(ck: Any, conf: dict[str, str], partitions: int, total: int) -> float:
+def consume(ck: Any, conf: dict[str, str], topic: str, partitions: int, total: int) -> float:
     consumer = ck.Consumer(
         {
             **conf,
@@ -184,7 +192,7 @@ def consume(ck: Any, conf: dict[str, str], partitions: int, total: int) -> float
             "max.partition.fetch.bytes": 4 * MIB,
         }
     )
-    consumer.assign([ck.TopicPartition(TOPIC, p, 0) for p in range(partitions)])
+    consumer.assign([ck.TopicPartition(topic, p, 0) for p in range(partitions)])
     got = 0
     start = time.perf_counter()
     deadline = start + 300
@@ -204,11 +212,24 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--quick", action="store_true", help="short phases (smoke run)")
     parser.add_argument("--seconds", type=float, default=None, help="per produce phase (8)")
     parser.add_argument("--partitions", type=int, default=6)
+    parser.add_argument("--rounds", type=int, default=None, help="phases per mode (4)")
     parser.add_argument("--dir", type=Path, default=None, help="parent of the temp dir")
     args = parser.parse_args(argv)
     if args.seconds is None:
         args.seconds = 2.0 if args.quick else 8.0
+    if args.rounds is None:
+        args.rounds = 1 if args.quick else 4
+    if args.rounds < 1 or args.seconds <= 0:
+        parser.error("--rounds must be at least 1 and --seconds positive")
     return args
+
+
+def round_order(rounds: int) -> list[str]:
+    """A B B A A B ...: each mode runs first as often as second."""
+    out: list[str] = []
+    for i in range(rounds):
+        out += ["plaintext", "tls"] if i % 2 == 0 else ["tls", "plaintext"]
+    return out
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -216,31 +237,50 @@ def main(argv: Sequence[str] | None = None) -> int:
     import confluent_kafka as ck
 
     root = Path(tempfile.mkdtemp(prefix="seglog-tls-bench-", dir=args.dir))
-    results: dict[str, Any] = {"benchmark": "tls", "seconds": args.seconds}
+    results: dict[str, Any] = {
+        "benchmark": "tls",
+        "seconds": args.seconds,
+        "rounds": args.rounds,
+        "load_start": os.getloadavg()[0],
+    }
     say(
         f"seglog TLS bench: 3 nodes, RF=3, acks=all, idempotent, 1 KiB records, "
-        f"{args.seconds:g} s produce per mode, librdkafka {ck.libversion()[0]}, "
-        f"{os.cpu_count()} CPUs"
+        f"{args.rounds} x {args.seconds:g} s produce per mode, alternating, librdkafka "
+        f"{ck.libversion()[0]}, {os.cpu_count()} CPUs"
     )
+    figures: dict[str, dict[str, list[float]]] = {
+        m: {"produce": [], "consume": []} for m in ("plaintext", "tls")
+    }
+    clusters: dict[str, Cluster] = {}
     try:
         for mode in ("plaintext", "tls"):
-            cluster = Cluster(root / mode, tls=mode == "tls")
-            try:
-                cluster.start(args.partitions)
-                conf = {"bootstrap.servers": cluster.kafka_bootstrap, **cluster.librdkafka}
-                mb_s, records = produce(ck, conf, args.seconds)
-                results[f"{mode}_produce_mb_s"] = round(mb_s, 2)
-                mb_c = consume(ck, conf, args.partitions, records)
-                results[f"{mode}_consume_mb_s"] = round(mb_c, 2)
-                say(f"  {mode}: produce {mb_s:.1f} MiB/s, consume {mb_c:.1f} MiB/s")
-            finally:
-                cluster.stop()
+            clusters[mode] = Cluster(root / mode, tls=mode == "tls")
+            clusters[mode].start()
+        for i, mode in enumerate(round_order(args.rounds)):
+            cluster = clusters[mode]
+            topic = f"{TOPIC}-{i}"
+            cluster.create_topic(topic, args.partitions)
+            conf = {"bootstrap.servers": cluster.kafka_bootstrap, **cluster.librdkafka}
+            mb_s, records = produce(ck, conf, topic, args.seconds)
+            mb_c = consume(ck, conf, topic, args.partitions, records)
+            figures[mode]["produce"].append(round(mb_s, 2))
+            figures[mode]["consume"].append(round(mb_c, 2))
+            say(
+                f"  {mode}: produce {mb_s:.1f} MiB/s, consume {mb_c:.1f} MiB/s "
+                f"(load {os.getloadavg()[0]:.1f})"
+            )
     finally:
+        for cluster in clusters.values():
+            cluster.stop()
         shutil.rmtree(root, ignore_errors=True)
+    results["load_end"] = os.getloadavg()[0]
+    results["phases"] = figures
     for phase in ("produce", "consume"):
-        plain = results[f"plaintext_{phase}_mb_s"]
-        ratio = results[f"tls_{phase}_mb_s"] / plain if plain else None
-        results[f"tls_{phase}_ratio"] = round(ratio, 3) if ratio is not None else None
+        plain = statistics.median(figures["plaintext"][phase])
+        tls = statistics.median(figures["tls"][phase])
+        results[f"plaintext_{phase}_mb_s"] = round(plain, 2)
+        results[f"tls_{phase}_mb_s"] = round(tls, 2)
+        results[f"tls_{phase}_ratio"] = round(tls / plain, 3) if plain else None
     results["target_ratio"] = TARGET_RATIO
     results["meets_target"] = all(
         (results[f"tls_{p}_ratio"] or 0) >= TARGET_RATIO for p in ("produce", "consume")
