@@ -30,6 +30,7 @@ from seglog.chaos.report import (
 from seglog.chaos.scenarios import SCENARIOS
 from seglog.chaos.workload import History, classify_error, read_history
 from seglog.client.errors import KafkaTimeoutError, error_class
+from seglog.storage.record_batch import NewRecord, build_batch
 
 
 def check_history(events: list[dict[str, Any]], **kw: Any) -> CheckResult:
@@ -40,8 +41,6 @@ def check_history(events: list[dict[str, Any]], **kw: Any) -> CheckResult:
     assert json.dumps(got.to_dict(), default=str) == json.dumps(expected.to_dict(), default=str)
     return got
 
-
-from seglog.storage.record_batch import NewRecord, build_batch
 
 T0 = 1_700_000_000.0
 
