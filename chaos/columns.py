@@ -197,19 +197,74 @@ class ColumnHistory:
         return max(ts, default=default)
 
 
+# The workload's own lines (json.dumps of its dicts, keys in its order), matched
+# without building a dict; any other line (escapes, other keys or key order, numbers
+# such as NaN) goes through json.loads and ColumnHistory.add, which give the same.
+_NUM = r"(-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][-+]?[0-9]+)?)"
+_STR = r'"([^"\\]*)"'
+_INT = r"(0|[1-9][0-9]{0,17})"
+_VAL = r'"(?:p(0|[1-9][0-9]{0,5})-(0|[1-9][0-9]{0,11})|([^"\\]*))"'
+_INVOKE_LINE = re.compile(
+    rf'\{{"type":"invoke","t":{_NUM},"process":{_STR},"value":{_VAL},"partition":{_INT}'
+    rf'(?:,"key":{_STR})?\}}'
+)
+_OK_LINE = re.compile(
+    rf'\{{"type":"ok","t":{_NUM},"process":{_STR},"value":{_VAL},"partition":{_INT},'
+    rf'"offset":{_INT}(?:,"t0":{_NUM})?(?:,"latency":{_NUM})?\}}'
+)
+_POLL_LINE = re.compile(
+    rf'\{{"type":"poll","t":{_NUM},"process":{_STR},"partition":{_INT},"offset":{_INT},'
+    rf'"value":{_VAL}(?:,"group":{_STR})?\}}'
+)
+
+
 def read_columns(path: Path) -> ColumnHistory:
     """read_history's events as a ColumnHistory, streamed: a torn last line (a crash
     mid-write) or any unreadable line is skipped, as read_history does."""
     h = ColumnHistory()
     loads = json.loads
+    kind_a, t_a, proc_a = h._kind.append, h._t.append, h._process.append
+    value_a, part_a, off_a = h._value.append, h._partition.append, h._offset.append
+    group_a, key_a = h._group.append, h._key.append
+    proc_id, group_id, key_id = h.processes.id, h.groups.id, h.keys.id
+    encode = h.values.encode
+    invoke_m, ok_m, poll_m = _INVOKE_LINE.fullmatch, _OK_LINE.fullmatch, _POLL_LINE.fullmatch
     with open(path, encoding="utf-8") as f:
         for line in f:
             line = line.strip()
-            if not line:
+            head = line[9:11]
+            if head == "in" and (m := invoke_m(line)):
+                t, proc, prod, seq, other, part, key = m.groups()
+                kind_a(INVOKE)
+                off_a(-1)
+                group_a(-1)
+                key_a(-1 if key is None else key_id(key))
+            elif head == "ok" and (m := ok_m(line)):
+                t, proc, prod, seq, other, part, off = m.groups()[:7]
+                kind_a(OK)
+                off_a(int(off))
+                group_a(-1)
+                key_a(-1)
+            elif head == "po" and (m := poll_m(line)):
+                t, proc, part, off, prod, seq, other, group = m.groups()
+                kind_a(POLL)
+                off_a(int(off))
+                group_a(-1 if group is None else group_id(group))
+                key_a(-1)
+            else:
+                if not line:
+                    continue
+                try:
+                    e = loads(line)
+                except json.JSONDecodeError:
+                    continue
+                h.add(e)
                 continue
-            try:
-                e = loads(line)
-            except json.JSONDecodeError:
-                continue
-            h.add(e)
+            t_a(float(t))
+            proc_a(proc_id(proc))
+            value_a((int(prod) << SEQ_BITS) | int(seq) if prod is not None else encode(other))
+            p = int(part)
+            if p >= 1 << 22 or (head != "in" and int(off) > SEQ_MASK):
+                raise ValueError(f"partition or offset out of range in {line}")
+            part_a(p)
     return h.freeze()
