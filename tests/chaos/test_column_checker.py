@@ -6,6 +6,7 @@ every anomaly, and on a history file read both ways."""
 from __future__ import annotations
 
 import json
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -221,3 +222,33 @@ def test_a_history_file_read_as_columns_reports_as_read_history(tmp_path: Path) 
     assert (tmp_path / "columns" / "report.md").read_text() == (
         tmp_path / "dicts" / "report.md"
     ).read_text()
+
+
+ODD_VALUES = ['q"uote', "back\\slash", "é", "p00-1", "p1-2"]
+
+
+@settings(max_examples=100, deadline=None)
+@given(histories(), st.lists(st.sampled_from(ODD_VALUES), max_size=3), st.booleans())
+def test_read_columns_reads_what_read_history_reads(
+    events: list[dict[str, Any]], odd: list[str], torn: bool
+) -> None:
+    """The regex for the workload's own lines and json.loads for the rest give the
+    events read_history gives (but an ack's t0 and latency, which are not kept)."""
+    for i, value in enumerate(odd):  # escapes and other values: the json.loads path
+        events.append({"type": "ok", "t": 2000.0 + i, "process": "p0", "value": value})
+        events[-1].update(partition=i, offset=i, t0=1999.0, latency=1.0)
+        events.append({"t": 2000.5 + i, "type": "poll", "process": "c0", "value": value})
+        events[-1].update(partition=i, offset=i)
+    for e in events:
+        if e["type"] == "ok":
+            e.update(t0=e.get("t", 0.0) - 0.5, latency=0.5)
+    with tempfile.TemporaryDirectory() as d:
+        path = Path(d) / "history.jsonl"
+        lines = [json.dumps(e, separators=(",", ":")) for e in events]
+        path.write_text("\n".join(lines) + ("\n" + lines[-1][:-3] if torn and lines else ""))
+        dicts = read_history(path)
+        h = read_columns(path)
+    dropped = ("t0", "latency")
+    kept = [{k: v for k, v in e.items() if k not in dropped or e["type"] != "ok"} for e in dicts]
+    assert list(h) == kept
+    same(check_columns(h).to_dict(), check_history(dicts).to_dict())
