@@ -42,19 +42,27 @@ def _pack(partition: np.ndarray, offset: np.ndarray) -> np.ndarray:
     return (partition.astype(_I64) << SEQ_BITS) | offset
 
 
+def _rows_of(h: ColumnHistory, kind: int) -> np.ndarray:
+    """The rows of one kind, as int32 when they fit (half the memory)."""
+    rows = np.flatnonzero(h.kind == kind)
+    return rows.astype(np.int32) if h.rows < 1 << 31 else rows
+
+
 def _by_value(
     h: ColumnHistory, kind: int
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """For the rows of one kind, per distinct value (sorted): the value, its last
     row's position, whether its rows hold more than one position, its first and
     last row."""
-    rows = np.flatnonzero(h.kind == kind)
+    rows = _rows_of(h, kind)
     order = np.argsort(h.value[rows], kind="stable")
     rows = rows[order]
     del order
     starts, ends = _groups(h.value[rows])
     values = h.value[rows[starts]]
-    po = _pack(h.partition[rows], h.offset[rows])
+    po = h.partition[rows].astype(_I64)
+    po <<= SEQ_BITS
+    po |= h.offset[rows]
     if len(starts):
         multi = np.minimum.reduceat(po, starts) != np.maximum.reduceat(po, starts)
     else:
@@ -72,7 +80,7 @@ def check_columns(h: ColumnHistory, *, compacted: bool | None = None) -> CheckRe
     dec = h.values.decode
     mask = (1 << SEQ_BITS) - 1
 
-    inv = np.flatnonzero(h.kind == INVOKE)
+    inv = _rows_of(h, INVOKE)
     inv_u = np.unique(h.value[inv])
     # acknowledged (a value's last ack wins)
     ack_u, ack_po, ok_multi, ack_first, _ = _by_value(h, OK)
@@ -274,30 +282,36 @@ def _rows_with(h: ColumnHistory, values: np.ndarray) -> list[np.ndarray]:
 def _send_order(
     r: CheckResult, h: ColumnHistory, inv: np.ndarray, ack_u: np.ndarray, ack_po: np.ndarray
 ) -> None:
-    """nonmonotonic_send (checker._check_send_order)."""
+    """nonmonotonic_send (checker._check_send_order): per producer and partition, the
+    sends acknowledged in that partition, in send order, at growing offsets."""
     has_p = inv[h.partition[inv] >= 0]
     if not len(has_p) or not len(ack_u):
         return
-    part = h.partition[has_p].astype(_I64)
-    gk = (h.process[has_p].astype(_I64) << 32) | part
-    _gu, first_of_group = np.unique(gk, return_index=True)
-    vals = h.value[has_p]
-    idx, found = _lookup(ack_u, vals)
-    keep = found & ((ack_po[idx] >> SEQ_BITS) == part)
-    rows = np.flatnonzero(keep)  # positions in has_p, history order
-    del found, part
-    g = gk[rows]
-    off = ack_po[idx[rows]] & ((1 << SEQ_BITS) - 1)
+    idx, found = _lookup(ack_u, h.value[has_p])
+    found &= (ack_po[idx] >> SEQ_BITS) == h.partition[has_p]
+    rows = has_p[found]  # sends acknowledged in their partition, in history order
+    off = ack_po[idx[found]] & ((1 << SEQ_BITS) - 1)
+    del idx, found
+    width = int(h.partition.max()) + 1
+
+    def group_of(x: np.ndarray) -> np.ndarray:
+        return h.process[x].astype(_I64) * width + h.partition[x]
+
+    g = group_of(rows)
     o = np.argsort(g, kind="stable")
     g, off, rows = g[o], off[o], rows[o]
+    del o
     bad = np.flatnonzero((g[1:] == g[:-1]) & (off[1:] <= off[:-1])) + 1
     r.nonmonotonic_send = len(bad)
     if not len(bad):
         return
-    gi = np.searchsorted(_gu, g[bad])
-    bad = bad[np.lexsort((rows[bad], first_of_group[gi]))][:20]
+    # examples in the order of each group's first send, then in send order
+    every = group_of(has_p)
+    first = {k: int(has_p[np.argmax(every == k)]) for k in np.unique(g[bad]).tolist()}
+    del every
+    bad = bad[np.lexsort((rows[bad], [first[k] for k in g[bad].tolist()]))][:20]
     for k in bad.tolist():
-        row, prev = has_p[rows[k]], has_p[rows[k - 1]]
+        row, prev = rows[k], rows[k - 1]
         _keep(
             r.examples.nonmonotonic_send,
             {
@@ -321,18 +335,22 @@ def _polls_in_order(
             key = (h.processes.id(e["process"]) << 32) | int(e["partition"])
             off = e.get("offset")
             seeks.setdefault(key, []).append((int(h.rare_at[j]), None if off is None else int(off)))
-    pol = np.flatnonzero(h.kind == POLL)
-    key = (h.process[pol].astype(_I64) << 32) | h.partition[pol]
+    pol = _rows_of(h, POLL)
+    # (consumer, partition) as one int, int32 when it fits
+    width = int(h.partition.max()) + 1 if h.rows else 1
+    narrow = len(h.processes.items) * width < 1 << 31
+    key = h.process[pol].astype(np.int32 if narrow else _I64) * width
+    key += h.partition[pol]
     order = np.argsort(key, kind="stable")
     key = key[order]
     starts, ends = _groups(key)
-    group_keys = key[starts].tolist()
+    group_keys = [((k // width) << 32) | (k % width) for k in key[starts].tolist()]
     del key
     fwd: list[np.ndarray] = []
     back: list[np.ndarray] = []
     wants: dict[int, int] = {}
     for g, a, b in zip(group_keys, starts.tolist(), ends.tolist(), strict=True):
-        rows = pol[order[a : b + 1]]  # this consumer's reads of this partition, in order
+        rows = pol[order[a : b + 1]].astype(_I64)  # a consumer's reads of a partition
         got = h.offset[rows]
         want = np.empty(len(rows), _I64)
         want[1:] = got[:-1] + 1

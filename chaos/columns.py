@@ -2,7 +2,7 @@
 many to hold as dicts (about 410 bytes each in read_history, 20 GB for a soak).
 
 The high-volume events (invoke, ok, poll) become one row each in numpy columns
-(about 41 bytes a row); every other event (meta, phase, fault, seek, fail, commit,
+(37 bytes a row); every other event (meta, phase, fault, seek, fail, commit,
 errors...) stays a dict in `rare`, with where it stood among the rows. A value of
 the workload's form "p{producer}-{seq}" is stored as the int producer << 40 | seq;
 any other value gets a negative id from a table (`Values`).
@@ -36,13 +36,17 @@ _VALUE = re.compile(r"p(0|[1-9][0-9]{0,5})-(0|[1-9][0-9]{0,11})")
 class Interner:
     """Small ids for the few distinct processes, groups and keys."""
 
-    def __init__(self) -> None:
+    def __init__(self, what: str, limit: int) -> None:
+        self.what = what
+        self.limit = limit
         self.ids: dict[Any, int] = {}
         self.items: list[Any] = []
 
     def id(self, x: Any) -> int:
         i = self.ids.get(x)
         if i is None:
+            if len(self.items) >= self.limit:
+                raise ValueError(f"more than {self.limit} distinct {self.what} in the history")
             i = self.ids[x] = len(self.items)
             self.items.append(x)
         return i
@@ -76,17 +80,17 @@ class ColumnHistory:
 
     def __init__(self) -> None:
         self.values = Values()
-        self.processes = Interner()
-        self.groups = Interner()
-        self.keys = Interner()
+        self.processes = Interner("processes", 1 << 15)
+        self.groups = Interner("groups", 1 << 15)
+        self.keys = Interner("keys", 1 << 31)
         self.rare: list[dict[str, Any]] = []
         self._kind = array("B")
         self._t = array("d")
-        self._process = array("i")
+        self._process = array("h")
         self._value = array("q")
         self._partition = array("i")  # -1: an invoke without a partition
         self._offset = array("q")  # -1: none (an invoke)
-        self._group = array("i")  # -1: a poll outside a group
+        self._group = array("h")  # -1: a poll outside a group
         self._key = array("i")  # -1: no key
         self._rare_at = array("q")  # rows before each rare event
         self.frozen = False
@@ -125,11 +129,11 @@ class ColumnHistory:
         if not self.frozen:
             self.kind = np.frombuffer(self._kind, dtype=np.uint8)
             self.t = np.frombuffer(self._t, dtype=np.float64)
-            self.process = np.frombuffer(self._process, dtype=np.int32)
+            self.process = np.frombuffer(self._process, dtype=np.int16)
             self.value = np.frombuffer(self._value, dtype=np.int64)
             self.partition = np.frombuffer(self._partition, dtype=np.int32)
             self.offset = np.frombuffer(self._offset, dtype=np.int64)
-            self.group = np.frombuffer(self._group, dtype=np.int32)
+            self.group = np.frombuffer(self._group, dtype=np.int16)
             self.key = np.frombuffer(self._key, dtype=np.int32)
             self.rare_at = np.frombuffer(self._rare_at, dtype=np.int64)
             self.frozen = True
