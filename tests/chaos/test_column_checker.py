@@ -252,3 +252,16 @@ def test_read_columns_reads_what_read_history_reads(
     kept = [{k: v for k, v in e.items() if k not in dropped or e["type"] != "ok"} for e in dicts]
     assert list(h) == kept
     same(check_columns(h).to_dict(), check_history(dicts).to_dict())
+
+
+def test_acknowledged_rate_counts_the_fault_phase_acks(tmp_path: Path) -> None:
+    from seglog.chaos.__main__ import acknowledged_rate
+
+    events: list[dict[str, Any]] = [{"type": "phase", "name": "faults", "t": 10.0}]
+    for i in range(40):  # acks at 5.0 .. 24.5: those in [10, 20] count
+        events.append({"type": "ok", "t": 5 + i / 2, "process": "p0", "value": f"p0-{i}"})
+        events[-1].update(partition=0, offset=i)
+    events.append({"type": "phase", "name": "heal", "t": 20.0})
+    path = tmp_path / "history.jsonl"
+    path.write_text("".join(json.dumps(e, separators=(",", ":")) + "\n" for e in events))
+    assert acknowledged_rate(path) == 21 / 10
