@@ -39,7 +39,8 @@ def _lookup(table: np.ndarray, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray
 
 
 def _pack(partition: np.ndarray, offset: np.ndarray) -> np.ndarray:
-    return (partition.astype(_I64) << SEQ_BITS) | offset
+    packed: np.ndarray = (partition.astype(_I64) << SEQ_BITS) | offset
+    return packed
 
 
 def _rows_of(h: ColumnHistory, kind: int) -> np.ndarray:
@@ -161,7 +162,7 @@ def check_columns(h: ColumnHistory, *, compacted: bool | None = None) -> CheckRe
 
     def values_at(po: int) -> list[int]:
         a, b = np.searchsorted(pair_po, [po, po + 1])
-        return pair_v[a:b].tolist()
+        return [int(v) for v in pair_v[a:b]]
 
     # compaction: a value superseded by a later offset of its key in its partition
     ack_superseded = np.zeros(len(ack_u), bool)
@@ -204,9 +205,9 @@ def check_columns(h: ColumnHistory, *, compacted: bool | None = None) -> CheckRe
     # lost: by position, then in the order of the values' first acks
     lost = np.flatnonzero(~np.isin(ack_u, read_u) & ~ack_superseded)
     r.lost = len(lost)
-    _, _, _, ack_first, _ = _by_value(h, OK) if len(lost) else (None,) * 5
-    if len(lost):
-        lost = lost[np.lexsort((ack_first[lost], ack_po[lost]))][:20]
+    if len(lost):  # ties by position: in the order of the values' first acks
+        first_ack = _by_value(h, OK)[3]
+        lost = lost[np.lexsort((first_ack[lost], ack_po[lost]))][:20]
     for i in lost.tolist():
         po = int(ack_po[i])
         v = int(ack_u[i])
@@ -269,7 +270,7 @@ _CHUNK = 1 << 20  # rows a pass over the whole history takes at a time
 
 def _rows_with(h: ColumnHistory, values: np.ndarray) -> list[np.ndarray]:
     """The ok and poll rows holding any of these values, in chunks."""
-    out = []
+    out: list[np.ndarray] = []
     if not len(values):
         return out
     for a in range(0, h.rows, _CHUNK):
@@ -295,7 +296,8 @@ def _send_order(
     width = int(h.partition.max()) + 1
 
     def group_of(x: np.ndarray) -> np.ndarray:
-        return h.process[x].astype(_I64) * width + h.partition[x]
+        key: np.ndarray = h.process[x].astype(_I64) * width + h.partition[x]
+        return key
 
     g = group_of(rows)
     o = np.argsort(g, kind="stable")

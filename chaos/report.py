@@ -305,8 +305,8 @@ def throughput(events: Events, t0: float, bucket_s: float = 1.0) -> dict[str, li
     n = int((last - t0) / bucket_s) + 1
     series = {k: [0.0] * n for k in ("invoke", "ok", "fail", "poll")}
     if isinstance(events, ColumnHistory):
-        for kind, name in ((INVOKE, "invoke"), (OK, "ok"), (POLL, "poll")):
-            t = events.t[events.kind == kind]
+        for code, name in ((INVOKE, "invoke"), (OK, "ok"), (POLL, "poll")):
+            t = events.t[events.kind == code]
             t = t[t >= t0]  # a missing time (NaN) is not counted, as in the loop
             counts = np.bincount(((t - t0) / bucket_s).astype(np.int64), minlength=n)
             series[name] = (counts * (1 / bucket_s)).tolist()
@@ -369,7 +369,9 @@ def plot_timeline(
     span_x = max(series["t"][-1] if series["t"] else 1.0, 1.0)
     spans = sorted(fault_spans(events), key=lambda sp: sp["start"])
     phases = [e for e in _rare(events) if e.get("type") == "phase" and e.get("t", 0) >= t0]
-    labels = [(sp["start"] - t0, "fault", sp) for sp in spans]
+    labels: list[tuple[float, str, Mapping[str, Any]]] = [
+        (sp["start"] - t0, "fault", sp) for sp in spans
+    ]
     labels += [(e["t"] - t0, "phase", e) for e in phases]
     labels.sort(key=lambda item: item[0])
     heights = (0.97, 0.78, 0.59, 0.40)
