@@ -222,39 +222,100 @@ _POLL_LINE = re.compile(
 )
 
 
+# Where each of the three lines' regex groups are: t, process, producer, seq, other
+# value, partition, offset, group, key (None: the line has no such field).
+_LAYOUT = {
+    INVOKE: (0, 1, 2, 3, 4, 5, None, None, 6),
+    OK: (0, 1, 2, 3, 4, 5, 6, None, None),
+    POLL: (0, 1, 4, 5, 6, 2, 3, 7, None),
+}
+_BATCH = 1 << 16  # rows converted to columns at a time
+
+
+class _Batch:
+    """The workload lines matched since the last flush: their regex groups, turned
+    into columns a batch at a time (numpy converts; Python only matches)."""
+
+    def __init__(self, h: ColumnHistory) -> None:
+        self.h = h
+        self.order = bytearray()
+        self.groups: dict[int, list[tuple[Any, ...]]] = {INVOKE: [], OK: [], POLL: []}
+
+    def flush(self) -> None:
+        n = len(self.order)
+        if not n:
+            return
+        h = self.h
+        kinds = np.frombuffer(bytes(self.order), dtype=np.uint8)
+        t = np.empty(n, np.float64)
+        proc = np.empty(n, np.int16)
+        value = np.empty(n, np.int64)
+        part = np.empty(n, np.int64)
+        off = np.full(n, -1, np.int64)
+        group = np.full(n, -1, np.int16)
+        key = np.full(n, -1, np.int32)
+        for kind, rows in self.groups.items():
+            if not rows:
+                continue
+            pos = np.flatnonzero(kinds == kind)
+            cols = list(zip(*rows, strict=True))
+            it, ip, iprod, iseq, iother, ipart, ioff, igroup, ikey = _LAYOUT[kind]
+            t[pos] = np.array(cols[it], dtype=np.float64)  # float() of each: exact
+            proc[pos] = [h.processes.id(x) for x in cols[ip]]
+            prods, seqs = cols[iprod], cols[iseq]
+            if None in prods:
+                encode = h.values.encode
+                value[pos] = [
+                    (int(a) << SEQ_BITS) | int(b) if a is not None else encode(o)
+                    for a, b, o in zip(prods, seqs, cols[iother], strict=True)
+                ]
+            else:
+                value[pos] = (np.array(prods, dtype=np.int64) << SEQ_BITS) | np.array(
+                    seqs, dtype=np.int64
+                )
+            part[pos] = np.array(cols[ipart], dtype=np.int64)
+            if ioff is not None:
+                off[pos] = np.array(cols[ioff], dtype=np.int64)
+            if igroup is not None:
+                group[pos] = [-1 if g is None else h.groups.id(g) for g in cols[igroup]]
+            if ikey is not None:
+                key[pos] = [-1 if k is None else h.keys.id(k) for k in cols[ikey]]
+            rows.clear()
+        if part.max() >= 1 << 22 or off.max() > SEQ_MASK:
+            raise ValueError("a partition or offset out of range in the history")
+        h._kind.frombytes(kinds.tobytes())
+        h._t.frombytes(t.tobytes())
+        h._process.frombytes(proc.tobytes())
+        h._value.frombytes(value.tobytes())
+        h._partition.frombytes(part.astype(np.int32).tobytes())
+        h._offset.frombytes(off.tobytes())
+        h._group.frombytes(group.tobytes())
+        h._key.frombytes(key.tobytes())
+        self.order.clear()
+
+
 def read_columns(path: Path) -> ColumnHistory:
     """read_history's events as a ColumnHistory, streamed: a torn last line (a crash
     mid-write) or any unreadable line is skipped, as read_history does."""
     h = ColumnHistory()
+    batch = _Batch(h)
+    order = batch.order
+    invokes, oks, polls = batch.groups[INVOKE], batch.groups[OK], batch.groups[POLL]
     loads = json.loads
-    kind_a, t_a, proc_a = h._kind.append, h._t.append, h._process.append
-    value_a, part_a, off_a = h._value.append, h._partition.append, h._offset.append
-    group_a, key_a = h._group.append, h._key.append
-    proc_id, group_id, key_id = h.processes.id, h.groups.id, h.keys.id
-    encode = h.values.encode
     invoke_m, ok_m, poll_m = _INVOKE_LINE.fullmatch, _OK_LINE.fullmatch, _POLL_LINE.fullmatch
     with open(path, encoding="utf-8") as f:
         for line in f:
             line = line.strip()
             head = line[9:11]
-            if head == "in" and (m := invoke_m(line)):
-                t, proc, prod, seq, other, part, key = m.groups()
-                kind_a(INVOKE)
-                off_a(-1)
-                group_a(-1)
-                key_a(-1 if key is None else key_id(key))
+            if head == "po" and (m := poll_m(line)):
+                polls.append(m.groups())
+                order.append(POLL)
             elif head == "ok" and (m := ok_m(line)):
-                t, proc, prod, seq, other, part, off = m.groups()[:7]
-                kind_a(OK)
-                off_a(int(off))
-                group_a(-1)
-                key_a(-1)
-            elif head == "po" and (m := poll_m(line)):
-                t, proc, part, off, prod, seq, other, group = m.groups()
-                kind_a(POLL)
-                off_a(int(off))
-                group_a(-1 if group is None else group_id(group))
-                key_a(-1)
+                oks.append(m.groups())
+                order.append(OK)
+            elif head == "in" and (m := invoke_m(line)):
+                invokes.append(m.groups())
+                order.append(INVOKE)
             else:
                 if not line:
                     continue
@@ -262,13 +323,14 @@ def read_columns(path: Path) -> ColumnHistory:
                     e = loads(line)
                 except json.JSONDecodeError:
                     continue
-                h.add(e)
+                if e.get("type") in _KIND:  # a row: the rows before it first
+                    batch.flush()
+                    h.add(e)
+                else:  # a rare event: where it stands among the rows
+                    h.rare.append(e)
+                    h._rare_at.append(len(h._kind) + len(order))
                 continue
-            t_a(float(t))
-            proc_a(proc_id(proc))
-            value_a((int(prod) << SEQ_BITS) | int(seq) if prod is not None else encode(other))
-            p = int(part)
-            if p >= 1 << 22 or (head != "in" and int(off) > SEQ_MASK):
-                raise ValueError(f"partition or offset out of range in {line}")
-            part_a(p)
+            if len(order) >= _BATCH:
+                batch.flush()
+    batch.flush()
     return h.freeze()
