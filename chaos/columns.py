@@ -229,7 +229,7 @@ _LAYOUT = {
     OK: (0, 1, 2, 3, 4, 5, 6, None, None),
     POLL: (0, 1, 4, 5, 6, 2, 3, 7, None),
 }
-_BATCH = 1 << 16  # rows converted to columns at a time
+_BATCH = 1 << 13  # rows converted to columns at a time (their strings: a few MB)
 
 
 class _Batch:
