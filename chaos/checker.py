@@ -48,7 +48,7 @@ import bisect
 import hashlib
 import struct
 from collections import defaultdict
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -135,7 +135,7 @@ def _keep(bucket: list[dict[str, Any]], item: dict[str, Any]) -> None:
         bucket.append(item)
 
 
-def _is_compacted(events: list[Mapping[str, Any]]) -> bool:
+def _is_compacted(events: Sequence[Mapping[str, Any]]) -> bool:
     for e in events:
         if e.get("type") == "meta":
             policy = str((e.get("topic_configs") or {}).get("cleanup.policy", ""))
@@ -344,7 +344,7 @@ def _check_send_order(
             previous = (value, pos[1])
 
 
-def _check_commits(r: CheckResult, events: list[Mapping[str, Any]]) -> None:
+def _check_commits(r: CheckResult, events: Sequence[Mapping[str, Any]]) -> None:
     """commit_backwards, lost_commits and duplicated_commits (module docstring)."""
     # (group, partition) -> acknowledged commits as (t, offset, process), history order
     acks: dict[tuple[str, int], list[tuple[float, int, str]]] = defaultdict(list)

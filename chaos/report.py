@@ -10,23 +10,56 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from .checker import INVARIANTS, CheckResult, PartitionReport
+from .columns import INVOKE, OK, POLL, ColumnHistory
+
+# sent, acked, gaps and last ack per step and partition, the partitions sent to
+_StepCounts = tuple[list[int], list[int], list[dict[int, float]], list[dict[int, float]], set[int]]
+
+# The events a report reads: dicts, or a ColumnHistory (an hour's soak: its
+# high-volume events as columns, computed on with numpy, the same results).
+Events = Sequence[Mapping[str, Any]] | ColumnHistory
 
 # A stretch this long without a single acknowledgement counts as unavailability.
 DEFAULT_GAP_S = 1.0
 
 
-def load_window(events: Sequence[Mapping[str, Any]]) -> tuple[float, float]:
+def _rare(events: Events) -> Sequence[Mapping[str, Any]]:
+    """The events other than invoke, ok and poll (all of them for a list)."""
+    return events.rare if isinstance(events, ColumnHistory) else events
+
+
+def _max_t(events: Events, default: float) -> float:
+    if isinstance(events, ColumnHistory):
+        return events.max_t(default)
+    return max((e.get("t", 0.0) for e in events), default=default)
+
+
+def _ok_t(events: ColumnHistory) -> tuple[np.ndarray, np.ndarray]:
+    """(t, partition) of every acknowledgement, in history order."""
+    m = events.kind == OK
+    return events.t[m], events.partition[m]
+
+
+def load_window(events: Events) -> tuple[float, float]:
     """(first send, when producing stopped): the span availability is judged on."""
-    invokes = [e["t"] for e in events if e.get("type") == "invoke"]
-    start = min(invokes) if invokes else 0.0
-    stops = [e["t"] for e in events if e.get("type") == "phase" and e.get("name") == "quiesce"]
-    end = min(stops) if stops else max((e.get("t", 0.0) for e in events), default=start)
+    if isinstance(events, ColumnHistory):
+        sends = events.t[events.kind == INVOKE]
+        start = float(sends.min()) if len(sends) else 0.0
+    else:
+        invokes = [e["t"] for e in events if e.get("type") == "invoke"]
+        start = min(invokes) if invokes else 0.0
+    stops = [
+        e["t"] for e in _rare(events) if e.get("type") == "phase" and e.get("name") == "quiesce"
+    ]
+    end = min(stops) if stops else _max_t(events, start)
     return start, end
 
 
 def unavailability_windows(
-    events: Sequence[Mapping[str, Any]],
+    events: Events,
     gap_s: float = DEFAULT_GAP_S,
     partition: int | None = None,
 ) -> list[dict[str, Any]]:
@@ -34,22 +67,35 @@ def unavailability_windows(
     send / to the end of producing), with the faults that overlap each; of one
     partition's acknowledgements when `partition` is given."""
     start, end = load_window(events)
-    acks = sorted(
-        e["t"]
-        for e in events
-        if e.get("type") == "ok"
-        and start <= e["t"] <= end
-        and (partition is None or e.get("partition") == partition)
-    )
+    if isinstance(events, ColumnHistory):
+        t, p = _ok_t(events)
+        m = (t >= start) & (t <= end)
+        if partition is not None:
+            m &= p == partition
+        acks: Any = np.sort(t[m])
+    else:
+        acks = sorted(
+            e["t"]
+            for e in events
+            if e.get("type") == "ok"
+            and start <= e["t"] <= end
+            and (partition is None or e.get("partition") == partition)
+        )
     return _windows(acks, start, end, fault_spans(events), gap_s)
 
 
 def _windows(
-    acks: list[float], start: float, end: float, spans: list[dict[str, Any]], gap_s: float
+    acks: Sequence[float] | np.ndarray,
+    start: float,
+    end: float,
+    spans: list[dict[str, Any]],
+    gap_s: float,
 ) -> list[dict[str, Any]]:
-    points = [start, *acks, end]
+    points = np.concatenate([[start], np.asarray(acks, dtype=np.float64), [end]])
     windows = []
-    for a, b in zip(points, points[1:], strict=False):
+    # Only the gaps need Python: a soak has tens of millions of acks.
+    for i in np.flatnonzero(points[1:] - points[:-1] >= gap_s).tolist():
+        a, b = float(points[i]), float(points[i + 1])
         if b - a >= gap_s:
             overlapping = sorted(
                 {f"{s['name']}@{s['node']}" for s in spans if s["start"] < b and s["end"] > a}
@@ -66,13 +112,25 @@ def _windows(
 
 
 def partition_outages(
-    events: Sequence[Mapping[str, Any]], gap_s: float = DEFAULT_GAP_S
+    events: Events, gap_s: float = DEFAULT_GAP_S
 ) -> dict[int, list[dict[str, Any]]]:
     """Per partition that was written to, its unavailability windows: a fault on one
     leader stops only that leader's partitions, which the whole-topic view hides.
     One pass over the history (a run at load holds millions of events)."""
     start, end = load_window(events)
     spans = fault_spans(events)
+    if isinstance(events, ColumnHistory):
+        sent = events.partition[(events.kind == INVOKE) & (events.partition >= 0)]
+        t, p = _ok_t(events)
+        m = (t >= start) & (t <= end)
+        t, p = t[m], p[m]
+        order = np.lexsort((t, p))
+        t, p = t[order], p[order]
+        out = {}
+        for q in sorted(set(np.unique(sent).tolist()) | set(np.unique(p).tolist())):
+            a, b = np.searchsorted(p, [q, q + 1])
+            out[q] = _windows(t[a:b], start, end, spans, gap_s)
+        return out
     acks: dict[int, list[float]] = {}
     for e in events:
         kind = e.get("type")
@@ -83,19 +141,19 @@ def partition_outages(
     return {p: _windows(sorted(acks[p]), start, end, spans, gap_s) for p in sorted(acks)}
 
 
-def plan_steps(events: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+def plan_steps(events: Events) -> list[dict[str, Any]]:
     """A soak's steps: each scenario's faults, then its heal and settle, until the
     next one starts. Per step the sends started, the acknowledgements and the
     longest stretch any partition went without an ack (one pass over the history)."""
     marks = [
         (e["t"], e["name"], e.get("scenario"))
-        for e in events
+        for e in _rare(events)
         if e.get("type") == "phase" and e.get("name") in ("faults", "heal", "quiesce")
     ]
     starts = [(t, scenario) for t, name, scenario in marks if name == "faults"]
     if not starts:
         return []
-    last_t = max(e.get("t", 0.0) for e in events)
+    last_t = _max_t(events, 0.0)
     stop = next((t for t, name, _ in marks if name == "quiesce"), last_t)
     ends = [t for t, _ in starts[1:]] + [stop]
     heals = [t for t, name, _ in marks if name == "heal"]
@@ -103,6 +161,57 @@ def plan_steps(events: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
     for (t0, scenario), t1 in zip(starts, ends, strict=True):
         heal = next((t for t in heals if t0 <= t <= t1), t1)
         steps.append({"scenario": scenario, "start": t0, "heal": heal, "end": t1})
+    counts = (
+        _step_counts(events, steps)
+        if isinstance(events, ColumnHistory)
+        else _step_counts_of_events(events, steps)
+    )
+    return _finish_steps(steps, counts)
+
+
+def _step_counts(h: ColumnHistory, steps: list[dict[str, Any]]) -> _StepCounts:
+    """_step_counts_of_events with numpy: an event's step is the one its history
+    position reaches by the running max of the times (the loop's pointer only
+    advances), as long as the event is not before that step's start."""
+    rows = np.flatnonzero((h.kind == INVOKE) | (h.kind == OK))
+    t = np.nan_to_num(h.t[rows], nan=0.0)
+    kind = h.kind[rows]
+    part = h.partition[rows]
+    del rows
+    ends = np.maximum.accumulate(np.array([s["end"] for s in steps]))
+    begins = np.array([s["start"] for s in steps])
+    i = np.searchsorted(ends, np.maximum.accumulate(t), side="right")
+    inside = i < len(steps)
+    inside[inside] = t[inside] >= begins[i[inside]]
+    n = len(steps)
+    sent = np.bincount(i[inside & (kind == INVOKE)], minlength=n).tolist()[:n]
+    acked = np.bincount(i[inside & (kind == OK)], minlength=n).tolist()[:n]
+    partitions = set(np.unique(part[(kind == INVOKE) & (part >= 0)]).tolist())
+    sel = np.flatnonzero(inside & (kind == OK))
+    st, sp, tt = i[sel].astype(np.int64), part[sel].astype(np.int64), t[sel]
+    order = np.argsort((st << 32) | sp, kind="stable")
+    st, sp, tt = st[order], sp[order], tt[order]
+    first = np.r_[True, (st[1:] != st[:-1]) | (sp[1:] != sp[:-1])] if len(st) else np.zeros(0, bool)
+    since = np.where(first, begins[st] if len(st) else tt, np.r_[tt[:1], tt[:-1]])
+    gap = tt - since
+    gaps: list[dict[int, float]] = [{} for _ in steps]
+    last_ack: list[dict[int, float]] = [{} for _ in steps]
+    heads = np.flatnonzero(first)
+    if len(heads):
+        worst = np.maximum.reduceat(gap, heads)
+        lasts = np.r_[heads[1:], len(st)] - 1
+        for k, h0 in enumerate(heads.tolist()):
+            j, p = int(st[h0]), int(sp[h0])
+            gaps[j][p] = max(0.0, float(worst[k]))
+            last_ack[j][p] = float(tt[lasts[k]])
+    return sent, acked, gaps, last_ack, partitions
+
+
+def _step_counts_of_events(
+    events: Sequence[Mapping[str, Any]], steps: list[dict[str, Any]]
+) -> _StepCounts:
+    """Per step: sends, acks, per partition the longest gap between acks and the
+    last ack (one pass; the pointer to the step only advances)."""
     sent = [0] * len(steps)
     acked = [0] * len(steps)
     gaps: list[dict[int, float]] = [{} for _ in steps]
@@ -129,6 +238,11 @@ def plan_steps(events: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
             since = last_ack[i].get(p, steps[i]["start"])
             gaps[i][p] = max(gaps[i].get(p, 0.0), t - since)
             last_ack[i][p] = t
+    return sent, acked, gaps, last_ack, partitions
+
+
+def _finish_steps(steps: list[dict[str, Any]], counts: _StepCounts) -> list[dict[str, Any]]:
+    sent, acked, gaps, last_ack, partitions = counts
     for j, step in enumerate(steps):
         for p in partitions:  # to the step's end: a partition silent until then counts
             since = last_ack[j].get(p, step["start"])
@@ -149,12 +263,12 @@ def plan_steps(events: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
 _SPAN_KEYS = frozenset({"type", "name", "phase", "node", "t"})
 
 
-def fault_spans(events: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+def fault_spans(events: Events) -> list[dict[str, Any]]:
     """Each fault's start..end (an unfinished one ends at the last event)."""
-    last_t = max((e.get("t", 0.0) for e in events), default=0.0)
+    last_t = _max_t(events, 0.0)
     open_: dict[tuple[str, Any], dict[str, Any]] = {}
     spans = []
-    for e in events:
+    for e in _rare(events):
         if e.get("type") != "fault":
             continue
         key = (e["name"], e.get("node"))
@@ -177,16 +291,26 @@ def fault_spans(events: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
     return sorted(spans, key=lambda s: s["start"])
 
 
-def throughput(
-    events: Sequence[Mapping[str, Any]], t0: float, bucket_s: float = 1.0
-) -> dict[str, list[float]]:
+def throughput(events: Events, t0: float, bucket_s: float = 1.0) -> dict[str, list[float]]:
     """Per bucket: sends started, acknowledged, failed and records read (per second)."""
-    last = max((e.get("t", t0) for e in events), default=t0)
+    if isinstance(events, ColumnHistory):
+        ts = [float(e.get("t", t0)) for e in events.rare]
+        if events.rows:
+            ts.append(float(np.nan_to_num(events.t, nan=t0).max()))
+        last = max(ts, default=t0)
+    else:
+        last = max((e.get("t", t0) for e in events), default=t0)
     # Wider buckets for a very long history: the plot needs no more points.
     bucket_s = max(bucket_s, (last - t0) / 20_000)
     n = int((last - t0) / bucket_s) + 1
     series = {k: [0.0] * n for k in ("invoke", "ok", "fail", "poll")}
-    for e in events:
+    if isinstance(events, ColumnHistory):
+        for code, name in ((INVOKE, "invoke"), (OK, "ok"), (POLL, "poll")):
+            t = events.t[events.kind == code]
+            t = t[t >= t0]  # a missing time (NaN) is not counted, as in the loop
+            counts = np.bincount(((t - t0) / bucket_s).astype(np.int64), minlength=n)
+            series[name] = (counts * (1 / bucket_s)).tolist()
+    for e in _rare(events):
         kind = e.get("type")
         if kind in series and e.get("t", 0) >= t0:
             series[kind][int((e["t"] - t0) / bucket_s)] += 1 / bucket_s
@@ -210,7 +334,7 @@ def label_rows(xs: Sequence[float], min_gap: float, rows: int) -> list[int]:
 
 def plot_timeline(
     path: Path,
-    events: Sequence[Mapping[str, Any]],
+    events: Events,
     windows: Sequence[Mapping[str, Any]],
     title: str,
 ) -> None:
@@ -244,8 +368,10 @@ def plot_timeline(
     # Labels close in time go to different heights instead of printing over each other.
     span_x = max(series["t"][-1] if series["t"] else 1.0, 1.0)
     spans = sorted(fault_spans(events), key=lambda sp: sp["start"])
-    phases = [e for e in events if e.get("type") == "phase" and e.get("t", 0) >= t0]
-    labels = [(sp["start"] - t0, "fault", sp) for sp in spans]
+    phases = [e for e in _rare(events) if e.get("type") == "phase" and e.get("t", 0) >= t0]
+    labels: list[tuple[float, str, Mapping[str, Any]]] = [
+        (sp["start"] - t0, "fault", sp) for sp in spans
+    ]
     labels += [(e["t"] - t0, "phase", e) for e in phases]
     labels.sort(key=lambda item: item[0])
     heights = (0.97, 0.78, 0.59, 0.40)
@@ -330,7 +456,7 @@ def write_report(
     run_dir: Path,
     meta: Mapping[str, Any],
     result: CheckResult,
-    events: Sequence[Mapping[str, Any]],
+    events: Events,
     replicas: Sequence[PartitionReport],
     extra: Mapping[str, Any] | None = None,
 ) -> Path:

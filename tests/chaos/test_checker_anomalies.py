@@ -7,9 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from test_checker import H
-
-from seglog.chaos.checker import check_history
+from test_checker import H, check_history
 
 
 class G(H):
