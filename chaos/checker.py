@@ -130,6 +130,20 @@ class CheckResult:
         return d
 
 
+def skipped_example(
+    consumer: str, partition: int, expected: int, got: int, missing: int, t: Any
+) -> dict[str, Any]:
+    """The example of a poll that jumped past acknowledged records (both checkers)."""
+    return {
+        "consumer": consumer,
+        "partition": partition,
+        "expected": expected,
+        "got": got,
+        "missing": missing,
+        "t": t,
+    }
+
+
 def _keep(bucket: list[dict[str, Any]], item: dict[str, Any]) -> None:
     if len(bucket) < MAX_EXAMPLES:
         bucket.append(item)
@@ -265,17 +279,7 @@ def check_history(
         over = bisect.bisect_left(offsets, got) - bisect.bisect_left(offsets, want)
         if over:
             r.skipped += 1
-            _keep(
-                r.examples.skipped,
-                {
-                    "consumer": consumer,
-                    "partition": p,
-                    "expected": want,
-                    "got": got,
-                    "missing": over,
-                    "t": t,
-                },
-            )
+            _keep(r.examples.skipped, skipped_example(consumer, p, want, got, over, t))
     for value, pos in sorted(acked.items(), key=lambda kv: kv[1]):
         if value not in read_values and not superseded(value, pos):
             r.lost += 1

@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from .checker import CheckResult, _check_commits, _is_compacted, _keep
+from .checker import CheckResult, _check_commits, _is_compacted, _keep, skipped_example
 from .columns import INVOKE, OK, POLL, SEQ_BITS, ColumnHistory
 
 _I64 = np.int64
@@ -190,17 +190,7 @@ def check_columns(h: ColumnHistory, *, compacted: bool | None = None) -> CheckRe
         over = int(b - a)
         if over:
             r.skipped += 1
-            _keep(
-                r.examples.skipped,
-                {
-                    "consumer": consumer,
-                    "partition": p,
-                    "expected": want,
-                    "got": got,
-                    "missing": over,
-                    "t": t,
-                },
-            )
+            _keep(r.examples.skipped, skipped_example(consumer, p, want, got, over, t))
     del required
 
     # lost: by position, then in the order of the values' first acks
