@@ -627,9 +627,7 @@ class ComposeTarget:
             except RuntimeError as e:
                 if "unable to freeze" not in str(e) or attempt == PAUSE_ATTEMPTS - 1:
                     raise
-                subprocess.run(
-                    ["docker", "unpause", container], capture_output=True, timeout=60
-                )
+                subprocess.run(["docker", "unpause", container], capture_output=True, timeout=60)
                 time.sleep(1.0)
         self.paused.add(node)
 
