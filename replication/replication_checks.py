@@ -8,6 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from seglog.storage.log import MAX_MAPPED_INACTIVE
 from seglog.storage.record_batch import (
     BatchHeader,
     decode_records,
@@ -114,6 +115,27 @@ class ReplicationChecks:
                 continue
             self._check_committed(p, leader)
             self._check_followers(p, leader)
+        self._check_mapped_indexes()
+
+    def _check_mapped_indexes(self) -> None:
+        """Every disk log keeps the indexes of at most MAX_MAPPED_INACTIVE inactive
+        segments mapped: a mapped index holds a file descriptor, and a node whose logs
+        kept every index mapped ran out of descriptors in a chaos soak."""
+        for node in self.nodes.values():
+            if not node.up:
+                continue
+            for p, rep in node.replicas.items():
+                log = rep.log
+                if not isinstance(log, DiskLog):
+                    continue
+                segments = log.log.segments
+                mapped = sum(1 for s in segments[:-1] if s.indexes_loaded)
+                if mapped > MAX_MAPPED_INACTIVE:
+                    self.fail(
+                        f"n{node.id} p{p} keeps the indexes of {mapped} of its "
+                        f"{len(segments) - 1} inactive segments mapped "
+                        f"(at most {MAX_MAPPED_INACTIVE})"
+                    )
 
     def _check_committed(self, p: int, leader: PartitionReplica) -> None:
         log = leader.log

@@ -74,7 +74,7 @@ from seglog.storage.record_batch import (
 
 from .alter_partition_batcher import AlterPartitionBatcher
 from .cluster_control import ControlError
-from .disk_log import DiskLog
+from .disk_log import SIM_LOG_CONFIG, DiskLog
 from .memory_log import MemoryLog
 from .partition_replica import (
     NONE,
@@ -301,8 +301,11 @@ class Simulation(SimFaults, ReplicationChecks):
         storage: str = DISK,
         clock_step_ms: int = 0,
         timers_on_wall_clock: bool = False,
+        segment_bytes: int = SIM_LOG_CONFIG.segment_bytes,
     ) -> None:
         self.seed = seed
+        # Smaller segments: more rolls, and logs of dozens of segments (disk storage).
+        self.log_config = replace(SIM_LOG_CONFIG, segment_bytes=segment_bytes)
         # Wall-clock steps of +-clock_step_ms on random nodes (0: none); with
         # timers_on_wall_clock the replicas' timers read the stepped wall clock, as the
         # node's did before they moved to the monotonic clock (a step back stalled
@@ -390,7 +393,9 @@ class Simulation(SimFaults, ReplicationChecks):
     def _new_log(self, node_id: int, p: int) -> SimLog:
         if self._dir is None:
             return MemoryLog(f"n{node_id}-p{p}")
-        return DiskLog(self._dir / f"n{node_id}" / f"sim-{p}", self._clock, self._storage_rng)
+        return DiskLog(
+            self._dir / f"n{node_id}" / f"sim-{p}", self._clock, self._storage_rng, self.log_config
+        )
 
     def _clock(self) -> int:
         return self.now
@@ -840,6 +845,7 @@ def simulate(
     storage: str = DISK,
     clock_step_ms: int = 0,
     timers_on_wall_clock: bool = False,
+    segment_bytes: int = SIM_LOG_CONFIG.segment_bytes,
 ) -> Simulation:
     """Run one seed; raises SimulationFailure (naming the seed) on any violation."""
     return Simulation(
@@ -850,6 +856,7 @@ def simulate(
         storage=storage,
         clock_step_ms=clock_step_ms,
         timers_on_wall_clock=timers_on_wall_clock,
+        segment_bytes=segment_bytes,
     ).run()
 
 
@@ -881,7 +888,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         action="store_true",
         help="the replicas' timers read the stepped wall clock (the old node's bug)",
     )
+    parser.add_argument(
+        "--segment-bytes",
+        type=int,
+        default=SIM_LOG_CONFIG.segment_bytes,
+        help="the disk logs' segment.bytes (smaller: more segments per log)",
+    )
     args = parser.parse_args(argv)
+    if args.segment_bytes < 128:
+        parser.error(f"--segment-bytes must be >= 128, got {args.segment_bytes}")
     if args.clock_step_ms < 0:
         parser.error(f"--clock-step-ms must be >= 0, got {args.clock_step_ms}")
     if args.timers_on_wall_clock and not args.clock_step_ms:
@@ -896,6 +911,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 storage=args.storage,
                 clock_step_ms=args.clock_step_ms,
                 timers_on_wall_clock=args.timers_on_wall_clock,
+                segment_bytes=args.segment_bytes,
             )
         except SimulationFailure as exc:
             print(exc, file=sys.stderr)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import bisect
 import random
 import time
+from collections import OrderedDict, deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -59,6 +60,9 @@ def now_ms() -> int:
 
 
 Clock = Callable[[], int]  # ms; a simulator passes its own
+# Inactive segments of one log whose indexes stay mapped (the ones read lately): a
+# mapped index holds a file descriptor (storage/segment.py), so not every segment's.
+MAX_MAPPED_INACTIVE = 4
 
 
 def parse_partition_dir(name: str) -> tuple[str, int]:
@@ -126,6 +130,10 @@ class Log:
         self.config = config
         self._segments: list[LogSegment] = []
         self._base_offsets: list[int] = []
+        # Inactive segments whose indexes are mapped, least recently mapped first, and
+        # the segments that mapped theirs since the last look (_unload_idle_indexes).
+        self._mapped: OrderedDict[LogSegment, None] = OrderedDict()
+        self._recently_mapped: deque[LogSegment] = deque()
         self._log_end_offset = 0
         self.log_start_offset = 0
         self._recovery_point = 0
@@ -225,6 +233,7 @@ class Log:
                         later.delete()
                     del self._segments[i + 1 :]
                     del self._base_offsets[i + 1 :]
+            self._unload_idle_indexes()  # checking every segment must not map them all
             i += 1
         active = self._segments[-1]
         active.offset_index.resize(self.config.segment_index_bytes)
@@ -312,6 +321,34 @@ class Log:
         )
         self._segments.append(seg)
         self._base_offsets.append(seg.base_offset)
+        seg.on_indexes_loaded = self._recently_mapped.append
+        if seg.indexes_loaded:
+            self._recently_mapped.append(seg)
+
+    def _unload_idle_indexes(self) -> None:
+        """Keep the indexes of at most MAX_MAPPED_INACTIVE inactive segments mapped (the
+        most recently mapped ones; the active segment's always): a mapped index holds a
+        file descriptor (storage/segment.py). Under the partition lock, as every call
+        that maps an index of an inactive segment is."""
+        recent, mapped = self._recently_mapped, self._mapped
+        # Bounded: appends come only from segments of this log mapping their indexes.
+        while recent:
+            seg = recent.popleft()
+            mapped[seg] = None
+            mapped.move_to_end(seg)
+        # The active segment stays in `mapped` (it becomes inactive at the next roll)
+        # but is never unloaded.
+        active = self._segments[-1] if self._segments else None
+        limit = MAX_MAPPED_INACTIVE + (1 if active in mapped else 0)
+        if len(mapped) <= limit:
+            return
+        for seg in list(mapped):
+            if len(mapped) <= limit:
+                break
+            if seg is active:
+                continue
+            if not seg.indexes_loaded or seg.closed or seg.unload_indexes():
+                del mapped[seg]
 
     # --- properties ---------------------------------------------------------------
 
@@ -592,6 +629,7 @@ class Log:
             stale.unlink(missing_ok=True)
         seg = self._new_segment(new_base, t)
         self._add_segment(seg)
+        self._unload_idle_indexes()  # a leader that is never read from rolls on and on
         self.producer_state.update_map_end_offset(new_base)
         self.producer_state.take_snapshot()
         # Kafka flushes below the new segment asynchronously: an inline fsync of a
@@ -611,6 +649,15 @@ class Log:
     ) -> FetchDataInfo:
         """Whole batches from the batch containing `offset`; none at or past `upper_bound`
         (the high watermark for consumers, the LEO for followers)."""
+        try:
+            return self._read(offset, max_bytes, upper_bound, min_one_batch)
+        finally:
+            if self._recently_mapped:
+                self._unload_idle_indexes()
+
+    def _read(
+        self, offset: int, max_bytes: int, upper_bound: int | None, min_one_batch: bool
+    ) -> FetchDataInfo:
         if self.offline_reason is not None:
             self._raise_offline()
         if offset < self.log_start_offset or offset > self._log_end_offset:
@@ -655,6 +702,15 @@ class Log:
     ) -> FileSlice:
         """`read`'s batches as a FileSlice of their segment (nothing is read but the
         batch headers): what a Kafka fetch response sends with sendfile."""
+        try:
+            return self._read_slice(offset, max_bytes, upper_bound, min_one_batch)
+        finally:
+            if self._recently_mapped:
+                self._unload_idle_indexes()
+
+    def _read_slice(
+        self, offset: int, max_bytes: int, upper_bound: int | None, min_one_batch: bool
+    ) -> FileSlice:
         if self.offline_reason is not None:
             self._raise_offline()
         if offset < self.log_start_offset or offset > self._log_end_offset:
@@ -702,6 +758,13 @@ class Log:
 
     def translate_offset(self, offset: int) -> tuple[LogSegment, int, BatchHeader] | None:
         """Segment, byte position and header of the batch holding `offset`."""
+        try:
+            return self._translate_offset(offset)
+        finally:
+            if self._recently_mapped:
+                self._unload_idle_indexes()
+
+    def _translate_offset(self, offset: int) -> tuple[LogSegment, int, BatchHeader] | None:
         segments = self._segments
         i = bisect.bisect_right(self._base_offsets, offset) - 1  # _segment_index_for, inlined
         if i < 0:
@@ -719,6 +782,13 @@ class Log:
 
     def offset_for_timestamp(self, timestamp: int) -> TimestampAndOffset | None:
         """The first record with timestamp >= `timestamp` (Kafka's ListOffsets by time)."""
+        try:
+            return self._offset_for_timestamp(timestamp)
+        finally:
+            if self._recently_mapped:
+                self._unload_idle_indexes()
+
+    def _offset_for_timestamp(self, timestamp: int) -> TimestampAndOffset | None:
         for seg in self._segments:
             if seg.largest_timestamp < timestamp:
                 continue

@@ -123,13 +123,14 @@ def log_view(log: Log, checkpoint: int | None, horizon_due_ms: int | None = None
     for i, seg in enumerate(segs):
         nxt = segs[i + 1].base_offset if i + 1 < len(segs) else log.log_end_offset
         first_ts = seg.rolling_base_timestamp()
+        entries = seg.index_entries()  # without mapping every segment's indexes
         views.append(
             SegmentView(
                 base_offset=seg.base_offset,
                 next_offset=nxt,
                 size=seg.size,
-                index_bytes=seg.offset_index.entries * 8,
-                time_index_bytes=seg.time_index.entries * 12,
+                index_bytes=entries[0] * 8,
+                time_index_bytes=entries[1] * 12,
                 largest_timestamp=seg.largest_timestamp,
                 first_timestamp=first_ts if first_ts is not None else -1,
             )
@@ -389,8 +390,8 @@ def _rename_segment(seg: LogSegment, old_suffix: str, new_suffix: str) -> None:
             name = name[: -len(old_suffix)]
         return path.with_name(name + new_suffix)
 
-    seg.offset_index.rename_to(renamed(seg.offset_index.path))
-    seg.time_index.rename_to(renamed(seg.time_index.path))
+    offset_index_path, time_index_path = seg.index_paths
+    seg.rename_indexes(renamed(offset_index_path), renamed(time_index_path))
     new_log = renamed(seg.log_path)
     os.rename(seg.log_path, new_log)
     seg.log_path = new_log

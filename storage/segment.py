@@ -3,6 +3,14 @@
 N is the segment's base offset, zero-padded to 20 digits. The `.log` holds
 whole record batches back to back; the indexes map (last offset of an
 appended chunk -> that chunk's first byte) and (max timestamp so far -> offset).
+
+The indexes are mapped lazily, on first use, as Kafka's LazyIndex does, and the
+log unloads those of inactive segments it has not used lately (Log's bound).
+Python's mmap keeps a duplicate of the file's descriptor for its whole life, so
+a mapped index costs a descriptor where Kafka's costs none: with every index
+mapped a segment held three, and a node with ~6,600 segments reached a 20,000
+descriptor limit (a chaos soak did). Unloaded, a segment holds only its `.log`,
+one descriptor as in Kafka.
 """
 
 from __future__ import annotations
@@ -10,6 +18,8 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
+import struct
+import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import NamedTuple
@@ -50,6 +60,7 @@ SCAN_CHUNK_BYTES = 8 * 1024 * 1024
 MAX_RELATIVE_OFFSET = 2**31 - 1
 
 BatchVisitor = Callable[[memoryview, int, BatchHeader], None]
+_TIME_ENTRY = struct.Struct(">qi")  # a .timeindex entry: timestamp, relative offset
 
 
 def file_prefix(offset: int) -> str:
@@ -106,12 +117,18 @@ class LogSegment:
         except OSError as e:
             raise KafkaStorageError(f"cannot open segment {self.log_path}: {e}") from e
         self.size = os.fstat(self._fd).st_size
-        self.offset_index = OffsetIndex(
-            Path(f"{prefix}{INDEX_SUFFIX}{file_suffix}"), base_offset, max_index_size
-        )
-        self.time_index = TimeIndex(
-            Path(f"{prefix}{TIME_INDEX_SUFFIX}{file_suffix}"), base_offset, max_index_size
-        )
+        self.max_index_size = max_index_size
+        self._offset_index_path = Path(f"{prefix}{INDEX_SUFFIX}{file_suffix}")
+        self._time_index_path = Path(f"{prefix}{TIME_INDEX_SUFFIX}{file_suffix}")
+        self._offset_index: OffsetIndex | None = None
+        self._time_index: TimeIndex | None = None
+        # Serialises loading and unloading the indexes with a flush, which runs outside
+        # the partition lock (storage/flush_job.py); reads need it only to load.
+        self._index_lock = threading.Lock()
+        # Told when this segment maps its indexes (the log bounds how many stay mapped).
+        self.on_indexes_loaded: Callable[[LogSegment], None] | None = None
+        if not (self._offset_index_path.exists() and self._time_index_path.exists()):
+            self._load_indexes()  # a new segment: its index files exist from the start
         self.bytes_since_last_index_entry = 0
         self.created_ms = now_ms
         # (max timestamp, the last offset of the batch carrying it); loaded from
@@ -121,12 +138,126 @@ class LogSegment:
         self._rolling_base_timestamp: int | None = None
         self._closed = False
 
+    # --- the indexes, mapped on first use -------------------------------------------
+
+    @property
+    def offset_index(self) -> OffsetIndex:
+        index = self._offset_index
+        if index is None:
+            index = self._load_indexes()[0]
+        return index
+
+    @property
+    def time_index(self) -> TimeIndex:
+        index = self._time_index
+        if index is None:
+            index = self._load_indexes()[1]
+        return index
+
+    @property
+    def indexes_loaded(self) -> bool:
+        return self._offset_index is not None
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def _load_indexes(self) -> tuple[OffsetIndex, TimeIndex]:
+        with self._index_lock:
+            offset_index, time_index = self._offset_index, self._time_index
+            if offset_index is None or time_index is None:
+                offset_index = self._offset_index or OffsetIndex(
+                    self._offset_index_path, self.base_offset, self.max_index_size
+                )
+                try:
+                    time_index = self._time_index or TimeIndex(
+                        self._time_index_path, self.base_offset, self.max_index_size
+                    )
+                except BaseException:
+                    offset_index.abandon()
+                    raise
+                self._offset_index, self._time_index = offset_index, time_index
+                loaded = True
+            else:
+                loaded = False
+        if loaded and self.on_indexes_loaded is not None:
+            self.on_indexes_loaded(self)
+        return offset_index, time_index
+
+    def unload_indexes(self) -> bool:
+        """Unmap both indexes (trimmed to their entries first, as a close does); the next
+        use maps them again. Only for an inactive segment, under the partition lock.
+        False when a flush holds them right now (the caller tries again later)."""
+        if not self._index_lock.acquire(blocking=False):
+            return False
+        try:
+            offset_index, time_index = self._offset_index, self._time_index
+            self._offset_index = self._time_index = None
+            if offset_index is not None:
+                self._offset_index_path = offset_index.path
+                offset_index.close()
+            if time_index is not None:
+                self._time_index_path = time_index.path
+                time_index.close()
+            return True
+        finally:
+            self._index_lock.release()
+
+    def index_entries(self) -> tuple[int, int]:
+        """(offset index entries, time index entries), without mapping an unloaded index:
+        at rest an index file is exactly its entries."""
+        offset_index, time_index = self._offset_index, self._time_index
+        if offset_index is not None and time_index is not None:
+            return offset_index.entries, time_index.entries
+        sizes = []
+        for path, entry_size in (
+            (self._offset_index_path, OffsetIndex.ENTRY_SIZE),
+            (self._time_index_path, TimeIndex.ENTRY_SIZE),
+        ):
+            try:
+                sizes.append(os.stat(path).st_size // entry_size)
+            except FileNotFoundError:
+                sizes.append(0)
+            except OSError as e:
+                raise KafkaStorageError(f"cannot stat index {path}: {e}") from e
+        return sizes[0], sizes[1]
+
+    def _last_time_entry(self) -> tuple[int, int]:
+        """The time index's last entry, read from the file when the index is not mapped
+        (retention and ListOffsets ask every segment; mapping each would not be bounded)."""
+        time_index = self._time_index
+        if time_index is not None:
+            return time_index.last_entry()
+        path = self._time_index_path
+        try:
+            fd = os.open(path, os.O_RDONLY)
+        except FileNotFoundError:
+            return self.time_index.last_entry()  # mapping it creates it, as Kafka's does
+        except OSError as e:
+            raise KafkaStorageError(f"cannot open index {path}: {e}") from e
+        try:
+            size = os.fstat(fd).st_size
+            if size % TimeIndex.ENTRY_SIZE:
+                raise CorruptIndexError(
+                    f"Index file {path} is corrupt, found {size} bytes which is not "
+                    f"positive or not a multiple of {TimeIndex.ENTRY_SIZE}"
+                )
+            if size == 0:
+                return -1, self.base_offset
+            raw = os.pread(fd, TimeIndex.ENTRY_SIZE, size - TimeIndex.ENTRY_SIZE)
+        except OSError as e:
+            raise KafkaStorageError(f"cannot read index {path}: {e}") from e
+        finally:
+            os.close(fd)
+        timestamp, relative = _TIME_ENTRY.unpack(raw)
+        return timestamp, self.base_offset + relative
+
     # --- properties -----------------------------------------------------------
 
     @property
     def max_timestamp_so_far(self) -> int:
         if self._max_timestamp is None:
-            ts, off = self.time_index.last_entry()
+            ts, off = self._last_time_entry()
             self._max_timestamp, self._offset_of_max_timestamp = ts, off
         return self._max_timestamp
 
@@ -600,22 +731,31 @@ class LogSegment:
         self.time_index.trim_to_valid_size()
 
     def flush(self) -> None:
+        """fsync the `.log` and both indexes: a mapped index by msync, an unloaded one
+        through its file (the pages its mapping dirtied are in the page cache)."""
         try:
             fault_injection.disk_fsync(self._fd)
         except OSError as e:
             raise KafkaStorageError(f"cannot fsync {self.log_path}: {e}") from e
-        self.offset_index.flush()
-        self.time_index.flush()
+        with self._index_lock:
+            if self._offset_index is not None and self._time_index is not None:
+                self._offset_index.flush()
+                self._time_index.flush()
+                return
+            for path in (self._offset_index_path, self._time_index_path):
+                _fsync_file(path)
 
     def close(self) -> None:
         if self._closed:
             return
-        if self.max_timestamp_so_far >= 0:
-            self.time_index.maybe_append(
-                self.max_timestamp_so_far, self.offset_of_max_timestamp, skip_full_check=True
-            )
-        self.offset_index.close()
-        self.time_index.close()
+        if self.indexes_loaded:
+            if self.max_timestamp_so_far >= 0:
+                self.time_index.maybe_append(
+                    self.max_timestamp_so_far, self.offset_of_max_timestamp, skip_full_check=True
+                )
+            self.offset_index.close()
+            self.time_index.close()
+        # Unloaded: closed (trimmed, final time entry) when it last was.
         os.close(self._fd)
         self._closed = True
 
@@ -623,22 +763,63 @@ class LogSegment:
         """The process died: release the file and the index maps, write nothing."""
         if self._closed:
             return
-        self.offset_index.abandon()
-        self.time_index.abandon()
+        if self._offset_index is not None:
+            self._offset_index.abandon()
+        if self._time_index is not None:
+            self._time_index.abandon()
         os.close(self._fd)
         self._closed = True
+
+    @property
+    def index_paths(self) -> tuple[Path, Path]:
+        """(offset index, time index) paths, mapped or not."""
+        if self._offset_index is not None and self._time_index is not None:
+            return self._offset_index.path, self._time_index.path
+        return self._offset_index_path, self._time_index_path
+
+    def rename_indexes(self, offset_index_path: Path, time_index_path: Path) -> None:
+        """Rename both index files; a mapping keeps working, a missing file is no error."""
+        with self._index_lock:
+            for index, old, new in (
+                (self._offset_index, self._offset_index_path, offset_index_path),
+                (self._time_index, self._time_index_path, time_index_path),
+            ):
+                if index is not None:
+                    index.rename_to(new)
+                    continue
+                try:
+                    os.replace(old, new)
+                except FileNotFoundError:
+                    pass
+                except OSError as e:
+                    raise KafkaStorageError(
+                        f"Error while renaming index {old} to {new}: {e}"
+                    ) from e
+            self._offset_index_path, self._time_index_path = offset_index_path, time_index_path
 
     def rename_with_suffix(self, suffix: str) -> None:
         """Rename all three files, e.g. adding `.deleted`; the segment keeps working."""
         new_log = Path(str(self.log_path) + suffix)
         os.rename(self.log_path, new_log)
         self.log_path = new_log
-        self.offset_index.rename_to(Path(str(self.offset_index.path) + suffix))
-        self.time_index.rename_to(Path(str(self.time_index.path) + suffix))
+        offset_path, time_path = self.index_paths
+        self.rename_indexes(Path(str(offset_path) + suffix), Path(str(time_path) + suffix))
 
     def delete(self) -> None:
-        self.offset_index.delete()
-        self.time_index.delete()
+        with self._index_lock:
+            for index, path in (
+                (self._offset_index, self._offset_index_path),
+                (self._time_index, self._time_index_path),
+            ):
+                if index is not None:
+                    index.delete()
+                    continue
+                try:
+                    os.remove(path)
+                except FileNotFoundError:
+                    pass
+                except OSError as e:
+                    raise KafkaStorageError(f"Error while deleting index {path}: {e}") from e
         if not self._closed:
             os.close(self._fd)
             self._closed = True
@@ -651,3 +832,19 @@ class LogSegment:
 
     def __repr__(self) -> str:
         return f"LogSegment({self.log_path.name}, size={self.size})"
+
+
+def _fsync_file(path: Path) -> None:
+    """fsync a file by name (an unloaded index); a missing one has nothing to flush."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except FileNotFoundError:
+        return
+    except OSError as e:
+        raise KafkaStorageError(f"cannot open {path} to fsync it: {e}") from e
+    try:
+        fault_injection.disk_fsync(fd)
+    except OSError as e:
+        raise KafkaStorageError(f"cannot fsync {path}: {e}") from e
+    finally:
+        os.close(fd)
