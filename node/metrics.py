@@ -33,6 +33,9 @@ REQUEST_MS_BUCKETS = (0.5, 1, 2, 5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000,
 # Log flush buckets in milliseconds (an fsync: sub-millisecond on tmpfs, seconds on a
 # loaded disk).
 FLUSH_MS_BUCKETS = (0.1, 0.5, 1, 2.5, 5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000)
+# Garbage-collector pass buckets in seconds (a young pass: tens of microseconds; a full
+# pass over a large heap: tens of milliseconds).
+GC_S_BUCKETS = (0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1)
 # Labels are bounded: one per API (a fixed table) and one per topic hosted.
 MAX_TOPIC_LABELS = 10_000
 # Consumer-group lag series a scrape returns at most (group × partition).
@@ -128,6 +131,14 @@ class NodeMetrics:
             "ISR expands this node made as leader (the controller accepted them)",
             registry=self.registry,
         )
+        self.gc_collection_seconds = Histogram(
+            "python_gc_collection_seconds",
+            "Time each pass of CPython's cyclic garbage collector held the process (and "
+            "so every thread of the node), per generation (node/gc_pauses.py)",
+            ["generation"],
+            buckets=GC_S_BUCKETS,
+            registry=self.registry,
+        )
         self._topics: set[str] = set()
 
     def _request_histogram(self, name: str, doc: str) -> Histogram:
@@ -175,6 +186,9 @@ class NodeMetrics:
             self.response_sent(api, listener, seconds)
 
         return sent
+
+    def gc_pause(self, generation: int, seconds: float) -> None:
+        self.gc_collection_seconds.labels(str(generation)).observe(seconds)
 
     def log_flushed(self, seconds: float) -> None:
         self.log_flush_ms.observe(seconds * 1000.0)

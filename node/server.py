@@ -34,6 +34,7 @@ from seglog.storage import fault_injection
 from seglog.storage.errors import InvalidConfigError
 from seglog.storage.log_config import LogConfig
 
+from . import gc_pauses
 from .alter_partition_manager import IsrChangeResult
 from .config import NodeConfig, int_setting
 from .controller_requests import IsrChange
@@ -555,6 +556,8 @@ def run_node(config: NodeConfig, log_level: str = "INFO") -> int:
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
     node.start()
+    # Process-wide, so here and not in Node (tests run several nodes in one process).
+    gc_pauses.observe(node.metrics)
     node.wait()
     if node.halted:
         sys.stdout.flush()

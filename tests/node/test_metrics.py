@@ -99,6 +99,8 @@ def test_one_node_counts_what_both_listeners_did(tmp_path: Path) -> None:
         assert value(s, "kafka_server_brokertopicmetrics_bytesin_total", topic="m") > 1500
         assert value(s, "kafka_log_log_logendoffset", topic="m", partition="0") == 10
         assert value(s, "kafka_log_log_numlogsegments", topic="m", partition="1") == 1
+        # The node process times its garbage collector's passes (young ones surely ran).
+        assert value(s, "python_gc_collection_seconds_count", generation="0") >= 1
         grpc_produce = value(
             s, "kafka_network_requestmetrics_requests_total", request="Produce", listener="GRPC"
         )
