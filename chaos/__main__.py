@@ -187,7 +187,15 @@ def run(
                 history.append({"type": "phase", "name": "heal", "scenario": name})
                 _log(f"[chaos] heal after {name}: {target.heal() or 'nothing to heal'}")
                 if not view.wait_converged(partitions, settle_s):
-                    _log(f"[chaos] WARNING: not fully replicated {settle_s:.0f} s after {name}")
+                    # The next step would run on a broken cluster and say nothing of its
+                    # own scenario (a soak once went on for ten minutes with two nodes
+                    # dead): stop the plan here; the run ends INCOMPLETE.
+                    _log(
+                        f"[chaos] not fully replicated {settle_s:.0f} s after step {i + 1} "
+                        f"({name}): the remaining {len(plan) - i - 1} step(s) are skipped"
+                    )
+                    extra["unconverged_after_step"] = {"step": i + 1, "scenario": name}
+                    break
 
         history.append({"type": "phase", "name": "heal"})
         healed = target.heal()
@@ -246,6 +254,12 @@ def run(
             result.notes.append("the final read did not reach every partition's HW")
         if not caught_up:
             result.notes.append("not every replica reached the HW after healing")
+        unconverged = extra.get("unconverged_after_step")
+        if unconverged:
+            result.notes.append(
+                f"the cluster was not fully replicated after step {unconverged['step']} "
+                f"({unconverged['scenario']}); the steps after it did not run"
+            )
         if not result.ok:
             extra["evidence"] = _evidence(target)
         try:
@@ -268,7 +282,7 @@ def run(
         line = f"ERROR harness ({last}); the partial history: {line}"
     elif not result.ok:
         code = EXIT_VIOLATION
-    elif not (final_complete and caught_up):
+    elif not (final_complete and caught_up) or "unconverged_after_step" in extra:
         code = EXIT_INCOMPLETE
         line = "INCOMPLETE " + line
     else:
