@@ -122,7 +122,7 @@ def run(
         "partitions": partitions,
         "producers": producers,
         "consumers": consumers,
-        "group_consumers": group_consumers if client == "seglog" else 0,
+        "group_consumers": group_consumers,
         "rate_per_producer": rate,
         "topic_configs": configs,
         "compact_keys": compact_keys,
@@ -160,7 +160,7 @@ def run(
                 seed=seed,
                 security=target.security if client == "seglog" else {},
                 keys=compact_keys,
-                group_consumers=group_consumers if client == "seglog" else 0,
+                group_consumers=group_consumers,
             ),
             history,
         )
@@ -434,7 +434,7 @@ def main(argv: list[str] | None = None) -> int:
         "--group-consumers",
         type=int,
         default=2,
-        help="members of one consumer group that commit what they read (seglog client)",
+        help="members of one consumer group that commit what they read (either client)",
     )
     r.add_argument("--rate", type=float, default=60.0, help="sends per second per producer")
     r.add_argument(

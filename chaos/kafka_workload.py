@@ -1,7 +1,7 @@
 """The chaos workload with a real Kafka client (`--client librdkafka`): confluent-kafka
-idempotent producers (acks=all) and assigned consumers on the cluster's Kafka
-listeners, writing the same history events as `workload.Workload` (see there), so
-the same checker judges them.
+idempotent producers (acks=all), assigned consumers and members of one consumer
+group that commit what they read, on the cluster's Kafka listeners, writing the same
+history events as `workload.Workload` (see there), so the same checker judges them.
 
 A send's outcome comes from librdkafka's delivery report. `definite` (the record
 certainly never reached a node) is True only for errors librdkafka reports before
@@ -77,6 +77,14 @@ class KafkaWorkload(WorkloadState):
                 target=self._guard(self._consume_loop),
                 args=(f"c{i}", None),
                 name=f"chaos-c{i}",
+                daemon=True,
+            )
+            self._threads.append(th)
+        for i in range(c.group_consumers):
+            th = threading.Thread(
+                target=self._guard(self._group_loop),
+                args=(f"g{i}",),
+                name=f"chaos-g{i}",
                 daemon=True,
             )
             self._threads.append(th)
@@ -273,3 +281,149 @@ class KafkaWorkload(WorkloadState):
                     positions[m.partition()] = m.offset() + 1
         finally:
             consumer.close()
+
+    # --- a consumer group ---------------------------------------------------------------
+
+    def _group_loop(self, name: str) -> None:
+        """A member of the topic's group ("<topic>-group", Kafka's classic protocol):
+        consume, record, commit what was read synchronously. As in `Workload`, a newly
+        assigned partition is recorded as a seek to the group's committed offset (the
+        log start when nothing is committed), an acknowledged commit as `commit`."""
+        import confluent_kafka as ck
+
+        c = self.config
+        group = f"{c.topic}-group"
+        consumer = ck.Consumer(
+            {
+                "bootstrap.servers": c.bootstrap,
+                "client.id": f"chaos-{name}",
+                "group.id": group,
+                "enable.auto.commit": False,
+                "auto.offset.reset": "earliest",
+                "session.timeout.ms": 10_000,
+                "heartbeat.interval.ms": 1_000,
+                "fetch.wait.max.ms": 200,
+                "log_level": 3,
+            }
+        )
+        # Partitions this member holds now. A batch may still carry records of a
+        # partition revoked while it was being collected: they are recorded (they were
+        # read) but never committed, since the partition's new owner commits it now.
+        owned: set[int] = set()
+
+        def on_assign(consumer: Any, partitions: list[Any]) -> None:
+            for tp in partitions:
+                owned.add(tp.partition)
+                self._record_group_start(consumer, name, group, tp.partition)
+
+        def on_revoke(consumer: Any, partitions: list[Any]) -> None:
+            owned.difference_update(tp.partition for tp in partitions)
+
+        try:
+            consumer.subscribe([c.topic], on_assign=on_assign, on_revoke=on_revoke)
+            while not self._stop_consuming.is_set():
+                msgs = consumer.consume(500, 0.2)
+                now = time.time()
+                offsets: dict[int, int] = {}
+                for m in msgs:
+                    err = m.error()
+                    if err is not None:
+                        self.history.append(
+                            {
+                                "type": "poll_error",
+                                "process": name,
+                                "error": f"{err.name()}: {err.str()}"[:300],
+                            }
+                        )
+                        continue
+                    value = m.value()
+                    self.history.append(
+                        {
+                            "type": "poll",
+                            "t": now,
+                            "process": name,
+                            "group": group,
+                            "partition": m.partition(),
+                            "offset": m.offset(),
+                            "value": value.decode() if isinstance(value, bytes) else value,
+                        }
+                    )
+                    offsets[m.partition()] = m.offset() + 1
+                mine = {p: o for p, o in offsets.items() if p in owned}
+                if mine:
+                    self._group_commit(consumer, name, group, mine)
+        finally:
+            consumer.close()
+
+    def _record_group_start(self, consumer: Any, name: str, group: str, partition: int) -> None:
+        """Where a newly assigned partition starts (None when the cluster cannot say
+        now: the member's next read sets the expectation)."""
+        import confluent_kafka as ck
+
+        tp = ck.TopicPartition(self.config.topic, partition)
+        offset: int | None = None
+        try:
+            got = consumer.committed([tp], timeout=10)[0]
+            if got.error is None and got.offset >= 0:
+                offset = got.offset
+            elif got.error is None:  # nothing committed: auto.offset.reset=earliest
+                offset = consumer.get_watermark_offsets(tp, timeout=5, cached=False)[0]
+        except ck.KafkaException:
+            offset = None
+        self.history.append(
+            {
+                "type": "seek",
+                "process": name,
+                "group": group,
+                "partition": partition,
+                "offset": offset,
+                "reason": "assigned",
+            }
+        )
+
+    def _group_commit(self, consumer: Any, name: str, group: str, offsets: dict[int, int]) -> None:
+        import confluent_kafka as ck
+
+        topic = self.config.topic
+        t0 = time.time()
+        try:
+            done = consumer.commit(
+                offsets=[ck.TopicPartition(topic, p, o) for p, o in sorted(offsets.items())],
+                asynchronous=False,
+            )
+        except ck.KafkaException as e:  # not acknowledged: whether it took effect is unknown
+            self.history.append(
+                {
+                    "type": "commit_error",
+                    "process": name,
+                    "group": group,
+                    "error": f"{e.args[0].name() if e.args else type(e).__name__}: {e}"[:300],
+                    "t0": t0,
+                }
+            )
+            return
+        t = time.time()
+        for tp in done or []:
+            if tp.error is not None:
+                self.history.append(
+                    {
+                        "type": "commit_error",
+                        "process": name,
+                        "group": group,
+                        "partition": tp.partition,
+                        "error": f"{tp.error.name()}: {tp.error.str()}"[:300],
+                        "t0": t0,
+                    }
+                )
+                continue
+            self.history.append(
+                {
+                    "type": "commit",
+                    "t": t,
+                    "t0": t0,
+                    "process": name,
+                    "group": group,
+                    "partition": tp.partition,
+                    "offset": tp.offset,
+                }
+            )
