@@ -405,7 +405,8 @@ def _check(path: Path) -> int:
     windows = unavailability_windows(events)
     print(
         f"{'OK' if result.ok else 'FAIL ' + ','.join(result.failed_invariants())} "
-        f"sent={result.sent} acknowledged={result.acknowledged} lost={result.lost} "
+        f"sent={result.sent} acknowledged={result.acknowledged} "
+        f"acknowledged_without_offset={result.acknowledged_without_offset} lost={result.lost} "
         f"duplicated={result.duplicated} conflicts={result.conflicts} "
         f"phantom={result.phantom} skipped={result.skipped} backwards={result.backwards} "
         f"nonmonotonic_send={result.nonmonotonic_send} commits={result.commits} "

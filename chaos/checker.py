@@ -26,6 +26,11 @@ group, partition, offset = the next offset to read, t = when acknowledged) and
 `committed` (a read of the group's committed offset: process, group, partition,
 offset, t0 = when the read started); a `poll` may carry the consumer's `group`.
 
+An `ok` without an offset is acknowledged at a position the client was not told:
+librdkafka's idempotent producer reports records that a later batch's success
+acknowledged implicitly (their own response was lost) as delivered with no offset. Such
+a value must still be read (lost otherwise); only the checks by position skip it.
+
 Timeouts and network errors are indeterminate (the workload records `definite`
 only for errors that guarantee nothing was written), so reading such a value is
 fine, and not reading it is not a loss.
@@ -93,6 +98,7 @@ INVARIANTS = (
 class CheckResult:
     sent: int = 0
     acknowledged: int = 0
+    acknowledged_without_offset: int = 0  # of those, acknowledged at no known position
     failed_definite: int = 0
     indeterminate: int = 0  # failed without certainty, or no outcome at all
     indeterminate_read: int = 0  # of those, found in the log (written after all)
@@ -144,6 +150,12 @@ def skipped_example(
     }
 
 
+def unplaced_lost_example(value: str, invoke: Mapping[str, Any] | None) -> dict[str, Any]:
+    """The example of an unread value acknowledged without an offset (both checkers)."""
+    partition = None if invoke is None else invoke.get("partition")
+    return {"value": value, "partition": partition, "offset": None, "held_instead": []}
+
+
 def _keep(bucket: list[dict[str, Any]], item: dict[str, Any]) -> None:
     if len(bucket) < MAX_EXAMPLES:
         bucket.append(item)
@@ -173,6 +185,7 @@ def check_history(
     jumps: list[tuple[str, int, int, int, Any]] = []
     invoked: dict[str, Mapping[str, Any]] = {}
     acked: dict[str, tuple[int, int]] = {}
+    unplaced: set[str] = set()  # acknowledged without an offset
     failed: dict[str, Mapping[str, Any]] = {}
     # value -> positions; (partition, offset) -> values; each with where it was seen
     positions: dict[str, set[tuple[int, int]]] = defaultdict(set)
@@ -194,6 +207,8 @@ def check_history(
                 send_order[(str(e.get("process")), int(e["partition"]))].append(e["value"])
             if "key" in e:
                 key_of[e["value"]] = e["key"]
+        elif kind == "ok" and e.get("offset") is None:
+            unplaced.add(e["value"])
         elif kind == "ok":
             value, pos = e["value"], (int(e["partition"]), int(e["offset"]))
             acked[value] = pos
@@ -244,12 +259,16 @@ def check_history(
                     },
                 )
             expected[key] = o + 1
+    unplaced.difference_update(acked)  # an ack with a position says more
     r.sent = len(invoked)
-    r.acknowledged = len(acked)
+    r.acknowledged = len(acked) + len(unplaced)
+    r.acknowledged_without_offset = len(unplaced)
     r.distinct_values_read = len(read_values)
     r.failed_definite = sum(1 for f in failed.values() if f.get("definite"))
     outcome_unknown = {
-        v for v in invoked if v not in acked and not (v in failed and failed[v].get("definite"))
+        v
+        for v in invoked
+        if v not in acked and v not in unplaced and not (v in failed and failed[v].get("definite"))
     }
     r.indeterminate = len(outcome_unknown)
     r.indeterminate_read = len(outcome_unknown & read_values)
@@ -292,6 +311,9 @@ def check_history(
                     "held_instead": sorted(values_at[pos] - {value}),
                 },
             )
+    for value in sorted(unplaced - read_values):
+        r.lost += 1
+        _keep(r.examples.lost, unplaced_lost_example(value, invoked.get(value)))
     for value, where in positions.items():
         if len(where) > 1:
             r.duplicated += 1

@@ -15,7 +15,14 @@ from typing import Any
 
 import numpy as np
 
-from .checker import CheckResult, _check_commits, _is_compacted, _keep, skipped_example
+from .checker import (
+    CheckResult,
+    _check_commits,
+    _is_compacted,
+    _keep,
+    skipped_example,
+    unplaced_lost_example,
+)
 from .columns import INVOKE, OK, POLL, SEQ_BITS, ColumnHistory
 
 _I64 = np.int64
@@ -45,8 +52,9 @@ def _pack(partition: np.ndarray, offset: np.ndarray) -> np.ndarray:
 
 
 def _rows_of(h: ColumnHistory, kind: int) -> np.ndarray:
-    """The rows of one kind, as int32 when they fit (half the memory)."""
-    rows = np.flatnonzero(h.kind == kind)
+    """The rows of one kind, as int32 when they fit (half the memory); of the oks,
+    those with an offset (the others are `_unplaced`)."""
+    rows = np.flatnonzero((h.kind == kind) & (h.offset >= 0) if kind == OK else h.kind == kind)
     return rows.astype(np.int32) if h.rows < 1 << 31 else rows
 
 
@@ -87,6 +95,9 @@ def check_columns(h: ColumnHistory, *, compacted: bool | None = None) -> CheckRe
     # acknowledged (a value's last ack wins)
     ack_u, ack_po, ok_multi, ack_first, _ = _by_value(h, OK)
     _send_order(r, h, inv, ack_u, ack_po)
+    # acknowledged without an offset, and never with one
+    unplaced = np.unique(h.value[(h.kind == OK) & (h.offset < 0)])
+    unplaced = unplaced[~np.isin(unplaced, ack_u)]
     key_u = key_of = np.zeros(0, _I64)
     if compacted:  # a value's key: that of its last send with a key
         keyed = inv[h.key[inv] >= 0]
@@ -108,11 +119,12 @@ def check_columns(h: ColumnHistory, *, compacted: bool | None = None) -> CheckRe
             failed[h.values.encode(e["value"])] = e
     definite = np.array(sorted(v for v, f in failed.items() if f.get("definite")), _I64)
     r.sent = len(inv_u)
-    r.acknowledged = len(ack_u)
+    r.acknowledged = len(ack_u) + len(unplaced)
+    r.acknowledged_without_offset = len(unplaced)
     r.read_records = int(np.count_nonzero(h.kind == POLL))
     r.distinct_values_read = len(read_u)
     r.failed_definite = len(definite)
-    unknown = inv_u[~np.isin(inv_u, ack_u) & ~np.isin(inv_u, definite)]
+    unknown = inv_u[~np.isin(inv_u, ack_u) & ~np.isin(inv_u, unplaced) & ~np.isin(inv_u, definite)]
     r.indeterminate = len(unknown)
     r.indeterminate_read = int(np.isin(unknown, read_u).sum())
     del unknown
@@ -212,6 +224,22 @@ def check_columns(h: ColumnHistory, *, compacted: bool | None = None) -> CheckRe
             },
         )
 
+    unread = unplaced[~np.isin(unplaced, read_u)]
+    r.lost += len(unread)
+    if len(unread) and len(r.examples.lost) < 20:
+        # each value's last send, as the reference checker's `invoked` holds it
+        sends = _rows_of(h, INVOKE)
+        partition_of = {
+            int(h.value[row]): int(h.partition[row])
+            for row in sends[np.isin(h.value[sends], unread)].tolist()
+        }
+        for name, v in sorted((dec(v), v) for v in unread.tolist())[:20]:
+            p = partition_of.get(v, -1)
+            _keep(
+                r.examples.lost,
+                unplaced_lost_example(name, None if p < 0 else {"partition": p}),
+            )
+
     # duplicated: in the order of each value's first ack or read
     r.duplicated = len(dup)
     for v in dup[np.argsort(dup_first, kind="stable")][:20].tolist():
@@ -266,7 +294,7 @@ def _rows_with(h: ColumnHistory, values: np.ndarray) -> list[np.ndarray]:
         return out
     for a in range(0, h.rows, _CHUNK):
         sl = slice(a, a + _CHUNK)
-        hit = np.isin(h.value[sl], values) & (h.kind[sl] != INVOKE)
+        hit = np.isin(h.value[sl], values) & (h.kind[sl] != INVOKE) & (h.offset[sl] >= 0)
         out.append(np.flatnonzero(hit) + a)
     return out
 

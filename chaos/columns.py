@@ -89,7 +89,7 @@ class ColumnHistory:
         self._process = array("h")
         self._value = array("q")
         self._partition = array("i")  # -1: an invoke without a partition
-        self._offset = array("q")  # -1: none (an invoke)
+        self._offset = array("q")  # -1: none (an invoke, an ok without an offset)
         self._group = array("h")  # -1: a poll outside a group
         self._key = array("i")  # -1: no key
         self._rare_at = array("q")  # rows before each rare event
@@ -108,6 +108,8 @@ class ColumnHistory:
             if kind == INVOKE:
                 partition = int(e["partition"]) if "partition" in e else -1
                 offset = -1
+            elif kind == OK and e.get("offset") is None:  # acknowledged at no known offset
+                partition, offset = int(e["partition"]), -1
             else:
                 partition, offset = int(e["partition"]), int(e["offset"])
         except (KeyError, TypeError, ValueError) as err:

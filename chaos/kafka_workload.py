@@ -105,7 +105,9 @@ class KafkaWorkload(WorkloadState):
             producer.poll(0)
             now = time.monotonic()
             if now < next_at:
-                producer.poll(min(next_at - now, 0.05))
+                # librdkafka counts poll's timeout in whole milliseconds: a shorter wait
+                # would be poll(0), a busy loop that starves the nodes of CPU.
+                producer.poll(min(max(next_at - now, 0.001), 0.05))
                 continue
             next_at = max(next_at + interval, now - 1.0)
             partition = rng.randrange(c.partitions)

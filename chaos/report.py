@@ -411,7 +411,8 @@ def summary_line(
     verdict = "OK" if result.ok else "FAIL(" + ",".join(result.failed_invariants()) + ")"
     return (
         f"{verdict} {meta['scenario']}/{meta['target']} seed={meta['seed']} "
-        f"sent={result.sent} acknowledged={result.acknowledged} lost={result.lost} "
+        f"sent={result.sent} acknowledged={result.acknowledged} "
+        f"acknowledged_without_offset={result.acknowledged_without_offset} lost={result.lost} "
         f"duplicated={result.duplicated} divergent={result.divergent} "
         f"conflicts={result.conflicts} phantom={result.phantom} skipped={result.skipped} "
         f"backwards={result.backwards} nonmonotonic_send={result.nonmonotonic_send} "
@@ -490,6 +491,7 @@ def write_report(
             for k in (
                 "sent",
                 "acknowledged",
+                "acknowledged_without_offset",
                 "failed_definite",
                 "indeterminate",
                 "indeterminate_read",
@@ -553,6 +555,10 @@ def _markdown(data: Mapping[str, Any], result: CheckResult) -> str:
         f"Final read complete: {data['final_read_complete']}. Replicas short of the HW "
         f"after healing: {c['lagging']} ({c['unreconciled']} of them with a tail that "
         f"differs from the leader's, not yet truncated).",
+        "",
+        f"Acknowledged without an offset: {c['acknowledged_without_offset']} (librdkafka "
+        "reports records that a later batch's success acknowledged as delivered at no "
+        "offset; each must still be read, or it counts as lost).",
         "",
         unavailability_headline(data["unavailability"]),
         "",

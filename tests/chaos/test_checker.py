@@ -17,7 +17,7 @@ from seglog.chaos.checker import (
     compare_replicas,
 )
 from seglog.chaos.column_checker import check_columns
-from seglog.chaos.columns import ColumnHistory
+from seglog.chaos.columns import ColumnHistory, read_columns
 from seglog.chaos.report import (
     label_rows,
     partition_headline,
@@ -59,6 +59,12 @@ class H:
     def ack(self, value: str, partition: int, offset: int, process: str = "p0") -> H:
         self._add(type="invoke", process=process, value=value, partition=partition)
         self._add(type="ok", process=process, value=value, partition=partition, offset=offset)
+        return self
+
+    def ack_unplaced(self, value: str, partition: int, process: str = "p0") -> H:
+        """Acknowledged without an offset (librdkafka's implicit acknowledgement)."""
+        self._add(type="invoke", process=process, value=value, partition=partition)
+        self._add(type="ok", process=process, value=value, partition=partition, offset=None)
         return self
 
     def fail(self, value: str, partition: int, definite: bool, process: str = "p0") -> H:
@@ -110,6 +116,30 @@ def test_lost_write_is_caught() -> None:
     assert not r.ok and r.lost == 1
     assert r.examples.lost[0]["value"] == "lost-one"
     assert r.failed_invariants() == ["lost"]
+
+
+def test_ack_without_offset_read_back_is_acknowledged() -> None:
+    h = clean().ack_unplaced("u", 1).poll(1, 1, "u")
+    r = check_history(h.events)
+    assert r.ok, r.to_dict()
+    assert (r.acknowledged, r.acknowledged_without_offset, r.indeterminate) == (4, 1, 0)
+
+
+def test_ack_without_offset_never_read_is_lost() -> None:
+    h = clean().ack_unplaced("u2", 1).ack_unplaced("u1", 0).poll(0, 2, "u1")
+    r = check_history(h.events)
+    assert r.failed_invariants() == ["lost"] and r.lost == 1
+    assert r.examples.lost == [{"value": "u2", "partition": 1, "offset": None, "held_instead": []}]
+
+
+def test_ack_without_offset_through_the_history_file(tmp_path: Path) -> None:
+    """The workload writes `"offset": null`; the streamed reader takes it as such."""
+    h = clean().ack_unplaced("u", 1).poll(1, 1, "u").ack_unplaced("gone", 0)
+    path = tmp_path / "history.jsonl"
+    path.write_text("".join(json.dumps(e, separators=(",", ":")) + "\n" for e in h.events))
+    r = check_columns(read_columns(path))
+    assert (r.acknowledged_without_offset, r.lost) == (2, 1)
+    assert r.examples.lost[0]["value"] == "gone"
 
 
 def test_duplicate_is_caught() -> None:
