@@ -59,7 +59,11 @@ class KafkaWorkload(WorkloadState):
                     "request.timeout.ms": c.request_timeout_ms,
                     "message.timeout.ms": c.delivery_timeout_ms,
                     "retry.backoff.ms": 100,
-                    "log_level": 3,
+                    # librdkafka's own account of its idempotence (PID, drains, epoch
+                    # bumps and the answer that caused them) goes to the run's log: a
+                    # duplicate found by the checker can then be traced to its cause.
+                    "debug": "eos",
+                    "log_level": 7,
                 }
             )
             self._producers.append(producer)
