@@ -273,20 +273,25 @@ class KafkaWorkload(WorkloadState):
                                 }
                             )
                         continue
-                    value = m.value()
-                    self.history.append(
-                        {
-                            "type": "poll",
-                            "t": now,
-                            "process": name,
-                            "partition": m.partition(),
-                            "offset": m.offset(),
-                            "value": value.decode() if isinstance(value, bytes) else value,
-                        }
-                    )
+                    self._record_poll(name, m, now)
                     positions[m.partition()] = m.offset() + 1
         finally:
             consumer.close()
+
+    def _record_poll(self, name: str, m: Any, now: float, group: str | None = None) -> None:
+        """One `poll` event for a message read (with the consumer's group, if any)."""
+        value = m.value()
+        event = {
+            "type": "poll",
+            "t": now,
+            "process": name,
+            "partition": m.partition(),
+            "offset": m.offset(),
+            "value": value.decode() if isinstance(value, bytes) else value,
+        }
+        if group is not None:
+            event["group"] = group
+        self.history.append(event)
 
     # --- a consumer group ---------------------------------------------------------------
 
@@ -342,18 +347,7 @@ class KafkaWorkload(WorkloadState):
                             }
                         )
                         continue
-                    value = m.value()
-                    self.history.append(
-                        {
-                            "type": "poll",
-                            "t": now,
-                            "process": name,
-                            "group": group,
-                            "partition": m.partition(),
-                            "offset": m.offset(),
-                            "value": value.decode() if isinstance(value, bytes) else value,
-                        }
-                    )
+                    self._record_poll(name, m, now, group)
                     offsets[m.partition()] = m.offset() + 1
                 mine = {p: o for p, o in offsets.items() if p in owned}
                 if mine:
