@@ -392,38 +392,13 @@ class KafkaWorkload(WorkloadState):
                 asynchronous=False,
             )
         except ck.KafkaException as e:  # not acknowledged: whether it took effect is unknown
-            self.history.append(
-                {
-                    "type": "commit_error",
-                    "process": name,
-                    "group": group,
-                    "error": f"{e.args[0].name() if e.args else type(e).__name__}: {e}"[:300],
-                    "t0": t0,
-                }
-            )
+            code = e.args[0].name() if e.args else type(e).__name__
+            self._record_commit_error(name, group, f"{code}: {e}", t0)
             return
         t = time.time()
         for tp in done or []:
             if tp.error is not None:
-                self.history.append(
-                    {
-                        "type": "commit_error",
-                        "process": name,
-                        "group": group,
-                        "partition": tp.partition,
-                        "error": f"{tp.error.name()}: {tp.error.str()}"[:300],
-                        "t0": t0,
-                    }
-                )
-                continue
-            self.history.append(
-                {
-                    "type": "commit",
-                    "t": t,
-                    "t0": t0,
-                    "process": name,
-                    "group": group,
-                    "partition": tp.partition,
-                    "offset": tp.offset,
-                }
-            )
+                error = f"{tp.error.name()}: {tp.error.str()}"
+                self._record_commit_error(name, group, error, t0, tp.partition)
+            else:
+                self._record_commit(name, group, tp.partition, tp.offset, t0, t)

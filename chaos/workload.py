@@ -262,6 +262,33 @@ class WorkloadState:
         for th in self._threads:
             th.join(15)
 
+    def _record_commit(
+        self, name: str, group: str, partition: int, offset: int, t0: float, t: float
+    ) -> None:
+        """An acknowledged commit (sent at t0, acknowledged at t), either client."""
+        self.history.append(
+            {
+                "type": "commit",
+                "t": t,
+                "t0": t0,
+                "process": name,
+                "group": group,
+                "partition": partition,
+                "offset": offset,
+            }
+        )
+
+    def _record_commit_error(
+        self, name: str, group: str, error: str, t0: float, partition: int | None = None
+    ) -> None:
+        """A commit not acknowledged (whether it took effect is unknown), either client."""
+        event: dict[str, Any] = {"type": "commit_error", "process": name, "group": group}
+        if partition is not None:
+            event["partition"] = partition
+        event["error"] = error[:300]
+        event["t0"] = t0
+        self.history.append(event)
+
     def _consume_loop(self, name: str, until: dict[int, int] | None) -> None:
         raise NotImplementedError
 
@@ -602,29 +629,11 @@ class Workload(WorkloadState):
         try:
             consumer.commit(offsets)
         except KafkaError as e:  # not acknowledged: whether it took effect is unknown
-            self.history.append(
-                {
-                    "type": "commit_error",
-                    "process": name,
-                    "group": group,
-                    "error": f"{type(e).__name__}: {e}"[:300],
-                    "t0": t0,
-                }
-            )
+            self._record_commit_error(name, group, f"{type(e).__name__}: {e}", t0)
             return
         t = time.time()
         for tp, offset in offsets.items():
-            self.history.append(
-                {
-                    "type": "commit",
-                    "t": t,
-                    "t0": t0,
-                    "process": name,
-                    "group": group,
-                    "partition": tp.partition,
-                    "offset": offset,
-                }
-            )
+            self._record_commit(name, group, tp.partition, offset, t0, t)
 
     def _poll_error(self, name: str, e: KafkaError) -> None:
         self.history.append(
