@@ -238,6 +238,10 @@ class ControllerProcess:
         if self._stopped.is_set():
             return
         self._stopped.set()
+        # Stop judging brokers before the listener stops taking their heartbeats: the
+        # quorum stays active until quorum.shutdown(), a second or more later, and
+        # would otherwise fence a healthy broker on its way out.
+        self.quorum.begin_shutdown()
         self._health.enter_graceful_shutdown()
         if self._lifecycle is not None:
             self._lifecycle.join(timeout=5)

@@ -21,6 +21,7 @@ from pathlib import Path
 
 import grpc
 
+from seglog.replication.broker_sessions import BrokerSessions
 from seglog.replication.cluster_control import (
     METADATA_TOPIC,
     ControlError,
@@ -104,7 +105,7 @@ class QuorumController(ControllerRequests):
         self._duty_thread: threading.Thread | None = None
         self._leader_ready_index = -1
         self._former_leader: int | None = None  # the last other voter known to lead
-        self._sessions: dict[int, float] = {}  # broker id -> last heartbeat (monotonic)
+        self._sessions = BrokerSessions(self.session_timeout_s)  # monotonic clock
         self._last_heard: dict[int, float] = {}  # voter id -> last Raft message (monotonic)
         # voter id -> when it last held the leader's last index (monotonic; leader only)
         self._caught_up: dict[int, float] = {}
@@ -150,7 +151,14 @@ class QuorumController(ControllerRequests):
         self._duty_thread = threading.Thread(target=self._duties, name="controller", daemon=True)
         self._duty_thread.start()
 
+    def begin_shutdown(self) -> None:
+        """The first step of a shutdown, before the listener stops: no more duties.
+        Heartbeats will not reach this controller any more, so it must not judge
+        sessions by them (replication/broker_sessions.py)."""
+        self._sessions.begin_shutdown()
+
     def shutdown(self) -> None:
+        self.begin_shutdown()
         self._stopped.set()
         for t in (self._thread, self._duty_thread):
             if t is not None:
@@ -251,16 +259,13 @@ class QuorumController(ControllerRequests):
         self.leader_id, self.commit_index = raft.leader_id, raft.commit_index
         if raft.role == Role.LEADER and not was_leader:
             self._leader_ready_index = raft.last_index
-            now = time.monotonic()
-            # Sessions are not replicated: a new active controller gives every broker a
-            # fresh one, except the former controller's own broker (combined mode), which
-            # was last heard of when its Raft messages stopped. That it lost the
-            # controllership is a sign it died, and waiting a whole session from now
-            # would add an election timeout to every failover of its partitions.
-            self._sessions = {b: now for b in self.image.brokers}
             former = self._former_leader
-            if former is not None and former in self._sessions and former in self._last_heard:
-                self._sessions[former] = min(now, self._last_heard[former])
+            self._sessions.activate(
+                self.image.brokers,
+                time.monotonic(),
+                former,
+                None if former is None else self._last_heard.get(former),
+            )
             _log.info("became_active_controller", term=raft.term, node=self.node_id)
         elif raft.role != Role.LEADER and was_leader:
             self._fail_pending("NOT_CONTROLLER", "leadership lost")
@@ -366,7 +371,7 @@ class QuorumController(ControllerRequests):
             return register_broker_records(image, record, self.broker_defaults)
 
         self._op(decide)
-        self._sessions[broker_id] = time.monotonic()
+        self._sessions.heard(broker_id, time.monotonic())
         epoch = self.image.brokers[broker_id].broker_epoch
         _log.info("broker_registered", broker=broker_id, epoch=epoch)
         return epoch
@@ -388,10 +393,10 @@ class QuorumController(ControllerRequests):
                 f"broker {broker_id} epoch {broker_epoch} is not registered",
             )
         if shutdown:
-            self._sessions.pop(broker_id, None)
+            self._sessions.forget(broker_id)
             self._op(lambda image: fence_broker_records(image, broker_id, self.broker_defaults))
             return True
-        self._sessions[broker_id] = time.monotonic()
+        self._sessions.heard(broker_id, time.monotonic())
         caught_up = metadata_offset >= self._registered_at.get(broker_id, 0)
         if broker.fenced and caught_up:
             self._op(lambda image: unfence_broker_records(image, broker_id, self.broker_defaults))
@@ -412,24 +417,25 @@ class QuorumController(ControllerRequests):
                 # This process did not run for a while (CPU starved, a long apply):
                 # heartbeats that arrived meanwhile still wait in its queue, so the
                 # stall is not the brokers' silence. Their sessions move on by it.
-                for b in list(self._sessions):
-                    self._sessions[b] += stalled
-            if not self.is_active():
+                self._sessions.stalled(stalled)
+            if not self.is_active() or not self._sessions.judging:
                 continue
-            expired = [
-                b
-                for b, seen in list(self._sessions.items())
-                if now - seen > self.session_timeout_s
-                and b in self.image.brokers
-                and not self.image.brokers[b].fenced
-            ]
+            unfenced = {b for b, r in self.image.brokers.items() if not r.fenced}
+            expired = self._sessions.expired(now, unfenced)
             for broker in expired:
                 try:
                     self._op(
                         lambda image, b=broker: fence_broker_records(image, b, self.broker_defaults)
                     )
                     _log.info("broker_fenced", broker=broker, reason="session_timeout")
-                except ControlError:
+                except ControlError as e:
+                    # Proposed, maybe committed by the next leader: said, not hidden.
+                    _log.info(
+                        "broker_fence_unconfirmed",
+                        broker=broker,
+                        reason="session_timeout",
+                        error=str(e),
+                    )
                     break
             if self.auto_leader_rebalance and now - last_rebalance > self.rebalance_interval_s:
                 last_rebalance = now

@@ -143,3 +143,17 @@ class RaftStorage:
             os.close(fd)
         except OSError:
             pass
+
+
+def read_entries(partition_dir: Path) -> list[tuple[Entry, int]]:
+    """Every entry in the metadata log's segment files, with its append time (ms), read
+    without opening the log: for tools and tests looking at a running node's log. A
+    partial batch at a segment's end (being written) is left out; a corrupt one raises."""
+    out: list[tuple[Entry, int]] = []
+    for path in sorted(partition_dir.glob("*.log")):
+        data = path.read_bytes()
+        for pos, header in iter_batches(data):
+            (record,) = decode_records(data, pos, header)
+            entry = Entry(record.offset + 1, header.partition_leader_epoch, record.value or b"")
+            out.append((entry, header.max_timestamp))
+    return out
