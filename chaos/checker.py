@@ -62,6 +62,7 @@ from seglog.storage.record_batch import decode_records, iter_batches
 
 # The examples kept per violation kind (the counts are exact).
 MAX_EXAMPLES = 20
+MAX_DUPLICATE_POSITIONS = 100_000  # duplicated values whose origin is looked up
 
 
 @dataclass
@@ -119,6 +120,10 @@ class CheckResult:
     lagging: int = 0  # replicas short of the HW after healing (liveness, not safety)
     unreconciled: int = 0  # of those, replicas whose tail differs from the leader's
     final_read_complete: bool | None = None
+    # Every duplicated value's positions (bounded), for chaos/duplicate_origins.py;
+    # not in report.json, which has the examples and the origins' counts.
+    duplicate_positions: list[list[tuple[int, int]]] = field(default_factory=list, repr=False)
+    duplicated_by: dict[str, int] = field(default_factory=dict)  # origin -> count
     examples: Violations = field(default_factory=Violations)
     notes: list[str] = field(default_factory=list)
 
@@ -131,6 +136,7 @@ class CheckResult:
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
+        del d["duplicate_positions"]
         d["ok"] = self.ok
         d["failed_invariants"] = self.failed_invariants()
         return d
@@ -318,6 +324,8 @@ def check_history(
         if len(where) > 1:
             r.duplicated += 1
             _keep(r.examples.duplicated, {"value": value, "positions": sorted(where)})
+            if len(r.duplicate_positions) < MAX_DUPLICATE_POSITIONS:
+                r.duplicate_positions.append(sorted(where))
     for pos, values in sorted(values_at.items()):
         if len(values) > 1:
             r.conflicts += 1

@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from .checker import (
+    MAX_DUPLICATE_POSITIONS,
     CheckResult,
     _check_commits,
     _is_compacted,
@@ -242,8 +243,10 @@ def check_columns(h: ColumnHistory, *, compacted: bool | None = None) -> CheckRe
 
     # duplicated: in the order of each value's first ack or read
     r.duplicated = len(dup)
-    for v in dup[np.argsort(dup_first, kind="stable")][:20].tolist():
+    in_order = dup[np.argsort(dup_first, kind="stable")]
+    for v in in_order[:20].tolist():
         _keep(r.examples.duplicated, {"value": dec(v), "positions": dup_positions[v]})
+    r.duplicate_positions = [dup_positions[v] for v in in_order[:MAX_DUPLICATE_POSITIONS].tolist()]
 
     # conflicts: positions holding two values, by position
     cs_, ce_ = _groups(pair_po)

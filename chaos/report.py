@@ -399,6 +399,14 @@ def plot_timeline(
     plt.close(fig)
 
 
+def _origins(result: CheckResult) -> str:
+    """'(epoch_bump:11)' after the duplicated count: whose doing the copies were
+    (chaos/duplicate_origins.py); nothing when there are none."""
+    if not result.duplicated_by:
+        return ""
+    return "(" + ",".join(f"{k}:{n}" for k, n in result.duplicated_by.items()) + ")"
+
+
 def summary_line(
     meta: Mapping[str, Any],
     result: CheckResult,
@@ -413,7 +421,7 @@ def summary_line(
         f"{verdict} {meta['scenario']}/{meta['target']} seed={meta['seed']} "
         f"sent={result.sent} acknowledged={result.acknowledged} "
         f"acknowledged_without_offset={result.acknowledged_without_offset} lost={result.lost} "
-        f"duplicated={result.duplicated} divergent={result.divergent} "
+        f"duplicated={result.duplicated}{_origins(result)} divergent={result.divergent} "
         f"conflicts={result.conflicts} phantom={result.phantom} skipped={result.skipped} "
         f"backwards={result.backwards} nonmonotonic_send={result.nonmonotonic_send} "
         f"indeterminate={result.indeterminate} commits={result.commits} "
@@ -530,6 +538,29 @@ def write_report(
     return md
 
 
+ORIGIN_MEANINGS = {
+    "same_epoch": "same producer id and epoch: the broker failed to deduplicate a retry",
+    "older_epoch": "a later copy under a lower epoch: the broker accepted a fenced producer",
+    "epoch_bump": (
+        "same producer id, a higher producer epoch for each later copy: the client "
+        "renumbered records it had written under a new epoch (no broker can "
+        "deduplicate across epochs)"
+    ),
+    "new_producer_id": "copies from different producer ids: the client sent them again anew",
+    "unknown": "a copy's batch is not in the leader's files",
+}
+
+
+def _origin_lines(origins: Mapping[str, Any]) -> list[str]:
+    lines = ["", "Where the copies came from (the leader's batch headers):", ""]
+    for origin, n in origins["counts"].items():
+        if n:
+            lines.append(f"- {origin}: {n} ({ORIGIN_MEANINGS[origin]})")
+            for ex in origins["examples"].get(origin, [])[:3]:
+                lines.append(f"  - `{json.dumps(ex)[:600]}`")
+    return lines
+
+
 def _markdown(data: Mapping[str, Any], result: CheckResult) -> str:
     meta = data["meta"]
     c = data["counts"]
@@ -619,6 +650,8 @@ def _markdown(data: Mapping[str, Any], result: CheckResult) -> str:
             lines.append(f"### {name}")
             for ex in data["examples"][name][:10]:
                 lines.append(f"- `{json.dumps(ex, default=str)[:600]}`")
+            if name == "duplicated" and data.get("duplicate_origins"):
+                lines += _origin_lines(data["duplicate_origins"])
     if data.get("evidence"):
         lines += ["", "## Node log lines", ""]
         for node, node_lines in data["evidence"].items():
