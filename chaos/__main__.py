@@ -519,6 +519,17 @@ def main(argv: list[str] | None = None) -> int:
         code, summary = run_groups(args.seed, args.duration, out, rate=args.rate)
         print(f"groups seed {args.seed}: {summary['result']} ({out})", flush=True)
         return code
+    out_dir = getattr(args, "out", None)
+    if args.command in ("run", "soak", "calibrate") and out_dir is not None:
+        history_file = Path(out_dir) / "history.jsonl"
+        if history_file.exists() and history_file.stat().st_size > 0:
+            print(
+                f"chaos {args.command}: {out_dir} already holds a run ({history_file.name}); "
+                "a run appends to its history, so the check would mix two runs: "
+                "choose a new --out",
+                file=sys.stderr,
+            )
+            return 2
     if args.command == "run" and args.compact_keys and args.client != "seglog":
         parser.error("--compact-keys runs seglog's own clients; it does not combine with --client")
     if args.command == "list":

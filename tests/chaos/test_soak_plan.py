@@ -3,9 +3,11 @@ ones asked for, refused by name when one cannot run there."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
-from seglog.chaos.__main__ import soak_plan
+from seglog.chaos.__main__ import main, soak_plan
 from seglog.chaos.scenarios import SCENARIOS
 
 
@@ -34,3 +36,17 @@ def test_a_chosen_subset_cycles_in_seeded_rounds() -> None:
 def test_a_scenario_that_cannot_run_is_refused_by_name(only: list[str], message: str) -> None:
     with pytest.raises(ValueError, match=message.replace("(", r"\(").replace(")", r"\)")):
         soak_plan("local", 1, 600, 300, only=only)
+
+
+@pytest.mark.parametrize("command", [["run", "--scenario", "calm"], ["soak"], ["calibrate"]])
+def test_an_out_directory_holding_a_run_is_refused(
+    tmp_path: Path, command: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A run appends to history.jsonl: a second run into the same --out would be
+    checked together with the first (a killed soak restarted into its directory did)."""
+    history = tmp_path / "history.jsonl"
+    history.write_text('{"type": "meta"}\n')
+    code = main([*command[:1], "--target", "local", *command[1:], "--out", str(tmp_path)])
+    assert code == 2
+    assert "already holds a run" in capsys.readouterr().err
+    assert history.read_text() == '{"type": "meta"}\n'
