@@ -48,7 +48,7 @@ from .checker import (
 from .cluster_view import ClusterView
 from .column_checker import check_columns
 from .columns import OK, read_columns
-from .duplicate_origins import duplicate_origins
+from .duplicate_origins import attach_duplicate_origins
 from .kafka_workload import KafkaWorkload
 from .report import partition_outages, summary_line, unavailability_windows, write_report
 from .scenarios import SCENARIOS, FaultContext, Scenario
@@ -252,19 +252,7 @@ def run(
         events = read_columns(run_dir / "history.jsonl")
         result = check_columns(events)
         apply_replica_check(result, replicas)
-        if result.duplicate_positions and files:
-            try:
-                origins = duplicate_origins(
-                    result.duplicate_positions, files, {p: lead for p, (lead, _) in hws.items()}
-                )
-            except Exception as e:  # noqa: BLE001 - the counts stand without their origins
-                result.notes.append(f"could not read the duplicates' batch headers: {e!r}")
-            else:
-                result.duplicated_by = {k: n for k, n in origins.counts.items() if n}
-                extra["duplicate_origins"] = {
-                    "counts": origins.counts,
-                    "examples": origins.examples,
-                }
+        attach_duplicate_origins(result, files, {p: lead for p, (lead, _) in hws.items()}, extra)
         result.final_read_complete = final_complete
         if not final_complete:
             result.notes.append("the final read did not reach every partition's HW")

@@ -25,7 +25,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from .checker import parse_batches
+from .checker import CheckResult, parse_batches
 
 ORIGINS = ("same_epoch", "older_epoch", "epoch_bump", "new_producer_id", "unknown")
 MAX_EXAMPLES = 10
@@ -140,3 +140,23 @@ def duplicate_origins(
                 ]
             )
     return result
+
+
+def attach_duplicate_origins(
+    result: CheckResult,
+    leader_segments: Mapping[int, Mapping[int, Sequence[tuple[str, bytes]]]],
+    leaders: Mapping[int, int],
+    extra: dict[str, Any],
+) -> None:
+    """After a run's check: the origins' counts into `result` (the summary line) and
+    their examples into `extra` (report.json and report.md). A failure to read the
+    headers becomes a note; the duplicates stay counted either way."""
+    if not result.duplicate_positions or not leader_segments:
+        return
+    try:
+        origins = duplicate_origins(result.duplicate_positions, leader_segments, leaders)
+    except Exception as e:  # noqa: BLE001 - the counts stand without their origins
+        result.notes.append(f"could not read the duplicates' batch headers: {e!r}")
+        return
+    result.duplicated_by = {k: n for k, n in origins.counts.items() if n}
+    extra["duplicate_origins"] = origins.to_dict()

@@ -4,13 +4,18 @@ batch headers of hand-made segments (the same bytes a node writes)."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
+from typing import Any
 
+from seglog.chaos.checker import CheckResult
 from seglog.chaos.duplicate_origins import (
     CopyHeader,
+    attach_duplicate_origins,
     classify,
     copy_headers,
     duplicate_origins,
 )
+from seglog.chaos.report import summary_line, write_report
 from seglog.storage.record_batch import NewRecord, build_batch
 
 
@@ -105,3 +110,39 @@ def test_the_report_form_is_plain_json() -> None:
         ]
     ]
     assert json.loads(json.dumps(d)) == d
+
+
+def test_a_runs_report_names_the_origins(tmp_path: Path) -> None:
+    """What chaos/__main__.py does after the check, through to report.md and the
+    summary line."""
+    result = CheckResult(sent=2, acknowledged=2, duplicated=1)
+    result.duplicate_positions = [[(3, 0), (3, 5)]]
+    extra: dict[str, Any] = {}
+    attach_duplicate_origins(result, {1: SEGMENTS}, {3: 1}, extra)
+    assert result.duplicated_by == {"epoch_bump": 1}
+    meta = {
+        "scenario": "s",
+        "target": "local",
+        "seed": 1,
+        "duration": 1,
+        "topic": "t",
+        "partitions": 4,
+    }
+    md = write_report(tmp_path, meta, result, [], [], extra).read_text()
+    assert "- epoch_bump: 1 (same producer id" in md
+    assert '"producer_epoch": 1' in md
+    line = summary_line(meta, result, [], tmp_path / "report.md")
+    assert " duplicated=1(epoch_bump:1) " in line
+    saved = json.loads((tmp_path / "report.json").read_text())
+    assert saved["duplicate_origins"]["counts"]["epoch_bump"] == 1
+
+
+def test_unreadable_segments_make_the_copies_unknown() -> None:
+    result = CheckResult(duplicated=1)
+    result.duplicate_positions = [[(3, 0), (3, 5)]]
+    broken = {1: {3: [("x.log", b"\x00" * 12 + b"\xff" * 60)]}}
+    extra: dict[str, Any] = {}
+    attach_duplicate_origins(result, broken, {3: 1}, extra)
+    assert result.duplicated == 1
+    assert result.duplicated_by == {"unknown": 1}
+    assert extra["duplicate_origins"]["examples"]["unknown"] == [[[3, 0], [3, 5]]]
