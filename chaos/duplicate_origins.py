@@ -20,19 +20,17 @@ second copy got there tells whose fault it is:
 
 from __future__ import annotations
 
-import struct
+from bisect import bisect_left, bisect_right
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
+
+from seglog.storage.record_batch import BatchHeader
 
 from .checker import CheckResult, parse_batches
 
 ORIGINS = ("same_epoch", "older_epoch", "epoch_bump", "new_producer_id", "unknown")
 MAX_EXAMPLES = 10
-# RecordBatch v2: partitionLeaderEpoch at byte 12, producerId 43, producerEpoch 51,
-# baseSequence 53 (Kafka's RecordBatch v2 layout).
-_LEADER_EPOCH = struct.Struct(">i")
-_PRODUCER = struct.Struct(">qhi")
 
 Position = tuple[int, int]  # (partition, offset)
 
@@ -53,10 +51,6 @@ class CopyHeader:
 class DuplicateOrigins:
     counts: dict[str, int] = field(default_factory=lambda: dict.fromkeys(ORIGINS, 0))
     examples: dict[str, list[list[CopyHeader | Position]]] = field(default_factory=dict)
-
-    @property
-    def classified(self) -> int:
-        return sum(self.counts.values())
 
     def to_dict(self) -> dict[str, Any]:
         """For report.json: each example copy as its header's fields, or as the bare
@@ -82,24 +76,28 @@ def copy_headers(
     for p, o in positions:
         wanted.setdefault(p, set()).add(o)
     for partition, offsets in wanted.items():
+        ordered = sorted(offsets)
         batches, _problems = parse_batches(segments_by_partition.get(partition, []))
         for b in batches:
-            inside = [o for o in offsets if b.base_offset <= o <= b.last_offset]
+            inside = ordered[
+                bisect_left(ordered, b.base_offset) : bisect_right(ordered, b.last_offset)
+            ]
             if not inside:
                 continue
-            (leader_epoch,) = _LEADER_EPOCH.unpack_from(b.data, 12)
-            pid, epoch, base_seq = _PRODUCER.unpack_from(b.data, 43)
+            h = BatchHeader.parse(b.data, 0)
             for o in inside:
-                seq = -1 if base_seq < 0 else base_seq + (o - b.base_offset)
-                out[(partition, o)] = CopyHeader(partition, o, pid, epoch, seq, leader_epoch)
+                seq = -1 if h.base_sequence < 0 else h.base_sequence + (o - b.base_offset)
+                out[(partition, o)] = CopyHeader(
+                    partition, o, h.producer_id, h.producer_epoch, seq, h.partition_leader_epoch
+                )
     return out
 
 
 def classify(copies: Sequence[CopyHeader | None]) -> str:
     """The origin of one duplicated record from its copies, in offset order."""
-    if len(copies) < 2 or any(c is None for c in copies):
-        return "unknown"
     known = [c for c in copies if c is not None]
+    if len(known) < 2 or len(known) < len(copies):
+        return "unknown"
     if len({c.producer_id for c in known}) > 1:
         return "new_producer_id"
     pairs = list(zip(known, known[1:], strict=False))
