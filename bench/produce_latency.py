@@ -1,0 +1,329 @@
+"""Where an acks=all produce's time goes: client, leader, replication round trip.
+
+Three real nodes on loopback (bench/replication.py's cluster: RF=3,
+min.insync.replicas=2), each with a /metrics endpoint, 1 KiB incompressible values.
+
+1. sequential round trips, one record at a time, acks=1 and acks=all alternated in
+   blocks: raw gRPC Produce calls (no client library) and seglog's `Producer`
+   (`send().get()`, linger_ms=0). acks=all minus acks=1 is what replication adds on
+   an idle cluster; Producer minus raw is what the client adds.
+2. paced: the `Producer` (acks=all, linger_ms=0) at each of --rates records/s for
+   --seconds, on topics of each of --partitions partitions. Per run: the client's
+   latency percentiles, the requests it sent, and from the nodes' own request
+   metrics (kafka_network_requestmetrics_*) the mean Produce total / local / remote
+   time (remote: the wait for the ISR) and the Fetch requests the leaders answered,
+   with the CPU cores the node processes and this process used.
+
+The last line is JSON. `--plot out.png` draws the paced runs' latency CDFs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import os
+import re
+import shutil
+import sys
+import tempfile
+import time
+import urllib.request
+from collections.abc import Sequence
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+RECORD_BYTES = 1024
+METRIC = re.compile(
+    r'^kafka_network_requestmetrics_(totaltimems|localtimems|remotetimems)_(sum|count)'
+    r'\{listener="(\w+)",request="(Produce|Fetch)"\} (\S+)$',
+    re.MULTILINE,
+)
+
+
+def load(relative: str, name: str) -> ModuleType:
+    spec = importlib.util.spec_from_file_location(name, ROOT / relative)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+replication = load("bench/replication.py", "seglog_bench_replication")
+
+from seglog.client.producer import Producer  # noqa: E402 - after the bench modules
+from seglog.proto import client_pb2 as pb  # noqa: E402
+from seglog.proto import client_pb2_grpc  # noqa: E402
+
+
+def say(msg: str) -> None:
+    print(msg, flush=True)
+
+
+def percentiles(values: Sequence[float]) -> dict[str, Any]:
+    if not values:
+        return {"p50_ms": None, "p90_ms": None, "p99_ms": None, "count": 0}
+    return {
+        "p50_ms": round(replication.percentile(values, 50), 2),
+        "p90_ms": round(replication.percentile(values, 90), 2),
+        "p99_ms": round(replication.percentile(values, 99), 2),
+        "count": len(values),
+    }
+
+
+class NodeMetrics:
+    """The request-metrics sums and counts of every node, read over HTTP."""
+
+    def __init__(self, ports: dict[int, int]) -> None:
+        self.ports = ports
+
+    def read(self) -> dict[tuple[int, str, str, str], float]:
+        out: dict[tuple[int, str, str, str], float] = {}
+        for node, port in self.ports.items():
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as r:
+                text = r.read().decode()
+            for kind, part, _listener, api, value in METRIC.findall(text):
+                key = (node, api, kind, part)
+                out[key] = out.get(key, 0.0) + float(value)
+        return out
+
+    @staticmethod
+    def breakdown(
+        before: dict[tuple[int, str, str, str], float],
+        after: dict[tuple[int, str, str, str], float],
+    ) -> dict[str, Any]:
+        """Requests and mean times (ms) over all nodes between two readings."""
+
+        def delta(api: str, kind: str, part: str) -> float:
+            return sum(
+                v - before.get(k, 0.0)
+                for k, v in after.items()
+                if k[1] == api and k[2] == kind and k[3] == part
+            )
+
+        out: dict[str, Any] = {}
+        for api in ("Produce", "Fetch"):
+            n = delta(api, "totaltimems", "count")
+            out[api] = {"requests": int(n)} | {
+                f"{kind.removesuffix('timems')}_ms_mean": (
+                    round(delta(api, kind, "sum") / n, 2) if n else None
+                )
+                for kind in ("totaltimems", "localtimems", "remotetimems")
+            }
+        return out
+
+
+def sequential_raw(cluster: Any, topic: str, n: int, blocks: int) -> dict[str, Any]:
+    """One-record Produce calls straight to the leader, acks=1 and acks=-1 alternated."""
+    leader = cluster.leaders(topic)[0]
+    stub = client_pb2_grpc.SegLogStub(cluster.channel(leader))
+    batches = replication.Batches(RECORD_BYTES, RECORD_BYTES, 7)
+    times: dict[int, list[float]] = {1: [], -1: []}
+    index = 0
+    for _ in range(blocks):
+        for acks in (1, -1):
+            for _ in range(n // blocks):
+                request = pb.ProduceRequest(acks=acks, timeout_ms=30_000)
+                request.topics.add(name=topic).partitions.add(
+                    partition=0, records=batches.build(index, 1)
+                )
+                index += 1
+                t0 = time.perf_counter()
+                response = stub.Produce(request)
+                times[acks].append((time.perf_counter() - t0) * 1000)
+                replication.check_produce(response)
+    return {"acks=1": percentiles(times[1]), "acks=all": percentiles(times[-1])}
+
+
+def sequential_producer(bootstrap: str, topic: str, n: int, blocks: int) -> dict[str, Any]:
+    value = os.urandom(RECORD_BYTES)
+    producers = {acks: Producer(bootstrap, acks=acks, linger_ms=0) for acks in ("1", "all")}
+    times: dict[str, list[float]] = {"1": [], "all": []}
+    try:
+        for p in producers.values():
+            p.send(topic, value=value).get(timeout=30)  # metadata, producer id
+        for _ in range(blocks):
+            for acks, p in producers.items():
+                for _ in range(n // blocks):
+                    t0 = time.perf_counter()
+                    p.send(topic, value=value).get(timeout=30)
+                    times[acks].append((time.perf_counter() - t0) * 1000)
+    finally:
+        for p in producers.values():
+            p.close(timeout=30)
+    return {"acks=1": percentiles(times["1"]), "acks=all": percentiles(times["all"])}
+
+
+def paced(
+    cluster: Any, metrics: NodeMetrics, topic: str, rate: int, seconds: float
+) -> tuple[dict[str, Any], list[float]]:
+    values = [os.urandom(RECORD_BYTES) for _ in range(256)]
+    producer = Producer(cluster.bootstrap, acks="all", linger_ms=0)
+    latencies: list[float] = []
+    failures: list[BaseException] = []
+    try:
+        producer.send(topic, value=values[0]).get(timeout=30)
+        sent_before = producer.metrics()["requests_sent"]
+        before = metrics.read()
+        meter = replication.CpuMeter()
+        meter.pids = cluster.pids()
+        meter.start()
+        interval = 1.0 / rate
+        start = time.perf_counter()
+        n = 0
+        while True:
+            due = start + n * interval
+            now = time.perf_counter()
+            if due > now:
+                time.sleep(due - now)
+            t0 = time.perf_counter()
+            if t0 >= start + seconds:
+                break
+            f = producer.send(topic, value=values[n % len(values)])
+            f.add_callback(lambda _md, t0=t0: latencies.append((time.perf_counter() - t0) * 1000))
+            f.add_errback(failures.append)
+            n += 1
+        producer.flush(timeout=60)
+        meter.stop("paced")
+        after = metrics.read()
+        requests = producer.metrics()["requests_sent"] - sent_before
+    finally:
+        producer.close(timeout=30)
+    if failures:
+        raise RuntimeError(f"{len(failures)} records failed: {failures[0]!r}")
+    result = {
+        "rate": rate,
+        "achieved_rate": round(n / seconds),
+        "client": percentiles(latencies),
+        "client_requests": int(requests),
+        "records_per_request": round(n / requests, 1) if requests else None,
+        "nodes": NodeMetrics.breakdown(before, after),
+        "cpu_cores": meter.readings["paced"],
+    }
+    return result, latencies
+
+
+def plot(path: Path, curves: dict[str, list[float]]) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(8, 4.5))
+    for label, values in curves.items():
+        ordered = sorted(values)
+        if ordered:
+            ax.plot(ordered, [(i + 1) / len(ordered) for i in range(len(ordered))], label=label)
+    ax.set_xscale("log")
+    ax.set_xlabel("produce latency, ms (send to acknowledgement, acks=all)")
+    ax.set_ylabel("fraction of records")
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+
+
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rates", default="1000,5000,10000", help="records/s, comma list")
+    parser.add_argument("--partitions", default="1,6", help="topics' partitions, comma list")
+    parser.add_argument("--seconds", type=float, default=4.0, help="per paced run")
+    parser.add_argument("--sequential", type=int, default=400, help="round trips per kind")
+    parser.add_argument("--plot", type=Path, default=None, help="write a PNG here")
+    parser.add_argument("--dir", type=Path, default=None, help="parent of the temp dir")
+    args = parser.parse_args(argv)
+    try:
+        args.rates = [int(r) for r in args.rates.split(",")]
+        args.partitions = [int(p) for p in args.partitions.split(",")]
+    except ValueError as e:
+        parser.error(f"--rates and --partitions are comma lists of integers: {e}")
+    if any(r <= 0 for r in args.rates) or any(p <= 0 for p in args.partitions):
+        parser.error("--rates and --partitions must be positive")
+    if args.seconds <= 0 or args.sequential < 4:
+        parser.error("--seconds must be positive and --sequential at least 4")
+    return args
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_args(argv)
+    node_module = replication.load_module("tests/node_process.py", "seglog_bench_np")
+    bench_node = replication.load_module("bench/node.py", "seglog_bench_node")
+    root = Path(tempfile.mkdtemp(prefix="seglog-produce-latency-", dir=args.dir))
+    overrides = {
+        "replica.fetch.backoff.ms": replication.LOCAL_DEFAULTS["replica.fetch.backoff.ms"],
+        "min.insync.replicas": "2",
+        "default.replication.factor": "3",
+        "log.initial.task.delay.ms": "30000",
+    }
+    cluster = replication.Cluster(node_module, bench_node, root / "cluster", overrides, None)
+    ports = {}
+    for i, node in cluster.nodes.items():
+        ports[i] = node_module.free_port()
+        with open(node.config_path, "a") as f:
+            f.write(f"metrics.port={ports[i]}\n")
+    metrics = NodeMetrics(ports)
+    load_before = os.getloadavg()
+    result: dict[str, Any] = {"benchmark": "produce_latency"}
+    curves: dict[str, list[float]] = {}
+    try:
+        for i in replication.NODE_IDS:
+            cluster.nodes[i].start(timeout_s=replication.WAIT_S)
+        replication.wait_for("three unfenced brokers on every node", cluster.healthy)
+        topics = {p: f"latency-{p}p" for p in args.partitions}
+        for p, topic in topics.items():
+            cluster.create_topics([topic], p)
+        say(f"cluster up ({cluster.bootstrap}); sequential round trips ...")
+        first = topics[args.partitions[0]]
+        blocks = 4
+        result["sequential_raw"] = sequential_raw(cluster, first, args.sequential, blocks)
+        say(f"  raw gRPC Produce: {result['sequential_raw']}")
+        result["sequential_producer"] = sequential_producer(
+            cluster.bootstrap, first, args.sequential, blocks
+        )
+        say(f"  Producer send().get(): {result['sequential_producer']}")
+        runs = []
+        for p, topic in topics.items():
+            for rate in args.rates:
+                run, latencies = paced(cluster, metrics, topic, rate, args.seconds)
+                run["partitions"] = p
+                runs.append(run)
+                curves[f"{p} partition(s), {rate}/s"] = latencies
+                nodes = run["nodes"]
+                say(
+                    f"  paced {rate}/s on {p} partition(s): client {run['client']}, "
+                    f"{run['records_per_request']} records/request; nodes: Produce "
+                    f"total {nodes['Produce']['total_ms_mean']} ms (remote "
+                    f"{nodes['Produce']['remote_ms_mean']}), Fetch answered "
+                    f"{nodes['Fetch']['requests']}; cpu {run['cpu_cores']}"
+                )
+        result["paced"] = runs
+    finally:
+        cluster.stop_all()
+        shutil.rmtree(root, ignore_errors=True)
+    if args.plot is not None and curves:
+        plot(args.plot, curves)
+        say(f"plot: {args.plot}")
+    result["load_average"] = {"before": load_before, "after": os.getloadavg()}
+    result["params"] = {
+        "record_bytes": RECORD_BYTES,
+        "rates": args.rates,
+        "partitions": args.partitions,
+        "seconds": args.seconds,
+        "sequential": args.sequential,
+    }
+    result["cpu_count"] = os.cpu_count()
+    result["python"] = sys.version.split()[0]
+    result["notes"] = [
+        "nodes.*: means over all three nodes from their kafka_network_requestmetrics "
+        "histograms; Produce remote = the acks=all wait for the ISR",
+        "cpu_cores: node processes together (not their controller processes) and this one",
+        "wall-clock on a 2-core machine: run one benchmark at a time",
+    ]
+    print(json.dumps(result))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
