@@ -20,7 +20,6 @@ The last line is JSON. `--plot out.png` draws the paced runs' latency CDFs.
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import os
 import re
@@ -31,7 +30,6 @@ import time
 import urllib.request
 from collections.abc import Sequence
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -43,16 +41,9 @@ METRIC = re.compile(
 )
 
 
-def load(relative: str, name: str) -> ModuleType:
-    spec = importlib.util.spec_from_file_location(name, ROOT / relative)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-replication = load("bench/replication.py", "seglog_bench_replication")
-
+# bench/ is not a package: its cluster helper is imported by path.
+sys.path.insert(0, str(ROOT / "bench"))
+import replication  # noqa: E402
 from seglog.client.producer import Producer  # noqa: E402 - after the bench modules
 from seglog.proto import client_pb2 as pb  # noqa: E402
 from seglog.proto import client_pb2_grpc  # noqa: E402

@@ -17,9 +17,11 @@ import itertools
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
+
+from .fetch_wakeups import FetchWaiter
 
 if TYPE_CHECKING:
     from .replica_manager import FetchSpec
@@ -44,6 +46,8 @@ class FetchSession:
     told: dict[TopicPartition, tuple[int, int]] = field(default_factory=dict)
     # One fetch at a time per session: a follower never overlaps its own.
     lock: threading.Lock = field(default_factory=threading.Lock)
+    # Watches the partitions the session holds, for the session's life (fetch_wakeups).
+    waiter: FetchWaiter = field(default_factory=FetchWaiter)
 
     def update(self, specs: Sequence[FetchSpec], forgotten: Sequence[TopicPartition]) -> None:
         for tp in forgotten:
@@ -57,21 +61,29 @@ class FetchSession:
 
 
 class FetchSessionCache:
-    def __init__(self, slots: int = DEFAULT_SLOTS) -> None:
+    def __init__(
+        self,
+        slots: int = DEFAULT_SLOTS,
+        on_evict: Callable[[FetchSession], None] = lambda _s: None,
+    ) -> None:
         assert slots >= 1
         self.slots = slots
+        self._on_evict = on_evict  # called outside the cache's lock
         self._sessions: OrderedDict[int, FetchSession] = OrderedDict()
         self._ids = itertools.count(int(time.time() * 1000) % (1 << 30) + 1)
         self._lock = threading.Lock()
 
     def open(self, replica_id: int) -> FetchSession:
+        evicted = []
         with self._lock:
             session_id = next(self._ids) % (1 << 31) or 1
             session = FetchSession(session_id, replica_id)
             self._sessions[session_id] = session
             while len(self._sessions) > self.slots:
-                self._sessions.popitem(last=False)  # the least recently used
-            return session
+                evicted.append(self._sessions.popitem(last=False)[1])  # the least recently used
+        for old in evicted:
+            self._on_evict(old)
+        return session
 
     def get(self, session_id: int, epoch: int, replica_id: int) -> FetchSession:
         """The session for a fetch with this id and epoch; its epoch moves on."""

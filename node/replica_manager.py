@@ -51,6 +51,7 @@ from .alter_partition_manager import AlterPartitionManager, BatchSender
 from .event_log import EventLogger
 from .fetch_session import DEFAULT_SLOTS as DEFAULT_SESSION_SLOTS
 from .fetch_session import FetchSessionCache
+from .fetch_wakeups import FetchWaiter, FetchWakeups
 from .log_manager import LogManager, PartitionLog
 from .replica_fetcher import ReplicaFetcher
 
@@ -199,10 +200,8 @@ class ReplicaManager:
         self.broker_epoch = -1
         self._partitions: dict[TopicPartition, HostedPartition] = {}
         self._lock = threading.Lock()
-        # Bumped whenever data becomes readable; long-polling fetches wait for it.
-        self._data_version = 0
-        self._data_arrived = threading.Condition()
-        self._fetches_waiting = 0  # long-polling fetches in a wait (under _data_arrived)
+        # Long-polling fetches wait on the partitions they name (Kafka's purgatory keys).
+        self._wakeups = FetchWakeups()
         self._request_ids = itertools.count(1)
         self._waiting: dict[int, Future[pr.ProduceCompleted]] = {}
         self.metrics: ReplicaMetrics | None = None  # set by the node
@@ -210,7 +209,9 @@ class ReplicaManager:
         self._fetchers: dict[int, ReplicaFetcher] = {}
         # Partitions with parked acks=-1 produces: ticked every TICK_S for timeouts.
         self._ticking: set[TopicPartition] = set()
-        self._sessions = FetchSessionCache(fetch_session_slots)
+        self._sessions = FetchSessionCache(
+            fetch_session_slots, on_evict=lambda s: self._wakeups.forget(s.waiter)
+        )
         # A leader's ISR shrink check is due every replica.lag.time.max.ms/2: sweeping
         # at a quarter of the lag finds it at most that late.
         self._sweep_s = min(max(SWEEP_S, replica_lag_time_max_ms / 4000), SWEEP_MAX_S)
@@ -231,7 +232,7 @@ class ReplicaManager:
             f.stop()
         if self._ticker is not None:
             self._ticker.join(timeout=5)
-        self._wake_fetchers()
+        self._wakeups.wake_all()
 
     # --- carrying out the replicas' decisions ---------------------------------------------
 
@@ -242,7 +243,7 @@ class ReplicaManager:
                 if future is not None and not future.done():
                     future.set_result(a)
             elif isinstance(a, pr.HighWatermarkUpdated):
-                self._wake_fetchers()
+                self._wakeups.wake((hp.tp,))
             elif isinstance(a, pr.SendAlterPartition):
                 if self._alter_partitions is not None:
                     # The ISR the change starts from, counted once the controller
@@ -262,11 +263,6 @@ class ReplicaManager:
         if self.metrics is not None and proposal is not None and response.error == "NONE":
             self.metrics.isr_changed(*proposal)
         self._carry_out(hp, actions)
-
-    def _wake_fetchers(self) -> None:
-        with self._data_arrived:
-            self._data_version += 1
-            self._data_arrived.notify_all()
 
     def _tick_loop(self) -> None:
         """Timers, with work proportional to the partitions that have some: those with
@@ -303,7 +299,7 @@ class ReplicaManager:
             self._sync_fetchers()
         else:
             self._sync_fetchers(self._apply_delta(image, records))
-        self._wake_fetchers()
+        self._wakeups.wake_all()  # leaders and epochs may have moved
 
     def _apply_all(self, image: MetadataImage) -> None:
         wanted: set[TopicPartition] = set()
@@ -495,8 +491,7 @@ class ReplicaManager:
 
     def waiting_fetches(self) -> int:
         """Fetches long-polling for data right now (Kafka's fetch purgatory)."""
-        with self._data_arrived:
-            return self._fetches_waiting
+        return self._wakeups.in_wait
 
     def partitions(self) -> list[HostedPartition]:
         with self._lock:
@@ -546,7 +541,7 @@ class ReplicaManager:
             (tp, self._start_produce(tp, data, acks, timeout_ms, leader_epoch))
             for tp, data in items
         ]
-        self._wake_fetchers()  # followers long-poll for new data too
+        self._wakeups.wake(tp for tp, _data in items)  # followers long-poll for new data
         return StartedProduce(started, time.monotonic() + timeout_ms / 1000 + 1)
 
     def await_produced(self, produce: StartedProduce) -> list[ProduceResult]:
@@ -636,31 +631,29 @@ class ReplicaManager:
         deadline = time.monotonic() + max(0, max_wait_ms) / 1000
         results: list[FetchResult] | None = None
         marks: list[tuple[int, ...] | None] = [None] * len(specs)
-        # Bounded by the deadline: each pass waits for new data or the time left.
-        while True:
-            with self._data_arrived:
-                version = self._data_version
-            results = self._read(
-                specs, replica_id, replica_epoch, max_bytes, results, marks, zero_copy
-            )
-            total = sum(len(r.records) for r in results)
-            remaining = deadline - time.monotonic()
-            if self._answer_now(results, total, min_bytes, remaining, cancelled):
-                return results
-            self._wait_for_data(version, remaining)
+        waiter = FetchWaiter()
+        self._wakeups.watch(waiter, ((spec.topic, spec.partition) for spec in specs))
+        try:
+            # Bounded by the deadline: each pass waits for new data or the time left.
+            while True:
+                waiter.arm()
+                results = self._read(
+                    specs, replica_id, replica_epoch, max_bytes, results, marks, zero_copy
+                )
+                total = sum(len(r.records) for r in results)
+                remaining = deadline - time.monotonic()
+                if self._answer_now(results, total, min_bytes, remaining, cancelled):
+                    return results
+                self._wait_for_data(waiter, remaining)
+        finally:
+            self._wakeups.forget(waiter)
 
-    def _wait_for_data(self, version: int, remaining: float) -> None:
-        """A long-polling fetch waits for new data (counted as the request's remote time
-        on a gRPC thread, see request_timing)."""
+    def _wait_for_data(self, waiter: FetchWaiter, remaining: float) -> None:
+        """A long-polling fetch waits for a change in its partitions (counted as the
+        request's remote time on a gRPC thread, see request_timing); at most 0.5 s at
+        a time, so a cancelled call or a change nobody announces is noticed."""
         started = time.perf_counter()
-        with self._data_arrived:
-            if self._data_version == version:
-                self._fetches_waiting += 1
-                try:
-                    self._data_arrived.wait(timeout=min(remaining, 0.5))
-                finally:
-                    self._fetches_waiting -= 1
-                    assert self._fetches_waiting >= 0, "a fetch left the wait twice"
+        self._wakeups.wait(waiter, min(remaining, 0.5))
         request_timing.add_remote(time.perf_counter() - started)
 
     def fetch_in_session(
@@ -688,13 +681,15 @@ class ReplicaManager:
             session = self._sessions.get(session_id, session_epoch, replica_id)
         with session.lock:
             session.update(specs, forgotten)
+            waiter = session.waiter
+            self._wakeups.unwatch(waiter, forgotten)
+            self._wakeups.watch(waiter, ((spec.topic, spec.partition) for spec in specs))
             deadline = time.monotonic() + max(0, max_wait_ms) / 1000
             out: dict[TopicPartition, FetchResult] = {}
             total = 0
             # Bounded by the deadline: each pass waits for new data or the time left.
             while True:
-                with self._data_arrived:
-                    version = self._data_version
+                waiter.arm()
                 candidates = []
                 for tp, spec in session.specs.items():
                     if tp in out and out[tp].records:
@@ -721,7 +716,7 @@ class ReplicaManager:
                 remaining = deadline - time.monotonic()
                 if self._answer_now(out.values(), total, min_bytes, remaining, cancelled):
                     break
-                self._wait_for_data(version, remaining)
+                self._wait_for_data(waiter, remaining)
             for tp, r in out.items():
                 if r.error_name == "NONE":
                     session.told[tp] = (r.high_watermark, r.log_start_offset)

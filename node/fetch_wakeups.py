@@ -1,0 +1,113 @@
+"""Which long-polling fetches a change wakes (Kafka's fetch purgatory, keyed by
+partition): a waiting fetch watches its own partitions, so an append or a
+high-watermark move wakes only the fetches that name that partition.
+
+Waking every waiting fetch on every change made each node's follower sessions
+re-scan and go back to sleep for every high-watermark move of the partitions the
+node itself follows, and for every append to partitions those sessions do not hold
+(docs/perf/produce-latency.md).
+
+A waiter is armed before each look at its partitions and waits only if nothing
+woke it since: a change after the arming is never missed. A follower's session keeps
+one waiter for its life (it watches what the session holds, changed incrementally as
+the session is); a sessionless fetch watches its partitions for one call.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterable
+
+TopicPartition = tuple[str, int]
+
+
+class FetchWaiter:
+    __slots__ = ("_event", "partitions")
+
+    def __init__(self) -> None:
+        self._event = threading.Event()
+        self.partitions: set[TopicPartition] = set()  # what it watches (FetchWakeups')
+
+    def arm(self) -> None:
+        """Before a look at its partitions: a wake-up from now on ends the next wait."""
+        self._event.clear()
+
+    def woken(self) -> bool:
+        return self._event.is_set()
+
+    def _wake(self) -> None:
+        self._event.set()
+
+
+class FetchWakeups:
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._by_partition: dict[TopicPartition, set[FetchWaiter]] = {}
+        self._waiters: set[FetchWaiter] = set()  # each watching at least one partition
+        self._in_wait = 0
+
+    def watch(self, waiter: FetchWaiter, partitions: Iterable[TopicPartition]) -> None:
+        with self._lock:
+            for tp in partitions:
+                if tp not in waiter.partitions:
+                    waiter.partitions.add(tp)
+                    self._by_partition.setdefault(tp, set()).add(waiter)
+            if waiter.partitions:
+                self._waiters.add(waiter)
+
+    def unwatch(self, waiter: FetchWaiter, partitions: Iterable[TopicPartition]) -> None:
+        with self._lock:
+            for tp in partitions:
+                self._drop(waiter, tp)
+            if not waiter.partitions:
+                self._waiters.discard(waiter)
+
+    def forget(self, waiter: FetchWaiter) -> None:
+        """The waiter watches nothing any more (its fetch ended, its session went)."""
+        with self._lock:
+            for tp in list(waiter.partitions):
+                self._drop(waiter, tp)
+            self._waiters.discard(waiter)
+
+    def _drop(self, waiter: FetchWaiter, tp: TopicPartition) -> None:
+        waiter.partitions.discard(tp)
+        watchers = self._by_partition.get(tp)
+        if watchers is not None:
+            watchers.discard(waiter)
+            if not watchers:
+                del self._by_partition[tp]
+
+    def wake(self, partitions: Iterable[TopicPartition]) -> None:
+        """Something readable changed in these partitions."""
+        with self._lock:
+            for tp in partitions:
+                for waiter in self._by_partition.get(tp, ()):
+                    waiter._wake()
+
+    def wake_all(self) -> None:
+        """Metadata moved or the node is stopping: every waiting fetch looks again."""
+        with self._lock:
+            for waiter in self._waiters:
+                waiter._wake()
+
+    def wait(self, waiter: FetchWaiter, timeout_s: float) -> bool:
+        """Wait until woken (since the last arm) or timeout_s; True if woken."""
+        with self._lock:
+            self._in_wait += 1
+        try:
+            return waiter._event.wait(max(timeout_s, 0.0))
+        finally:
+            with self._lock:
+                self._in_wait -= 1
+                assert self._in_wait >= 0, "a fetch left its wait twice"
+
+    @property
+    def in_wait(self) -> int:
+        """Fetches long-polling right now (the fetch purgatory's size)."""
+        with self._lock:
+            return self._in_wait
+
+    def watched(self, tp: TopicPartition) -> int:
+        """How many waiters watch the partition (for tests and checks)."""
+        with self._lock:
+            return len(self._by_partition.get(tp, ()))

@@ -1,0 +1,184 @@
+"""Long-polling fetches wake on changes in their own partitions only (Kafka's fetch
+purgatory keyed by partition): the waiter registry alone, then follower sessions and
+consumer fetches against a real ReplicaManager over real logs."""
+
+from __future__ import annotations
+
+import random
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from seglog.node.fetch_session import FetchSessionCache
+from seglog.node.fetch_wakeups import FetchWaiter, FetchWakeups
+from seglog.node.log_manager import LogManager
+from seglog.node.replica_manager import FetchSpec, ReplicaManager
+from seglog.replication.metadata_image import PartitionState
+from seglog.storage.log import now_ms
+from seglog.storage.log_config import BrokerLogSettings, LogConfig
+from seglog.storage.partition_metadata import new_topic_id
+from seglog.storage.record_batch import NewRecord, build_batch
+
+A, B = ("t", 0), ("t", 1)
+
+
+def test_a_wake_reaches_only_the_waiters_of_that_partition() -> None:
+    wakeups = FetchWakeups()
+    on_a, on_b, on_both = FetchWaiter(), FetchWaiter(), FetchWaiter()
+    wakeups.watch(on_a, [A])
+    wakeups.watch(on_b, [B])
+    wakeups.watch(on_both, [A, B])
+    for w in (on_a, on_b, on_both):
+        w.arm()
+    wakeups.wake([A])
+    assert (on_a.woken(), on_b.woken(), on_both.woken()) == (True, False, True)
+    assert wakeups.watched(A) == 2 and wakeups.watched(B) == 2
+    wakeups.unwatch(on_both, [A])
+    wakeups.forget(on_a)
+    assert wakeups.watched(A) == 0 and wakeups.watched(B) == 2
+    for w in (on_a, on_b, on_both):
+        w.arm()
+    wakeups.wake([A])
+    assert not any(w.woken() for w in (on_a, on_b, on_both))
+    wakeups.wake_all()  # metadata moved: everyone still watching looks again
+    assert (on_a.woken(), on_b.woken(), on_both.woken()) == (False, True, True)
+
+
+def test_a_wake_before_arming_is_dropped_and_one_after_is_never_missed() -> None:
+    wakeups = FetchWakeups()
+    w = FetchWaiter()
+    wakeups.watch(w, [A])
+    wakeups.wake([A])
+    w.arm()  # the look that follows sees that change itself
+    t0 = time.monotonic()
+    assert wakeups.wait(w, 0.2) is False
+    assert time.monotonic() - t0 >= 0.19
+    w.arm()
+    wakeups.wake([A])  # between the look and the wait
+    t0 = time.monotonic()
+    assert wakeups.wait(w, 5.0) is True
+    assert time.monotonic() - t0 < 1.0
+    assert wakeups.in_wait == 0
+
+
+def test_an_evicted_session_stops_watching() -> None:
+    evicted: list[Any] = []
+    cache = FetchSessionCache(slots=1, on_evict=evicted.append)
+    first = cache.open(2)
+    second = cache.open(3)
+    assert evicted == [first] and len(cache) == 1 and second is not first
+
+
+# --- against a real ReplicaManager ------------------------------------------------------
+
+
+PARTITIONS = 8
+
+
+@pytest.fixture
+def leader(tmp_path: Path) -> Iterator[ReplicaManager]:
+    """Node 1 leading partitions 0-3 with follower 2 in the ISR, and 4-7 alone."""
+    logs = LogManager(
+        (tmp_path / "logs",),
+        LogConfig.defaults(),
+        BrokerLogSettings(),
+        clock=now_ms,
+        rng=random.Random(0),
+    )
+    logs.load()
+    rm = ReplicaManager(1, logs, lambda _t: LogConfig.defaults())
+    topic_id = new_topic_id()
+    for p in range(PARTITIONS):
+        replicas = (1, 2) if p < 4 else (1,)
+        state = PartitionState(replicas, replicas, 1, 0, 0)
+        rm._apply(("t", p), topic_id, state, LogConfig.defaults())
+    yield rm
+    rm.shutdown()
+    logs.shutdown(-1)
+
+
+def count_waits(rm: ReplicaManager) -> list[int]:
+    """Wrap the manager's wait to count how often a fetch went back to sleep."""
+    waits = [0]
+    inner = rm._wait_for_data
+
+    def counted(waiter: Any, remaining: float) -> None:
+        waits[0] += 1
+        inner(waiter, remaining)
+
+    rm._wait_for_data = counted  # type: ignore[method-assign]
+    return waits
+
+
+def produce(rm: ReplicaManager, p: int, value: bytes) -> None:
+    result = rm.produce(("t", p), build_batch([NewRecord(value)]), acks=1)
+    assert result.error_name == "NONE", result
+
+
+def in_thread(fn: Any) -> tuple[threading.Thread, list[Any]]:
+    out: list[Any] = []
+    t = threading.Thread(target=lambda: out.append(fn()), daemon=True)
+    t.start()
+    return t, out
+
+
+def test_a_follower_session_sleeps_through_other_partitions_appends(leader: ReplicaManager) -> None:
+    rm = leader
+    full = [FetchSpec("t", p, 0, 0, 1 << 20, -1) for p in (0, 1)]
+    sid, first = rm.fetch_in_session(
+        0, 0, full, [], replica_id=2, max_wait_ms=0, min_bytes=1, max_bytes=10 << 20
+    )
+    assert sid > 0 and {r.partition for r in first} == {0, 1}
+    waits = count_waits(rm)
+    t, out = in_thread(
+        lambda: rm.fetch_in_session(
+            sid, 1, [], [], replica_id=2, max_wait_ms=5_000, min_bytes=1, max_bytes=10 << 20
+        )
+    )
+    deadline = time.monotonic() + 5
+    while rm.waiting_fetches() == 0 and time.monotonic() < deadline:
+        time.sleep(0.005)
+    assert rm.waiting_fetches() == 1
+    for i in range(5):  # partitions outside the session: appends and HW moves
+        produce(rm, 2, b"not yours %d" % i)
+        produce(rm, 5, b"not yours either %d" % i)
+    time.sleep(0.1)
+    assert t.is_alive() and waits[0] == 1, f"woken {waits[0] - 1} times for other partitions"
+    started = time.monotonic()
+    produce(rm, 1, b"yours")
+    t.join(timeout=5)
+    assert not t.is_alive()
+    assert time.monotonic() - started < 1.0  # woken by the append, not by a timeout
+    _sid, answered = out[0]
+    assert [(r.partition, bool(r.records)) for r in answered] == [(1, True)]
+
+
+def test_a_consumer_fetch_wakes_when_its_partition_becomes_readable(leader: ReplicaManager) -> None:
+    rm = leader
+    waits = count_waits(rm)
+    t, out = in_thread(
+        lambda: rm.fetch(
+            [FetchSpec("t", 5, 0, 0, 1 << 20)],
+            replica_id=-1,
+            max_wait_ms=5_000,
+            min_bytes=1,
+            max_bytes=1 << 20,
+        )
+    )
+    deadline = time.monotonic() + 5
+    while rm.waiting_fetches() == 0 and time.monotonic() < deadline:
+        time.sleep(0.005)
+    for i in range(5):
+        produce(rm, 6, b"elsewhere %d" % i)
+    time.sleep(0.1)
+    assert t.is_alive() and waits[0] == 1, f"woken {waits[0] - 1} times for partition 6"
+    started = time.monotonic()
+    produce(rm, 5, b"here")  # a single replica: the HW moves with the append
+    t.join(timeout=5)
+    assert not t.is_alive() and time.monotonic() - started < 1.0
+    (result,) = out[0]
+    assert result.partition == 5 and result.records and result.high_watermark == 1
