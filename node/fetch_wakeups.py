@@ -22,11 +22,14 @@ TopicPartition = tuple[str, int]
 
 
 class FetchWaiter:
-    __slots__ = ("_event", "partitions")
+    __slots__ = ("_event", "partitions", "retired")
 
     def __init__(self) -> None:
         self._event = threading.Event()
         self.partitions: set[TopicPartition] = set()  # what it watches (FetchWakeups')
+        # Forgotten for good (its session was evicted, its fetch ended): a late watch
+        # from a fetch still running must not register it again.
+        self.retired = False
 
     def arm(self) -> None:
         """Before a look at its partitions: a wake-up from now on ends the next wait."""
@@ -48,6 +51,8 @@ class FetchWakeups:
 
     def watch(self, waiter: FetchWaiter, partitions: Iterable[TopicPartition]) -> None:
         with self._lock:
+            if waiter.retired:
+                return
             for tp in partitions:
                 if tp not in waiter.partitions:
                     waiter.partitions.add(tp)
@@ -63,8 +68,10 @@ class FetchWakeups:
                 self._waiters.discard(waiter)
 
     def forget(self, waiter: FetchWaiter) -> None:
-        """The waiter watches nothing any more (its fetch ended, its session went)."""
+        """The waiter watches nothing any more, and never will (its fetch ended, its
+        session went)."""
         with self._lock:
+            waiter.retired = True
             for tp in list(waiter.partitions):
                 self._drop(waiter, tp)
             self._waiters.discard(waiter)

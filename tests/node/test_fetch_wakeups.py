@@ -65,12 +65,23 @@ def test_a_wake_before_arming_is_dropped_and_one_after_is_never_missed() -> None
     assert wakeups.in_wait == 0
 
 
-def test_an_evicted_session_stops_watching() -> None:
+def test_an_evicted_session_stops_watching_for_good() -> None:
+    wakeups = FetchWakeups()
     evicted: list[Any] = []
-    cache = FetchSessionCache(slots=1, on_evict=evicted.append)
+
+    def evict(session: Any) -> None:
+        evicted.append(session)
+        wakeups.forget(session.waiter)
+
+    cache = FetchSessionCache(slots=1, on_evict=evict)
     first = cache.open(2)
+    wakeups.watch(first.waiter, [A, B])
     second = cache.open(3)
     assert evicted == [first] and len(cache) == 1 and second is not first
+    assert wakeups.watched(A) == 0 and wakeups.watched(B) == 0
+    # A fetch of the evicted session still running cannot register it again.
+    wakeups.watch(first.waiter, [A])
+    assert wakeups.watched(A) == 0 and first.waiter.partitions == set()
 
 
 # --- against a real ReplicaManager ------------------------------------------------------
