@@ -19,6 +19,7 @@ def _positive_number(value: object) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool) and value > 0
 
 
+@pytest.mark.long
 @pytest.mark.timeout(240)
 def test_small_run_prints_the_breakdown_as_json_last(tmp_path: Path) -> None:
     plot = tmp_path / "cdf.png"
