@@ -318,7 +318,7 @@ def run_seglog(root: Path, args: argparse.Namespace) -> dict[str, Any]:
         latency = {}
         for rate in args.rates:
             latency[str(rate)] = s = seglog_latency(
-                Producer, cluster.bootstrap, rate, args.latency_seconds
+                Producer, cluster.bootstrap, rate, args.latency_seconds, replication.pace
             )
             say(f"  seglog at {rate}/s: {s}")
         return {"throughput": tput, "latency": latency, "timeline": timeline.series()}
@@ -356,8 +356,9 @@ def seglog_throughput(
 
 
 def seglog_latency(
-    producer_cls: Any, bootstrap: str, rate: float, seconds: float
+    producer_cls: Any, bootstrap: str, rate: float, seconds: float, pace: Any
 ) -> dict[str, Any]:
+    """`pace`: bench/replication.py's pace (that module is loaded by path in main)."""
     pool = values(256)
     producer = producer_cls(bootstrap, acks="all", linger_ms=0)
     latencies: list[float] = []
@@ -374,19 +375,13 @@ def seglog_latency(
         start = time.perf_counter()
         measure_from = start + warmup
         end = measure_from + seconds
-        n = 0
-        while True:
-            due = start + n * interval
-            now = time.perf_counter()
-            if due > now:
-                time.sleep(due - now)
-            t0 = time.perf_counter()
-            if t0 >= end:
-                break
+
+        def send(n: int, t0: float) -> None:
             f = producer.send(SEGLOG_LATENCY_TOPIC, value=pool[n % len(pool)])
             f.add_callback(done, t0, t0 >= measure_from)
             f.add_errback(failures.append)
-            n += 1
+
+        n = pace(rate, start, end, send)
         producer.flush(timeout=60)
     finally:
         producer.close(timeout=30)

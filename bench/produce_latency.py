@@ -22,7 +22,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import re
 import shutil
 import sys
 import tempfile
@@ -32,13 +31,12 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from prometheus_client.parser import text_string_to_metric_families
+
 ROOT = Path(__file__).resolve().parents[1]
 RECORD_BYTES = 1024
-METRIC = re.compile(
-    r'^kafka_network_requestmetrics_(totaltimems|localtimems|remotetimems)_(sum|count)'
-    r'\{listener="(\w+)",request="(Produce|Fetch)"\} (\S+)$',
-    re.MULTILINE,
-)
+REQUEST_METRIC = "kafka_network_requestmetrics_"
+TIMES = ("totaltimems", "localtimems", "remotetimems")
 
 
 # bench/ is not a package: its cluster helper is imported by path.
@@ -47,10 +45,6 @@ import replication  # noqa: E402
 from seglog.client.producer import Producer  # noqa: E402 - after the bench modules
 from seglog.proto import client_pb2 as pb  # noqa: E402
 from seglog.proto import client_pb2_grpc  # noqa: E402
-
-
-def say(msg: str) -> None:
-    print(msg, flush=True)
 
 
 def percentiles(values: Sequence[float]) -> dict[str, Any]:
@@ -75,9 +69,16 @@ class NodeMetrics:
         for node, port in self.ports.items():
             with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as r:
                 text = r.read().decode()
-            for kind, part, _listener, api, value in METRIC.findall(text):
-                key = (node, api, kind, part)
-                out[key] = out.get(key, 0.0) + float(value)
+            for family in text_string_to_metric_families(text):
+                kind = family.name.removeprefix(REQUEST_METRIC)
+                if kind == family.name or kind not in TIMES:
+                    continue
+                for sample in family.samples:
+                    part = sample.name.rsplit("_", 1)[-1]  # sum or count
+                    api = sample.labels.get("request")
+                    if part in ("sum", "count") and api in ("Produce", "Fetch"):
+                        key = (node, api, kind, part)  # summed over the listeners
+                        out[key] = out.get(key, 0.0) + sample.value
         return out
 
     @staticmethod
@@ -101,7 +102,7 @@ class NodeMetrics:
                 f"{kind.removesuffix('timems')}_ms_mean": (
                     round(delta(api, kind, "sum") / n, 2) if n else None
                 )
-                for kind in ("totaltimems", "localtimems", "remotetimems")
+                for kind in TIMES
             }
         return out
 
@@ -161,21 +162,14 @@ def paced(
         meter = replication.CpuMeter()
         meter.pids = cluster.pids()
         meter.start()
-        interval = 1.0 / rate
-        start = time.perf_counter()
-        n = 0
-        while True:
-            due = start + n * interval
-            now = time.perf_counter()
-            if due > now:
-                time.sleep(due - now)
-            t0 = time.perf_counter()
-            if t0 >= start + seconds:
-                break
+
+        def send(n: int, t0: float) -> None:
             f = producer.send(topic, value=values[n % len(values)])
-            f.add_callback(lambda _md, t0=t0: latencies.append((time.perf_counter() - t0) * 1000))
+            f.add_callback(lambda _md: latencies.append((time.perf_counter() - t0) * 1000))
             f.add_errback(failures.append)
-            n += 1
+
+        start = time.perf_counter()
+        n = replication.pace(rate, start, start + seconds, send)
         producer.flush(timeout=60)
         meter.stop("paced")
         after = metrics.read()
@@ -265,15 +259,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         topics = {p: f"latency-{p}p" for p in args.partitions}
         for p, topic in topics.items():
             cluster.create_topics([topic], p)
-        say(f"cluster up ({cluster.bootstrap}); sequential round trips ...")
+        replication.say(f"cluster up ({cluster.bootstrap}); sequential round trips ...")
         first = topics[args.partitions[0]]
         blocks = 4
         result["sequential_raw"] = sequential_raw(cluster, first, args.sequential, blocks)
-        say(f"  raw gRPC Produce: {result['sequential_raw']}")
+        replication.say(f"  raw gRPC Produce: {result['sequential_raw']}")
         result["sequential_producer"] = sequential_producer(
             cluster.bootstrap, first, args.sequential, blocks
         )
-        say(f"  Producer send().get(): {result['sequential_producer']}")
+        replication.say(f"  Producer send().get(): {result['sequential_producer']}")
         runs = []
         for p, topic in topics.items():
             for rate in args.rates:
@@ -282,7 +276,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 runs.append(run)
                 curves[f"{p} partition(s), {rate}/s"] = latencies
                 nodes = run["nodes"]
-                say(
+                replication.say(
                     f"  paced {rate}/s on {p} partition(s): client {run['client']}, "
                     f"{run['records_per_request']} records/request; nodes: Produce "
                     f"total {nodes['Produce']['total_ms_mean']} ms (remote "
@@ -295,7 +289,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         shutil.rmtree(root, ignore_errors=True)
     if args.plot is not None and curves:
         plot(args.plot, curves)
-        say(f"plot: {args.plot}")
+        replication.say(f"plot: {args.plot}")
     result["load_average"] = {"before": load_before, "after": os.getloadavg()}
     result["params"] = {
         "record_bytes": RECORD_BYTES,

@@ -514,6 +514,23 @@ def settle_disk() -> None:
     say(f"  (sync: {time.monotonic() - started:.1f} s)")
 
 
+def pace(rate: float, start: float, end: float, send: Callable[[int, float], None]) -> int:
+    """Call send(n, t0) for n = 0, 1, ... at `rate` per second from perf_counter time
+    `start` until `end` (t0: when the call was made); the number of calls."""
+    interval = 1.0 / rate
+    n = 0
+    while True:
+        due = start + n * interval
+        now = time.perf_counter()
+        if due > now:
+            time.sleep(due - now)
+        t0 = time.perf_counter()
+        if t0 >= end:
+            return n
+        send(n, t0)
+        n += 1
+
+
 def measure_latency(
     cluster: Cluster, batches: Batches, rate: float, seconds: float, linger_ms: int | None
 ) -> tuple[list[float], float]:
@@ -537,20 +554,14 @@ def measure_latency(
         start = time.perf_counter()
         measure_from = start + warmup
         end = measure_from + seconds
-        n = 0
-        METER.start()
-        while True:
-            due = start + n * interval
-            now = time.perf_counter()
-            if due > now:
-                time.sleep(due - now)
-            t0 = time.perf_counter()
-            if t0 >= end:
-                break
+
+        def send(n: int, t0: float) -> None:
             f = producer.send(TOPIC_LATENCY, value=batches.value(n))
             f.add_callback(done, t0, t0 >= measure_from)
             f.add_errback(failures.append)
-            n += 1
+
+        METER.start()
+        n = pace(rate, start, end, send)
         producer.flush(timeout=60)
         METER.stop("latency")
         achieved = sum(1 for i in range(n) if start + i * interval >= measure_from) / seconds

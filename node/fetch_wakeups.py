@@ -46,7 +46,9 @@ class FetchWakeups:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._by_partition: dict[TopicPartition, set[FetchWaiter]] = {}
-        self._waiters: set[FetchWaiter] = set()  # each watching at least one partition
+        # Each waiter watching at least one partition, so wake_all need not walk every
+        # partition of every session.
+        self._waiters: set[FetchWaiter] = set()
         self._in_wait = 0
 
     def watch(self, waiter: FetchWaiter, partitions: Iterable[TopicPartition]) -> None:
