@@ -34,7 +34,7 @@ from seglog.storage import fault_injection
 from seglog.storage.errors import InvalidConfigError
 from seglog.storage.log_config import LogConfig
 
-from . import gc_pauses
+from . import allocator, gc_pauses
 from .alter_partition_manager import IsrChangeResult
 from .config import NodeConfig, int_setting
 from .controller_requests import IsrChange
@@ -547,6 +547,9 @@ def run_node(config: NodeConfig, log_level: str = "INFO") -> int:
     fault_injection.set_node_id(config.node_id)
     sys.setswitchinterval(NODE_SWITCH_INTERVAL_S)
     raise_open_files_limit()
+    # Process-wide, so here and not in Node (tests run several nodes in one process).
+    tuning = allocator.tune_malloc()
+    _log.info("malloc", tuned=tuning.applied, detail=tuning.reason)
     node = Node(config, log_level)
 
     def on_signal(signum: int, _frame: FrameType | None) -> None:
