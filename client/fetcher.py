@@ -23,7 +23,12 @@ import grpc
 from seglog.proto import client_pb2 as pb
 from seglog.proto import errors_pb2
 from seglog.storage.errors import StorageError
-from seglog.storage.record_batch import BatchHeader, Record, decode_records, iter_batches
+from seglog.storage.record_batch import (
+    BatchHeader,
+    RecordFields,
+    decode_record_fields,
+    iter_batches,
+)
 
 from .cluster import AUTHENTICATION_ERRORS, ClusterMetadata, TopicPartition, call
 from .errors import IllegalStateError, KafkaError, KafkaTimeoutError, error_class, for_code
@@ -114,7 +119,7 @@ class FetchedBatches:
         self.next_fetch_offset = max(fetch_offset, last)
         self._batch_index = 0
         self._current: BatchHeader | None = None
-        self._records: list[Record] = []
+        self._records: list[RecordFields] = []
         self._record_index = 0
 
     @property
@@ -150,7 +155,7 @@ class FetchedBatches:
             self._batch_index += 1
 
     def take(
-        self, limit: int, make: Callable[[Record, BatchHeader], ConsumerRecord]
+        self, limit: int, make: Callable[[RecordFields, BatchHeader], ConsumerRecord]
     ) -> tuple[list[ConsumerRecord], KafkaError | None]:
         """Up to `limit` records at or past `position`. On a failure (corrupt batch,
         deserializer error) the records before it are returned with the error and
@@ -161,12 +166,22 @@ class FetchedBatches:
                 self._settle()
                 if len(out) >= limit:
                     break
-                if self._current is not None:
-                    record = self._records[self._record_index]
-                    if record.offset >= self.position:
-                        out.append(make(record, self._current))
-                        self.position = record.offset + 1
-                    self._record_index += 1
+                current = self._current
+                if current is not None:
+                    # The rest of the decoded batch, within the limit, in one tight loop;
+                    # its state is written back even when a deserializer raises.
+                    records = self._records
+                    i, position = self._record_index, self.position
+                    end = min(len(records), i + limit - len(out))
+                    try:
+                        while i < end:
+                            record = records[i]
+                            if record[0] >= position:
+                                out.append(make(record, current))
+                                position = record[0] + 1
+                            i += 1
+                    finally:
+                        self._record_index, self.position = i, position
                     continue
                 if self._batch_index >= len(self.batches):
                     if self.framing_error is not None:
@@ -174,17 +189,17 @@ class FetchedBatches:
                     break
                 pos, header = self.batches[self._batch_index]
                 try:
-                    records = decode_records(self.data, pos)  # checks the CRC first
+                    decoded = decode_record_fields(self.data, pos)  # checks the CRC first
                 except StorageError as e:
                     return out, self._corrupt(e)
                 self._batch_index += 1
-                self._current, self._records, self._record_index = header, records, 0
+                self._current, self._records, self._record_index = header, decoded, 0
         except KafkaError as e:
             return out, e
         except Exception as e:  # noqa: BLE001 - a deserializer's own failure
             error = KafkaError(
                 f"cannot deserialize {self.tp.topic}-{self.tp.partition} offset "
-                f"{self._records[self._record_index].offset}: {e!r}"
+                f"{self._records[self._record_index][0]}: {e!r}"
             )
             error.__cause__ = e
             return out, error
@@ -684,31 +699,40 @@ class Fetcher:
 
     # --- draining ----------------------------------------------------------------------
 
-    def _make_record(self, tp: TopicPartition) -> Callable[[Record, BatchHeader], ConsumerRecord]:
+    def _make_record(
+        self, tp: TopicPartition
+    ) -> Callable[[RecordFields, BatchHeader], ConsumerRecord]:
         key_d = self.config.key_deserializer
         value_d = self.config.value_deserializer
+        topic, partition = tp.topic, tp.partition
+        new = tuple.__new__  # ConsumerRecord's fields in order, without its __new__'s call
 
-        def make(r: Record, h: BatchHeader) -> ConsumerRecord:
-            headers = [(hd.key, hd.value) for hd in r.headers]
-            header_size = (
-                sum(len(k.encode()) + (len(v) if v is not None else 0) for k, v in headers)
-                if headers
-                else -1
-            )
-            return ConsumerRecord(
-                tp.topic,
-                tp.partition,
-                h.partition_leader_epoch,
-                r.offset,
-                r.timestamp,
-                int(h.timestamp_type),
-                key_d(r.key) if key_d is not None else r.key,
-                value_d(r.value) if value_d is not None else r.value,
-                headers,
-                None,
-                len(r.key) if r.key is not None else -1,
-                len(r.value) if r.value is not None else -1,
-                header_size,
+        def make(r: RecordFields, h: BatchHeader) -> ConsumerRecord:
+            _offset, _timestamp, key, value, record_headers = r
+            if record_headers:
+                headers = [(hd.key, hd.value) for hd in record_headers]
+                header_size = sum(
+                    len(k.encode()) + (len(v) if v is not None else 0) for k, v in headers
+                )
+            else:
+                headers, header_size = [], -1
+            return new(  # type: ignore[no-any-return]
+                ConsumerRecord,
+                (
+                    topic,
+                    partition,
+                    h.partition_leader_epoch,
+                    _offset,
+                    _timestamp,
+                    (h.attributes >> 3) & 1,  # the timestamp type, without its enum
+                    key_d(key) if key_d is not None else key,
+                    value_d(value) if value_d is not None else value,
+                    headers,
+                    None,
+                    len(key) if key is not None else -1,
+                    len(value) if value is not None else -1,
+                    header_size,
+                ),
             )
 
         return make

@@ -348,56 +348,149 @@ def validate_client_batches(
     return headers
 
 
+# One record's decoded fields: (offset, timestamp, key, value, headers).
+RecordFields = tuple[int, int, "bytes | None", "bytes | None", tuple[RecordHeader, ...]]
+
+
 def decode_records(buf: Buffer, pos: int = 0, header: BatchHeader | None = None) -> list[Record]:
     """Decode every record of the batch at `pos` (checks count and exact length)."""
+    return [Record(*f) for f in decode_record_fields(buf, pos, header)]
+
+
+def decode_record_fields(
+    buf: Buffer, pos: int = 0, header: BatchHeader | None = None
+) -> list[RecordFields]:
+    """decode_records as plain tuples, for readers that build their own record objects
+    (the Consumer): the same checks, without a Record per record.
+
+    Varints of one or two bytes (lengths under 8 KiB, small deltas: nearly all of
+    them) are decoded inline; longer ones by decode_varint, which also bounds them."""
     if header is None:
         header = check_batch(buf, pos)
     end = pos + header.size
     payload: Buffer = memoryview(buf)[pos + HEADER_SIZE : end]
     if header.compression != CompressionType.NONE:
         payload = decompress(header.compression, payload)
+    data = payload if isinstance(payload, bytes) else bytes(payload)
+    base_offset = header.base_offset
+    base_timestamp = header.base_timestamp
     log_append = header.timestamp_type == TimestampType.LOG_APPEND_TIME
-    records: list[Record] = []
+    records: list[RecordFields] = []
     p = 0
-    n = len(payload)
-    for _ in range(header.records_count):
-        length, p = decode_varint(payload, p, 5)
-        body_end = p + length
-        if length < 0 or body_end > n:
-            raise CorruptRecordError(
-                f"record in batch at offset {header.base_offset} declares length {length} "
-                f"beyond the batch's data"
+    n = len(data)
+    try:
+        for _ in range(header.records_count):
+            # Each field: a one-byte varint, a two-byte one, or decode_varint.
+            b = data[p]
+            if b < 0x80:
+                length = (b >> 1) ^ -(b & 1)
+                p += 1
+            elif data[p + 1] < 0x80:
+                u = (b & 0x7F) | (data[p + 1] << 7)
+                length = (u >> 1) ^ -(u & 1)
+                p += 2
+            else:
+                length, p = decode_varint(data, p, 5)
+            body_end = p + length
+            if length < 0 or body_end > n:
+                raise CorruptRecordError(
+                    f"record in batch at offset {base_offset} declares length {length} "
+                    f"beyond the batch's data"
+                )
+            p += 1  # attributes: unused
+            b = data[p]
+            if b < 0x80:
+                ts_delta = (b >> 1) ^ -(b & 1)
+                p += 1
+            else:
+                ts_delta, p = decode_varint(data, p, 10)
+            b = data[p]
+            if b < 0x80:
+                offset_delta = (b >> 1) ^ -(b & 1)
+                p += 1
+            else:
+                offset_delta, p = decode_varint(data, p, 5)
+            key: bytes | None = None
+            b = data[p]
+            if b == 1:  # -1: a null key
+                p += 1
+            else:
+                if b < 0x80:
+                    size = (b >> 1) ^ -(b & 1)
+                    p += 1
+                else:
+                    size, p = decode_varint(data, p, 5)
+                if size >= 0:
+                    if p + size > body_end:
+                        raise CorruptRecordError(
+                            f"field of {size} bytes runs past the end of its record"
+                        )
+                    key = data[p : p + size]
+                    p += size
+            value: bytes | None = None
+            b = data[p]
+            if b == 1:
+                p += 1
+            else:
+                if b < 0x80:
+                    size = (b >> 1) ^ -(b & 1)
+                    p += 1
+                elif data[p + 1] < 0x80:
+                    u = (b & 0x7F) | (data[p + 1] << 7)
+                    size = (u >> 1) ^ -(u & 1)
+                    p += 2
+                else:
+                    size, p = decode_varint(data, p, 5)
+                if size >= 0:
+                    if p + size > body_end:
+                        raise CorruptRecordError(
+                            f"field of {size} bytes runs past the end of its record"
+                        )
+                    value = data[p : p + size]
+                    p += size
+            headers: tuple[RecordHeader, ...] = ()
+            if data[p] == 0:
+                p += 1
+            else:
+                headers, p = _read_headers(data, p, body_end)
+            if p != body_end:
+                raise CorruptRecordError(
+                    f"record in batch at offset {base_offset} has {body_end - p} bytes "
+                    f"beyond its declared fields"
+                )
+            records.append(
+                (
+                    base_offset + offset_delta,
+                    header.max_timestamp if log_append else base_timestamp + ts_delta,
+                    key,
+                    value,
+                    headers,
+                )
             )
-        p += 1  # attributes: unused
-        ts_delta, p = decode_varint(payload, p, 10)
-        offset_delta, p = decode_varint(payload, p, 5)
-        key, p = _read_bytes(payload, p, body_end)
-        value, p = _read_bytes(payload, p, body_end)
-        n_headers, p = decode_varint(payload, p, 5)
-        if n_headers < 0:
-            raise CorruptRecordError(f"record has a negative header count {n_headers}")
-        headers = []
-        for _h in range(n_headers):
-            hkey, p = _read_bytes(payload, p, body_end)
-            if hkey is None:
-                raise CorruptRecordError("record header with a null key")
-            hvalue, p = _read_bytes(payload, p, body_end)
-            headers.append(RecordHeader(hkey.decode("utf-8", "replace"), hvalue))
-        if p != body_end:
-            raise CorruptRecordError(
-                f"record in batch at offset {header.base_offset} has {body_end - p} bytes "
-                f"beyond its declared fields"
-            )
-        timestamp = header.max_timestamp if log_append else header.base_timestamp + ts_delta
-        records.append(
-            Record(header.base_offset + offset_delta, timestamp, key, value, tuple(headers))
-        )
+    except IndexError:
+        raise CorruptRecordError(
+            f"record in batch at offset {base_offset} runs past the end of the batch's data"
+        ) from None
     if p != n:
         raise CorruptRecordError(
-            f"incorrect declared batch size: batch at offset {header.base_offset} holds "
+            f"incorrect declared batch size: batch at offset {base_offset} holds "
             f"{n - p} bytes after its {header.records_count} records"
         )
     return records
+
+
+def _read_headers(data: bytes, p: int, body_end: int) -> tuple[tuple[RecordHeader, ...], int]:
+    n_headers, p = decode_varint(data, p, 5)
+    if n_headers < 0:
+        raise CorruptRecordError(f"record has a negative header count {n_headers}")
+    headers = []
+    for _h in range(n_headers):
+        hkey, p = _read_bytes(data, p, body_end)
+        if hkey is None:
+            raise CorruptRecordError("record header with a null key")
+        hvalue, p = _read_bytes(data, p, body_end)
+        headers.append(RecordHeader(hkey.decode("utf-8", "replace"), hvalue))
+    return tuple(headers), p
 
 
 def _read_bytes(buf: Buffer, pos: int, limit: int) -> tuple[bytes | None, int]:
