@@ -36,6 +36,7 @@ from prometheus_client.parser import text_string_to_metric_families
 ROOT = Path(__file__).resolve().parents[1]
 RECORD_BYTES = 1024
 REQUEST_METRIC = "kafka_network_requestmetrics_"
+GC_METRIC = "python_gc_collection_seconds"
 TIMES = ("totaltimems", "localtimems", "remotetimems")
 
 
@@ -70,6 +71,13 @@ class NodeMetrics:
             with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as r:
                 text = r.read().decode()
             for family in text_string_to_metric_families(text):
+                if family.name == GC_METRIC:
+                    for sample in family.samples:
+                        part = sample.name.rsplit("_", 1)[-1]
+                        if part in ("sum", "count"):
+                            key = (node, "gc", sample.labels["generation"], part)
+                            out[key] = out.get(key, 0.0) + sample.value
+                    continue
                 kind = family.name.removeprefix(REQUEST_METRIC)
                 if kind == family.name or kind not in TIMES:
                     continue
@@ -104,6 +112,14 @@ class NodeMetrics:
                 )
                 for kind in TIMES
             }
+        # The nodes' garbage-collector passes (node/gc_pauses.py): every thread waits them out.
+        out["gc"] = {
+            f"generation_{gen}": {
+                "passes": int(delta("gc", gen, "count")),
+                "seconds": round(delta("gc", gen, "sum"), 4),
+            }
+            for gen in ("0", "1", "2")
+        }
         return out
 
 
