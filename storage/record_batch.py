@@ -364,7 +364,8 @@ def decode_record_fields(
     (the Consumer): the same checks, without a Record per record.
 
     Varints of one or two bytes (lengths under 8 KiB, small deltas: nearly all of
-    them) are decoded inline; longer ones by decode_varint, which also bounds them."""
+    them) are decoded without decode_varint's loop; longer ones by decode_varint,
+    which also bounds them."""
     if header is None:
         header = check_batch(buf, pos)
     end = pos + header.size
@@ -380,17 +381,7 @@ def decode_record_fields(
     n = len(data)
     try:
         for _ in range(header.records_count):
-            # Each field: a one-byte varint, a two-byte one, or decode_varint.
-            b = data[p]
-            if b < 0x80:
-                length = (b >> 1) ^ -(b & 1)
-                p += 1
-            elif data[p + 1] < 0x80:
-                u = (b & 0x7F) | (data[p + 1] << 7)
-                length = (u >> 1) ^ -(u & 1)
-                p += 2
-            else:
-                length, p = decode_varint(data, p, 5)
+            length, p = _short_varint(data, p)
             body_end = p + length
             if length < 0 or body_end > n:
                 raise CorruptRecordError(
@@ -398,56 +389,18 @@ def decode_record_fields(
                     f"beyond the batch's data"
                 )
             p += 1  # attributes: unused
-            b = data[p]
-            if b < 0x80:
-                ts_delta = (b >> 1) ^ -(b & 1)
-                p += 1
-            else:
-                ts_delta, p = decode_varint(data, p, 10)
-            b = data[p]
-            if b < 0x80:
-                offset_delta = (b >> 1) ^ -(b & 1)
-                p += 1
-            else:
-                offset_delta, p = decode_varint(data, p, 5)
+            ts_delta, p = _short_varint(data, p, 10)
+            offset_delta, p = _short_varint(data, p)
             key: bytes | None = None
-            b = data[p]
-            if b == 1:  # -1: a null key
+            if data[p] == 1:  # zig-zag -1: a null key
                 p += 1
             else:
-                if b < 0x80:
-                    size = (b >> 1) ^ -(b & 1)
-                    p += 1
-                else:
-                    size, p = decode_varint(data, p, 5)
-                if size >= 0:
-                    if p + size > body_end:
-                        raise CorruptRecordError(
-                            f"field of {size} bytes runs past the end of its record"
-                        )
-                    key = data[p : p + size]
-                    p += size
+                key, p = _inline_blob(data, p, body_end)
             value: bytes | None = None
-            b = data[p]
-            if b == 1:
+            if data[p] == 1:
                 p += 1
             else:
-                if b < 0x80:
-                    size = (b >> 1) ^ -(b & 1)
-                    p += 1
-                elif data[p + 1] < 0x80:
-                    u = (b & 0x7F) | (data[p + 1] << 7)
-                    size = (u >> 1) ^ -(u & 1)
-                    p += 2
-                else:
-                    size, p = decode_varint(data, p, 5)
-                if size >= 0:
-                    if p + size > body_end:
-                        raise CorruptRecordError(
-                            f"field of {size} bytes runs past the end of its record"
-                        )
-                    value = data[p : p + size]
-                    p += size
+                value, p = _inline_blob(data, p, body_end)
             headers: tuple[RecordHeader, ...] = ()
             if data[p] == 0:
                 p += 1
@@ -477,6 +430,29 @@ def decode_record_fields(
             f"{n - p} bytes after its {header.records_count} records"
         )
     return records
+
+
+def _short_varint(data: bytes, p: int, max_bytes: int = 5) -> tuple[int, int]:
+    """A varint for decode_record_fields: one or two bytes (values within ±8191)
+    decoded inline, longer ones by decode_varint up to `max_bytes`."""
+    b = data[p]
+    if b < 0x80:
+        return (b >> 1) ^ -(b & 1), p + 1
+    c = data[p + 1]
+    if c < 0x80:
+        u = (b & 0x7F) | (c << 7)
+        return (u >> 1) ^ -(u & 1), p + 2
+    return decode_varint(data, p, max_bytes)
+
+
+def _inline_blob(data: bytes, p: int, limit: int) -> tuple[bytes | None, int]:
+    """_read_bytes for decode_record_fields, its length read by _short_varint."""
+    size, p = _short_varint(data, p)
+    if size < 0:
+        return None, p
+    if p + size > limit:
+        raise CorruptRecordError(f"field of {size} bytes runs past the end of its record")
+    return data[p : p + size], p + size
 
 
 def _read_headers(data: bytes, p: int, body_end: int) -> tuple[tuple[RecordHeader, ...], int]:
