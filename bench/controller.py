@@ -334,6 +334,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--dir", type=Path, default=None, help="parent of the temp dir (/tmp)")
     parser.add_argument("--keep", action="store_true", help="keep the nodes' data directory")
+    parser.add_argument("--plot", type=Path, default=None, help="write a PNG of the CDFs here")
     args = parser.parse_args(argv)
     if args.quick:
         args.kills = 3
@@ -431,8 +432,35 @@ def main(argv: Sequence[str] | None = None) -> int:
         "cpu_count": os.cpu_count(),
         "python": platform.python_version(),
     }
+    if args.plot is not None:
+        plot(args.plot, failover, elections, args.election_timeout_ms)
+        say(f"plot: {args.plot}")
     print(json.dumps(result), flush=True)
     return 0
+
+
+def plot(path: Path, failover: list[float], elections: list[float], timeout_ms: int) -> None:
+    """CDFs of the failover and election times, with issue 20's targets marked."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    for name, values in (("SIGKILL to a created topic", failover), ("election", elections)):
+        if values:
+            xs = sorted(values)
+            ax.step(xs, [(i + 1) / len(xs) for i in range(len(xs))], where="post", label=name)
+    ax.axvline(TARGET_MEDIAN_S, color="grey", linestyle="--", label="median target 1 s")
+    ax.axvline(2 * TARGET_MEDIAN_S, color="grey", linestyle=":", label="p99 target 2 s")
+    ax.axhline(0.5, color="lightgrey", linewidth=0.8)
+    ax.set_xlabel("seconds after the active controller's SIGKILL")
+    ax.set_ylabel("share of kills")
+    ax.set_title(f"controller failover, {len(failover)} kills, election timeout {timeout_ms} ms")
+    ax.legend(fontsize=8, loc="lower right")
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
 
 
 if __name__ == "__main__":

@@ -577,6 +577,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--profile-top", type=int, default=30)
     parser.add_argument("--dir", type=Path, default=None, help="parent of the temp dir (/tmp)")
     parser.add_argument("--keep", action="store_true", help="keep the node's data directory")
+    parser.add_argument("--plot", type=Path, default=None, help="write a PNG here")
     parser.add_argument("--seed", type=int, default=42)
     parser.add_argument("--serve-echo", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -758,8 +759,53 @@ def main(argv: Sequence[str] | None = None) -> int:
             + ("; the node ran under cProfile (inflated times)" if args.profile_node else ""),
         ],
     }
+    if args.plot is not None:
+        plot(args.plot, results, put, get)
+        say(f"plot: {args.plot}")
     print(json.dumps(result), flush=True)
     return 0
+
+
+def plot(
+    path: Path, results: dict[str, float | int | None], put: float | None, get: float | None
+) -> None:
+    """Each phase's MiB/s beside its gRPC ceiling, with issue 20's target for it."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    phases = [
+        ("produce_raw", put, TARGET_RAW_RATIO),
+        ("produce_client", put, TARGET_CLIENT_RATIO),
+        ("consume_raw", get, TARGET_RAW_RATIO),
+        ("consume_client", get, TARGET_CLIENT_RATIO),
+    ]
+    fig, ax = plt.subplots(figsize=(8, 4.5))
+    xs = list(range(len(phases)))
+    for x, (name, ceiling, goal) in zip(xs, phases, strict=True):
+        value = results.get(f"{name}_mb_s") or 0.0
+        ax.bar(x - 0.2, value, 0.4, color="tab:blue", label="seglog" if x == 0 else None)
+        if ceiling:
+            ax.bar(
+                x + 0.2, ceiling, 0.4, color="lightgrey", label="gRPC ceiling" if x == 0 else None
+            )
+            ax.hlines(
+                goal * ceiling,
+                x - 0.4,
+                x + 0.4,
+                colors="tab:red",
+                linestyles="--",
+                label="target" if x == 0 else None,
+            )
+            ax.annotate(f"{value / ceiling:.2f}", (x - 0.2, value), ha="center", va="bottom")
+    ax.set_xticks(xs, [name for name, _c, _g in phases])
+    ax.set_ylabel("MiB/s")
+    ax.set_title("one node, 1 KiB records: rate and share of the gRPC ceiling")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
 
 
 if __name__ == "__main__":
