@@ -726,6 +726,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--dir", type=Path, default=None, help="parent of the temp dir (/tmp)")
     parser.add_argument("--keep", action="store_true", help="keep the nodes' data directory")
     parser.add_argument("--seed", type=int, default=42)
+    parser.add_argument("--plot", type=Path, default=None, help="write a PNG here")
     args = parser.parse_args(argv)
     if args.seconds is None:
         args.seconds = 1.5 if args.quick else 8.0
@@ -970,8 +971,54 @@ def main(argv: Sequence[str] | None = None) -> int:
             + ("; the nodes ran under cProfile (inflated times)" if args.profile_node else ""),
         ],
     }
+    if args.plot is not None:
+        plot(args.plot, latency, unavailable, results.get("latency_rate_records_s"))
+        say(f"plot: {args.plot}")
     print(json.dumps(result), flush=True)
     return 0
+
+
+def plot(
+    path: Path, latency: list[float], unavailable: list[float], rate: float | int | None
+) -> None:
+    """The paced phase's latency CDF and the failover kills' unavailability CDF, each
+    with its target."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, (left, right) = plt.subplots(1, 2, figsize=(12, 4.5))
+    for ax, values, goal, goal_label, xlabel, title in (
+        (
+            left,
+            latency,
+            TARGET_P99_MS,
+            f"p99 target {TARGET_P99_MS:g} ms",
+            "ms from send() to the acknowledgement (log)",
+            f"acks=all latency per record at {rate or 0:,.0f} records/s",
+        ),
+        (
+            right,
+            unavailable,
+            TARGET_FAILOVER_MEDIAN_MS,
+            f"median target {TARGET_FAILOVER_MEDIAN_MS:g} ms",
+            "ms from the leader's SIGKILL to the next acknowledgement",
+            f"partition failover, {len(unavailable)} kills",
+        ),
+    ):
+        if values:
+            xs = sorted(values)
+            ax.step(xs, [(i + 1) / len(xs) for i in range(len(xs))], where="post")
+        ax.axvline(goal, color="grey", linestyle="--", label=goal_label)
+        ax.set_xlabel(xlabel)
+        ax.set_ylabel("share")
+        ax.set_title(title)
+        ax.legend(fontsize=8, loc="lower right")
+    left.set_xscale("log")
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
 
 
 def _median(values: list[float]) -> float | None:
