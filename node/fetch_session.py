@@ -47,7 +47,8 @@ class FetchSession:
     # One fetch at a time per session: a follower never overlaps its own.
     lock: threading.Lock = field(default_factory=threading.Lock)
     # Watches the partitions the session holds, for the session's life (fetch_wakeups).
-    waiter: FetchWaiter = field(default_factory=FetchWaiter)
+    # New records wake it, high-watermark moves do not (node/fetch_wakeups.py).
+    waiter: FetchWaiter = field(default_factory=lambda: FetchWaiter(hw_moves=False))
 
     def update(self, specs: Sequence[FetchSpec], forgotten: Sequence[TopicPartition]) -> None:
         for tp in forgotten:

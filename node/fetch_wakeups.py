@@ -11,6 +11,11 @@ A waiter is armed before each look at its partitions and waits only if nothing
 woke it since: a change after the arming is never missed. A follower's session keeps
 one waiter for its life (it watches what the session holds, changed incrementally as
 the session is); a sessionless fetch watches its partitions for one call.
+
+A high-watermark move wakes consumers' fetches only: it makes records readable to a
+consumer, but a follower reads up to the log end and its fetch answers on new records
+(min.bytes), so waking its session just had it look and sleep again. The follower
+learns the new high watermark with its next answer, as in Kafka.
 """
 
 from __future__ import annotations
@@ -22,10 +27,13 @@ TopicPartition = tuple[str, int]
 
 
 class FetchWaiter:
-    __slots__ = ("_event", "partitions", "retired")
+    __slots__ = ("_event", "partitions", "retired", "hw_moves")
 
-    def __init__(self) -> None:
+    def __init__(self, hw_moves: bool = True) -> None:
+        """`hw_moves`: whether a high-watermark move wakes it (a consumer's fetch) or
+        only new records do (a follower's session)."""
         self._event = threading.Event()
+        self.hw_moves = hw_moves
         self.partitions: set[TopicPartition] = set()  # what it watches (FetchWakeups')
         # Forgotten for good (its session was evicted, its fetch ended): a late watch
         # from a fetch still running must not register it again.
@@ -87,11 +95,19 @@ class FetchWakeups:
                 del self._by_partition[tp]
 
     def wake(self, partitions: Iterable[TopicPartition]) -> None:
-        """Something readable changed in these partitions."""
+        """Records were appended to these partitions."""
         with self._lock:
             for tp in partitions:
                 for waiter in self._by_partition.get(tp, ()):
                     waiter._wake()
+
+    def wake_for_hw(self, partitions: Iterable[TopicPartition]) -> None:
+        """These partitions' high watermarks moved: more is readable to consumers."""
+        with self._lock:
+            for tp in partitions:
+                for waiter in self._by_partition.get(tp, ()):
+                    if waiter.hw_moves:
+                        waiter._wake()
 
     def wake_all(self) -> None:
         """Metadata moved or the node is stopping: every waiting fetch looks again."""

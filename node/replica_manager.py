@@ -243,7 +243,7 @@ class ReplicaManager:
                 if future is not None and not future.done():
                     future.set_result(a)
             elif isinstance(a, pr.HighWatermarkUpdated):
-                self._wakeups.wake((hp.tp,))
+                self._wakeups.wake_for_hw((hp.tp,))
             elif isinstance(a, pr.SendAlterPartition):
                 if self._alter_partitions is not None:
                     # The ISR the change starts from, counted once the controller

@@ -193,3 +193,72 @@ def test_a_consumer_fetch_wakes_when_its_partition_becomes_readable(leader: Repl
     assert not t.is_alive() and time.monotonic() - started < 1.0
     (result,) = out[0]
     assert result.partition == 5 and result.records and result.high_watermark == 1
+
+
+def test_hw_moves_wake_consumers_not_follower_sessions() -> None:
+    wakeups = FetchWakeups()
+    consumer, session = FetchWaiter(), FetchWaiter(hw_moves=False)
+    for w in (consumer, session):
+        wakeups.watch(w, [A])
+        w.arm()
+    wakeups.wake_for_hw([A])
+    assert (consumer.woken(), session.woken()) == (True, False)
+    wakeups.wake([A])  # records appended: both look
+    assert session.woken()
+
+
+def test_a_follower_session_sleeps_through_a_hw_move_a_consumer_wakes_for(
+    leader: ReplicaManager,
+) -> None:
+    rm = leader
+    tp = ("u", 0)
+    rm._apply(
+        tp, new_topic_id(), PartitionState((1, 2, 3), (1, 2, 3), 1, 0, 0), LogConfig.defaults()
+    )
+    produce_to = lambda value: rm.produce(tp, build_batch([NewRecord(value)]), acks=1)  # noqa: E731
+    assert produce_to(b"first").error_name == "NONE"
+    spec = lambda offset: FetchSpec("u", 0, offset, 0, 1 << 20, -1)  # noqa: E731
+    # Replica 3 fetches the record in its session and reports offset 1; replica 2 has
+    # not fetched, so the high watermark stays at 0.
+    sid, _ = rm.fetch_in_session(
+        0, 0, [spec(0)], [], replica_id=3, max_wait_ms=0, min_bytes=1, max_bytes=1 << 20
+    )
+    rm.fetch_in_session(
+        sid, 1, [spec(1)], [], replica_id=3, max_wait_ms=0, min_bytes=1, max_bytes=1 << 20
+    )
+    assert rm._partitions[tp].plog.log.high_watermark == 0
+    waits = count_waits(rm)
+    follower, answered = in_thread(
+        lambda: rm.fetch_in_session(
+            sid, 2, [], [], replica_id=3, max_wait_ms=5_000, min_bytes=1, max_bytes=1 << 20
+        )
+    )
+    consumer, consumed = in_thread(
+        lambda: rm.fetch(
+            [FetchSpec("u", 0, 0, 0, 1 << 20)],
+            replica_id=-1,
+            max_wait_ms=5_000,
+            min_bytes=1,
+            max_bytes=1 << 20,
+        )
+    )
+    deadline = time.monotonic() + 5
+    while rm.waiting_fetches() < 2 and time.monotonic() < deadline:
+        time.sleep(0.005)
+    assert rm.waiting_fetches() == 2 and waits[0] == 2
+    # Replica 2 catches up: the high watermark moves to 1.
+    rm.fetch([spec(1)], replica_id=2, max_wait_ms=0, min_bytes=1, max_bytes=1 << 20)
+    assert rm._partitions[tp].plog.log.high_watermark == 1
+    consumer.join(timeout=5)
+    assert not consumer.is_alive(), "the consumer's fetch slept through the HW move"
+    ((result,),) = consumed
+    assert result.records and result.high_watermark == 1
+    time.sleep(0.1)
+    assert follower.is_alive() and waits[0] == 2, f"the follower woke {waits[0] - 2} times"
+    started = time.monotonic()
+    assert produce_to(b"second").error_name == "NONE"
+    follower.join(timeout=5)
+    assert not follower.is_alive() and time.monotonic() - started < 1.0
+    _sid, results = answered[0]
+    # The answer carries the new record and the high watermark it missed.
+    assert [(r.partition, bool(r.records), r.high_watermark) for r in results] == [(0, True, 1)]
