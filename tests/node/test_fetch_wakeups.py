@@ -137,6 +137,26 @@ def in_thread(fn: Any) -> tuple[threading.Thread, list[Any]]:
     return t, out
 
 
+def consumer_fetch(rm: ReplicaManager, tp: tuple[str, int]) -> tuple[threading.Thread, list[Any]]:
+    """A consumer's fetch from offset 0 of `tp`, long-polling up to 5 s in a thread."""
+    return in_thread(
+        lambda: rm.fetch(
+            [FetchSpec(tp[0], tp[1], 0, 0, 1 << 20)],
+            replica_id=-1,
+            max_wait_ms=5_000,
+            min_bytes=1,
+            max_bytes=1 << 20,
+        )
+    )
+
+
+def wait_until_waiting(rm: ReplicaManager, n: int) -> None:
+    deadline = time.monotonic() + 5
+    while rm.waiting_fetches() < n and time.monotonic() < deadline:
+        time.sleep(0.005)
+    assert rm.waiting_fetches() == n
+
+
 def test_a_follower_session_sleeps_through_other_partitions_appends(leader: ReplicaManager) -> None:
     rm = leader
     full = [FetchSpec("t", p, 0, 0, 1 << 20, -1) for p in (0, 1)]
@@ -150,10 +170,7 @@ def test_a_follower_session_sleeps_through_other_partitions_appends(leader: Repl
             sid, 1, [], [], replica_id=2, max_wait_ms=5_000, min_bytes=1, max_bytes=10 << 20
         )
     )
-    deadline = time.monotonic() + 5
-    while rm.waiting_fetches() == 0 and time.monotonic() < deadline:
-        time.sleep(0.005)
-    assert rm.waiting_fetches() == 1
+    wait_until_waiting(rm, 1)
     for i in range(5):  # partitions outside the session: appends and HW moves
         produce(rm, 2, b"not yours %d" % i)
         produce(rm, 5, b"not yours either %d" % i)
@@ -171,18 +188,8 @@ def test_a_follower_session_sleeps_through_other_partitions_appends(leader: Repl
 def test_a_consumer_fetch_wakes_when_its_partition_becomes_readable(leader: ReplicaManager) -> None:
     rm = leader
     waits = count_waits(rm)
-    t, out = in_thread(
-        lambda: rm.fetch(
-            [FetchSpec("t", 5, 0, 0, 1 << 20)],
-            replica_id=-1,
-            max_wait_ms=5_000,
-            min_bytes=1,
-            max_bytes=1 << 20,
-        )
-    )
-    deadline = time.monotonic() + 5
-    while rm.waiting_fetches() == 0 and time.monotonic() < deadline:
-        time.sleep(0.005)
+    t, out = consumer_fetch(rm, ("t", 5))
+    wait_until_waiting(rm, 1)
     for i in range(5):
         produce(rm, 6, b"elsewhere %d" % i)
     time.sleep(0.1)
@@ -233,19 +240,9 @@ def test_a_follower_session_sleeps_through_a_hw_move_a_consumer_wakes_for(
             sid, 2, [], [], replica_id=3, max_wait_ms=5_000, min_bytes=1, max_bytes=1 << 20
         )
     )
-    consumer, consumed = in_thread(
-        lambda: rm.fetch(
-            [FetchSpec("u", 0, 0, 0, 1 << 20)],
-            replica_id=-1,
-            max_wait_ms=5_000,
-            min_bytes=1,
-            max_bytes=1 << 20,
-        )
-    )
-    deadline = time.monotonic() + 5
-    while rm.waiting_fetches() < 2 and time.monotonic() < deadline:
-        time.sleep(0.005)
-    assert rm.waiting_fetches() == 2 and waits[0] == 2
+    consumer, consumed = consumer_fetch(rm, tp)
+    wait_until_waiting(rm, 2)
+    assert waits[0] == 2
     # Replica 2 catches up: the high watermark moves to 1.
     rm.fetch([spec(1)], replica_id=2, max_wait_ms=0, min_bytes=1, max_bytes=1 << 20)
     assert rm._partitions[tp].plog.log.high_watermark == 1
