@@ -32,8 +32,10 @@ def _positive_number(value: object) -> bool:
 @pytest.mark.long
 @pytest.mark.timeout(300)
 def test_quick_run_prints_json_last(tmp_path: Path) -> None:
+    data, picture = tmp_path / "data", tmp_path / "bench.png"
+    data.mkdir()
     proc = subprocess.run(
-        [sys.executable, str(BENCH), "--quick", "--dir", str(tmp_path)],
+        [sys.executable, str(BENCH), "--quick", "--dir", str(data), "--plot", str(picture)],
         capture_output=True,
         text=True,
         timeout=280,
@@ -62,4 +64,6 @@ def test_quick_run_prints_json_last(tmp_path: Path) -> None:
         assert _positive_number(s["failover_s"]) and s["attempts"] >= 1, s
     assert isinstance(result["python"], str) and result["python"]
     # The nodes' data directory is removed at the end.
-    assert list(tmp_path.iterdir()) == []
+    assert list(data.iterdir()) == []
+    # --plot wrote its picture.
+    assert picture.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and picture.stat().st_size > 10_000

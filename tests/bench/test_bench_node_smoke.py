@@ -38,8 +38,10 @@ def _positive_number(value: object) -> bool:
 
 @pytest.mark.timeout(240)
 def test_quick_run_prints_json_last(tmp_path: Path) -> None:
+    data, picture = tmp_path / "data", tmp_path / "bench.png"
+    data.mkdir()
     proc = subprocess.run(
-        [sys.executable, str(BENCH), "--quick", "--dir", str(tmp_path)],
+        [sys.executable, str(BENCH), "--quick", "--dir", str(data), "--plot", str(picture)],
         capture_output=True,
         text=True,
         timeout=220,
@@ -63,4 +65,6 @@ def test_quick_run_prints_json_last(tmp_path: Path) -> None:
     assert result["params"]["record_bytes"] == 1024
     assert isinstance(result["python"], str) and result["python"]
     # The node's data directory is removed at the end.
-    assert list(tmp_path.iterdir()) == []
+    assert list(data.iterdir()) == []
+    # --plot wrote its picture.
+    assert picture.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and picture.stat().st_size > 10_000

@@ -32,8 +32,10 @@ def _positive_number(value: object) -> bool:
 @pytest.mark.long
 @pytest.mark.timeout(300)
 def test_quick_run_prints_json_last(tmp_path: Path) -> None:
+    data, picture = tmp_path / "data", tmp_path / "bench.png"
+    data.mkdir()
     proc = subprocess.run(
-        [sys.executable, str(BENCH), "--quick", "--dir", str(tmp_path)],
+        [sys.executable, str(BENCH), "--quick", "--dir", str(data), "--plot", str(picture)],
         capture_output=True,
         text=True,
         timeout=280,
@@ -71,4 +73,6 @@ def test_quick_run_prints_json_last(tmp_path: Path) -> None:
     assert params["quick"] is True and params["kills"] == 3
     assert (params["record_bytes"], params["replication_factor"], params["acks"]) == (1024, 3, -1)
     # The nodes' data directory is removed at the end.
-    assert list(tmp_path.iterdir()) == []
+    assert list(data.iterdir()) == []
+    # --plot wrote its picture.
+    assert picture.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and picture.stat().st_size > 10_000
