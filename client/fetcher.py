@@ -708,7 +708,7 @@ class Fetcher:
         new = tuple.__new__  # ConsumerRecord's fields in order, without its __new__'s call
 
         def make(r: RecordFields, h: BatchHeader) -> ConsumerRecord:
-            _offset, _timestamp, key, value, record_headers = r
+            offset, timestamp, key, value, record_headers = r
             if record_headers:
                 headers = [(hd.key, hd.value) for hd in record_headers]
                 header_size = sum(
@@ -722,8 +722,8 @@ class Fetcher:
                     topic,
                     partition,
                     h.partition_leader_epoch,
-                    _offset,
-                    _timestamp,
+                    offset,
+                    timestamp,
                     (h.attributes >> 3) & 1,  # the timestamp type, without its enum
                     key_d(key) if key_d is not None else key,
                     value_d(value) if value_d is not None else value,

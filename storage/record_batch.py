@@ -369,16 +369,21 @@ def decode_record_fields(
     if header is None:
         header = check_batch(buf, pos)
     end = pos + header.size
-    payload: Buffer = memoryview(buf)[pos + HEADER_SIZE : end]
+    data: bytes
     if header.compression != CompressionType.NONE:
-        payload = decompress(header.compression, payload)
-    data = payload if isinstance(payload, bytes) else bytes(payload)
+        data = decompress(header.compression, memoryview(buf)[pos + HEADER_SIZE : end])
+        p, n = 0, len(data)
+    elif isinstance(buf, bytes):
+        # Read in place: no copy of the batch. A read past `n` cannot make a record
+        # valid: positions only grow and each record must end exactly at its length.
+        data, p, n = buf, pos + HEADER_SIZE, end
+    else:
+        data = bytes(memoryview(buf)[pos + HEADER_SIZE : end])
+        p, n = 0, len(data)
     base_offset = header.base_offset
     base_timestamp = header.base_timestamp
     log_append = header.timestamp_type == TimestampType.LOG_APPEND_TIME
     records: list[RecordFields] = []
-    p = 0
-    n = len(data)
     try:
         for _ in range(header.records_count):
             length, p = _short_varint(data, p)
