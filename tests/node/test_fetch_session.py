@@ -3,18 +3,14 @@ follower's incremental fetch against a real ReplicaManager over real logs."""
 
 from __future__ import annotations
 
-import random
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from replica_manager_fixtures import leading
 
 from seglog.node.fetch_session import FetchSessionCache, FetchSessionError
-from seglog.node.log_manager import LogManager
 from seglog.node.replica_manager import FetchSpec, ReplicaManager
-from seglog.replication.metadata_image import PartitionState
-from seglog.storage.log import now_ms
-from seglog.storage.log_config import BrokerLogSettings, LogConfig
-from seglog.storage.partition_metadata import new_topic_id
 from seglog.storage.record_batch import NewRecord, build_batch
 
 
@@ -47,24 +43,10 @@ PARTITIONS = 50
 
 
 @pytest.fixture
-def leader(tmp_path: Path):
+def leader(tmp_path: Path) -> Iterator[ReplicaManager]:
     """Node 1 leading PARTITIONS partitions with follower 2 in the ISR."""
-    logs = LogManager(
-        (tmp_path / "logs",),
-        LogConfig.defaults(),
-        BrokerLogSettings(),
-        clock=now_ms,
-        rng=random.Random(0),
-    )
-    logs.load()
-    rm = ReplicaManager(1, logs, lambda _t: LogConfig.defaults())
-    topic_id = new_topic_id()
-    state = PartitionState((1, 2), (1, 2), 1, 0, 0)
-    for p in range(PARTITIONS):
-        rm._apply(("t", p), topic_id, state, LogConfig.defaults())
-    yield rm
-    rm.shutdown()
-    logs.shutdown(-1)
+    with leading(tmp_path, [(1, 2)] * PARTITIONS) as rm:
+        yield rm
 
 
 def specs(offsets: dict[int, int]) -> list[FetchSpec]:

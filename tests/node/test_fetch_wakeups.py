@@ -4,7 +4,6 @@ consumer fetches against a real ReplicaManager over real logs."""
 
 from __future__ import annotations
 
-import random
 import threading
 import time
 from collections.abc import Iterator
@@ -12,14 +11,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from replica_manager_fixtures import leading
 
 from seglog.node.fetch_session import FetchSessionCache
 from seglog.node.fetch_wakeups import FetchWaiter, FetchWakeups
-from seglog.node.log_manager import LogManager
 from seglog.node.replica_manager import FetchSpec, ReplicaManager
 from seglog.replication.metadata_image import PartitionState
-from seglog.storage.log import now_ms
-from seglog.storage.log_config import BrokerLogSettings, LogConfig
+from seglog.storage.log_config import LogConfig
 from seglog.storage.partition_metadata import new_topic_id
 from seglog.storage.record_batch import NewRecord, build_batch
 
@@ -93,23 +91,8 @@ PARTITIONS = 8
 @pytest.fixture
 def leader(tmp_path: Path) -> Iterator[ReplicaManager]:
     """Node 1 leading partitions 0-3 with follower 2 in the ISR, and 4-7 alone."""
-    logs = LogManager(
-        (tmp_path / "logs",),
-        LogConfig.defaults(),
-        BrokerLogSettings(),
-        clock=now_ms,
-        rng=random.Random(0),
-    )
-    logs.load()
-    rm = ReplicaManager(1, logs, lambda _t: LogConfig.defaults())
-    topic_id = new_topic_id()
-    for p in range(PARTITIONS):
-        replicas = (1, 2) if p < 4 else (1,)
-        state = PartitionState(replicas, replicas, 1, 0, 0)
-        rm._apply(("t", p), topic_id, state, LogConfig.defaults())
-    yield rm
-    rm.shutdown()
-    logs.shutdown(-1)
+    with leading(tmp_path, [(1, 2) if p < 4 else (1,) for p in range(PARTITIONS)]) as rm:
+        yield rm
 
 
 def count_waits(rm: ReplicaManager) -> list[int]:
