@@ -1,0 +1,301 @@
+"""The floor under every seglog request: what one gRPC exchange costs in Python.
+
+A trivial service in a child process echoes 1 KiB messages; this process calls it
+one exchange at a time (round trips, not throughput). Four shapes, alternated over
+--rounds so that the machine's drift spreads over all of them:
+
+- unary-sync: a unary call to a `grpc.server` with a thread pool (how the node serves
+  Produce and Fetch, and how followers and clients call it);
+- unary-aio: the same call to a `grpc.aio.server` with an `async def` handler;
+- stream-sync: one message each way on a long-lived bidirectional stream, sync server;
+- stream-aio: the same stream, aio server.
+
+Per shape: exchanges/s, the server's and this process's CPU per exchange (user+sys
+from /proc), and the server's context switches per exchange (every thread's
+voluntary and involuntary switches). The last stdout line is JSON.
+
+    python bench/grpc_floor.py [--quick] [--exchanges N] [--rounds R] [--plot out.png]
+
+GRPC_EXPERIMENTS in the environment reaches both processes (gRPC's own switches for
+its I/O engine), so the same command compares them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import queue
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator, Sequence
+from concurrent import futures
+from pathlib import Path
+from typing import Any
+
+import grpc
+
+SHAPES = ("unary-sync", "unary-aio", "stream-sync", "stream-aio")
+SERVICE = "floor.Echo"
+PAYLOAD = b"\xa5" * 1024
+WARM_UP = 300
+
+
+def say(msg: str) -> None:
+    print(msg, file=sys.stderr, flush=True)
+
+
+def _same(message: bytes) -> bytes:
+    return message
+
+
+# --- the echo server (child process) -------------------------------------------------------
+
+
+def _handlers(aio: bool) -> grpc.GenericRpcHandler:
+    def unary(request: bytes, _context: Any) -> bytes:
+        return request
+
+    async def unary_async(request: bytes, _context: Any) -> bytes:
+        return request
+
+    def stream(requests: Iterator[bytes], _context: Any) -> Iterator[bytes]:
+        yield from requests
+
+    async def stream_async(requests: Any, _context: Any) -> Any:
+        async for message in requests:
+            yield message
+
+    return grpc.method_handlers_generic_handler(
+        SERVICE,
+        {
+            "Unary": grpc.unary_unary_rpc_method_handler(
+                unary_async if aio else unary, _same, _same
+            ),
+            "Stream": grpc.stream_stream_rpc_method_handler(
+                stream_async if aio else stream, _same, _same
+            ),
+        },
+    )
+
+
+def serve(aio: bool) -> None:
+    """Print the port, then serve until killed."""
+    if not aio:
+        server = grpc.server(futures.ThreadPoolExecutor(max_workers=16))
+        server.add_generic_rpc_handlers([_handlers(False)])
+        port = server.add_insecure_port("127.0.0.1:0")
+        server.start()
+        print(port, flush=True)
+        server.wait_for_termination()
+        return
+
+    async def main() -> None:
+        server = grpc.aio.server()
+        server.add_generic_rpc_handlers([_handlers(True)])
+        port = server.add_insecure_port("127.0.0.1:0")
+        await server.start()
+        print(port, flush=True)
+        await server.wait_for_termination()
+
+    asyncio.run(main())
+
+
+# --- measuring (this process) ----------------------------------------------------------------
+
+
+def cpu_s(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def context_switches(pid: int) -> int:
+    total = 0
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        try:
+            status = Path(f"/proc/{pid}/task/{tid}/status").read_text()
+        except FileNotFoundError:
+            continue  # the thread ended between listing and reading
+        for line in status.splitlines():
+            if "ctxt_switches:" in line:  # voluntary and nonvoluntary
+                total += int(line.split()[1])
+    return total
+
+
+class Server:
+    def __init__(self, aio: bool) -> None:
+        self.proc = subprocess.Popen(
+            [sys.executable, __file__, "--serve", "aio" if aio else "sync"],
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        assert self.proc.stdout is not None
+        line = self.proc.stdout.readline()
+        if not line.strip().isdigit():
+            self.proc.kill()
+            raise RuntimeError(f"the echo server did not start (printed {line!r})")
+        self.port = int(line)
+
+    def stop(self) -> None:
+        self.proc.kill()
+        self.proc.wait(timeout=30)
+
+
+def exchange_fn(
+    channel: grpc.Channel, stream: bool
+) -> tuple[Callable[[], bytes], Callable[[], None]]:
+    """One exchange (call or stream message) and a closer."""
+    if not stream:
+        unary = channel.unary_unary(f"/{SERVICE}/Unary")
+        return (lambda: unary(PAYLOAD, timeout=30)), (lambda: None)
+    outbox: queue.SimpleQueue[bytes | None] = queue.SimpleQueue()
+
+    def requests() -> Iterator[bytes]:
+        while (message := outbox.get()) is not None:
+            yield message
+
+    responses = channel.stream_stream(f"/{SERVICE}/Stream")(requests())
+
+    def one() -> bytes:
+        outbox.put(PAYLOAD)
+        return next(responses)  # type: ignore[no-any-return]
+
+    def close() -> None:
+        outbox.put(None)
+        responses.cancel()
+
+    return one, close
+
+
+def measure(shape: str, exchanges: int) -> dict[str, float]:
+    server = Server(aio=shape.endswith("aio"))
+    channel = grpc.insecure_channel(f"127.0.0.1:{server.port}")
+    try:
+        one, close = exchange_fn(channel, stream=shape.startswith("stream"))
+        for _ in range(WARM_UP):
+            if one() != PAYLOAD:
+                raise RuntimeError(f"{shape}: the echo differs from what was sent")
+        me, pid = os.getpid(), server.proc.pid
+        server_cpu, client_cpu, switches = cpu_s(pid), cpu_s(me), context_switches(pid)
+        start = time.perf_counter()
+        for _ in range(exchanges):
+            one()
+        elapsed = time.perf_counter() - start
+        result = {
+            "exchanges_s": round(exchanges / elapsed),
+            "server_cpu_us": round((cpu_s(pid) - server_cpu) / exchanges * 1e6, 1),
+            "client_cpu_us": round((cpu_s(me) - client_cpu) / exchanges * 1e6, 1),
+            "server_switches": round((context_switches(pid) - switches) / exchanges, 2),
+        }
+        close()
+        return result
+    finally:
+        channel.close()
+        server.stop()
+
+
+def summarise(runs: Sequence[dict[str, float]]) -> dict[str, float]:
+    return {key: round(statistics.median(r[key] for r in runs), 2) for key in runs[0]}
+
+
+def plot(path: Path, figures: dict[str, dict[str, float]]) -> None:
+    """Server and client CPU per exchange, by shape."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    shapes = list(figures)
+    fig, ax = plt.subplots(figsize=(7, 4))
+    xs = range(len(shapes))
+    server = [figures[s]["server_cpu_us"] for s in shapes]
+    client = [figures[s]["client_cpu_us"] for s in shapes]
+    ax.bar([x - 0.2 for x in xs], server, width=0.4, label="server CPU per exchange")
+    ax.bar([x + 0.2 for x in xs], client, width=0.4, label="caller CPU per exchange")
+    for x, s in zip(xs, shapes, strict=True):
+        ax.annotate(
+            f"{figures[s]['server_switches']:.1f} switches",
+            (x - 0.2, server[x]),
+            ha="center",
+            va="bottom",
+            fontsize=8,
+        )
+    ax.set_xticks(list(xs), shapes)
+    ax.set_ylabel("µs of CPU (user+sys), median of rounds")
+    ax.set_title("one 1 KiB gRPC exchange in Python (grpcio " + grpc.__version__ + ")")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+
+
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--exchanges", type=int, default=None, help="per shape per round (4000)")
+    parser.add_argument("--rounds", type=int, default=None, help="alternations (3)")
+    parser.add_argument(
+        "--shapes", default=",".join(SHAPES), help="comma list of " + ",".join(SHAPES)
+    )
+    parser.add_argument("--quick", action="store_true", help="few exchanges, for a smoke run")
+    parser.add_argument("--plot", type=Path, default=None, help="write a PNG here")
+    parser.add_argument("--serve", choices=("sync", "aio"), help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.exchanges is None:
+        args.exchanges = 300 if args.quick else 4000
+    if args.rounds is None:
+        args.rounds = 1 if args.quick else 3
+    args.shapes = [s.strip() for s in args.shapes.split(",") if s.strip()]
+    unknown = [s for s in args.shapes if s not in SHAPES]
+    if unknown or not args.shapes:
+        parser.error(f"unknown or no shape(s) {unknown}; choose from {list(SHAPES)}")
+    if args.exchanges < 1 or args.rounds < 1:
+        parser.error("--exchanges and --rounds must be at least 1")
+    return args
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_args(argv)
+    if args.serve:
+        serve(args.serve == "aio")
+        return 0
+    load_before = os.getloadavg()
+    runs: dict[str, list[dict[str, float]]] = {s: [] for s in args.shapes}
+    for r in range(args.rounds):
+        order = args.shapes if r % 2 == 0 else list(reversed(args.shapes))
+        for shape in order:
+            figures = measure(shape, args.exchanges)
+            runs[shape].append(figures)
+            say(f"round {r + 1} {shape}: {figures}")
+    medians = {s: summarise(v) for s, v in runs.items()}
+    if args.plot is not None:
+        plot(args.plot, medians)
+        say(f"plot: {args.plot}")
+    result = {
+        "benchmark": "grpc_floor",
+        "shapes": medians,
+        "runs": runs,
+        "grpc_experiments": os.environ.get("GRPC_EXPERIMENTS", ""),
+        "grpcio": grpc.__version__,
+        "params": {
+            "exchanges": args.exchanges,
+            "rounds": args.rounds,
+            "payload_bytes": len(PAYLOAD),
+        },
+        "load_average": {"before": load_before, "after": os.getloadavg()},
+        "cpu_count": os.cpu_count(),
+        "python": sys.version.split()[0],
+        "units": "exchanges/s; µs of CPU per exchange; context switches per exchange",
+        "notes": [
+            "one exchange at a time: a round trip's cost, not a throughput ceiling",
+            "server_switches counts every thread of the echo server process",
+        ],
+    }
+    print(json.dumps(result))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
