@@ -10,6 +10,7 @@ then (Kafka closes a batch at drain time for the same reason).
 
 from __future__ import annotations
 
+import functools
 import threading
 import time
 from collections import deque
@@ -30,7 +31,7 @@ from .future import BatchOutcome, FutureRecordMetadata
 
 # Worst-case varint sizes of a record's framing: length(5) attributes(1)
 # timestampDelta(10) offsetDelta(5) keyLength(5) valueLength(5) headerCount(5).
-_RECORD_OVERHEAD = 36
+RECORD_OVERHEAD = 36
 _HEADER_OVERHEAD = 10  # key length + value length varints
 
 
@@ -38,10 +39,22 @@ def estimate_record_size(
     key: bytes | None, value: bytes | None, headers: Sequence[tuple[str, bytes | None]]
 ) -> int:
     """An upper bound of the record's encoded size inside an uncompressed batch."""
-    size = _RECORD_OVERHEAD + (len(key) if key else 0) + (len(value) if value else 0)
+    size = RECORD_OVERHEAD + (len(key) if key else 0) + (len(value) if value else 0)
     for hkey, hvalue in headers:
         size += _HEADER_OVERHEAD + len(hkey.encode("utf-8")) + (len(hvalue) if hvalue else 0)
     return size
+
+
+def _varint_bytes(n: int) -> bytes:
+    out = bytearray()
+    encode_varint(n, out)
+    return bytes(out)
+
+
+# The zig-zag varints of 0 .. 2^14-1 (one or two bytes): a record's deltas and the
+# lengths of records up to 16 KiB are looked up instead of encoded, call-free.
+_SMALL = 1 << 14
+_VARINTS = tuple(_varint_bytes(n) for n in range(_SMALL))
 
 
 def _append_record(
@@ -53,20 +66,24 @@ def _append_record(
     headers: Sequence[tuple[str, bytes | None]],
 ) -> None:
     """Append one v2 record to a batch's records section, copying the value once."""
+    small, varints = _SMALL, _VARINTS
     head = bytearray(b"\x00")  # attributes
-    encode_varint(timestamp_delta, head)
-    encode_varint(offset_delta, head)
+    head += (
+        varints[timestamp_delta] if 0 <= timestamp_delta < small else _varint_bytes(timestamp_delta)
+    )
+    head += varints[offset_delta] if offset_delta < small else _varint_bytes(offset_delta)
     if key is None:
         head.append(0x01)  # zig-zag -1: null
     else:
-        encode_varint(len(key), head)
+        n = len(key)
+        head += varints[n] if n < small else _varint_bytes(n)
         head += key
     if value is None:
         head.append(0x01)
         value_len = 0
     else:
         value_len = len(value)
-        encode_varint(value_len, head)
+        head += varints[value_len] if value_len < small else _varint_bytes(value_len)
     tail: bytes | bytearray
     if headers:
         tail = bytearray()
@@ -82,7 +99,8 @@ def _append_record(
                 tail += hvalue
     else:
         tail = _NO_HEADERS
-    encode_varint(len(head) + value_len + len(tail), out)
+    size = len(head) + value_len + len(tail)
+    out += varints[size] if size < small else _varint_bytes(size)
     out += head
     if value is not None:
         out += value
@@ -201,6 +219,11 @@ class AppendResult(NamedTuple):
     aborted: bool  # abort_on_new_batch was set and a new batch was needed
 
 
+# tuple.__new__ skips the NamedTuple's generated __new__ (a Python call per record).
+_new_result = functools.partial(tuple.__new__, AppendResult)
+_ABORTED = AppendResult(None, False, False, True)
+
+
 class RecordAccumulator:
     def __init__(self, *, batch_size: int, linger_ms: int, buffer_memory: int) -> None:
         self.batch_size = batch_size
@@ -211,7 +234,8 @@ class RecordAccumulator:
         self._incomplete: set[ProducerBatch] = set()
         self._flushes = 0
         self._closed = False
-        self._memory = threading.Condition()
+        self._memory_lock = threading.Lock()
+        self._memory = threading.Condition(self._memory_lock)
         self._available = buffer_memory
 
     # --- buffer memory -------------------------------------------------------------
@@ -221,10 +245,11 @@ class RecordAccumulator:
         to free some; KafkaTimeoutError when it does not."""
         if size > self.buffer_memory:
             raise ValueError(f"{size} bytes can never fit in buffer_memory {self.buffer_memory}")
-        with self._memory:
+        with self._memory_lock:  # the common case, without the Condition's Python layer
             if self._available >= size and not self._closed:
                 self._available -= size
                 return
+        with self._memory:
             if not self._memory.wait_for(
                 lambda: self._available >= size or self._closed, max(timeout_s, 0)
             ):
@@ -275,9 +300,9 @@ class RecordAccumulator:
                     last.reserved += reserved
                     full = last.size >= self.batch_size
                     last.closed |= full
-                    return AppendResult(future, full, False, False)
+                    return _new_result((future, full, False, False))
             if abort_on_new_batch:
-                return AppendResult(None, False, False, True)
+                return _ABORTED
             closed_last = last is not None and not last.closed
             if last is not None:
                 last.closed = True
@@ -288,7 +313,7 @@ class RecordAccumulator:
             batch.closed = batch.size >= self.batch_size
             dq.append(batch)
             self._incomplete.add(batch)
-            return AppendResult(future, closed_last or batch.closed, True, False)
+            return _new_result((future, closed_last or batch.closed, True, False))
 
     # --- the sender thread -------------------------------------------------------------
 

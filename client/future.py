@@ -151,7 +151,8 @@ class BatchOutcome:
         "log_append_time",
         "log_start_offset",
         "error",
-        "latch",
+        "_latch",
+        "_released",
         "_lock",
         "_callbacks",
     )
@@ -163,7 +164,9 @@ class BatchOutcome:
         self.log_append_time = -1
         self.log_start_offset = -1
         self.error: BaseException | None = None
-        self.latch = threading.Event()
+        # Made on the first wait only: most batches are never waited on one by one.
+        self._latch: threading.Event | None = None
+        self._released = False  # done and every callback run: waiters may go
         self._lock = threading.Lock()
         # (record index, on success?, fn), created on the first add_callback/add_errback.
         self._callbacks: list[tuple[int, bool, Callable[[Any], Any]]] | None = None
@@ -193,7 +196,21 @@ class BatchOutcome:
             for _index, on_success, fn in callbacks:
                 if on_success == ok:
                     _run(fn, None if ok else self.error)
-        self.latch.set()
+        with self._lock:
+            self._released = True
+            latch = self._latch
+        if latch is not None:
+            latch.set()
+
+    @property
+    def latch(self) -> threading.Event:
+        """Set once the outcome is complete and its callbacks have run."""
+        with self._lock:
+            if self._latch is None:
+                self._latch = threading.Event()
+                if self._released:
+                    self._latch.set()
+            return self._latch
 
     def add(self, index: int, on_success: bool, fn: Callable[[Any], Any]) -> bool:
         """Register `fn` for record `index`; False when already done (run it now)."""

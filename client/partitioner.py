@@ -96,6 +96,10 @@ class DefaultPartitioner:
             raise ValueError(f"topic {topic!r} has no partitions")
         if key is not None:
             return partitions[partition_for_key(key, len(partitions))]
+        # A dict read is atomic: the sticky choice needs the lock only to change it.
+        current = self._sticky.get(topic)
+        if current is not None and current in (available or partitions):
+            return current
         with self._lock:
             current = self._sticky.get(topic)
             pool = available or partitions

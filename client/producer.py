@@ -49,7 +49,13 @@ from seglog.storage.record_batch import (
     increment_sequence,
 )
 
-from .accumulator import ProducerBatch, RecordAccumulator, abort_error, estimate_record_size
+from .accumulator import (
+    RECORD_OVERHEAD,
+    ProducerBatch,
+    RecordAccumulator,
+    abort_error,
+    estimate_record_size,
+)
 from .cluster import (
     AUTHENTICATION_ERRORS,
     ClusterMetadata,
@@ -264,18 +270,35 @@ class Producer:
             timestamp_ms = int(time.time() * 1000)
         elif not isinstance(timestamp_ms, int) or timestamp_ms < 0:
             raise ValueError(f"timestamp_ms must be a non-negative int, got {timestamp_ms!r}")
-        key_bytes = _serialize("key", key, self._key_serializer)
-        value_bytes = _serialize("value", value, self._value_serializer)
-        header_list = _check_headers(headers)
+        # The common shapes (bytes or None, no serializer, no headers) without calls.
+        key_bytes = (
+            key
+            if key is None or (type(key) is bytes and self._key_serializer is None)
+            else _serialize("key", key, self._key_serializer)
+        )
+        value_bytes = (
+            value
+            if value is None or (type(value) is bytes and self._value_serializer is None)
+            else _serialize("value", value, self._value_serializer)
+        )
+        header_list = _check_headers(headers) if headers else ()
 
         deadline = time.monotonic() + self.max_block_s
-        info = self._topic_info(topic, partition, deadline)
+        info = self._topic_cache.get(topic)
+        if info is None or info.version != self._metadata_version or partition is not None:
+            info = self._topic_info(topic, partition, deadline)
         ids, available = info.ids, info.available
         chosen = partition
         if chosen is None:
             chosen = self._choose(topic, key_bytes, ids, available)
 
-        size = estimate_record_size(key_bytes, value_bytes, header_list)
+        size = (
+            estimate_record_size(key_bytes, value_bytes, header_list)
+            if header_list
+            else RECORD_OVERHEAD
+            + (len(key_bytes) if key_bytes else 0)
+            + (len(value_bytes) if value_bytes else 0)
+        )
         if size + HEADER_SIZE > self.max_request_size or size > self.buffer_memory:
             return failed_future(
                 MessageTooLargeError(
@@ -288,7 +311,7 @@ class Producer:
         sizes = (
             len(key_bytes) if key_bytes is not None else -1,
             len(value_bytes) if value_bytes is not None else -1,
-            _header_size(header_list),
+            _header_size(header_list) if header_list else -1,
         )
         record = (timestamp_ms, key_bytes, value_bytes, header_list)
         sticky = partition is None and key_bytes is None and self._on_new_batch is not None
@@ -493,7 +516,8 @@ class Sender(threading.Thread):
     # --- control from other threads ----------------------------------------------------
 
     def wakeup(self) -> None:
-        self._wake.set()
+        if not self._wake.is_set():  # set already: Event.set's lock and notify for nothing
+            self._wake.set()
 
     def initiate_close(self) -> None:
         self._running = False
