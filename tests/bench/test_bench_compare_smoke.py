@@ -63,7 +63,14 @@ def test_short_run_prints_both_systems_and_json_last(tmp_path: Path) -> None:
             assert s["p50_ms"] <= s["p99_ms"], s
     ratios = result["ratios_seglog_over_jetstream"]
     assert _positive_number(ratios["throughput_records_s"])
-    assert set(ratios) == {"throughput_records_s", "p50_at_500", "p99_at_500"} | {
+    tuned = result["seglog"]["throughput_tuned"]
+    assert _positive_number(tuned["records_s"]) and _positive_number(tuned["mb_s"]), tuned
+    assert _positive_number(ratios["throughput_tuned_records_s"])
+    assert result["params"]["tuned_batch_size"] == 262144
+    assert set(ratios) == {"throughput_records_s", "throughput_tuned_records_s"} | {
+        "p50_at_500",
+        "p99_at_500",
+    } | {
         "p50_at_2000",
         "p99_at_2000",
     }
