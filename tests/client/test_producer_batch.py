@@ -5,6 +5,7 @@ batch's one shared outcome."""
 from __future__ import annotations
 
 import threading
+import time
 
 import pytest
 from hypothesis import given, settings
@@ -110,6 +111,46 @@ def test_a_failed_batch_fails_every_record_and_wakes_waiters() -> None:
     assert f.is_done and f.failed()
     with pytest.raises(ValueError, match="too large"):
         f.get(timeout=0)
+
+
+def test_a_waiting_caller_is_let_go_only_after_the_batch_callbacks() -> None:
+    """The latch is made on the first wait: a caller already waiting when the batch
+    completes is let go after every callback has run, and a latch first asked for
+    after completion is already set."""
+    batch = ProducerBatch(TP, 0.0)
+    futures = _fill(batch, [(1, None, b"a", ()), (2, None, b"b", ())])
+    gate = threading.Event()
+    order: list[str] = []
+
+    def slow(_md: object) -> None:
+        assert gate.wait(10)
+        order.append("callback")
+
+    futures[0].add_callback(slow)
+    waiting = threading.Event()
+
+    def waiter() -> None:
+        waiting.set()
+        futures[1].get(timeout=10)
+        order.append("waiter")
+
+    w = threading.Thread(target=waiter)
+    w.start()
+    assert waiting.wait(10)
+    while batch.outcome._latch is None:  # the waiter has made the latch and waits on it
+        time.sleep(0.001)
+    completer = threading.Thread(target=batch.complete, args=(10, -1, 0))
+    completer.start()
+    w.join(0.3)
+    assert w.is_alive(), "the waiter went before the batch's callbacks had run"
+    gate.set()
+    w.join(10)
+    completer.join(10)
+    assert order == ["callback", "waiter"]
+    later = ProducerBatch(TP, 0.0)
+    _fill(later, [(1, None, b"c", ())])
+    later.complete(0, -1, 0)
+    assert later.latch.is_set()  # made after completion: set at once
 
 
 _BOUNDARY = st.sampled_from([0, 1, 63, 64, 8191, 8192, 16383, 16384, 16385, 70_000])
