@@ -31,7 +31,7 @@ from .future import BatchOutcome, FutureRecordMetadata
 
 # Worst-case varint sizes of a record's framing: length(5) attributes(1)
 # timestampDelta(10) offsetDelta(5) keyLength(5) valueLength(5) headerCount(5).
-RECORD_OVERHEAD = 36
+_RECORD_OVERHEAD = 36
 _HEADER_OVERHEAD = 10  # key length + value length varints
 
 
@@ -39,7 +39,7 @@ def estimate_record_size(
     key: bytes | None, value: bytes | None, headers: Sequence[tuple[str, bytes | None]]
 ) -> int:
     """An upper bound of the record's encoded size inside an uncompressed batch."""
-    size = RECORD_OVERHEAD + (len(key) if key else 0) + (len(value) if value else 0)
+    size = _RECORD_OVERHEAD + (len(key) if key else 0) + (len(value) if value else 0)
     for hkey, hvalue in headers:
         size += _HEADER_OVERHEAD + len(hkey.encode("utf-8")) + (len(hvalue) if hvalue else 0)
     return size

@@ -49,13 +49,7 @@ from seglog.storage.record_batch import (
     increment_sequence,
 )
 
-from .accumulator import (
-    RECORD_OVERHEAD,
-    ProducerBatch,
-    RecordAccumulator,
-    abort_error,
-    estimate_record_size,
-)
+from .accumulator import ProducerBatch, RecordAccumulator, abort_error, estimate_record_size
 from .cluster import (
     AUTHENTICATION_ERRORS,
     ClusterMetadata,
@@ -292,13 +286,7 @@ class Producer:
         if chosen is None:
             chosen = self._choose(topic, key_bytes, ids, available)
 
-        size = (
-            estimate_record_size(key_bytes, value_bytes, header_list)
-            if header_list
-            else RECORD_OVERHEAD
-            + (len(key_bytes) if key_bytes else 0)
-            + (len(value_bytes) if value_bytes else 0)
-        )
+        size = estimate_record_size(key_bytes, value_bytes, header_list)
         if size + HEADER_SIZE > self.max_request_size or size > self.buffer_memory:
             return failed_future(
                 MessageTooLargeError(
