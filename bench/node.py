@@ -9,6 +9,13 @@ Phases, in this order (each timed for --seconds, wall clock):
    produce direction), `Get` takes 8 bytes and answers 1 MiB (the consume direction).
    Measured before and after the node phases; the higher of the two runs is the
    ceiling (the harder ratio).
+   floor: the same process also answers the node's own Produce and Fetch messages
+   (protobuf, as the node's servicer parses and builds them) without storing or reading
+   anything: produce_floor sends produce_raw's requests and gets one answer per
+   partition; consume_floor sends consume_raw's requests and gets whole batches cut
+   from a prebuilt stream. What a node on this stack (grpcio's Python server, protobuf
+   messages) could reach if its own work cost nothing; measured after the first
+   ceiling run.
 2. produce_raw (the node): pre-built, pre-serialized ProduceRequests, each carrying
    ~1 MiB of RecordBatch v2 (batches of ~16 KiB, 1 KiB records, no compression) spread
    over every partition, acks=1, sent by raw Produce RPCs.
@@ -79,9 +86,11 @@ CHANNEL_OPTIONS = [
 ECHO_SERVICE = "seglogbench.Echo"
 PRODUCE_METHOD = "/seglog.v1.SegLog/Produce"
 FETCH_METHOD = "/seglog.v1.SegLog/Fetch"
+FLOOR_PRODUCE = f"/{ECHO_SERVICE}/Produce"
+FLOOR_FETCH = f"/{ECHO_SERVICE}/Fetch"
 TOPIC_RAW = "bench-raw"
 TOPIC_CLIENT = "bench-client"
-PHASES = ("ceiling", "produce_raw", "produce_client", "consume_raw", "consume_client")
+PHASES = ("ceiling", "floor", "produce_raw", "produce_client", "consume_raw", "consume_client")
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -102,15 +111,27 @@ def load_node_process() -> ModuleType:
 # --- the ceiling: a trivial gRPC service in a second process --------------------------------
 
 
-def serve_echo() -> int:
-    """Child mode: serve Put/Get on a free loopback port, print the port, run until
-    stdin closes or SIGTERM. The node's malloc thresholds too (node/allocator.py), so
-    the ceiling is what the node's own process settings allow."""
+def serve_echo(batches: Batches) -> int:
+    """Child mode: serve Put/Get (and the floor's Produce/Fetch) on a free loopback
+    port, print the port, run until stdin closes or SIGTERM. The node's malloc
+    thresholds too (node/allocator.py), so the ceiling is what the node's own process
+    settings allow."""
     allocator.tune_malloc()
     payload = random.Random(7).randbytes(MIB)
+    floor = FloorService(batches)
     handlers = {
         "Put": grpc.unary_unary_rpc_method_handler(lambda request, context: b"ok"),
         "Get": grpc.unary_unary_rpc_method_handler(lambda request, context: payload),
+        "Produce": grpc.unary_unary_rpc_method_handler(
+            floor.produce,
+            request_deserializer=pb.ProduceRequest.FromString,
+            response_serializer=pb.ProduceResponse.SerializeToString,
+        ),
+        "Fetch": grpc.unary_unary_rpc_method_handler(
+            floor.fetch,
+            request_deserializer=pb.FetchRequest.FromString,
+            response_serializer=pb.FetchResponse.SerializeToString,
+        ),
     }
     server = grpc.server(
         futures.ThreadPoolExecutor(max_workers=16, thread_name_prefix="grpc"),
@@ -128,10 +149,47 @@ def serve_echo() -> int:
     return 0
 
 
+class FloorService:
+    """The node's Produce and Fetch with the node's own work taken out: the same
+    protobuf messages parsed and built, nothing stored or read. An answer per
+    partition, as the servicer gives; a fetch answer carries whole batches up to the
+    partition's byte limit (at least one), cut from a prebuilt stream, so the bytes
+    are copied into the message as the node copies a segment read."""
+
+    def __init__(self, batches: Batches) -> None:
+        one = batches.build(0)
+        self.stream = one * max(1, (4 * MIB) // len(one))
+        self.batch_bytes = len(one)
+        self.offsets = 0
+
+    def produce(self, request: pb.ProduceRequest, context: object) -> pb.ProduceResponse:
+        response = pb.ProduceResponse()
+        for t in request.topics:
+            tr = response.topics.add(name=t.name)
+            for p in t.partitions:
+                tr.partitions.add(partition=p.partition, base_offset=self.offsets)
+                self.offsets += len(p.records) // self.batch_bytes
+        return response
+
+    def fetch(self, request: pb.FetchRequest, context: object) -> pb.FetchResponse:
+        response = pb.FetchResponse()
+        budget = request.max_bytes
+        for t in request.topics:
+            tr = response.topics.add(name=t.name)
+            for p in t.partitions:
+                limit = min(p.partition_max_bytes, budget, len(self.stream))
+                cut = max(1, limit // self.batch_bytes) * self.batch_bytes
+                budget -= cut
+                tr.partitions.add(
+                    partition=p.partition, high_watermark=1 << 62, records=self.stream[:cut]
+                )
+        return response
+
+
 @contextlib.contextmanager
-def echo_process() -> Iterator[tuple[str, int]]:
+def echo_process(args: Sequence[str] = ()) -> Iterator[tuple[str, int]]:
     proc = subprocess.Popen(
-        [sys.executable, str(Path(__file__).resolve()), "--serve-echo"],
+        [sys.executable, str(Path(__file__).resolve()), "--serve-echo", *args],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         text=True,
@@ -374,12 +432,15 @@ def check_produce(response: pb.ProduceResponse) -> None:
 
 
 def measure_produce_raw(
-    address: str, requests: list[tuple[bytes, int]], lanes: int, seconds: float
+    address: str,
+    requests: list[tuple[bytes, int]],
+    lanes: int,
+    seconds: float,
+    method: str = PRODUCE_METHOD,
+    label: str = "produce_raw",
 ) -> float:
     with grpc.insecure_channel(address, CHANNEL_OPTIONS) as channel:
-        produce = channel.unary_unary(
-            PRODUCE_METHOD, response_deserializer=pb.ProduceResponse.FromString
-        )
+        produce = channel.unary_unary(method, response_deserializer=pb.ProduceResponse.FromString)
 
         def make_call(lane: int) -> Callable[[], int]:
             state = {"i": lane}
@@ -392,7 +453,7 @@ def measure_produce_raw(
 
             return call
 
-        return run_lanes(lanes, seconds, make_call, "produce_raw")
+        return run_lanes(lanes, seconds, make_call, label)
 
 
 def fill(address: str, requests: list[tuple[bytes, int]], total_bytes: int) -> None:
@@ -426,12 +487,18 @@ def next_offset(records: bytes, current: int) -> int:
 
 
 def measure_fetch_raw(
-    address: str, partitions: int, lanes: int, seconds: float, request_bytes: int
+    address: str,
+    partitions: int,
+    lanes: int,
+    seconds: float,
+    request_bytes: int,
+    method: str = FETCH_METHOD,
+    label: str = "consume_raw",
 ) -> float:
     lanes = min(lanes, partitions)
     with grpc.insecure_channel(address, CHANNEL_OPTIONS) as channel:
         fetch = channel.unary_unary(
-            FETCH_METHOD,
+            method,
             request_serializer=pb.FetchRequest.SerializeToString,
             response_deserializer=pb.FetchResponse.FromString,
         )
@@ -468,7 +535,7 @@ def measure_fetch_raw(
 
             return call
 
-        return run_lanes(lanes, seconds, make_call, "consume_raw")
+        return run_lanes(lanes, seconds, make_call, label)
 
 
 # --- clients ------------------------------------------------------------------------------
@@ -593,14 +660,17 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
+    batches = Batches(args.record_bytes, args.batch_bytes, args.seed)
     if args.serve_echo:
-        return serve_echo()
+        return serve_echo(batches)
     phases = set(args.phases)
     lanes, seconds = args.in_flight, args.seconds
     results: dict[str, float | int | None] = dict.fromkeys(
         (
             "ceiling_put_mb_s",
             "ceiling_get_mb_s",
+            "produce_floor_mb_s",
+            "consume_floor_mb_s",
             "produce_raw_mb_s",
             "produce_client_mb_s",
             "produce_client_records_s",
@@ -611,23 +681,47 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     ceiling_runs: list[tuple[float, float]] = []
 
-    def ceiling(label: str) -> None:
-        if "ceiling" not in phases:
+    echo_args = [
+        f"--record-bytes={args.record_bytes}",
+        f"--batch-bytes={args.batch_bytes}",
+        f"--seed={args.seed}",
+    ]
+    requests = produce_requests(batches, args.partitions, args.request_bytes, distinct=8)
+
+    def ceiling(label: str, floor: bool) -> None:
+        if not floor and "ceiling" not in phases:
             return
-        with echo_process() as (address, pid):
+        with echo_process(echo_args) as (address, pid):
             METER.server_pid = pid
-            put, get = measure_ceiling(address, lanes, seconds, label)
-        ceiling_runs.append((put, get))
-        say(f"  ceiling ({label}): Put 1 MiB {put:,.0f} MiB/s; Get 1 MiB {get:,.0f} MiB/s")
+            if "ceiling" in phases:
+                put, get = measure_ceiling(address, lanes, seconds, label)
+                ceiling_runs.append((put, get))
+                say(f"  ceiling ({label}): Put 1 MiB {put:,.0f} MiB/s; Get 1 MiB {get:,.0f} MiB/s")
+            if floor:
+                produce = measure_produce_raw(
+                    address, requests, lanes, seconds, FLOOR_PRODUCE, "produce_floor"
+                )
+                fetch = measure_fetch_raw(
+                    address,
+                    args.partitions,
+                    lanes,
+                    seconds,
+                    args.request_bytes,
+                    FLOOR_FETCH,
+                    "consume_floor",
+                )
+                results["produce_floor_mb_s"], results["consume_floor_mb_s"] = produce, fetch
+                say(
+                    f"  floor (node messages, no storage): Produce {produce:,.0f} MiB/s; "
+                    f"Fetch {fetch:,.0f} MiB/s"
+                )
 
     say(
         f"seglog node bench: {seconds:g} s per phase, {args.partitions} partitions, "
         f"{args.record_bytes} B records, {lanes} raw calls in flight, {os.cpu_count()} CPUs"
     )
-    ceiling("before")
+    ceiling("before", floor="floor" in phases)
 
-    batches = Batches(args.record_bytes, args.batch_bytes, args.seed)
-    requests = produce_requests(batches, args.partitions, args.request_bytes, distinct=8)
     request_size = len(requests[0][0])
     module = load_node_process()
     if args.dir is not None:
@@ -688,7 +782,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         else:
             shutil.rmtree(root, ignore_errors=True)
 
-    ceiling("after")
+    ceiling("after", floor=False)
     for line in profile_lines:
         say(line)
 
@@ -707,6 +801,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         "consume_raw_ratio": ratio(results["consume_raw_mb_s"], get),
         "consume_client_ratio": ratio(results["consume_client_mb_s"], get),
     }
+    floors = {
+        "produce_floor_ratio": ratio(results["produce_floor_mb_s"], put),
+        "consume_floor_ratio": ratio(results["consume_floor_mb_s"], get),
+        # How much of what the stack allows the node reaches.
+        "produce_raw_of_floor": ratio(results["produce_raw_mb_s"], results["produce_floor_mb_s"]),
+        "consume_raw_of_floor": ratio(results["consume_raw_mb_s"], results["consume_floor_mb_s"]),
+    }
 
     def target(value: float | None, goal: float) -> dict[str, object]:
         return {"value": value, "target": goal, "met": value is not None and value >= goal}
@@ -717,6 +818,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "ceiling_mb_s": None if put is None else round(put, 1),
         "ceiling_runs": [[round(a, 1), round(b, 1)] for a, b in ceiling_runs],
         **ratios,
+        **floors,
         "targets": {
             name: target(value, TARGET_RAW_RATIO if "raw" in name else TARGET_CLIENT_RATIO)
             for name, value in ratios.items()
@@ -749,6 +851,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             "trivial service in another process; ceiling_get_mb_s: 1 MiB answers; the higher "
             "of the before/after runs; ceiling_mb_s is the Put figure",
             "produce ratios are to ceiling_put_mb_s, consume ratios to ceiling_get_mb_s",
+            "produce_floor_mb_s/consume_floor_mb_s: the node's own Produce/Fetch messages "
+            "answered by the ceiling's process without storing or reading (protobuf and "
+            "gRPC only); *_raw_of_floor: the node's rate as a share of that",
             "produce_raw/consume_raw measure the node (pre-serialized requests, raw stubs); "
             "produce_client/consume_client the Producer/Consumer end to end",
             "consume_client counts key+value bytes; the other figures count batch bytes",
@@ -783,22 +888,35 @@ def plot(
     ]
     fig, ax = plt.subplots(figsize=(8, 4.5))
     xs = list(range(len(phases)))
+    w = 0.27
+    floors = {
+        "produce_raw": results.get("produce_floor_mb_s"),
+        "consume_raw": results.get("consume_floor_mb_s"),
+    }
     for x, (name, ceiling, goal) in zip(xs, phases, strict=True):
         value = results.get(f"{name}_mb_s") or 0.0
-        ax.bar(x - 0.2, value, 0.4, color="tab:blue", label="seglog" if x == 0 else None)
-        if ceiling:
+        ax.bar(x - w, value, w, color="tab:blue", label="seglog" if x == 0 else None)
+        floor = floors.get(name)
+        if floor:
             ax.bar(
-                x + 0.2, ceiling, 0.4, color="lightgrey", label="gRPC ceiling" if x == 0 else None
+                x,
+                floor,
+                w,
+                color="tab:green",
+                alpha=0.6,
+                label="node messages, no storage" if x == 0 else None,
             )
+        if ceiling:
+            ax.bar(x + w, ceiling, w, color="lightgrey", label="gRPC ceiling" if x == 0 else None)
             ax.hlines(
                 goal * ceiling,
-                x - 0.4,
-                x + 0.4,
+                x - 1.5 * w,
+                x + 1.5 * w,
                 colors="tab:red",
                 linestyles="--",
                 label="target" if x == 0 else None,
             )
-            ax.annotate(f"{value / ceiling:.2f}", (x - 0.2, value), ha="center", va="bottom")
+            ax.annotate(f"{value / ceiling:.2f}", (x - w, value), ha="center", va="bottom")
     ax.set_xticks(xs, [name for name, _c, _g in phases])
     ax.set_ylabel("MiB/s")
     ax.set_title("one node, 1 KiB records: rate and share of the gRPC ceiling")

@@ -16,6 +16,8 @@ POSITIVE = (
     "ceiling_mb_s",
     "ceiling_put_mb_s",
     "ceiling_get_mb_s",
+    "produce_floor_mb_s",
+    "consume_floor_mb_s",
     "produce_raw_mb_s",
     "produce_client_mb_s",
     "produce_client_records_s",
@@ -26,6 +28,10 @@ POSITIVE = (
     "produce_client_ratio",
     "consume_raw_ratio",
     "consume_client_ratio",
+    "produce_floor_ratio",
+    "consume_floor_ratio",
+    "produce_raw_of_floor",
+    "consume_raw_of_floor",
     "log_bytes",
     "cpu_count",
 )
@@ -59,7 +65,20 @@ def test_quick_run_prints_json_last(tmp_path: Path) -> None:
         entry = result["targets"][name]
         assert entry["value"] == result[name]
         assert entry["target"] > 0 and isinstance(entry["met"], bool), (name, entry)
-    for phase in ("produce_raw", "produce_client", "consume_raw", "consume_client"):
+    # The floor's ratios are its rates over the same run's ceiling and the node's
+    # (the printed rates are rounded to 0.1 MiB/s, the ratios computed before that).
+    floor_share = result["produce_floor_mb_s"] / result["ceiling_put_mb_s"]
+    assert abs(result["produce_floor_ratio"] - floor_share) < 0.002
+    node_share = result["consume_raw_mb_s"] / result["consume_floor_mb_s"]
+    assert abs(result["consume_raw_of_floor"] - node_share) < 0.002
+    for phase in (
+        "produce_floor",
+        "consume_floor",
+        "produce_raw",
+        "produce_client",
+        "consume_raw",
+        "consume_client",
+    ):
         assert set(result["cpu_cores"][phase]) == {"server_cores", "client_cores"}
     assert result["params"]["quick"] is True
     assert result["params"]["record_bytes"] == 1024
