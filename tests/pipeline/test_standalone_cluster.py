@@ -20,18 +20,12 @@ if shutil.which("java") is None:
     pytest.skip("Spark needs Java", allow_module_level=True)
 
 import pyspark
-from node_process import NodeProcess
+from node_process import NodeProcess, free_port
 from page_visits_check import closed_window_counts, written_window_counts
 
 from seglog.pipeline.examples import generate_page_visits, page_visits
 
 SPARK_BIN = Path(pyspark.__file__).parent / "bin"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def spark_env(tmp: Path) -> dict[str, str]:
