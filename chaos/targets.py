@@ -130,24 +130,64 @@ class Target(Protocol):
     def link_stats(self) -> dict[str, int]: ...
 
 
-def free_ports(n: int) -> list[int]:
-    socks: list[socket.socket] = []
+# Listeners' ports come from below the kernel's ephemeral range: a port from bind(0)
+# lies in that range, and so does the local port of every outgoing connection, which
+# can take it before the node it was given to binds it ("Address already in use" at
+# start, seen in CI). Above the compose files' published ports (19090-19194) and
+# `seglog local up`'s defaults (9092-9392).
+PORTS_LOWEST = 21000
+_handed_out: set[int] = set()  # never the same port twice in one process (TIME_WAIT)
+_any_ports = random.Random()  # seeded by the OS: concurrent processes pick apart
+
+
+def ephemeral_low() -> int:
+    """The first port of the kernel's ephemeral range (Linux's default if unreadable)."""
     try:
-        for _ in range(n):
-            s = socket.socket()
+        return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768
+
+
+def _bindable(port: int) -> bool:
+    with socket.socket() as s:
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
+def free_ports(n: int) -> list[int]:
+    """n distinct loopback ports, free now, below the ephemeral range and not handed
+    out before by this process; bind(0) ports when the range leaves no room below."""
+    high = min(ephemeral_low(), 32768)
+    ports: list[int] = []
+    for _ in range(1000 * n if high - PORTS_LOWEST >= 2000 else 0):
+        if len(ports) == n:
+            break
+        port = _any_ports.randrange(PORTS_LOWEST, high)
+        if port not in _handed_out and _bindable(port):
+            _handed_out.add(port)
+            ports.append(port)
+    while len(ports) < n:
+        with socket.socket() as s:
             s.bind(("127.0.0.1", 0))
-            socks.append(s)
-        return [int(s.getsockname()[1]) for s in socks]
-    finally:
-        for s in socks:
-            s.close()
+            port = int(s.getsockname()[1])
+        if port not in _handed_out:
+            _handed_out.add(port)
+            ports.append(port)
+    return ports
 
 
 def consecutive_free_ports(n: int, rng: random.Random) -> int:
     """A base port with n free consecutive ports after it and after each of the other
-    listeners' offsets (local up wants a base, `local_cluster.PORT_OFFSETS`)."""
+    listeners' offsets (local up wants a base, `local_cluster.PORT_OFFSETS`), all below
+    the ephemeral range when it leaves room."""
+    span = max(PORT_OFFSETS.values()) + n
+    high = min(ephemeral_low(), 32768) - span
+    low, high = (PORTS_LOWEST, high) if high - PORTS_LOWEST >= 2000 else (20000, 40000)
     for _ in range(200):
-        base = rng.randrange(20000, 40000)
+        base = rng.randrange(low, high)
         socks = []
         try:
             for offset in PORT_OFFSETS.values():

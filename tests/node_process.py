@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import os
-import random
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -15,46 +13,13 @@ from pathlib import Path
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-# Ports handed out by this process: never the same one twice (a stopped node's port
-# may still be in TIME_WAIT, and a test may not have bound a port it was given yet).
-_HANDED_OUT: set[int] = set()
-_PORTS = random.Random()  # seeded by the OS: concurrent test processes pick apart
-# Below the kernel's ephemeral range, and above the compose files' published ports
-# (19090-19194) and `seglog local up`'s defaults (9092-9392).
-_LOWEST = 21000
-
-
-def _ephemeral_low() -> int:
-    try:
-        return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
-    except (OSError, ValueError, IndexError):
-        return 32768  # Linux's default
+from seglog.chaos.targets import free_ports
 
 
 def free_port() -> int:
-    """A loopback port that is free now and outside the kernel's ephemeral range.
-
-    A port from bind(0) comes from that range, and so does the local port of every
-    outgoing connection: a node's calls to the controllers, made before the next node
-    binds the port it was given, can take it first ("Address already in use" at start,
-    seen in CI). Without room below the range, bind(0) as before."""
-    high = min(_ephemeral_low(), 32768)
-    for _ in range(1000 if high - _LOWEST >= 2000 else 0):
-        port = _PORTS.randrange(_LOWEST, high)
-        if port in _HANDED_OUT:
-            continue
-        with socket.socket() as s:
-            try:
-                s.bind(("127.0.0.1", port))
-            except OSError:
-                continue
-        _HANDED_OUT.add(port)
-        return port
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = int(s.getsockname()[1])
-    _HANDED_OUT.add(port)
-    return port
+    """A loopback port for a listener, below the kernel's ephemeral range
+    (`seglog.chaos.targets.free_ports` says why)."""
+    return free_ports(1)[0]
 
 
 class NodeProcess:
