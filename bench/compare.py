@@ -32,7 +32,6 @@ import json
 import os
 import platform
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
@@ -42,6 +41,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from types import ModuleType
 from typing import Any
+
+from seglog.chaos.targets import free_ports
 
 ROOT = Path(__file__).resolve().parents[1]
 RECORD_BYTES = 1024
@@ -67,9 +68,8 @@ def load_module(relative: str, name: str) -> ModuleType:
 
 
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+    """A listener's port below the ephemeral range (`chaos.targets.free_ports`)."""
+    return free_ports(1)[0]
 
 
 def percentile(values: Sequence[float], q: float) -> float:

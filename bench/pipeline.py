@@ -51,7 +51,6 @@ import os
 import platform
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -63,6 +62,7 @@ from typing import Any
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
+from seglog.chaos.targets import free_ports
 from seglog.client.admin import Admin, NewTopic
 from seglog.client.cluster import TopicPartition
 from seglog.client.consumer import Consumer
@@ -82,9 +82,7 @@ class LocalNode:
     """A `seglog node` child process on a free loopback port, in `data_dir`."""
 
     def __init__(self, data_dir: Path) -> None:
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            self.port = s.getsockname()[1]
+        self.port = free_ports(1)[0]  # below the ephemeral range (chaos.targets says why)
         self.bootstrap = f"127.0.0.1:{self.port}"
         config = data_dir / "server.properties"
         config.write_text(
