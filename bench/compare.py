@@ -67,11 +67,6 @@ def load_module(relative: str, name: str) -> ModuleType:
     return module
 
 
-def free_port() -> int:
-    """A listener's port below the ephemeral range (`chaos.targets.free_ports`)."""
-    return free_ports(1)[0]
-
-
 def percentile(values: Sequence[float], q: float) -> float:
     ordered = sorted(values)
     k = min(len(ordered) - 1, max(0, round(q / 100 * (len(ordered) - 1))))
@@ -136,8 +131,9 @@ class NatsCluster:
 
     def __init__(self, root: Path) -> None:
         self.root = root
-        self.client_ports = [free_port() for _ in range(3)]
-        self.route_ports = [free_port() for _ in range(3)]
+        # Below the ephemeral range, never handed out twice (chaos.targets.free_ports).
+        self.client_ports = free_ports(3)
+        self.route_ports = free_ports(3)
         self.procs: list[subprocess.Popen[bytes]] = []
 
     @property

@@ -160,15 +160,14 @@ class FloorService:
         one = batches.build(0)
         self.stream = one * max(1, (4 * MIB) // len(one))
         self.batch_bytes = len(one)
-        self.offsets = 0
 
     def produce(self, request: pb.ProduceRequest, context: object) -> pb.ProduceResponse:
         response = pb.ProduceResponse()
         for t in request.topics:
             tr = response.topics.add(name=t.name)
             for p in t.partitions:
-                tr.partitions.add(partition=p.partition, base_offset=self.offsets)
-                self.offsets += len(p.records) // self.batch_bytes
+                # A non-zero offset, so the answer is encoded at the node's size.
+                tr.partitions.add(partition=p.partition, base_offset=len(p.records))
         return response
 
     def fetch(self, request: pb.FetchRequest, context: object) -> pb.FetchResponse:
@@ -688,7 +687,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     ]
     requests = produce_requests(batches, args.partitions, args.request_bytes, distinct=8)
 
-    def ceiling(label: str, floor: bool) -> None:
+    def echo_phases(label: str, floor: bool) -> None:
+        """The ceiling (if asked for) and, with `floor`, the floor, in one echo process."""
         if not floor and "ceiling" not in phases:
             return
         with echo_process(echo_args) as (address, pid):
@@ -720,7 +720,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"seglog node bench: {seconds:g} s per phase, {args.partitions} partitions, "
         f"{args.record_bytes} B records, {lanes} raw calls in flight, {os.cpu_count()} CPUs"
     )
-    ceiling("before", floor="floor" in phases)
+    echo_phases("before", floor="floor" in phases)
 
     request_size = len(requests[0][0])
     module = load_node_process()
@@ -782,7 +782,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         else:
             shutil.rmtree(root, ignore_errors=True)
 
-    ceiling("after", floor=False)
+    echo_phases("after", floor=False)
     for line in profile_lines:
         say(line)
 

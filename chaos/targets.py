@@ -157,35 +157,40 @@ def _bindable(port: int) -> bool:
     return True
 
 
+def _below_ephemeral(span: int) -> tuple[int, int] | None:
+    """[low, high) for a port p with p + span still below the ephemeral range, or None
+    when that leaves fewer than 2000 to choose from."""
+    high = min(ephemeral_low(), 32768) - span
+    return (PORTS_LOWEST, high) if high - PORTS_LOWEST >= 2000 else None
+
+
+def _any_free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
 def free_ports(n: int) -> list[int]:
     """n distinct loopback ports, free now, below the ephemeral range and not handed
     out before by this process; bind(0) ports when the range leaves no room below."""
-    high = min(ephemeral_low(), 32768)
+    below = _below_ephemeral(0)
+    draw = (lambda: _any_ports.randrange(*below)) if below else _any_free_port
     ports: list[int] = []
-    for _ in range(1000 * n if high - PORTS_LOWEST >= 2000 else 0):
-        if len(ports) == n:
-            break
-        port = _any_ports.randrange(PORTS_LOWEST, high)
+    for _ in range(1000 * n):
+        port = draw()
         if port not in _handed_out and _bindable(port):
             _handed_out.add(port)
             ports.append(port)
-    while len(ports) < n:
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            port = int(s.getsockname()[1])
-        if port not in _handed_out:
-            _handed_out.add(port)
-            ports.append(port)
-    return ports
+            if len(ports) == n:
+                return ports
+    raise RuntimeError(f"no {n} free loopback ports found")
 
 
 def consecutive_free_ports(n: int, rng: random.Random) -> int:
     """A base port with n free consecutive ports after it and after each of the other
     listeners' offsets (local up wants a base, `local_cluster.PORT_OFFSETS`), all below
     the ephemeral range when it leaves room."""
-    span = max(PORT_OFFSETS.values()) + n
-    high = min(ephemeral_low(), 32768) - span
-    low, high = (PORTS_LOWEST, high) if high - PORTS_LOWEST >= 2000 else (20000, 40000)
+    low, high = _below_ephemeral(max(PORT_OFFSETS.values()) + n) or (20000, 40000)
     for _ in range(200):
         base = rng.randrange(low, high)
         socks = []
