@@ -51,7 +51,15 @@ class LogManager:
         self.settings = settings
         self.hw_interval_ms = settings.replica_high_watermark_checkpoint_interval_ms
         self.clock = clock
-        self.dirs = [LogDirectory(p, clock=clock, rng=rng) for p in log_dirs]
+        self.dirs = [
+            LogDirectory(
+                p,
+                clock=clock,
+                rng=rng,
+                producer_id_expiration_ms=settings.producer_id_expiration_ms,
+            )
+            for p in log_dirs
+        ]
         for d in self.dirs:
             d.on_offline = self._dir_offline
             d.on_full = self._dir_full
@@ -201,18 +209,21 @@ class LogManager:
             "flush": now,
             "recovery_checkpoint": now + s.log_flush_offset_checkpoint_interval_ms,
             "hw_checkpoint": now + self.hw_interval_ms,
+            "producer_expiration": now + s.producer_id_expiration_check_interval_ms,
         }
         intervals: dict[str, int] = {
             "retention": s.log_retention_check_interval_ms,
             "flush": min(s.log_flush_scheduler_interval_ms, 1_000),
             "recovery_checkpoint": s.log_flush_offset_checkpoint_interval_ms,
             "hw_checkpoint": self.hw_interval_ms,
+            "producer_expiration": s.producer_id_expiration_check_interval_ms,
         }
         duties: dict[str, Callable[[int], None]] = {
             "retention": self.run_retention,
             "flush": self._flush_due,
             "recovery_checkpoint": self.checkpoint,
             "hw_checkpoint": self.checkpoint,
+            "producer_expiration": self.remove_expired_producers,
         }
         while not self._stop.wait(TICK_S):
             t = self.clock()
@@ -241,6 +252,15 @@ class LogManager:
                     log_start_offset=plog.log.log_start_offset,
                 )
         return deleted
+
+    def remove_expired_producers(self, t: int) -> None:
+        for tp, plog in self.partitions().items():
+            with plog.lock:
+                expired = plog.log.remove_expired_producers(time_ms=t)
+            if expired:
+                _log.info(
+                    "producers_expired", topic=tp[0], partition=tp[1], producer_ids=expired[:20]
+                )
 
     def _remove_deleted(self, t: int) -> None:
         # Twice a second: only logs with deletions pending take their lock.

@@ -103,6 +103,12 @@ class NodeMetrics:
             ["request", "listener"],
             registry=self.registry,
         )
+        self.request_error_codes = Counter(
+            "kafka_network_requestmetrics_errorspersec",
+            "Error codes in answers, per API and error (Produce: one per refused partition)",
+            ["request", "error"],
+            registry=self.registry,
+        )
         self.bytes_in = Counter(
             "kafka_server_brokertopicmetrics_bytesin",
             "Record batch bytes appended as leader, per topic",
@@ -186,6 +192,9 @@ class NodeMetrics:
             self.response_sent(api, listener, seconds)
 
         return sent
+
+    def produce_error(self, error: str) -> None:
+        self.request_error_codes.labels("Produce", error).inc()
 
     def gc_pause(self, generation: int, seconds: float) -> None:
         self.gc_collection_seconds.labels(str(generation)).observe(seconds)

@@ -53,6 +53,7 @@ from .fetch_session import DEFAULT_SLOTS as DEFAULT_SESSION_SLOTS
 from .fetch_session import FetchSessionCache
 from .fetch_wakeups import FetchWaiter, FetchWakeups
 from .log_manager import LogManager, PartitionLog
+from .produce_errors import ProduceErrorLog
 from .replica_fetcher import ReplicaFetcher
 
 TopicPartition = tuple[str, int]
@@ -205,6 +206,8 @@ class ReplicaManager:
         self._request_ids = itertools.count(1)
         self._waiting: dict[int, Future[pr.ProduceCompleted]] = {}
         self.metrics: ReplicaMetrics | None = None  # set by the node
+        # Both listeners report each refused partition of a Produce answer here.
+        self.produce_errors = ProduceErrorLog()
         self._isr_proposals: dict[TopicPartition, tuple[int, int]] = {}
         self._fetchers: dict[int, ReplicaFetcher] = {}
         # Partitions with parked acks=-1 produces: ticked every TICK_S for timeouts.
@@ -565,8 +568,10 @@ class ReplicaManager:
             if done.error != "NONE":
                 results.append(
                     ProduceResult(
+                        log_start_offset=done.log_start_offset,
                         error_name=done.error,
-                        error_message=f"{done.error} for {tp[0]}-{tp[1]} on node {self.node_id}",
+                        error_message=f"{done.error} for {tp[0]}-{tp[1]} on node {self.node_id}"
+                        + (f": {done.error_message}" if done.error_message else ""),
                     )
                 )
             else:

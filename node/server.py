@@ -127,6 +127,7 @@ class Node:
         self.log_manager.on_dir_offline = self.replica_manager.on_log_dir_offline
         self.metrics = NodeMetrics()
         self.replica_manager.metrics = self.metrics
+        self.replica_manager.produce_errors.count = self.metrics.produce_error
         self.log_manager.flush_observer = self.metrics.log_flushed
         self._metrics_http: tuple[Any, threading.Thread] | None = None
         self.metrics_port = -1

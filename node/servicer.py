@@ -306,12 +306,8 @@ class SegLogServicer(client_pb2_grpc.SegLogServicer):
             for p in t.partitions:
                 result = internal if t.name == OFFSETS_TOPIC else next(results)
                 if result.error_name != "NONE":
-                    _log.debug(
-                        "produce_error",
-                        topic=t.name,
-                        partition=p.partition,
-                        error=result.error_name,
-                        message=result.error_message,
+                    rm.produce_errors.report(
+                        "GRPC", t.name, p.partition, result.error_name, result.error_message
                     )
                 tr.partitions.add(
                     partition=p.partition,

@@ -307,8 +307,12 @@ class PartitionReplica(IsrChanges, LeaderReads):
             if len(self.isr) < self.effective_min_isr:
                 return fail(NOT_ENOUGH_REPLICAS)
             if len(self._delayed) >= self.config.max_delayed_produces:
-                # The bounded purgatory is full: refuse before writing; the producer retries.
-                return fail(REQUEST_TIMED_OUT)
+                # The bounded purgatory is full: the ISR is not keeping up with the acks=all
+                # appends already waiting. Refused before writing, so the answer must say
+                # "not written" (REQUEST_TIMED_OUT would mean "possibly written" to a client,
+                # which may then take a later batch's success as this one's: docs/
+                # replication-rules.md, "Produce errors"). The producer backs off and retries.
+                return fail(NOT_ENOUGH_REPLICAS)
             check(
                 request_id not in self._delayed,
                 lambda: f"duplicate produce request id {request_id}",
@@ -316,7 +320,18 @@ class PartitionReplica(IsrChanges, LeaderReads):
         try:
             info = self.log.append_as_leader(data, self.leader_epoch, time_ms=self.log_time(now_ms))
         except StorageError as exc:
-            return fail(storage_error_name(exc))
+            # As Kafka: a refused batch's answer carries the log start offset, which tells a
+            # client whether its producer state may have gone with removed segments.
+            actions.append(
+                ProduceCompleted(
+                    request_id,
+                    storage_error_name(exc),
+                    acks,
+                    log_start_offset=self.log.log_start_offset,
+                    error_message=str(exc),
+                )
+            )
+            return actions
         self._maybe_increment_hw(now_ms, actions)
         done = ProduceCompleted(
             request_id, NONE, acks, info.first_offset, info.log_append_time, info.log_start_offset

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Protocol
 
 from seglog.storage.errors import StorageError
@@ -35,6 +35,7 @@ OPERATION_NOT_ATTEMPTED = "OPERATION_NOT_ATTEMPTED"
 NEW_LEADER_ELECTED = "NEW_LEADER_ELECTED"
 UNKNOWN_TOPIC_OR_PARTITION = "UNKNOWN_TOPIC_OR_PARTITION"
 OUT_OF_ORDER_SEQUENCE_NUMBER = "OUT_OF_ORDER_SEQUENCE_NUMBER"
+UNKNOWN_PRODUCER_ID = "UNKNOWN_PRODUCER_ID"
 
 # "Long ago" for follower timestamps: clocks here may start at 0, where Kafka's 0 would
 # wrongly look recent.
@@ -231,6 +232,8 @@ class ProduceCompleted:
     base_offset: int = -1
     log_append_time: int = -1
     log_start_offset: int = -1
+    # Why a refused batch was refused (the storage error's text); empty otherwise.
+    error_message: str = field(default="", compare=False)
 
 
 @dataclass(frozen=True, slots=True)

@@ -90,6 +90,7 @@ from .partition_replica import (
     ReplicaConfig,
     SendAlterPartition,
 )
+from .replica_messages import UNKNOWN_PRODUCER_ID
 from .replication_checks import ReplicationChecks, _Ack, _Committed
 from .sim_controller import SimController
 from .sim_faults import SimFaults
@@ -806,11 +807,12 @@ class Simulation(SimFaults, ReplicationChecks):
                 self.acked_msgs[pr.id].extend(f"P{pr.id}:{m}".encode() for m in b.msgs)
             pr.next_seq = increment_sequence(b.seq, len(b.msgs))
             pr.batch = None
-        elif done.error == OUT_OF_ORDER_SEQUENCE_NUMBER:
+        elif done.error in (OUT_OF_ORDER_SEQUENCE_NUMBER, UNKNOWN_PRODUCER_ID):
             if self.params.mode == SAFE and pr.acks == -1:
-                self.fail(f"acks=-1 producer P{pr.id} got OUT_OF_ORDER_SEQUENCE_NUMBER")
-            # The earlier batch was lost (acks=1 or beyond the fault budget): bump the
-            # epoch and restart the sequence at 0 (KIP-360), resending this batch.
+                self.fail(f"acks=-1 producer P{pr.id} got {done.error}")
+            # The earlier batch was lost (acks=1 or beyond the fault budget), or with it
+            # the leader's whole state of this producer: bump the epoch and restart the
+            # sequence at 0 (KIP-360), resending this batch.
             pr.epoch += 1
             pr.next_seq = 0
             pr.bumped = True

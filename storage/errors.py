@@ -47,6 +47,13 @@ class OutOfOrderSequenceError(StorageError):
     error_name = "OUT_OF_ORDER_SEQUENCE_NUMBER"
 
 
+class UnknownProducerIdError(StorageError):
+    """A client batch from a producer the partition has no state for, not starting at
+    sequence 0: an earlier batch of it may be missing (docs/replication-rules.md)."""
+
+    error_name = "UNKNOWN_PRODUCER_ID"
+
+
 class InvalidProducerEpochError(StorageError):
     error_name = "INVALID_PRODUCER_EPOCH"
 

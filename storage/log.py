@@ -907,6 +907,12 @@ class Log:
 
     # --- retention -----------------------------------------------------------------
 
+    def remove_expired_producers(self, *, time_ms: int | None = None) -> list[int]:
+        """producer.id.expiration.ms: producers idle that long stop being active (the log
+        manager calls this every producer.id.expiration.check.interval.ms)."""
+        t = self.clock() if time_ms is None else time_ms
+        return self.producer_state.remove_expired_producers(t)
+
     def delete_old_segments(self, *, time_ms: int | None = None) -> int:
         """One retention pass (Kafka's order: start-offset breach, size, time).
         Returns the number of segments scheduled for deletion."""

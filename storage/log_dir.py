@@ -25,6 +25,7 @@ from .clean_shutdown import consume_clean_shutdown, write_clean_shutdown
 from .errors import KafkaStorageError, LogDirFullError, StorageError
 from .log import Clock, Log, now_ms, parse_partition_dir
 from .log_config import LogConfig
+from .producer_state import DEFAULT_PRODUCER_ID_EXPIRATION_MS
 
 TopicPartition = tuple[str, int]
 # Logs a consensus layer owns (KRaft's metadata log), not the log manager.
@@ -41,9 +42,15 @@ class CheckpointState:
 
 class LogDirectory:
     def __init__(
-        self, path: Path, *, clock: Clock = now_ms, rng: random.Random | None = None
+        self,
+        path: Path,
+        *,
+        clock: Clock = now_ms,
+        rng: random.Random | None = None,
+        producer_id_expiration_ms: int = DEFAULT_PRODUCER_ID_EXPIRATION_MS,
     ) -> None:
         self.path = path
+        self.producer_id_expiration_ms = producer_id_expiration_ms
         # Time and randomness are inputs, handed to every log opened here.
         self.clock = clock
         self.rng = rng if rng is not None else random.Random()
@@ -114,6 +121,7 @@ class LogDirectory:
                     log_start_offset=starts.get(tp, 0),
                     high_watermark=hws.get(tp, 0),
                     had_clean_shutdown=self.had_clean_shutdown,
+                    producer_id_expiration_ms=self.producer_id_expiration_ms,
                     time_ms=t,
                     clock=self.clock,
                     rng=self.rng,
@@ -142,6 +150,7 @@ class LogDirectory:
             self.path / f"{topic}-{partition}",
             config,
             topic_id=topic_id,
+            producer_id_expiration_ms=self.producer_id_expiration_ms,
             time_ms=time_ms,
             clock=self.clock,
             rng=self.rng,

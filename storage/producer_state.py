@@ -31,6 +31,7 @@ from seglog.storage.errors import (
     KafkaStorageError,
     OutOfOrderSequenceError,
     StorageError,
+    UnknownProducerIdError,
 )
 from seglog.storage.producer_snapshot import (
     DELETED_SUFFIX,
@@ -51,6 +52,10 @@ NO_SEQUENCE = -1
 NO_TIMESTAMP = -1
 NUM_BATCHES_TO_RETAIN = 5  # = the client's max.in.flight.requests.per.connection limit
 DEFAULT_PRODUCER_ID_EXPIRATION_MS = 86_400_000
+# Expired producers remembered per partition (oldest forgotten first), so that a producer
+# resuming after producer.id.expiration.ms continues where it left off instead of being
+# refused with UNKNOWN_PRODUCER_ID (docs/replication-rules.md, "Unknown producers").
+MAX_EXPIRED_PRODUCERS = 1_000
 
 
 class InvalidTxnStateError(StorageError):
@@ -354,6 +359,9 @@ class ProducerStateManager:
         self.partition_dir = Path(partition_dir)
         self.producer_id_expiration_ms = producer_id_expiration_ms
         self._producers: dict[int, ProducerStateEntry] = {}
+        # Expired producers, oldest first, at most MAX_EXPIRED_PRODUCERS: a client batch
+        # of one is judged against its last state; replicas and replays ignore them.
+        self._expired: dict[int, ProducerStateEntry] = {}
         self._map_end_offset = 0
         self._last_snapshot_offset = 0
         # Bumped on every change to the map so a stale ProducerAppendInfo is refused.
@@ -440,7 +448,7 @@ class ProducerStateManager:
                     f"id but no sequence number"
                 )
             # Kafka matches retries against the committed state only.
-            committed = self._producers.get(pid)
+            committed = self._producers.get(pid) or self._expired.get(pid)
             if committed is not None:
                 dup = committed.find_duplicate_batch(batch)
                 if dup is not None:
@@ -454,7 +462,11 @@ class ProducerStateManager:
 
         current = info._entries.get(pid)
         if current is None:
-            current = self._producers.get(pid) or ProducerStateEntry(pid)
+            current = self._producers.get(pid)
+        if current is None and origin is AppendOrigin.CLIENT:
+            current = self._expired.get(pid)
+        if current is None:
+            current = ProducerStateEntry(pid)
         candidate = current.copy()
 
         if batch.is_control:
@@ -547,6 +559,7 @@ class ProducerStateManager:
             assert len(entry.batch_metadata) <= NUM_BATCHES_TO_RETAIN
             assert entry.batch_metadata.maxlen == NUM_BATCHES_TO_RETAIN
             self._producers[pid] = entry
+            self._expired.pop(pid, None)
         append_info._committed = True
         if append_info._entries:
             self._version += 1
@@ -594,7 +607,18 @@ class ProducerStateManager:
     def _check_sequence(entry: ProducerStateEntry, batch: BatchInfo) -> None:
         pid, first_seq = entry.producer_id, batch.base_sequence
         if entry.producer_epoch == NO_PRODUCER_EPOCH:
-            return  # unknown producer (new, expired, or lost): accept any sequence (KIP-360)
+            # Unknown producer (new, expired, or removed with its batches). Kafka >= 2.5
+            # accepts any sequence here (KIP-360); seglog refuses all but 0, as Kafka
+            # 1.0-2.4 did, because a client that sees sequence n+1 acknowledged takes it
+            # as proof that n was written (librdkafka's implicit ack) when n may have been
+            # refused before any append. The client bumps its epoch and resends from 0.
+            if first_seq != 0:
+                raise UnknownProducerIdError(
+                    f"unknown producer id {pid} (epoch {batch.producer_epoch}) at offset "
+                    f"{batch.base_offset}: this partition has no state for it and its batch "
+                    f"starts at sequence {first_seq}, not 0, so an earlier batch may be missing"
+                )
+            return
         if batch.producer_epoch != entry.producer_epoch:
             if first_seq != 0:
                 raise OutOfOrderSequenceError(
@@ -681,17 +705,30 @@ class ProducerStateManager:
         )
 
     def remove_expired_producers(self, now_ms: int) -> list[int]:
-        """Drop producers idle for >= producer_id_expiration_ms with no open transaction."""
+        """Drop producers idle for >= producer_id_expiration_ms with no open transaction
+        from the active ones; the newest MAX_EXPIRED_PRODUCERS are remembered."""
         expired = [pid for pid, e in self._producers.items() if self._is_expired(e, now_ms)]
         for pid in expired:
-            del self._producers[pid]
+            self._remember_expired(self._producers.pop(pid))
         if expired:
             self._version += 1
         return expired
 
+    def _remember_expired(self, entry: ProducerStateEntry) -> None:
+        self._expired.pop(entry.producer_id, None)
+        self._expired[entry.producer_id] = entry
+        while len(self._expired) > MAX_EXPIRED_PRODUCERS:
+            del self._expired[next(iter(self._expired))]
+
+    @property
+    def expired_producers(self) -> Mapping[int, ProducerStateEntry]:
+        """Read-only view of the expired producers still remembered, oldest first."""
+        return MappingProxyType(self._expired)
+
     def clear(self) -> None:
         """Forget every producer (offsets and snapshot files are untouched)."""
         self._producers.clear()
+        self._expired.clear()
         self._version += 1
 
     # ------------------------------------------------------------------ snapshots
@@ -712,7 +749,10 @@ class ProducerStateManager:
         if self._map_end_offset <= self._last_snapshot_offset:
             return None
         path = snapshot_path(self.partition_dir, self._map_end_offset)
-        entries = [self._producers[pid].to_snapshot_entry() for pid in sorted(self._producers)]
+        # Remembered expired producers go in too: their old timestamps make any reader,
+        # Kafka's included, take them as expired again on load.
+        everyone = {**self._expired, **self._producers}
+        entries = [everyone[pid].to_snapshot_entry() for pid in sorted(everyone)]
         write_snapshot(path, entries, sync=sync)
         self._last_snapshot_offset = self._map_end_offset
         return path
@@ -723,10 +763,11 @@ class ProducerStateManager:
         """Replace the state with the newest readable snapshot at offset <= `offset`.
 
         Corrupt snapshots are deleted and the next older one is tried. Expired producers
-        are dropped. Returns the snapshot's offset, which becomes map_end_offset; with no
+        are not active but remembered (see MAX_EXPIRED_PRODUCERS). Returns the snapshot's offset, which becomes map_end_offset; with no
         usable snapshot the state is empty at `log_start_offset` and None is returned.
         """
         self._producers.clear()
+        self._expired.clear()
         self._version += 1
         for snap_offset, path in reversed(list_snapshots(self.partition_dir)):
             if snap_offset > offset:
@@ -739,10 +780,15 @@ class ProducerStateManager:
                 continue
             except FileNotFoundError:
                 continue  # removed under us: the next older one will do
+            expired = []
             for se in entries:
                 entry = ProducerStateEntry.from_snapshot_entry(se)
-                if not self._is_expired(entry, now_ms):
+                if self._is_expired(entry, now_ms):
+                    expired.append(entry)
+                else:
                     self._producers[entry.producer_id] = entry
+            for entry in sorted(expired, key=lambda e: e.last_timestamp):
+                self._remember_expired(entry)
             self._map_end_offset = snap_offset
             self._last_snapshot_offset = snap_offset
             return snap_offset
@@ -822,6 +868,7 @@ class ProducerStateManager:
     def truncate_fully_and_start_at(self, offset: int) -> None:
         """Forget everything and delete every snapshot; the state restarts empty at `offset`."""
         self._producers.clear()
+        self._expired.clear()
         self._version += 1
         for _, path in list_snapshots(self.partition_dir):
             self._delete_file(path)

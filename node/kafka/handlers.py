@@ -161,6 +161,13 @@ class KafkaApis:
             results = rm.await_produced(started) if started is not None else []
             done = dict(zip((tp for tp, _ in items), results, strict=True))
             if acks == 0:
+                # No answer goes back, but the refusals are still counted and logged.
+                report = rm.produce_errors.report
+                for (topic, index), name in errors.items():
+                    report(self.listener, topic, index, name, name)
+                for (topic, index), r in done.items():
+                    if r.error_name != "NONE":
+                        report(self.listener, topic, index, r.error_name, r.error_message)
                 return None
             return self._produce_response(request, errors, done)
 
@@ -171,6 +178,7 @@ class KafkaApis:
     ) -> list[Part]:
         req = request.body
         cls = response_class(request)
+        report = self.node.replica_manager.produce_errors.report
         topics = []
         for t in req.topic_data:
             partitions = []
@@ -179,6 +187,7 @@ class KafkaApis:
                 r = done.get(tp)
                 if r is None:
                     name = errors.get(tp, "UNKNOWN_SERVER_ERROR")
+                    report(self.listener, t.name, p.index, name, name)
                     partitions.append(
                         cls.TopicProduceResponse.PartitionProduceResponse(
                             index=p.index,
@@ -189,9 +198,7 @@ class KafkaApis:
                     )
                     continue
                 if r.error_name != "NONE":
-                    _log.debug(
-                        "kafka_produce_error", topic=t.name, partition=p.index, error=r.error_name
-                    )
+                    report(self.listener, t.name, p.index, r.error_name, r.error_message)
                 partitions.append(
                     cls.TopicProduceResponse.PartitionProduceResponse(
                         index=p.index,

@@ -479,7 +479,11 @@ def test_delayed_produce_queue_is_bounded() -> None:
     leader = nodes[1]
     leader.produce(1, batch(), -1, 1_000, 0)
     leader.produce(2, batch(), -1, 1_000, 0)
-    assert leader.produce(3, batch(), -1, 1_000, 0) == [ProduceCompleted(3, REQUEST_TIMED_OUT, -1)]
+    # Refused before writing, so with an error that says so (not REQUEST_TIMED_OUT, which
+    # a client must take as "possibly written").
+    assert leader.produce(3, batch(), -1, 1_000, 0) == [
+        ProduceCompleted(3, NOT_ENOUGH_REPLICAS, -1)
+    ]
     assert leader.log.log_end_offset == 2
 
 

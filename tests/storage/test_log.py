@@ -35,6 +35,7 @@ from seglog.storage.errors import (
     OutOfOrderSequenceError,
     RecordListTooLargeError,
     UnexpectedAppendOffsetError,
+    UnknownProducerIdError,
     UnsupportedMagicError,
 )
 from seglog.storage.flush_job import FlushJob
@@ -920,10 +921,26 @@ def test_fenced_producer_epoch_leaves_the_log_unchanged(tmp_path):
     assert hash_dir(log.directory) == files and log.log_end_offset == leo
 
 
-def test_unknown_producer_accepts_any_sequence(tmp_path):
+def test_unknown_producer_must_start_at_sequence_zero(tmp_path):
     log = open_log(tmp_path)
-    assert log.append_as_leader(idem(77, pid=5), 0, time_ms=T0).first_offset == 0
-    assert log.append_as_leader(idem(82, pid=5), 0, time_ms=T0).first_offset == 5
+    with pytest.raises(UnknownProducerIdError, match="starts at sequence 77, not 0"):
+        log.append_as_leader(idem(77, pid=5), 0, time_ms=T0)
+    assert log.log_end_offset == 0  # refused before anything was written
+    assert log.append_as_leader(idem(0, pid=5), 0, time_ms=T0).first_offset == 0
+    assert log.append_as_leader(idem(5, pid=5), 0, time_ms=T0).first_offset == 5
+
+
+def test_unknown_producer_replicated_at_any_sequence(tmp_path):
+    leader = open_log(tmp_path, "lead-0")
+    leader.append_as_leader(idem(0, pid=5), 0, time_ms=T0)
+    leader.append_as_leader(idem(5, pid=5), 0, time_ms=T0)
+    # A follower whose log starts after the producer's first batch (here: it copies only
+    # the second) takes it as the leader wrote it: replication never judges sequences.
+    follower = open_log(tmp_path, "lead-1")
+    follower.truncate_fully_and_start_at(5, time_ms=T0)
+    second = leader.read(5, 1 << 20).records
+    follower.append_as_follower(second, time_ms=T0)
+    assert follower.log_end_offset == 10
 
 
 # ------------------------------------------------------------------------------------------

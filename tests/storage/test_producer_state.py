@@ -15,6 +15,7 @@ from seglog.storage.errors import (
     InvalidProducerEpochError,
     InvalidRecordError,
     OutOfOrderSequenceError,
+    UnknownProducerIdError,
 )
 from seglog.storage.producer_snapshot import read_snapshot, snapshot_path, write_snapshot
 from seglog.storage.producer_state import (
@@ -86,10 +87,17 @@ class Harness:
         self.leo = 0
 
     def append(
-        self, pid: int, epoch: int, seq: int, count: int = 1, ts: int = 1_000, txn: bool = False
+        self,
+        pid: int,
+        epoch: int,
+        seq: int,
+        count: int = 1,
+        ts: int = 1_000,
+        txn: bool = False,
+        origin: AppendOrigin = CLIENT,
     ) -> ProducerAppendInfo | DuplicateBatch:
         batch = data(self.leo, pid, epoch, seq, count, ts, txn)
-        result = self.psm.prepare_append(batch, CLIENT)
+        result = self.psm.prepare_append(batch, origin)
         if isinstance(result, ProducerAppendInfo):
             self.psm.update(result)
             self.leo = batch.last_offset + 1
@@ -160,7 +168,8 @@ def test_batch_metadata_first_seq_wraps() -> None:
 
 def test_sequence_wrap_example(h: Harness) -> None:
     # 5.6: base 2147483645 with 5 records -> last sequence 1, next batch must start at 2.
-    h.append(pid=7, epoch=0, seq=2147483645, count=5)
+    # Replicated: a client's first batch for an unknown producer must start at 0.
+    h.append(pid=7, epoch=0, seq=2147483645, count=5, origin=REPLICATION)
     entry = h.psm.last_entry(7)
     assert entry is not None and entry.last_seq == 1
     assert entry.first_seq == 2147483645
@@ -172,7 +181,7 @@ def test_sequence_wrap_example(h: Harness) -> None:
 
 
 def test_sequence_zero_follows_max(h: Harness) -> None:
-    h.append(pid=7, epoch=0, seq=MAX_SEQUENCE - 1, count=2)
+    h.append(pid=7, epoch=0, seq=MAX_SEQUENCE - 1, count=2, origin=REPLICATION)
     assert entry_of(h.psm, 7).last_seq == MAX_SEQUENCE
     assert isinstance(h.append(pid=7, epoch=0, seq=0), ProducerAppendInfo)
 
@@ -180,12 +189,39 @@ def test_sequence_zero_follows_max(h: Harness) -> None:
 # --------------------------------------------------------------------------- validation
 
 
-@pytest.mark.parametrize(("epoch", "seq"), [(0, 0), (0, 500), (9, 12345), (32767, MAX_SEQUENCE)])
-def test_unknown_producer_accepted_at_any_sequence(h: Harness, epoch: int, seq: int) -> None:
-    assert isinstance(h.append(pid=42, epoch=epoch, seq=seq, count=1), ProducerAppendInfo)
+@pytest.mark.parametrize("epoch", [0, 9, 32767])
+def test_unknown_producer_from_a_client_starts_at_sequence_zero(h: Harness, epoch: int) -> None:
+    assert isinstance(h.append(pid=42, epoch=epoch, seq=0, count=1), ProducerAppendInfo)
     entry = h.psm.last_entry(42)
     assert entry is not None
-    assert (entry.producer_epoch, entry.last_seq, entry.last_data_offset) == (epoch, seq, 0)
+    assert (entry.producer_epoch, entry.last_seq, entry.last_data_offset) == (epoch, 0, 0)
+
+
+@pytest.mark.parametrize(("epoch", "seq"), [(0, 1), (0, 500), (9, 12345), (32767, MAX_SEQUENCE)])
+def test_unknown_producer_from_a_client_refused_past_sequence_zero(
+    h: Harness, epoch: int, seq: int
+) -> None:
+    # Kafka 1.0-2.4's rule (docs/replication-rules.md): an earlier batch may be missing,
+    # and a client would take this batch's success as an acknowledgement of it.
+    with pytest.raises(UnknownProducerIdError, match=f"starts at sequence {seq}, not 0") as info:
+        h.append(pid=42, epoch=epoch, seq=seq, count=1)
+    assert info.value.error_name == "UNKNOWN_PRODUCER_ID"
+    assert h.psm.last_entry(42) is None and h.leo == 0
+
+
+@pytest.mark.parametrize(("epoch", "seq"), [(0, 1), (9, 12345), (32767, MAX_SEQUENCE)])
+def test_unknown_producer_replicated_at_any_sequence(h: Harness, epoch: int, seq: int) -> None:
+    # A follower or a replay mirrors what its leader accepted (its log may start after
+    # the producer's first batch): sequences are the leader's to judge.
+    result = h.append(pid=42, epoch=epoch, seq=seq, count=1, origin=REPLICATION)
+    assert isinstance(result, ProducerAppendInfo)
+    assert entry_of(h.psm, 42).last_seq == seq
+
+
+def test_known_producer_gap_is_out_of_order_not_unknown(h: Harness) -> None:
+    h.append(pid=42, epoch=0, seq=0, count=2)
+    with pytest.raises(OutOfOrderSequenceError, match="expected sequence 2"):
+        h.append(pid=42, epoch=0, seq=3)
 
 
 def test_in_order_appends_and_gap_rejected(h: Harness) -> None:
@@ -301,7 +337,7 @@ def test_map_end_offset_only_grows(h: Harness) -> None:
 
 def test_multiple_batches_validated_in_order(h: Harness) -> None:
     h.append(pid=1, epoch=0, seq=0, count=5)
-    ok = [data(5, 1, 0, 5, 5), data(10, 2, 0, 77, 1), data(11, 1, 0, 10, 2)]
+    ok = [data(5, 1, 0, 5, 5), data(10, 2, 0, 0, 1), data(11, 1, 0, 10, 2)]
     info = h.psm.prepare_appends(ok, CLIENT)
     assert isinstance(info, ProducerAppendInfo)
     # Nothing is committed before update().
@@ -310,7 +346,7 @@ def test_multiple_batches_validated_in_order(h: Harness) -> None:
     h.psm.update(info)
     assert entry_of(h.psm, 1).last_seq == 11
     assert [m.last_seq for m in entry_of(h.psm, 1).batch_metadata] == [4, 9, 11]
-    assert entry_of(h.psm, 2).last_seq == 77
+    assert entry_of(h.psm, 2).last_seq == 0
 
 
 def test_second_batch_checked_against_first(h: Harness) -> None:
@@ -324,7 +360,9 @@ def test_second_batch_checked_against_first(h: Harness) -> None:
 
 def test_unknown_producer_second_batch_is_checked(h: Harness) -> None:
     with pytest.raises(OutOfOrderSequenceError):
-        h.psm.prepare_appends([data(0, 9, 0, 50, 2), data(2, 9, 0, 60, 1)], CLIENT)
+        h.psm.prepare_appends([data(0, 9, 0, 0, 2), data(2, 9, 0, 60, 1)], CLIENT)
+    with pytest.raises(UnknownProducerIdError):
+        h.psm.prepare_appends([data(0, 9, 0, 50, 2), data(2, 9, 0, 52, 1)], CLIENT)
 
 
 def test_failed_batch_leaves_append_info_unchanged(h: Harness) -> None:
@@ -445,7 +483,7 @@ def test_marker_kind_is_checked() -> None:
 
 
 def test_snapshot_holds_latest_batch_per_producer(h: Harness, tmp_path: Path) -> None:
-    h.append(pid=2000, epoch=3, seq=110, count=5, ts=1700000000001, txn=True)  # offsets 0-4
+    h.append(pid=2000, epoch=3, seq=110, count=5, ts=1700000000001, txn=True, origin=REPLICATION)
     h.leo = 37
     h.psm.update_map_end_offset(37)
     h.append(pid=1000, epoch=0, seq=0, count=5, ts=1700000000003)  # 37-41, seq 0-4
@@ -479,7 +517,7 @@ def test_take_snapshot_only_when_end_offset_advanced(h: Harness, tmp_path: Path)
 def test_reload_restores_last_batch_and_detects_retry(h: Harness, tmp_path: Path) -> None:
     for i in range(4):
         h.append(pid=1, epoch=2, seq=3 * i, count=3, ts=500 + i)  # last: seq 9-11 at 9-11
-    h.append(pid=5, epoch=0, seq=40, count=1, ts=600)
+    h.append(pid=5, epoch=0, seq=40, count=1, ts=600, origin=REPLICATION)
     h.psm.take_snapshot()
 
     fresh = ProducerStateManager(tmp_path)
@@ -543,8 +581,13 @@ def test_remove_expired_producers_boundary(h: Harness) -> None:
     assert psm.remove_expired_producers(now_ms=1_099) == []
     assert psm.remove_expired_producers(now_ms=1_100) == [1]
     assert sorted(psm.active_producers) == [2, 3]
-    # An expired producer is unknown again: any sequence is accepted.
-    assert isinstance(psm.prepare_append(data(3, 1, 0, 999), CLIENT), ProducerAppendInfo)
+    # An expired producer is no longer active, but remembered: its client batches are
+    # judged against its last state (a gap is out of order); a replica takes any sequence.
+    with pytest.raises(OutOfOrderSequenceError):
+        psm.prepare_append(data(3, 1, 0, 999), CLIENT)
+    assert isinstance(psm.prepare_append(data(3, 1, 0, 1), CLIENT), ProducerAppendInfo)
+    assert isinstance(psm.prepare_append(data(3, 1, 1, 0), CLIENT), ProducerAppendInfo)
+    assert isinstance(psm.prepare_append(data(3, 1, 0, 999), REPLICATION), ProducerAppendInfo)
 
 
 # --------------------------------------------------------------------------- truncation / files
@@ -601,10 +644,10 @@ def test_rebuild_by_replay_matches_original(h: Harness, tmp_path: Path) -> None:
         log.append((batch, None))
 
     client(1, 0, 0, 3)
-    client(2, 4, 10, 2, txn=True)
+    client(2, 4, 0, 2, txn=True)
     h.psm.take_snapshot()  # at 5, like a segment roll
     client(1, 0, 3, 1)
-    client(2, 4, 12, 1, txn=True)
+    client(2, 4, 2, 1, txn=True)
     marker = ControlMarker("COMMIT", 7)
     log.append((marker_batch(h.leo, 2, 4), marker))
     h.marker(2, 4, "COMMIT", 7)
@@ -685,7 +728,9 @@ def test_clear_forgets_producers_only(h: Harness) -> None:
     h.append(pid=1, epoch=0, seq=0)
     h.psm.clear()
     assert h.psm.is_empty and h.psm.map_end_offset == 1
-    assert isinstance(h.append(pid=1, epoch=3, seq=77), ProducerAppendInfo)
+    with pytest.raises(UnknownProducerIdError):
+        h.append(pid=1, epoch=3, seq=77)
+    assert isinstance(h.append(pid=1, epoch=3, seq=0), ProducerAppendInfo)
 
 
 def test_producer_without_batches_round_trips_empty(h: Harness, tmp_path: Path) -> None:
@@ -708,3 +753,59 @@ def test_producer_without_batches_round_trips_empty(h: Harness, tmp_path: Path) 
     assert restored is not None and restored.is_empty and restored.producer_epoch == 1
     with pytest.raises(OutOfOrderSequenceError, match="expected sequence 0"):
         fresh.prepare_append(data(2, 4, 1, 5), CLIENT)
+
+
+# --------------------------------------------------------------------------- unknown producers
+
+
+def test_expired_producer_resumes_where_it_left_off(h: Harness) -> None:
+    psm = ProducerStateManager(h.psm.partition_dir, producer_id_expiration_ms=100)
+    h.psm = psm
+    h.append(pid=1, epoch=0, seq=0, count=3, ts=1_000)
+    assert psm.remove_expired_producers(now_ms=1_100) == [1]
+    assert psm.last_entry(1) is None and 1 in psm.expired_producers
+    # Its next batch continues the sequence: judged against what it was, accepted.
+    assert isinstance(h.append(pid=1, epoch=0, seq=3, ts=2_000), ProducerAppendInfo)
+    assert entry_of(psm, 1).last_seq == 3 and 1 not in psm.expired_producers
+    # A gap after expiry is still a gap (an earlier batch is missing).
+    psm.remove_expired_producers(now_ms=2_100)
+    with pytest.raises(OutOfOrderSequenceError, match="expected sequence 4"):
+        h.append(pid=1, epoch=0, seq=5, ts=3_000)
+    # A retry of its last batch is still recognised as a duplicate.
+    assert isinstance(h.append(pid=1, epoch=0, seq=3, ts=3_000), DuplicateBatch)
+
+
+def test_expired_producers_remembered_are_bounded(
+    h: Harness, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from seglog.storage import producer_state
+
+    monkeypatch.setattr(producer_state, "MAX_EXPIRED_PRODUCERS", 3)
+    psm = ProducerStateManager(h.psm.partition_dir, producer_id_expiration_ms=10)
+    h.psm = psm
+    for pid in range(1, 6):
+        h.append(pid=pid, epoch=0, seq=0, ts=pid)
+    psm.remove_expired_producers(now_ms=1_000)
+    assert list(psm.expired_producers) == [3, 4, 5]  # the oldest forgotten first
+    # Forgotten: unknown again, so only a fresh start at sequence 0 is taken.
+    with pytest.raises(UnknownProducerIdError):
+        h.append(pid=1, epoch=0, seq=1, ts=2_000)
+    assert isinstance(h.append(pid=3, epoch=0, seq=1, ts=2_000), ProducerAppendInfo)
+
+
+def test_expired_producers_survive_a_snapshot_reload(h: Harness, tmp_path: Path) -> None:
+    psm = ProducerStateManager(tmp_path, producer_id_expiration_ms=100)
+    h.psm = psm
+    h.append(pid=1, epoch=0, seq=0, count=2, ts=1_000)
+    h.append(pid=2, epoch=0, seq=0, count=1, ts=5_000)
+    psm.remove_expired_producers(now_ms=1_200)
+    psm.take_snapshot()
+    # Kafka's layout: the expired producer is a plain entry with its old timestamp.
+    assert [e.producer_id for e in read_snapshot(snapshot_path(tmp_path, 3))] == [1, 2]
+    fresh = ProducerStateManager(tmp_path, producer_id_expiration_ms=100)
+    fresh.load_latest_snapshot_at_or_below(100, now_ms=5_050)
+    assert sorted(fresh.active_producers) == [2] and list(fresh.expired_producers) == [1]
+    batch = data(3, 1, 0, 2)
+    assert isinstance(fresh.prepare_append(batch, CLIENT), ProducerAppendInfo)
+    with pytest.raises(UnknownProducerIdError):
+        fresh.prepare_append(data(3, 9, 0, 2), CLIENT)
