@@ -763,8 +763,9 @@ class ProducerStateManager:
         """Replace the state with the newest readable snapshot at offset <= `offset`.
 
         Corrupt snapshots are deleted and the next older one is tried. Expired producers
-        are not active but remembered (see MAX_EXPIRED_PRODUCERS). Returns the snapshot's offset, which becomes map_end_offset; with no
-        usable snapshot the state is empty at `log_start_offset` and None is returned.
+        are not active but remembered (see MAX_EXPIRED_PRODUCERS). Returns the
+        snapshot's offset, which becomes map_end_offset; with no usable snapshot the
+        state is empty at `log_start_offset` and None is returned.
         """
         self._producers.clear()
         self._expired.clear()

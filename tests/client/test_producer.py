@@ -4,6 +4,7 @@ tests depend only on the node and the producer."""
 
 from __future__ import annotations
 
+import concurrent.futures
 import threading
 import time
 from collections.abc import Iterator
@@ -23,7 +24,7 @@ from seglog.client.future import RecordMetadata
 from seglog.client.partitioner import partition_for_key
 from seglog.client.producer import KafkaConfigurationError, MessageTooLargeError, Producer
 from seglog.proto import client_pb2 as pb
-from seglog.proto import client_pb2_grpc
+from seglog.proto import client_pb2_grpc, errors_pb2
 from seglog.storage.compression import CompressionType
 from seglog.storage.record_batch import (
     BatchHeader,
@@ -796,8 +797,11 @@ def test_sequence_errors_fail_the_batch_and_reset_the_producer_id(raw, make_prod
     assert (batches[-1][0].producer_id, batches[-1][0].base_sequence) == (m["producer_id"], 0)
 
 
-def test_sequences_wrap_after_max_int(raw, make_producer):
-    topic = topic_name("wrap")
+def test_a_batch_past_sequence_zero_from_an_unknown_producer_fails_cleanly(raw, make_producer):
+    """The node refuses it with UNKNOWN_PRODUCER_ID (an earlier batch may be missing: docs/
+    replication-rules.md); the records fail with that error, nothing is written, and the
+    producer takes a fresh id so later sends go through from sequence 0."""
+    topic = topic_name("unknown-pid")
     raw.create_topic(topic)
     p = make_producer(linger_ms=600_000, delivery_timeout_ms=700_000)
     sender = p._sender
@@ -805,19 +809,92 @@ def test_sequences_wrap_after_max_int(raw, make_producer):
 
     def init_near_the_end() -> bool:
         ok = real_init()
-        # A producer the node has no state for may start anywhere (KIP-360).
         sender._next_seq[TopicPartition(topic, 0)] = 2**31 - 3
+        sender._init_producer_id = real_init
         return ok
 
     sender._init_producer_id = init_near_the_end
     first = [p.send(topic, value=b"a%d" % i) for i in range(5)]
     p.flush(timeout=WAIT_S)
+    for f in first:
+        assert isinstance(f.exception, error_class("UNKNOWN_PRODUCER_ID")), f.exception
+    assert raw.batches(topic, 0) == []
     second = [p.send(topic, value=b"b%d" % i) for i in range(2)]
     p.flush(timeout=WAIT_S)
-    assert [f.get(timeout=0).offset for f in first + second] == list(range(7))
-    headers = [h for h, _ in raw.batches(topic, 0)]
-    # 2^31-3 .. 2^31-1, then 0, 1; the next batch continues at 2.
-    assert [(h.base_sequence, h.last_sequence) for h in headers] == [(2**31 - 3, 1), (2, 3)]
+    assert [f.get(timeout=0).offset for f in second] == [0, 1]
+    [(header, records)] = raw.batches(topic, 0)
+    assert header.base_sequence == 0 and header.producer_id == p.metrics()["producer_id"]
+    assert [r.value for r in records] == [b"b0", b"b1"]
+
+
+def hold_first_refusal(producer: Producer, tp: tuple[str, int], error: str, hold_s: float = 2.0):
+    """An in-process proxy on the Producer's transport (tests/kafka/produce_hold_proxy.py
+    does the same on the Kafka wire): the first Produce naming `tp` is answered with
+    `error` without reaching the node, and that answer is held until the node has answered
+    the next Produce for `tp` (or `hold_s` passed). Returns what it saw."""
+    sender = producer._sender
+    real = sender.start_produce
+    seen = {"refused": 0, "released_after_next_answer": None}
+    held: list[concurrent.futures.Future] = []
+    lock = threading.Lock()
+
+    def names(request: pb.ProduceRequest) -> set[tuple[str, int]]:
+        return {(t.name, p.partition) for t in request.topics for p in t.partitions}
+
+    def release(after_next: bool) -> None:
+        with lock:
+            if not held or held[0].done():
+                return
+            seen["released_after_next_answer"] = after_next
+            future = held[0]
+        future.set_result(refusal)
+
+    def start_produce(stub, request, timeout_s) -> object:
+        nonlocal refusal
+        with lock:
+            first = tp in names(request) and seen["refused"] == 0
+            if first:
+                seen["refused"] = 1
+                refusal = pb.ProduceResponse()
+                for t in request.topics:
+                    tr = refusal.topics.add(name=t.name)
+                    for part in t.partitions:
+                        code = errors_pb2.ErrorCode.Value(error)
+                        tr.partitions.add(partition=part.partition, error_code=code, base_offset=-1)
+                future: concurrent.futures.Future = concurrent.futures.Future()
+                held.append(future)
+                threading.Timer(hold_s, release, args=(False,)).start()
+                return future
+        answer = real(stub, request, timeout_s)
+        if tp in names(request) and held:
+            answer.add_done_callback(lambda _f: release(True))
+        return answer
+
+    refusal = pb.ProduceResponse()
+    sender.start_produce = start_produce  # type: ignore[method-assign]
+    return seen
+
+
+@pytest.mark.parametrize("error", ["NOT_LEADER_OR_FOLLOWER", "UNKNOWN_TOPIC_OR_PARTITION"])
+def test_no_record_reported_sent_is_missing_after_a_refused_first_batch(
+    raw, make_producer, error
+):
+    """tests/kafka/test_implicit_ack.py's check for seglog's own Producer: every record
+    whose future succeeded is in the log exactly once."""
+    topic = topic_name("implicit-ack")
+    raw.create_topic(topic)
+    p = make_producer(linger_ms=0, retry_backoff_ms=50)
+    seen = hold_first_refusal(p, (topic, 0), error)
+    futures = []
+    for i in range(60):
+        futures.append((b"v%03d" % i, p.send(topic, value=b"v%03d" % i, partition=0)))
+        time.sleep(0.002)
+    p.flush(timeout=WAIT_S)
+    assert seen["refused"] == 1
+    delivered = [v for v, f in futures if f.exception is None]
+    in_log = [r.value for r in raw.records(topic, 0)]
+    assert [v for v in delivered if in_log.count(v) != 1] == []
+    assert len(delivered) == 60, [f.exception for _, f in futures if f.exception is not None]
 
 
 # --- a node restart ---------------------------------------------------------------------
