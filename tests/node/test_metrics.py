@@ -27,7 +27,8 @@ from seglog.client.admin import Admin, NewTopic
 from seglog.client.cluster import TopicPartition
 from seglog.client.producer import Producer
 from seglog.proto import client_pb2 as pb
-from seglog.proto import client_pb2_grpc
+from seglog.proto import client_pb2_grpc, errors_pb2
+from seglog.storage.record_batch import NewRecord, build_batch
 
 WAIT_S = 30.0
 
@@ -145,8 +146,52 @@ def test_one_node_counts_what_both_listeners_did(tmp_path: Path) -> None:
             assert seen == 1
             waiting.result()
         assert value(scrape(port), purgatory, delayedOperation="Fetch") == 0
+        check_produce_errors_are_counted_and_logged(node, port)
     finally:
         node.stop()
+
+
+def check_produce_errors_are_counted_and_logged(node: NodeProcess, port: int) -> None:
+    """Refused partitions are counted per error code and logged at WARNING, one line per
+    error code and interval (docs/replication-rules.md 5.8)."""
+    # A producer id the node has no state for, starting past sequence 0 (5.6).
+    batch = build_batch([NewRecord(b"z")], producer_id=4242, producer_epoch=0, base_sequence=5)
+    request = pb.ProduceRequest(
+        acks=-1,
+        timeout_ms=5000,
+        topics=[
+            pb.TopicProduceData(
+                name="m",
+                partitions=[
+                    pb.PartitionProduceData(partition=0, records=batch),
+                    pb.PartitionProduceData(partition=7, records=batch),
+                ],
+            )
+        ],
+    )
+    with grpc.insecure_channel(node.bootstrap) as channel:
+        stub = client_pb2_grpc.SegLogStub(channel)
+        for _ in range(2):
+            answer = stub.Produce(request, timeout=10)
+            first, missing = answer.topics[0].partitions
+            assert errors_pb2.ErrorCode.Name(first.error_code) == "UNKNOWN_PRODUCER_ID"
+            assert "starts at sequence 5, not 0" in first.error_message
+            assert first.log_start_offset == 0  # the real one, not -1
+            assert errors_pb2.ErrorCode.Name(missing.error_code) == "UNKNOWN_TOPIC_OR_PARTITION"
+    s = scrape(port)
+    errors = "kafka_network_requestmetrics_errorspersec_total"
+    assert value(s, errors, request="Produce", error="UNKNOWN_PRODUCER_ID") == 2
+    assert value(s, errors, request="Produce", error="UNKNOWN_TOPIC_OR_PARTITION") == 2
+    lines = [
+        json.loads(line)
+        for line in node.log_path.read_text().splitlines()
+        if '"produce_error"' in line
+    ]
+    logged = sorted((entry["level"], entry["error"]) for entry in lines)
+    assert logged == [
+        ("warning", "UNKNOWN_PRODUCER_ID"),
+        ("warning", "UNKNOWN_TOPIC_OR_PARTITION"),
+    ], lines
 
 
 def test_one_node_times_flushes_lags_and_idles(tmp_path: Path) -> None:
