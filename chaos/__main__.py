@@ -416,6 +416,8 @@ def _check(path: Path) -> int:
         f"nonmonotonic_send={result.nonmonotonic_send} commits={result.commits} "
         f"commit_backwards={result.commit_backwards} lost_commits={result.lost_commits} "
         f"duplicated_commits={result.duplicated_commits} "
+        f"implicit_acks={result.implicit_acks} "
+        f"implicit_ack_missing={result.implicit_ack_missing} "
         f"unavailable={sum(w['seconds'] for w in windows):.1f}s"
     )
     return EXIT_OK if result.ok else EXIT_VIOLATION

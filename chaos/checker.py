@@ -20,6 +20,8 @@
               after its acknowledgement no longer sees (it reads a lower offset)
 * duplicated_commits a group member polled a record below an offset the group had
               committed (acknowledged) before the poll: consumed again after its commit
+* implicit_ack_missing  a value librdkafka reported delivered on a later batch's success
+              (an `implicit_ack` event, chaos/implicit_acks.py) that no consumer read
 
 Commit events, from a group workload: `commit` (an acknowledged commit: process,
 group, partition, offset = the next offset to read, t = when acknowledged) and
@@ -53,7 +55,7 @@ import bisect
 import hashlib
 import struct
 from collections import defaultdict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -78,6 +80,7 @@ class Violations:
     commit_backwards: list[dict[str, Any]] = field(default_factory=list)
     lost_commits: list[dict[str, Any]] = field(default_factory=list)
     duplicated_commits: list[dict[str, Any]] = field(default_factory=list)
+    implicit_ack_missing: list[dict[str, Any]] = field(default_factory=list)
 
 
 INVARIANTS = (
@@ -92,6 +95,7 @@ INVARIANTS = (
     "commit_backwards",
     "lost_commits",
     "duplicated_commits",
+    "implicit_ack_missing",
 )
 
 
@@ -116,6 +120,8 @@ class CheckResult:
     commit_backwards: int = 0
     lost_commits: int = 0
     duplicated_commits: int = 0
+    implicit_ack_missing: int = 0
+    implicit_acks: int = 0  # values librdkafka acknowledged implicitly (any outcome)
     commits: int = 0  # acknowledged commits in the history
     lagging: int = 0  # replicas short of the HW after healing (liveness, not safety)
     unreconciled: int = 0  # of those, replicas whose tail differs from the leader's
@@ -167,6 +173,30 @@ def _keep(bucket: list[dict[str, Any]], item: dict[str, Any]) -> None:
         bucket.append(item)
 
 
+def check_implicit_acks(
+    r: CheckResult,
+    events: Iterable[Mapping[str, Any]],
+    were_read: Callable[[Sequence[str]], Sequence[bool]],
+) -> None:
+    """implicit_ack_missing: every value of an `implicit_ack` event must have been read."""
+    for e in events:
+        values = list(e["values"])
+        r.implicit_acks += len(values)
+        for value, read in zip(values, were_read(values), strict=True):
+            if not read:
+                r.implicit_ack_missing += 1
+                _keep(
+                    r.examples.implicit_ack_missing,
+                    {
+                        "value": value,
+                        "process": e.get("process"),
+                        "partition": e.get("partition"),
+                        "msgids": e.get("msgids"),
+                        "t": e.get("t"),
+                    },
+                )
+
+
 def _is_compacted(events: Sequence[Mapping[str, Any]]) -> bool:
     for e in events:
         if e.get("type") == "meta":
@@ -203,6 +233,7 @@ def check_history(
     # (producer, partition) -> its values in send order
     send_order: dict[tuple[str, int], list[str]] = defaultdict(list)
     commit_events: list[Mapping[str, Any]] = []
+    implicit: list[Mapping[str, Any]] = []
     for e in events:
         kind = e.get("type")
         if kind in ("commit", "committed") or (kind == "poll" and "group" in e):
@@ -223,6 +254,8 @@ def check_history(
             seen_by[pos].setdefault(value, f"ack by {e.get('process')}")
         elif kind == "fail":
             failed[e["value"]] = e
+        elif kind == "implicit_ack":
+            implicit.append(e)
         elif kind == "seek":
             if e.get("offset") is None:  # where it restarts is unknown: the next read says
                 expected.pop((e["process"], int(e["partition"])), None)
@@ -320,6 +353,7 @@ def check_history(
     for value in sorted(unplaced - read_values):
         r.lost += 1
         _keep(r.examples.lost, unplaced_lost_example(value, invoked.get(value)))
+    check_implicit_acks(r, implicit, lambda values: [v in read_values for v in values])
     for value, where in positions.items():
         if len(where) > 1:
             r.duplicated += 1

@@ -21,6 +21,7 @@ from .checker import (
     _check_commits,
     _is_compacted,
     _keep,
+    check_implicit_acks,
     skipped_example,
     unplaced_lost_example,
 )
@@ -225,6 +226,13 @@ def check_columns(h: ColumnHistory, *, compacted: bool | None = None) -> CheckRe
             },
         )
 
+    check_implicit_acks(
+        r,
+        [e for e in h.rare if e.get("type") == "implicit_ack"],
+        lambda values: np.isin(
+            np.array([h.values.encode(v) for v in values], _I64), read_u
+        ).tolist(),
+    )
     unread = unplaced[~np.isin(unplaced, read_u)]
     r.lost += len(unread)
     if len(unread) and len(r.examples.lost) < 20:

@@ -12,13 +12,18 @@ every timeout, transport error and "possibly persisted" outcome is indeterminate
 
 from __future__ import annotations
 
+import logging
 import random
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
+from .implicit_acks import ImplicitAckRecorder
 from .workload import PartitionSlots, WorkloadState, _ProducerStats
+
+# librdkafka's debug lines, as before the recorder: the run's log at DEBUG.
+_rdkafka_log = logging.getLogger("seglog.chaos.rdkafka")
 
 _DEFINITE = frozenset(
     {
@@ -43,12 +48,15 @@ def classify(error: Any) -> tuple[str, bool]:
 class KafkaWorkload(WorkloadState):
     """The Workload interface (start, stop_producers, drain, final_read, stop)."""
 
+    _implicit_acks: list[ImplicitAckRecorder] = field(default_factory=list)
+
     def start(self) -> None:
         import confluent_kafka as ck
 
         c = self.config
         for i in range(c.producers):
             name = f"p{i}"
+            recorder = ImplicitAckRecorder(name, self.history.append, _rdkafka_log)
             producer = ck.Producer(
                 {
                     "bootstrap.servers": c.bootstrap,
@@ -61,11 +69,15 @@ class KafkaWorkload(WorkloadState):
                     "retry.backoff.ms": 100,
                     # librdkafka's own account of its idempotence (PID, drains, epoch
                     # bumps and the answer that caused them) goes to the run's log: a
-                    # duplicate found by the checker can then be traced to its cause.
+                    # duplicate found by the checker can then be traced to its cause;
+                    # its implicit acknowledgements become history events the checker
+                    # holds against the log (chaos/implicit_acks.py).
                     "debug": "eos",
                     "log_level": 7,
+                    "logger": recorder.logger(),
                 }
             )
+            self._implicit_acks.append(recorder)
             self._producers.append(producer)
             self._outstanding.append(PartitionSlots(c.max_outstanding, c.partitions))
             self.stats[name] = _ProducerStats()
@@ -99,6 +111,7 @@ class KafkaWorkload(WorkloadState):
 
     def _produce_loop(self, index: int, name: str, producer: Any) -> None:
         c = self.config
+        recorder = self._implicit_acks[index]
         rng = random.Random(f"{c.seed}-{name}")
         outstanding = self._outstanding[index]
         stats = self.stats[name]
@@ -149,7 +162,9 @@ class KafkaWorkload(WorkloadState):
                             "process": name,
                             "value": value,
                             "partition": msg.partition(),
-                            "offset": msg.offset(),
+                            # None: acknowledged implicitly, at no offset librdkafka knows
+                            # (it reports OFFSET_INVALID, -1001).
+                            "offset": msg.offset() if msg.offset() >= 0 else None,
                             "t0": started,
                             "latency": round(now - started, 4),
                         }
@@ -173,6 +188,7 @@ class KafkaWorkload(WorkloadState):
                 producer.produce(
                     c.topic, value=value.encode(), partition=partition, on_delivery=report
                 )
+                recorder.sent(partition, value)
             except Exception as e:  # noqa: BLE001 - refused before it was queued
                 outstanding.give(partition)
                 stats.failed += 1

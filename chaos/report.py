@@ -427,6 +427,8 @@ def summary_line(
         f"indeterminate={result.indeterminate} commits={result.commits} "
         f"commit_backwards={result.commit_backwards} lost_commits={result.lost_commits} "
         f"duplicated_commits={result.duplicated_commits} "
+        f"implicit_acks={result.implicit_acks} "
+        f"implicit_ack_missing={result.implicit_ack_missing} "
         f"unavailable={unavailable:.1f}s/{len(windows)} windows "
         f"worst_partition_unavailable={worst:.1f}s report={report_path}"
     )

@@ -139,3 +139,57 @@ def test_a_record_polled_again_below_the_committed_offset_is_a_duplicated_commit
     # At the committed offset itself is where a new member starts: fine.
     h2 = group_history().ack("d", 0, 3, "p0").member_poll(0, 3, "d", "m2")
     assert check_history(h2.events).ok
+
+
+def test_an_implicit_ack_of_a_value_never_read_fails_the_run() -> None:
+    from seglog.chaos.column_checker import check_columns
+    from seglog.chaos.columns import ColumnHistory
+
+    events = [
+        {"type": "invoke", "t": 1.0, "process": "p0", "value": "p0-0", "partition": 0},
+        {"type": "invoke", "t": 1.1, "process": "p0", "value": "p0-1", "partition": 0},
+        {"type": "ok", "t": 1.2, "process": "p0", "value": "p0-1", "partition": 0, "offset": 0},
+        {"type": "ok", "t": 1.2, "process": "p0", "value": "p0-0", "partition": 0},  # implicit
+        {
+            "type": "implicit_ack",
+            "t": 1.2,
+            "process": "p0",
+            "partition": 0,
+            "msgids": [1, 1],
+            "values": ["p0-0"],
+        },
+        {"type": "poll", "t": 2.0, "process": "c0", "partition": 0, "offset": 0, "value": "p0-1"},
+    ]
+    for result in (check_history(events), check_columns(ColumnHistory.from_events(events))):
+        assert result.implicit_acks == 1 and result.implicit_ack_missing == 1
+        assert "implicit_ack_missing" in result.failed_invariants()
+        assert result.examples.implicit_ack_missing[0]["value"] == "p0-0"
+    # Read after all: the implicit ack was right, nothing is flagged.
+    read = [*events, {**events[-1], "offset": 1, "value": "p0-0"}]
+    assert check_history(read).implicit_ack_missing == 0
+
+
+def test_librdkafka_implicit_ack_lines_become_history_events() -> None:
+    import logging
+
+    from seglog.chaos.implicit_acks import ImplicitAckRecorder
+
+    recorded: list[dict] = []
+    recorder = ImplicitAckRecorder("p0", recorded.append)
+    for i in range(4):
+        recorder.sent(0, f"p0-{i}")
+    recorder.sent(1, "p0-4")
+    log = recorder.logger()
+    # A line as librdkafka 2.x writes it with debug=eos (seen in tests/kafka/test_implicit_ack.py
+    # against the KIP-360 rule).
+    log.log(
+        logging.DEBUG,
+        "%s",
+        "IMPLICITACK [thrd:127.0.0.1:46561/1]: 127.0.0.1:46561/1: chaos [0] 2 message(s) "
+        "implicitly acked by subsequent batch success (msgids 2..3, last acked 4)",
+    )
+    log.log(logging.DEBUG, "%s", "DRAIN [thrd:x]: chaos [0] beginning partition drain")
+    assert [(e["type"], e["partition"], e["values"]) for e in recorded] == [
+        ("implicit_ack", 0, ["p0-1", "p0-2"])
+    ]
+    assert recorder.implicit_acks == 2

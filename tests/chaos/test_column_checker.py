@@ -50,7 +50,7 @@ def histories(draw: st.DrawFn) -> list[dict[str, Any]]:
         kind = draw(
             st.sampled_from(
                 ["invoke", "ok", "ok", "fail", "poll", "poll", "poll", "seek"]
-                + ["commit", "committed", "phase", "fault"]
+                + ["commit", "committed", "phase", "fault", "implicit_ack"]
             )
         )
         e: dict[str, Any] = {"type": kind, "t": t}
@@ -93,6 +93,14 @@ def histories(draw: st.DrawFn) -> list[dict[str, Any]]:
                 offset=draw(offset),
             )
             e["t0" if kind == "committed" else "t"] = t - draw(st.sampled_from([0.0, 0.5]))
+        elif kind == "implicit_ack":
+            values = draw(st.lists(st.sampled_from(VALUES), min_size=1, max_size=3))
+            e.update(
+                process=draw(st.sampled_from(PRODUCERS)),
+                partition=draw(partition),
+                msgids=[1, len(values)],
+                values=values,
+            )
         elif kind == "phase":
             e["name"] = draw(st.sampled_from(["faults", "heal", "quiesce"]))
             e["scenario"] = draw(st.sampled_from(["s1", "s2"]))

@@ -56,7 +56,9 @@ class ProxiedNode:
         topic = f"implicit-ack-{next(_names)}"
         # Created on the node's own port: the proxy only meddles with Produce.
         admin = AdminClient({"bootstrap.servers": f"127.0.0.1:{self.kafka_port}"})
-        admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(timeout=30)
+        # Partition 1 warms a producer up (its producer id, its connection); partition 0
+        # gets the burst whose first Produce the proxy refuses.
+        admin.create_topics([NewTopic(topic, 2, 1)])[topic].result(timeout=30)
         self.proxy.error = error
         self.proxy.targets.add((topic, 0))
         return topic
@@ -130,7 +132,8 @@ def test_confluent_kafka(proxied: ProxiedNode, error: str) -> None:
             "message.timeout.ms": 30_000,
         }
     )
-    p.list_topics(topic, timeout=10)  # the leader's connection is up before the burst
+    p.produce(topic, value=b"warm-up", partition=1)
+    assert p.flush(WAIT_S) == 0  # a producer id and a connection before the burst
     for i in range(VALUES):
         p.produce(topic, value=b"v%03d" % i, partition=0, on_delivery=report)
         p.poll(0)
@@ -155,7 +158,7 @@ def test_kafka_python(proxied: ProxiedNode, error: str) -> None:
         retry_backoff_ms=50,
     )
     try:
-        p.partitions_for(topic)
+        p.send(topic, value=b"warm-up", partition=1).get(timeout=WAIT_S)
         futures = []
         for i in range(VALUES):
             futures.append((b"v%03d" % i, p.send(topic, value=b"v%03d" % i, partition=0)))
@@ -186,7 +189,7 @@ def test_aiokafka(proxied: ProxiedNode, error: str) -> None:
         )
         await p.start()
         try:
-            await p.partitions_for(topic)
+            await p.send_and_wait(topic, value=b"warm-up", partition=1)
             sent = []
             for i in range(VALUES):
                 sent.append((b"v%03d" % i, await p.send(topic, value=b"v%03d" % i, partition=0)))
