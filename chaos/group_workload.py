@@ -33,6 +33,7 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
+from .implicit_acks import ImplicitAckRecorder
 from .targets import LocalTarget
 
 PARTITIONS = 12
@@ -49,6 +50,7 @@ class GroupChaos:
     def __init__(self, target: LocalTarget, topic: str, seed: int, rate: float) -> None:
         self.target = target
         self.topic = topic
+        self.seed = seed
         self.rng = random.Random(seed)
         self.rate = rate
         self.stop_producing = threading.Event()
@@ -56,6 +58,8 @@ class GroupChaos:
         self.lock = threading.Lock()
         self.acknowledged: set[bytes] = set()
         self.produce_failures = 0
+        # librdkafka's implicit acknowledgements (chaos/implicit_acks.py)
+        self.implicit_acks: list[dict[str, Any]] = []
         self.consumed: set[bytes] = set()
         self.duplicates = 0
         self.commits_acked: dict[int, int] = {}
@@ -72,6 +76,7 @@ class GroupChaos:
     def producer(self, index: int) -> None:
         from confluent_kafka import Producer
 
+        recorder = ImplicitAckRecorder(f"p{index}", self.implicit_acks.append)
         p = Producer(
             {
                 "bootstrap.servers": self.target.kafka_bootstrap,
@@ -79,6 +84,11 @@ class GroupChaos:
                 "acks": "all",
                 "linger.ms": 5,
                 "message.timeout.ms": 120_000,
+                # librdkafka's implicit acknowledgements, held against what was consumed
+                # (chaos/implicit_acks.py).
+                "debug": "eos",
+                "log_level": 7,
+                "logger": recorder.logger(),
             }
         )
 
@@ -90,8 +100,14 @@ class GroupChaos:
                     self.produce_failures += 1
 
         n = 0
+        rng = random.Random(f"{self.seed}-p{index}")
         while not self.stop_producing.is_set():
-            p.produce(self.topic, b"p%d-%08d" % (index, n), on_delivery=delivered)
+            value = b"p%d-%08d" % (index, n)
+            # The partition is chosen here, not by librdkafka's partitioner: the
+            # recorder maps an implicit ack's per-partition message ids to values.
+            partition = rng.randrange(PARTITIONS)
+            p.produce(self.topic, value, partition=partition, on_delivery=delivered)
+            recorder.sent(partition, value.decode())
             n += 1
             p.poll(0)
             time.sleep(1 / self.rate)
@@ -278,6 +294,8 @@ def run_groups(
         except Exception as e:  # noqa: BLE001
             chaos.errors.append(f"down: {e}")
     lost = sorted(chaos.acknowledged - chaos.consumed)
+    implicit = [v for e in chaos.implicit_acks for v in e["values"]]
+    implicit_missing = sorted(v for v in implicit if v.encode() not in chaos.consumed)
     behind = {
         p: (final.get(p), acked)
         for p, acked in chaos.commits_acked.items()
@@ -288,6 +306,7 @@ def run_groups(
     ]
     checks = {
         "at_least_once (every acknowledged record consumed)": not lost,
+        "every implicitly acknowledged record consumed": not implicit_missing,
         "committed positions never went back (watcher)": not chaos.backwards,
         "no acknowledged commit above the final committed offset": not behind,
         "commits acknowledged after every coordinator kill": bool(chaos.kills)
@@ -306,6 +325,9 @@ def run_groups(
             "redelivered_records": chaos.duplicates,
             "lost_records": len(lost),
             "lost_examples": [v.decode() for v in lost[:5]],
+            "implicit_acks": len(implicit),
+            "implicit_ack_missing": len(implicit_missing),
+            "implicit_ack_missing_examples": implicit_missing[:5],
             "commits_acknowledged": len(chaos.commit_times),
             "commit_failures": chaos.commit_failures,
             "committed_final": final,
@@ -353,6 +375,8 @@ def report(s: dict[str, Any]) -> str:
         f"| records consumed by the group | {s['consumed_records']} |",
         f"| records delivered again (after a failover or rebalance) | {s['redelivered_records']} |",
         f"| acknowledged records never consumed | {s['lost_records']} |",
+        f"| records librdkafka acknowledged implicitly | {s['implicit_acks']} |",
+        f"| of those, never consumed | {s['implicit_ack_missing']} |",
         f"| commits acknowledged / failed | {s['commits_acknowledged']} / {s['commit_failures']} |",
         f"| committed offsets the watcher saw change | {s['watched_values']} |",
         "",
