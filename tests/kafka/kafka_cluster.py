@@ -132,3 +132,26 @@ def _response_class(request: Any) -> Any:
     import kafka.protocol.api_header as h
 
     return h.ResponseClassRegistry.get_response_class(request.header)
+
+
+def read_partition_values(
+    bootstrap: str, topic: str, partition: int = 0, timeout_s: float = 30.0
+) -> list[bytes]:
+    """Every value in the partition from its log start to its high watermark, in order,
+    read by confluent-kafka straight from the node's Kafka listener."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"reader-{topic}"})
+    try:
+        low, high = c.get_watermark_offsets(TopicPartition(topic, partition), timeout=10)
+        c.assign([TopicPartition(topic, partition, low)])
+        values: list[bytes] = []
+        deadline = time.monotonic() + timeout_s
+        while len(values) < high - low and time.monotonic() < deadline:
+            m = c.poll(0.5)
+            if m is not None and m.error() is None:
+                values.append(m.value())
+        assert len(values) == high - low, f"read {len(values)} of {high - low} records"
+        return values
+    finally:
+        c.close()

@@ -19,6 +19,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from kafka_cluster import read_partition_values
 from node_process import NodeProcess, free_port
 from produce_hold_proxy import ProduceHoldProxy
 
@@ -65,28 +66,7 @@ class ProxiedNode:
 
     def log_values(self, topic: str) -> list[bytes]:
         """Every value in the partition, read from the node directly."""
-        from confluent_kafka import Consumer, TopicPartition
-
-        c = Consumer(
-            {
-                "bootstrap.servers": f"127.0.0.1:{self.kafka_port}",
-                "group.id": f"reader-{topic}",
-                "enable.auto.commit": False,
-            }
-        )
-        try:
-            low, high = c.get_watermark_offsets(TopicPartition(topic, 0), timeout=10)
-            c.assign([TopicPartition(topic, 0, low)])
-            values: list[bytes] = []
-            deadline = time.monotonic() + WAIT_S
-            while len(values) < high - low and time.monotonic() < deadline:
-                m = c.poll(0.5)
-                if m is not None and m.error() is None:
-                    values.append(m.value())
-            assert len(values) == high - low, (len(values), low, high)
-            return values
-        finally:
-            c.close()
+        return read_partition_values(f"127.0.0.1:{self.kafka_port}", topic, 0, WAIT_S)
 
     def refusals(self, topic: str) -> list:
         return [r for r in self.proxy.refusals if r.partition == (topic, 0)]

@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from kafka_cluster import read_partition_values
 from node_process import NodeProcess, free_port
 
 from seglog.client.admin import Admin, NewTopic
@@ -60,21 +61,7 @@ class ExpiringNode:
             time.sleep(0.1)
 
     def values(self, topic: str) -> list[bytes]:
-        from confluent_kafka import Consumer, TopicPartition
-
-        c = Consumer({"bootstrap.servers": self.kafka, "group.id": f"r-{topic}"})
-        try:
-            low, high = c.get_watermark_offsets(TopicPartition(topic, 0), timeout=10)
-            c.assign([TopicPartition(topic, 0, low)])
-            out: list[bytes] = []
-            deadline = time.monotonic() + WAIT_S
-            while len(out) < high - low and time.monotonic() < deadline:
-                m = c.poll(0.5)
-                if m is not None and m.error() is None:
-                    out.append(m.value())
-            return out
-        finally:
-            c.close()
+        return read_partition_values(self.kafka, topic, 0, WAIT_S)
 
 
 @pytest.fixture(scope="module")
