@@ -54,7 +54,7 @@ NUM_BATCHES_TO_RETAIN = 5  # = the client's max.in.flight.requests.per.connectio
 DEFAULT_PRODUCER_ID_EXPIRATION_MS = 86_400_000
 # Expired producers remembered per partition (oldest forgotten first), so that a producer
 # resuming after producer.id.expiration.ms continues where it left off instead of being
-# refused with UNKNOWN_PRODUCER_ID (docs/replication-rules.md, "Unknown producers").
+# refused with UNKNOWN_PRODUCER_ID (docs/replication-rules.md 5.6, 5.7).
 MAX_EXPIRED_PRODUCERS = 1_000
 
 
