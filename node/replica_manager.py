@@ -52,6 +52,7 @@ from .event_log import EventLogger
 from .fetch_session import DEFAULT_SLOTS as DEFAULT_SESSION_SLOTS
 from .fetch_session import FetchSessionCache
 from .fetch_wakeups import FetchWaiter, FetchWakeups
+from .liveness import StallWatchdog
 from .log_manager import LogManager, PartitionLog
 from .replica_fetcher import ReplicaFetcher
 
@@ -62,6 +63,7 @@ LATEST_TIMESTAMP = -1
 EARLIEST_TIMESTAMP = -2
 MAX_TIMESTAMP = -3
 TICK_S = 0.05
+TIMER_LOOP = "replica timer loop"  # its name in the broker's stall watchdog
 SWEEP_S = 1.0  # the shortest sweep of every leader
 SWEEP_MAX_S = 2.5  # half an AlterPartition re-send interval
 
@@ -217,6 +219,9 @@ class ReplicaManager:
         self._sweep_s = min(max(SWEEP_S, replica_lag_time_max_ms / 4000), SWEEP_MAX_S)
         self._stopped = threading.Event()
         self._ticker: threading.Thread | None = None
+        # Beaten by the timer loop each round: a loop stuck (behind a partition lock held
+        # across a hung disk write, say) tells the broker it cannot serve.
+        self.watchdog: StallWatchdog | None = None
 
     def start(self) -> None:
         if self._alter_partitions is not None:
@@ -232,6 +237,8 @@ class ReplicaManager:
             f.stop()
         if self._ticker is not None:
             self._ticker.join(timeout=5)
+        if self.watchdog is not None:
+            self.watchdog.forget(TIMER_LOOP)
         self._wakeups.wake_all()
 
     # --- carrying out the replicas' decisions ---------------------------------------------
@@ -271,6 +278,8 @@ class ReplicaManager:
         instead of every partition 20 times a second."""
         next_sweep = 0.0
         while not self._stopped.wait(TICK_S):
+            if self.watchdog is not None:
+                self.watchdog.beat(TIMER_LOOP, time.monotonic())
             t = now_ms()
             if fault_injection.monotonic_s() >= next_sweep:
                 next_sweep = fault_injection.monotonic_s() + self._sweep_s

@@ -125,6 +125,8 @@ class Node:
             quota_window_size_ms=config.replication_quota_window_size_seconds * 1000,
         )
         self.log_manager.on_dir_offline = self.replica_manager.on_log_dir_offline
+        if self.remote is not None:
+            self.replica_manager.watchdog = self.remote.watchdog
         self.metrics = NodeMetrics()
         self.replica_manager.metrics = self.metrics
         self.log_manager.flush_observer = self.metrics.log_flushed
@@ -420,6 +422,10 @@ class Node:
 
     def metadata_image(self) -> MetadataImage:
         return self.controller.image
+
+    def stalled(self) -> str | None:
+        """What stalled in this broker (its pulse's last judgement), None while serving."""
+        return self.remote.pulse.stalled if self.remote is not None else None
 
     def controller_id(self) -> int:
         if self.remote is None:
