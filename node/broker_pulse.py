@@ -5,7 +5,8 @@ process, which relays heartbeats only while the pulses say the broker serves.
 
 A frozen process sends nothing (every thread stops), so the controller process stops
 heartbeating and the broker is fenced a session later. A broker that is running but
-cannot serve (its replica timers stuck behind a hung disk write, say) says so: the
+cannot serve (a disk write or fsync that does not return, its replica timers stuck
+behind the partition lock such a write holds) says so: the
 controller process fences it at once, so its leaderships move instead of timing out
 every produce. It logs each change and keeps the state for the metrics.
 """
@@ -16,10 +17,13 @@ import threading
 import time
 from collections.abc import Callable
 
+from seglog.storage import io_watch
+
 from .event_log import EventLogger
 from .liveness import StallWatchdog, pulse_line
 
 _log = EventLogger("broker_pulse")
+DISK_OPERATION = "a disk write or fsync"  # its name in the watchdog
 
 
 class BrokerPulse:
@@ -47,7 +51,9 @@ class BrokerPulse:
             self._thread.join(timeout=5)
 
     def pulse_once(self) -> None:
-        stalled = self.watchdog.stalled(time.monotonic())
+        now = time.monotonic()
+        self.watchdog.in_flight(DISK_OPERATION, io_watch.oldest_started())
+        stalled = self.watchdog.stalled(now)
         if stalled != self.stalled:
             if stalled is not None and self.stalled is None:
                 self.stalls += 1

@@ -34,13 +34,16 @@ MAX_WATCHED = 64
 
 
 class StallWatchdog:
-    """Named loops beat it; `stalled` names one that has not for longer than `bound_s`."""
+    """Named loops beat it, and named operations report when the oldest of them in
+    flight started; `stalled` names a loop that has not beaten, or an operation that
+    has not returned, for longer than `bound_s`."""
 
     def __init__(self, bound_s: float) -> None:
         if bound_s <= 0:
             raise ValueError(f"the stall bound must be positive: {bound_s} s")
         self.bound_s = bound_s
         self._beats: dict[str, float] = {}
+        self._in_flight: dict[str, float] = {}
 
     def beat(self, name: str, now: float) -> None:
         if name not in self._beats and len(self._beats) >= MAX_WATCHED:
@@ -51,16 +54,28 @@ class StallWatchdog:
         """The loop ended in order (a shutdown): no longer watched."""
         self._beats.pop(name, None)
 
+    def in_flight(self, name: str, started: float | None) -> None:
+        """The oldest operation of kind `name` now running started at `started`
+        (None: none is running)."""
+        if started is None:
+            self._in_flight.pop(name, None)
+            return
+        if name not in self._in_flight and len(self._in_flight) >= MAX_WATCHED:
+            raise ValueError(f"more than {MAX_WATCHED} watched operations: {name!r}")
+        self._in_flight[name] = started
+
     def stalled(self, now: float) -> str | None:
-        """The reason the broker cannot serve (the loop stalled longest), or None."""
+        """The reason the broker cannot serve (what stalled longest), or None."""
         worst: tuple[float, str] | None = None
-        for name, at in list(self._beats.items()):
+        entries = [(n, at, "stalled") for n, at in list(self._beats.items())]
+        entries += [(n, at, "in flight") for n, at in list(self._in_flight.items())]
+        for name, at, how in entries:
             age = now - at
             if age > self.bound_s and (worst is None or age > worst[0]):
-                worst = (age, name)
+                worst = (age, f"{name} {how}")
         if worst is None:
             return None
-        return f"{worst[1]} stalled for {worst[0]:.1f} s (bound {self.bound_s:.1f} s)"
+        return f"{worst[1]} for {worst[0]:.1f} s (bound {self.bound_s:.1f} s)"
 
 
 class PulseGate:

@@ -146,3 +146,132 @@ def test_frozen_broker_with_live_controller_fails_over_and_rejoins(tmp_path):
         if victim_proc is not None and victim_proc.poll() is None:
             os.kill(victim_proc.pid, signal.SIGCONT)
         cluster.stop_all()
+
+
+def test_a_broker_whose_disk_stops_answering_fences_itself_and_rejoins(tmp_path, monkeypatch):
+    """The broker's disk blocks (the fault seam's write_block: writes neither fail nor
+    return) while every process runs: a produce to a partition it leads hangs in its
+    segment write. Past the stall bound (max(session, 5 s)) the broker says so
+    (`broker_stalled`, seglog_broker_stalled 1) and its controller process fences it at
+    once, so its leaderships move and the retried produce succeeds; once the disk
+    answers it is unfenced and back in every ISR."""
+    import json
+    import urllib.request
+
+    from confluent_kafka.admin import AdminClient, NewTopic
+    from prometheus_client.parser import text_string_to_metric_families
+
+    from seglog.node.remote_controller import STALL_BOUND_MIN_S
+
+    faults = tmp_path / "faults.json"
+    faults.write_text("{}")
+    monkeypatch.setenv("SEGLOG_FAULT_INJECTION_FILE", str(faults))
+
+    def set_faults(**f: object) -> None:
+        tmp = faults.with_suffix(".tmp")
+        tmp.write_text(json.dumps(f))
+        os.replace(tmp, faults)
+
+    profile = {k: v for k, v in LOCAL_DEFAULTS.items() if k != "num.partitions"}
+    cluster = LocalProfileCluster(
+        tmp_path / "cluster", {**profile, "metrics.port": "0", "metrics.host": "127.0.0.1"}
+    )
+    try:
+        cluster.start_all()
+        b = cluster.kafka_bootstrap
+        admin = AdminClient({"bootstrap.servers": b})
+        admin.create_topics([NewTopic(TOPIC, PARTITIONS, 3)])[TOPIC].result(30)
+        full = tuple(NODE_IDS)
+        before = cluster.wait(
+            "leaders with full ISRs",
+            lambda: (
+                (m := leaders(cluster, 1))
+                and len(m) == PARTITIONS
+                and all(lead > 0 and isr == full for lead, isr in m.values())
+                and m
+            ),
+        )
+        victim = before[0][0]
+        led = sorted(p for p, (lead, _) in before.items() if lead == victim)
+        survivor = next(i for i in NODE_IDS if i != victim)
+        port = next(
+            int(e["metrics_port"]) for e in cluster.log_events(victim, "node_started")
+        )
+
+        def stalled_gauge() -> float:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as r:
+                text = r.read().decode()
+            for family in text_string_to_metric_families(text):
+                for s in family.samples:
+                    if s.name == "seglog_broker_stalled":
+                        return float(s.value)
+            raise AssertionError("no seglog_broker_stalled")
+
+        assert stalled_gauge() == 0
+        producer = ck.Producer(
+            {
+                "bootstrap.servers": b,
+                "acks": "all",
+                "enable.idempotence": True,
+                "linger.ms": 0,
+                "request.timeout.ms": REQUEST_TIMEOUT_MS,
+                "socket.timeout.ms": REQUEST_TIMEOUT_MS,
+                "topic.metadata.refresh.interval.ms": 1000,
+                "message.timeout.ms": 30_000,
+            }
+        )
+        set_faults(write_block=True, node_ids=[victim])
+        blocked_at = time.monotonic()
+        delivered: dict[int, float] = {}
+        failed: list[object] = []
+
+        def on_delivery(err, msg):  # noqa: ANN202
+            if err is None:
+                delivered[msg.partition()] = time.monotonic() - blocked_at
+            else:
+                failed.append((msg.partition(), err))
+
+        for p in range(PARTITIONS):
+            producer.produce(TOPIC, value=b"blocked-disk", partition=p, on_delivery=on_delivery)
+        bound_s = max(STALL_BOUND_MIN_S, SESSION_MS / 1000)
+        failed_over_s = None
+        saw_gauge = False
+        while time.monotonic() - blocked_at < bound_s + 15:
+            producer.poll(0.1)
+            m = leaders(cluster, survivor)
+            if failed_over_s is None and m and all(m[p][0] not in (victim, -1) for p in led):
+                failed_over_s = time.monotonic() - blocked_at
+            if failed_over_s is not None and not saw_gauge:
+                saw_gauge = stalled_gauge() == 1
+            if saw_gauge and len(delivered) + len(failed) == PARTITIONS:
+                break
+        assert not failed, failed
+        assert failed_over_s is not None, f"partitions {led} never left node {victim}"
+        # The stall bound, then a pulse and the controlled shutdown's commit.
+        assert bound_s <= failed_over_s <= bound_s + 2.0, failed_over_s
+        assert saw_gauge, "seglog_broker_stalled never said 1 on the stalled broker"
+        assert sorted(delivered) == list(range(PARTITIONS)), delivered
+        print(f"self-fenced {failed_over_s:.2f} s after the disk blocked; {delivered}")
+        assert cluster.log_events(victim, "broker_stalled")
+        assert cluster.log_events(victim, "broker_fenced_itself")
+
+        set_faults()
+        cluster.wait(
+            "the broker unfenced and in every ISR once its disk answers",
+            lambda: (
+                cluster.brokers(survivor) == dict.fromkeys(NODE_IDS, False)
+                and (m := leaders(cluster, survivor))
+                and all(isr == full for _, isr in m.values())
+                or None
+            ),
+            timeout_s=30,
+        )
+        assert stalled_gauge() == 0
+        assert cluster.log_events(victim, "broker_serving_again")
+        for p in range(PARTITIONS):
+            producer.produce(TOPIC, value=b"after", partition=p)
+        assert producer.flush(30) == 0
+        assert cluster.crashes() == []
+    finally:
+        set_faults()
+        cluster.stop_all()

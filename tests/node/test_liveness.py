@@ -59,3 +59,36 @@ def test_a_frozen_broker_is_fenced_within_a_session_and_a_third() -> None:
     assert pulse_interval_s(600, 100) == pytest.approx(0.05)
     # Kafka's defaults: 9 s sessions, 2 s heartbeats.
     assert pulse_interval_s(9_000, 2_000) == pytest.approx(0.75)
+
+
+def test_an_operation_in_flight_past_the_bound_is_a_stall() -> None:
+    w = StallWatchdog(5.0)
+    w.in_flight("a disk write or fsync", 10.0)
+    assert w.stalled(15.0) is None
+    assert w.stalled(16.0) == "a disk write or fsync in flight for 6.0 s (bound 5.0 s)"
+    w.in_flight("a disk write or fsync", None)  # it returned
+    assert w.stalled(16.0) is None
+
+
+def test_a_disk_operation_that_does_not_return_shows_as_in_flight() -> None:
+    import threading
+    import time
+
+    from seglog.storage import io_watch
+
+    release = threading.Event()
+    blocked = io_watch.watched(lambda: release.wait(10))
+    assert io_watch.oldest_started() is None
+    before = time.monotonic()
+    t = threading.Thread(target=blocked)
+    t.start()
+    try:
+        deadline = time.monotonic() + 5
+        while io_watch.oldest_started() is None and time.monotonic() < deadline:
+            time.sleep(0.01)
+        started = io_watch.oldest_started()
+        assert started is not None and started >= before
+    finally:
+        release.set()
+        t.join(5)
+    assert io_watch.oldest_started() is None
