@@ -26,6 +26,7 @@ stops it cleanly, after a controlled shutdown of its broker.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import json
 import os
@@ -49,7 +50,7 @@ from .config import NodeConfig
 from .controller_client import ControllerClient
 from .controller_servicer import ControllerServicer
 from .event_log import EventLogger, configure
-from .liveness import PulseGate, parse_pulse, pulse_interval_s, pulse_max_age_s
+from .liveness import PulseGate, parse_pulse, pulse_interval_s, pulse_line, pulse_max_age_s
 from .quorum_controller import QuorumController
 from .security import grpc_tls
 from .security.grpc_gate import AuthorizingInterceptor
@@ -341,6 +342,21 @@ def main() -> int:
     process = ControllerProcess(config, bool(setup.get("clean", False)), gate)
     process.start()
     print("controller-ready", flush=True)
+    interval = pulse_interval_s(
+        config.broker_session_timeout_ms, config.broker_heartbeat_interval_ms
+    )
+
+    def pulse_broker() -> None:
+        # The other way: the broker stops leading when this process (its heartbeats,
+        # its metadata) goes silent for a session. Never blocks: a frozen broker's
+        # full pipe drops pulses.
+        fd = sys.stdout.fileno()
+        os.set_blocking(fd, False)
+        while not done.wait(interval):
+            with contextlib.suppress(BlockingIOError, BrokenPipeError):
+                os.write(fd, pulse_line(None))
+
+    threading.Thread(target=pulse_broker, name="broker-pulse", daemon=True).start()
     parent = os.getppid()  # 1 itself when the broker is a container's first process
     while not done.wait(1):
         if os.getppid() != parent:

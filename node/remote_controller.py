@@ -41,7 +41,7 @@ from .config import NodeConfig
 from .controller_client import ControllerClient
 from .controller_requests import IsrChange
 from .event_log import EventLogger
-from .liveness import StallWatchdog, pulse_interval_s
+from .liveness import StallWatchdog, parse_pulse, pulse_interval_s
 from .security.grpc_tls import open_channel
 from .security.internode import controller_credentials
 
@@ -100,6 +100,9 @@ class RemoteController:
             pulse_interval_s(config.broker_session_timeout_ms, config.broker_heartbeat_interval_ms),
         )
         self._pulse_fd = -1
+        # The controller process's pulses back (its stdout): heard last when.
+        self._controller_heard = time.monotonic()
+        self._controller_silent = False
 
     # --- lifecycle ---------------------------------------------------------------------
 
@@ -130,6 +133,10 @@ class RemoteController:
         os.set_blocking(self._pulse_fd, False)
         self.pulse.pulse_once()
         self.pulse.start()
+        self._controller_heard = time.monotonic()
+        threading.Thread(
+            target=self._hear_controller, name="controller-pulses", daemon=True
+        ).start()
         _log.info("controller_process_started", pid=self._proc.pid, address=self._own_address)
 
     def _send_pulse(self, line: bytes) -> None:
@@ -137,6 +144,35 @@ class RemoteController:
             os.write(self._pulse_fd, line)
         except (BlockingIOError, BrokenPipeError):
             pass  # the process is frozen (pipe full) or gone (the watch reports that)
+        why = self.leadership_doubt()
+        if (why is not None) != self._controller_silent:
+            self._controller_silent = why is not None
+            if why is not None:
+                _log.warning("controller_process_silent", reason=why)
+            else:
+                _log.info("controller_process_heard_again")
+
+    def _hear_controller(self) -> None:
+        """The controller process's pulses, until EOF (it exited: the watch says so)."""
+        proc = self._proc
+        assert proc is not None and proc.stdout is not None
+        for line in proc.stdout:
+            if parse_pulse(line)[0]:
+                self._controller_heard = time.monotonic()
+
+    def leadership_doubt(self) -> str | None:
+        """Why this broker must not act as a leader now, or None. Its heartbeats and
+        its metadata come from its controller process: silent for longer than a
+        session (frozen, wedged), the controller has fenced this broker and moved its
+        leaderships, which it cannot learn. Refusing produces sends clients to the
+        new leaders instead of timing out here."""
+        silent = time.monotonic() - self._controller_heard
+        if silent <= self.config.broker_session_timeout_ms / 1000:
+            return None
+        return (
+            f"the controller process of node {self.node_id} has not been heard from for "
+            f"{silent:.1f} s: this broker is fenced by now and its leaderships have moved"
+        )
 
     def start(self) -> None:
         self._watcher = threading.Thread(target=self._watch, name="metadata-watch", daemon=True)

@@ -225,6 +225,9 @@ class ReplicaManager:
         # Beaten by the timer loop each round: a loop stuck (behind a partition lock held
         # across a hung disk write, say) tells the broker it cannot serve.
         self.watchdog: StallWatchdog | None = None
+        # Why this node must not take produces as a leader now (its controller process
+        # silent: fenced without knowing it), or None.
+        self.leadership_doubt: Callable[[], str | None] | None = None
 
     def start(self) -> None:
         if self._alter_partitions is not None:
@@ -641,6 +644,9 @@ class ReplicaManager:
             hp = self._hosted_or_error(tp)
         except PartitionError as e:
             return ProduceResult(error_name=e.error_name, error_message=str(e))
+        doubt = self.leadership_doubt() if self.leadership_doubt is not None else None
+        if doubt is not None:
+            return ProduceResult(error_name="NOT_LEADER_OR_FOLLOWER", error_message=doubt)
         request_id = next(self._request_ids)
         future: Future[pr.ProduceCompleted] = Future()
         self._waiting[request_id] = future

@@ -127,6 +127,7 @@ class Node:
         self.log_manager.on_dir_offline = self.replica_manager.on_log_dir_offline
         if self.remote is not None:
             self.replica_manager.watchdog = self.remote.watchdog
+            self.replica_manager.leadership_doubt = self.remote.leadership_doubt
         self.metrics = NodeMetrics()
         self.replica_manager.metrics = self.metrics
         self.log_manager.flush_observer = self.metrics.log_flushed

@@ -40,5 +40,4 @@ def test_gray_failure_loses_nothing(tmp_path: Path, scenario: str, seed: int, cl
         extra=("--client", client),
     )
     assert data["counts"]["divergent"] == 0, data["counts"]
-    starts = [f for f in data["faults"] if f["name"] == scenario and f["phase"] == "start"]
-    assert starts, f"no {scenario} fault was injected: {data['faults']}"
+    assert [f for f in data["faults"] if f["name"] == scenario], "no fault was injected"

@@ -275,3 +275,113 @@ def test_a_broker_whose_disk_stops_answering_fences_itself_and_rejoins(tmp_path,
     finally:
         set_faults()
         cluster.stop_all()
+
+
+def test_a_frozen_controller_process_sends_clients_to_the_new_leaders(tmp_path):
+    """The other gray failure: a node's controller process freezes while its broker
+    serves. Its heartbeats stop, so the active controller fences the broker and moves its
+    leaderships, but the broker's metadata comes from that frozen process: it would go
+    on taking produces as a leader whose followers have left (each timing out). Its
+    controller's pulses stop too, so after a session it refuses produces
+    (NOT_LEADER_OR_FOLLOWER, `controller_process_silent`) and confluent-kafka's acks=all
+    produce to every partition succeeds within 5 s of the freeze; thawed, the broker
+    is unfenced and back in every ISR."""
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    from seglog.chaos.targets import child_pid
+
+    profile = {k: v for k, v in LOCAL_DEFAULTS.items() if k != "num.partitions"}
+    cluster = LocalProfileCluster(tmp_path / "cluster", profile)
+    frozen: int | None = None
+    try:
+        cluster.start_all()
+        b = cluster.kafka_bootstrap
+        admin = AdminClient({"bootstrap.servers": b})
+        admin.create_topics([NewTopic(TOPIC, PARTITIONS, 3)])[TOPIC].result(30)
+        full = tuple(NODE_IDS)
+        before = cluster.wait(
+            "leaders with full ISRs",
+            lambda: (
+                (m := leaders(cluster, 1))
+                and len(m) == PARTITIONS
+                and all(lead > 0 and isr == full for lead, isr in m.values())
+                and m
+            ),
+        )
+        victim = before[0][0]
+        survivor = next(i for i in NODE_IDS if i != victim)
+        producer = ck.Producer(
+            {
+                "bootstrap.servers": b,
+                "acks": "all",
+                "enable.idempotence": True,
+                "linger.ms": 0,
+                "request.timeout.ms": REQUEST_TIMEOUT_MS,
+                "socket.timeout.ms": REQUEST_TIMEOUT_MS,
+                # librdkafka's default metadata refresh (5 min): only the stale
+                # leader's answer can send it elsewhere in time.
+                "message.timeout.ms": 30_000,
+            }
+        )
+        for p in range(PARTITIONS):
+            producer.produce(TOPIC, value=b"warm", partition=p)
+        assert producer.flush(30) == 0
+        broker_proc = cluster.nodes[victim].proc
+        assert broker_proc is not None
+        frozen = child_pid(broker_proc.pid, b"seglog.node.controller_process")
+        assert frozen is not None, "no controller process under the broker"
+        os.kill(frozen, signal.SIGSTOP)
+        frozen_at = time.monotonic()
+        delivered: dict[int, float] = {}
+        failed: list[object] = []
+
+        def on_delivery(err, msg, key):  # noqa: ANN202
+            if err is None:
+                delivered[key] = time.monotonic() - frozen_at
+            else:
+                failed.append((msg.partition(), err))
+
+        # Records sent at the freeze and after the fence (a session on): all delivered
+        # within 5 s of the freeze.
+        sends = (0.0, 1.0, 2.0)
+        for at in sends:
+            while time.monotonic() - frozen_at < at:
+                producer.poll(0.05)
+            for p in range(PARTITIONS):
+                key = int(at * 10) * PARTITIONS + p
+                producer.produce(
+                    TOPIC,
+                    value=b"frozen-ctl",
+                    partition=p,
+                    on_delivery=lambda err, msg, key=key: on_delivery(err, msg, key),
+                )
+        total = len(sends) * PARTITIONS
+        while len(delivered) + len(failed) < total and time.monotonic() - frozen_at < 20:
+            producer.poll(0.05)
+        assert not failed, failed
+        assert len(delivered) == total, delivered
+        slowest = max(delivered.values())
+        print(f"slowest acks=all produce {slowest:.2f} s after the controller froze")
+        assert slowest <= PRODUCE_WITHIN_S, delivered
+        assert cluster.log_events(victim, "controller_process_silent")
+
+        os.kill(frozen, signal.SIGCONT)
+        frozen = None
+        cluster.wait(
+            "the broker unfenced and in every ISR once its controller runs",
+            lambda: (
+                cluster.brokers(survivor) == dict.fromkeys(NODE_IDS, False)
+                and (m := leaders(cluster, survivor))
+                and all(isr == full for _, isr in m.values())
+                or None
+            ),
+            timeout_s=30,
+        )
+        for p in range(PARTITIONS):
+            producer.produce(TOPIC, value=b"after", partition=p)
+        assert producer.flush(30) == 0
+        assert cluster.crashes() == []
+    finally:
+        if frozen is not None:
+            os.kill(frozen, signal.SIGCONT)
+        cluster.stop_all()
