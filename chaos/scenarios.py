@@ -7,8 +7,10 @@ recover by itself), and on the local target the disk and clock faults of the
 fault-injection file: disk-full, fsync-failure, slow-disk, clock-jump, clock-skew
 (docs/disk-and-clock-faults.md), and the network faults of its per-link proxies:
 leader-cut-off, leader-cut-from-followers, majority-minority, bridge, one-way,
-slow-links, and on compose lossy-links (docs/network-faults.md). Each writes "fault"
-events into the history and leaves the cluster for `heal()`.
+slow-links, and on compose lossy-links (docs/network-faults.md), and the gray failures
+of issue 39 (local): broker-frozen, controller-frozen, slow-node, blocked-disk,
+frozen-clock-jump. Each writes "fault" events into the history and leaves the cluster
+for `heal()`.
 """
 
 from __future__ import annotations
@@ -411,6 +413,122 @@ def clock_skew(ctx: FaultContext) -> None:
     ctx.fault("clock-skew", "end", None, converged=ctx.settle(20))
 
 
+# --- gray failures (issue 39): a node that hangs rather than dies ------------------------
+
+
+def _freeze_process(ctx: FaultContext, name: str, role: str, seconds: float) -> None:
+    """Freeze one process of a node (the leader's, mostly), the other running on."""
+    p, leader = ctx.leader()
+    node = leader if leader >= 0 and ctx.rng.random() < 0.7 else None
+    if node is None:
+        node = ctx.rng.choice(ctx.target.node_ids)
+    ctx.fault(name, "start", node, partition=p, process=role, seconds=round(seconds, 1))
+    ctx.target.pause_process(node, role)
+    ctx.sleep(seconds)
+    ctx.target.resume_process(node, role)
+    ctx.fault(name, "end", node, partition=p, process=role)
+
+
+def broker_frozen(ctx: FaultContext) -> None:
+    """The broker process of a node (the leader's, mostly) freezes while its controller
+    process runs on, as a deadlock or a wedged loop looks from outside: the controller
+    process stops relaying its heartbeats, it is fenced within a session and its
+    partitions fail over; thawed, it catches up and rejoins. Repeatedly."""
+    while ctx.remaining() > 12:
+        _freeze_process(ctx, "broker-frozen", "broker", ctx.rng.uniform(3, 8))
+        ctx.fault("broker-frozen", "info", None, converged=ctx.settle(30))
+        ctx.sleep(ctx.rng.uniform(1, 3))
+
+
+def controller_frozen(ctx: FaultContext) -> None:
+    """A node's controller process freezes while its broker serves: the broker's
+    heartbeats stop (fenced, its leaderships move) and its metadata stops coming; the
+    Raft quorum goes on with the other two voters (a new active controller when it was
+    the active one). Thawed, it catches up and its broker rejoins. Repeatedly."""
+    while ctx.remaining() > 12:
+        _freeze_process(ctx, "controller-frozen", "controller", ctx.rng.uniform(3, 8))
+        ctx.fault("controller-frozen", "info", None, converged=ctx.settle(30))
+        ctx.sleep(ctx.rng.uniform(1, 3))
+
+
+def slow_node(ctx: FaultContext) -> None:
+    """A node that runs in fits and starts (CPU starved, swapping): its whole process
+    group is stopped and continued in duty cycles (stopped 100-400 ms of every
+    500-800 ms) for a while, then runs freely. Some of its sessions may run out (fenced,
+    then back); nothing acknowledged may be lost."""
+    while ctx.remaining() > 10:
+        p, leader = ctx.leader()
+        node = leader if leader >= 0 else ctx.rng.choice(ctx.target.node_ids)
+        stopped_ms = ctx.rng.choice([100, 200, 300, 400])
+        period_ms = stopped_ms + ctx.rng.choice([400, 600])
+        seconds = ctx.rng.uniform(6, 12)
+        ctx.fault(
+            "slow-node",
+            "start",
+            node,
+            partition=p,
+            seconds=round(seconds, 1),
+            stopped_ms=stopped_ms,
+            period_ms=period_ms,
+        )
+        until = time.monotonic() + seconds
+        cycles = 0
+        # Bounded by `seconds`.
+        while time.monotonic() < until:
+            ctx.target.pause(node)
+            time.sleep(stopped_ms / 1000)
+            ctx.target.resume(node)
+            time.sleep((period_ms - stopped_ms) / 1000)
+            cycles += 1
+        ctx.fault("slow-node", "end", node, partition=p, cycles=cycles)
+        ctx.fault("slow-node", "info", None, converged=ctx.settle(30))
+        ctx.sleep(ctx.rng.uniform(1, 3))
+
+
+def blocked_disk(ctx: FaultContext) -> None:
+    """The leader's disk stops answering: its segment writes and fsyncs block, neither
+    failing nor progressing (the fault file's write_block). Past its stall bound the
+    broker says so and is fenced, so its leaderships move; when the disk answers again
+    it is unfenced and rejoins. Repeatedly."""
+    ctx.sleep(min(3.0, ctx.remaining() / 4))
+    while ctx.remaining() > 20:
+        p, leader = ctx.leader()
+        if leader < 0:
+            return
+        _faults_on(ctx, "blocked-disk", leader, ctx.rng.uniform(7, 12), write_block=True)
+        ctx.fault("blocked-disk", "info", None, converged=ctx.settle(30))
+        ctx.sleep(ctx.rng.uniform(1, 3))
+
+
+def frozen_clock_jump(ctx: FaultContext) -> None:
+    """A node freezes (both processes, a suspended VM) and its wall clock steps while it
+    is frozen (NTP correcting the resumed VM's clock by minutes, either way): its
+    monotonic timers see the pause itself, its logs' times the step. Nothing may act on
+    the step as if time had passed (sessions, lag, retention run on the monotonic
+    clock). Repeatedly, a leader among the victims."""
+    while ctx.remaining() > 12:
+        p, leader = ctx.leader()
+        node = leader if leader >= 0 else ctx.rng.choice(ctx.target.node_ids)
+        seconds = ctx.rng.uniform(2, 5)
+        step_ms = ctx.rng.choice([-300_000, -30_000, 30_000, 300_000])
+        ctx.fault(
+            "frozen-clock-jump",
+            "start",
+            node,
+            partition=p,
+            seconds=round(seconds, 1),
+            clock_offset_ms=step_ms,
+        )
+        ctx.target.pause(node)
+        ctx.sleep(seconds)
+        ctx.target.inject({"node_ids": [node], "clock_offset_ms": step_ms})
+        ctx.target.resume(node)
+        ctx.sleep(ctx.rng.uniform(4, 8))
+        ctx.target.inject({})
+        ctx.fault("frozen-clock-jump", "end", node, partition=p)
+        ctx.fault("frozen-clock-jump", "info", None, converged=ctx.settle(30))
+
+
 # --- network faults (per-link proxies, chaos/link_proxy.py; the local target) ----------
 
 
@@ -599,6 +717,12 @@ SCENARIOS: dict[str, Scenario] = {
         Scenario("slow-disk", slow_disk, {}, targets=("local",)),
         Scenario("clock-jump", clock_jump, {}, targets=("local",)),
         Scenario("clock-skew", clock_skew, {}, targets=("local",)),
+        # Gray failures (issue 39): one process frozen, fits and starts, a hung disk.
+        Scenario("broker-frozen", broker_frozen, {}, targets=("local",)),
+        Scenario("controller-frozen", controller_frozen, {}, targets=("local",)),
+        Scenario("slow-node", slow_node, {}, targets=("local",)),
+        Scenario("blocked-disk", blocked_disk, {}, targets=("local",)),
+        Scenario("frozen-clock-jump", frozen_clock_jump, {}, targets=("local",)),
         Scenario("leader-cut-off", leader_cut_off, {}, links=True),
         Scenario("leader-cut-from-followers", leader_cut_from_followers, {}, links=True),
         Scenario("majority-minority", majority_minority, {}, links=True),

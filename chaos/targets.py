@@ -115,6 +115,8 @@ class Target(Protocol):
     def restart(self, node: int) -> None: ...
     def pause(self, node: int) -> None: ...
     def resume(self, node: int) -> None: ...
+    def pause_process(self, node: int, role: str) -> None: ...
+    def resume_process(self, node: int, role: str) -> None: ...
     def isolate(self, node: int) -> None: ...
     def reconnect(self, node: int) -> None: ...
     def is_down(self, node: int) -> bool: ...
@@ -235,6 +237,22 @@ def wait_serving(address: str, timeout_s: float, security: dict[str, str] | None
     return False
 
 
+def child_pid(parent: int, marker: bytes) -> int | None:
+    """A child process of `parent` whose command line holds `marker` (from /proc;
+    bounded by the process table)."""
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = Path(f"/proc/{entry.name}/stat").read_text()
+            ppid = int(stat.rsplit(")", 1)[1].split()[1])
+            if ppid == parent and marker in Path(f"/proc/{entry.name}/cmdline").read_bytes():
+                return int(entry.name)
+        except (OSError, ValueError, IndexError):
+            continue
+    return None
+
+
 def proc_alive(pid: int) -> bool:
     """Alive and not a zombie (a killed node whose parent has not reaped it yet)."""
     try:
@@ -279,6 +297,8 @@ class LocalTarget:
         self.pids: dict[int, int] = {}
         self._children: dict[int, subprocess.Popen[bytes]] = {}
         self.stopped: set[int] = set()  # SIGSTOPped (paused or "isolated")
+        # One process of a node SIGSTOPped (pause_process): node -> the pid.
+        self.stopped_processes: dict[int, dict[str, int]] = {}
         # Every node reads this file for disk and clock faults (storage/fault_injection.py).
         self.fault_file = self.data_dir / "faults.json"
         self.env = {**os.environ, FAULT_FILE_ENV: str(self.fault_file)}
@@ -360,6 +380,8 @@ class LocalTarget:
             # A stopped process handles SIGTERM only once continued.
             self._signal(node, signal.SIGCONT)
             self.stopped.discard(node)
+        for role in list(self.stopped_processes.get(node, {})):
+            self.resume_process(node, role)
         self._signal(node, signal.SIGKILL if sig == "KILL" else signal.SIGTERM)
         deadline = time.monotonic() + STOP_TIMEOUT_S
         while self._alive(node) and time.monotonic() < deadline:
@@ -403,6 +425,35 @@ class LocalTarget:
     isolate = pause
     reconnect = resume
 
+    def process_pid(self, node: int, role: str) -> int | None:
+        """The pid of one process of a running node: "broker" (`seglog node`, the
+        group's leader) or "controller" (its child running the controller process)."""
+        if not self._alive(node):
+            return None
+        broker = self.pids[node]
+        if role == "broker":
+            return broker
+        if role != "controller":
+            raise ValueError(f"a node's processes are broker and controller, not {role!r}")
+        return child_pid(broker, b"seglog.node.controller_process")
+
+    def pause_process(self, node: int, role: str) -> None:
+        """SIGSTOP one process of the node, the other running on (a gray failure: a
+        wedged broker whose controller still heartbeats, or the reverse)."""
+        pid = self.process_pid(node, role)
+        if pid is None:
+            raise RuntimeError(f"node {node} has no running {role} process to pause")
+        os.kill(pid, signal.SIGSTOP)
+        self.stopped_processes.setdefault(node, {})[role] = pid
+
+    def resume_process(self, node: int, role: str) -> None:
+        pid = self.stopped_processes.get(node, {}).pop(role, None)
+        if not self.stopped_processes.get(node):
+            self.stopped_processes.pop(node, None)
+        if pid is not None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGCONT)
+
     def corrupt(self, node: int, topic: str, partitions: list[int], mode: str, seed: int) -> dict:
         assert not self._alive(node), "corrupt only a stopped replica"
         log_dir = str(self.data_dir / f"node-{node}" / "logs")
@@ -440,6 +491,9 @@ class LocalTarget:
             if node in self.stopped:
                 self.resume(node)
                 done.append(f"SIGCONT node {node}")
+            for role in list(self.stopped_processes.get(node, {})):
+                self.resume_process(node, role)
+                done.append(f"SIGCONT node {node}'s {role} process")
         for node in NODE_IDS:
             if not self._alive(node):
                 self.start(node)
@@ -449,6 +503,9 @@ class LocalTarget:
     def down(self) -> None:
         for node in list(self.stopped):
             self.resume(node)
+        for node in list(self.stopped_processes):
+            for role in list(self.stopped_processes.get(node, {})):
+                self.resume_process(node, role)
         self._save_state()
         subprocess.run(
             [
@@ -762,6 +819,18 @@ class ComposeTarget:
         raise NotImplementedError(
             "disk and clock faults (the fault-injection file) run on the local target "
             "only: use --target local"
+        )
+
+    def pause_process(self, node: int, role: str) -> None:
+        raise NotImplementedError(
+            "freezing one process of a node (broker-frozen, controller-frozen) runs on "
+            "the local target only so far: use --target local"
+        )
+
+    def resume_process(self, node: int, role: str) -> None:
+        raise NotImplementedError(
+            "freezing one process of a node runs on the local target only so far: use "
+            "--target local"
         )
 
     def cut(self, faults: NetworkFaults) -> None:

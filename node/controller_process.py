@@ -12,6 +12,13 @@ the controller judges the broker's liveness by. The broker process
 metadata over `WatchMetadata` and reports what it applied, which the heartbeats
 carry.
 
+The heartbeats are relayed only while the broker proves it is alive and serving: it
+writes a pulse line to this process's stdin every few heartbeat intervals' fraction
+(`liveness.PulseGate`), saying `alive` or what stalled. A broker that stops pulsing
+(frozen, wedged) is fenced a session later, as Kafka fences a broker whose own
+heartbeats stop; one that says it stalled is fenced at once (a controlled shutdown of
+its leaderships), and either is unfenced when its pulses resume.
+
 The process ends with its broker: the kernel sends it SIGKILL when the broker dies
 (PR_SET_PDEATHSIG), and EOF on its stdin (the broker's pipe) stops it too. SIGTERM
 stops it cleanly, after a controlled shutdown of its broker.
@@ -19,6 +26,7 @@ stops it cleanly, after a controlled shutdown of its broker.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import json
 import os
@@ -42,6 +50,7 @@ from .config import NodeConfig
 from .controller_client import ControllerClient
 from .controller_servicer import ControllerServicer
 from .event_log import EventLogger, configure
+from .liveness import PulseGate, parse_pulse, pulse_interval_s, pulse_line, pulse_max_age_s
 from .quorum_controller import QuorumController
 from .security import grpc_tls
 from .security.grpc_gate import AuthorizingInterceptor
@@ -67,9 +76,11 @@ def _die_with_parent() -> None:
 
 
 class ControllerProcess:
-    def __init__(self, config: NodeConfig, clean: bool) -> None:
+    def __init__(self, config: NodeConfig, clean: bool, gate: PulseGate | None = None) -> None:
         self.config = config
         self.node_id = config.node_id
+        self.gate = gate or PulseGate(pulse_max_age_s(config.broker_session_timeout_ms))
+        self._self_fenced = False  # a want_shutdown heartbeat sent for a stalled broker
         self.quorum = QuorumController(
             config.node_id,
             config.controller_quorum_voters,
@@ -156,16 +167,44 @@ class ControllerProcess:
             ],
         )
 
+    def _broker_serving(self) -> bool:
+        """Whether the broker's pulses say it serves; logs each change, and fences a
+        broker that says it stalled at once (it stops claiming its leaderships)."""
+        now = time.monotonic()
+        changed = self.gate.changed(now)
+        if changed is False:
+            _log.warning("broker_not_serving", reason=self.gate.why_closed(now))
+        elif changed is True:
+            _log.info("broker_serving")
+            self._self_fenced = False
+        if self.gate.is_open(now):
+            return True
+        if self.gate.stalled_reason is not None and not self._self_fenced:
+            self._self_fenced = True
+            self._controlled_shutdown()
+            _log.warning("broker_fenced_itself", reason=self.gate.stalled_reason)
+        return False
+
     def _broker_lifecycle(self) -> None:
         """KRaft's broker side: once the broker follows the metadata, register it with
-        the active controller, then heartbeat; re-register when the controller no
-        longer knows this incarnation."""
+        the active controller, then heartbeat while the broker's pulses say it serves;
+        re-register when the controller no longer knows this incarnation."""
         client = self.client
         interval = self.config.broker_heartbeat_interval_ms / 1000
         rpc_timeout = max(0.2, min(2.0, self.config.broker_session_timeout_ms / 3000))
+        # A closed gate is looked at again soon: heartbeats resume as the pulses do.
+        recheck = min(
+            interval,
+            pulse_interval_s(
+                self.config.broker_session_timeout_ms, self.config.broker_heartbeat_interval_ms
+            ),
+        )
         while not self._stopped.is_set():
             if self.broker_applied < 0:
                 self._stopped.wait(0.05)  # the broker has not started following yet
+                continue
+            if not self._broker_serving():
+                self._stopped.wait(recheck)
                 continue
             if self.broker_epoch < 0:
                 try:
@@ -219,6 +258,12 @@ class ControllerProcess:
     def _controlled_shutdown(self) -> None:
         if self.broker_epoch < 0:
             return
+        if self.quorum.is_active():
+            try:
+                self.quorum.heartbeat(self.node_id, self.broker_epoch, self.broker_applied, True)
+                return
+            except ControlError:
+                pass  # no longer active: through the network
         client = self.client
         try:
             client.call(
@@ -269,7 +314,7 @@ def main() -> int:
     parent goes."""
     _die_with_parent()
     _raise_priority()
-    setup = json.loads(sys.stdin.readline())
+    setup = json.loads(sys.stdin.buffer.readline())
     config = NodeConfig.from_properties(setup["properties"])
     configure(setup.get("log_level", "INFO"), config.node_id)
     sys.setswitchinterval(0.001)
@@ -281,14 +326,37 @@ def main() -> int:
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the broker decides when to stop
 
+    gate = PulseGate(pulse_max_age_s(config.broker_session_timeout_ms))
+
     def watch_parent() -> None:
-        sys.stdin.read()  # EOF: the broker is gone
+        # The broker's pulses, one line each, until EOF: the broker is gone.
+        for line in sys.stdin.buffer:
+            is_pulse, stalled = parse_pulse(line)
+            if is_pulse:
+                gate.pulse(time.monotonic(), stalled)
+            else:
+                _log.warning("unknown_pulse_line", line=line[:100].decode("utf-8", "replace"))
         done.set()
 
     threading.Thread(target=watch_parent, name="parent-watch", daemon=True).start()
-    process = ControllerProcess(config, bool(setup.get("clean", False)))
+    process = ControllerProcess(config, bool(setup.get("clean", False)), gate)
     process.start()
     print("controller-ready", flush=True)
+    interval = pulse_interval_s(
+        config.broker_session_timeout_ms, config.broker_heartbeat_interval_ms
+    )
+
+    def pulse_broker() -> None:
+        # The other way: the broker stops leading when this process (its heartbeats,
+        # its metadata) goes silent for a session. Never blocks: a frozen broker's
+        # full pipe drops pulses.
+        fd = sys.stdout.fileno()
+        os.set_blocking(fd, False)
+        while not done.wait(interval):
+            with contextlib.suppress(BlockingIOError, BrokenPipeError):
+                os.write(fd, pulse_line(None))
+
+    threading.Thread(target=pulse_broker, name="broker-pulse", daemon=True).start()
     parent = os.getppid()  # 1 itself when the broker is a container's first process
     while not done.wait(1):
         if os.getppid() != parent:

@@ -40,6 +40,9 @@ GC_S_BUCKETS = (0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05
 MAX_TOPIC_LABELS = 10_000
 # Consumer-group lag series a scrape returns at most (group × partition).
 MAX_GROUP_LAG_SERIES = 10_000
+# Kafka's BrokerState values (org.apache.kafka.metadata.BrokerState).
+BROKER_STATE_RUNNING = 3
+BROKER_STATE_PENDING_CONTROLLED_SHUTDOWN = 6
 
 
 class MetricsNode(Protocol):
@@ -51,6 +54,7 @@ class MetricsNode(Protocol):
 
     def metadata_image(self) -> MetadataImage: ...
     def controller_id(self) -> int: ...
+    def stalled(self) -> str | None: ...
 
 
 class NodeMetrics:
@@ -307,6 +311,19 @@ class NodeStateCollector(Collector):
             "kafka_log_logmanager_offlinelogdirectorycount",
             "Log directories taken offline by an I/O error (Kafka's OfflineLogDirectoryCount)",
             len(self.node.log_manager.offline_dirs()),
+        )
+        stalled = self.node.stalled() is not None
+        yield _gauge(
+            "kafka_server_kafkaserver_brokerstate",
+            "Kafka's BrokerState: 3 RUNNING; 6 PENDING_CONTROLLED_SHUTDOWN while a loop of "
+            "this broker is stalled and it gave up its leaderships",
+            BROKER_STATE_PENDING_CONTROLLED_SHUTDOWN if stalled else BROKER_STATE_RUNNING,
+        )
+        yield _gauge(
+            "seglog_broker_stalled",
+            "1 while a watched loop of this broker has stalled past its bound (it cannot "
+            "serve, and its controller process fenced it)",
+            1 if stalled else 0,
         )
         size = GaugeMetricFamily(
             "kafka_log_log_size", "Bytes of a partition's log", labels=["topic", "partition"]

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import queue
 import subprocess
 import sys
@@ -35,16 +36,22 @@ from seglog.storage.errors import InvalidConfigError
 from seglog.storage.log_config import LogConfig
 
 from .alter_partition_manager import IsrChangeResult
+from .broker_pulse import BrokerPulse
 from .config import NodeConfig
 from .controller_client import ControllerClient
 from .controller_requests import IsrChange
 from .event_log import EventLogger
+from .liveness import StallWatchdog, parse_pulse, pulse_interval_s
 from .security.grpc_tls import open_channel
 from .security.internode import controller_credentials
 
 _log = EventLogger("remote_controller")
 Listener = Callable[[MetadataImage, list[MetadataRecord]], None]
 START_TIMEOUT_S = 60.0
+# A watched loop of the broker that has not gone round for this long (or a session,
+# when longer) means it cannot serve: longer than any pause a healthy broker takes
+# (a GC, an fsync after gigabytes of writes), far shorter than a produce's timeout.
+STALL_BOUND_MIN_S = 5.0
 STOP_TIMEOUT_S = 15.0
 RPC_TIMEOUT_S = 10.0
 ALTER_PARTITION_DEADLINE_S = 5.0
@@ -82,6 +89,20 @@ class RemoteController:
         )
         self._leader_seen: int | None = None
         self._leader_checked = 0.0
+        # The broker's loops beat the watchdog; the pulse tells the controller process,
+        # which relays heartbeats only while the pulses come and say it serves.
+        self.watchdog = StallWatchdog(
+            max(STALL_BOUND_MIN_S, config.broker_session_timeout_ms / 1000)
+        )
+        self.pulse = BrokerPulse(
+            self.watchdog,
+            self._send_pulse,
+            pulse_interval_s(config.broker_session_timeout_ms, config.broker_heartbeat_interval_ms),
+        )
+        self._pulse_fd = -1
+        # The controller process's pulses back (its stdout): heard last when.
+        self._controller_heard = time.monotonic()
+        self._controller_silent = False
 
     # --- lifecycle ---------------------------------------------------------------------
 
@@ -106,7 +127,52 @@ class RemoteController:
                 "before it was ready (its log lines are in this node's log)"
             )
         self._own_channel = open_channel(self._own_address, None, self._credentials)
+        # Pulses never block the broker: a frozen controller process lets the pipe fill,
+        # and a pulse that does not fit is dropped (a later one says the same).
+        self._pulse_fd = self._proc.stdin.fileno()
+        os.set_blocking(self._pulse_fd, False)
+        self.pulse.pulse_once()
+        self.pulse.start()
+        self._controller_heard = time.monotonic()
+        threading.Thread(
+            target=self._hear_controller, name="controller-pulses", daemon=True
+        ).start()
         _log.info("controller_process_started", pid=self._proc.pid, address=self._own_address)
+
+    def _send_pulse(self, line: bytes) -> None:
+        try:
+            os.write(self._pulse_fd, line)
+        except (BlockingIOError, BrokenPipeError):
+            pass  # the process is frozen (pipe full) or gone (the watch reports that)
+        why = self.leadership_doubt()
+        if (why is not None) != self._controller_silent:
+            self._controller_silent = why is not None
+            if why is not None:
+                _log.warning("controller_process_silent", reason=why)
+            else:
+                _log.info("controller_process_heard_again")
+
+    def _hear_controller(self) -> None:
+        """The controller process's pulses, until EOF (it exited: the watch says so)."""
+        proc = self._proc
+        assert proc is not None and proc.stdout is not None
+        for line in proc.stdout:
+            if parse_pulse(line)[0]:
+                self._controller_heard = time.monotonic()
+
+    def leadership_doubt(self) -> str | None:
+        """Why this broker must not act as a leader now, or None. Its heartbeats and
+        its metadata come from its controller process: silent for longer than a
+        session (frozen, wedged), the controller has fenced this broker and moved its
+        leaderships, which it cannot learn. Refusing produces sends clients to the
+        new leaders instead of timing out here."""
+        silent = time.monotonic() - self._controller_heard
+        if silent <= self.config.broker_session_timeout_ms / 1000:
+            return None
+        return (
+            f"the controller process of node {self.node_id} has not been heard from for "
+            f"{silent:.1f} s: this broker is fenced by now and its leaderships have moved"
+        )
 
     def start(self) -> None:
         self._watcher = threading.Thread(target=self._watch, name="metadata-watch", daemon=True)
@@ -179,6 +245,7 @@ class RemoteController:
         """Stop the controller process: it makes a controlled shutdown of this broker
         (its leaderships move away) first."""
         self._stopped.set()
+        self.pulse.stop()
         proc = self._proc
         if proc is not None and proc.poll() is None:
             proc.terminate()

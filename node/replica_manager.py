@@ -24,13 +24,16 @@ import grpc
 
 from seglog.proto import client_pb2 as pb
 from seglog.replication import partition_replica as pr
+from seglog.replication.isr_deadlines import IsrDeadlines
 from seglog.replication.metadata_image import MetadataImage, PartitionState
 from seglog.replication.metadata_records import (
     BROKER_RESOURCE,
+    BrokerFenceRecord,
     ConfigRecord,
     MetadataRecord,
     PartitionChangeRecord,
     PartitionRecord,
+    RegisterBrokerRecord,
     RemoveTopicRecord,
     TopicRecord,
 )
@@ -52,6 +55,7 @@ from .event_log import EventLogger
 from .fetch_session import DEFAULT_SLOTS as DEFAULT_SESSION_SLOTS
 from .fetch_session import FetchSessionCache
 from .fetch_wakeups import FetchWaiter, FetchWakeups
+from .liveness import StallWatchdog
 from .log_manager import LogManager, PartitionLog
 from .produce_errors import ProduceErrorLog
 from .replica_fetcher import ReplicaFetcher
@@ -63,8 +67,8 @@ LATEST_TIMESTAMP = -1
 EARLIEST_TIMESTAMP = -2
 MAX_TIMESTAMP = -3
 TICK_S = 0.05
-SWEEP_S = 1.0  # the shortest sweep of every leader
-SWEEP_MAX_S = 2.5  # half an AlterPartition re-send interval
+TIMER_LOOP = "replica timer loop"  # its name in the broker's stall watchdog
+DUE_PER_TICK = 10_000  # partitions ticked for their ISR timers per round, at most
 
 
 class PartitionError(Exception):
@@ -215,11 +219,18 @@ class ReplicaManager:
         self._sessions = FetchSessionCache(
             fetch_session_slots, on_evict=lambda s: self._wakeups.forget(s.waiter)
         )
-        # A leader's ISR shrink check is due every replica.lag.time.max.ms/2: sweeping
-        # at a quarter of the lag finds it at most that late.
-        self._sweep_s = min(max(SWEEP_S, replica_lag_time_max_ms / 4000), SWEEP_MAX_S)
+        # Leaders' ISR timers: ticked when due (a follower behind, an AlterPartition to
+        # re-send, a follower node silent for the lag), not swept (isr_deadlines).
+        self._deadlines: IsrDeadlines[TopicPartition] = IsrDeadlines()
+        self._deadlines_lock = threading.Lock()
         self._stopped = threading.Event()
         self._ticker: threading.Thread | None = None
+        # Beaten by the timer loop each round: a loop stuck (behind a partition lock held
+        # across a hung disk write, say) tells the broker it cannot serve.
+        self.watchdog: StallWatchdog | None = None
+        # Why this node must not take produces as a leader now (its controller process
+        # silent: fenced without knowing it), or None.
+        self.leadership_doubt: Callable[[], str | None] | None = None
 
     def start(self) -> None:
         if self._alter_partitions is not None:
@@ -235,6 +246,8 @@ class ReplicaManager:
             f.stop()
         if self._ticker is not None:
             self._ticker.join(timeout=5)
+        if self.watchdog is not None:
+            self.watchdog.forget(TIMER_LOOP)
         self._wakeups.wake_all()
 
     # --- carrying out the replicas' decisions ---------------------------------------------
@@ -262,6 +275,7 @@ class ReplicaManager:
             return  # the partition left this node meanwhile
         with hp.plog.lock:
             actions = hp.replica.on_alter_partition_response(response, now_ms())
+            self._schedule_isr(hp)
         proposal = self._isr_proposals.pop(tp, None)
         if self.metrics is not None and proposal is not None and response.error == "NONE":
             self.metrics.isr_changed(*proposal)
@@ -269,27 +283,58 @@ class ReplicaManager:
 
     def _tick_loop(self) -> None:
         """Timers, with work proportional to the partitions that have some: those with
-        parked acks=-1 produces every tick (their timeouts), every leader once a sweep
-        (ISR shrink checks every replica.lag.time.max.ms/2, AlterPartition re-sends),
-        instead of every partition 20 times a second."""
-        next_sweep = 0.0
+        parked acks=-1 produces every tick (their timeouts), leaders whose ISR timer is
+        due (`_schedule_isr`), and, when a follower node has not fetched for
+        replica.lag.time.max.ms, the leaders whose ISR holds it. Idle partitions with
+        live followers cost nothing."""
         while not self._stopped.wait(TICK_S):
+            if self.watchdog is not None:
+                self.watchdog.beat(TIMER_LOOP, time.monotonic())
             t = now_ms()
-            if fault_injection.monotonic_s() >= next_sweep:
-                next_sweep = fault_injection.monotonic_s() + self._sweep_s
-                # Only leaders have timers beyond parked produces (a follower's
-                # requests are its fetcher's business).
-                targets = [hp for hp in self.partitions() if hp.replica.is_leader]
-            else:
-                with self._lock:
-                    targets = [self._partitions[p] for p in self._ticking if p in self._partitions]
+            with self._deadlines_lock:
+                due = set(self._deadlines.due(t, DUE_PER_TICK))
+                silent = self._deadlines.silent(t, self.replica_lag_time_max_ms)
+            with self._lock:
+                due.update(self._ticking)
+                targets = [self._partitions[p] for p in due if p in self._partitions]
+            if silent:
+                # Every leader with a silent follower in its ISR: a scan, but once per
+                # follower's silence, not per tick.
+                quiet = set(silent)
+                targets += [
+                    hp
+                    for hp in self.partitions()
+                    if hp.tp not in due and hp.replica.is_leader and quiet & hp.replica.isr
+                ]
             for hp in targets:
                 with hp.plog.lock:
                     actions = hp.replica.tick(t)
+                    self._schedule_isr(hp)
                     if hp.replica.delayed_produce_count == 0:
                         with self._lock:  # under the partition's lock, as produce adds it
                             self._ticking.discard(hp.tp)
                 self._carry_out(hp, actions)
+
+    def _schedule_isr(self, hp: HostedPartition, at_ms: int | None = None) -> None:
+        """Under the partition's lock, after anything that may move its ISR timer: due
+        at `at_ms`, or when the replica says. Cheap when nothing is earlier (a busy
+        partition's deadline only moves later)."""
+        at = hp.replica.isr_deadline_ms(now_ms()) if at_ms is None else at_ms
+        if at is None:
+            return
+        current = self._deadlines.scheduled(hp.tp)
+        if current is not None and current <= at:
+            return
+        with self._deadlines_lock:
+            self._deadlines.schedule(hp.tp, at)
+
+    def _session_fetch_ms(self, replica_id: int) -> int:
+        # A dict read, no lock: asked on every produce and fetch.
+        return self._deadlines.last_fetch_ms(replica_id, pr.NEVER)
+
+    def _follower_fetched(self, replica_id: int) -> None:
+        with self._deadlines_lock:
+            self._deadlines.fetched(replica_id, now_ms())
 
     # --- following metadata -----------------------------------------------------------------
 
@@ -302,6 +347,14 @@ class ReplicaManager:
             self._sync_fetchers()
         else:
             self._sync_fetchers(self._apply_delta(image, records))
+            if any(isinstance(r, (RegisterBrokerRecord, BrokerFenceRecord)) for r in records):
+                # A follower that caught up while its broker was fenced joins the ISRs
+                # now it is eligible (an idle partition gets no fetch to trigger that).
+                t = now_ms()
+                for hp in self.partitions():
+                    if hp.replica.is_leader:
+                        with hp.plog.lock:
+                            self._schedule_isr(hp, t)
         self._wakeups.wake_all()  # leaders and epochs may have moved
 
     def _apply_all(self, image: MetadataImage) -> None:
@@ -416,6 +469,7 @@ class ReplicaManager:
                     ),
                     broker_epoch=self.broker_epoch,
                     is_replica_eligible=self.is_replica_eligible,
+                    session_fetch_ms=self._session_fetch_ms,
                 )
                 replica.log_clock = self.log_manager.clock
                 hp = HostedPartition(tp, topic_id, plog, replica)
@@ -427,6 +481,9 @@ class ReplicaManager:
                 # goes offline like for any other failed write (8.1).
                 plog.directory.report_io_error(e)
                 raise
+            # A new leadership's followers (and a follower that may have become eligible
+            # to join the ISR) are looked at now; the replica schedules what follows.
+            self._schedule_isr(hp, now_ms() if hp.replica.is_leader else None)
             if hp.replica.is_leader and state.leader_epoch > was_leader_epoch:
                 _log.info(
                     "became_leader",
@@ -592,6 +649,9 @@ class ReplicaManager:
             hp = self._hosted_or_error(tp)
         except PartitionError as e:
             return ProduceResult(error_name=e.error_name, error_message=str(e))
+        doubt = self.leadership_doubt() if self.leadership_doubt is not None else None
+        if doubt is not None:
+            return ProduceResult(error_name="NOT_LEADER_OR_FOLLOWER", error_message=doubt)
         request_id = next(self._request_ids)
         future: Future[pr.ProduceCompleted] = Future()
         self._waiting[request_id] = future
@@ -607,6 +667,7 @@ class ReplicaManager:
                 )
             end_before = hp.plog.log.log_end_offset
             actions = hp.replica.produce(request_id, data, acks, timeout_ms, now_ms())
+            self._schedule_isr(hp)
             appended = hp.plog.log.log_end_offset - end_before
             if appended > 0 and self.metrics is not None:
                 self.metrics.appended(tp[0], len(data), appended)
@@ -633,6 +694,8 @@ class ReplicaManager:
         """Kafka's fetch: answer at once on enough bytes, any error or a diverging
         epoch, else wait for data until max_wait_ms. `zero_copy`: a consumer's records
         come as FileSlices (for sendfile); the caller closes them."""
+        if replica_id >= 0:
+            self._follower_fetched(replica_id)
         deadline = time.monotonic() + max(0, max_wait_ms) / 1000
         results: list[FetchResult] | None = None
         marks: list[tuple[int, ...] | None] = [None] * len(specs)
@@ -680,6 +743,7 @@ class ReplicaManager:
         changed since the session last examined them are read, and the answer holds
         only those with records, an error, a diverging epoch or a new HW or log start.
         Raises FetchSessionError for an unknown session or a wrong epoch."""
+        self._follower_fetched(replica_id)
         if session_id == 0 and session_epoch == 0:
             session = self._sessions.open(replica_id)
         else:
@@ -808,6 +872,7 @@ class ReplicaManager:
                             ),
                             now_ms(),
                         )
+                        self._schedule_isr(hp)
                         result.error_name = response.error
                         result.high_watermark = response.high_watermark
                         result.log_start_offset = response.log_start_offset

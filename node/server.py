@@ -125,6 +125,9 @@ class Node:
             quota_window_size_ms=config.replication_quota_window_size_seconds * 1000,
         )
         self.log_manager.on_dir_offline = self.replica_manager.on_log_dir_offline
+        if self.remote is not None:
+            self.replica_manager.watchdog = self.remote.watchdog
+            self.replica_manager.leadership_doubt = self.remote.leadership_doubt
         self.metrics = NodeMetrics()
         self.replica_manager.metrics = self.metrics
         self.replica_manager.produce_errors.count = self.metrics.produce_error
@@ -421,6 +424,10 @@ class Node:
 
     def metadata_image(self) -> MetadataImage:
         return self.controller.image
+
+    def stalled(self) -> str | None:
+        """What stalled in this broker (its pulse's last judgement), None while serving."""
+        return self.remote.pulse.stalled if self.remote is not None else None
 
     def controller_id(self) -> int:
         if self.remote is None:

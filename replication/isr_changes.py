@@ -41,8 +41,8 @@ class IsrChanges:
     followers: dict[int, FollowerState]
     epoch_start_offset: int
     _eligible: Callable[[int, int], bool]
+    _session_fetch_ms: Callable[[int], int] | None
     _pending_isr: _PendingIsrChange | None
-    _next_isr_check_ms: int
     _next_alter_request_id: int
 
     def _maybe_increment_hw(self, now_ms: int, actions: list[Action]) -> bool:
@@ -62,11 +62,63 @@ class IsrChanges:
     def pending_isr_change(self) -> SendAlterPartition | None:
         return self._pending_isr.request if self._pending_isr is not None else None
 
-    def _is_caught_up(self, follower: FollowerState, now_ms: int) -> bool:
-        return (
-            follower.leo == self.log.log_end_offset
-            or now_ms - follower.last_caught_up_time_ms <= self.config.replica_lag_time_max_ms
-        )
+    def _caught_up_at(self, replica_id: int, follower: FollowerState) -> int:
+        """When the follower was last caught up (Kafka's lastCaughtUpTimeMs). In a fetch
+        session (`session_fetch_ms` given) an idle partition is not named by the
+        follower's fetches, yet each of them stands for a fetch of it at its position:
+        at the log end, the node's last fetch is a catch-up too."""
+        at = follower.last_caught_up_time_ms
+        if self._session_fetch_ms is not None and follower.leo == self.log.log_end_offset:
+            at = max(at, self._session_fetch_ms(replica_id))
+        return at
+
+    def _is_caught_up(self, replica_id: int, follower: FollowerState, now_ms: int) -> bool:
+        """Kafka's rule, idle partitions included: caught up within
+        replica.lag.time.max.ms. (Kafka also counts any follower at the log end as
+        caught up, so a dead follower of an idle partition stayed in its ISR until its
+        broker was fenced; issue 39.)"""
+        elapsed = now_ms - self._caught_up_at(replica_id, follower)
+        return elapsed <= self.config.replica_lag_time_max_ms
+
+    def fold_session_fetches(self) -> None:
+        """Before the log end moves: the followers at it were caught up as of their
+        node's last fetch (the session's implied fetches of this idle partition), which
+        the rule can no longer see once they are behind."""
+        if self._session_fetch_ms is None or self.role is not Role.LEADER:
+            return
+        leo = self.log.log_end_offset
+        for r, fs in self.followers.items():
+            if fs.leo == leo:
+                fs.last_caught_up_time_ms = max(
+                    fs.last_caught_up_time_ms, self._session_fetch_ms(r)
+                )
+
+    def isr_deadline_ms(self, now_ms: int) -> int | None:
+        """The next time this leader's ISR timers need a tick, as far as the partition
+        itself knows: an AlterPartition to re-send, or the first ISR follower that falls
+        out of sync unless it catches up. An ISR follower at the log end in a fetch
+        session is its node's business (`IsrDeadlines.silent`) until it is out of sync
+        already (a shrink the controller did not take is proposed again). None: nothing
+        due."""
+        if self.role is not Role.LEADER:
+            return None
+        pending = self._pending_isr
+        if pending is not None:
+            if pending.rejected:
+                return None  # waits for metadata
+            return pending.sent_ms + self.config.alter_partition_retry_ms
+        lag = self.config.replica_lag_time_max_ms
+        leo = self.log.log_end_offset
+        earliest: int | None = None
+        for r in self.isr:
+            fs = self.followers.get(r)
+            if r == self.node_id or fs is None:
+                continue
+            at = self._caught_up_at(r, fs) + lag + 1
+            if self._session_fetch_ms is not None and fs.leo == leo and at > now_ms:
+                continue
+            earliest = at if earliest is None else min(earliest, at)
+        return earliest
 
     def _maybe_expand_isr(
         self, replica_id: int, follower: FollowerState, now_ms: int, actions: list[Action]
@@ -147,13 +199,11 @@ class IsrChanges:
         self.check_invariants()
         return actions
 
-    @property
-    def _isr_check_interval(self) -> int:
-        return max(1, self.config.replica_lag_time_max_ms // 2)
-
     def _isr_timers(self, now_ms: int, actions: list[Action]) -> None:
-        """Re-send an unanswered AlterPartition; every lag/2 shrink the ISR by the
-        followers out of sync (7.3); add caught-up followers that became eligible."""
+        """Re-send an unanswered AlterPartition; shrink the ISR by the followers out of
+        sync (7.3; checked on every tick: the shell ticks a leader when
+        `isr_deadline_ms` or its follower's node says, not on a fixed period); add
+        caught-up followers that became eligible."""
         pending = self._pending_isr
         if pending is not None:
             if (
@@ -162,14 +212,13 @@ class IsrChanges:
             ):
                 pending.sent_ms = now_ms
                 actions.append(pending.request)
-        elif now_ms >= self._next_isr_check_ms:
-            self._next_isr_check_ms = now_ms + self._isr_check_interval
+        else:
             out_of_sync = {
                 r
                 for r in self.isr
                 if r != self.node_id
                 and r in self.followers
-                and not self._is_caught_up(self.followers[r], now_ms)
+                and not self._is_caught_up(r, self.followers[r], now_ms)
             }
             if out_of_sync:
                 # A pending shrink keeps the old, larger ISR as the maximal one.

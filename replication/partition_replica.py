@@ -25,8 +25,9 @@ The shell's side of the contract (calls serialised per partition):
 * the fetcher loop -> `next_request(now)` gives the request and its destination (at most
   one outstanding); feed the answer to `handle_response(resp, now)`;
 * `SendAlterPartition` -> the controller; its answer -> `on_alter_partition_response`;
-* a timer -> `tick(now)` every ~100 ms (produce timeouts, ISR checks, AlterPartition
-  resends); `HighWatermarkUpdated` -> wake long-polling consumer fetches.
+* a timer -> `tick(now)` while produces are parked (their timeouts) and for a leader
+  when `isr_deadline_ms(now)` comes or a follower's node stopped fetching (ISR checks,
+  AlterPartition resends); `HighWatermarkUpdated` -> wake long-polling consumer fetches.
 
 Errors are Kafka's error names ("NONE", "NOT_LEADER_OR_FOLLOWER", ...), as elsewhere in
 seglog. Broken invariants raise `ReplicaInvariantError` (explicitly, so `python -O` keeps
@@ -113,12 +114,14 @@ class PartitionReplica(IsrChanges, LeaderReads):
         *,
         broker_epoch: int = -1,
         is_replica_eligible: Callable[[int, int], bool] | None = None,
+        session_fetch_ms: Callable[[int], int] | None = None,
     ) -> None:
         self.node_id = node_id
         self.log = log
         self.config = config or ReplicaConfig()
         self.broker_epoch = broker_epoch
         self._eligible = is_replica_eligible or (lambda _replica, _epoch: True)
+        self._session_fetch_ms = session_fetch_ms
         self.role = Role.NONE
         self.leader_id = -1
         self.leader_epoch = -1
@@ -130,7 +133,6 @@ class PartitionReplica(IsrChanges, LeaderReads):
         self.epoch_start_offset = -1  # LEO when this leadership's epoch began
         self._pending_isr: _PendingIsrChange | None = None
         self._delayed: dict[int, _DelayedProduce] = {}
-        self._next_isr_check_ms = 0
         self._next_alter_request_id = 1
         self._leader_hw_floor = -1
         # Follower state.
@@ -252,7 +254,6 @@ class PartitionReplica(IsrChanges, LeaderReads):
                 followers[r] = fs
             self.followers = followers
             self._leader_hw_floor = self.log.high_watermark
-            self._next_isr_check_ms = now_ms + self._isr_check_interval
         else:
             for r in self.replicas:
                 if r != self.node_id:
@@ -317,6 +318,7 @@ class PartitionReplica(IsrChanges, LeaderReads):
                 request_id not in self._delayed,
                 lambda: f"duplicate produce request id {request_id}",
             )
+        self.fold_session_fetches()
         try:
             info = self.log.append_as_leader(data, self.leader_epoch, time_ms=self.log_time(now_ms))
         except StorageError as exc:
@@ -469,7 +471,7 @@ class PartitionReplica(IsrChanges, LeaderReads):
         for r, fs in self.followers.items():
             if fs.leo < candidate and (
                 r in maximal
-                or (self._is_caught_up(fs, now_ms) and self._eligible(r, fs.broker_epoch))
+                or (self._is_caught_up(r, fs, now_ms) and self._eligible(r, fs.broker_epoch))
             ):
                 candidate = fs.leo
         old = self.log.high_watermark

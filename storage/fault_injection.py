@@ -8,6 +8,8 @@ clocks. The file is a JSON object; every key is optional:
     fsync_failure      true: every fsync fails with EIO (Kafka takes the log dir offline)
     write_failure      true: every segment write fails with EIO
     write_delay_ms     sleep this long before each segment write and fsync (a slow disk)
+    write_block        true: every segment write and fsync blocks until the file no longer
+                       says so (a disk that stops answering: no error, no progress)
     disk_free_bytes    segment writes fail with ENOSPC once this many more bytes were
                        written (counted from when the value was read; the write that
                        crosses it is partial, as on a real disk)
@@ -34,12 +36,15 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from .io_watch import watched
+
 ENV = "SEGLOG_FAULT_INJECTION_FILE"
 RECHECK_S = 0.05
 _KEYS = {
     "fsync_failure": bool,
     "write_failure": bool,
     "write_delay_ms": int,
+    "write_block": bool,
     "disk_free_bytes": int,
     "clock_offset_ms": int,
     "monotonic_offset_ms": int,
@@ -57,6 +62,7 @@ class Faults:
     fsync_failure: bool = False
     write_failure: bool = False
     write_delay_ms: int = 0
+    write_block: bool = False
     disk_free_bytes: int | None = None
     clock_offset_ms: int = 0
     monotonic_offset_ms: int = 0
@@ -96,6 +102,7 @@ def parse_faults(text: str, node_id: int | None, where: str = "fault file") -> F
         fsync_failure=raw.get("fsync_failure", False),
         write_failure=raw.get("write_failure", False),
         write_delay_ms=raw.get("write_delay_ms", 0),
+        write_block=raw.get("write_block", False),
         disk_free_bytes=raw.get("disk_free_bytes"),
         clock_offset_ms=raw.get("clock_offset_ms", 0),
         monotonic_offset_ms=raw.get("monotonic_offset_ms", 0),
@@ -169,8 +176,17 @@ class FaultInjector:
 
     # --- hooks ------------------------------------------------------------------------
 
-    def write(self, fd: int, data: bytes | bytearray | memoryview) -> int:
+    def _blocked(self) -> Faults:
+        """The faults now, after waiting out a `write_block` (bounded by the file: the
+        operation goes on once it no longer says so)."""
         f = self.refresh()
+        while f.write_block:
+            time.sleep(RECHECK_S)
+            f = self.refresh()
+        return f
+
+    def write(self, fd: int, data: bytes | bytearray | memoryview) -> int:
+        f = self._blocked()
         if f.write_delay_ms:
             time.sleep(f.write_delay_ms / 1000)
         if f.write_failure:
@@ -186,7 +202,7 @@ class FaultInjector:
         return os.write(fd, data)
 
     def fsync(self, fd: int) -> None:
-        f = self.refresh()
+        f = self._blocked()
         if f.write_delay_ms:
             time.sleep(f.write_delay_ms / 1000)
         if f.fsync_failure:
@@ -219,8 +235,9 @@ _path = os.environ.get(ENV)
 INJECTOR: FaultInjector | None = FaultInjector(_path) if _path else None
 
 # The hooks the storage layer and the node call: plain functions when no file is named.
-disk_write: Callable[[int, Any], int] = INJECTOR.write if INJECTOR else _plain_write
-disk_fsync: Callable[[int], None] = INJECTOR.fsync if INJECTOR else _plain_fsync
+# Marked in flight (io_watch): a node notices a disk operation that does not return.
+disk_write: Callable[[int, Any], int] = watched(INJECTOR.write if INJECTOR else _plain_write)
+disk_fsync: Callable[[int], None] = watched(INJECTOR.fsync if INJECTOR else _plain_fsync)
 wall_ms: Callable[[], int] = INJECTOR.wall_ms if INJECTOR else _plain_wall_ms
 monotonic_s: Callable[[], float] = INJECTOR.monotonic_s if INJECTOR else time.monotonic
 
@@ -230,8 +247,8 @@ def install(path: str | None, node_id: int | None = None) -> None:
     had started with SEGLOG_FAULT_INJECTION_FILE set: for in-process tests."""
     global INJECTOR, disk_write, disk_fsync, wall_ms, monotonic_s
     INJECTOR = FaultInjector(path, node_id) if path else None
-    disk_write = INJECTOR.write if INJECTOR else _plain_write
-    disk_fsync = INJECTOR.fsync if INJECTOR else _plain_fsync
+    disk_write = watched(INJECTOR.write if INJECTOR else _plain_write)
+    disk_fsync = watched(INJECTOR.fsync if INJECTOR else _plain_fsync)
     wall_ms = INJECTOR.wall_ms if INJECTOR else _plain_wall_ms
     monotonic_s = INJECTOR.monotonic_s if INJECTOR else time.monotonic
 

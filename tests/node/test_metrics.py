@@ -382,3 +382,60 @@ def test_a_stopped_follower_shows_as_under_replicated_and_then_recovers(
         value(scrape(ports[i]), "kafka_server_replicamanager_isrexpands_total") for i in ports
     )
     assert expands >= 1
+
+
+def test_an_idle_partition_drops_a_frozen_follower_within_the_lag(
+    cluster: MetricsCluster,
+) -> None:
+    """Issue 39: with no records arriving, a follower that stops fetching (its node
+    frozen, both processes) leaves the ISR of every partition within
+    replica.lag.time.max.ms (1 s here), well before its session (6 s) runs out and the
+    controller fences it; UnderReplicatedPartitions rises on the leaders. On main at
+    176dae4 an idle partition kept it (a follower at the log end counted as caught up)."""
+    cluster.wait("all brokers registered", lambda: cluster.all_up_and_unfenced() or None)
+    with Admin(cluster.bootstrap) as admin:
+        admin.create_topics([NewTopic("idle", 6, 3)])
+    cluster.wait(
+        "leaders with full ISRs for idle",
+        lambda: (
+            (t := topic_of(cluster.metadata(1, ["idle"]), "idle"))
+            and len(t.partitions) == 6
+            and all(p.leader_id > 0 and len(p.isr_nodes) == 3 for p in t.partitions)
+            or None
+        ),
+    )
+    with Producer(cluster.bootstrap, acks="all") as producer:
+        for p in range(6):
+            producer.send("idle", b"v", partition=p).get(timeout=WAIT_S)
+    ports = {i: metrics_port(n) for i, n in cluster.nodes.items()}
+    md = topic_of(cluster.metadata(1, ["idle"]), "idle")
+    assert md is not None
+    victim = 3
+    followed = sum(1 for p in md.partitions if p.leader_id != victim)
+
+    def urp(i: int) -> float:
+        return value(scrape(ports[i]), "kafka_server_replicamanager_underreplicatedpartitions")
+
+    cluster.wait("no under-replicated partition", lambda: urp(1) + urp(2) == 0 or None)
+    time.sleep(1.5)  # idle for longer than the lag, every follower still in sync
+    assert urp(1) + urp(2) == 0
+    node = cluster.nodes[victim]
+    assert node.proc is not None
+    os.killpg(node.proc.pid, signal.SIGSTOP)
+    frozen_at = time.monotonic()
+    try:
+        shrunk_s = None
+        while time.monotonic() - frozen_at < 5.0:
+            if urp(1) + urp(2) >= followed:
+                shrunk_s = time.monotonic() - frozen_at
+                break
+            time.sleep(0.05)
+        lag_s = 1.0
+        # The lag, then a timer round, an AlterPartition and its commit.
+        assert shrunk_s is not None and shrunk_s <= lag_s + 1.0, (shrunk_s, urp(1), urp(2))
+        print(f"idle ISRs shrank {shrunk_s:.2f} s after the freeze")
+        brokers = cluster.brokers(1)
+        assert brokers is not None and not brokers[victim], "fenced: not the lag rule's shrink"
+    finally:
+        os.killpg(node.proc.pid, signal.SIGCONT)
+    cluster.wait("no under-replicated partition", lambda: urp(1) + urp(2) + urp(3) == 0 or None)

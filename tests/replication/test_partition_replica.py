@@ -817,3 +817,68 @@ def test_replicates_between_real_storage_logs(tmp_path: Path) -> None:
     assert logs[2].epoch_cache.entries() == logs[1].epoch_cache.entries()
     for log in logs.values():
         log.close()
+
+
+def test_an_idle_partition_drops_a_follower_that_stopped_fetching() -> None:
+    """Issue 39: no records arrive, follower 3 (at the log end) stops fetching at 100;
+    it is out of sync a lag later, though still at the log end (Kafka kept it)."""
+    nodes, _ = three()
+    leader = nodes[1]
+    leader.produce(1, batch(5), 1, 30_000, 0)
+    fetch(nodes, 2, 5, 100)
+    fetch(nodes, 3, 5, 100)
+    fetch(nodes, 2, 5, LAG)  # 2 goes on fetching; 3 is silent
+    assert leader.isr_deadline_ms(LAG) == 100 + LAG + 1  # 3's: due when it runs out
+    assert not any(isinstance(a, SendAlterPartition) for a in leader.tick(100 + LAG))
+    (alter,) = [a for a in leader.tick(101 + LAG) if isinstance(a, SendAlterPartition)]
+    assert alter.new_isr == (1, 2)
+
+
+def test_in_a_fetch_session_an_idle_partition_is_caught_up_by_its_nodes_fetches() -> None:
+    """With fetch sessions the followers' fetches leave the idle partition out: each
+    fetch of the node counts as one at its position; a behind follower's deadline is
+    the partition's, an at-end follower's its node's (none in isr_deadline_ms)."""
+    session = {2: 100, 3: 100}
+    nodes = {
+        i: PartitionReplica(
+            i, MemoryLog(f"n{i}"), cfg(), broker_epoch=1, session_fetch_ms=session.__getitem__
+        )
+        for i in (1, 2, 3)
+    }
+    for r in nodes.values():
+        r.apply_metadata(st(1, 0, 0, (1, 2, 3), (1, 2, 3)), 0)
+    leader = nodes[1]
+    leader.produce(1, batch(5), 1, 30_000, 0)
+    fetch(nodes, 2, 5, 100)
+    fetch(nodes, 3, 5, 100)
+    assert leader.isr_deadline_ms(200) is None  # both at the end: their nodes' business
+    session[2] = session[3] = 5 * LAG  # both nodes go on fetching in their sessions
+    assert not any(isinstance(a, SendAlterPartition) for a in leader.tick(5 * LAG))
+    # Node 3 falls silent at 5*LAG: out of sync a lag later, not before.
+    session[2] = 6 * LAG
+    assert not any(isinstance(a, SendAlterPartition) for a in leader.tick(6 * LAG))
+    assert leader.isr_deadline_ms(6 * LAG + 1) == 6 * LAG + 1  # out of sync: due now
+    (alter,) = [a for a in leader.tick(6 * LAG + 1) if isinstance(a, SendAlterPartition)]
+    assert alter.new_isr == (1, 2)
+
+
+def test_a_produce_after_a_long_idle_spell_does_not_shrink_the_isr() -> None:
+    """The followers at the end were caught up as of their nodes' last session fetch
+    when the log end moves: the first append after an hour idle shrinks nothing."""
+    session = {2: 0, 3: 0}
+    nodes = {
+        i: PartitionReplica(
+            i, MemoryLog(f"n{i}"), cfg(), broker_epoch=1, session_fetch_ms=session.__getitem__
+        )
+        for i in (1, 2, 3)
+    }
+    for r in nodes.values():
+        r.apply_metadata(st(1, 0, 0, (1, 2, 3), (1, 2, 3)), 0)
+    leader = nodes[1]
+    fetch(nodes, 2, 0, 10)
+    fetch(nodes, 3, 0, 10)
+    hour = 3_600_000
+    session[2] = session[3] = hour
+    leader.produce(1, batch(5), -1, 30_000, hour)
+    assert leader.isr_deadline_ms(hour) == hour + LAG + 1
+    assert not any(isinstance(a, SendAlterPartition) for a in leader.tick(hour + 1))

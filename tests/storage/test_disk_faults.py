@@ -204,3 +204,29 @@ def test_clock_offset_and_skew(faults: Path) -> None:
     m1 = fault_injection.monotonic_s()
     set_faults(faults, monotonic_offset_ms=60_000)  # the skew cleared
     assert fault_injection.monotonic_s() >= m1  # the monotonic clock never goes back
+
+
+def test_a_blocked_disk_holds_writes_until_it_answers_again(faults: Path, tmp_path: Path) -> None:
+    """write_block: a write neither fails nor progresses (a hung disk), is seen in
+    flight (storage/io_watch), and completes once the file no longer blocks."""
+    import threading
+    import time
+
+    from seglog.storage import io_watch
+
+    set_faults(faults, write_block=True)
+    fd = os.open(tmp_path / "blocked", os.O_WRONLY | os.O_CREAT)
+    done: list[int] = []
+    t = threading.Thread(target=lambda: done.append(fault_injection.disk_write(fd, b"abc")))
+    t.start()
+    try:
+        time.sleep(0.3)
+        assert not done and t.is_alive()
+        started = io_watch.oldest_started()
+        assert started is not None and time.monotonic() - started >= 0.25
+    finally:
+        set_faults(faults)
+        t.join(5)
+        os.close(fd)
+    assert done == [3] and (tmp_path / "blocked").read_bytes() == b"abc"
+    assert io_watch.oldest_started() is None
