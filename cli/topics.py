@@ -19,7 +19,8 @@ DEFAULT_REQUEST_TIMEOUT_MS = 30_000
 # --- shared by topics, produce, consume and get-offsets ---------------------------------
 
 
-def add_connection_args(parser: argparse.ArgumentParser) -> None:
+def add_connection_args(parser: argparse.ArgumentParser, verbose: bool = True) -> None:
+    """`verbose=False` for a tool whose --verbose means something else (consumer-groups)."""
     parser.add_argument(
         "--bootstrap-server",
         required=True,
@@ -39,6 +40,12 @@ def add_connection_args(parser: argparse.ArgumentParser) -> None:
         help="client properties (security.protocol, ssl.truststore.location, "
         "ssl.keystore.location, ssl.key.password), as Kafka's tools take",
     )
+    if verbose:
+        parser.add_argument(
+            "--verbose",
+            action="store_true",
+            help="log the client's failed requests and retries to stderr",
+        )
 
 
 def security_options(args: argparse.Namespace) -> dict[str, str | None]:

@@ -37,6 +37,14 @@ class NoBrokersAvailable(KafkaError):
     invalid_metadata = True
 
 
+class BootstrapUnreachable(NoBrokersAvailable):
+    """A client that never reached its cluster found no seglog node at any bootstrap
+    address (connection refused, a Kafka-protocol port, ...): said at once, not after
+    request_timeout_ms of retries, since waiting does not change a wrong address."""
+
+    retriable = False
+
+
 class NodeNotReadyError(KafkaError):
     """A node could not be reached (connection refused, reset, deadline)."""
 

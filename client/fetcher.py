@@ -30,7 +30,7 @@ from seglog.storage.record_batch import (
     iter_batches,
 )
 
-from .cluster import AUTHENTICATION_ERRORS, ClusterMetadata, TopicPartition, call
+from .cluster import FATAL_ERRORS, ClusterMetadata, TopicPartition, call
 from .errors import IllegalStateError, KafkaError, KafkaTimeoutError, error_class, for_code
 from .reachability import Reachability
 
@@ -359,8 +359,8 @@ class Fetcher:
             return
         try:
             self.metadata.refresh(topics)
-        except AUTHENTICATION_ERRORS:
-            raise  # to the application: a wrong password does not get better
+        except FATAL_ERRORS:
+            raise  # to the application: a wrong password or address does not get better
         except KafkaError as e:
             self._unreachable(now, e)
             self._meta_failures += 1

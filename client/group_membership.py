@@ -28,7 +28,7 @@ from seglog.proto import errors_pb2
 from seglog.proto import groups_pb2 as gpb
 
 from .assignors import COOPERATIVE, Assignor, rebalance_protocol
-from .cluster import AUTHENTICATION_ERRORS, TopicPartition
+from .cluster import FATAL_ERRORS, TopicPartition
 from .consumer_protocol import (
     NO_GENERATION,
     PROTOCOL_TYPE,
@@ -480,10 +480,10 @@ class GroupMembership:
         """The request could not be sent or got no answer (transport failure)."""
         assert self.in_flight == kind, f"{kind} failed but {self.in_flight} was in flight"
         self.in_flight = None
-        if isinstance(error, AUTHENTICATION_ERRORS):
-            # Even a new login failed (the password was changed, the user deleted):
-            # fatal, as Kafka's heartbeat thread stops on an AuthenticationException,
-            # rather than logging in again on every retry; poll() raises it.
+        if isinstance(error, FATAL_ERRORS):
+            # Even a new login failed (the password was changed, the user deleted), or
+            # no bootstrap server is a seglog node: fatal, as Kafka's heartbeat thread
+            # stops on an AuthenticationException, rather than retrying; poll() raises it.
             self.state = MemberState.FATAL
             self.fatal_error = error
             return
