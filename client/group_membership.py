@@ -307,7 +307,10 @@ class GroupMembership:
     def leave(self, now: float, reason: str) -> None:
         """Leave the group (unsubscribe, close): a dynamic member says so, a static
         one just stops (its session ends, as Kafka's static members do)."""
-        if self.member_id and self.dynamic and self.generation != NO_GENERATION:
+        # As Kafka's maybeLeaveGroup: any member id the coordinator gave, a generation
+        # or not: a member still in its join (KIP-394's id, the JoinGroup held for the
+        # rebalance) is in the group too, and would stay there a whole session.
+        if self.member_id and self.dynamic:
             self._leave = gpb.LeaveGroupRequest(
                 group_id=self.config.group_id,
                 members=[gpb.MemberIdentity(member_id=self.member_id, reason=reason)],
@@ -322,6 +325,12 @@ class GroupMembership:
 
     def close(self) -> None:
         self.state = MemberState.CLOSED
+
+    @property
+    def abandon_in_flight(self) -> bool:
+        """A LeaveGroup waits behind a JoinGroup or SyncGroup the coordinator may hold
+        until the rebalance ends: the shell cancels that call so the leave goes out."""
+        return self._leave is not None and self.in_flight in (JOIN, SYNC)
 
     @property
     def leave_pending(self) -> bool:
@@ -494,6 +503,8 @@ class GroupMembership:
             self._rejoin_later(now, failed=True)
         elif kind == LEAVE:
             pass  # best effort: the session timeout removes the member anyway
+        elif kind in (JOIN, SYNC) and self._leave is not None:
+            pass  # abandoned for the LeaveGroup (abandon_in_flight): the coordinator is fine
         else:
             if kind == HEARTBEAT:
                 self.counters.add("heartbeat-failed-total")
