@@ -385,7 +385,7 @@ def status(data_dir: Path, out: TextIO) -> int:
         addresses = bootstrap_servers(int(base_port), len(pids)).split(",")
     healthy = 0
     for i, pid in enumerate(pids, start=1):
-        running = pid > 0 and _pid_alive(pid)
+        running = pid > 0 and pid_alive(pid)
         health = "not running"
         if running:
             serves = i <= len(addresses) and _serving(addresses[i - 1], 1.0)
@@ -397,7 +397,7 @@ def status(data_dir: Path, out: TextIO) -> int:
             else f"GRPC={addresses[i - 1].rpartition(':')[2]}"
         )
         print(f"  node {i}  pid {pid}  {health:<20}  {ports}", file=out)
-    running = sum(1 for pid in pids if pid > 0 and _pid_alive(pid))
+    running = sum(1 for pid in pids if pid > 0 and pid_alive(pid))
     print(f"{healthy} of {len(pids)} nodes serving, {running} running", file=out)
     print(f"bootstrap servers: {state.get('bootstrap', '')}", file=out)
     if state.get("kafka_bootstrap"):
@@ -412,7 +412,7 @@ def down(data_dir: Path, out: TextIO) -> int:
         return 0
     state = json.loads(state_path.read_text())
     pids = [int(p) for p in state["pids"] if int(p) > 0]
-    alive = [pid for pid in pids if _pid_alive(pid)]
+    alive = [pid for pid in pids if pid_alive(pid)]
     if not alive:
         state_path.unlink(missing_ok=True)
         print(f"no node of the cluster in {data_dir} is running; nothing to stop", file=out)
@@ -437,29 +437,36 @@ def down(data_dir: Path, out: TextIO) -> int:
 def _alive(state: dict[str, object]) -> bool:
     pids = state.get("pids", [])
     assert isinstance(pids, list)
-    return any(int(pid) > 0 and _pid_alive(int(pid)) for pid in pids)
+    return any(int(pid) > 0 and pid_alive(int(pid)) for pid in pids)
 
 
-def _pid_alive(pid: int) -> bool:
+def pid_alive(pid: int) -> bool:
+    """Alive and not a zombie (a killed node whose parent has not reaped it yet: the
+    detached nodes' parent is whatever adopted them, which may never reap)."""
     try:
-        os.kill(pid, 0)
-        return True
-    except OSError:
-        return False
+        with open(f"/proc/{pid}/stat") as f:
+            state = f.read().rsplit(")", 1)[1].split()[0]
+        return state not in ("Z", "X")
+    except (OSError, IndexError):
+        try:
+            os.kill(pid, 0)
+            return True
+        except OSError:
+            return False
 
 
 def _stop(pids: list[int]) -> int:
     """SIGTERM (a clean shutdown of each node), then SIGKILL what is left."""
-    alive = [pid for pid in pids if _pid_alive(pid)]
+    alive = [pid for pid in pids if pid_alive(pid)]
     for pid in alive:
         os.kill(pid, signal.SIGTERM)
     deadline = time.monotonic() + STOP_TIMEOUT_S
-    while time.monotonic() < deadline and any(_pid_alive(pid) for pid in alive):
+    while time.monotonic() < deadline and any(pid_alive(pid) for pid in alive):
         for pid in alive:
             with contextlib.suppress(ChildProcessError):
                 os.waitpid(pid, os.WNOHANG)
         time.sleep(0.1)
     for pid in alive:
-        if _pid_alive(pid):
+        if pid_alive(pid):
             os.kill(pid, signal.SIGKILL)
     return len(alive)
