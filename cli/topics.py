@@ -190,11 +190,15 @@ def _check_options(args: argparse.Namespace, action: str) -> None:
             raise ValueError(f"option {flag} can't be used with --{action}")
     if action in ("create", "alter", "delete") and not args.topic:
         raise ValueError(f"--{action} needs --topic")
-    # kafka-topics' own checks and messages.
+    # kafka-topics' own checks and messages (-1 would mean the node's default).
+    from seglog.client.errors import error_class
+
     if args.partitions is not None and args.partitions < 1:
-        raise ValueError("The partitions must be greater than 0")
+        raise error_class("INVALID_PARTITIONS")("The partitions must be greater than 0")
     if args.replication_factor is not None and not 1 <= args.replication_factor <= 32767:
-        raise ValueError("The replication factor must be between 1 and 32767 inclusive")
+        raise error_class("INVALID_REPLICATION_FACTOR")(
+            "The replication factor must be between 1 and 32767 inclusive"
+        )
     given = [f for f in DESCRIBE_FILTERS if getattr(args, _filter_name(f))]
     if len(given) > 1:
         raise ValueError(f"only one of {', '.join(given)} can be given")

@@ -42,6 +42,10 @@ class Probe:
     def address(self) -> str:
         return f"{self.host}:{self.port}"
 
+    @property
+    def nothing_listens(self) -> bool:
+        return self.outcome in (REFUSED, UNREACHABLE)
+
     def sentence(self) -> str:
         """What this address is, for an error message."""
         if self.outcome == REFUSED:
@@ -57,7 +61,10 @@ class Probe:
                 "this one"
             )
         if self.outcome == OTHER:
-            return f"{self.address}: something listens there but does not speak gRPC (HTTP/2)"
+            return (
+                f"{self.address}: something listens there but does not speak gRPC over "
+                "plaintext HTTP/2 (a TLS listener? then security.protocol=SSL)"
+            )
         return f"{self.address}: a gRPC server"
 
 
@@ -131,11 +138,19 @@ def unreachable_reason(probes: Sequence[Probe]) -> str | None:
     none can be, one sentence per address."""
     if not probes or any(p.outcome == HTTP2 for p in probes):
         return None
-    return "no bootstrap server is a seglog node: " + "; ".join(p.sentence() for p in probes)
+    if len(probes) == 1:
+        return f"cannot reach {probes[0].sentence()}"
+    return "cannot reach any bootstrap server: " + "; ".join(p.sentence() for p in probes)
 
 
 def diagnose(
     addresses: Sequence[tuple[str, int]], timeout_s: float = 1.0, plaintext: bool = True
-) -> str | None:
-    """`unreachable_reason` of probing every address (each within timeout_s)."""
-    return unreachable_reason([probe(h, p, timeout_s, plaintext) for h, p in addresses])
+) -> tuple[str, bool] | None:
+    """`unreachable_reason` of probing every address (each within timeout_s), and
+    whether nothing listens at any of them (a cluster that may yet start) rather than
+    something that is not a seglog node (waiting will not help)."""
+    probes = [probe(h, p, timeout_s, plaintext) for h, p in addresses]
+    reason = unreachable_reason(probes)
+    if reason is None:
+        return None
+    return reason, all(p.nothing_listens for p in probes)

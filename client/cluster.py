@@ -228,11 +228,11 @@ class ClusterMetadata:
         if self._answered or now - self._probed_at < PROBE_INTERVAL_S:
             return
         self._probed_at = now
-        reason = bootstrap_probe.diagnose(
+        found = bootstrap_probe.diagnose(
             self.bootstrap, PROBE_TIMEOUT_S, plaintext=not self.connections.security.uses_tls
         )
-        if reason is not None:
-            raise BootstrapUnreachable(reason)
+        if found is not None:
+            raise BootstrapUnreachable(*found)
 
     def _apply(self, response: pb.MetadataResponse, names: list[str] | None) -> None:
         with self._lock:

@@ -359,9 +359,11 @@ class Fetcher:
             return
         try:
             self.metadata.refresh(topics)
-        except FATAL_ERRORS:
-            raise  # to the application: a wrong password or address does not get better
         except KafkaError as e:
+            if isinstance(e, FATAL_ERRORS) and not getattr(e, "nothing_listens", False):
+                # To the application: a wrong password, or a bootstrap list of Kafka
+                # ports, does not get better by waiting; a cluster not started yet may.
+                raise
             self._unreachable(now, e)
             self._meta_failures += 1
             self.metadata.request_update()

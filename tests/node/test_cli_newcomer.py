@@ -123,7 +123,9 @@ def test_partitions_must_be_positive(node: NodeProcess) -> None:
             bad,
         )
         assert r.returncode == 1
-        assert r.stderr.strip() == "seglog topics: The partitions must be greater than 0"
+        assert r.stderr.strip() == (
+            "seglog topics: INVALID_PARTITIONS: The partitions must be greater than 0"
+        )
     with Admin(node.bootstrap) as admin:
         assert not {"p-1", "p0"} & set(admin.list_topics())
 
