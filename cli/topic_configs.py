@@ -17,7 +17,7 @@ import argparse
 from typing import TextIO
 
 from . import topics
-from .broker_configs import parse_add_config
+from .broker_configs import parse_add_config, print_entries
 
 # Kafka's DescribeConfigs ConfigSource ids.
 SOURCES = {
@@ -43,12 +43,7 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
                 shown = [e for e in entries.values() if show_all or not e.is_default]
                 title = "All" if show_all else "Dynamic"
                 print(f"{title} configs for topic {topic} are:", file=out)
-                for e in sorted(shown, key=lambda e: e.name):
-                    print(
-                        f"  {e.name}={e.value} sensitive={str(e.is_sensitive).lower()} "
-                        f"synonyms={{{SOURCES.get(e.source, e.source)}:{e.name}={e.value}}}",
-                        file=out,
-                    )
+                print_entries(shown, SOURCES, out)
             return 0
         if not name:
             raise ValueError("--alter --entity-type topics needs --entity-name")

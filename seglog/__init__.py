@@ -8,29 +8,14 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-if TYPE_CHECKING:
-    from seglog.client import (
-        Admin,
-        Consumer,
-        ConsumerRebalanceListener,
-        KafkaError,
-        NewPartitions,
-        NewTopic,
-        Producer,
-        TopicPartition,
-    )
+import seglog.client as _client  # its names load on first use: this imports no client
 
-__all__ = [
-    "Admin",
-    "Consumer",
-    "ConsumerRebalanceListener",
-    "KafkaError",
-    "NewPartitions",
-    "NewTopic",
-    "Producer",
-    "TopicPartition",
-    "__version__",
-]
+if TYPE_CHECKING:
+    from seglog.client import *  # noqa: F403
+
+    __version__: str
+
+__all__ = [*_client.__all__, "__version__"]
 
 
 def __getattr__(name: str) -> Any:
@@ -38,8 +23,6 @@ def __getattr__(name: str) -> Any:
         from importlib.metadata import version
 
         return version("seglog")
-    if name in __all__:
-        import seglog.client
-
-        return getattr(seglog.client, name)
+    if name in _client.__all__:
+        return getattr(_client, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
