@@ -279,3 +279,20 @@ def test_a_node_that_cannot_start_is_named_with_its_error(tmp_path: Path) -> Non
     assert "last error: KAFKA_STORAGE_ERROR: cannot create log directory" in up.stderr
     assert "bootstrap servers" not in up.stdout
     assert not (data_dir / "cluster.json").exists()
+
+
+def test_a_foreground_cluster_whose_nodes_all_die_exits_1(tmp_path: Path) -> None:
+    """It used to print `cluster stopped` and exit 0, as after a Ctrl-C."""
+    cluster = Foreground(tmp_path / "local")
+    pids: list[int] = []
+    try:
+        cluster.wait_for_line("bootstrap servers: ", START_S)
+        pids = cluster.node_pids()
+        for pid in pids:
+            os.kill(pid, signal.SIGKILL)
+        line = cluster.wait_for_line("every node exited", STOP_S)
+        assert line == "every node exited; cluster stopped"
+        assert cluster.proc.wait(timeout=STOP_S) == 1
+    finally:
+        cluster.kill()
+        kill_leftovers(pids)
