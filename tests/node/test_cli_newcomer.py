@@ -169,3 +169,20 @@ def test_producing_to_a_missing_topic_says_it_was_created(node: NodeProcess) -> 
     ) in r.stderr
     again = seglog("produce", "--bootstrap-server", node.bootstrap, "--topic", "fresh", stdin="c\n")
     assert again.returncode == 0 and "did not exist" not in again.stderr
+
+
+def test_local_help_explains_the_options_and_the_ports() -> None:
+    r = seglog("local", "--help")
+    assert r.returncode == 0, r.stderr
+    text = " ".join(r.stdout.split())
+    for option in ("--nodes", "--data-dir", "--base-port", "--detach"):
+        assert option in text
+    assert "{up,status,down}" in text
+    assert "relative to the current directory" in text
+    for line in (
+        "PLAINTEXT 127.0.0.1:9092-9094",
+        "GRPC 127.0.0.1:9192-9194",
+        "CONTROLLER 127.0.0.1:9292-9294",
+        "METRICS 127.0.0.1:9392-9394",
+    ):
+        assert line in text, line
