@@ -1,7 +1,7 @@
 """What answers at a bootstrap address, when a client has never reached the cluster:
 nothing (connection refused: fail at once, not after request_timeout_ms), a Kafka
 listener (seglog's gRPC clients were pointed at the wrong port: say so), or something
-that speaks HTTP/2 (a gRPC server: the normal retries apply).
+else (a gRPC server, a TLS listener, a proxy: the normal retries apply).
 
 The classification of replies is pure; `probe` is the thin socket shell. Detection:
 an HTTP/2 client preface, which a gRPC server answers with a SETTINGS frame; when that
@@ -28,7 +28,9 @@ REFUSED = "refused"  # nothing listens there
 UNREACHABLE = "unreachable"  # no route, a timeout, a name that does not resolve
 KAFKA = "kafka"  # a Kafka-protocol listener
 HTTP2 = "http2"  # a gRPC (HTTP/2) server: maybe seglog
-OTHER = "other"  # a listener that speaks neither
+# A listener that speaks neither: a TLS listener, or a proxy in front of a node that
+# does not listen yet (docker's published ports): the normal retries apply.
+OTHER = "other"
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,12 +62,7 @@ class Probe:
                 f"+ 100, here {self.host}:{self.port + 100}), Kafka clients such as kcat "
                 "this one"
             )
-        if self.outcome == OTHER:
-            return (
-                f"{self.address}: something listens there but does not speak gRPC over "
-                "plaintext HTTP/2 (a TLS listener? then security.protocol=SSL)"
-            )
-        return f"{self.address}: a gRPC server"
+        return f"{self.address}: something listens there ({self.outcome})"
 
 
 def api_versions_v0() -> bytes:
@@ -134,9 +131,9 @@ def probe(host: str, port: int, timeout_s: float = 1.0, plaintext: bool = True) 
 
 
 def unreachable_reason(probes: Sequence[Probe]) -> str | None:
-    """None when some address may be a seglog node (a gRPC server answered); else why
-    none can be, one sentence per address."""
-    if not probes or any(p.outcome == HTTP2 for p in probes):
+    """None when some address may be a seglog node (a gRPC server answered, or something
+    that may stand in front of one); else why none can be, one sentence per address."""
+    if not probes or any(p.outcome in (HTTP2, OTHER) for p in probes):
         return None
     if len(probes) == 1:
         return f"cannot reach {probes[0].sentence()}"

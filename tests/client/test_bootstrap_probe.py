@@ -38,6 +38,8 @@ def test_replies_are_classified() -> None:
     refused = bp.Probe("127.0.0.1", 1, bp.REFUSED)
     kafka = bp.Probe("127.0.0.1", 9092, bp.KAFKA)
     assert bp.unreachable_reason([refused, bp.Probe("h", 2, bp.HTTP2)]) is None
+    # A TLS listener, or a proxy before a node that does not listen yet: retried as ever.
+    assert bp.unreachable_reason([refused, bp.Probe("h", 2, bp.OTHER)]) is None
     reason = bp.unreachable_reason([refused, kafka])
     assert reason is not None
     assert "127.0.0.1:1: connection refused" in reason
