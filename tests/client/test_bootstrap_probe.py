@@ -7,6 +7,7 @@ bootstrap list is enough."""
 from __future__ import annotations
 
 import struct
+import threading
 import time
 from collections.abc import Callable, Iterator
 
@@ -107,6 +108,8 @@ def test_every_client_fails_fast_naming_the_address(node: NodeProcess) -> None:
     for what, client in (("Admin", _admin), ("Producer", _produce), ("Consumer", _consume)):
         message = _fails_fast(what, lambda client=client: client(kafka))
         assert f"cannot reach {kafka}: this is a Kafka-protocol port" in message, (what, message)
+    # The consumer that raised as it was built left no thread behind.
+    assert not [t.name for t in threading.enumerate() if t.name.startswith("seglog-consumer")]
     for what, client in (("Admin", _admin), ("Producer", _produce)):
         message = _fails_fast(what, lambda client=client: client(refused))
         assert f"cannot reach {refused}: connection refused" in message, (what, message)
