@@ -255,16 +255,7 @@ def child_pid(parent: int, marker: bytes) -> int | None:
 
 def proc_alive(pid: int) -> bool:
     """Alive and not a zombie (a killed node whose parent has not reaped it yet)."""
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            state = f.read().rsplit(")", 1)[1].split()[0]
-        return state not in ("Z", "X")
-    except (OSError, IndexError):
-        try:
-            os.kill(pid, 0)
-            return True
-        except OSError:
-            return False
+    return local_cluster.pid_alive(pid)
 
 
 class LocalTarget:

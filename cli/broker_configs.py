@@ -18,7 +18,8 @@ are listed in docs/operations.md. Output as Kafka's:
 from __future__ import annotations
 
 import argparse
-from typing import TextIO
+from collections.abc import Iterable, Mapping
+from typing import Any, TextIO
 
 from . import topics
 
@@ -43,6 +44,16 @@ def parse_add_config(text: str | None) -> dict[str, str]:
     return out
 
 
+def print_entries(entries: Iterable[Any], sources: Mapping[int, str], out: TextIO) -> None:
+    """kafka-configs' lines, by name: `  k=v sensitive=false synonyms={SOURCE:k=v}`."""
+    for e in sorted(entries, key=lambda e: e.name):
+        print(
+            f"  {e.name}={e.value} sensitive={str(e.is_sensitive).lower()} "
+            f"synonyms={{{sources.get(e.source, e.source)}:{e.name}={e.value}}}",
+            file=out,
+        )
+
+
 def run(args: argparse.Namespace, out: TextIO) -> int:
     default = bool(getattr(args, "entity_default", False))
     if default == bool(args.entity_name):
@@ -65,12 +76,7 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
             else:
                 title = "All" if show_all else "Dynamic"
                 print(f"{title} configs for broker {broker} are:", file=out)
-            for e in sorted(shown, key=lambda e: e.name):
-                print(
-                    f"  {e.name}={e.value} sensitive={str(e.is_sensitive).lower()} "
-                    f"synonyms={{{SOURCES.get(e.source, e.source)}:{e.name}={e.value}}}",
-                    file=out,
-                )
+            print_entries(shown, SOURCES, out)
             return 0
         changes = parse_add_config(args.add_config)
         removed = [n.strip() for n in (args.delete_config or "").split(",") if n.strip()]

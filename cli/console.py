@@ -218,7 +218,7 @@ def run_produce(
     # Fail fast and clearly on an unreachable cluster or a topic that cannot exist
     # (auto-creation off), before reading any input.
     with open_admin(args) as admin:
-        (topic,) = admin.describe_topics([args.topic], allow_auto_topic_creation=True)
+        topic = _topic_or_auto_created(admin, args.topic, err)
     if args.partition is not None and args.partition not in {p.partition for p in topic.partitions}:
         raise ValueError(
             f"--partition {args.partition}: topic {args.topic!r} has partitions "
@@ -306,6 +306,27 @@ _CONSUMER_PROPERTIES = {
     "null.literal",
 }
 _TIMESTAMP_TYPES = {0: "CreateTime", 1: "LogAppendTime"}
+
+
+def _topic_or_auto_created(admin: Any, name: str, err: TextIO) -> Any:
+    """The topic's description; a missing topic is created as a producer's metadata
+    request creates it (auto.create.topics.enable), and that is said, not done silently."""
+    from seglog.client.errors import error_class
+
+    try:
+        (topic,) = admin.describe_topics([name])
+        return topic
+    except error_class("UNKNOWN_TOPIC_OR_PARTITION"):
+        pass
+    (topic,) = admin.describe_topics([name], allow_auto_topic_creation=True)
+    replicas = len(topic.partitions[0].replicas) if topic.partitions else 0
+    print(
+        f"seglog produce: topic {name!r} did not exist; the cluster created it "
+        f"(auto.create.topics.enable) with {len(topic.partitions)} partitions and "
+        f"replication factor {replicas} (choose them with 'seglog topics --create')",
+        file=err,
+    )
+    return topic
 
 
 def add_consume_parser(sub: argparse._SubParsersAction) -> None:

@@ -31,7 +31,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         description="Like kafka-consumer-groups: list, describe, reset offsets of, and "
         "delete consumer groups.",
     )
-    add_connection_args(p)
+    add_connection_args(p, verbose=False)
     action = p.add_mutually_exclusive_group(required=True)
     action.add_argument("--list", action="store_true", help="list every group")
     action.add_argument("--describe", action="store_true", help="describe groups")

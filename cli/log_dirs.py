@@ -16,20 +16,15 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from seglog.storage.checkpoint_file import (
-    CLEANER_OFFSET_CHECKPOINT,
-    LOG_START_OFFSET_CHECKPOINT,
-    OffsetCheckpointFile,
-)
-from seglog.storage.errors import StorageError
-from seglog.storage.log import parse_partition_dir
-from seglog.storage.record_batch import HEADER_SIZE, BatchHeader
-from seglog.storage.segment import LOG_SUFFIX, offset_from_file_name
+# storage/ is imported where it is used: `seglog --help` builds this parser too.
 
 MAX_HEADERS = 1_000_000  # batches walked to find a partition's end offset
 
 
 def _read_checkpoint(path: Path) -> dict[tuple[str, int], int]:
+    from seglog.storage.checkpoint_file import OffsetCheckpointFile
+    from seglog.storage.errors import StorageError
+
     if not path.exists():
         return {}
     try:
@@ -41,6 +36,8 @@ def _read_checkpoint(path: Path) -> dict[tuple[str, int], int]:
 
 def _end_offset(segment: Path, base: int) -> int:
     """The offset after the segment's last whole batch, walking headers only."""
+    from seglog.storage.record_batch import HEADER_SIZE, BatchHeader
+
     end = base
     with open(segment, "rb") as f:
         pos = 0
@@ -58,6 +55,14 @@ def _end_offset(segment: Path, base: int) -> int:
 
 
 def describe_dir(log_dir: Path) -> dict[str, Any]:
+    from seglog.storage.checkpoint_file import (
+        CLEANER_OFFSET_CHECKPOINT,
+        LOG_START_OFFSET_CHECKPOINT,
+    )
+    from seglog.storage.errors import StorageError
+    from seglog.storage.log import parse_partition_dir
+    from seglog.storage.segment import LOG_SUFFIX, offset_from_file_name
+
     cleaner = _read_checkpoint(log_dir / CLEANER_OFFSET_CHECKPOINT)
     starts = _read_checkpoint(log_dir / LOG_START_OFFSET_CHECKPOINT)
     partitions = []

@@ -4,13 +4,14 @@ kafka-dump-log, kafka-topics, ... as separate scripts)."""
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from seglog.client.errors import KafkaError
-from seglog.node.local_cluster import LocalClusterError
-from seglog.storage.errors import StorageError
+# Only the parsers here: every subcommand imports what it runs when it runs, so that
+# `seglog --help` and a typo answer at once.
+from seglog.node.local_ports import layout_help
 
 from . import (
     cluster,
@@ -66,13 +67,29 @@ def _local(args: argparse.Namespace) -> int:
         return local_cluster.up(
             Path(args.data_dir), args.nodes, args.base_port, args.detach, sys.stdout
         )
+    if args.action == "status":
+        return local_cluster.status(Path(args.data_dir), sys.stdout)
     return local_cluster.down(Path(args.data_dir), sys.stdout)
+
+
+class _Version(argparse.Action):
+    """`--version`, read from the installed package's metadata only when asked."""
+
+    def __init__(self, option_strings: list[str], dest: str, **kwargs: object) -> None:
+        super().__init__(option_strings, dest, nargs=0, help="print seglog's version and exit")
+
+    def __call__(self, parser: argparse.ArgumentParser, *_args: object) -> None:
+        from seglog import __version__
+
+        print(f"seglog {__version__}")
+        parser.exit()
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="seglog", description="A replicated commit log with Kafka's on-disk format."
     )
+    parser.add_argument("--version", action=_Version)
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     dump = sub.add_parser(
@@ -125,14 +142,38 @@ def build_parser() -> argparse.ArgumentParser:
     local = sub.add_parser(
         "local",
         help="run a cluster of node processes on this machine",
-        description="seglog local up starts N nodes (each broker and controller voter) and "
-        "prints the bootstrap servers; Ctrl-C or 'seglog local down' stops them cleanly.",
+        description="'seglog local up' starts N nodes (each a broker and a Raft controller "
+        "voter), waits until every one serves and prints the bootstrap servers, or stops "
+        "them and prints each failed node's error; Ctrl-C (or 'seglog local down' from "
+        "another terminal) stops them cleanly. 'status' shows each node's pid, health and "
+        "ports. The data stays in --data-dir after 'down' (delete it with rm -r).",
+        epilog=layout_help(),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    local.add_argument("action", choices=["up", "down"])
-    local.add_argument("--nodes", type=int, default=3)
-    local.add_argument("--data-dir", default="data/local")
-    local.add_argument("--base-port", type=int, default=9092)
-    local.add_argument("--detach", action="store_true", help="return once the cluster is up")
+    local.add_argument(
+        "action",
+        choices=["up", "status", "down"],
+        help="up: start (foreground unless --detach); status: show; down: stop",
+    )
+    local.add_argument("--nodes", type=int, default=3, help="how many nodes (default 3)")
+    local.add_argument(
+        "--data-dir",
+        default="data/local",
+        help="the cluster's data and logs, node-N/ each (default %(default)s, relative to "
+        "the current directory)",
+    )
+    local.add_argument(
+        "--base-port",
+        type=int,
+        default=9092,
+        help="the first Kafka-protocol port; every other port is laid out from it, see "
+        "below (default %(default)s)",
+    )
+    local.add_argument(
+        "--detach",
+        action="store_true",
+        help="return once every node serves, leaving the cluster running",
+    )
     local.set_defaults(func=_local)
 
     topics.add_parser(sub)
@@ -149,9 +190,24 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args, extra = parser.parse_known_args(argv)
+    if extra:
+        # The subcommand's own usage, not the top-level one, for a mistyped flag.
+        sub = _subparser(parser, args.command)
+        sub.error(f"unrecognized arguments: {' '.join(extra)}")
+    if getattr(args, "verbose", False) and args.command != "consumer-groups":
+        import logging
+
+        logging.basicConfig(level=logging.INFO, format="seglog: %(name)s: %(message)s")
+    from seglog.client.errors import KafkaError
+    from seglog.node.local_cluster import LocalClusterError
+    from seglog.storage.errors import StorageError
+
     try:
-        return int(args.func(args))
+        code = int(args.func(args))
+        sys.stdout.flush()
+        return code
     except StorageError as e:
         print(f"seglog {args.command}: {e.error_name}: {e}", file=sys.stderr)
         return 1
@@ -159,11 +215,31 @@ def main(argv: Sequence[str] | None = None) -> int:
         # str() is "ERROR_NAME: the node's message".
         print(f"seglog {args.command}: {e}", file=sys.stderr)
         return 1
+    except BrokenPipeError:
+        return _stdout_closed()
     except (OSError, ValueError, LocalClusterError) as e:
         print(f"seglog {args.command}: {e}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         return 130
+
+
+def _subparser(parser: argparse.ArgumentParser, command: str) -> argparse.ArgumentParser:
+    for action in parser._subparsers._group_actions if parser._subparsers else []:
+        if isinstance(action, argparse._SubParsersAction) and command in action.choices:
+            chosen: argparse.ArgumentParser = action.choices[command]
+            return chosen
+    return parser
+
+
+def _stdout_closed() -> int:
+    """The reader of our stdout went away (`seglog dump-log ... | head`): stop quietly,
+    as a Unix tool killed by SIGPIPE does (status 128+13), and keep Python from
+    reporting the pipe again when it flushes stdout at exit."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
+    return 141
 
 
 if __name__ == "__main__":

@@ -98,12 +98,10 @@ def run_configs(args: argparse.Namespace, out: TextIO | None = None) -> int:
         from . import broker_configs
 
         return broker_configs.run(args, out)
-    if args.entity_type != "users":
-        raise ValueError(
-            f"--entity-type {args.entity_type}: seglog configs manages users' SCRAM "
-            "credentials and brokers' dynamic configs; topic configs are altered with "
-            "seglog topics --alter"
-        )
+    if args.entity_type == "topics":
+        from . import topic_configs
+
+        return topic_configs.run(args, out)
     stub, timeout = _stub(args)
     if args.describe:
         users = [args.entity_name] if args.entity_name else []
@@ -336,27 +334,33 @@ def run_acls(args: argparse.Namespace, out: TextIO | None = None) -> int:
 def add_parsers(sub: argparse._SubParsersAction) -> None:
     c = sub.add_parser(
         "configs",
-        help="users' SCRAM credentials, brokers' dynamic configs (like kafka-configs)",
+        help="users' SCRAM credentials, topics' and brokers' dynamic configs (like "
+        "kafka-configs)",
         description="Like kafka-configs for users (add, delete and describe SCRAM "
-        "credentials) and brokers (describe and alter dynamic broker configs).",
+        "credentials), topics (describe and alter their configs) and brokers (describe "
+        "and alter dynamic broker configs).",
     )
     cli_topics.add_connection_args(c)
     action = c.add_mutually_exclusive_group(required=True)
     action.add_argument("--alter", action="store_true")
     action.add_argument("--describe", action="store_true")
     c.add_argument("--entity-type", required=True, choices=["users", "topics", "brokers"])
-    c.add_argument("--entity-name", help="the user, or the broker id")
+    c.add_argument("--entity-name", help="the user, the topic, or the broker id")
     c.add_argument(
         "--entity-default", action="store_true", help="brokers: the cluster-wide default"
     )
-    c.add_argument("--all", action="store_true", help="brokers --describe: every config")
+    c.add_argument(
+        "--all", action="store_true", help="topics, brokers --describe: every config"
+    )
     c.add_argument(
         "--add-config",
-        help="users: 'SCRAM-SHA-256=[iterations=8192,password=...]'; brokers: k=v,k2=v2",
+        help="users: 'SCRAM-SHA-256=[iterations=8192,password=...]'; topics, brokers: "
+        "k=v,k2=v2",
     )
     c.add_argument(
         "--delete-config",
-        help="users: SCRAM-SHA-256 and/or SCRAM-SHA-512; brokers: config names; comma-separated",
+        help="users: SCRAM-SHA-256 and/or SCRAM-SHA-512; topics, brokers: config names; "
+        "comma-separated",
     )
     c.set_defaults(func=run_configs)
 

@@ -19,7 +19,8 @@ DEFAULT_REQUEST_TIMEOUT_MS = 30_000
 # --- shared by topics, produce, consume and get-offsets ---------------------------------
 
 
-def add_connection_args(parser: argparse.ArgumentParser) -> None:
+def add_connection_args(parser: argparse.ArgumentParser, verbose: bool = True) -> None:
+    """`verbose=False` for a tool whose --verbose means something else (consumer-groups)."""
     parser.add_argument(
         "--bootstrap-server",
         required=True,
@@ -39,6 +40,12 @@ def add_connection_args(parser: argparse.ArgumentParser) -> None:
         help="client properties (security.protocol, ssl.truststore.location, "
         "ssl.keystore.location, ssl.key.password), as Kafka's tools take",
     )
+    if verbose:
+        parser.add_argument(
+            "--verbose",
+            action="store_true",
+            help="log the client's failed requests and retries to stderr",
+        )
 
 
 def security_options(args: argparse.Namespace) -> dict[str, str | None]:
@@ -183,6 +190,15 @@ def _check_options(args: argparse.Namespace, action: str) -> None:
             raise ValueError(f"option {flag} can't be used with --{action}")
     if action in ("create", "alter", "delete") and not args.topic:
         raise ValueError(f"--{action} needs --topic")
+    # kafka-topics' own checks and messages (-1 would mean the node's default).
+    from seglog.client.errors import error_class
+
+    if args.partitions is not None and args.partitions < 1:
+        raise error_class("INVALID_PARTITIONS")("The partitions must be greater than 0")
+    if args.replication_factor is not None and not 1 <= args.replication_factor <= 32767:
+        raise error_class("INVALID_REPLICATION_FACTOR")(
+            "The replication factor must be between 1 and 32767 inclusive"
+        )
     given = [f for f in DESCRIBE_FILTERS if getattr(args, _filter_name(f))]
     if len(given) > 1:
         raise ValueError(f"only one of {', '.join(given)} can be given")

@@ -16,6 +16,7 @@ the last error is raised (NoBrokersAvailable names the addresses it tried).
 
 from __future__ import annotations
 
+import logging
 import random
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -29,6 +30,7 @@ from seglog.proto import groups_pb2 as gpb
 from .cluster import ClusterMetadata, Connections, TopicPartition, call
 from .consumer_protocol import Subscription, decode_assignment, decode_subscription
 from .errors import (
+    BootstrapUnreachable,
     KafkaError,
     NoBrokersAvailable,
     NodeNotReadyError,
@@ -39,6 +41,7 @@ from .group_coordinator import OffsetAndMetadata
 from .security import ClientSecurity
 
 T = TypeVar("T")
+_log = logging.getLogger(__name__)
 
 # ListOffsets' special timestamps (Kafka's ListOffsetsRequest constants).
 LATEST_TIMESTAMP = -1
@@ -242,6 +245,8 @@ class Admin:
             remaining = deadline - time.monotonic()
             try:
                 return attempt(max(remaining, 0.001))
+            except BootstrapUnreachable:
+                raise  # no seglog node at any bootstrap address: waiting will not help
             except (NoBrokersAvailable, NodeNotReadyError) as e:
                 last: KafkaError = e
             except _StaleLeadership as e:
@@ -250,6 +255,7 @@ class Admin:
             remaining = deadline - time.monotonic()
             if remaining <= backoff:
                 raise self._give_up(last)
+            _log.info("retrying in %.1fs (%.1fs left): %s", backoff, remaining, last)
             time.sleep(backoff)
             backoff = min(backoff * 2, _MAX_RETRY_BACKOFF_S)
 

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import logging
 import random
 import threading
 import time
@@ -15,7 +16,9 @@ import grpc
 from seglog.proto import client_pb2 as pb
 from seglog.proto import client_pb2_grpc, groups_pb2_grpc
 
+from . import bootstrap_probe
 from .errors import (
+    BootstrapUnreachable,
     KafkaError,
     KafkaTimeoutError,
     NoBrokersAvailable,
@@ -26,6 +29,7 @@ from .errors import (
 from .security import ClientSecurity
 
 T = TypeVar("T")
+_log = logging.getLogger(__name__)
 
 # 64 MiB: a fetch may return up to fetch.max.bytes (50 MiB) plus framing.
 MAX_MESSAGE_BYTES = 64 * 1024 * 1024
@@ -34,6 +38,13 @@ AUTHENTICATION_ERRORS = tuple(
     error_class(name)
     for name in ("SASL_AUTHENTICATION_FAILED", "UNSUPPORTED_SASL_MECHANISM", "ILLEGAL_SASL_STATE")
 )
+# Raised to the application at once, never retried: a refused login, and bootstrap
+# servers none of which is a seglog node (before any node ever answered).
+FATAL_ERRORS = (*AUTHENTICATION_ERRORS, BootstrapUnreachable)
+# How long one bootstrap address's probe may take, and how often a client that has
+# never reached its cluster probes again.
+PROBE_TIMEOUT_S = 1.0
+PROBE_INTERVAL_S = 1.0
 CHANNEL_OPTIONS = [
     ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
     ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
@@ -168,6 +179,8 @@ class ClusterMetadata:
         self._topic_errors: dict[str, KafkaError] = {}
         self._updated_at = 0.0
         self._need_update = True
+        self._answered = False  # some node answered once: outages are retried from then on
+        self._probed_at = -PROBE_INTERVAL_S
 
     # --- refresh ----------------------------------------------------------------
 
@@ -200,10 +213,26 @@ class ClusterMetadata:
                 if isinstance(e, AUTHENTICATION_ERRORS):
                     raise  # another node would refuse the same credentials
                 errors.append(f"{address[0]}:{address[1]}: {e}")
+                _log.info("metadata request to %s:%d failed: %s", address[0], address[1], e)
                 continue
+            self._answered = True
             self._apply(response, names)
             return response
+        self._raise_if_no_node_at_bootstrap()
         raise NoBrokersAvailable("; ".join(errors) or "no bootstrap servers")
+
+    def _raise_if_no_node_at_bootstrap(self) -> None:
+        """Before any node answered: BootstrapUnreachable when no bootstrap address can
+        be a seglog node (probed at most once per PROBE_INTERVAL_S)."""
+        now = time.monotonic()
+        if self._answered or now - self._probed_at < PROBE_INTERVAL_S:
+            return
+        self._probed_at = now
+        found = bootstrap_probe.diagnose(
+            self.bootstrap, PROBE_TIMEOUT_S, plaintext=not self.connections.security.uses_tls
+        )
+        if found is not None:
+            raise BootstrapUnreachable(*found)
 
     def _apply(self, response: pb.MetadataResponse, names: list[str] | None) -> None:
         with self._lock:

@@ -272,7 +272,13 @@ class Consumer:
                 membership, self._metadata, self.request_timeout_ms, self._fetcher.wakeup
             )
         if topics:
-            self.subscribe(topics)
+            try:
+                self.subscribe(topics)
+            except BaseException:
+                # No cluster at the bootstrap addresses (BootstrapUnreachable): nothing
+                # of this consumer (its coordinator thread, channels) stays behind.
+                self.close(autocommit=False, timeout_ms=1000)
+                raise
 
     # --- assignment -----------------------------------------------------------------
 

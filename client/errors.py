@@ -37,6 +37,20 @@ class NoBrokersAvailable(KafkaError):
     invalid_metadata = True
 
 
+class BootstrapUnreachable(NoBrokersAvailable):
+    """A client that never reached its cluster found no seglog node at any bootstrap
+    address (connection refused, a Kafka-protocol port, ...): said at once, not after
+    request_timeout_ms of retries, since waiting does not change a wrong address.
+    `nothing_listens`: every address refused the connection (or was unreachable), so a
+    cluster may still start there: a Consumer keeps polling (and warns), as Kafka's."""
+
+    retriable = False
+
+    def __init__(self, message: str, nothing_listens: bool = False) -> None:
+        super().__init__(message)
+        self.nothing_listens = nothing_listens
+
+
 class NodeNotReadyError(KafkaError):
     """A node could not be reached (connection refused, reset, deadline)."""
 

@@ -30,7 +30,7 @@ from seglog.storage.record_batch import (
     iter_batches,
 )
 
-from .cluster import AUTHENTICATION_ERRORS, ClusterMetadata, TopicPartition, call
+from .cluster import FATAL_ERRORS, ClusterMetadata, TopicPartition, call
 from .errors import IllegalStateError, KafkaError, KafkaTimeoutError, error_class, for_code
 from .reachability import Reachability
 
@@ -359,9 +359,11 @@ class Fetcher:
             return
         try:
             self.metadata.refresh(topics)
-        except AUTHENTICATION_ERRORS:
-            raise  # to the application: a wrong password does not get better
         except KafkaError as e:
+            if isinstance(e, FATAL_ERRORS) and not getattr(e, "nothing_listens", False):
+                # To the application: a wrong password, or a bootstrap list of Kafka
+                # ports, does not get better by waiting; a cluster not started yet may.
+                raise
             self._unreachable(now, e)
             self._meta_failures += 1
             self.metadata.request_update()

@@ -560,6 +560,8 @@ class ConsumerCoordinator:
         deadline = time.monotonic() + timeout_s
         with self.cond:
             self.m.leave(time.monotonic(), reason)
+            if self.m.abandon_in_flight and self._in_flight_future is not None:
+                self._in_flight_future.cancel()
             self.cond.notify_all()
             while self.m.leave_pending and time.monotonic() < deadline:
                 if self.m.coordinator is None and self.m.coordinator_failures > 3:

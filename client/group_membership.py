@@ -28,7 +28,7 @@ from seglog.proto import errors_pb2
 from seglog.proto import groups_pb2 as gpb
 
 from .assignors import COOPERATIVE, Assignor, rebalance_protocol
-from .cluster import AUTHENTICATION_ERRORS, TopicPartition
+from .cluster import FATAL_ERRORS, TopicPartition
 from .consumer_protocol import (
     NO_GENERATION,
     PROTOCOL_TYPE,
@@ -307,7 +307,10 @@ class GroupMembership:
     def leave(self, now: float, reason: str) -> None:
         """Leave the group (unsubscribe, close): a dynamic member says so, a static
         one just stops (its session ends, as Kafka's static members do)."""
-        if self.member_id and self.dynamic and self.generation != NO_GENERATION:
+        # As Kafka's maybeLeaveGroup: any member id the coordinator gave, a generation
+        # or not: a member still in its join (KIP-394's id, the JoinGroup held for the
+        # rebalance) is in the group too, and would stay there a whole session.
+        if self.member_id and self.dynamic:
             self._leave = gpb.LeaveGroupRequest(
                 group_id=self.config.group_id,
                 members=[gpb.MemberIdentity(member_id=self.member_id, reason=reason)],
@@ -322,6 +325,12 @@ class GroupMembership:
 
     def close(self) -> None:
         self.state = MemberState.CLOSED
+
+    @property
+    def abandon_in_flight(self) -> bool:
+        """A LeaveGroup waits behind a JoinGroup or SyncGroup the coordinator may hold
+        until the rebalance ends: the shell cancels that call so the leave goes out."""
+        return self._leave is not None and self.in_flight in (JOIN, SYNC)
 
     @property
     def leave_pending(self) -> bool:
@@ -480,10 +489,10 @@ class GroupMembership:
         """The request could not be sent or got no answer (transport failure)."""
         assert self.in_flight == kind, f"{kind} failed but {self.in_flight} was in flight"
         self.in_flight = None
-        if isinstance(error, AUTHENTICATION_ERRORS):
-            # Even a new login failed (the password was changed, the user deleted):
-            # fatal, as Kafka's heartbeat thread stops on an AuthenticationException,
-            # rather than logging in again on every retry; poll() raises it.
+        if isinstance(error, FATAL_ERRORS):
+            # Even a new login failed (the password was changed, the user deleted), or
+            # no bootstrap server is a seglog node: fatal, as Kafka's heartbeat thread
+            # stops on an AuthenticationException, rather than retrying; poll() raises it.
             self.state = MemberState.FATAL
             self.fatal_error = error
             return
@@ -494,6 +503,8 @@ class GroupMembership:
             self._rejoin_later(now, failed=True)
         elif kind == LEAVE:
             pass  # best effort: the session timeout removes the member anyway
+        elif kind in (JOIN, SYNC) and self._leave is not None:
+            pass  # abandoned for the LeaveGroup (abandon_in_flight): the coordinator is fine
         else:
             if kind == HEARTBEAT:
                 self.counters.add("heartbeat-failed-total")

@@ -52,6 +52,7 @@ from seglog.storage.record_batch import (
 from .accumulator import ProducerBatch, RecordAccumulator, abort_error, estimate_record_size
 from .cluster import (
     AUTHENTICATION_ERRORS,
+    FATAL_ERRORS,
     ClusterMetadata,
     Connections,
     PartitionInfo,
@@ -422,8 +423,8 @@ class Producer:
                             allow_auto_topic_creation=self.allow_auto_create_topics,
                         )
                         self._metadata_refreshed()
-                except AUTHENTICATION_ERRORS:
-                    raise  # a wrong password does not get better by waiting
+                except FATAL_ERRORS:
+                    raise  # a wrong password or address does not get better by waiting
                 except KafkaError as e:
                     last_error = e
                 finally:

@@ -118,10 +118,14 @@ class ClientSecurity:
             options[PROPERTY_NAMES[key]] = value.strip()
         return cls.from_options(options)
 
+    @property
+    def uses_tls(self) -> bool:
+        return self.security_protocol.endswith("SSL")
+
     def channel_credentials(self) -> grpc.ChannelCredentials | None:
         """None for plaintext; else TLS that checks the node against ssl_cafile (the
         system's CAs without one) and presents the client's certificate when given."""
-        if not self.security_protocol.endswith("SSL"):
+        if not self.uses_tls:
             return None
         root = _read("ssl_cafile", self.ssl_cafile) if self.ssl_cafile else None
         key = chain = None

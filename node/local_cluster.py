@@ -1,5 +1,8 @@
-"""`seglog local up|down`: a cluster of node processes on this machine, each broker
-and controller voter, for development and the README's main job."""
+"""`seglog local up|status|down`: a cluster of node processes on this machine, each
+broker and controller voter, for development and the README's main job.
+
+`up` reports success only when every node it started serves on its own listeners;
+otherwise it stops what it started and prints each failed node's own error."""
 
 from __future__ import annotations
 
@@ -7,6 +10,7 @@ import contextlib
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -17,13 +21,19 @@ from types import FrameType
 from typing import TextIO
 
 import grpc
+from grpc_health.v1 import health_pb2, health_pb2_grpc
 
+from seglog.node.config import parse_listeners
+from seglog.node.local_ports import PORT_OFFSETS, bootstrap_servers, listener_port, port_layout
 from seglog.proto import client_pb2 as pb
 from seglog.proto import client_pb2_grpc
 
 STATE_FILE = "cluster.json"
 START_TIMEOUT_S = 60.0
 STOP_TIMEOUT_S = 30.0
+# A node that exits while starting is often followed by others (the same cause): wait
+# this long for them so that one report names every failed node.
+FAILED_TOGETHER_S = 0.5
 
 # Faster failure detection than Kafka's defaults (9 s session, 1 s election, 30 s
 # lag): a local cluster is for trying failover, and loopback is fast and reliable,
@@ -39,22 +49,6 @@ LOCAL_DEFAULTS = {
     "min.insync.replicas": "2",
     "num.partitions": "3",
 }
-
-
-# Each listener's ports start this far above --base-port (node 1 at the start, node 2
-# one above, ...): the Kafka protocol at the base itself, as clients expect 9092.
-PORT_OFFSETS = {"PLAINTEXT": 0, "GRPC": 100, "CONTROLLER": 200, "METRICS": 300}
-GRPC_LISTENERS = ("GRPC",)
-
-
-def listener_port(base_port: int, node_id: int, name: str) -> int:
-    return base_port + PORT_OFFSETS[name] + node_id - 1
-
-
-def bootstrap_servers(base_port: int, nodes: int, name: str = "GRPC") -> str:
-    return ",".join(
-        f"127.0.0.1:{listener_port(base_port, i, name)}" for i in range(1, nodes + 1)
-    )
 
 
 def node_properties(node_id: int, nodes: int, base_port: int, data_dir: Path) -> dict[str, str]:
@@ -81,6 +75,44 @@ def node_properties(node_id: int, nodes: int, base_port: int, data_dir: Path) ->
     return props
 
 
+def bound_addresses(props: Mapping[str, str]) -> list[tuple[str, str, int]]:
+    """(listener name, host, port) of every port a node with these properties binds."""
+    out = [
+        (lst.name, lst.host or "0.0.0.0", lst.port)
+        for lst in parse_listeners("listeners", props.get("listeners", "")).values()
+        if lst.port
+    ]
+    if int(props.get("metrics.port", "-1")) > 0:
+        out.append(("METRICS", props.get("metrics.host", "0.0.0.0"), int(props["metrics.port"])))
+    return out
+
+
+def bind_error(host: str, port: int) -> str | None:
+    """Why a listener could not bind host:port now, or None when it could (SO_REUSEADDR
+    as the node's own servers: a port in TIME_WAIT from a stopped cluster is free)."""
+    with socket.socket() as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind((host, port))
+        except OSError as e:
+            return e.strerror or str(e)
+    return None
+
+
+def ports_in_use(node_props: Mapping[int, Mapping[str, str]]) -> list[str]:
+    """A line per port some other process holds, named as Kafka's broker says it."""
+    lines = []
+    for node_id, props in node_props.items():
+        for name, host, port in bound_addresses(props):
+            why = bind_error(host, port)
+            if why is not None:
+                lines.append(
+                    f"node {node_id}: Failed to bind to address {host}:{port} "
+                    f"(its {name} listener): {why}"
+                )
+    return lines
+
+
 def up(
     data_dir: Path,
     nodes: int,
@@ -95,38 +127,64 @@ def up(
     nodes' environment (default: this process's)."""
     if nodes < 1:
         raise ValueError(f"--nodes must be at least 1, got {nodes}")
+    if base_port < 1 or base_port + max(PORT_OFFSETS.values()) + nodes - 1 > 65535:
+        raise ValueError(
+            f"--base-port {base_port} puts the ports of {nodes} nodes outside 1-65535 "
+            f"(they span base+0 to base+{max(PORT_OFFSETS.values()) + nodes - 1})"
+        )
     state_path = data_dir / STATE_FILE
     if state_path.exists() and _alive(json.loads(state_path.read_text())):
-        raise ValueError(f"a cluster is already running from {data_dir}; run 'seglog local down'")
-    data_dir.mkdir(parents=True, exist_ok=True)
-    procs = []
-    for node_id in range(1, nodes + 1):
-        node_dir = data_dir / f"node-{node_id}"
-        node_dir.mkdir(parents=True, exist_ok=True)
-        config = node_dir / "server.properties"
-        props = {
+        raise ValueError(
+            f"a cluster is already running from {data_dir}; "
+            f"'seglog local status --data-dir {data_dir}' shows it, "
+            f"'seglog local down --data-dir {data_dir}' stops it"
+        )
+    all_props = {
+        node_id: {
             **node_properties(node_id, nodes, base_port, data_dir),
             **((overrides or {}).get(node_id) or {}),
         }
+        for node_id in range(1, nodes + 1)
+    }
+    taken = ports_in_use(all_props)
+    if taken:
+        raise LocalClusterError(
+            f"no node was started: {len(taken)} of its ports are taken by another process "
+            "(another 'seglog local up'? 'seglog local status --data-dir DIR' shows a "
+            "cluster's ports); stop it, or choose other ports with --base-port\n"
+            + "\n".join(f"  {line}" for line in taken)
+        )
+    data_dir.mkdir(parents=True, exist_ok=True)
+    procs = []
+    for node_id, props in all_props.items():
+        node_dir = data_dir / f"node-{node_id}"
+        node_dir.mkdir(parents=True, exist_ok=True)
+        config = node_dir / "server.properties"
         config.write_text("".join(f"{k}={v}\n" for k, v in props.items()))
         log = open(node_dir / "node.log", "ab")  # noqa: SIM115 - owned by the child
+        log_start = log.tell()
         procs.append(
-            subprocess.Popen(
-                [sys.executable, "-m", "seglog.cli", "node", "--config", str(config)],
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-                env=None if env is None else dict(env),
+            (
+                subprocess.Popen(
+                    [sys.executable, "-m", "seglog.cli", "node", "--config", str(config)],
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    start_new_session=True,
+                    env=None if env is None else dict(env),
+                ),
+                log_start,
             )
         )
         log.close()
     bootstrap = bootstrap_servers(base_port, nodes)
     kafka_bootstrap = bootstrap_servers(base_port, nodes, "PLAINTEXT")
     state = {
-        "pids": [p.pid for p in procs],
+        "pids": [p.pid for p, _ in procs],
         "bootstrap": bootstrap,
         "kafka_bootstrap": kafka_bootstrap,
         "nodes": nodes,
+        "base_port": base_port,
+        "data_dir": str(data_dir.resolve()),
     }
     state_path.write_text(json.dumps(state))
     try:
@@ -135,29 +193,51 @@ def up(
         if not detach:
             _interrupt_on_sigterm()
         print(f"starting {nodes} nodes in {data_dir} ...", file=sys.stderr)
-        _wait_ready(bootstrap.split(",")[0], nodes, procs, data_dir)
+        _wait_ready(bootstrap.split(","), procs, data_dir)
     except BaseException:  # Ctrl-C while starting too: leave no node behind
-        _stop([p.pid for p in procs])
+        _stop([p.pid for p, _ in procs])
         state_path.unlink(missing_ok=True)
         raise
     print(f"bootstrap servers: {bootstrap}", file=out)
     print(f"kafka bootstrap servers: {kafka_bootstrap}", file=out)
+    print(f"{nodes} nodes serving, data in {data_dir}; ports:", file=out)
+    for line in port_layout(base_port, nodes):
+        print(line, file=out)
     out.flush()
     if detach:
+        print(
+            f"'seglog local status --data-dir {data_dir}' shows the nodes, "
+            f"'seglog local down --data-dir {data_dir}' stops them",
+            file=sys.stderr,
+        )
         return 0
     print("Ctrl-C (or 'seglog local down') stops the cluster", file=sys.stderr)
     reported: set[int] = set()
+    interrupted = False
     try:
-        while any(p.poll() is None for p in procs):
-            for i, p in enumerate(procs, start=1):
+        while any(p.poll() is None for p, _ in procs):
+            for i, (p, log_start) in enumerate(procs, start=1):
                 if p.returncode is not None and i not in reported:
                     reported.add(i)  # said once; the others keep serving
-                    print(_node_failed(data_dir, i, p.returncode, "while serving"), file=sys.stderr)
+                    print(
+                        _node_failed(data_dir, i, p.returncode, "while serving", log_start),
+                        file=sys.stderr,
+                    )
             time.sleep(0.5)
     except KeyboardInterrupt:
-        pass
-    _stop([p.pid for p in procs])
+        interrupted = True
+    _stop([p.pid for p, _ in procs])
     state_path.unlink(missing_ok=True)
+    if not interrupted:
+        # Nobody asked: every node exited by itself, which is a failure.
+        for i, (p, log_start) in enumerate(procs, start=1):
+            if i not in reported:
+                print(
+                    _node_failed(data_dir, i, p.returncode, "while serving", log_start),
+                    file=sys.stderr,
+                )
+        print("every node exited; cluster stopped", file=sys.stderr)
+        return 1
     print("cluster stopped", file=sys.stderr)
     return 0
 
@@ -184,14 +264,15 @@ def node_log(data_dir: Path, node_id: int) -> Path:
     return data_dir / f"node-{node_id}" / "node.log"
 
 
-def last_error(log: Path, max_bytes: int = 65536) -> str:
+def last_error(log: Path, max_bytes: int = 65536, start: int = 0) -> str:
     """The last error a node logged (its structured `event` and `error` fields, or the
     `seglog node: ...` line it prints when it exits), or its last line: what to show
     beside the path when it failed. (Its controller process shares the log and may
-    write after the node's own last words.)"""
+    write after the node's own last words.) `start`: where this run's lines begin (the
+    log is appended to across runs)."""
     try:
         with open(log, "rb") as f:
-            f.seek(max(0, f.seek(0, os.SEEK_END) - max_bytes))
+            f.seek(max(start, f.seek(0, os.SEEK_END) - max_bytes))
             lines = f.read().decode("utf-8", "replace").splitlines()
     except OSError:
         return ""
@@ -210,84 +291,182 @@ def last_error(log: Path, max_bytes: int = 65536) -> str:
     return lines[-1].strip() if lines else ""
 
 
-def _node_failed(data_dir: Path, node_id: int, returncode: int | None, when: str) -> str:
+def _node_failed(
+    data_dir: Path, node_id: int, returncode: int | None, when: str, log_start: int = 0
+) -> str:
     log = node_log(data_dir, node_id)
-    why = last_error(log)
-    return (
-        f"node {node_id} exited with code {returncode} {when}; its log is {log}"
-        + (f" (last error: {why})" if why else "")
+    why = last_error(log, start=log_start)
+    return f"node {node_id} exited with code {returncode} {when}; its log is {log}" + (
+        f" (last error: {why})" if why else ""
     )
 
 
-def _wait_ready(
-    address: str, nodes: int, procs: list[subprocess.Popen[bytes]], data_dir: Path
-) -> None:
-    """Until every node is registered and unfenced in the metadata; a node that exits
-    first, or the deadline, is a LocalClusterError naming the node(s) and their logs."""
-    deadline = time.monotonic() + START_TIMEOUT_S
-    ready: set[int] = set()
+def _serving(address: str, timeout_s: float) -> bool:
+    """The node's own gRPC health service on `address` says SERVING."""
     with grpc.insecure_channel(address) as channel:
-        stub = client_pb2_grpc.SegLogStub(channel)
-        while time.monotonic() < deadline:
-            for i, p in enumerate(procs, start=1):
-                if p.poll() is not None:
-                    raise LocalClusterError(
-                        _node_failed(data_dir, i, p.returncode, "while starting")
-                    )
-            try:
-                r = stub.Metadata(pb.MetadataRequest(all_topics=True), timeout=2)
-                ready = {b.node_id for b in r.brokers if not b.fenced}
-                if len(ready) == nodes:
-                    return
-            except grpc.RpcError:
-                pass
-            time.sleep(0.2)
+        try:
+            r = health_pb2_grpc.HealthStub(channel).Check(
+                health_pb2.HealthCheckRequest(service=""), timeout=timeout_s
+            )
+        except grpc.RpcError:
+            return False
+    return bool(r.status == health_pb2.HealthCheckResponse.SERVING)
+
+
+def _wait_ready(
+    addresses: list[str], procs: list[tuple[subprocess.Popen[bytes], int]], data_dir: Path
+) -> None:
+    """Until each node serves on its own gRPC listener and every node is registered and
+    unfenced in the metadata; a node that exits first, or the deadline, is a
+    LocalClusterError naming every failed node and its error."""
+    deadline = time.monotonic() + START_TIMEOUT_S
+    serving: set[int] = set()
+    ready: set[int] = set()
+    nodes = len(procs)
+    while time.monotonic() < deadline:
+        _raise_if_exited(procs, data_dir)
+        for i, address in enumerate(addresses, start=1):
+            if i not in serving and _serving(address, 1.0):
+                serving.add(i)
+        if len(serving) == nodes:
+            with grpc.insecure_channel(addresses[0]) as channel:
+                stub = client_pb2_grpc.SegLogStub(channel)
+                try:
+                    r = stub.Metadata(pb.MetadataRequest(all_topics=True), timeout=2)
+                    ready = {b.node_id for b in r.brokers if not b.fenced}
+                except grpc.RpcError:
+                    pass
+            if len(ready) == nodes:
+                # Serving on our ports and alive: the answers were our nodes'.
+                _raise_if_exited(procs, data_dir)
+                return
+        time.sleep(0.2)
     missing = [i for i in range(1, nodes + 1) if i not in ready]
     raise LocalClusterError(
         f"the cluster did not become ready within {START_TIMEOUT_S:.0f}s: "
         + "; ".join(
-            f"node {i} is not registered (its log is {node_log(data_dir, i)})" for i in missing
+            f"node {i} is not "
+            + ("registered" if i in serving else f"serving on {addresses[i - 1]}")
+            + f" (its log is {node_log(data_dir, i)})"
+            for i in missing
         )
     )
+
+
+def _raise_if_exited(procs: list[tuple[subprocess.Popen[bytes], int]], data_dir: Path) -> None:
+    if all(p.poll() is None for p, _ in procs):
+        return
+    grace = time.monotonic() + FAILED_TOGETHER_S
+    while time.monotonic() < grace and any(p.poll() is None for p, _ in procs):
+        time.sleep(0.05)
+    raise LocalClusterError(
+        "\n".join(
+            _node_failed(data_dir, i, p.returncode, "while starting", log_start)
+            for i, (p, log_start) in enumerate(procs, start=1)
+            if p.poll() is not None
+        )
+    )
+
+
+def status(data_dir: Path, out: TextIO) -> int:
+    """Each node's pid, whether it runs and serves, and its ports; 0 when every node
+    serves, 1 otherwise (nothing running included)."""
+    state_path = data_dir / STATE_FILE
+    if not state_path.exists():
+        print(f"no cluster is running from {data_dir} (no {state_path})", file=out)
+        return 1
+    state = json.loads(state_path.read_text())
+    pids = [int(p) for p in state.get("pids", [])]
+    base_port = state.get("base_port")
+    print(f"cluster in {data_dir.resolve()}, {len(pids)} nodes", file=out)
+    if base_port is None:  # a cluster.json written before the layout was recorded
+        addresses = str(state.get("bootstrap", "")).split(",")
+    else:
+        addresses = bootstrap_servers(int(base_port), len(pids)).split(",")
+    healthy = 0
+    for i, pid in enumerate(pids, start=1):
+        running = pid > 0 and pid_alive(pid)
+        health = "not running"
+        if running:
+            serves = i <= len(addresses) and _serving(addresses[i - 1], 1.0)
+            health = "serving" if serves else "running, not serving"
+            healthy += serves
+        ports = (
+            " ".join(f"{name}={listener_port(int(base_port), i, name)}" for name in PORT_OFFSETS)
+            if base_port is not None
+            else f"GRPC={addresses[i - 1].rpartition(':')[2]}"
+        )
+        print(f"  node {i}  pid {pid}  {health:<20}  {ports}", file=out)
+    running = sum(1 for pid in pids if pid > 0 and pid_alive(pid))
+    print(f"{healthy} of {len(pids)} nodes serving, {running} running", file=out)
+    print(f"bootstrap servers: {state.get('bootstrap', '')}", file=out)
+    if state.get("kafka_bootstrap"):
+        print(f"kafka bootstrap servers: {state['kafka_bootstrap']}", file=out)
+    return 0 if pids and healthy == len(pids) else 1
 
 
 def down(data_dir: Path, out: TextIO) -> int:
     state_path = data_dir / STATE_FILE
     if not state_path.exists():
-        raise ValueError(f"no cluster was started from {data_dir}")
+        print(f"no cluster is running from {data_dir}; nothing to stop", file=out)
+        return 0
     state = json.loads(state_path.read_text())
-    stopped = _stop(state["pids"])
+    pids = [int(p) for p in state["pids"] if int(p) > 0]
+    alive = [pid for pid in pids if pid_alive(pid)]
+    if not alive:
+        state_path.unlink(missing_ok=True)
+        print(f"no node of the cluster in {data_dir} is running; nothing to stop", file=out)
+        return 0
+    print(
+        f"stopping {len(alive)} nodes (pids {', '.join(map(str, alive))}) from {data_dir}: "
+        "each flushes its logs and shuts down cleanly ...",
+        file=out,
+        flush=True,
+    )
+    started = time.monotonic()
+    stopped = _stop(alive)
     state_path.unlink(missing_ok=True)
-    print(f"stopped {stopped} nodes", file=out)
+    print(
+        f"stopped {stopped} nodes in {time.monotonic() - started:.1f}s; their data stays "
+        f"in {data_dir} (delete it with: rm -r {data_dir})",
+        file=out,
+    )
     return 0
 
 
 def _alive(state: dict[str, object]) -> bool:
     pids = state.get("pids", [])
     assert isinstance(pids, list)
-    return any(_pid_alive(int(pid)) for pid in pids)
+    return any(int(pid) > 0 and pid_alive(int(pid)) for pid in pids)
 
 
-def _pid_alive(pid: int) -> bool:
+def pid_alive(pid: int) -> bool:
+    """Alive and not a zombie (a killed node whose parent has not reaped it yet: the
+    detached nodes' parent is whatever adopted them, which may never reap)."""
     try:
-        os.kill(pid, 0)
-        return True
-    except OSError:
-        return False
+        with open(f"/proc/{pid}/stat") as f:
+            state = f.read().rsplit(")", 1)[1].split()[0]
+        return state not in ("Z", "X")
+    except (OSError, IndexError):
+        try:
+            os.kill(pid, 0)
+            return True
+        except OSError:
+            return False
 
 
 def _stop(pids: list[int]) -> int:
     """SIGTERM (a clean shutdown of each node), then SIGKILL what is left."""
-    alive = [pid for pid in pids if _pid_alive(pid)]
+    alive = [pid for pid in pids if pid_alive(pid)]
     for pid in alive:
         os.kill(pid, signal.SIGTERM)
     deadline = time.monotonic() + STOP_TIMEOUT_S
-    while time.monotonic() < deadline and any(_pid_alive(pid) for pid in alive):
+    while time.monotonic() < deadline and any(pid_alive(pid) for pid in alive):
         for pid in alive:
             with contextlib.suppress(ChildProcessError):
                 os.waitpid(pid, os.WNOHANG)
         time.sleep(0.1)
     for pid in alive:
-        if _pid_alive(pid):
+        if pid_alive(pid):
             os.kill(pid, signal.SIGKILL)
     return len(alive)

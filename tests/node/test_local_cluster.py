@@ -150,20 +150,87 @@ def test_ctrl_c_while_starting_leaves_no_node_behind(tmp_path: Path) -> None:
         kill_leftovers(pids)
 
 
-def test_detached_cluster_and_local_down(tmp_path: Path) -> None:
+def run_seglog(
+    *args: str, timeout: float = START_S
+) -> tuple[subprocess.CompletedProcess[str], float]:
+    started = time.monotonic()
+    done = subprocess.run(
+        [sys.executable, "-m", "seglog.cli", *args], capture_output=True, text=True, timeout=timeout
+    )
+    return done, time.monotonic() - started
+
+
+def test_detached_cluster_status_conflicts_and_local_down(tmp_path: Path) -> None:
+    """One detached cluster, and around it what a newcomer runs into: a second `up` on
+    the same ports (it used to print the bootstrap servers of the first cluster and exit
+    0 while its own nodes died), `status`, the gRPC tools pointed at a Kafka port, a
+    refused port, a bootstrap list whose first node is down, and `down` twice."""
     data_dir = tmp_path / "local"
-    up = seglog_local("up", "--data-dir", str(data_dir), "--base-port", str(free_base_port()))
+    base = free_base_port()
+    up = seglog_local("up", "--data-dir", str(data_dir), "--base-port", str(base))
     pids: list[int] = []
     try:
         done = subprocess.run([*up, "--detach"], capture_output=True, text=True, timeout=START_S)
         assert done.returncode == 0, done.stderr
         assert done.stdout.startswith("bootstrap servers: 127.0.0.1:")
+        assert f"GRPC       127.0.0.1:{base + 100}-{base + 102}" in done.stdout  # the layout
         pids = [int(p) for p in json.loads((data_dir / "cluster.json").read_text())["pids"]]
         assert len(pids) == 3 and all(alive(p) for p in pids)
 
         again = subprocess.run([*up, "--detach"], capture_output=True, text=True, timeout=START_S)
         assert again.returncode == 1
         assert "already running" in again.stderr and str(data_dir) in again.stderr
+
+        # The same ports from another data directory: refused before any node starts.
+        for detach in (["--detach"], []):
+            other, took = run_seglog(
+                "local",
+                "up",
+                "--data-dir",
+                str(tmp_path / "other"),
+                "--base-port",
+                str(base),
+                *detach,
+            )
+            assert other.returncode == 1, (detach, other.stdout, other.stderr)
+            assert "bootstrap servers" not in other.stdout
+            assert f"node 1: Failed to bind to address 127.0.0.1:{base + 200}" in other.stderr
+            assert took < 3, took  # a bound: the ports are checked before anything starts
+        assert all(alive(p) for p in pids)  # the running cluster is untouched
+
+        status, _ = run_seglog("local", "status", "--data-dir", str(data_dir))
+        assert status.returncode == 0, status.stdout
+        for i, pid in enumerate(pids, start=1):
+            assert f"node {i}  pid {pid}  serving" in status.stdout
+            assert f"GRPC={base + 99 + i}" in status.stdout
+        assert "3 of 3 nodes serving" in status.stdout
+
+        grpc_port = base + 100
+        kafka, took = run_seglog("topics", "--bootstrap-server", f"127.0.0.1:{base}", "--list")
+        assert kafka.returncode == 1 and took < 3, (took, kafka.stderr)
+        assert f"127.0.0.1:{base}: this is a Kafka-protocol port" in kafka.stderr
+        assert f"127.0.0.1:{grpc_port}" in kafka.stderr  # where to go instead
+
+        refused, took = run_seglog(
+            "topics", "--bootstrap-server", f"127.0.0.1:{base + 400}", "--list"
+        )
+        assert refused.returncode == 1 and took < 3, (took, refused.stderr)
+        assert f"127.0.0.1:{base + 400}: connection refused" in refused.stderr
+
+        # Node 1 down: the list's other addresses answer, and --verbose says what failed.
+        os.kill(pids[0], signal.SIGKILL)
+        assert wait_all_gone(pids[:1]) == []
+        listed, took = run_seglog(
+            "topics",
+            "--bootstrap-server",
+            ",".join(f"127.0.0.1:{grpc_port + i}" for i in range(3)),
+            "--list",
+            "--verbose",
+        )
+        assert listed.returncode == 0 and took < 10, (took, listed.stderr)
+        assert f"127.0.0.1:{grpc_port} failed" in listed.stderr
+        status, _ = run_seglog("local", "status", "--data-dir", str(data_dir))
+        assert status.returncode == 1 and f"node 1  pid {pids[0]}  not running" in status.stdout
 
         down = subprocess.run(
             seglog_local("down", "--data-dir", str(data_dir)),
@@ -172,36 +239,60 @@ def test_detached_cluster_and_local_down(tmp_path: Path) -> None:
             timeout=STOP_S + 10,
         )
         assert down.returncode == 0, down.stderr
-        assert down.stdout.strip() == "stopped 3 nodes"
+        assert down.stdout.startswith(f"stopping 2 nodes (pids {pids[1]}, {pids[2]})")
+        assert "stopped 2 nodes in " in down.stdout and f"rm -r {data_dir}" in down.stdout
         assert wait_all_gone(pids) == []
-        assert clean_markers(data_dir) == [True, True, True]
+        assert clean_markers(data_dir)[1:] == [True, True]
 
-        twice = subprocess.run(
-            seglog_local("down", "--data-dir", str(data_dir)), capture_output=True, text=True
-        )
-        assert twice.returncode == 1
-        assert f"no cluster was started from {data_dir}" in twice.stderr
+        twice, took = run_seglog("local", "down", "--data-dir", str(data_dir))
+        assert twice.returncode == 0 and took < 3, took
+        assert twice.stdout.strip() == f"no cluster is running from {data_dir}; nothing to stop"
+        status, _ = run_seglog("local", "status", "--data-dir", str(data_dir))
+        assert status.returncode == 1 and "no cluster is running" in status.stdout
     finally:
         kill_leftovers(pids)
 
 
-def test_a_node_that_cannot_start_is_named_with_its_log(tmp_path: Path) -> None:
-    """Node 2's Kafka port is taken: `local up` ended in a traceback; it now names the
-    node, its log and the error, exits 1, and leaves no node behind."""
+def test_a_node_that_cannot_start_is_named_with_its_error(tmp_path: Path) -> None:
+    """Node 2's Kafka port is taken: named as Kafka's broker says it, before any node
+    starts; node 2's log directory is a file: its own error, from its log, and no node
+    is left behind either way."""
     base = free_base_port()
     data_dir = tmp_path / "local"
     with socket.socket() as squatter:
         squatter.bind(("127.0.0.1", base + 1))  # node 2's PLAINTEXT port
         squatter.listen()
-        up = subprocess.run(
-            seglog_local("up", "--data-dir", str(data_dir), "--base-port", str(base)),
-            capture_output=True,
-            text=True,
-            timeout=START_S,
-        )
+        up, took = run_seglog("local", "up", "--data-dir", str(data_dir), "--base-port", str(base))
     assert up.returncode == 1, up.stderr
-    assert "Traceback" not in up.stderr
+    assert "Traceback" not in up.stderr and took < 3, took
+    assert f"node 2: Failed to bind to address 127.0.0.1:{base + 1} (its PLAINTEXT listener)" in (
+        up.stderr
+    )
+    assert not (data_dir / "cluster.json").exists()
+
+    (data_dir / "node-2").mkdir(parents=True)
+    (data_dir / "node-2" / "logs").write_text("not a directory")
+    up, took = run_seglog("local", "up", "--data-dir", str(data_dir), "--base-port", str(base))
+    assert up.returncode == 1, up.stderr
     log = data_dir / "node-2" / "node.log"
     assert f"node 2 exited with code 1 while starting; its log is {log}" in up.stderr
-    assert "last error:" in up.stderr and str(base + 1) in up.stderr
+    assert "last error: KAFKA_STORAGE_ERROR: cannot create log directory" in up.stderr
+    assert "bootstrap servers" not in up.stdout
     assert not (data_dir / "cluster.json").exists()
+
+
+def test_a_foreground_cluster_whose_nodes_all_die_exits_1(tmp_path: Path) -> None:
+    """It used to print `cluster stopped` and exit 0, as after a Ctrl-C."""
+    cluster = Foreground(tmp_path / "local")
+    pids: list[int] = []
+    try:
+        cluster.wait_for_line("bootstrap servers: ", START_S)
+        pids = cluster.node_pids()
+        for pid in pids:
+            os.kill(pid, signal.SIGKILL)
+        line = cluster.wait_for_line("every node exited", STOP_S)
+        assert line == "every node exited; cluster stopped"
+        assert cluster.proc.wait(timeout=STOP_S) == 1
+    finally:
+        cluster.kill()
+        kill_leftovers(pids)
