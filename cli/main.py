@@ -23,6 +23,7 @@ from . import (
     reassign_partitions,
     security,
     topics,
+    web_console,
 )
 
 
@@ -145,6 +146,7 @@ def build_parser() -> argparse.ArgumentParser:
     reassign_partitions.add_parser(sub)
     consumer_groups.add_parser(sub)
     security.add_parsers(sub)
+    web_console.add_parser(sub)
     return parser
 
 
