@@ -65,7 +65,12 @@ def _local(args: argparse.Namespace) -> int:
 
     if args.action == "up":
         return local_cluster.up(
-            Path(args.data_dir), args.nodes, args.base_port, args.detach, sys.stdout
+            Path(args.data_dir),
+            args.nodes,
+            args.base_port,
+            args.detach,
+            sys.stdout,
+            console=not args.no_console,
         )
     return local_cluster.down(Path(args.data_dir), sys.stdout)
 
@@ -134,6 +139,11 @@ def build_parser() -> argparse.ArgumentParser:
     local.add_argument("--data-dir", default="data/local")
     local.add_argument("--base-port", type=int, default=9092)
     local.add_argument("--detach", action="store_true", help="return once the cluster is up")
+    local.add_argument(
+        "--no-console",
+        action="store_true",
+        help="do not start the web console (seglog console, on --base-port + 400)",
+    )
     local.set_defaults(func=_local)
 
     topics.add_parser(sub)

@@ -191,7 +191,7 @@ class Console:
         if described is None:
             # Created a moment ago: ask once rather than wait for the next refresh.
             try:
-                (described,) = self.io.admin.describe_topics([name])
+                described = self.io.describe_topic(name)
             except KafkaError as e:
                 return self.render("error.html", 404, page="topics", snap=snap, error=str(e))
         page = _int(request.query_params.get("page"), "page", 1) or 1
@@ -226,7 +226,7 @@ class Console:
         described = snap.topic(name)
         if described is None:
             try:
-                (described,) = self.io.admin.describe_topics([name])
+                described = self.io.describe_topic(name)
             except KafkaError as e:
                 return self.render("error.html", 404, page="topics", snap=snap, error=str(e))
         partition = _int(params.get("partition"), "partition", 0)
@@ -248,6 +248,9 @@ class Console:
         if offset is None:
             offset = max(bounds.high_watermark - limit, bounds.log_start)
         records = self.io.browse(tp, offset, limit)
+        produced = params.get("produced")
+        if produced is not None and not notice:
+            notice = f"Record produced to partition {partition} at offset {produced}."
         return self.render(
             "messages.html",
             page="topics",

@@ -18,10 +18,11 @@ from seglog.client.admin import (
     GroupInformation,
     GroupListing,
     NewTopic,
+    TopicDescription,
 )
 from seglog.client.cluster import TopicPartition
 from seglog.client.consumer import Consumer
-from seglog.client.errors import KafkaError
+from seglog.client.errors import KafkaError, error_class
 from seglog.client.fetcher import ConsumerRecord
 from seglog.client.group_coordinator import OffsetAndMetadata
 from seglog.client.producer import Producer
@@ -30,6 +31,8 @@ from . import groups
 
 MAX_RECORDS_PER_PAGE = 500
 BROWSE_WAIT_S = 3.0
+TOPIC_VISIBLE_S = 3.0
+UNKNOWN_TOPIC = error_class("UNKNOWN_TOPIC_OR_PARTITION")
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,6 +92,20 @@ class ClusterIO:
         self, name: str, partitions: int, replication_factor: int, configs: Mapping[str, str]
     ) -> None:
         self.admin.create_topics([NewTopic(name, partitions, replication_factor, dict(configs))])
+
+    def describe_topic(self, name: str) -> TopicDescription:
+        """The topic as the metadata says; one created a moment ago (here or by another
+        client) reaches every node's metadata a little later, so a topic not found
+        is asked again for up to TOPIC_VISIBLE_S before it is said not to exist."""
+        deadline = time.monotonic() + TOPIC_VISIBLE_S
+        while True:
+            try:
+                (described,) = self.admin.describe_topics([name])
+                return described
+            except KafkaError as e:
+                if not isinstance(e, UNKNOWN_TOPIC) or time.monotonic() > deadline:
+                    raise
+            time.sleep(0.2)
 
     # --- groups ----------------------------------------------------------------------
 
@@ -186,9 +203,7 @@ class ClusterIO:
         """One record, acks=all; (partition, offset) it was written at."""
         with self._producer_lock:
             if self._producer is None:
-                self._producer = Producer(
-                    self.bootstrap, acks="all", client_id="seglog-console", **self.security
-                )
+                self._producer = Producer(self.bootstrap, acks="all", **self.security)
             producer = self._producer
         meta = producer.send(
             topic, value=value, key=key, headers=list(headers) or None, partition=partition

@@ -7,6 +7,7 @@ import contextlib
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -43,7 +44,7 @@ LOCAL_DEFAULTS = {
 
 # Each listener's ports start this far above --base-port (node 1 at the start, node 2
 # one above, ...): the Kafka protocol at the base itself, as clients expect 9092.
-PORT_OFFSETS = {"PLAINTEXT": 0, "GRPC": 100, "CONTROLLER": 200, "METRICS": 300}
+PORT_OFFSETS = {"PLAINTEXT": 0, "GRPC": 100, "CONTROLLER": 200, "METRICS": 300, "CONSOLE": 400}
 GRPC_LISTENERS = ("GRPC",)
 
 
@@ -89,8 +90,10 @@ def up(
     out: TextIO,
     overrides: Mapping[int, Mapping[str, str]] | None = None,
     env: Mapping[str, str] | None = None,
+    console: bool = True,
 ) -> int:
-    """Start `nodes` nodes; `overrides[node_id]` replaces or adds properties of that
+    """Start `nodes` nodes (and the web console, `seglog console`, unless not
+    `console`); `overrides[node_id]` replaces or adds properties of that
     node (the chaos harness routes links through proxies with it) and `env` is the
     nodes' environment (default: this process's)."""
     if nodes < 1:
@@ -142,6 +145,12 @@ def up(
         raise
     print(f"bootstrap servers: {bootstrap}", file=out)
     print(f"kafka bootstrap servers: {kafka_bootstrap}", file=out)
+    if console:
+        url = _start_console(data_dir, bootstrap, listener_port(base_port, 1, "CONSOLE"), env)
+        if url is not None:
+            state["console_pid"] = url[1]
+            state_path.write_text(json.dumps(state))
+            print(f"console: {url[0]}", file=out)
     out.flush()
     if detach:
         return 0
@@ -156,10 +165,50 @@ def up(
             time.sleep(0.5)
     except KeyboardInterrupt:
         pass
-    _stop([p.pid for p in procs])
+    _stop([p.pid for p in procs] + _console_pids(state))
     state_path.unlink(missing_ok=True)
     print("cluster stopped", file=sys.stderr)
     return 0
+
+
+CONSOLE_START_S = 20.0
+
+
+def _start_console(
+    data_dir: Path, bootstrap: str, port: int, env: Mapping[str, str] | None
+) -> tuple[str, int] | None:
+    """`seglog console` beside the nodes: (its URL, its pid) once it listens; None,
+    said on stderr with its log, when it does not (the cluster serves without it)."""
+    log_path = data_dir / "console.log"
+    log = open(log_path, "ab")  # noqa: SIM115 - owned by the child
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "seglog.cli", "console", "--bootstrap-server", bootstrap]
+        + ["--port", str(port)],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+        env=None if env is None else dict(env),
+    )
+    log.close()
+    deadline = time.monotonic() + CONSOLE_START_S
+    while time.monotonic() < deadline and proc.poll() is None:
+        with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), 1):
+            return f"http://127.0.0.1:{port}/", proc.pid
+        time.sleep(0.2)
+    if proc.poll() is None:
+        _stop([proc.pid])
+    why = last_error(log_path)
+    print(
+        f"the console did not start (exit code {proc.poll()}); its log is {log_path}"
+        + (f" (last line: {why})" if why else ""),
+        file=sys.stderr,
+    )
+    return None
+
+
+def _console_pids(state: Mapping[str, object]) -> list[int]:
+    pid = state.get("console_pid")
+    return [int(pid)] if isinstance(pid, int) else []
 
 
 def _interrupt_on_sigterm() -> None:
@@ -256,6 +305,7 @@ def down(data_dir: Path, out: TextIO) -> int:
     if not state_path.exists():
         raise ValueError(f"no cluster was started from {data_dir}")
     state = json.loads(state_path.read_text())
+    _stop(_console_pids(state))
     stopped = _stop(state["pids"])
     state_path.unlink(missing_ok=True)
     print(f"stopped {stopped} nodes", file=out)
