@@ -41,8 +41,21 @@ def console_errors(driver: Any) -> list[str]:
     return [e["message"] for e in driver.get_log("browser") if e["level"] == "SEVERE"]
 
 
-def full_page_screenshot(driver: Any, path: str, width: int = 1400) -> None:
-    """The whole page, not only the window: the window is resized to its height."""
-    height = driver.execute_script("return document.documentElement.scrollHeight")
-    driver.set_window_size(width, min(max(int(height) + 40, 600), 4000))
-    driver.save_screenshot(path)
+def full_page_screenshot(driver: Any, path: str) -> None:
+    """The whole page, not only the window (Chromium's DevTools capture beyond the
+    viewport)."""
+    import base64
+
+    width, height = driver.execute_script(
+        "return [document.documentElement.scrollWidth, document.documentElement.scrollHeight]"
+    )
+    shot = driver.execute_cdp_cmd(
+        "Page.captureScreenshot",
+        {
+            "format": "png",
+            "captureBeyondViewport": True,
+            "clip": {"x": 0, "y": 0, "width": width, "height": min(height, 4000), "scale": 1},
+        },
+    )
+    with open(path, "wb") as f:
+        f.write(base64.b64decode(shot["data"]))

@@ -127,7 +127,6 @@ def visit(chrome: Any, url: str, name: str | None = None) -> str:
     if SCREENSHOTS and name:
         Path(SCREENSHOTS).mkdir(parents=True, exist_ok=True)
         full_page_screenshot(chrome, str(Path(SCREENSHOTS) / f"{name}.png"))
-        chrome.set_window_size(1400, 1000)
     errors = console_errors(chrome)
     assert errors == [], (url, errors)
     text: str = chrome.find_element("tag name", "body").text
@@ -202,7 +201,9 @@ def test_every_page_loads_without_console_errors(cluster: Cluster, chrome: Any) 
     assert "retention.ms" in text and "86400000" in text
     hw = chrome.find_element("css selector", '#partitions tr[data-partition="0"] td:nth-child(9)')
     assert hw.text == "22"
-    text = visit(chrome, cluster.url + "/topics/orders/messages?partition=0&offset=0", "messages")
+    visit(chrome, cluster.url + "/topics/orders/messages?partition=0&offset=14&limit=8", "messages")
+    assert len(chrome.find_elements("css selector", "#records tbody tr")) == 8
+    text = visit(chrome, cluster.url + "/topics/orders/messages?partition=0&offset=0")
     rows = chrome.find_elements("css selector", "#records tbody tr")
     assert len(rows) == 22
     kinds = [r.find_elements("tag name", "td")[5].text for r in rows]
