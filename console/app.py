@@ -418,6 +418,7 @@ class Console:
                     "summary": _fields(summary),
                     "nodes": [_fields(n) for n in snap.nodes],
                     "errors": list(snap.errors),
+                    "refresh_s": self.refresher.last_duration_s,
                 }
             ),
             media_type="application/json",
