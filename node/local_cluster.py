@@ -139,18 +139,21 @@ def up(
             _interrupt_on_sigterm()
         print(f"starting {nodes} nodes in {data_dir} ...", file=sys.stderr)
         _wait_ready(bootstrap.split(",")[0], nodes, procs, data_dir)
+        started = None
+        if console:
+            port = listener_port(base_port, 1, "CONSOLE")
+            started = _start_console(data_dir, bootstrap, port, env)
+            if started is not None:
+                state["console_pid"] = started[1]
+                state_path.write_text(json.dumps(state))
     except BaseException:  # Ctrl-C while starting too: leave no node behind
-        _stop([p.pid for p in procs])
+        _stop([p.pid for p in procs] + _console_pids(state))
         state_path.unlink(missing_ok=True)
         raise
     print(f"bootstrap servers: {bootstrap}", file=out)
     print(f"kafka bootstrap servers: {kafka_bootstrap}", file=out)
-    if console:
-        url = _start_console(data_dir, bootstrap, listener_port(base_port, 1, "CONSOLE"), env)
-        if url is not None:
-            state["console_pid"] = url[1]
-            state_path.write_text(json.dumps(state))
-            print(f"console: {url[0]}", file=out)
+    if started is not None:
+        print(f"console: {started[0]}", file=out)
     out.flush()
     if detach:
         return 0
@@ -191,10 +194,14 @@ def _start_console(
     )
     log.close()
     deadline = time.monotonic() + CONSOLE_START_S
-    while time.monotonic() < deadline and proc.poll() is None:
-        with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), 1):
-            return f"http://127.0.0.1:{port}/", proc.pid
-        time.sleep(0.2)
+    try:
+        while time.monotonic() < deadline and proc.poll() is None:
+            with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), 1):
+                return f"http://127.0.0.1:{port}/", proc.pid
+            time.sleep(0.2)
+    except BaseException:  # Ctrl-C while it starts: it goes with the nodes
+        _stop([proc.pid])
+        raise
     if proc.poll() is None:
         _stop([proc.pid])
     why = last_error(log_path)

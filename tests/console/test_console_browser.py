@@ -91,10 +91,15 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
             lines["console"].rstrip("/"),
         )
     finally:
-        seglog("local", "down", "--data-dir", str(data_dir), timeout=90)
-        for pid in pids:
-            if alive(pid):
-                os.kill(pid, signal.SIGKILL)
+        down = seglog("local", "down", "--data-dir", str(data_dir), timeout=90)
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and any(alive(p) for p in pids):
+            time.sleep(0.2)
+        left = [p for p in pids if alive(p)]
+        for pid in left:
+            os.kill(pid, signal.SIGKILL)
+        assert down.returncode == 0, down.stderr
+        assert left == [], f"still running after local down (the console is the last): {left}"
 
 
 @pytest.fixture(scope="module")
