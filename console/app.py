@@ -28,6 +28,7 @@ from . import view
 from .cluster_io import MAX_RECORDS_PER_PAGE, ClusterIO
 from .decode import show
 from .refresher import Refresher
+from .security_view import Acl, SecurityClient, User
 
 HERE = Path(__file__).parent
 PARTITIONS_PER_PAGE = 100
@@ -106,9 +107,10 @@ def _int(value: str | None, name: str, default: int | None = None) -> int | None
 class Console:
     """The app's state: the shared refresher and the per-request cluster calls."""
 
-    def __init__(self, refresher: Refresher, io: ClusterIO) -> None:
+    def __init__(self, refresher: Refresher, io: ClusterIO, security: SecurityClient) -> None:
         self.refresher = refresher
         self.io = io
+        self.security = security
         self.followers = anyio.Semaphore(MAX_FOLLOWERS)
         self.env = Environment(
             loader=FileSystemLoader(HERE / "templates"),
@@ -341,6 +343,33 @@ class Console:
             lambda: self.group(request, notice=f"Offsets reset ({done}).")
         )
 
+    def security_page(self, request: Request) -> Response:
+        snap = self.snapshot()
+        acls: list[Acl] = []
+        users: list[User] = []
+        acl_error = user_error = ""
+        try:
+            acls = self.security.acls()
+        except KafkaError as e:
+            acl_error = str(e)
+        try:
+            users = self.security.users()
+        except KafkaError as e:
+            user_error = str(e)
+        principal = request.query_params.get("principal", "").strip()
+        if principal:
+            acls = [a for a in acls if principal.lower() in a.principal.lower()]
+        return self.render(
+            "security.html",
+            page="security",
+            snap=snap,
+            acls=acls,
+            users=users,
+            acl_error=acl_error,
+            user_error=user_error,
+            principal=principal,
+        )
+
     # --- live updates --------------------------------------------------------------------
 
     async def overview_events(self, request: Request) -> Response:
@@ -487,6 +516,7 @@ def build_app(console: Console) -> Starlette:
         Route("/topics/{name}/follow", guarded(console.follow)),
         Route("/groups", sync(console.groups)),
         Route("/groups/{group}", sync(console.group)),
+        Route("/security", sync(console.security_page)),
         Route("/groups/{group}/reset", guarded(console.reset_group), methods=["POST"]),
         Route("/events/overview", console.overview_events),
         Route("/api/snapshot", sync(console.api_snapshot)),

@@ -14,6 +14,7 @@ from seglog.client.admin import Admin
 from .app import Console, build_app
 from .cluster_io import ClusterIO
 from .refresher import Refresher
+from .security_view import SecurityClient
 
 # The refresher's own calls give up sooner than a tool's, so that an unreachable
 # cluster shows as an error on the page within seconds.
@@ -53,7 +54,8 @@ def serve(
     )
     refresher = Refresher(refresh_admin, security, refresh_interval_ms / 1000)
     io = ClusterIO(bootstrap, admin, security)
-    app = build_app(Console(refresher, io))
+    security_client = SecurityClient(bootstrap, security, request_timeout_ms / 1000)
+    app = build_app(Console(refresher, io, security_client))
     refresher.start()
     bound_port = sock.getsockname()[1]
     print(f"console: http://{host}:{bound_port}/", file=out, flush=True)
@@ -68,6 +70,7 @@ def serve(
     finally:
         refresher.stop()
         io.close()
+        security_client.close()
         admin.close()
         refresh_admin.close()
     return 0

@@ -218,6 +218,8 @@ def test_every_page_loads_without_console_errors(cluster: Cluster, chrome: Any) 
     assert "billing" in text
     text = visit(chrome, cluster.url + "/groups/billing", "group")
     assert lag_from_page(chrome)[("orders", 0)] == "15"
+    text = visit(chrome, cluster.url + "/security")  # no authorizer on this cluster
+    assert "SECURITY_DISABLED" in chrome.find_element("id", "acl-error").text, text
     # A clear page, not a crash; its 404 status is the one thing Chromium reports.
     chrome.get(cluster.url + "/topics/no-such-topic")
     assert "does not exist" in chrome.find_element("tag name", "body").text
