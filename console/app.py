@@ -186,7 +186,9 @@ class Console:
             )
         return RedirectResponse(f"/topics/{name}?created=1", status_code=303)
 
-    def topic(self, request: Request) -> Response:
+    def topic(
+        self, request: Request, notice: str = "", error: str = "", status: int = 200
+    ) -> Response:
         snap = self.snapshot()
         name = request.path_params["name"]
         described = snap.topic(name)
@@ -208,7 +210,10 @@ class Console:
             configs, config_error = [], str(e)
         return self.render(
             "topic.html",
+            status,
             page="topics",
+            notice=notice,
+            error=error,
             snap=snap,
             topic=described,
             partitions=shown,
@@ -220,6 +225,29 @@ class Console:
             rates=snap.topic_rates.get(name),
             created=request.query_params.get("created") == "1",
         )
+
+    async def alter_configs(self, request: Request) -> Response:
+        """Set (or, with an empty value, remove) one topic config override; the node
+        validates it (Kafka's incrementalAlterConfigs) and its refusal is shown."""
+        form = await _form(request)
+        name = request.path_params["name"]
+        key = form.get("name", "").strip()
+        value = form.get("value", "").strip()
+        try:
+            if not key:
+                raise ValueError("which config? the form has no name")
+            await anyio.to_thread.run_sync(
+                lambda: self.io.admin.alter_configs(
+                    name, set={key: value} if value else None, delete=() if value else [key]
+                )
+            )
+        except (KafkaError, ValueError) as e:
+            failed = f"{key} was not changed: {e}"
+            return await anyio.to_thread.run_sync(
+                lambda: self.topic(request, error=failed, status=400)
+            )
+        done = f"{key} set to {value}." if value else f"{key} override removed."
+        return await anyio.to_thread.run_sync(lambda: self.topic(request, notice=done))
 
     def messages(self, request: Request, notice: str = "", error: str = "") -> Response:
         snap = self.snapshot()
@@ -511,6 +539,7 @@ def build_app(console: Console) -> Starlette:
         Route("/topics", sync(console.topics)),
         Route("/topics", guarded(console.create_topic), methods=["POST"]),
         Route("/topics/{name}", sync(console.topic)),
+        Route("/topics/{name}/configs", guarded(console.alter_configs), methods=["POST"]),
         Route("/topics/{name}/messages", sync(console.messages)),
         Route("/topics/{name}/messages", guarded(console.produce), methods=["POST"]),
         Route("/topics/{name}/follow", guarded(console.follow)),

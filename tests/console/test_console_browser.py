@@ -250,6 +250,26 @@ def test_a_topic_created_in_the_ui_exists_for_kcat(cluster: Cluster, chrome: Any
     assert topic["topic"] == "made-in-ui" and len(topic["partitions"]) == 4
     assert all(len(p["replicas"]) == 3 for p in topic["partitions"])
 
+    # A config changed on the topic's page is the topic's; a bad value is refused by
+    # the node, with the key named.
+    def alter(value: str) -> None:
+        visit(chrome, cluster.url + "/topics/made-in-ui")
+        form = chrome.find_element("id", "alter-config")
+        form.find_element("css selector", 'option[value="retention.ms"]').click()
+        form.find_element("name", "value").send_keys(value)
+        form.submit()
+
+    alter("3600000")
+    notice = wait_for("the change", lambda: chrome.find_elements("id", "notice"))
+    assert notice[0].text == "retention.ms set to 3600000."
+    with Admin(cluster.bootstrap) as admin:
+        entry = admin.describe_configs("made-in-ui")["retention.ms"]
+    assert (entry.value, entry.is_default) == ("3600000", False)
+    alter("soon")
+    error = wait_for("the refusal", lambda: chrome.find_elements("id", "error"))[0].text
+    assert error.startswith("retention.ms was not changed:") and "soon" in error, error
+    assert [e for e in console_errors(chrome) if "400 (Bad Request)" not in e] == []
+
     # A bad form is refused with the reason, and nothing is created.
     visit(chrome, cluster.url + "/topics")
     form = chrome.find_element("id", "create-topic")
