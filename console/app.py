@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import datetime
+import html
 import json
 import math
 import urllib.parse
@@ -65,29 +66,39 @@ def _time_ms(ms: int | float | None) -> str:
     )[:-3]
 
 
-def _sparkline(
-    points: Sequence[tuple[float, float, float]], width: int = 600, height: int = 80
+def _chart(
+    points: Sequence[tuple[float, ...]],
+    labels: str = "bytes in/s,bytes out/s",
+    unit: str = "B",
+    width: int = 600,
+    height: int = 80,
 ) -> str:
-    """An inline SVG of the cluster's bytes in (and out) per second over the kept
-    history: no chart library, so nothing to load and nothing to fail offline."""
+    """An inline SVG of time series (each point: time, then one value per label):
+    drawn here, so there is no chart library to load and nothing to fail offline."""
     if len(points) < 2:
-        return ""
-    top = max(max(p[1], p[2]) for p in points) or 1.0
+        return '<p class="muted chart-empty">The chart appears after two refreshes.</p>'
+    names = labels.split(",")
+    top = max(max(p[1:]) for p in points) or 1.0
     t0, t1 = points[0][0], points[-1][0]
     span = (t1 - t0) or 1.0
 
     def path(i: int) -> str:
         return " ".join(
-            f"{(p[0] - t0) / span * width:.1f},{height - p[i] / top * (height - 4) - 2:.1f}"
+            f"{(p[0] - t0) / span * width:.1f},{height - p[i] / top * (height - 14) - 2:.1f}"
             for p in points
         )
 
+    lines = "".join(
+        f'<polyline class="s{i}" fill="none" points="{path(i + 1)}"/>' for i in range(len(names))
+    )
+    legend = " ".join(f'<span class="s{i}">■</span> {html.escape(n)}' for i, n in enumerate(names))
+    last = ",".join(f"{v:g}" for v in points[-1][1:])
+    top_text = _rate(top) if unit == "B" else f"{top:,.0f}{(' ' + unit) if unit else ''}"
     return (
-        f'<svg class="chart" viewBox="0 0 {width} {height}" width="{width}" height="{height}" '
-        f'role="img" aria-label="bytes in and out per second">'
-        f'<polyline class="in" fill="none" points="{path(1)}"/>'
-        f'<polyline class="out" fill="none" points="{path(2)}"/>'
-        f'<text x="4" y="12">max {_rate(top)}</text></svg>'
+        f'<figure class="chart" data-points="{len(points)}" data-last="{last}">'
+        f'<svg viewBox="0 0 {width} {height}" width="{width}" height="{height}" role="img">'
+        f'{lines}<text x="4" y="11">max {html.escape(top_text)}</text></svg>'
+        f"<figcaption>{legend}, over {(t1 - t0):.0f} s</figcaption></figure>"
     )
 
 
@@ -118,9 +129,7 @@ class Console:
             trim_blocks=True,
             lstrip_blocks=True,
         )
-        self.env.filters.update(
-            bytes=_bytes, rate=_rate, time_ms=_time_ms, sparkline=_sparkline, show=show
-        )
+        self.env.filters.update(bytes=_bytes, rate=_rate, time_ms=_time_ms, chart=_chart, show=show)
         self.env.globals.update(bootstrap=io.bootstrap)
 
     def render(self, name: str, status: int = 200, **context: Any) -> HTMLResponse:
@@ -400,8 +409,9 @@ class Console:
 
     # --- live updates --------------------------------------------------------------------
 
-    async def overview_events(self, request: Request) -> Response:
-        template = self.env.get_template("_overview.html")
+    def _snapshot_events(self, event: str, render: Callable[[view.Snapshot], str]) -> Response:
+        """`render(snapshot)` pushed to the viewer each time the shared snapshot
+        changes: the page's live part, at no cost to the cluster."""
 
         async def stream() -> AsyncIterator[str]:
             last = -1
@@ -411,7 +421,7 @@ class Console:
                 if snap is not None and snap.version != last:
                     last = snap.version
                     idle = 0.0
-                    yield _sse("overview", template.render(snap=snap, summary=view.summarize(snap)))
+                    yield _sse(event, render(snap))
                 elif idle >= SSE_KEEPALIVE_S:
                     idle = 0.0
                     yield ": keep-alive\n\n"
@@ -419,6 +429,24 @@ class Console:
                 idle += SSE_POLL_S
 
         return StreamingResponse(stream(), media_type="text/event-stream", headers=_NO_CACHE)
+
+    async def overview_events(self, request: Request) -> Response:
+        template = self.env.get_template("_overview.html")
+        return self._snapshot_events(
+            "overview", lambda snap: template.render(snap=snap, summary=view.summarize(snap))
+        )
+
+    async def topic_chart_events(self, request: Request) -> Response:
+        name = request.path_params["name"]
+        return self._snapshot_events(
+            "chart", lambda snap: _chart(snap.topic_history.get(name, ()), "messages in/s", "msg/s")
+        )
+
+    async def group_chart_events(self, request: Request) -> Response:
+        group = request.path_params["group"]
+        return self._snapshot_events(
+            "chart", lambda snap: _chart(snap.group_history.get(group, ()), "lag", "")
+        )
 
     async def follow(self, request: Request) -> Response:
         """New records of one partition from `offset`, as table rows, as they come."""
@@ -548,6 +576,8 @@ def build_app(console: Console) -> Starlette:
         Route("/security", sync(console.security_page)),
         Route("/groups/{group}/reset", guarded(console.reset_group), methods=["POST"]),
         Route("/events/overview", console.overview_events),
+        Route("/events/topics/{name}/chart", console.topic_chart_events),
+        Route("/events/groups/{group}/chart", console.group_chart_events),
         Route("/api/snapshot", sync(console.api_snapshot)),
         Mount("/static", StaticFiles(directory=HERE / "static"), name="static"),
     ]

@@ -48,6 +48,8 @@ class Refresher:
         self._scraped: dict[int, NodeMetrics] = {}
         self._scraped_at = 0.0
         self._history: deque[tuple[float, float, float]] = deque(maxlen=view.HISTORY_POINTS)
+        self._topic_history = view.Histories()
+        self._group_history = view.Histories()
         self._snapshot: view.Snapshot | None = None
         self._stop = threading.Event()
         self._changed = threading.Condition()
@@ -128,14 +130,26 @@ class Refresher:
             if node in self._scraped
         }
         self._scraped, self._scraped_at = scraped, now
+        wall = time.time()
         if rates or node_rates:
             self._history.append(
                 (
-                    time.time(),
+                    wall,
                     sum(r.bytes_in_per_s for r in rates.values()),
                     sum(r.bytes_out_per_s for r in rates.values()),
                 )
             )
+            # Topics with traffic (or a history already): an idle topic adds no points.
+            self._topic_history.add(
+                wall,
+                {
+                    t: r.messages_in_per_s
+                    for t, r in rates.items()
+                    if r.messages_in_per_s > 0 or t in self._topic_history
+                },
+            )
+        if scraped:
+            self._group_history.add(wall, view.group_lags(scraped))
         leads, hosts = view.leadership(topics)
         size, leo = view.leaders_view(topics, scraped)
         nodes = []
@@ -180,6 +194,8 @@ class Refresher:
             log_end_offset=leo,
             topic_rates=rates,
             history=tuple(self._history),
+            topic_history=self._topic_history.frozen(),
+            group_history=self._group_history.frozen(),
             errors=tuple(errors),
         )
 

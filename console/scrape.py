@@ -13,7 +13,8 @@ LOG_END_OFFSET = "kafka_log_log_logendoffset"
 BYTES_IN = "kafka_server_brokertopicmetrics_bytesin_total"
 BYTES_OUT = "kafka_server_brokertopicmetrics_bytesout_total"
 MESSAGES_IN = "kafka_server_brokertopicmetrics_messagesin_total"
-_WANTED = (PARTITION_SIZE, LOG_END_OFFSET, BYTES_IN, BYTES_OUT, MESSAGES_IN)
+GROUP_LAG = "kafka_consumergroup_lag"
+_WANTED = (PARTITION_SIZE, LOG_END_OFFSET, BYTES_IN, BYTES_OUT, MESSAGES_IN, GROUP_LAG)
 _LINE = re.compile(r"^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{([^}]*)\})?\s+(\S+)")
 _LABEL = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"')
 
@@ -28,6 +29,8 @@ class NodeMetrics:
     bytes_in: dict[str, float] = field(default_factory=dict)
     bytes_out: dict[str, float] = field(default_factory=dict)
     messages_in: dict[str, float] = field(default_factory=dict)
+    # (group, topic, partition) -> lag, for the groups this node coordinates.
+    group_lag: dict[tuple[str, str, int], int] = field(default_factory=dict)
 
 
 def parse(text: str) -> NodeMetrics:
@@ -47,7 +50,11 @@ def parse(text: str) -> NodeMetrics:
         topic = labels.get("topic")
         if topic is None:
             continue
-        if name in (PARTITION_SIZE, LOG_END_OFFSET):
+        if name == GROUP_LAG:
+            group, partition = labels.get("group"), labels.get("partition")
+            if group is not None and partition is not None and partition.isdigit():
+                out.group_lag[(group, topic, int(partition))] = int(value)
+        elif name in (PARTITION_SIZE, LOG_END_OFFSET):
             partition = labels.get("partition")
             if partition is None or not partition.isdigit():
                 continue

@@ -5,6 +5,7 @@ scrapes, and the topic list's server-side filter and pages."""
 from __future__ import annotations
 
 import math
+from collections import deque
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -13,8 +14,11 @@ from seglog.client.admin import TopicDescription
 from .scrape import NodeMetrics
 
 TOPICS_PER_PAGE = 50
-# Points kept for the overview's throughput chart (one per refresh).
+# Points kept for each chart (one per refresh), and at most this many topics' and
+# groups' histories (the busiest topics, the groups seen last), so memory is bounded
+# however big the cluster.
 HISTORY_POINTS = 120
+MAX_HISTORIES = 500
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,6 +95,10 @@ class Snapshot:
     # (time, bytes in/s, bytes out/s) of the whole cluster, oldest first.
     history: tuple[tuple[float, float, float], ...] = ()
     errors: tuple[str, ...] = ()  # what this refresh could not get, shown on every page
+    # Per topic (time, messages in/s); per group (time, total lag) from the nodes'
+    # kafka_consumergroup_lag.
+    topic_history: Mapping[str, tuple[tuple[float, float], ...]] = field(default_factory=dict)
+    group_history: Mapping[str, tuple[tuple[float, float], ...]] = field(default_factory=dict)
 
     def topic(self, name: str) -> TopicDescription | None:
         return next((t for t in self.topics if t.name == name), None)
@@ -178,6 +186,43 @@ def topic_rates(
                 if r is not None:
                     out.setdefault(topic, [0.0, 0.0, 0.0])[i] += r
     return {t: TopicRates(*v) for t, v in out.items()}
+
+
+def group_lags(scraped: Mapping[int, NodeMetrics]) -> dict[str, int]:
+    """Each group's total lag from the coordinators' series (a partition reported by
+    more than one node is counted once, at its largest lag)."""
+    per_partition: dict[tuple[str, str, int], int] = {}
+    for m in scraped.values():
+        for key, lag in m.group_lag.items():
+            per_partition[key] = max(lag, per_partition.get(key, lag))
+    out: dict[str, int] = {}
+    for (group, _topic, _partition), lag in per_partition.items():
+        out[group] = out.get(group, 0) + lag
+    return out
+
+
+class Histories:
+    """Bounded time series per name: HISTORY_POINTS points each, MAX_HISTORIES names
+    (the one updated longest ago is dropped first)."""
+
+    def __init__(self, points: int = HISTORY_POINTS, names: int = MAX_HISTORIES) -> None:
+        self.points = points
+        self.names = names
+        self._series: dict[str, deque[tuple[float, float]]] = {}
+
+    def add(self, now: float, values: Mapping[str, float]) -> None:
+        for name, value in values.items():
+            series = self._series.pop(name, None) or deque(maxlen=self.points)
+            series.append((now, value))
+            self._series[name] = series  # most recently updated last
+        while len(self._series) > self.names:
+            del self._series[next(iter(self._series))]
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._series
+
+    def frozen(self) -> dict[str, tuple[tuple[float, float], ...]]:
+        return {name: tuple(s) for name, s in self._series.items()}
 
 
 def topic_rows(snapshot: Snapshot) -> list[TopicRow]:

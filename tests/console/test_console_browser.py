@@ -171,6 +171,20 @@ def lag_from_page(chrome: Any) -> dict[tuple[str, int], str]:
     return out
 
 
+def traffic_for_the_charts(cluster: Cluster, seconds: float = 12.0) -> None:
+    """Records into partitions 1 and 2 of `orders` for a while, so that the
+    screenshots' charts have a few refreshes of rates to draw."""
+    with Producer(cluster.bootstrap, acks="all") as producer:
+        deadline = time.monotonic() + seconds
+        n = 0
+        while time.monotonic() < deadline:
+            for _ in range(20 + n % 40):
+                producer.send("orders", value=b"x" * 300, partition=1 + n % 2)
+            producer.flush(timeout=30)
+            n += 1
+            time.sleep(0.2)
+
+
 def test_every_page_loads_without_console_errors(cluster: Cluster, chrome: Any) -> None:
     with Admin(cluster.bootstrap) as admin:
         admin.create_topics([NewTopic("orders", 3, 3, {"retention.ms": "86400000"})])
@@ -188,6 +202,8 @@ def test_every_page_loads_without_console_errors(cluster: Cluster, chrome: Any) 
         producer.flush(timeout=30)
     with Admin(cluster.bootstrap) as admin:
         admin.alter_consumer_group_offsets("billing", {TopicPartition("orders", 0): 7})
+    if SCREENSHOTS:
+        traffic_for_the_charts(cluster)
 
     text = visit(chrome, cluster.url + "/", "overview")
     assert "3/3" in text and "Raft quorum" in text
@@ -380,6 +396,12 @@ def test_group_lag_equals_the_cli_and_reset_waits_for_members(
         shown, cli = lag_from_page(chrome), lag_from_cli(cluster.bootstrap, "reporting")
         assert shown == cli and len(shown) == 3, (shown, cli)
         assert sum(int(v) for v in shown.values()) == 60 - 7
+        # The lag chart, pushed to the open page as the coordinator's
+        # kafka_consumergroup_lag changes (no reload): its last point is the total lag.
+        wait_for(
+            "the lag chart's last point",
+            lambda: chrome.find_elements("css selector", '#lag-chart figure.chart[data-last="53"]'),
+        )
 
         form = chrome.find_element("id", "reset")
         form.submit()
