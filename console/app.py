@@ -26,7 +26,7 @@ from seglog.client.cluster import TopicPartition
 from seglog.client.errors import KafkaError
 
 from . import view
-from .cluster_io import MAX_RECORDS_PER_PAGE, ClusterIO
+from .cluster_io import MAX_RECORDS_PER_PAGE, UNKNOWN_TOPIC, ClusterIO
 from .decode import show
 from .refresher import Refresher
 from .security_view import Acl, SecurityClient, User
@@ -200,13 +200,8 @@ class Console:
     ) -> Response:
         snap = self.snapshot()
         name = request.path_params["name"]
-        described = snap.topic(name)
-        if described is None:
-            # Created a moment ago: ask once rather than wait for the next refresh.
-            try:
-                described = self.io.describe_topic(name)
-            except KafkaError as e:
-                return self.render("error.html", 404, page="topics", snap=snap, error=str(e))
+        # One created a moment ago is not in the snapshot yet: asked for.
+        described = snap.topic(name) or self.io.describe_topic(name)
         page = _int(request.query_params.get("page"), "page", 1) or 1
         pages = max(1, math.ceil(len(described.partitions) / PARTITIONS_PER_PAGE))
         page = min(max(page, 1), pages)
@@ -262,12 +257,8 @@ class Console:
         snap = self.snapshot()
         name = request.path_params["name"]
         params = request.query_params
-        described = snap.topic(name)
-        if described is None:
-            try:
-                described = self.io.describe_topic(name)
-            except KafkaError as e:
-                return self.render("error.html", 404, page="topics", snap=snap, error=str(e))
+        # One created a moment ago is not in the snapshot yet: asked for.
+        described = snap.topic(name) or self.io.describe_topic(name)
         partition = _int(params.get("partition"), "partition", 0)
         assert partition is not None
         if partition not in {p.partition for p in described.partitions}:
@@ -548,8 +539,9 @@ def build_app(console: Console) -> Starlette:
             try:
                 return await handler(request)
             except (KafkaError, ValueError) as e:
+                status = 404 if isinstance(e, UNKNOWN_TOPIC) else 400
                 return console.render(
-                    "error.html", 400, page="", snap=console.refresher.snapshot, error=str(e)
+                    "error.html", status, page="", snap=console.refresher.snapshot, error=str(e)
                 )
 
         return endpoint

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import pytest
-from console_browser import available, browser, console_errors, full_page_screenshot
+from console_browser import available, console_errors, full_page_screenshot
 
 from seglog.chaos.targets import consecutive_free_ports
 from seglog.chaos.targets import proc_alive as alive
@@ -100,15 +100,6 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
             os.kill(pid, signal.SIGKILL)
         assert down.returncode == 0, down.stderr
         assert left == [], f"still running after local down (the console is the last): {left}"
-
-
-@pytest.fixture(scope="module")
-def chrome() -> Iterator[Any]:
-    driver = browser()
-    try:
-        yield driver
-    finally:
-        driver.quit()
 
 
 def wait_for(what: str, probe: Callable[[], T], timeout_s: float = WAIT_S) -> T:

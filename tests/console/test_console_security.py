@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from console_browser import available, browser, console_errors, full_page_screenshot
+from console_browser import available, console_errors, full_page_screenshot
 from node_process import NodeProcess, free_port
 
 from seglog.cli.main import main
@@ -54,7 +54,7 @@ class Console:
                  "--request-timeout-ms", "5000"],
                 stdout=f, stderr=subprocess.STDOUT,
             )  # fmt: skip
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + 60  # bounds, not expectations: a loaded machine
         while time.monotonic() < deadline and self.proc.poll() is None:
             with (
                 contextlib.suppress(OSError),
@@ -87,7 +87,7 @@ def node(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[NodeProcess
             'required user_admin="admin-secret";',
             "connection.failed.authentication.delay.ms": "0",
         },
-    ).start()
+    ).start(timeout_s=60)
     config = properties(root / "admin.properties", "admin-secret")
     try:
         cli(n, config, "topics", "--create", "--topic", "secured")
@@ -106,15 +106,6 @@ def node(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[NodeProcess
         yield n, root
     finally:
         n.stop()
-
-
-@pytest.fixture(scope="module")
-def chrome() -> Iterator[Any]:
-    driver = browser()
-    try:
-        yield driver
-    finally:
-        driver.quit()
 
 
 def test_the_console_logs_in_and_shows_acls_and_users(
