@@ -24,13 +24,14 @@ import sys
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, TextIO
 
+from seglog.client.quorum import NoControllerService, describe_quorum
+
 from . import topics
 
 if TYPE_CHECKING:
     import grpc
 
     from seglog.client.security import ClientSecurity
-    from seglog.proto import cluster_pb2 as cpb
 
 ROLE_TIMEOUT_S = 2.0
 
@@ -44,10 +45,6 @@ class QuorumView:
     term: int
     role: str
     commit_index: int
-
-
-class NoControllerService(Exception):
-    """The node answered, but has no Controller service (single-node mode)."""
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -70,30 +67,6 @@ def _describe_quorum(
 ) -> QuorumView:
     r = describe_quorum(address, timeout_s, security)
     return QuorumView(r.node_id, r.leader_id, r.term, r.role, r.commit_index)
-
-
-def describe_quorum(
-    address: str, timeout_s: float, security: ClientSecurity | None = None
-) -> cpb.DescribeQuorumResponse:
-    """DescribeQuorum at `address` (over TLS, with SASL, as `security` says). Raises
-    NoControllerService when the node has no Controller service, grpc.RpcError when
-    it cannot be asked."""
-    import grpc
-
-    from seglog.client.security import ClientSecurity
-    from seglog.proto import cluster_pb2 as cpb
-    from seglog.proto import cluster_pb2_grpc
-
-    channel = (security or ClientSecurity()).channel(address, [])
-    with channel:
-        stub = cluster_pb2_grpc.ControllerStub(channel)
-        try:
-            r = stub.DescribeQuorum(cpb.DescribeQuorumRequest(), timeout=timeout_s)
-        except grpc.RpcError as e:
-            if e.code() == grpc.StatusCode.UNIMPLEMENTED:  # type: ignore[attr-defined]
-                raise NoControllerService(address) from None
-            raise
-    return r
 
 
 def _rpc_detail(e: grpc.RpcError) -> str:

@@ -24,6 +24,7 @@ from . import (
     reassign_partitions,
     security,
     topics,
+    web_console,
 )
 
 
@@ -65,7 +66,12 @@ def _local(args: argparse.Namespace) -> int:
 
     if args.action == "up":
         return local_cluster.up(
-            Path(args.data_dir), args.nodes, args.base_port, args.detach, sys.stdout
+            Path(args.data_dir),
+            args.nodes,
+            args.base_port,
+            args.detach,
+            sys.stdout,
+            console=not args.no_console,
         )
     if args.action == "status":
         return local_cluster.status(Path(args.data_dir), sys.stdout)
@@ -174,6 +180,11 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="return once every node serves, leaving the cluster running",
     )
+    local.add_argument(
+        "--no-console",
+        action="store_true",
+        help="do not start the web console (seglog console, on --base-port + 400)",
+    )
     local.set_defaults(func=_local)
 
     topics.add_parser(sub)
@@ -186,6 +197,7 @@ def build_parser() -> argparse.ArgumentParser:
     reassign_partitions.add_parser(sub)
     consumer_groups.add_parser(sub)
     security.add_parsers(sub)
+    web_console.add_parser(sub)
     return parser
 
 

@@ -24,7 +24,13 @@ import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from seglog.node.config import parse_listeners
-from seglog.node.local_ports import PORT_OFFSETS, bootstrap_servers, listener_port, port_layout
+from seglog.node.local_ports import (
+    PORT_OFFSETS,
+    bootstrap_servers,
+    console_port,
+    listener_port,
+    port_layout,
+)
 from seglog.proto import client_pb2 as pb
 from seglog.proto import client_pb2_grpc
 
@@ -121,8 +127,10 @@ def up(
     out: TextIO,
     overrides: Mapping[int, Mapping[str, str]] | None = None,
     env: Mapping[str, str] | None = None,
+    console: bool = True,
 ) -> int:
-    """Start `nodes` nodes; `overrides[node_id]` replaces or adds properties of that
+    """Start `nodes` nodes (and the web console, `seglog console`, unless not
+    `console`); `overrides[node_id]` replaces or adds properties of that
     node (the chaos harness routes links through proxies with it) and `env` is the
     nodes' environment (default: this process's)."""
     if nodes < 1:
@@ -194,8 +202,14 @@ def up(
             _interrupt_on_sigterm()
         print(f"starting {nodes} nodes in {data_dir} ...", file=sys.stderr)
         _wait_ready(bootstrap.split(","), procs, data_dir)
+        started = None
+        if console:
+            started = _start_console(data_dir, bootstrap, console_port(base_port), env)
+            if started is not None:
+                state["console_pid"] = started[1]
+                state_path.write_text(json.dumps(state))
     except BaseException:  # Ctrl-C while starting too: leave no node behind
-        _stop([p.pid for p, _ in procs])
+        _stop([p.pid for p, _ in procs] + _console_pids(state))
         state_path.unlink(missing_ok=True)
         raise
     print(f"bootstrap servers: {bootstrap}", file=out)
@@ -203,6 +217,8 @@ def up(
     print(f"{nodes} nodes serving, data in {data_dir}; ports:", file=out)
     for line in port_layout(base_port, nodes):
         print(line, file=out)
+    if started is not None:
+        print(f"console: {started[0]}", file=out)
     out.flush()
     if detach:
         print(
@@ -226,7 +242,7 @@ def up(
             time.sleep(0.5)
     except KeyboardInterrupt:
         interrupted = True
-    _stop([p.pid for p, _ in procs])
+    _stop([p.pid for p, _ in procs] + _console_pids(state))
     state_path.unlink(missing_ok=True)
     if not interrupted:
         # Nobody asked: every node exited by itself, which is a failure.
@@ -240,6 +256,50 @@ def up(
         return 1
     print("cluster stopped", file=sys.stderr)
     return 0
+
+
+CONSOLE_START_S = 20.0
+
+
+def _start_console(
+    data_dir: Path, bootstrap: str, port: int, env: Mapping[str, str] | None
+) -> tuple[str, int] | None:
+    """`seglog console` beside the nodes: (its URL, its pid) once it listens; None,
+    said on stderr with its log, when it does not (the cluster serves without it)."""
+    log_path = data_dir / "console.log"
+    log = open(log_path, "ab")  # noqa: SIM115 - owned by the child
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "seglog.cli", "console", "--bootstrap-server", bootstrap]
+        + ["--port", str(port)],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+        env=None if env is None else dict(env),
+    )
+    log.close()
+    deadline = time.monotonic() + CONSOLE_START_S
+    try:
+        while time.monotonic() < deadline and proc.poll() is None:
+            with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), 1):
+                return f"http://127.0.0.1:{port}/", proc.pid
+            time.sleep(0.2)
+    except BaseException:  # Ctrl-C while it starts: it goes with the nodes
+        _stop([proc.pid])
+        raise
+    if proc.poll() is None:
+        _stop([proc.pid])
+    why = last_error(log_path)
+    print(
+        f"the console did not start (exit code {proc.poll()}); its log is {log_path}"
+        + (f" (last line: {why})" if why else ""),
+        file=sys.stderr,
+    )
+    return None
+
+
+def _console_pids(state: Mapping[str, object]) -> list[int]:
+    pid = state.get("console_pid")
+    return [int(pid)] if isinstance(pid, int) else []
 
 
 def _interrupt_on_sigterm() -> None:
@@ -411,6 +471,7 @@ def down(data_dir: Path, out: TextIO) -> int:
         print(f"no cluster is running from {data_dir}; nothing to stop", file=out)
         return 0
     state = json.loads(state_path.read_text())
+    _stop(_console_pids(state))
     pids = [int(p) for p in state["pids"] if int(p) > 0]
     alive = [pid for pid in pids if pid_alive(pid)]
     if not alive:

@@ -15,6 +15,15 @@ LISTENER_ROLES = {
 }
 
 
+# The web console (`seglog console`, started by `local up` unless --no-console): one
+# port for the cluster, this far above --base-port.
+CONSOLE_OFFSET = 400
+
+
+def console_port(base_port: int) -> int:
+    return base_port + CONSOLE_OFFSET
+
+
 def listener_port(base_port: int, node_id: int, name: str) -> int:
     return base_port + PORT_OFFSETS[name] + node_id - 1
 
@@ -30,12 +39,15 @@ def port_layout(base_port: int, nodes: int) -> list[str]:
         first = base_port + offset
         ports = f"{first}-{first + nodes - 1}" if nodes > 1 else str(first)
         lines.append(f"  {name:<10} 127.0.0.1:{ports:<12} {LISTENER_ROLES[name]}")
+    console = f"127.0.0.1:{console_port(base_port)}"
+    lines.append(f"  {'CONSOLE':<10} {console:<22} the web console (unless --no-console)")
     return lines
 
 
 def layout_help(default_base: int = 9092, default_nodes: int = 3) -> str:
     """The port layout for `seglog local --help`."""
     offsets = ", ".join(f"{name} base+{offset}" for name, offset in PORT_OFFSETS.items())
+    offsets += f"; the console alone on base+{CONSOLE_OFFSET}"
     return (
         f"Ports: node N listens on base+offset+N-1 ({offsets}); with the default "
         f"--base-port {default_base} and {default_nodes} nodes:\n"

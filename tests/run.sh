@@ -26,6 +26,13 @@ if ! command -v prometheus >/dev/null 2>&1 || ! command -v chromium >/dev/null 2
     apt-get update -qq && apt-get install -y -qq --no-install-recommends prometheus chromium >/dev/null
 fi
 
+# The web console's browser tests (tests/console/): Selenium drives Debian's Chromium
+# through Debian's chromium-driver (nothing is downloaded at run time).
+if ! command -v chromedriver >/dev/null 2>&1; then
+    echo "tests/run.sh: installing chromium-driver for the web console's browser tests" >&2
+    apt-get update -qq && apt-get install -y -qq --no-install-recommends chromium chromium-driver >/dev/null
+fi
+
 python3 -m ruff check .
 python3 proto/generate.py --check
 python3 tests/typecheck.py

@@ -1,0 +1,15 @@
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from console_browser import browser
+
+
+@pytest.fixture(scope="module")
+def chrome() -> Iterator[Any]:
+    """One headless Chromium per test module."""
+    driver = browser()
+    try:
+        yield driver
+    finally:
+        driver.quit()
