@@ -488,3 +488,60 @@ def test_admin_alters_lists_and_deletes_group_offsets(group_cluster):
     assert [tp.offset for tp in gone.topic_partitions] == [-1001]  # OFFSET_INVALID: none
     with pytest.raises(Exception, match="GROUP_ID_NOT_FOUND"):
         admin.delete_consumer_groups([group])[group].result(30)
+
+
+def test_commits_for_a_topic_that_does_not_exist_get_unknown_topic_or_partition(group_cluster):
+    """Kafka checks each committed partition against its metadata: a topic that does not
+    exist, or a partition beyond the topic's count, is UNKNOWN_TOPIC_OR_PARTITION (3),
+    while the known partitions of the same request are committed."""
+    from confluent_kafka import ConsumerGroupTopicPartitions, KafkaException
+    from kafka import KafkaAdminClient
+    from kafka.structs import OffsetAndMetadata
+    from kafka.structs import TopicPartition as KpTopicPartition
+
+    topic, group = "g-unknown-commit", "unknown-commit-group"
+    create_topic(group_cluster, topic, 2)
+    b = group_cluster.kafka_bootstrap
+    admin = AdminClient({"bootstrap.servers": b})
+    asked = [
+        TopicPartition(topic, 0, 5),
+        TopicPartition(topic, 7, 5),  # beyond the topic's 2 partitions
+        TopicPartition("g-no-such-topic", 0, 5),
+    ]
+
+    def alter() -> dict[tuple[str, int], int] | None:
+        done = admin.alter_consumer_group_offsets([ConsumerGroupTopicPartitions(group, asked)])
+        try:
+            result = done[group].result(30)
+        except KafkaException as e:  # librdkafka raises the first partition error
+            return {("*", -1): e.args[0].code()}
+        codes = {
+            (tp.topic, tp.partition): tp.error.code() if tp.error else 0
+            for tp in result.topic_partitions
+        }
+        return None if any(c in (14, 15, 16) for c in codes.values()) else codes
+
+    codes = group_cluster.wait("offsets altered", alter)
+    assert codes in ({("*", -1): 3}, {(topic, 0): 0, (topic, 7): 3, ("g-no-such-topic", 0): 3})
+
+    # kafka-python's admin: an OffsetCommit outside any generation.
+    kp = KafkaAdminClient(bootstrap_servers=b)
+    try:
+        tp = KpTopicPartition("g-no-such-topic", 0)
+        result = kp.alter_group_offsets(group, {tp: OffsetAndMetadata(3, "", -1)})
+        assert result[tp].__name__ == "UnknownTopicOrPartitionError", result
+    finally:
+        kp.close()
+    # Nothing was stored for the unknown partitions; the known one was (if it was sent).
+    listed = admin.list_consumer_group_offsets(
+        [ConsumerGroupTopicPartitions(group, [TopicPartition("g-no-such-topic", 0)])]
+    )[group].result(30)
+    assert [tp.offset for tp in listed.topic_partitions] == [-1001]
+
+    # A member's commit through confluent-kafka's consumer.
+    c = consumer(group_cluster, group + "-member")
+    try:
+        with pytest.raises(KafkaException, match="UNKNOWN_TOPIC_OR_PART"):
+            c.commit(offsets=[TopicPartition("g-no-such-topic", 0, 1)], asynchronous=False)
+    finally:
+        c.close()
