@@ -61,7 +61,6 @@ def done_future(result: Result) -> Future[Result]:
     return f
 
 
-
 def _then(future: Future[Result], fn: Callable[[Result], Result]) -> Future[Result]:
     """The future's result, passed through `fn` when it comes."""
     out: Future[Result] = Future()
