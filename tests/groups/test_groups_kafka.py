@@ -459,6 +459,45 @@ def test_a_static_member_restarting_within_its_session_causes_no_rebalance(group
             c.close()
 
 
+def test_a_restarted_static_leader_causes_no_rebalance(group_cluster):
+    """librdkafka's JoinGroup predates KIP-814's skip_assignment (v9): a static leader
+    that restarts is answered, as Kafka answers it, with the old leader id and no
+    members, so it syncs its own assignment back and nobody else is revoked
+    (librdkafka's 0102-static_group_rebalance restarts whichever member led)."""
+    topic, group = "g-static-leader", "static-leader-group"
+    create_topic(group_cluster, topic)
+    events: list[tuple[int, str]] = []
+
+    def static(i: int) -> Consumer:
+        c = consumer(group_cluster, group, **{"group.instance.id": f"leader-test-{i}"})
+        c.subscribe(
+            [topic],
+            on_assign=lambda _c, _p: events.append((i, "assign")),
+            on_revoke=lambda _c, _p: events.append((i, "revoke")),
+        )
+        return c
+
+    leader = static(0)  # joins alone first: the leader
+    poll_until([leader], lambda: len(assigned(leader)) == PARTITIONS)
+    members = [leader, static(1), static(2)]
+    try:
+        poll_until(members, lambda: covers_disjointly(members))
+        shares = [assigned(c) for c in members]
+        events.clear()
+        members.pop(0).close()  # the leader; a static member sends no LeaveGroup
+        members.insert(0, static(0))
+        poll_until(members, lambda: covers_disjointly(members))
+        deadline = time.monotonic() + 3
+        while time.monotonic() < deadline:
+            for c in members:
+                c.poll(0.05)
+        assert [assigned(c) for c in members] == shares
+        assert [e for e in events if e[0] != 0] == [], "the other members were rebalanced"
+    finally:
+        for c in members:
+            c.close()
+
+
 def test_admin_alters_lists_and_deletes_group_offsets(group_cluster):
     from confluent_kafka import ConsumerGroupTopicPartitions
 
