@@ -21,7 +21,7 @@ from ..security.acls import CLUSTER_NAME, AclOperation, ResourceType
 from ..security.authorizing_node import AuthorizingNode
 from ..security.kafka_gate import allowed, allowed_on_any, authorized_operations
 from ..security.node_authorizer import NodeAuthorizer
-from . import admin
+from . import admin, records
 from .codec import (
     KafkaRequest,
     Part,
@@ -83,6 +83,7 @@ class KafkaApis:
             18: api_versions,
             19: lambda r: admin.create_topics(guarded, r),
             20: lambda r: admin.delete_topics(guarded, r),
+            21: lambda r: records.delete_records(self.node, r, lambda: self.authorizer),
             22: self.init_producer_id,
             23: self.offsets_for_leader_epoch,
             32: lambda r: admin.describe_configs(
