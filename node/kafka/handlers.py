@@ -21,7 +21,7 @@ from ..security.acls import CLUSTER_NAME, AclOperation, ResourceType
 from ..security.authorizing_node import AuthorizingNode
 from ..security.kafka_gate import allowed, allowed_on_any, authorized_operations
 from ..security.node_authorizer import NodeAuthorizer
-from . import admin, records
+from . import admin, log_dirs, records
 from .codec import (
     KafkaRequest,
     Part,
@@ -93,6 +93,7 @@ class KafkaApis:
                     self.authorizer, AclOperation.DESCRIBE_CONFIGS, CLUSTER, CLUSTER_NAME
                 ),
             ),
+            35: lambda r: log_dirs.describe_log_dirs(self.node, r, self.authorizer),
             37: lambda r: admin.create_partitions(guarded, r),
             42: groups.delete_groups,
             47: groups.offset_delete,

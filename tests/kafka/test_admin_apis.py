@@ -63,9 +63,26 @@ def test_delete_records_moves_the_log_start_on_every_replica(kafka_cluster):
 
     # confluent-kafka's admin on the third partition.
     admin = AdminClient({"bootstrap.servers": b})
-    done = admin.delete_records([TopicPartition(topic, 2, 30)])
-    deleted = done[TopicPartition(topic, 2, 30)].result(TIMEOUT_S)
-    assert deleted.low_watermark == 30
+    done = admin.delete_records([TopicPartition(topic, 2, 20)])
+    deleted = done[TopicPartition(topic, 2, 20)].result(TIMEOUT_S)
+    assert deleted.low_watermark == 20
+
+    # aiokafka's admin: a partition's records up to an offset (partition 2, again).
+    import asyncio
+
+    from aiokafka import TopicPartition as AioTopicPartition
+    from aiokafka.admin import AIOKafkaAdminClient, RecordsToDelete
+
+    async def aio_delete() -> dict[object, int]:
+        aio = AIOKafkaAdminClient(bootstrap_servers=b)
+        await aio.start()
+        try:
+            wanted = {AioTopicPartition(topic, 2): RecordsToDelete(30)}
+            return dict(await aio.delete_records(wanted))
+        finally:
+            await aio.close()
+
+    assert asyncio.run(aio_delete()) == {AioTopicPartition(topic, 2): 30}
 
     # A consumer from the beginning starts at the new log start offsets.
     c = Consumer({"bootstrap.servers": b, "group.id": "dr", "auto.offset.reset": "earliest"})
@@ -104,7 +121,53 @@ def test_delete_records_on_a_compacted_topic_is_a_policy_violation(kafka_cluster
     try:
         from kafka.errors import PolicyViolationError
 
+        kp.wait_for_topics([topic])
         with pytest.raises(PolicyViolationError):
             kp.delete_records({KpTopicPartition(topic, 0): -1})
+    finally:
+        kp.close()
+
+
+def test_describe_log_dirs_lists_each_nodes_directories_and_partitions(kafka_cluster):
+    topic = "ld-sizes"
+    create(kafka_cluster, topic, 2, per_partition=50)
+    kp = KafkaAdminClient(bootstrap_servers=kafka_cluster.kafka_bootstrap)
+    try:
+
+        def described() -> list[dict[str, object]] | None:
+            out = kp.describe_log_dirs()
+            sizes = [
+                p["partition_size"]
+                for r in out
+                for d in r["log_dirs"]
+                for t in d["topics"]
+                if t["name"] == topic
+                for p in t["partitions"]
+            ]
+            # Every replica (2 partitions x 3 nodes) holds the 50 records.
+            return out if len(sizes) == 6 and min(sizes) > 50 * 10 else None
+
+        out = kafka_cluster.wait("every replica's size", described)
+        assert {r["broker"] for r in out} == {1, 2, 3}
+        for r in out:
+            n = kafka_cluster.nodes[r["broker"]]
+            dirs = {d["log_dir"]: d for d in r["log_dirs"]}
+            assert set(dirs) == {str(p.resolve()) for p in n.log_dirs}
+            for d in dirs.values():
+                assert d["error_code"] == 0
+                assert d["total_bytes"] > 0 and 0 <= d["usable_bytes"] <= d["total_bytes"]
+                for t in d["topics"]:
+                    for p in t["partitions"]:
+                        assert p["offset_lag"] == 0 and not p["is_future_key"]
+        # One topic's partitions only.
+        only = kp.describe_log_dirs(topic_partitions={topic: [1]})
+        named = {
+            (t["name"], p["partition_index"])
+            for r in only
+            for d in r["log_dirs"]
+            for t in d["topics"]
+            for p in t["partitions"]
+        }
+        assert named == {(topic, 1)}
     finally:
         kp.close()
