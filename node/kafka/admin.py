@@ -1,5 +1,5 @@
 """CreateTopics, DeleteTopics, CreatePartitions, DescribeConfigs,
-IncrementalAlterConfigs and Alter/ListPartitionReassignments: Kafka's admin
+IncrementalAlterConfigs, Alter/ListPartitionReassignments and ElectLeaders: Kafka's admin
 requests onto the node's controller calls (which forward to the active controller
 as the gRPC service's do)."""
 
@@ -8,14 +8,21 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Callable
 
-from seglog.replication.cluster_control import DYNAMIC_BROKER_CONFIGS, ControlError
+from seglog.replication.cluster_control import (
+    DYNAMIC_BROKER_CONFIGS,
+    PREFERRED,
+    UNCLEAN,
+    ControlError,
+)
 from seglog.storage.errors import InvalidConfigError
 from seglog.storage.partition_metadata import topic_id_to_uuid
 
+from ..event_log import EventLogger
 from .codec import KafkaRequest, Part, encode_response, response_class
 from .errors import error_code
 from .node_api import KafkaNode
 
+_log = EventLogger("kafka")
 TOPIC = 2
 BROKER = 4
 SET, DELETE = 0, 1
@@ -321,4 +328,57 @@ def refuse_reassignments(request: KafkaRequest, error: str) -> list[Part]:
             body.allow_replication_factor_change = True
     else:
         body.topics = []
+    return encode_response(request, body)
+
+
+ELECTION_TYPES = {0: PREFERRED, 1: UNCLEAN}
+
+
+def elect_leaders(
+    node: KafkaNode, request: KafkaRequest, may_alter_cluster: Callable[[], bool]
+) -> list[Part]:
+    """KIP-460 (API 43 v0-v2): v0 is a preferred election; null partitions mean every
+    partition that needs one, and only those are answered (as Kafka); a named partition
+    already led by its preferred replica answers ELECTION_NOT_NEEDED. Needs ALTER on the
+    cluster (else CLUSTER_AUTHORIZATION_FAILED, top-level from v1 and per partition)."""
+    req = request.body
+    cls = response_class(request)
+    election = ELECTION_TYPES.get(req.election_type if request.api_version >= 1 else 0)
+    wanted = (
+        None
+        if req.topic_partitions is None
+        else [(t.topic, p) for t in req.topic_partitions for p in t.partitions]
+    )
+    code, message = 0, None
+    results: dict[tuple[str, int], str] = {}
+    if not may_alter_cluster():
+        code, message = error_code("CLUSTER_AUTHORIZATION_FAILED"), "ALTER on the cluster needed"
+        results = dict.fromkeys(wanted or [], "CLUSTER_AUTHORIZATION_FAILED")
+    elif election is None:
+        code, message = error_code("INVALID_REQUEST"), f"election type {req.election_type}"
+        results = dict.fromkeys(wanted or [], "INVALID_REQUEST")
+    else:
+        try:
+            results = node.elect_leaders(election, wanted)
+        except ControlError as e:
+            code, message = error_code(e.error_name), str(e)
+            results = dict.fromkeys(wanted or [], e.error_name)
+    by_topic: dict[str, list[object]] = {}
+    R = cls.ReplicaElectionResult
+    for (topic, p), error in sorted(results.items()):
+        by_topic.setdefault(topic, []).append(
+            R.PartitionResult(
+                partition_id=p,
+                error_code=error_code(error),
+                error_message=None if error == "NONE" else error,
+            )
+        )
+    body = cls(
+        throttle_time_ms=0,
+        replica_election_results=[R(topic=t, partition_result=ps) for t, ps in by_topic.items()],
+    )
+    if request.api_version >= 1:
+        body.error_code = code  # v0 has none: every partition carries the error
+    if message is not None:
+        _log.info("kafka_elect_leaders_refused", error=message)
     return encode_response(request, body)

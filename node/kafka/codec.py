@@ -46,6 +46,8 @@ from kafka.protocol.admin import (
     DescribeLogDirsResponse,
     DescribeUserScramCredentialsRequest,
     DescribeUserScramCredentialsResponse,
+    ElectLeadersRequest,
+    ElectLeadersResponse,
     IncrementalAlterConfigsRequest,
     IncrementalAlterConfigsResponse,
     ListGroupsRequest,
@@ -169,6 +171,7 @@ APIS: dict[int, ApiSpec] = {
         ApiSpec(37, "CreatePartitions", CreatePartitionsRequest, CreatePartitionsResponse, (0, 3)),
         ApiSpec(42, "DeleteGroups", DeleteGroupsRequest, DeleteGroupsResponse, (0, 2)),
         ApiSpec(47, "OffsetDelete", OffsetDeleteRequest, OffsetDeleteResponse, (0, 0)),
+        ApiSpec(43, "ElectLeaders", ElectLeadersRequest, ElectLeadersResponse, (0, 2)),
         ApiSpec(
             44,
             "IncrementalAlterConfigs",

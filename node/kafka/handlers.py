@@ -96,6 +96,11 @@ class KafkaApis:
             35: lambda r: log_dirs.describe_log_dirs(self.node, r, self.authorizer),
             37: lambda r: admin.create_partitions(guarded, r),
             42: groups.delete_groups,
+            43: lambda r: admin.elect_leaders(
+                self.node,
+                r,
+                lambda: allowed(self.authorizer, AclOperation.ALTER, CLUSTER, CLUSTER_NAME),
+            ),
             47: groups.offset_delete,
             44: lambda r: admin.incremental_alter_configs(guarded, r),
             45: self.alter_partition_reassignments,

@@ -171,3 +171,63 @@ def test_describe_log_dirs_lists_each_nodes_directories_and_partitions(kafka_clu
         assert named == {(topic, 1)}
     finally:
         kp.close()
+
+
+def test_elect_leaders_moves_leadership_to_the_preferred_replica(kafka_cluster):
+    """A reassignment that only reorders the replicas leaves the leader where it is
+    (Kafka keeps a leader that is still a replica); a preferred election then moves it
+    to the new first replica. kafka-python and confluent-kafka each elect one."""
+    from confluent_kafka import ElectionType
+    from kafka.errors import ElectionNotNeededError
+
+    topic = "el-preferred"
+    create(kafka_cluster, topic, 2)
+    b = kafka_cluster.kafka_bootstrap
+    kp = KafkaAdminClient(bootstrap_servers=b)
+    admin = AdminClient({"bootstrap.servers": b})
+    try:
+        kp.wait_for_topics([topic])
+        # On a settled topic nothing needs electing: 84 per partition (kafka-python's
+        # own integration test asks this).
+        response = kp.elect_leaders(0, {topic: [0, 1]}, raise_errors=False)
+        [(name, parts)] = [(r[0], r[1]) for r in response.replica_election_results]
+        assert name == topic
+        assert sorted((p[0], p[1]) for p in parts) == [
+            (0, ElectionNotNeededError.errno),
+            (1, ElectionNotNeededError.errno),
+        ]
+
+        def replicas(p: int) -> tuple[int, list[int]] | None:
+            t = kp.describe_topics([topic])[0]
+            for part in t["partitions"]:
+                if part["partition_index"] == p:
+                    return part["leader_id"], part["replica_nodes"]
+            return None
+
+        moved = {}
+        for p in (0, 1):
+            leader, order = replicas(p)  # type: ignore[misc]
+            assert order[0] == leader
+            target = [x for x in order if x != leader] + [leader]  # the leader last
+            kp.alter_partition_reassignments({KpTopicPartition(topic, p): target})
+            kafka_cluster.wait(
+                f"{topic}-{p} reordered",
+                lambda p=p, t=target, lead=leader: replicas(p) == (lead, t) or None,
+            )
+            moved[p] = target[0]
+
+        response = kp.elect_leaders(0, {topic: [0]})  # raises on an error
+        assert [(p[0], p[1]) for p in response.replica_election_results[0][1]] == [(0, 0)]
+        done = admin.elect_leaders(ElectionType.PREFERRED, [TopicPartition(topic, 1)])
+        assert done.result(TIMEOUT_S) == {TopicPartition(topic, 1): None}
+        for p in (0, 1):
+            kafka_cluster.wait(
+                f"{topic}-{p} led by its preferred replica",
+                lambda p=p: (replicas(p) or (None,))[0] == moved[p] or None,
+            )
+        # Unclean: every partition has a live leader, so nothing is needed.
+        done = admin.elect_leaders(ElectionType.UNCLEAN, [TopicPartition(topic, 0)])
+        error = done.result(TIMEOUT_S)[TopicPartition(topic, 0)]
+        assert error is not None and error.name() == "ELECTION_NOT_NEEDED", error
+    finally:
+        kp.close()

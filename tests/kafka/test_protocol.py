@@ -238,6 +238,13 @@ def admin_request(api_key: int, v: int) -> object | None:
             ],
             timeout_ms=1000,
         )
+    if api_key == 43:
+        R = a.ElectLeadersRequest
+        return R[v](
+            election_type=0,
+            topic_partitions=[R.TopicPartitions(topic=TOPIC, partitions=[0])],
+            timeout_ms=10_000,
+        )
     if api_key == 35:
         R = a.DescribeLogDirsRequest
         return R[v](topics=[R.DescribableLogDirTopic(topic=TOPIC, partitions=[0])])
@@ -489,6 +496,8 @@ def test_every_served_api_and_version_cross_checked_with_kio(leader_port, api_ke
         assert keys[0] == (0, 9) and keys[1] == (4, 12) and decoded.error_code == 0
     elif api_key == 22:
         assert decoded.error_code == 0 and decoded.producer_id >= 0
+    elif api_key == 43:  # the preferred replica leads already (or just became leader)
+        assert decoded.replica_election_results[0].partition_result[0].error_code in (0, 84)
     elif api_key == 35:
         assert len(decoded.results) == 2 and all(r.error_code == 0 for r in decoded.results)
     elif api_key == 21:
