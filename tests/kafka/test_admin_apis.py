@@ -16,9 +16,11 @@ from kafka import TopicPartition as KpTopicPartition
 TIMEOUT_S = 30.0
 
 
-def create(cluster, name: str, partitions: int, per_partition: int = 0, **config: str) -> None:
+def create(
+    cluster, name: str, partitions: int, per_partition: int = 0, rf: int = 3, **config: str
+) -> None:
     admin = AdminClient({"bootstrap.servers": cluster.kafka_bootstrap})
-    admin.create_topics([NewTopic(name, partitions, 3, config=config)])[name].result(TIMEOUT_S)
+    admin.create_topics([NewTopic(name, partitions, rf, config=config)])[name].result(TIMEOUT_S)
     cluster.wait(f"{name} has leaders", lambda: cluster.leader_of(name, partitions - 1))
     if per_partition:
         p = Producer({"bootstrap.servers": cluster.kafka_bootstrap, "acks": "all"})
@@ -230,4 +232,72 @@ def test_elect_leaders_moves_leadership_to_the_preferred_replica(kafka_cluster):
         error = done.result(TIMEOUT_S)[TopicPartition(topic, 0)]
         assert error is not None and error.name() == "ELECTION_NOT_NEEDED", error
     finally:
+        kp.close()
+
+
+def test_a_throttled_reassignment_is_listed_and_cancelled(kafka_cluster):
+    """AlterPartitionReassignments/ListPartitionReassignments (the controller's KIP-455
+    reassignment): a move held back by a replication throttle is listed with its
+    adding and removing replicas, and a cancel (null replicas) ends it where it began."""
+    from confluent_kafka.admin import (
+        AlterConfigOpType,
+        ConfigEntry,
+        ConfigResource,
+        ResourceType,
+    )
+
+    topic = "ra-throttled"
+    create(
+        kafka_cluster,
+        topic,
+        1,
+        rf=1,
+        **{
+            "leader.replication.throttled.replicas": "*",
+            "follower.replication.throttled.replicas": "*",
+        },
+    )
+    b = kafka_cluster.kafka_bootstrap
+    admin = AdminClient({"bootstrap.servers": b})
+    kp = KafkaAdminClient(bootstrap_servers=b)
+    tp = KpTopicPartition(topic, 0)
+
+    def throttle(op: AlterConfigOpType) -> None:
+        entries = [
+            ConfigEntry(name, "200000", incremental_operation=op)
+            for name in ("leader.replication.throttled.rate", "follower.replication.throttled.rate")
+        ]
+        for n in (1, 2, 3):  # librdkafka: one BROKER resource a call
+            resource = ConfigResource(ResourceType.BROKER, str(n), incremental_configs=entries)
+            admin.incremental_alter_configs([resource])[resource].result(TIMEOUT_S)
+
+    try:
+        kp.wait_for_topics([topic])
+        p = Producer({"bootstrap.servers": b, "acks": "all", "linger.ms": 20})
+        for i in range(4000):
+            p.produce(topic, b"%06d" % i + b"x" * 1000, partition=0)
+        assert p.flush(TIMEOUT_S) == 0
+        [was] = kp.describe_topics([topic])[0]["partitions"][0]["replica_nodes"]
+        target = [n for n in (1, 2, 3) if n != was][0]
+        throttle(AlterConfigOpType.SET)
+        kp.alter_partition_reassignments({tp: [target]})
+        ongoing = kafka_cluster.wait(
+            "the reassignment listed", lambda: kp.list_partition_reassignments() or None
+        )
+        assert ongoing == {
+            tp: {"replicas": [target, was], "adding_replicas": [target], "removing_replicas": [was]}
+        } or ongoing == {
+            tp: {"replicas": [was, target], "adding_replicas": [target], "removing_replicas": [was]}
+        }, ongoing
+        assert kp.list_partition_reassignments({topic: [0]}) == ongoing
+        kp.alter_partition_reassignments({tp: None})  # cancel
+        assert kp.list_partition_reassignments() == {}
+        kafka_cluster.wait(
+            "the partition back on its replica",
+            lambda: (
+                kp.describe_topics([topic])[0]["partitions"][0]["replica_nodes"] == [was] or None
+            ),
+        )
+    finally:
+        throttle(AlterConfigOpType.DELETE)
         kp.close()
