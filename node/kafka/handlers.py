@@ -21,7 +21,7 @@ from ..security.acls import CLUSTER_NAME, AclOperation, ResourceType
 from ..security.authorizing_node import AuthorizingNode
 from ..security.kafka_gate import allowed, allowed_on_any, authorized_operations
 from ..security.node_authorizer import NodeAuthorizer
-from . import admin, log_dirs, records
+from . import admin, log_dirs, records, topic_partitions
 from .codec import (
     KafkaRequest,
     Part,
@@ -110,6 +110,13 @@ class KafkaApis:
                 self.listener,
                 r,
                 lambda: authorized_operations(self.authorizer, CLUSTER, CLUSTER_NAME),
+            ),
+            75: lambda r: topic_partitions.describe_topic_partitions(
+                guarded,
+                self.listener,
+                r,
+                guarded.may_describe,
+                lambda name: authorized_operations(self.authorizer, TOPIC, name),
             ),
             68: groups.consumer_group_heartbeat,
             69: groups.consumer_group_describe,

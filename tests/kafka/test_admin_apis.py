@@ -301,3 +301,49 @@ def test_a_throttled_reassignment_is_listed_and_cancelled(kafka_cluster):
     finally:
         throttle(AlterConfigOpType.DELETE)
         kp.close()
+
+
+def test_describe_topic_partitions_pages_with_a_cursor(kafka_cluster):
+    """KIP-966's DescribeTopicPartitions through kafka-python: topics in name order,
+    pages of ResponsePartitionLimit partitions, and the NextCursor to go on from."""
+    first, second = "dtp-a", "dtp-b"
+    create(kafka_cluster, first, 5)
+    create(kafka_cluster, second, 2)
+    kp = KafkaAdminClient(bootstrap_servers=kafka_cluster.kafka_bootstrap)
+    try:
+        whole = kp.describe_topic_partitions([second, first, "dtp-missing"])
+        assert whole["next_cursor"] is None
+        by_name = {t["name"]: t for t in whole["topics"]}
+        assert [t["name"] for t in whole["topics"]] == [first, second, "dtp-missing"]
+        assert by_name["dtp-missing"]["error_code"] == 3  # UNKNOWN_TOPIC_OR_PARTITION
+        for name, count in ((first, 5), (second, 2)):
+            t = by_name[name]
+            assert t["error_code"] == 0 and not t["is_internal"]
+            assert [p["partition_index"] for p in t["partitions"]] == list(range(count))
+            for p in t["partitions"]:
+                assert p["error_code"] == 0 and p["leader_id"] in p["isr_nodes"]
+                assert sorted(p["replica_nodes"]) == [1, 2, 3]
+                assert not p["eligible_leader_replicas"] and not p["offline_replicas"]
+
+        pages: list[list[tuple[str, int]]] = []
+        cursor = None
+        for _ in range(5):
+            page = kp.describe_topic_partitions(
+                [first, second], response_partition_limit=3, cursor=cursor
+            )
+            pages.append(
+                [(t["name"], p["partition_index"]) for t in page["topics"] for p in t["partitions"]]
+            )
+            cursor = page["next_cursor"]
+            if cursor is None:
+                break
+        assert pages == [
+            [(first, 0), (first, 1), (first, 2)],
+            [(first, 3), (first, 4), (second, 0)],
+            [(second, 1)],
+        ]
+        # No topics named: every topic.
+        every = {t["name"] for t in kp.describe_topic_partitions([])["topics"]}
+        assert {first, second} <= every
+    finally:
+        kp.close()

@@ -245,6 +245,13 @@ def admin_request(api_key: int, v: int) -> object | None:
             topic_partitions=[R.TopicPartitions(topic=TOPIC, partitions=[0])],
             timeout_ms=10_000,
         )
+    if api_key == 75:
+        R = a.DescribeTopicPartitionsRequest
+        return R[v](
+            topics=[R.TopicRequest(name=TOPIC), R.TopicRequest(name="proto-missing")],
+            response_partition_limit=2000,
+            cursor=None,
+        )
     if api_key == 35:
         R = a.DescribeLogDirsRequest
         return R[v](topics=[R.DescribableLogDirTopic(topic=TOPIC, partitions=[0])])
@@ -498,6 +505,10 @@ def test_every_served_api_and_version_cross_checked_with_kio(leader_port, api_ke
         assert decoded.error_code == 0 and decoded.producer_id >= 0
     elif api_key == 43:  # the preferred replica leads already (or just became leader)
         assert decoded.replica_election_results[0].partition_result[0].error_code in (0, 84)
+    elif api_key == 75:
+        [known, missing] = decoded.topics
+        assert known.error_code == 0 and missing.error_code == 3, decoded
+        assert known.partitions[0].eligible_leader_replicas == [], known
     elif api_key == 35:
         assert len(decoded.results) == 2 and all(r.error_code == 0 for r in decoded.results)
     elif api_key == 21:
