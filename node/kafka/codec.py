@@ -107,6 +107,8 @@ from .schemas.messages import (
     ConsumerGroupDescribeResponse,
     ConsumerGroupHeartbeatRequest,
     ConsumerGroupHeartbeatResponse,
+    GetTelemetrySubscriptionsRequest,
+    GetTelemetrySubscriptionsResponse,
 )
 
 _HEADER = struct.Struct(">hhi")  # api key, api version, correlation id
@@ -119,7 +121,9 @@ Part = bytes | FileSlice
 class ApiSpec:
     """One API this listener serves: `served` versions are decoded and answered;
     `advertised_min` may be lower (Produce is advertised from 0 as Kafka 4 does:
-    librdkafka only compresses when the advertised range starts low)."""
+    librdkafka only compresses when the advertised range starts low). An API that is
+    not `listed` is served but left out of ApiVersions, as Kafka leaves out the
+    telemetry APIs without a client-metrics receiver."""
 
     key: int
     name: str
@@ -127,6 +131,7 @@ class ApiSpec:
     response: Any  # and its response class
     served: tuple[int, int]
     advertised_min: int | None = None
+    listed: bool = True  # in ApiVersions' answer (Kafka hides some it serves)
 
     @property
     def advertised(self) -> tuple[int, int]:
@@ -246,6 +251,16 @@ APIS: dict[int, ApiSpec] = {
             ConsumerGroupDescribeRequest,
             ConsumerGroupDescribeResponse,
             (0, 0),
+        ),
+        # KIP-714 (node/kafka/telemetry.py): not listed, as by a Kafka broker without a
+        # client-metrics receiver plugin.
+        ApiSpec(
+            71,
+            "GetTelemetrySubscriptions",
+            GetTelemetrySubscriptionsRequest,
+            GetTelemetrySubscriptionsResponse,
+            (0, 0),
+            listed=False,
         ),
     )
 }

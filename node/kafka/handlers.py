@@ -8,6 +8,7 @@ reads FileSlices of the segments and the codec frames them for sendfile."""
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -21,7 +22,7 @@ from ..security.acls import CLUSTER_NAME, AclOperation, ResourceType
 from ..security.authorizing_node import AuthorizingNode
 from ..security.kafka_gate import allowed, allowed_on_any, authorized_operations
 from ..security.node_authorizer import NodeAuthorizer
-from . import admin, log_dirs, records, topic_partitions
+from . import admin, log_dirs, records, telemetry, topic_partitions
 from .codec import (
     KafkaRequest,
     Part,
@@ -60,6 +61,7 @@ class KafkaApis:
         self.authorizer: NodeAuthorizer | None = None
         guarded = AuthorizingNode(node, lambda: self.authorizer)
         groups = KafkaGroupApis(node, listener, lambda: self.authorizer)
+        self.client_telemetry = telemetry.ClientTelemetry()
         self._apis: dict[int, Callable[[KafkaRequest], list[Part] | None]] = {
             0: self.produce,
             1: self.fetch,
@@ -117,6 +119,9 @@ class KafkaApis:
                 r,
                 guarded.may_describe,
                 lambda name: authorized_operations(self.authorizer, TOPIC, name),
+            ),
+            71: lambda r: telemetry.get_telemetry_subscriptions(
+                self.client_telemetry, r, int(time.monotonic() * 1000)
             ),
             68: groups.consumer_group_heartbeat,
             69: groups.consumer_group_describe,

@@ -30,6 +30,7 @@ def api_versions(request: KafkaRequest) -> list[Part]:
     keys = [
         cls.ApiVersion(api_key=s.key, min_version=s.advertised[0], max_version=s.advertised[1])
         for s in sorted(APIS.values(), key=lambda s: s.key)
+        if s.listed
     ]
     body = cls(
         error_code=UNSUPPORTED_VERSION if unsupported else 0,

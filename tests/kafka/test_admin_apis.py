@@ -347,3 +347,39 @@ def test_describe_topic_partitions_pages_with_a_cursor(kafka_cluster):
         assert {first, second} <= every
     finally:
         kp.close()
+
+
+def test_telemetry_is_answered_as_by_a_broker_without_a_metrics_plugin(kafka_cluster):
+    """KIP-714: like a Kafka broker with no client-metrics receiver, GetTelemetrySubscriptions
+    is not listed in ApiVersions (kafka-python's and librdkafka's view), and a client that
+    asks anyway gets an instance id, no requested metrics and the 5-minute interval; asking
+    again within it is THROTTLING_QUOTA_EXCEEDED."""
+    import uuid
+
+    from kafka_cluster import KafkaConnection
+
+    from seglog.node.kafka.schemas.messages import GetTelemetrySubscriptionsRequest as R
+
+    kp = KafkaAdminClient(bootstrap_servers=kafka_cluster.kafka_bootstrap)
+    try:
+        listed = kp.api_versions()
+        # kafka-python: {api_key: (min, max)} of the node it asked.
+        assert 71 not in listed and 72 not in listed
+        assert listed[75] == (0, 0) and listed[21] == (0, 2)
+    finally:
+        kp.close()
+    # librdkafka asks for no subscription (it would only if the API were listed) and
+    # produces as usual with its default enable.metrics.push=true.
+    p = Producer({"bootstrap.servers": kafka_cluster.kafka_bootstrap, "enable.metrics.push": True})
+    p.produce("telemetry-check", b"x")
+    assert p.flush(TIMEOUT_S) == 0
+    with KafkaConnection(kafka_cluster.kafka_ports[1]) as conn:
+        _raw, first = conn.request(R[0](client_instance_id=uuid.UUID(int=0)))
+        assert first.error_code == 0 and first.client_instance_id != uuid.UUID(int=0)
+        assert first.requested_metrics == [] and first.push_interval_ms == 300_000
+        assert first.accepted_compression_types == [4, 3, 1, 2]
+        assert first.telemetry_max_bytes == 1024 * 1024 and first.delta_temporality
+        _raw, again = conn.request(R[0](client_instance_id=first.client_instance_id))
+        assert again.error_code == 89  # THROTTLING_QUOTA_EXCEEDED
+        _raw, other = conn.request(R[0](client_instance_id=uuid.uuid4()))
+        assert other.error_code == 0

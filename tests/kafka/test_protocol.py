@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import io
 import struct
+import uuid
 from typing import Any
 
 import pytest
@@ -252,6 +253,10 @@ def admin_request(api_key: int, v: int) -> object | None:
             response_partition_limit=2000,
             cursor=None,
         )
+    if api_key == 71:
+        from seglog.node.kafka.schemas.messages import GetTelemetrySubscriptionsRequest
+
+        return GetTelemetrySubscriptionsRequest[v](client_instance_id=uuid.UUID(int=0))
     if api_key == 35:
         R = a.DescribeLogDirsRequest
         return R[v](topics=[R.DescribableLogDirTopic(topic=TOPIC, partitions=[0])])
@@ -509,6 +514,8 @@ def test_every_served_api_and_version_cross_checked_with_kio(leader_port, api_ke
         [known, missing] = decoded.topics
         assert known.error_code == 0 and missing.error_code == 3, decoded
         assert known.partitions[0].eligible_leader_replicas == [], known
+    elif api_key == 71:
+        assert decoded.error_code == 0 and decoded.requested_metrics == []
     elif api_key == 35:
         assert len(decoded.results) == 2 and all(r.error_code == 0 for r in decoded.results)
     elif api_key == 21:
