@@ -29,7 +29,13 @@ class NodeServices(Protocol):
     def metadata_image(self) -> MetadataImage: ...
     def controller_id(self) -> int: ...
     def create_topic(
-        self, name: str, partitions: int, rf: int, configs: dict[str, str], validate_only: bool
+        self,
+        name: str,
+        partitions: int,
+        rf: int,
+        configs: dict[str, str],
+        validate_only: bool,
+        assignments: Sequence[tuple[int, Sequence[int]]] = (),
     ) -> str: ...
     def delete_topic(self, name: str) -> None: ...
     def elect_leaders(
@@ -41,7 +47,13 @@ class NodeServices(Protocol):
     def list_partition_reassignments(
         self, partitions: Sequence[tuple[str, int]] | None
     ) -> list[OngoingReassignment]: ...
-    def create_partitions(self, name: str, total_count: int, validate_only: bool) -> None: ...
+    def create_partitions(
+        self,
+        name: str,
+        total_count: int,
+        validate_only: bool,
+        assignments: Sequence[Sequence[int]] | None = None,
+    ) -> None: ...
     def alter_configs(
         self, topic: str, changes: dict[str, str | None], validate_only: bool
     ) -> None: ...

@@ -428,9 +428,17 @@ class Node:
         return -1 if leader is None else leader
 
     def create_topic(
-        self, name: str, partitions: int, rf: int, configs: dict[str, str], validate_only: bool
+        self,
+        name: str,
+        partitions: int,
+        rf: int,
+        configs: dict[str, str],
+        validate_only: bool,
+        assignments: Sequence[tuple[int, Sequence[int]]] = (),
     ) -> str:
-        return self.controller.create_topic(name, partitions, rf, configs, validate_only)
+        return self.controller.create_topic(
+            name, partitions, rf, configs, validate_only, assignments
+        )
 
     def find_group_coordinator(self, group_id: str) -> tuple[str, int]:
         """(error, node id) of the group's coordinator: the leader of its
@@ -462,8 +470,14 @@ class Node:
             return "COORDINATOR_NOT_AVAILABLE", -1
         return "NONE", state.leader
 
-    def create_partitions(self, name: str, total_count: int, validate_only: bool) -> None:
-        self.controller.create_partitions(name, total_count, validate_only)
+    def create_partitions(
+        self,
+        name: str,
+        total_count: int,
+        validate_only: bool,
+        assignments: Sequence[Sequence[int]] | None = None,
+    ) -> None:
+        self.controller.create_partitions(name, total_count, validate_only, assignments)
 
     def delete_topic(self, name: str) -> None:
         self.controller.delete_topic(name)

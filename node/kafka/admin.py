@@ -35,21 +35,27 @@ def create_topics(node: KafkaNode, request: KafkaRequest) -> list[Part]:
     names = [t.name for t in req.topics]
     results = []
     for t in req.topics:
+        # A manual assignment (Kafka: with -1 for both counts) gives both.
+        assignments = [(a.partition_index, tuple(a.broker_ids)) for a in t.assignments or ()]
         partitions = t.num_partitions if t.num_partitions != -1 else node.num_partitions
         rf = t.replication_factor if t.replication_factor != -1 else node.default_replication_factor
+        if assignments:
+            partitions, rf = t.num_partitions, t.replication_factor  # checked as Kafka does
         result = cls.CreatableTopicResult(
-            name=t.name, error_code=0, num_partitions=partitions, replication_factor=rf
+            name=t.name,
+            error_code=0,
+            num_partitions=len(assignments) if assignments else partitions,
+            replication_factor=len(assignments[0][1]) if assignments else rf,
         )
         if names.count(t.name) > 1:
             result.error_code = error_code("INVALID_REQUEST")
             result.error_message = f"topic {t.name!r} appears more than once in the request"
-        elif t.assignments:
-            result.error_code = error_code("INVALID_REQUEST")
-            result.error_message = "manual replica assignments are not supported"
         else:
             configs = {c.name: c.value for c in t.configs if c.value is not None}
             try:
-                topic_id = node.create_topic(t.name, partitions, rf, configs, req.validate_only)
+                topic_id = node.create_topic(
+                    t.name, partitions, rf, configs, req.validate_only, assignments
+                )
                 if topic_id:
                     with contextlib.suppress(ValueError):
                         result.topic_id = topic_id_to_uuid(topic_id)
@@ -101,19 +107,24 @@ def delete_topics(node: KafkaNode, request: KafkaRequest) -> list[Part]:
 
 
 def create_partitions(node: KafkaNode, request: KafkaRequest) -> list[Part]:
-    """Grow topics to the requested partition counts (new partitions placed as a new
-    topic's would be; explicit assignments are refused: seglog places replicas)."""
+    """Grow topics to the requested partition counts: the new partitions placed as a
+    new topic's would be, or by the request's assignments (one replica list per new
+    partition, checked as Kafka checks them)."""
     req = request.body
     cls = response_class(request)
     results = []
+    names = [t.name for t in req.topics]
     for t in req.topics:
         code, message = 0, None
-        if getattr(t, "assignments", None):
+        assignments = (
+            None if t.assignments is None else [tuple(a.broker_ids) for a in t.assignments]
+        )
+        if names.count(t.name) > 1:
             code = error_code("INVALID_REQUEST")
-            message = "explicit replica assignments are not supported; omit them"
+            message = f"topic {t.name!r} appears more than once in the request"
         else:
             try:
-                node.create_partitions(t.name, t.count, bool(req.validate_only))
+                node.create_partitions(t.name, t.count, bool(req.validate_only), assignments)
             except ControlError as e:
                 code, message = error_code(e.error_name), str(e)
         results.append(

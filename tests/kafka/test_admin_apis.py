@@ -383,3 +383,75 @@ def test_telemetry_is_answered_as_by_a_broker_without_a_metrics_plugin(kafka_clu
         assert again.error_code == 89  # THROTTLING_QUOTA_EXCEEDED
         _raw, other = conn.request(R[0](client_instance_id=uuid.uuid4()))
         assert other.error_code == 0
+
+
+def test_topics_and_partitions_created_with_explicit_replica_assignments(kafka_cluster):
+    """CreateTopics and CreatePartitions with a manual assignment, as Kafka takes them:
+    the replicas in the given order (the first leads), checked for unregistered and
+    repeated brokers and a replication factor that differs between partitions."""
+    from confluent_kafka.admin import NewPartitions
+    from kafka.admin import NewPartitions as KpNewPartitions
+    from kafka.admin import NewTopic as KpNewTopic
+    from kafka.errors import InvalidReplicationAssignmentError
+
+    b = kafka_cluster.kafka_bootstrap
+    kp = KafkaAdminClient(bootstrap_servers=b)
+    admin = AdminClient({"bootstrap.servers": b})
+
+    def placement(topic: str) -> list[tuple[int, list[int]]] | None:
+        try:
+            t = kp.describe_topics([topic])[0]
+        except Exception:  # noqa: BLE001 - not known to this client yet
+            return None
+        if t["error_code"]:
+            return None
+        parts = sorted(t["partitions"], key=lambda p: p["partition_index"])
+        return [(p["leader_id"], p["replica_nodes"]) for p in parts]
+
+    try:
+        # kafka-python: three partitions, each led by a different node.
+        wanted = {0: [1, 2], 1: [2, 3], 2: [3, 1]}
+        r = kp.create_topics([KpNewTopic("ma-kp", replica_assignments=wanted)])
+        assert r["topics"][0]["error_code"] == 0, r
+        expected = [(1, [1, 2]), (2, [2, 3]), (3, [3, 1])]
+        kafka_cluster.wait("ma-kp placed", lambda: placement("ma-kp") == expected or None)
+        # confluent-kafka: a single replica on node 2.
+        admin.create_topics([NewTopic("ma-ck", 2, replica_assignment=[[2], [2]])])["ma-ck"].result(
+            TIMEOUT_S
+        )
+        kafka_cluster.wait(
+            "ma-ck placed", lambda: placement("ma-ck") == [(2, [2]), (2, [2])] or None
+        )
+        # CreatePartitions: kafka-python places partition 3, confluent-kafka 4 and 5.
+        kp.create_partitions({"ma-kp": KpNewPartitions(4, [[2, 1]])})
+        f = admin.create_partitions(
+            [NewPartitions("ma-kp", 6, replica_assignment=[[3, 2], [1, 3]])]
+        )
+        f["ma-kp"].result(TIMEOUT_S)
+        expected += [(2, [2, 1]), (3, [3, 2]), (1, [1, 3])]
+        kafka_cluster.wait("ma-kp grown", lambda: placement("ma-kp") == expected or None)
+        # The records go where they were placed (and only there).
+        p = Producer({"bootstrap.servers": b, "acks": "all"})
+        for part in range(6):
+            p.produce("ma-kp", b"x", partition=part)
+        assert p.flush(TIMEOUT_S) == 0
+
+        # Kafka's refusals.
+        bad = {
+            "ma-unregistered": {0: [1, 9]},
+            "ma-twice": {0: [2, 2]},
+            "ma-uneven": {0: [1, 2], 1: [3]},
+            "ma-gap": {0: [1], 2: [2]},
+        }
+        r = kp.create_topics(
+            [KpNewTopic(name, replica_assignments=a) for name, a in bad.items()],
+            raise_errors=False,
+        )
+        codes = {t["name"]: t["error_code"] for t in r["topics"]}
+        assert codes == dict.fromkeys(bad, InvalidReplicationAssignmentError.errno), r
+        f = admin.create_partitions([NewPartitions("ma-ck", 3, replica_assignment=[[1, 2]])])
+        with pytest.raises(Exception, match="INVALID_REPLICA_ASSIGNMENT"):
+            f["ma-ck"].result(TIMEOUT_S)
+        assert placement("ma-ck") == [(2, [2]), (2, [2])]
+    finally:
+        kp.close()
