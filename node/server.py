@@ -318,6 +318,19 @@ class Node:
     ) -> None:
         self.controller.alter_broker_configs(broker, changes, validate_only)
 
+    def broker_config_layers(
+        self, broker: str
+    ) -> tuple[dict[str, str], dict[str, str], dict[str, str]]:
+        """A broker's config layers: its dynamic configs, the cluster's dynamic
+        default, and (for this node only) its server.properties."""
+        image = self.controller.image
+        own = dict(image.broker_configs.get(broker, {})) if broker else {}
+        default = dict(image.broker_configs.get("", {}))
+        static = (
+            {k: str(v) for k, v in self.config.raw.items()} if broker == str(self.node_id) else {}
+        )
+        return own, default, static
+
     def describe_broker_config(self, broker: str) -> list[tuple[str, str, int]]:
         """(name, value, source) as DescribeConfigs answers a BROKER resource: the
         dynamic configs (1: this broker's, 2: the cluster default) and, for this node,

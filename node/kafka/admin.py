@@ -18,6 +18,7 @@ from seglog.storage.errors import InvalidConfigError
 from seglog.storage.partition_metadata import topic_id_to_uuid
 
 from ..event_log import EventLogger
+from . import config_entries
 from .codec import KafkaRequest, Part, encode_response, response_class
 from .errors import error_code
 from .node_api import KafkaNode
@@ -149,11 +150,20 @@ def describe_configs(
     request: KafkaRequest,
     may_describe_broker: Callable[[], bool] = lambda: True,
 ) -> list[Part]:
-    """Topic configs need DESCRIBE_CONFIGS on the topic (the guarded node checks it),
-    the broker's DESCRIBE_CONFIGS on the cluster (else CLUSTER_AUTHORIZATION_FAILED)."""
+    """Every config of each resource, as Kafka's ConfigHelper answers (config_entries.py):
+    a topic's from its overrides, the broker's layers and the defaults; the BROKER
+    resource of this node with every broker config; the BROKER resource "" with the
+    cluster's dynamic defaults; another broker's id is INVALID_REQUEST (its own node
+    answers for it). Topic configs need DESCRIBE_CONFIGS on the topic (the guarded node
+    checks it), broker ones on the cluster (else CLUSTER_AUTHORIZATION_FAILED)."""
     req = request.body
+    v = request.api_version
     cls = response_class(request)
     entry_cls = cls.DescribeConfigsResult.DescribeConfigsResourceResult
+    synonym_cls = entry_cls.DescribeConfigsSynonym
+    with_synonyms = bool(getattr(req, "include_synonyms", False)) and v >= 1
+    with_docs = bool(getattr(req, "include_documentation", False)) and v >= 3
+    own_id = str(node.node_id)
     results = []
     for resource in req.resources:
         result = cls.DescribeConfigsResult(
@@ -164,36 +174,59 @@ def describe_configs(
             configs=[],
         )
         wanted = set(resource.configuration_keys or ())
-        entries: list[tuple[str, str, int]] = []
-        if resource.resource_type == TOPIC:
-            try:
-                entries = node.describe_topic_config(resource.resource_name)
-            except ControlError as e:
-                result.error_code, result.error_message = error_code(e.error_name), str(e)
-        elif resource.resource_type == BROKER and not may_describe_broker():
-            result.error_code = error_code("CLUSTER_AUTHORIZATION_FAILED")
-            result.error_message = "not authorized to DESCRIBE_CONFIGS on the cluster"
-        elif resource.resource_type == BROKER:
-            # Static properties for this node, the dynamic ones (KIP-226) for any.
-            entries = node.describe_broker_config(resource.resource_name)
-        else:
-            result.error_code = error_code("INVALID_REQUEST")
-            result.error_message = "only TOPIC and BROKER config resources are supported"
-        for name, value, source in entries:
-            if wanted and name not in wanted:
-                continue
-            secret = sensitive(name)
-            result.configs.append(
-                entry_cls(
-                    name=name,
-                    value=None if secret else value,
-                    read_only=resource.resource_type == BROKER
-                    and name not in DYNAMIC_BROKER_CONFIGS,
-                    config_source=source,
-                    is_sensitive=secret,
-                    synonyms=[],
+        entries: list[config_entries.Entry] = []
+        try:
+            if resource.resource_type == TOPIC:
+                effective = {
+                    n: value for n, value, _s in node.describe_topic_config(resource.resource_name)
+                }
+                overrides = node.metadata_image().configs.get(resource.resource_name, {})
+                entries = config_entries.topic_entries(
+                    effective, overrides, config_entries.Layers(*node.broker_config_layers(own_id))
                 )
+            elif resource.resource_type == BROKER and not may_describe_broker():
+                raise ControlError(
+                    "CLUSTER_AUTHORIZATION_FAILED",
+                    "not authorized to DESCRIBE_CONFIGS on the cluster",
+                )
+            elif resource.resource_type == BROKER and resource.resource_name == "":
+                _own, default, _static = node.broker_config_layers("")
+                entries = config_entries.default_broker_entries(default, sensitive)
+            elif resource.resource_type == BROKER and resource.resource_name == own_id:
+                layers = config_entries.Layers(*node.broker_config_layers(own_id))
+                entries = config_entries.broker_entries(
+                    layers, set(DYNAMIC_BROKER_CONFIGS), sensitive
+                )
+            elif resource.resource_type == BROKER:
+                raise ControlError(
+                    "INVALID_REQUEST",
+                    f"Unexpected broker id, expected {own_id} or empty string, but "
+                    f"received {resource.resource_name}",
+                )
+            else:
+                raise ControlError(
+                    "INVALID_REQUEST", "only TOPIC and BROKER config resources are supported"
+                )
+        except ControlError as e:
+            result.error_code, result.error_message = error_code(e.error_name), str(e)
+        for e in entries:
+            if wanted and e.name not in wanted:
+                continue
+            entry = entry_cls(
+                name=e.name,
+                value=e.value,
+                read_only=e.read_only,
+                config_source=e.source,
+                is_default=e.source == config_entries.DEFAULT,
+                is_sensitive=e.sensitive,
+                synonyms=[
+                    synonym_cls(name=s.name, value=s.value, source=s.source)
+                    for s in (e.synonyms if with_synonyms else ())
+                ],
+                config_type=e.config_type,
+                documentation=e.documentation if with_docs else None,
             )
+            result.configs.append(entry)
         results.append(result)
     return encode_response(request, cls(throttle_time_ms=0, results=results))
 

@@ -455,3 +455,78 @@ def test_topics_and_partitions_created_with_explicit_replica_assignments(kafka_c
         assert placement("ma-ck") == [(2, [2]), (2, [2])]
     finally:
         kp.close()
+
+
+def test_describe_configs_answers_every_config_of_every_resource(kafka_cluster):
+    """DescribeConfigs as Kafka answers it: every broker config of the node asked
+    (advertised.listeners included, read-only, with its type), every topic config
+    (retention.bytes: DEFAULT_CONFIG, LONG, -1), several resources in one request, the
+    KIP-226 synonyms down to the broker default, and documentation."""
+    from confluent_kafka.admin import ConfigResource, ConfigSource, ResourceType
+    from kafka.admin import ConfigResource as KpConfigResource
+    from kafka.admin import ConfigResourceType
+
+    topic = "dc-configs"
+    create(kafka_cluster, topic, 1, **{"retention.ms": "3600000"})
+    b = kafka_cluster.kafka_bootstrap
+    kp = KafkaAdminClient(bootstrap_servers=b)
+    try:
+        kp.wait_for_topics([topic])
+        node = kp._client.least_loaded_node()  # kafka-python's own tests ask this one
+        broker = KpConfigResource(ConfigResourceType.BROKER, node)
+        configs = kp.describe_configs([broker], config_filter="all")
+        mine = configs["broker"][str(node)]
+        listeners = mine["advertised.listeners"]
+        assert listeners["config_type"] in ("LIST", "STRING") and listeners["read_only"] is True
+        assert listeners["is_sensitive"] is False and listeners["synonyms"] == []
+        assert "value" in listeners
+        assert mine["num.partitions"]["value"] == "1"  # the test nodes' server.properties
+        assert mine["num.partitions"]["config_source"] == "STATIC_BROKER_CONFIG"
+        assert mine["log.retention.hours"]["value"] == "168"
+        assert mine["log.retention.hours"]["config_source"] == "DEFAULT_CONFIG"
+        assert mine["log.retention.hours"]["read_only"] is False  # dynamic in seglog too
+
+        named = KpConfigResource(ConfigResourceType.TOPIC, topic)
+        configs = kp.describe_configs([named], config_filter="all")
+        retention = configs["topic"][topic]["retention.bytes"]
+        assert retention["config_source"] == "DEFAULT_CONFIG" and retention["value"] == "-1"
+        assert retention["config_type"] == "LONG" and retention["read_only"] is False
+        assert retention["is_sensitive"] is False and retention["synonyms"] == []
+
+        both = kp.describe_configs([named, broker], config_filter="all")
+        assert len(both["topic"][topic]) > 1 and len(both["broker"][str(node)]) > 1
+        # Another broker's id asked of this node: Kafka's INVALID_REQUEST.
+        other = next(n for n in (1, 2, 3) if n != node)
+        from kafka.protocol.admin import DescribeConfigsRequest as D
+        from kafka_cluster import KafkaConnection
+
+        with KafkaConnection(kafka_cluster.kafka_ports[node]) as conn:
+            request = D[4](
+                resources=[
+                    D.DescribeConfigsResource(
+                        resource_type=4, resource_name=str(other), configuration_keys=None
+                    )
+                ],
+                include_synonyms=True,
+                include_documentation=True,
+            )
+            assert conn.request(request)[1].results[0].error_code == 42  # INVALID_REQUEST
+    finally:
+        kp.close()
+
+    # confluent-kafka: two topics in one request, with synonyms.
+    create(kafka_cluster, "dc-second", 1)
+    admin = AdminClient({"bootstrap.servers": b})
+    resources = [ConfigResource(ResourceType.TOPIC, t) for t in (topic, "dc-second")]
+    done = admin.describe_configs(resources)  # librdkafka always asks for synonyms
+    got = {r.name: f.result(TIMEOUT_S) for r, f in done.items()}
+    assert set(got) == {topic, "dc-second"} and all(len(c) > 20 for c in got.values())
+    retention_ms = got[topic]["retention.ms"]
+    assert retention_ms.value == "3600000"
+    assert retention_ms.source == ConfigSource.DYNAMIC_TOPIC_CONFIG.value
+    # The override, then the broker default it hides (log.retention.hours=168).
+    assert [(s.name, s.value, s.source) for s in retention_ms.synonyms.values()] == [
+        ("retention.ms", "3600000", ConfigSource.DYNAMIC_TOPIC_CONFIG.value),
+        ("log.retention.hours", "168", ConfigSource.DEFAULT_CONFIG.value),
+    ]
+    assert got["dc-second"]["retention.ms"].source == ConfigSource.DEFAULT_CONFIG.value

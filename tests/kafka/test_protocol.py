@@ -574,7 +574,7 @@ def test_reassignment_requests_that_name_bad_replicas_get_kafkas_errors(leader_p
 
 def test_dynamic_broker_configs_on_the_kafka_listener(leader_port):
     """KIP-226: IncrementalAlterConfigs on the BROKER resource "" (every broker) sets a
-    dynamic default that DescribeConfigs shows as DYNAMIC_DEFAULT_BROKER_CONFIG (2); a
+    dynamic default that DescribeConfigs shows as DYNAMIC_DEFAULT_BROKER_CONFIG (3); a
     config that needs a restart is INVALID_CONFIG; deleting removes it."""
     R = IncrementalAlterConfigsRequest
     Res, Cfg = R.AlterConfigsResource, R.AlterConfigsResource.AlterableConfig
@@ -610,7 +610,7 @@ def test_dynamic_broker_configs_on_the_kafka_listener(leader_port):
         return {c.name: (c.value, c.config_source, c.read_only) for c in result.configs}
 
     assert alter("leader.replication.throttled.rate", 0, "1048576").error_code == 0
-    assert described()["leader.replication.throttled.rate"] == ("1048576", 2, False)
+    assert described()["leader.replication.throttled.rate"] == ("1048576", 3, False)
     refused = alter("num.io.threads", 0, "2")
     assert refused.error_code == 40 and "without a restart" in refused.error_message
     assert alter("leader.replication.throttled.rate", 1, None).error_code == 0
