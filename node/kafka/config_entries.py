@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
+from seglog.node.config import DEFAULT_LISTENERS, DEFAULT_SECURITY_PROTOCOL_MAP
 from seglog.storage.log_config import (
     BROKER_LOG_SETTING_KEYS,
     BROKER_SYNONYMS,
@@ -19,6 +20,8 @@ from seglog.storage.log_config import (
     ConfigKey,
     ConfigType,
 )
+
+from .socket_server import SocketSettings
 
 TOPIC_CONFIG, DYNAMIC_BROKER, DYNAMIC_DEFAULT_BROKER, STATIC_BROKER, DEFAULT = 1, 2, 3, 4, 5
 # Kafka's DescribeConfigs config types (UNKNOWN: a property no config defines).
@@ -96,12 +99,14 @@ TOPIC_DOCS = {
     "replication is throttled: partition:broker entries or *.",
 }
 
+_SOCKETS = SocketSettings()
 # The node's own broker configs (beyond the log ones in storage/log_config.py):
-# name -> (type, Kafka's default or None, documentation).
+# name -> (type, seglog's default (Kafka's but where docs/compatibility.md says) or
+# None, documentation).
 NODE_CONFIGS: dict[str, tuple[int, str | None, str]] = {
-    "node.id": (INT, "-1", "This node's id, as a broker and as a controller voter."),
-    "process.roles": (LIST, "", "broker, controller, or both (seglog: both)."),
-    "listeners": (LIST, "PLAINTEXT://:9092", "The listeners, NAME://host:port each."),
+    "node.id": (INT, None, "This node's id, as a broker and as a controller voter."),
+    "process.roles": (LIST, "broker,controller", "broker, controller, or both."),
+    "listeners": (LIST, DEFAULT_LISTENERS, "The listeners, NAME://host:port each."),
     "advertised.listeners": (
         LIST,
         None,
@@ -109,10 +114,10 @@ NODE_CONFIGS: dict[str, tuple[int, str | None, str]] = {
     ),
     "listener.security.protocol.map": (
         STRING,
-        None,
+        DEFAULT_SECURITY_PROTOCOL_MAP,
         "Each listener's security protocol, NAME:PROTOCOL entries.",
     ),
-    "controller.listener.names": (LIST, None, "The listeners the controller serves."),
+    "controller.listener.names": (LIST, "CONTROLLER", "The listeners the controller serves."),
     "inter.broker.listener.name": (STRING, None, "The listener brokers replicate over."),
     "controller.quorum.voters": (LIST, "", "The controller voters, id@host:port each."),
     "log.dirs": (LIST, None, "The directories holding the partition logs."),
@@ -120,12 +125,24 @@ NODE_CONFIGS: dict[str, tuple[int, str | None, str]] = {
     "num.partitions": (INT, "1", "The partition count of an auto-created topic."),
     "default.replication.factor": (INT, "1", "The replication factor of auto-created topics."),
     "auto.create.topics.enable": (BOOLEAN, "true", "Whether Metadata creates unknown topics."),
-    "num.network.threads": (INT, "3", "The network threads of each listener."),
+    "num.network.threads": (
+        INT,
+        str(_SOCKETS.num_network_threads),
+        "The network threads of each listener.",
+    ),
     "num.io.threads": (INT, "8", "The threads handling requests."),
-    "queued.max.requests": (INT, "500", "The requests queued for the handlers."),
-    "socket.request.max.bytes": (INT, "104857600", "The largest request accepted."),
-    "max.connections": (INT, "2147483647", "The most connections a node accepts."),
-    "connections.max.idle.ms": (LONG, "600000", "Idle connections close after this."),
+    "queued.max.requests": (INT, str(_SOCKETS.queued_max_requests), "Requests queued."),
+    "socket.request.max.bytes": (
+        INT,
+        str(_SOCKETS.socket_request_max_bytes),
+        "The largest request accepted.",
+    ),
+    "max.connections": (INT, str(_SOCKETS.max_connections), "The most connections a node takes."),
+    "connections.max.idle.ms": (
+        LONG,
+        str(_SOCKETS.connections_max_idle_ms),
+        "Idle connections close after this.",
+    ),
     "fetch.max.bytes": (INT, "57671680", "The most bytes one fetch answer holds."),
     "broker.session.timeout.ms": (INT, "9000", "A broker without heartbeats this long is fenced."),
     "broker.heartbeat.interval.ms": (INT, "2000", "How often a broker heartbeats."),
