@@ -148,18 +148,19 @@ APIS: dict[int, ApiSpec] = {
     for spec in (
         ApiSpec(0, "Produce", ProduceRequest, ProduceResponse, (3, 9), advertised_min=0),
         ApiSpec(1, "Fetch", FetchRequest, FetchResponse, (4, 12)),
-        ApiSpec(2, "ListOffsets", ListOffsetsRequest, ListOffsetsResponse, (1, 7)),
-        ApiSpec(3, "Metadata", MetadataRequest, MetadataResponse, (0, 12)),
+        ApiSpec(2, "ListOffsets", ListOffsetsRequest, ListOffsetsResponse, (1, 10)),
+        ApiSpec(3, "Metadata", MetadataRequest, MetadataResponse, (0, 13)),
         # The group APIs (node/kafka/groups.py). OffsetCommit v10 and OffsetFetch v10
         # name topics by id (KIP-848's consumer protocol): not served yet.
         ApiSpec(8, "OffsetCommit", OffsetCommitRequest, OffsetCommitResponse, (2, 9)),
         ApiSpec(9, "OffsetFetch", OffsetFetchRequest, OffsetFetchResponse, (1, 9)),
-        ApiSpec(10, "FindCoordinator", FindCoordinatorRequest, FindCoordinatorResponse, (0, 4)),
-        ApiSpec(11, "JoinGroup", JoinGroupRequest, JoinGroupResponse, (0, 9)),
+        ApiSpec(10, "FindCoordinator", FindCoordinatorRequest, FindCoordinatorResponse, (0, 6)),
+        # Kafka 4 (KIP-896) serves JoinGroup from v2.
+        ApiSpec(11, "JoinGroup", JoinGroupRequest, JoinGroupResponse, (2, 9)),
         ApiSpec(12, "Heartbeat", HeartbeatRequest, HeartbeatResponse, (0, 4)),
         ApiSpec(13, "LeaveGroup", LeaveGroupRequest, LeaveGroupResponse, (0, 5)),
         ApiSpec(14, "SyncGroup", SyncGroupRequest, SyncGroupResponse, (0, 5)),
-        ApiSpec(15, "DescribeGroups", DescribeGroupsRequest, DescribeGroupsResponse, (0, 5)),
+        ApiSpec(15, "DescribeGroups", DescribeGroupsRequest, DescribeGroupsResponse, (0, 6)),
         ApiSpec(16, "ListGroups", ListGroupsRequest, ListGroupsResponse, (0, 5)),
         ApiSpec(18, "ApiVersions", ApiVersionsRequest, ApiVersionsResponse, (0, 4)),
         ApiSpec(21, "DeleteRecords", DeleteRecordsRequest, DeleteRecordsResponse, (0, 2)),
@@ -207,7 +208,7 @@ APIS: dict[int, ApiSpec] = {
             DescribeTopicPartitionsResponse,
             (0, 0),
         ),
-        ApiSpec(60, "DescribeCluster", DescribeClusterRequest, DescribeClusterResponse, (0, 1)),
+        ApiSpec(60, "DescribeCluster", DescribeClusterRequest, DescribeClusterResponse, (0, 2)),
         # Security (node/security/kafka_gate.py answers these). SaslHandshake v1 only
         # (v0 would be followed by unframed SASL tokens), advertised from v0 because
         # librdkafka enables SASL only when a broker lists v0.

@@ -8,6 +8,7 @@ never holds a request handler."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 from seglog.storage.partition_metadata import topic_id_to_uuid
@@ -45,7 +46,7 @@ from .socket_server import Deferred
 ANSWER_TIMEOUT_S = 30.0
 UNKNOWN_TOPIC_OR_PARTITION = "UNKNOWN_TOPIC_OR_PARTITION"
 JOIN_MARGIN_S = 10.0
-GROUP_KEY = 0
+GROUP_KEY, TRANSACTION_KEY = 0, 1  # v6's share groups (2) are not served
 
 
 def _error(result: Result) -> str:
@@ -78,6 +79,8 @@ class KafkaGroupApis:
 
     def _coordinator(self, key: str, key_type: int) -> tuple[str, int, str, int, str | None]:
         """(error, node id, host, port, message) for one coordinator key."""
+        if key_type not in (GROUP_KEY, TRANSACTION_KEY):
+            return "INVALID_REQUEST", -1, "", -1, f"key type {key_type} is not served"
         if key_type != GROUP_KEY:
             return (
                 "COORDINATOR_NOT_AVAILABLE",
@@ -578,10 +581,15 @@ class KafkaGroupApis:
             r = wait_answer(self._groups().describe_group(group_id), ANSWER_TIMEOUT_S)
             if not isinstance(r, DescribedGroup):
                 r = DescribedGroup(_error(r), group_id, "", "", "")
+            message = None
+            if request.api_version >= 6 and r.error == NONE and r.state == "Dead":
+                # KIP-1043: v6 says the group is not there rather than "Dead".
+                r = replace(r, error="GROUP_ID_NOT_FOUND")
+                message = f"Group {group_id} not found."
             out.append(
                 G(
                     error_code=error_code(r.error),
-                    error_message=None,
+                    error_message=message,
                     group_id=group_id,
                     group_state=r.state,
                     protocol_type=r.protocol_type,

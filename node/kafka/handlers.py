@@ -40,6 +40,8 @@ from .socket_server import Deferred
 _log = EventLogger("kafka")
 TOPIC, CLUSTER = ResourceType.TOPIC, ResourceType.CLUSTER
 INTERNAL_TOPICS = frozenset({OFFSETS_TOPIC})
+# ListOffsets' special timestamps (Kafka's ListOffsetsRequest).
+EARLIEST_TIMESTAMP, EARLIEST_LOCAL_TIMESTAMP, LATEST_TIERED_TIMESTAMP = -2, -4, -5
 MAX_FETCH_WAIT_MS = 30_000  # a client's fetch.max.wait.ms is capped at this
 DEFAULT_PRODUCE_TIMEOUT_MS = 30_000
 
@@ -331,11 +333,18 @@ class KafkaApis:
             partitions = []
             for p in t.partitions:
                 epoch = p.current_leader_epoch if request.api_version >= 4 else -1
+                # Without tiered storage (KIP-405) the earliest local offset is the log
+                # start (v8's -4), and nothing is tiered (v9's -5: offset -1), as Kafka.
+                timestamp = p.timestamp
+                if timestamp in (EARLIEST_LOCAL_TIMESTAMP, LATEST_TIERED_TIMESTAMP):
+                    timestamp = EARLIEST_TIMESTAMP
                 r = (
-                    rm.list_offset((t.name, p.partition_index), p.timestamp, epoch, -1)
+                    rm.list_offset((t.name, p.partition_index), timestamp, epoch, -1)
                     if allowed(self.authorizer, AclOperation.DESCRIBE, TOPIC, t.name)
                     else OffsetResult(error_name="TOPIC_AUTHORIZATION_FAILED")
                 )
+                if p.timestamp == LATEST_TIERED_TIMESTAMP and r.error_name == "NONE":
+                    r = OffsetResult(offset=-1, timestamp=-1, leader_epoch=-1)
                 partitions.append(
                     cls.ListOffsetsTopicResponse.ListOffsetsPartitionResponse(
                         partition_index=p.partition_index,

@@ -530,3 +530,38 @@ def test_describe_configs_answers_every_config_of_every_resource(kafka_cluster):
         ("log.retention.hours", "168", ConfigSource.DEFAULT_CONFIG.value),
     ]
     assert got["dc-second"]["retention.ms"].source == ConfigSource.DEFAULT_CONFIG.value
+
+
+def test_kafka_python_sees_a_kafka_4_0_broker_and_its_list_offsets_specs(kafka_cluster):
+    """Our ApiVersions ranges are Kafka 4.0's where seglog behaves as 4.0 does
+    (docs/compatibility.md): kafka-python infers 4.0, and ListOffsets v10's specs answer
+    as on a broker without tiered storage (EARLIEST_LOCAL is the log start, nothing is
+    LATEST_TIERED)."""
+    from kafka.admin import OffsetSpec
+
+    topic = "lo-specs"
+    create(kafka_cluster, topic, 1, per_partition=10)
+    kp = KafkaAdminClient(bootstrap_servers=kafka_cluster.kafka_bootstrap)
+    try:
+        kp.wait_for_topics([topic])
+        node = kp._client.least_loaded_node()
+        assert kp.get_broker_version_data(node).broker_version[:2] == (4, 0)
+        tp = KpTopicPartition(topic, 0)
+        kp.delete_records({tp: 4})
+        got = {
+            spec: kp.list_partition_offsets({tp: spec})[tp].offset
+            for spec in (
+                OffsetSpec.EARLIEST,
+                OffsetSpec.EARLIEST_LOCAL,
+                OffsetSpec.LATEST,
+                OffsetSpec.LATEST_TIERED,
+            )
+        }
+        assert got == {
+            OffsetSpec.EARLIEST: 4,
+            OffsetSpec.EARLIEST_LOCAL: 4,
+            OffsetSpec.LATEST: 10,
+            OffsetSpec.LATEST_TIERED: -1,
+        }
+    finally:
+        kp.close()
