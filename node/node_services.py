@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Protocol
 
+from seglog.proto import cluster_pb2 as cpb
 from seglog.replication.metadata_image import MetadataImage
 from seglog.replication.reassignment import OngoingReassignment
 
@@ -62,6 +63,7 @@ class NodeServices(Protocol):
         self, broker: str, changes: dict[str, str | None], validate_only: bool
     ) -> None: ...
     def describe_broker_config(self, broker: str) -> list[tuple[str, str, int]]: ...
+    def describe_metadata_quorum(self) -> cpb.DescribeQuorumResponse: ...
     def broker_config_layers(
         self, broker: str
     ) -> tuple[dict[str, str], dict[str, str], dict[str, str]]: ...

@@ -318,6 +318,26 @@ class Node:
     ) -> None:
         self.controller.alter_broker_configs(broker, changes, validate_only)
 
+    def describe_metadata_quorum(self) -> cpb.DescribeQuorumResponse:
+        """The metadata quorum as its leader sees it (each voter's log end and last
+        fetch), for Kafka's DescribeQuorum; ControlError without a known leader."""
+        if self.remote is None:
+            raise ControlError(
+                "NOT_LEADER_OR_FOLLOWER", "this node runs without controller.quorum.voters"
+            )
+        try:
+            own = self.remote.describe_quorum(timeout_s=2)
+            if own.leader_id < 0:
+                raise ControlError("NOT_LEADER_OR_FOLLOWER", "no metadata quorum leader is known")
+            if own.leader_id == own.node_id:
+                return own
+            stub = self.remote.client.controller_stub(own.leader_id)
+            return stub.DescribeQuorum(cpb.DescribeQuorumRequest(), timeout=2)
+        except grpc.RpcError as e:
+            raise ControlError(
+                "NOT_LEADER_OR_FOLLOWER", f"the quorum's leader did not answer: {e.code()}"
+            ) from None
+
     def broker_config_layers(
         self, broker: str
     ) -> tuple[dict[str, str], dict[str, str], dict[str, str]]:

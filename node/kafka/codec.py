@@ -44,6 +44,8 @@ from kafka.protocol.admin import (
     DescribeGroupsResponse,
     DescribeLogDirsRequest,
     DescribeLogDirsResponse,
+    DescribeQuorumRequest,
+    DescribeQuorumResponse,
     DescribeTopicPartitionsRequest,
     DescribeTopicPartitionsResponse,
     DescribeUserScramCredentialsRequest,
@@ -208,6 +210,7 @@ APIS: dict[int, ApiSpec] = {
             DescribeTopicPartitionsResponse,
             (0, 0),
         ),
+        ApiSpec(55, "DescribeQuorum", DescribeQuorumRequest, DescribeQuorumResponse, (0, 2)),
         ApiSpec(60, "DescribeCluster", DescribeClusterRequest, DescribeClusterResponse, (0, 2)),
         # Security (node/security/kafka_gate.py answers these). SaslHandshake v1 only
         # (v0 would be followed by unframed SASL tokens), advertised from v0 because

@@ -22,7 +22,7 @@ from ..security.acls import CLUSTER_NAME, AclOperation, ResourceType
 from ..security.authorizing_node import AuthorizingNode
 from ..security.kafka_gate import allowed, allowed_on_any, authorized_operations
 from ..security.node_authorizer import NodeAuthorizer
-from . import admin, log_dirs, records, telemetry, topic_partitions
+from . import admin, log_dirs, quorum, records, telemetry, topic_partitions
 from .codec import (
     KafkaRequest,
     Part,
@@ -64,6 +64,7 @@ class KafkaApis:
         guarded = AuthorizingNode(node, lambda: self.authorizer)
         groups = KafkaGroupApis(node, listener, lambda: self.authorizer)
         self.client_telemetry = telemetry.ClientTelemetry()
+        self.quorum_voters: dict[int, tuple[str, int]] = {}  # the listener sets them
         self._apis: dict[int, Callable[[KafkaRequest], list[Part] | None]] = {
             0: self.produce,
             1: self.fetch,
@@ -109,6 +110,12 @@ class KafkaApis:
             44: lambda r: admin.incremental_alter_configs(guarded, r),
             45: self.alter_partition_reassignments,
             46: self.list_partition_reassignments,
+            55: lambda r: quorum.describe_quorum(
+                self.node,
+                r,
+                self.quorum_voters,
+                allowed(self.authorizer, AclOperation.DESCRIBE, CLUSTER, CLUSTER_NAME),
+            ),
             60: lambda r: describe_cluster(
                 self.node,
                 self.listener,

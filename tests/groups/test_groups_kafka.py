@@ -319,6 +319,7 @@ def commit(conn: KafkaConnection, group: str, generation: int, member_id: str) -
 
 def test_coordinator_errors_as_kafka_sends_them(group_cluster):
     group = "errors-group"
+    create_topic(group_cluster, "g-errors", 1)  # a commit for an unknown topic is refused
     port, other = coordinator_port(group_cluster, group)
     with KafkaConnection(port, timeout_s=30) as conn:
         first = join(conn, group)

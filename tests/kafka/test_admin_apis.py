@@ -565,3 +565,25 @@ def test_kafka_python_sees_a_kafka_4_0_broker_and_its_list_offsets_specs(kafka_c
         }
     finally:
         kp.close()
+
+
+def test_describe_quorum_shows_the_metadata_quorum(kafka_cluster):
+    """DescribeQuorum through kafka-python's admin (its own integration test's checks):
+    the __cluster_metadata partition, its leader and epoch, the high watermark and the
+    three voters with their log ends, as the quorum's leader sees them."""
+    kp = KafkaAdminClient(bootstrap_servers=kafka_cluster.kafka_bootstrap)
+    try:
+        result = kp.describe_metadata_quorum()
+    finally:
+        kp.close()
+    assert "error_code" not in result and "error_message" not in result
+    [t] = result["topics"]
+    assert t["topic_name"] == "__cluster_metadata"
+    [p] = t["partitions"]
+    assert p["partition_index"] == 0 and p["error"] is None
+    assert p["leader_id"] in (1, 2, 3) and p["leader_epoch"] >= 1
+    assert p["high_watermark"] > 0
+    voters = {v["replica_id"]: v for v in p["current_voters"]}
+    assert set(voters) == {1, 2, 3}
+    assert voters[p["leader_id"]]["log_end_offset"] >= p["high_watermark"]
+    assert p["observers"] == []

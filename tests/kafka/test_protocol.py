@@ -257,6 +257,14 @@ def admin_request(api_key: int, v: int) -> object | None:
         from seglog.node.kafka.schemas.messages import GetTelemetrySubscriptionsRequest
 
         return GetTelemetrySubscriptionsRequest[v](client_instance_id=uuid.UUID(int=0))
+    if api_key == 55:
+        R = a.DescribeQuorumRequest
+        T = R.TopicData
+        return R[v](
+            topics=[
+                T(topic_name="__cluster_metadata", partitions=[T.PartitionData(partition_index=0)])
+            ]
+        )
     if api_key == 35:
         R = a.DescribeLogDirsRequest
         return R[v](topics=[R.DescribableLogDirTopic(topic=TOPIC, partitions=[0])])
@@ -516,6 +524,8 @@ def test_every_served_api_and_version_cross_checked_with_kio(leader_port, api_ke
         assert known.partitions[0].eligible_leader_replicas == [], known
     elif api_key == 71:
         assert decoded.error_code == 0 and decoded.requested_metrics == []
+    elif api_key == 55:
+        assert decoded.topics[0].partitions[0].leader_id in (1, 2, 3), decoded
     elif api_key == 35:
         assert len(decoded.results) == 2 and all(r.error_code == 0 for r in decoded.results)
     elif api_key == 21:
