@@ -56,6 +56,7 @@ class ControllerRequests:
         replication_factor: int,
         configs: Mapping[str, str],
         validate_only: bool = False,
+        assignments: Sequence[tuple[int, Sequence[int]]] = (),
     ) -> str:
         topic_id: list[str] = []
 
@@ -69,6 +70,7 @@ class ControllerRequests:
                 broker_defaults=self.broker_defaults,
                 new_topic_id=new_topic_id,
                 rng=self.rng,
+                assignments=assignments,
             )
             topic_id.append(records[0].topic_id)  # type: ignore[union-attr]
             return [] if validate_only else records
@@ -78,9 +80,15 @@ class ControllerRequests:
             _log.info("topic_created", topic=name, partitions=num_partitions, rf=replication_factor)
         return topic_id[0]
 
-    def create_partitions(self, name: str, total_count: int, validate_only: bool = False) -> None:
+    def create_partitions(
+        self,
+        name: str,
+        total_count: int,
+        validate_only: bool = False,
+        assignments: Sequence[Sequence[int]] | None = None,
+    ) -> None:
         def decide(image: MetadataImage) -> list[MetadataRecord]:
-            records = create_partitions_records(image, name, total_count, self.rng)
+            records = create_partitions_records(image, name, total_count, self.rng, assignments)
             return [] if validate_only else records
 
         self._op(decide)

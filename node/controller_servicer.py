@@ -135,6 +135,7 @@ class ControllerServicer(cluster_pb2_grpc.ControllerServicer):
                 request.replication_factor,
                 dict(request.configs),
                 request.validate_only,
+                [(a.partition, tuple(a.replicas)) for a in request.assignments],
             )
         )
 
@@ -148,7 +149,10 @@ class ControllerServicer(cluster_pb2_grpc.ControllerServicer):
     ) -> cpb.ControlResponse:
         return self._control(
             lambda: self.controller.create_partitions(
-                request.name, request.total_count, request.validate_only
+                request.name,
+                request.total_count,
+                request.validate_only,
+                [tuple(a.replicas) for a in request.assignments] if request.manual else None,
             )
         )
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Protocol
 
+from seglog.proto import cluster_pb2 as cpb
 from seglog.replication.metadata_image import MetadataImage
 from seglog.replication.reassignment import OngoingReassignment
 
@@ -29,7 +30,13 @@ class NodeServices(Protocol):
     def metadata_image(self) -> MetadataImage: ...
     def controller_id(self) -> int: ...
     def create_topic(
-        self, name: str, partitions: int, rf: int, configs: dict[str, str], validate_only: bool
+        self,
+        name: str,
+        partitions: int,
+        rf: int,
+        configs: dict[str, str],
+        validate_only: bool,
+        assignments: Sequence[tuple[int, Sequence[int]]] = (),
     ) -> str: ...
     def delete_topic(self, name: str) -> None: ...
     def elect_leaders(
@@ -41,7 +48,13 @@ class NodeServices(Protocol):
     def list_partition_reassignments(
         self, partitions: Sequence[tuple[str, int]] | None
     ) -> list[OngoingReassignment]: ...
-    def create_partitions(self, name: str, total_count: int, validate_only: bool) -> None: ...
+    def create_partitions(
+        self,
+        name: str,
+        total_count: int,
+        validate_only: bool,
+        assignments: Sequence[Sequence[int]] | None = None,
+    ) -> None: ...
     def alter_configs(
         self, topic: str, changes: dict[str, str | None], validate_only: bool
     ) -> None: ...
@@ -50,5 +63,9 @@ class NodeServices(Protocol):
         self, broker: str, changes: dict[str, str | None], validate_only: bool
     ) -> None: ...
     def describe_broker_config(self, broker: str) -> list[tuple[str, str, int]]: ...
+    def describe_metadata_quorum(self) -> cpb.DescribeQuorumResponse: ...
+    def broker_config_layers(
+        self, broker: str
+    ) -> tuple[dict[str, str], dict[str, str], dict[str, str]]: ...
     def next_producer_id(self) -> int: ...
     def find_group_coordinator(self, group_id: str) -> tuple[str, int]: ...

@@ -376,6 +376,7 @@ class RemoteController:
         replication_factor: int,
         configs: Mapping[str, str],
         validate_only: bool = False,
+        assignments: Sequence[tuple[int, Sequence[int]]] = (),
     ) -> str:
         request = cpb.CreateTopicRequest(
             name=name,
@@ -383,6 +384,9 @@ class RemoteController:
             replication_factor=replication_factor,
             configs=dict(configs),
             validate_only=validate_only,
+            assignments=[
+                cpb.ReplicaAssignment(partition=p, replicas=list(r)) for p, r in assignments
+            ],
         )
         r = self._control(
             lambda n: self.client.controller_stub(n).CreateTopic(request, timeout=RPC_TIMEOUT_S)
@@ -391,9 +395,19 @@ class RemoteController:
             self._await(lambda image: name in image.topics)
         return str(r.topic_id)
 
-    def create_partitions(self, name: str, total_count: int, validate_only: bool = False) -> None:
+    def create_partitions(
+        self,
+        name: str,
+        total_count: int,
+        validate_only: bool = False,
+        assignments: Sequence[Sequence[int]] | None = None,
+    ) -> None:
         request = cpb.CreatePartitionsRequest(
-            name=name, total_count=total_count, validate_only=validate_only
+            name=name,
+            total_count=total_count,
+            validate_only=validate_only,
+            manual=assignments is not None,
+            assignments=[cpb.ReplicaAssignment(replicas=list(r)) for r in assignments or ()],
         )
         self._control(
             lambda n: self.client.controller_stub(n).CreatePartitions(

@@ -322,6 +322,39 @@ class Node:
     ) -> None:
         self.controller.alter_broker_configs(broker, changes, validate_only)
 
+    def describe_metadata_quorum(self) -> cpb.DescribeQuorumResponse:
+        """The metadata quorum as its leader sees it (each voter's log end and last
+        fetch), for Kafka's DescribeQuorum; ControlError without a known leader."""
+        if self.remote is None:
+            raise ControlError(
+                "NOT_LEADER_OR_FOLLOWER", "this node runs without controller.quorum.voters"
+            )
+        try:
+            own = self.remote.describe_quorum(timeout_s=2)
+            if own.leader_id < 0:
+                raise ControlError("NOT_LEADER_OR_FOLLOWER", "no metadata quorum leader is known")
+            if own.leader_id == own.node_id:
+                return own
+            stub = self.remote.client.controller_stub(own.leader_id)
+            return stub.DescribeQuorum(cpb.DescribeQuorumRequest(), timeout=2)
+        except grpc.RpcError as e:
+            raise ControlError(
+                "NOT_LEADER_OR_FOLLOWER", f"the quorum's leader did not answer: {e.code()}"
+            ) from None
+
+    def broker_config_layers(
+        self, broker: str
+    ) -> tuple[dict[str, str], dict[str, str], dict[str, str]]:
+        """A broker's config layers: its dynamic configs, the cluster's dynamic
+        default, and (for this node only) its server.properties."""
+        image = self.controller.image
+        own = dict(image.broker_configs.get(broker, {})) if broker else {}
+        default = dict(image.broker_configs.get("", {}))
+        static = (
+            {k: str(v) for k, v in self.config.raw.items()} if broker == str(self.node_id) else {}
+        )
+        return own, default, static
+
     def describe_broker_config(self, broker: str) -> list[tuple[str, str, int]]:
         """(name, value, source) as DescribeConfigs answers a BROKER resource: the
         dynamic configs (1: this broker's, 2: the cluster default) and, for this node,
@@ -436,9 +469,17 @@ class Node:
         return -1 if leader is None else leader
 
     def create_topic(
-        self, name: str, partitions: int, rf: int, configs: dict[str, str], validate_only: bool
+        self,
+        name: str,
+        partitions: int,
+        rf: int,
+        configs: dict[str, str],
+        validate_only: bool,
+        assignments: Sequence[tuple[int, Sequence[int]]] = (),
     ) -> str:
-        return self.controller.create_topic(name, partitions, rf, configs, validate_only)
+        return self.controller.create_topic(
+            name, partitions, rf, configs, validate_only, assignments
+        )
 
     def find_group_coordinator(self, group_id: str) -> tuple[str, int]:
         """(error, node id) of the group's coordinator: the leader of its
@@ -470,8 +511,14 @@ class Node:
             return "COORDINATOR_NOT_AVAILABLE", -1
         return "NONE", state.leader
 
-    def create_partitions(self, name: str, total_count: int, validate_only: bool) -> None:
-        self.controller.create_partitions(name, total_count, validate_only)
+    def create_partitions(
+        self,
+        name: str,
+        total_count: int,
+        validate_only: bool,
+        assignments: Sequence[Sequence[int]] | None = None,
+    ) -> None:
+        self.controller.create_partitions(name, total_count, validate_only, assignments)
 
     def delete_topic(self, name: str) -> None:
         self.controller.delete_topic(name)

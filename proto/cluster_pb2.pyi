@@ -291,7 +291,7 @@ class ControlResponse(_message.Message):
     def __init__(self, error_code: _Optional[_Union[_errors_pb2.ErrorCode, str]] = ..., error_message: _Optional[str] = ..., topic_id: _Optional[str] = ...) -> None: ...
 
 class CreateTopicRequest(_message.Message):
-    __slots__ = ("name", "num_partitions", "replication_factor", "configs", "validate_only")
+    __slots__ = ("name", "num_partitions", "replication_factor", "configs", "validate_only", "assignments")
     class ConfigsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -304,12 +304,22 @@ class CreateTopicRequest(_message.Message):
     REPLICATION_FACTOR_FIELD_NUMBER: _ClassVar[int]
     CONFIGS_FIELD_NUMBER: _ClassVar[int]
     VALIDATE_ONLY_FIELD_NUMBER: _ClassVar[int]
+    ASSIGNMENTS_FIELD_NUMBER: _ClassVar[int]
     name: str
     num_partitions: int
     replication_factor: int
     configs: _containers.ScalarMap[str, str]
     validate_only: bool
-    def __init__(self, name: _Optional[str] = ..., num_partitions: _Optional[int] = ..., replication_factor: _Optional[int] = ..., configs: _Optional[_Mapping[str, str]] = ..., validate_only: _Optional[bool] = ...) -> None: ...
+    assignments: _containers.RepeatedCompositeFieldContainer[ReplicaAssignment]
+    def __init__(self, name: _Optional[str] = ..., num_partitions: _Optional[int] = ..., replication_factor: _Optional[int] = ..., configs: _Optional[_Mapping[str, str]] = ..., validate_only: _Optional[bool] = ..., assignments: _Optional[_Iterable[_Union[ReplicaAssignment, _Mapping]]] = ...) -> None: ...
+
+class ReplicaAssignment(_message.Message):
+    __slots__ = ("partition", "replicas")
+    PARTITION_FIELD_NUMBER: _ClassVar[int]
+    REPLICAS_FIELD_NUMBER: _ClassVar[int]
+    partition: int
+    replicas: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, partition: _Optional[int] = ..., replicas: _Optional[_Iterable[int]] = ...) -> None: ...
 
 class DeleteTopicRequest(_message.Message):
     __slots__ = ("name",)
@@ -318,14 +328,18 @@ class DeleteTopicRequest(_message.Message):
     def __init__(self, name: _Optional[str] = ...) -> None: ...
 
 class CreatePartitionsRequest(_message.Message):
-    __slots__ = ("name", "total_count", "validate_only")
+    __slots__ = ("name", "total_count", "validate_only", "manual", "assignments")
     NAME_FIELD_NUMBER: _ClassVar[int]
     TOTAL_COUNT_FIELD_NUMBER: _ClassVar[int]
     VALIDATE_ONLY_FIELD_NUMBER: _ClassVar[int]
+    MANUAL_FIELD_NUMBER: _ClassVar[int]
+    ASSIGNMENTS_FIELD_NUMBER: _ClassVar[int]
     name: str
     total_count: int
     validate_only: bool
-    def __init__(self, name: _Optional[str] = ..., total_count: _Optional[int] = ..., validate_only: _Optional[bool] = ...) -> None: ...
+    manual: bool
+    assignments: _containers.RepeatedCompositeFieldContainer[ReplicaAssignment]
+    def __init__(self, name: _Optional[str] = ..., total_count: _Optional[int] = ..., validate_only: _Optional[bool] = ..., manual: _Optional[bool] = ..., assignments: _Optional[_Iterable[_Union[ReplicaAssignment, _Mapping]]] = ...) -> None: ...
 
 class AlterTopicConfigsRequest(_message.Message):
     __slots__ = ("topic", "set", "delete", "validate_only", "broker_resource")

@@ -95,6 +95,78 @@ def assign_replicas(
     return out
 
 
+def validate_manual_assignment(
+    image: MetadataImage, replicas: Sequence[int], replication_factor: int | None
+) -> None:
+    """Kafka's validateManualPartitionAssignment: replicas, all registered brokers, none
+    twice, as many as the other partitions' (`replication_factor`, when known)."""
+    if not replicas:
+        raise ControlError(
+            "INVALID_REPLICA_ASSIGNMENT",
+            "The manual partition assignment includes an empty replica list.",
+        )
+    seen: set[int] = set()
+    for broker in sorted(replicas):
+        if broker not in image.brokers:
+            raise ControlError(
+                "INVALID_REPLICA_ASSIGNMENT",
+                f"The manual partition assignment includes broker {broker}, but no such "
+                f"broker is registered.",
+            )
+        if broker in seen:
+            raise ControlError(
+                "INVALID_REPLICA_ASSIGNMENT",
+                f"The manual partition assignment includes the broker {broker} more than once.",
+            )
+        seen.add(broker)
+    if replication_factor is not None and len(replicas) != replication_factor:
+        raise ControlError(
+            "INVALID_REPLICA_ASSIGNMENT",
+            f"The manual partition assignment includes a partition with {len(replicas)} "
+            f"replica(s), but this is not consistent with previous partitions, which have "
+            f"{replication_factor} replica(s).",
+        )
+
+
+def _manual_isr(image: MetadataImage, partition: int, replicas: Sequence[int]) -> tuple[int, ...]:
+    """The ISR of a manually placed partition: its unfenced replicas, in their order
+    (the first leads)."""
+    usable = set(image.unfenced_brokers())
+    isr = tuple(r for r in replicas if r in usable)
+    if not isr:
+        raise ControlError(
+            "INVALID_REPLICA_ASSIGNMENT",
+            f"All brokers specified in the manual partition assignment for partition "
+            f"{partition} are fenced or in controlled shutdown.",
+        )
+    return isr
+
+
+def manual_partitions(
+    image: MetadataImage, assignments: Sequence[tuple[int, Sequence[int]]]
+) -> list[tuple[tuple[int, ...], tuple[int, ...]]]:
+    """CreateTopics' explicit assignments ((partition, replicas) pairs) as Kafka checks
+    them: each partition once, the same replication factor throughout, partitions
+    0..n-1; per partition (replicas, ISR)."""
+    placed: dict[int, tuple[tuple[int, ...], tuple[int, ...]]] = {}
+    rf: int | None = None
+    for partition, replicas in assignments:
+        if partition in placed:
+            raise ControlError(
+                "INVALID_REPLICA_ASSIGNMENT",
+                f"Found multiple manual partition assignments for partition {partition}",
+            )
+        validate_manual_assignment(image, replicas, rf)
+        rf = len(replicas)
+        placed[partition] = (tuple(replicas), _manual_isr(image, partition, replicas))
+    if sorted(placed) != list(range(len(placed))):
+        raise ControlError(
+            "INVALID_REPLICA_ASSIGNMENT",
+            "partitions should be a consecutive 0-based integer sequence",
+        )
+    return [placed[p] for p in range(len(placed))]
+
+
 def create_topic_records(
     image: MetadataImage,
     name: str,
@@ -105,10 +177,29 @@ def create_topic_records(
     broker_defaults: LogConfig,
     new_topic_id: Callable[[], str],
     rng: random.Random,
+    assignments: Sequence[tuple[int, Sequence[int]]] = (),
 ) -> list[MetadataRecord]:
+    """`assignments`: explicit (partition, replicas) placements (Kafka's CreateTopics
+    with a manual assignment: then the partition count and replication factor are
+    -1, taken from the assignment)."""
     validate_topic_name(name)
     if name in image.topics:
         raise ControlError("TOPIC_ALREADY_EXISTS", f"topic {name!r} already exists")
+    if assignments:
+        if replication_factor != -1:
+            raise ControlError(
+                "INVALID_REQUEST",
+                "A manual partition assignment was specified, but replication factor was "
+                "not set to -1.",
+            )
+        if num_partitions != -1:
+            raise ControlError(
+                "INVALID_REQUEST",
+                "A manual partition assignment was specified, but numPartitions was not set to -1.",
+            )
+        return _topic_records(
+            name, manual_partitions(image, assignments), configs, broker_defaults, new_topic_id
+        )
     if num_partitions < 1:
         raise ControlError(
             "INVALID_PARTITIONS", f"number of partitions must be at least 1, got {num_partitions}"
@@ -125,24 +216,41 @@ def create_topic_records(
             f"replication factor {replication_factor} is larger than the {len(brokers)} "
             f"available brokers",
         )
+    placed = assign_replicas(brokers, num_partitions, replication_factor, rng)
+    return _topic_records(name, [(r, r) for r in placed], configs, broker_defaults, new_topic_id)
+
+
+def _topic_records(
+    name: str,
+    placed: Sequence[tuple[tuple[int, ...], tuple[int, ...]]],
+    configs: Mapping[str, str],
+    broker_defaults: LogConfig,
+    new_topic_id: Callable[[], str],
+) -> list[MetadataRecord]:
+    """A new topic's records: each partition's (replicas, ISR), led by the ISR's first."""
     try:
         LogConfig.validate_topic_overrides(dict(configs), broker_defaults)
     except InvalidConfigError as e:
         raise ControlError("INVALID_CONFIG", str(e)) from e
     topic_id = new_topic_id()
     records: list[MetadataRecord] = [TopicRecord(name, topic_id)]
-    for p, replicas in enumerate(assign_replicas(brokers, num_partitions, replication_factor, rng)):
-        records.append(PartitionRecord(topic_id, p, replicas, replicas, replicas[0], 0, 0))
+    for p, (replicas, isr) in enumerate(placed):
+        records.append(PartitionRecord(topic_id, p, replicas, isr, isr[0], 0, 0))
     for key, value in sorted(configs.items()):
         records.append(ConfigRecord(name, key, value))
     return records
 
 
 def create_partitions_records(
-    image: MetadataImage, name: str, total_count: int, rng: random.Random
+    image: MetadataImage,
+    name: str,
+    total_count: int,
+    rng: random.Random,
+    assignments: Sequence[Sequence[int]] | None = None,
 ) -> list[MetadataRecord]:
     """Kafka's CreatePartitions: grow a topic to `total_count` partitions, placing the
-    new ones with the topic's replication factor as a new topic's would be."""
+    new ones with the topic's replication factor as a new topic's would be, or where
+    `assignments` (one replica list per new partition) says."""
     topic = image.topics.get(name)
     if topic is None:
         raise ControlError("UNKNOWN_TOPIC_OR_PARTITION", f"topic {name!r} does not exist")
@@ -154,6 +262,22 @@ def create_partitions_records(
             f"(asked for {total_count})",
         )
     rf = len(topic.partitions[0].replicas) if topic.partitions else 1
+    if assignments is not None:
+        additional = total_count - current
+        if len(assignments) != additional:
+            raise ControlError(
+                "INVALID_REPLICA_ASSIGNMENT",
+                f"Attempted to add {additional} additional partition(s), but only "
+                f"{len(assignments)} assignment(s) were specified.",
+            )
+        grown: list[MetadataRecord] = []
+        for i, replicas in enumerate(assignments):
+            validate_manual_assignment(image, replicas, rf)
+            isr = _manual_isr(image, current + i, replicas)
+            grown.append(
+                PartitionRecord(topic.topic_id, current + i, tuple(replicas), isr, isr[0], 0, 0)
+            )
+        return grown
     brokers = image.unfenced_brokers()
     if rf > len(brokers):
         raise ControlError(
@@ -541,7 +665,7 @@ def alter_broker_config_records(
     for the cluster-wide default; a value sets the override, None removes it."""
     if broker and not broker.isdigit():
         raise ControlError(
-            "INVALID_REQUEST", f"broker config resource {broker!r} is not a broker id or \"\""
+            "INVALID_REQUEST", f'broker config resource {broker!r} is not a broker id or ""'
         )
     for key, value in changes.items():
         if key not in DYNAMIC_BROKER_CONFIGS:

@@ -647,13 +647,15 @@ class CoordinatorShard:
         if was_leader:
             group.leader = new_id
         unchanged = old.same_subscriptions(protocols)
-        can_skip = not was_leader or req.supports_skip_assignment
-        if group.state is GroupState.STABLE and can_skip and unchanged:
+        if group.state is GroupState.STABLE and unchanged:
             # Nothing changed for the group: the member gets the current generation
             # (and its assignment with SyncGroup) once the new member id is stored. A
             # restarted leader gets the members with skip_assignment (KIP-814): the
-            # assignment it would compute is the one the group already holds.
+            # assignment it would compute is the one the group already holds. Before
+            # JoinGroup v9 it cannot be told so, and Kafka answers with the old leader
+            # id and no members: the client sees itself a follower and only syncs.
             generation = group.generation
+            skip = was_leader and req.supports_skip_assignment
 
             def stored(error: str, _now: int) -> None:
                 if error != NONE:
@@ -661,8 +663,10 @@ class CoordinatorShard:
                 elif group.generation != generation or new_id not in group.members:
                     self._respond(request_id, JoinResult(FENCED_INSTANCE_ID, member_id=new_id))
                 else:
-                    result = self._join_result(group, new_id)
-                    self._respond(request_id, replace(result, skip_assignment=was_leader))
+                    result = replace(self._join_result(group, new_id), skip_assignment=skip)
+                    if was_leader and not skip:
+                        result = replace(result, leader=old_id, members=())
+                    self._respond(request_id, result)
 
             if not self._append([self._group_record(group)], stored):
                 self._respond(request_id, JoinResult(COORDINATOR_NOT_AVAILABLE, member_id=new_id))

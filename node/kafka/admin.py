@@ -1,5 +1,5 @@
 """CreateTopics, DeleteTopics, CreatePartitions, DescribeConfigs,
-IncrementalAlterConfigs and Alter/ListPartitionReassignments: Kafka's admin
+IncrementalAlterConfigs, Alter/ListPartitionReassignments and ElectLeaders: Kafka's admin
 requests onto the node's controller calls (which forward to the active controller
 as the gRPC service's do)."""
 
@@ -8,14 +8,22 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Callable
 
-from seglog.replication.cluster_control import DYNAMIC_BROKER_CONFIGS, ControlError
+from seglog.replication.cluster_control import (
+    DYNAMIC_BROKER_CONFIGS,
+    PREFERRED,
+    UNCLEAN,
+    ControlError,
+)
 from seglog.storage.errors import InvalidConfigError
 from seglog.storage.partition_metadata import topic_id_to_uuid
 
+from ..event_log import EventLogger
+from . import config_entries
 from .codec import KafkaRequest, Part, encode_response, response_class
 from .errors import error_code
 from .node_api import KafkaNode
 
+_log = EventLogger("kafka")
 TOPIC = 2
 BROKER = 4
 SET, DELETE = 0, 1
@@ -28,21 +36,27 @@ def create_topics(node: KafkaNode, request: KafkaRequest) -> list[Part]:
     names = [t.name for t in req.topics]
     results = []
     for t in req.topics:
+        # A manual assignment (Kafka: with -1 for both counts) gives both.
+        assignments = [(a.partition_index, tuple(a.broker_ids)) for a in t.assignments or ()]
         partitions = t.num_partitions if t.num_partitions != -1 else node.num_partitions
         rf = t.replication_factor if t.replication_factor != -1 else node.default_replication_factor
+        if assignments:
+            partitions, rf = t.num_partitions, t.replication_factor  # checked as Kafka does
         result = cls.CreatableTopicResult(
-            name=t.name, error_code=0, num_partitions=partitions, replication_factor=rf
+            name=t.name,
+            error_code=0,
+            num_partitions=len(assignments) if assignments else partitions,
+            replication_factor=len(assignments[0][1]) if assignments else rf,
         )
         if names.count(t.name) > 1:
             result.error_code = error_code("INVALID_REQUEST")
             result.error_message = f"topic {t.name!r} appears more than once in the request"
-        elif t.assignments:
-            result.error_code = error_code("INVALID_REQUEST")
-            result.error_message = "manual replica assignments are not supported"
         else:
             configs = {c.name: c.value for c in t.configs if c.value is not None}
             try:
-                topic_id = node.create_topic(t.name, partitions, rf, configs, req.validate_only)
+                topic_id = node.create_topic(
+                    t.name, partitions, rf, configs, req.validate_only, assignments
+                )
                 if topic_id:
                     with contextlib.suppress(ValueError):
                         result.topic_id = topic_id_to_uuid(topic_id)
@@ -94,19 +108,24 @@ def delete_topics(node: KafkaNode, request: KafkaRequest) -> list[Part]:
 
 
 def create_partitions(node: KafkaNode, request: KafkaRequest) -> list[Part]:
-    """Grow topics to the requested partition counts (new partitions placed as a new
-    topic's would be; explicit assignments are refused: seglog places replicas)."""
+    """Grow topics to the requested partition counts: the new partitions placed as a
+    new topic's would be, or by the request's assignments (one replica list per new
+    partition, checked as Kafka checks them)."""
     req = request.body
     cls = response_class(request)
     results = []
+    names = [t.name for t in req.topics]
     for t in req.topics:
         code, message = 0, None
-        if getattr(t, "assignments", None):
+        assignments = (
+            None if t.assignments is None else [tuple(a.broker_ids) for a in t.assignments]
+        )
+        if names.count(t.name) > 1:
             code = error_code("INVALID_REQUEST")
-            message = "explicit replica assignments are not supported; omit them"
+            message = f"topic {t.name!r} appears more than once in the request"
         else:
             try:
-                node.create_partitions(t.name, t.count, bool(req.validate_only))
+                node.create_partitions(t.name, t.count, bool(req.validate_only), assignments)
             except ControlError as e:
                 code, message = error_code(e.error_name), str(e)
         results.append(
@@ -131,11 +150,20 @@ def describe_configs(
     request: KafkaRequest,
     may_describe_broker: Callable[[], bool] = lambda: True,
 ) -> list[Part]:
-    """Topic configs need DESCRIBE_CONFIGS on the topic (the guarded node checks it),
-    the broker's DESCRIBE_CONFIGS on the cluster (else CLUSTER_AUTHORIZATION_FAILED)."""
+    """Every config of each resource, as Kafka's ConfigHelper answers (config_entries.py):
+    a topic's from its overrides, the broker's layers and the defaults; the BROKER
+    resource of this node with every broker config; the BROKER resource "" with the
+    cluster's dynamic defaults; another broker's id is INVALID_REQUEST (its own node
+    answers for it). Topic configs need DESCRIBE_CONFIGS on the topic (the guarded node
+    checks it), broker ones on the cluster (else CLUSTER_AUTHORIZATION_FAILED)."""
     req = request.body
+    v = request.api_version
     cls = response_class(request)
     entry_cls = cls.DescribeConfigsResult.DescribeConfigsResourceResult
+    synonym_cls = entry_cls.DescribeConfigsSynonym
+    with_synonyms = bool(getattr(req, "include_synonyms", False)) and v >= 1
+    with_docs = bool(getattr(req, "include_documentation", False)) and v >= 3
+    own_id = str(node.node_id)
     results = []
     for resource in req.resources:
         result = cls.DescribeConfigsResult(
@@ -146,36 +174,59 @@ def describe_configs(
             configs=[],
         )
         wanted = set(resource.configuration_keys or ())
-        entries: list[tuple[str, str, int]] = []
-        if resource.resource_type == TOPIC:
-            try:
-                entries = node.describe_topic_config(resource.resource_name)
-            except ControlError as e:
-                result.error_code, result.error_message = error_code(e.error_name), str(e)
-        elif resource.resource_type == BROKER and not may_describe_broker():
-            result.error_code = error_code("CLUSTER_AUTHORIZATION_FAILED")
-            result.error_message = "not authorized to DESCRIBE_CONFIGS on the cluster"
-        elif resource.resource_type == BROKER:
-            # Static properties for this node, the dynamic ones (KIP-226) for any.
-            entries = node.describe_broker_config(resource.resource_name)
-        else:
-            result.error_code = error_code("INVALID_REQUEST")
-            result.error_message = "only TOPIC and BROKER config resources are supported"
-        for name, value, source in entries:
-            if wanted and name not in wanted:
-                continue
-            secret = sensitive(name)
-            result.configs.append(
-                entry_cls(
-                    name=name,
-                    value=None if secret else value,
-                    read_only=resource.resource_type == BROKER
-                    and name not in DYNAMIC_BROKER_CONFIGS,
-                    config_source=source,
-                    is_sensitive=secret,
-                    synonyms=[],
+        entries: list[config_entries.Entry] = []
+        try:
+            if resource.resource_type == TOPIC:
+                effective = {
+                    n: value for n, value, _s in node.describe_topic_config(resource.resource_name)
+                }
+                overrides = node.metadata_image().configs.get(resource.resource_name, {})
+                entries = config_entries.topic_entries(
+                    effective, overrides, config_entries.Layers(*node.broker_config_layers(own_id))
                 )
+            elif resource.resource_type == BROKER and not may_describe_broker():
+                raise ControlError(
+                    "CLUSTER_AUTHORIZATION_FAILED",
+                    "not authorized to DESCRIBE_CONFIGS on the cluster",
+                )
+            elif resource.resource_type == BROKER and resource.resource_name == "":
+                _own, default, _static = node.broker_config_layers("")
+                entries = config_entries.default_broker_entries(default, sensitive)
+            elif resource.resource_type == BROKER and resource.resource_name == own_id:
+                layers = config_entries.Layers(*node.broker_config_layers(own_id))
+                entries = config_entries.broker_entries(
+                    layers, set(DYNAMIC_BROKER_CONFIGS), sensitive
+                )
+            elif resource.resource_type == BROKER:
+                raise ControlError(
+                    "INVALID_REQUEST",
+                    f"Unexpected broker id, expected {own_id} or empty string, but "
+                    f"received {resource.resource_name}",
+                )
+            else:
+                raise ControlError(
+                    "INVALID_REQUEST", "only TOPIC and BROKER config resources are supported"
+                )
+        except ControlError as e:
+            result.error_code, result.error_message = error_code(e.error_name), str(e)
+        for e in entries:
+            if wanted and e.name not in wanted:
+                continue
+            entry = entry_cls(
+                name=e.name,
+                value=e.value,
+                read_only=e.read_only,
+                config_source=e.source,
+                is_default=e.source == config_entries.DEFAULT,
+                is_sensitive=e.sensitive,
+                synonyms=[
+                    synonym_cls(name=s.name, value=s.value, source=s.source)
+                    for s in (e.synonyms if with_synonyms else ())
+                ],
+                config_type=e.config_type,
+                documentation=e.documentation if with_docs else None,
             )
+            result.configs.append(entry)
         results.append(result)
     return encode_response(request, cls(throttle_time_ms=0, results=results))
 
@@ -321,4 +372,57 @@ def refuse_reassignments(request: KafkaRequest, error: str) -> list[Part]:
             body.allow_replication_factor_change = True
     else:
         body.topics = []
+    return encode_response(request, body)
+
+
+ELECTION_TYPES = {0: PREFERRED, 1: UNCLEAN}
+
+
+def elect_leaders(
+    node: KafkaNode, request: KafkaRequest, may_alter_cluster: Callable[[], bool]
+) -> list[Part]:
+    """KIP-460 (API 43 v0-v2): v0 is a preferred election; null partitions mean every
+    partition that needs one, and only those are answered (as Kafka); a named partition
+    already led by its preferred replica answers ELECTION_NOT_NEEDED. Needs ALTER on the
+    cluster (else CLUSTER_AUTHORIZATION_FAILED, top-level from v1 and per partition)."""
+    req = request.body
+    cls = response_class(request)
+    election = ELECTION_TYPES.get(req.election_type if request.api_version >= 1 else 0)
+    wanted = (
+        None
+        if req.topic_partitions is None
+        else [(t.topic, p) for t in req.topic_partitions for p in t.partitions]
+    )
+    code, message = 0, None
+    results: dict[tuple[str, int], str] = {}
+    if not may_alter_cluster():
+        code, message = error_code("CLUSTER_AUTHORIZATION_FAILED"), "ALTER on the cluster needed"
+        results = dict.fromkeys(wanted or [], "CLUSTER_AUTHORIZATION_FAILED")
+    elif election is None:
+        code, message = error_code("INVALID_REQUEST"), f"election type {req.election_type}"
+        results = dict.fromkeys(wanted or [], "INVALID_REQUEST")
+    else:
+        try:
+            results = node.elect_leaders(election, wanted)
+        except ControlError as e:
+            code, message = error_code(e.error_name), str(e)
+            results = dict.fromkeys(wanted or [], e.error_name)
+    by_topic: dict[str, list[object]] = {}
+    R = cls.ReplicaElectionResult
+    for (topic, p), error in sorted(results.items()):
+        by_topic.setdefault(topic, []).append(
+            R.PartitionResult(
+                partition_id=p,
+                error_code=error_code(error),
+                error_message=None if error == "NONE" else error,
+            )
+        )
+    body = cls(
+        throttle_time_ms=0,
+        replica_election_results=[R(topic=t, partition_result=ps) for t, ps in by_topic.items()],
+    )
+    if request.api_version >= 1:
+        body.error_code = code  # v0 has none: every partition carries the error
+    if message is not None:
+        _log.info("kafka_elect_leaders_refused", error=message)
     return encode_response(request, body)

@@ -30,6 +30,8 @@ from kafka.protocol.admin import (
     DeleteAclsResponse,
     DeleteGroupsRequest,
     DeleteGroupsResponse,
+    DeleteRecordsRequest,
+    DeleteRecordsResponse,
     DeleteTopicsRequest,
     DeleteTopicsResponse,
     DescribeAclsRequest,
@@ -40,8 +42,16 @@ from kafka.protocol.admin import (
     DescribeConfigsResponse,
     DescribeGroupsRequest,
     DescribeGroupsResponse,
+    DescribeLogDirsRequest,
+    DescribeLogDirsResponse,
+    DescribeQuorumRequest,
+    DescribeQuorumResponse,
+    DescribeTopicPartitionsRequest,
+    DescribeTopicPartitionsResponse,
     DescribeUserScramCredentialsRequest,
     DescribeUserScramCredentialsResponse,
+    ElectLeadersRequest,
+    ElectLeadersResponse,
     IncrementalAlterConfigsRequest,
     IncrementalAlterConfigsResponse,
     ListGroupsRequest,
@@ -99,6 +109,8 @@ from .schemas.messages import (
     ConsumerGroupDescribeResponse,
     ConsumerGroupHeartbeatRequest,
     ConsumerGroupHeartbeatResponse,
+    GetTelemetrySubscriptionsRequest,
+    GetTelemetrySubscriptionsResponse,
 )
 
 _HEADER = struct.Struct(">hhi")  # api key, api version, correlation id
@@ -111,7 +123,9 @@ Part = bytes | FileSlice
 class ApiSpec:
     """One API this listener serves: `served` versions are decoded and answered;
     `advertised_min` may be lower (Produce is advertised from 0 as Kafka 4 does:
-    librdkafka only compresses when the advertised range starts low)."""
+    librdkafka only compresses when the advertised range starts low). An API that is
+    not `listed` is served but left out of ApiVersions, as Kafka leaves out the
+    telemetry APIs without a client-metrics receiver."""
 
     key: int
     name: str
@@ -119,6 +133,7 @@ class ApiSpec:
     response: Any  # and its response class
     served: tuple[int, int]
     advertised_min: int | None = None
+    listed: bool = True  # in ApiVersions' answer (Kafka hides some it serves)
 
     @property
     def advertised(self) -> tuple[int, int]:
@@ -135,20 +150,22 @@ APIS: dict[int, ApiSpec] = {
     for spec in (
         ApiSpec(0, "Produce", ProduceRequest, ProduceResponse, (3, 9), advertised_min=0),
         ApiSpec(1, "Fetch", FetchRequest, FetchResponse, (4, 12)),
-        ApiSpec(2, "ListOffsets", ListOffsetsRequest, ListOffsetsResponse, (1, 7)),
-        ApiSpec(3, "Metadata", MetadataRequest, MetadataResponse, (0, 12)),
+        ApiSpec(2, "ListOffsets", ListOffsetsRequest, ListOffsetsResponse, (1, 10)),
+        ApiSpec(3, "Metadata", MetadataRequest, MetadataResponse, (0, 13)),
         # The group APIs (node/kafka/groups.py). OffsetCommit v10 and OffsetFetch v10
         # name topics by id (KIP-848's consumer protocol): not served yet.
         ApiSpec(8, "OffsetCommit", OffsetCommitRequest, OffsetCommitResponse, (2, 9)),
         ApiSpec(9, "OffsetFetch", OffsetFetchRequest, OffsetFetchResponse, (1, 9)),
-        ApiSpec(10, "FindCoordinator", FindCoordinatorRequest, FindCoordinatorResponse, (0, 4)),
-        ApiSpec(11, "JoinGroup", JoinGroupRequest, JoinGroupResponse, (0, 9)),
+        ApiSpec(10, "FindCoordinator", FindCoordinatorRequest, FindCoordinatorResponse, (0, 6)),
+        # Kafka 4 (KIP-896) serves JoinGroup from v2.
+        ApiSpec(11, "JoinGroup", JoinGroupRequest, JoinGroupResponse, (2, 9)),
         ApiSpec(12, "Heartbeat", HeartbeatRequest, HeartbeatResponse, (0, 4)),
         ApiSpec(13, "LeaveGroup", LeaveGroupRequest, LeaveGroupResponse, (0, 5)),
         ApiSpec(14, "SyncGroup", SyncGroupRequest, SyncGroupResponse, (0, 5)),
-        ApiSpec(15, "DescribeGroups", DescribeGroupsRequest, DescribeGroupsResponse, (0, 5)),
+        ApiSpec(15, "DescribeGroups", DescribeGroupsRequest, DescribeGroupsResponse, (0, 6)),
         ApiSpec(16, "ListGroups", ListGroupsRequest, ListGroupsResponse, (0, 5)),
         ApiSpec(18, "ApiVersions", ApiVersionsRequest, ApiVersionsResponse, (0, 4)),
+        ApiSpec(21, "DeleteRecords", DeleteRecordsRequest, DeleteRecordsResponse, (0, 2)),
         ApiSpec(19, "CreateTopics", CreateTopicsRequest, CreateTopicsResponse, (2, 7)),
         ApiSpec(20, "DeleteTopics", DeleteTopicsRequest, DeleteTopicsResponse, (1, 6)),
         ApiSpec(22, "InitProducerId", InitProducerIdRequest, InitProducerIdResponse, (0, 4)),
@@ -160,9 +177,11 @@ APIS: dict[int, ApiSpec] = {
             (2, 4),
         ),
         ApiSpec(32, "DescribeConfigs", DescribeConfigsRequest, DescribeConfigsResponse, (1, 4)),
+        ApiSpec(35, "DescribeLogDirs", DescribeLogDirsRequest, DescribeLogDirsResponse, (1, 4)),
         ApiSpec(37, "CreatePartitions", CreatePartitionsRequest, CreatePartitionsResponse, (0, 3)),
         ApiSpec(42, "DeleteGroups", DeleteGroupsRequest, DeleteGroupsResponse, (0, 2)),
         ApiSpec(47, "OffsetDelete", OffsetDeleteRequest, OffsetDeleteResponse, (0, 0)),
+        ApiSpec(43, "ElectLeaders", ElectLeadersRequest, ElectLeadersResponse, (0, 2)),
         ApiSpec(
             44,
             "IncrementalAlterConfigs",
@@ -184,7 +203,15 @@ APIS: dict[int, ApiSpec] = {
             ListPartitionReassignmentsResponse,
             (0, 0),
         ),
-        ApiSpec(60, "DescribeCluster", DescribeClusterRequest, DescribeClusterResponse, (0, 1)),
+        ApiSpec(
+            75,
+            "DescribeTopicPartitions",
+            DescribeTopicPartitionsRequest,
+            DescribeTopicPartitionsResponse,
+            (0, 0),
+        ),
+        ApiSpec(55, "DescribeQuorum", DescribeQuorumRequest, DescribeQuorumResponse, (0, 2)),
+        ApiSpec(60, "DescribeCluster", DescribeClusterRequest, DescribeClusterResponse, (0, 2)),
         # Security (node/security/kafka_gate.py answers these). SaslHandshake v1 only
         # (v0 would be followed by unframed SASL tokens), advertised from v0 because
         # librdkafka enables SASL only when a broker lists v0.
@@ -228,6 +255,16 @@ APIS: dict[int, ApiSpec] = {
             ConsumerGroupDescribeRequest,
             ConsumerGroupDescribeResponse,
             (0, 0),
+        ),
+        # KIP-714 (node/kafka/telemetry.py): not listed, as by a Kafka broker without a
+        # client-metrics receiver plugin.
+        ApiSpec(
+            71,
+            "GetTelemetrySubscriptions",
+            GetTelemetrySubscriptionsRequest,
+            GetTelemetrySubscriptionsResponse,
+            (0, 0),
+            listed=False,
         ),
     )
 }

@@ -8,6 +8,7 @@ never holds a request handler."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 from seglog.storage.partition_metadata import topic_id_to_uuid
@@ -33,7 +34,7 @@ from ..groups.group_coordinator import (
 )
 from ..groups.offsets_topic import wait_answer
 from ..security.acls import AclOperation, ResourceType
-from ..security.group_acls import GROUP_DENIED, GuardedGroups
+from ..security.group_acls import GROUP_DENIED, GuardedGroups, done_future
 from ..security.kafka_gate import allowed, authorized_operations, caller_may
 from ..security.node_authorizer import NodeAuthorizer
 from .codec import KafkaRequest, Part, encode_response, response_class
@@ -43,8 +44,9 @@ from .node_api import KafkaNode
 from .socket_server import Deferred
 
 ANSWER_TIMEOUT_S = 30.0
+UNKNOWN_TOPIC_OR_PARTITION = "UNKNOWN_TOPIC_OR_PARTITION"
 JOIN_MARGIN_S = 10.0
-GROUP_KEY = 0
+GROUP_KEY, TRANSACTION_KEY = 0, 1  # v6's share groups (2) are not served
 
 
 def _error(result: Result) -> str:
@@ -77,6 +79,8 @@ class KafkaGroupApis:
 
     def _coordinator(self, key: str, key_type: int) -> tuple[str, int, str, int, str | None]:
         """(error, node id, host, port, message) for one coordinator key."""
+        if key_type not in (GROUP_KEY, TRANSACTION_KEY):
+            return "INVALID_REQUEST", -1, "", -1, f"key type {key_type} is not served"
         if key_type != GROUP_KEY:
             return (
                 "COORDINATOR_NOT_AVAILABLE",
@@ -383,13 +387,19 @@ class KafkaGroupApis:
         ]
         instance = (req.group_instance_id or None) if v >= 7 else None
         retention = req.retention_time_ms if 2 <= v <= 4 else -1
-        future = self._groups().offset_commit(
-            req.group_id,
-            req.generation_id_or_member_epoch,
-            req.member_id,
-            instance,
-            partitions,
-            retention if retention is not None and retention >= 0 else -1,
+        unknown = self._unknown_partitions(req.group_id, partitions)
+        known = [p for p in partitions if (p.topic, p.partition) not in unknown]
+        future = (
+            self._groups().offset_commit(
+                req.group_id,
+                req.generation_id_or_member_epoch,
+                req.member_id,
+                instance,
+                known,
+                retention if retention is not None and retention >= 0 else -1,
+            )
+            if known
+            else done_future(CommitResult(()))
         )
 
         def answer() -> list[Part]:
@@ -398,7 +408,8 @@ class KafkaGroupApis:
             if isinstance(r, CommitResult):
                 errors = {(t, p): e for t, p, e in r.errors}
             else:
-                errors = {(p.topic, p.partition): _error(r) for p in partitions}
+                errors = {(p.topic, p.partition): _error(r) for p in known}
+            errors.update(dict.fromkeys(unknown, UNKNOWN_TOPIC_OR_PARTITION))
             topics = [
                 cls.OffsetCommitResponseTopic(
                     name=t.name,
@@ -415,6 +426,25 @@ class KafkaGroupApis:
             return encode_response(request, cls(throttle_time_ms=0, topics=topics))
 
         return Deferred(answer)
+
+    def _unknown_partitions(
+        self, group_id: str, partitions: list[CommitPartition]
+    ) -> set[tuple[str, int]]:
+        """The committed partitions the metadata does not hold (a topic that does not
+        exist, a partition beyond its count): Kafka answers them UNKNOWN_TOPIC_OR_PARTITION
+        and stores nothing for them. Authorization comes first, as in Kafka: a caller
+        refused the group or the topic gets that refusal, never word of existence."""
+        authorizer = self._authorizer()
+        image = self.node.metadata_image()
+        unknown = {
+            (p.topic, p.partition)
+            for p in partitions
+            if image.partition(p.topic, p.partition) is None
+            and allowed(authorizer, AclOperation.READ, ResourceType.TOPIC, p.topic)
+        }
+        if unknown and not allowed(authorizer, AclOperation.READ, ResourceType.GROUP, group_id):
+            return set()
+        return unknown
 
     def _fetch_group(
         self, group_id: str, topics: list[Any] | None
@@ -551,10 +581,15 @@ class KafkaGroupApis:
             r = wait_answer(self._groups().describe_group(group_id), ANSWER_TIMEOUT_S)
             if not isinstance(r, DescribedGroup):
                 r = DescribedGroup(_error(r), group_id, "", "", "")
+            message = None
+            if request.api_version >= 6 and r.error == NONE and r.state == "Dead":
+                # KIP-1043: v6 says the group is not there rather than "Dead".
+                r = replace(r, error="GROUP_ID_NOT_FOUND")
+                message = f"Group {group_id} not found."
             out.append(
                 G(
                     error_code=error_code(r.error),
-                    error_message=None,
+                    error_message=message,
                     group_id=group_id,
                     group_state=r.state,
                     protocol_type=r.protocol_type,

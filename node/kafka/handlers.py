@@ -8,6 +8,7 @@ reads FileSlices of the segments and the codec frames them for sendfile."""
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -21,7 +22,7 @@ from ..security.acls import CLUSTER_NAME, AclOperation, ResourceType
 from ..security.authorizing_node import AuthorizingNode
 from ..security.kafka_gate import allowed, allowed_on_any, authorized_operations
 from ..security.node_authorizer import NodeAuthorizer
-from . import admin
+from . import admin, log_dirs, quorum, records, telemetry, topic_partitions
 from .codec import (
     KafkaRequest,
     Part,
@@ -39,6 +40,8 @@ from .socket_server import Deferred
 _log = EventLogger("kafka")
 TOPIC, CLUSTER = ResourceType.TOPIC, ResourceType.CLUSTER
 INTERNAL_TOPICS = frozenset({OFFSETS_TOPIC})
+# ListOffsets' special timestamps (Kafka's ListOffsetsRequest).
+EARLIEST_TIMESTAMP, EARLIEST_LOCAL_TIMESTAMP, LATEST_TIERED_TIMESTAMP = -2, -4, -5
 MAX_FETCH_WAIT_MS = 30_000  # a client's fetch.max.wait.ms is capped at this
 DEFAULT_PRODUCE_TIMEOUT_MS = 30_000
 
@@ -60,6 +63,8 @@ class KafkaApis:
         self.authorizer: NodeAuthorizer | None = None
         guarded = AuthorizingNode(node, lambda: self.authorizer)
         groups = KafkaGroupApis(node, listener, lambda: self.authorizer)
+        self.client_telemetry = telemetry.ClientTelemetry()
+        self.quorum_voters: dict[int, tuple[str, int]] = {}  # the listener sets them
         self._apis: dict[int, Callable[[KafkaRequest], list[Part] | None]] = {
             0: self.produce,
             1: self.fetch,
@@ -83,6 +88,7 @@ class KafkaApis:
             18: api_versions,
             19: lambda r: admin.create_topics(guarded, r),
             20: lambda r: admin.delete_topics(guarded, r),
+            21: lambda r: records.delete_records(self.node, r, lambda: self.authorizer),
             22: self.init_producer_id,
             23: self.offsets_for_leader_epoch,
             32: lambda r: admin.describe_configs(
@@ -92,17 +98,39 @@ class KafkaApis:
                     self.authorizer, AclOperation.DESCRIBE_CONFIGS, CLUSTER, CLUSTER_NAME
                 ),
             ),
+            35: lambda r: log_dirs.describe_log_dirs(self.node, r, self.authorizer),
             37: lambda r: admin.create_partitions(guarded, r),
             42: groups.delete_groups,
+            43: lambda r: admin.elect_leaders(
+                self.node,
+                r,
+                lambda: allowed(self.authorizer, AclOperation.ALTER, CLUSTER, CLUSTER_NAME),
+            ),
             47: groups.offset_delete,
             44: lambda r: admin.incremental_alter_configs(guarded, r),
             45: self.alter_partition_reassignments,
             46: self.list_partition_reassignments,
+            55: lambda r: quorum.describe_quorum(
+                self.node,
+                r,
+                self.quorum_voters,
+                allowed(self.authorizer, AclOperation.DESCRIBE, CLUSTER, CLUSTER_NAME),
+            ),
             60: lambda r: describe_cluster(
                 self.node,
                 self.listener,
                 r,
                 lambda: authorized_operations(self.authorizer, CLUSTER, CLUSTER_NAME),
+            ),
+            75: lambda r: topic_partitions.describe_topic_partitions(
+                guarded,
+                self.listener,
+                r,
+                guarded.may_describe,
+                lambda name: authorized_operations(self.authorizer, TOPIC, name),
+            ),
+            71: lambda r: telemetry.get_telemetry_subscriptions(
+                self.client_telemetry, r, int(time.monotonic() * 1000)
             ),
             68: groups.consumer_group_heartbeat,
             69: groups.consumer_group_describe,
@@ -319,11 +347,18 @@ class KafkaApis:
             partitions = []
             for p in t.partitions:
                 epoch = p.current_leader_epoch if request.api_version >= 4 else -1
+                # Without tiered storage (KIP-405) the earliest local offset is the log
+                # start (v8's -4), and nothing is tiered (v9's -5: offset -1), as Kafka.
+                timestamp = p.timestamp
+                if timestamp in (EARLIEST_LOCAL_TIMESTAMP, LATEST_TIERED_TIMESTAMP):
+                    timestamp = EARLIEST_TIMESTAMP
                 r = (
-                    rm.list_offset((t.name, p.partition_index), p.timestamp, epoch, -1)
+                    rm.list_offset((t.name, p.partition_index), timestamp, epoch, -1)
                     if allowed(self.authorizer, AclOperation.DESCRIBE, TOPIC, t.name)
                     else OffsetResult(error_name="TOPIC_AUTHORIZATION_FAILED")
                 )
+                if p.timestamp == LATEST_TIERED_TIMESTAMP and r.error_name == "NONE":
+                    r = OffsetResult(offset=-1, timestamp=-1, leader_epoch=-1)
                 partitions.append(
                     cls.ListOffsetsTopicResponse.ListOffsetsPartitionResponse(
                         partition_index=p.partition_index,

@@ -53,6 +53,7 @@ class KafkaListener:
         self.name = listener.name
         self.settings = socket_settings(config.raw, config.num_io_threads)
         self.apis = KafkaApis(node, listener.name)
+        self.apis.quorum_voters = dict(config.controller_quorum_voters)
         protocol = config.security_protocol_map.get(listener.name, "PLAINTEXT")
         tls = ListenerTls(config.raw, listener.name) if protocol in ("SSL", "SASL_SSL") else None
         security = getattr(node, "security", None)  # SecurityAdmin (a node has one)

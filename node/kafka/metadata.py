@@ -30,6 +30,7 @@ def api_versions(request: KafkaRequest) -> list[Part]:
     keys = [
         cls.ApiVersion(api_key=s.key, min_version=s.advertised[0], max_version=s.advertised[1])
         for s in sorted(APIS.values(), key=lambda s: s.key)
+        if s.listed
     ]
     body = cls(
         error_code=UNSUPPORTED_VERSION if unsupported else 0,
@@ -190,10 +191,25 @@ def describe_cluster(
             brokers=[],
         )
         return encode_response(request, body)
+    image = node.metadata_image()
     brokers = [
         cls.DescribeClusterBroker(broker_id=i, host=host, port=port, rack=b.rack)
-        for i, (b, host, port) in sorted(live_brokers(node.metadata_image(), listener).items())
+        for i, (b, host, port) in sorted(live_brokers(image, listener).items())
     ]
+    if request.api_version >= 2 and req.include_fenced_brokers:
+        # KIP-1073: the fenced brokers too, flagged.
+        for b in sorted(image.brokers.values(), key=lambda b: b.broker_id):
+            endpoint = b.endpoint(listener)
+            if b.fenced and endpoint is not None:
+                brokers.append(
+                    cls.DescribeClusterBroker(
+                        broker_id=b.broker_id,
+                        host=endpoint[0],
+                        port=endpoint[1],
+                        rack=b.rack,
+                        is_fenced=True,
+                    )
+                )
     body = cls(
         throttle_time_ms=0,
         error_code=0,

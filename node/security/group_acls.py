@@ -54,7 +54,8 @@ READ, DESCRIBE, DELETE = AclOperation.READ, AclOperation.DESCRIBE, AclOperation.
 GROUP, TOPIC, CLUSTER = ResourceType.GROUP, ResourceType.TOPIC, ResourceType.CLUSTER
 
 
-def _done(result: Result) -> Future[Result]:
+def done_future(result: Result) -> Future[Result]:
+    """A future that already holds its result."""
     f: Future[Result] = Future()
     f.set_result(result)
     return f
@@ -92,34 +93,34 @@ class GuardedGroups:
 
     def join_group(self, req: JoinRequest) -> Future[Result]:
         if not self._may(READ, GROUP, req.group_id):
-            return _done(ErrorResult(GROUP_DENIED))
+            return done_future(ErrorResult(GROUP_DENIED))
         return self._groups.join_group(req)  # type: ignore[no-any-return]
 
     def sync_group(self, req: SyncRequest) -> Future[Result]:
         if not self._may(READ, GROUP, req.group_id):
-            return _done(ErrorResult(GROUP_DENIED))
+            return done_future(ErrorResult(GROUP_DENIED))
         return self._groups.sync_group(req)  # type: ignore[no-any-return]
 
     def heartbeat(
         self, group_id: str, generation: int, member_id: str, instance: str | None
     ) -> Future[Result]:
         if not self._may(READ, GROUP, group_id):
-            return _done(ErrorResult(GROUP_DENIED))
+            return done_future(ErrorResult(GROUP_DENIED))
         return self._groups.heartbeat(  # type: ignore[no-any-return]
             group_id, generation, member_id, instance
         )
 
     def leave_group(self, group_id: str, members: list[tuple[str, str | None]]) -> Future[Result]:
         if not self._may(READ, GROUP, group_id):
-            return _done(ErrorResult(GROUP_DENIED))
+            return done_future(ErrorResult(GROUP_DENIED))
         return self._groups.leave_group(group_id, members)  # type: ignore[no-any-return]
 
     def consumer_group_heartbeat(self, req: ConsumerHeartbeat) -> Future[Result]:
         if not self._may(READ, GROUP, req.group_id):
-            return _done(ConsumerHeartbeatResult(GROUP_DENIED))
+            return done_future(ConsumerHeartbeatResult(GROUP_DENIED))
         refused = self._topics(DESCRIBE, list(req.subscribed_topic_names or ()))
         if refused:
-            return _done(
+            return done_future(
                 ConsumerHeartbeatResult(
                     TOPIC_DENIED, f"not authorized to describe {', '.join(sorted(refused))}"
                 )
@@ -138,14 +139,14 @@ class GuardedGroups:
         retention_ms: int = -1,
     ) -> Future[Result]:
         if not self._may(READ, GROUP, group_id):
-            return _done(ErrorResult(GROUP_DENIED))
+            return done_future(ErrorResult(GROUP_DENIED))
         refused = self._topics(READ, [p.topic for p in partitions])
         denied = tuple(
             (p.topic, p.partition, TOPIC_DENIED) for p in partitions if p.topic in refused
         )
         kept = [p for p in partitions if p.topic not in refused]
         if not kept:
-            return _done(CommitResult(denied))
+            return done_future(CommitResult(denied))
         future = self._groups.offset_commit(
             group_id, generation, member_id, instance, kept, retention_ms
         )
@@ -165,7 +166,7 @@ class GuardedGroups:
         self, group_id: str, partitions: list[tuple[str, int]] | None
     ) -> Future[Result]:
         if not self._may(DESCRIBE, GROUP, group_id):
-            return _done(ErrorResult(GROUP_DENIED))
+            return done_future(ErrorResult(GROUP_DENIED))
         if partitions is None:  # all of the group's: the refused topics left out
 
             def keep_allowed(r: Result) -> Result:
@@ -185,7 +186,7 @@ class GuardedGroups:
         )
         kept = [(t, p) for t, p in partitions if t not in refused]
         if not kept:
-            return _done(OffsetFetchResult("NONE", denied))
+            return done_future(OffsetFetchResult("NONE", denied))
 
         def merge(r: Result) -> Result:
             if not isinstance(r, OffsetFetchResult):
@@ -196,12 +197,12 @@ class GuardedGroups:
 
     def offset_delete(self, group_id: str, partitions: list[tuple[str, int]]) -> Future[Result]:
         if not self._may(DELETE, GROUP, group_id):
-            return _done(ErrorResult(GROUP_DENIED))
+            return done_future(ErrorResult(GROUP_DENIED))
         refused = self._topics(READ, [t for t, _ in partitions])
         denied = tuple((t, p, TOPIC_DENIED) for t, p in partitions if t in refused)
         kept = [(t, p) for t, p in partitions if t not in refused]
         if not kept:
-            return _done(OffsetDeleteResult("NONE", denied))
+            return done_future(OffsetDeleteResult("NONE", denied))
         future = self._groups.offset_delete(group_id, kept)
         if not denied:
             return future  # type: ignore[no-any-return]
@@ -223,12 +224,12 @@ class GuardedGroups:
 
     def describe_group(self, group_id: str) -> Future[Result]:
         if not self._may(DESCRIBE, GROUP, group_id):
-            return _done(ErrorResult(GROUP_DENIED))
+            return done_future(ErrorResult(GROUP_DENIED))
         return self._groups.describe_group(group_id)  # type: ignore[no-any-return]
 
     def consumer_group_describe(self, group_id: str) -> Future[Result]:
         if not self._may(DESCRIBE, GROUP, group_id):
-            return _done(DescribedConsumerGroup(GROUP_DENIED, group_id))
+            return done_future(DescribedConsumerGroup(GROUP_DENIED, group_id))
 
         def hide_refused_topics(r: Result) -> Result:
             if not isinstance(r, DescribedConsumerGroup):
@@ -248,5 +249,5 @@ class GuardedGroups:
 
     def delete_group(self, group_id: str) -> Future[Result]:
         if not self._may(DELETE, GROUP, group_id):
-            return _done(ErrorResult(GROUP_DENIED))
+            return done_future(ErrorResult(GROUP_DENIED))
         return self._groups.delete_group(group_id)  # type: ignore[no-any-return]

@@ -319,6 +319,7 @@ def commit(conn: KafkaConnection, group: str, generation: int, member_id: str) -
 
 def test_coordinator_errors_as_kafka_sends_them(group_cluster):
     group = "errors-group"
+    create_topic(group_cluster, "g-errors", 1)  # a commit for an unknown topic is refused
     port, other = coordinator_port(group_cluster, group)
     with KafkaConnection(port, timeout_s=30) as conn:
         first = join(conn, group)
@@ -459,6 +460,45 @@ def test_a_static_member_restarting_within_its_session_causes_no_rebalance(group
             c.close()
 
 
+def test_a_restarted_static_leader_causes_no_rebalance(group_cluster):
+    """librdkafka's JoinGroup predates KIP-814's skip_assignment (v9): a static leader
+    that restarts is answered, as Kafka answers it, with the old leader id and no
+    members, so it syncs its own assignment back and nobody else is revoked
+    (librdkafka's 0102-static_group_rebalance restarts whichever member led)."""
+    topic, group = "g-static-leader", "static-leader-group"
+    create_topic(group_cluster, topic)
+    events: list[tuple[int, str]] = []
+
+    def static(i: int) -> Consumer:
+        c = consumer(group_cluster, group, **{"group.instance.id": f"leader-test-{i}"})
+        c.subscribe(
+            [topic],
+            on_assign=lambda _c, _p: events.append((i, "assign")),
+            on_revoke=lambda _c, _p: events.append((i, "revoke")),
+        )
+        return c
+
+    leader = static(0)  # joins alone first: the leader
+    poll_until([leader], lambda: len(assigned(leader)) == PARTITIONS)
+    members = [leader, static(1), static(2)]
+    try:
+        poll_until(members, lambda: covers_disjointly(members))
+        shares = [assigned(c) for c in members]
+        events.clear()
+        members.pop(0).close()  # the leader; a static member sends no LeaveGroup
+        members.insert(0, static(0))
+        poll_until(members, lambda: covers_disjointly(members))
+        deadline = time.monotonic() + 3
+        while time.monotonic() < deadline:
+            for c in members:
+                c.poll(0.05)
+        assert [assigned(c) for c in members] == shares
+        assert [e for e in events if e[0] != 0] == [], "the other members were rebalanced"
+    finally:
+        for c in members:
+            c.close()
+
+
 def test_admin_alters_lists_and_deletes_group_offsets(group_cluster):
     from confluent_kafka import ConsumerGroupTopicPartitions
 
@@ -488,3 +528,60 @@ def test_admin_alters_lists_and_deletes_group_offsets(group_cluster):
     assert [tp.offset for tp in gone.topic_partitions] == [-1001]  # OFFSET_INVALID: none
     with pytest.raises(Exception, match="GROUP_ID_NOT_FOUND"):
         admin.delete_consumer_groups([group])[group].result(30)
+
+
+def test_commits_for_a_topic_that_does_not_exist_get_unknown_topic_or_partition(group_cluster):
+    """Kafka checks each committed partition against its metadata: a topic that does not
+    exist, or a partition beyond the topic's count, is UNKNOWN_TOPIC_OR_PARTITION (3),
+    while the known partitions of the same request are committed."""
+    from confluent_kafka import ConsumerGroupTopicPartitions, KafkaException
+    from kafka import KafkaAdminClient
+    from kafka.structs import OffsetAndMetadata
+    from kafka.structs import TopicPartition as KpTopicPartition
+
+    topic, group = "g-unknown-commit", "unknown-commit-group"
+    create_topic(group_cluster, topic, 2)
+    b = group_cluster.kafka_bootstrap
+    admin = AdminClient({"bootstrap.servers": b})
+    asked = [
+        TopicPartition(topic, 0, 5),
+        TopicPartition(topic, 7, 5),  # beyond the topic's 2 partitions
+        TopicPartition("g-no-such-topic", 0, 5),
+    ]
+
+    def alter() -> dict[tuple[str, int], int] | None:
+        done = admin.alter_consumer_group_offsets([ConsumerGroupTopicPartitions(group, asked)])
+        try:
+            result = done[group].result(30)
+        except KafkaException as e:  # librdkafka raises the first partition error
+            return {("*", -1): e.args[0].code()}
+        codes = {
+            (tp.topic, tp.partition): tp.error.code() if tp.error else 0
+            for tp in result.topic_partitions
+        }
+        return None if any(c in (14, 15, 16) for c in codes.values()) else codes
+
+    codes = group_cluster.wait("offsets altered", alter)
+    assert codes in ({("*", -1): 3}, {(topic, 0): 0, (topic, 7): 3, ("g-no-such-topic", 0): 3})
+
+    # kafka-python's admin: an OffsetCommit outside any generation.
+    kp = KafkaAdminClient(bootstrap_servers=b)
+    try:
+        tp = KpTopicPartition("g-no-such-topic", 0)
+        result = kp.alter_group_offsets(group, {tp: OffsetAndMetadata(3, "", -1)})
+        assert result[tp].__name__ == "UnknownTopicOrPartitionError", result
+    finally:
+        kp.close()
+    # Nothing was stored for the unknown partitions; the known one was (if it was sent).
+    listed = admin.list_consumer_group_offsets(
+        [ConsumerGroupTopicPartitions(group, [TopicPartition("g-no-such-topic", 0)])]
+    )[group].result(30)
+    assert [tp.offset for tp in listed.topic_partitions] == [-1001]
+
+    # A member's commit through confluent-kafka's consumer.
+    c = consumer(group_cluster, group + "-member")
+    try:
+        with pytest.raises(KafkaException, match="UNKNOWN_TOPIC_OR_PART"):
+            c.commit(offsets=[TopicPartition("g-no-such-topic", 0, 1)], asynchronous=False)
+    finally:
+        c.close()

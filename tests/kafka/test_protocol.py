@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import io
 import struct
+import uuid
 from typing import Any
 
 import pytest
@@ -218,7 +219,56 @@ def requests_for(api_key: int, v: int):
     group = group_request(api_key, v)
     if group is not None:
         return group
+    more = admin_request(api_key, v)
+    if more is not None:
+        return more
     return security_request(api_key, v)
+
+
+def admin_request(api_key: int, v: int) -> object | None:
+    """The admin APIs of tests/kafka/test_admin_apis.py, with answers that change
+    nothing (a partition that does not exist, a preferred leader already leading)."""
+    from kafka.protocol import admin as a
+
+    if api_key == 21:
+        R = a.DeleteRecordsRequest
+        T = R.DeleteRecordsTopic
+        return R[v](
+            topics=[
+                T(name=TOPIC, partitions=[T.DeleteRecordsPartition(partition_index=7, offset=0)])
+            ],
+            timeout_ms=1000,
+        )
+    if api_key == 43:
+        R = a.ElectLeadersRequest
+        return R[v](
+            election_type=0,
+            topic_partitions=[R.TopicPartitions(topic=TOPIC, partitions=[0])],
+            timeout_ms=10_000,
+        )
+    if api_key == 75:
+        R = a.DescribeTopicPartitionsRequest
+        return R[v](
+            topics=[R.TopicRequest(name=TOPIC), R.TopicRequest(name="proto-missing")],
+            response_partition_limit=2000,
+            cursor=None,
+        )
+    if api_key == 71:
+        from seglog.node.kafka.schemas.messages import GetTelemetrySubscriptionsRequest
+
+        return GetTelemetrySubscriptionsRequest[v](client_instance_id=uuid.UUID(int=0))
+    if api_key == 55:
+        R = a.DescribeQuorumRequest
+        T = R.TopicData
+        return R[v](
+            topics=[
+                T(topic_name="__cluster_metadata", partitions=[T.PartitionData(partition_index=0)])
+            ]
+        )
+    if api_key == 35:
+        R = a.DescribeLogDirsRequest
+        return R[v](topics=[R.DescribableLogDirTopic(topic=TOPIC, partitions=[0])])
+    return None
 
 
 def reassign_request(v: int, partitions: list[tuple[int, list[int] | None]], **extra: object):
@@ -466,6 +516,20 @@ def test_every_served_api_and_version_cross_checked_with_kio(leader_port, api_ke
         assert keys[0] == (0, 9) and keys[1] == (4, 12) and decoded.error_code == 0
     elif api_key == 22:
         assert decoded.error_code == 0 and decoded.producer_id >= 0
+    elif api_key == 43:  # the preferred replica leads already (or just became leader)
+        assert decoded.replica_election_results[0].partition_result[0].error_code in (0, 84)
+    elif api_key == 75:
+        [known, missing] = decoded.topics
+        assert known.error_code == 0 and missing.error_code == 3, decoded
+        assert known.partitions[0].eligible_leader_replicas == [], known
+    elif api_key == 71:
+        assert decoded.error_code == 0 and decoded.requested_metrics == []
+    elif api_key == 55:
+        assert decoded.topics[0].partitions[0].leader_id in (1, 2, 3), decoded
+    elif api_key == 35:
+        assert len(decoded.results) == 2 and all(r.error_code == 0 for r in decoded.results)
+    elif api_key == 21:
+        assert decoded.topics[0].partitions[0].error_code == 3  # UNKNOWN_TOPIC_OR_PARTITION
     elif api_key == 19:
         assert decoded.topics[0].error_code == 0, decoded
     elif api_key == 20:
@@ -520,7 +584,7 @@ def test_reassignment_requests_that_name_bad_replicas_get_kafkas_errors(leader_p
 
 def test_dynamic_broker_configs_on_the_kafka_listener(leader_port):
     """KIP-226: IncrementalAlterConfigs on the BROKER resource "" (every broker) sets a
-    dynamic default that DescribeConfigs shows as DYNAMIC_DEFAULT_BROKER_CONFIG (2); a
+    dynamic default that DescribeConfigs shows as DYNAMIC_DEFAULT_BROKER_CONFIG (3); a
     config that needs a restart is INVALID_CONFIG; deleting removes it."""
     R = IncrementalAlterConfigsRequest
     Res, Cfg = R.AlterConfigsResource, R.AlterConfigsResource.AlterableConfig
@@ -556,7 +620,7 @@ def test_dynamic_broker_configs_on_the_kafka_listener(leader_port):
         return {c.name: (c.value, c.config_source, c.read_only) for c in result.configs}
 
     assert alter("leader.replication.throttled.rate", 0, "1048576").error_code == 0
-    assert described()["leader.replication.throttled.rate"] == ("1048576", 2, False)
+    assert described()["leader.replication.throttled.rate"] == ("1048576", 3, False)
     refused = alter("num.io.threads", 0, "2")
     assert refused.error_code == 40 and "without a restart" in refused.error_message
     assert alter("leader.replication.throttled.rate", 1, None).error_code == 0

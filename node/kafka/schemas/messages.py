@@ -22,3 +22,11 @@ class ConsumerGroupDescribeRequest(ApiMessage, load_json=_HERE):
 
 class ConsumerGroupDescribeResponse(ApiMessage, load_json=_HERE):
     pass
+
+
+class GetTelemetrySubscriptionsRequest(ApiMessage, load_json=_HERE):
+    pass
+
+
+class GetTelemetrySubscriptionsResponse(ApiMessage, load_json=_HERE):
+    pass

@@ -1,0 +1,152 @@
+"""Run a Kafka client's own integration suite against real seglog nodes, configured the
+way that suite expects (docs/compatibility.md, "The clients' own integration suites").
+The sources are not part of this repository: pass the path of a checkout.
+
+    python3 tests/client_suites.py kafka-python --checkout ~/src/kafka-python [-- PYTEST ARGS]
+    python3 tests/client_suites.py librdkafka --checkout ~/src/librdkafka [--tests 0001,0081]
+    python3 tests/client_suites.py aiokafka --checkout ~/src/aiokafka
+
+- kafka-python (the tag of the pinned kafka-python): `test/integration` with
+  KAFKA_VERSION=4.0.0 and KAFKA_URI naming one seglog node whose node.id is 0 (the suite
+  assumes a single broker 0), transactions excluded (`-k "not transaction"`) until seglog
+  has them. The checkout's own `kafka` package is tested (PYTHONPATH), with the
+  checkout's test requirements installed (`pip install -r requirements-dev.txt`).
+- librdkafka (the tag of confluent-kafka's bundled librdkafka, 2.16.0 for
+  confluent-kafka 2.16): built in the checkout (`./configure && make`, then
+  `make -C tests build`), run by `tests/test-runner` against three seglog nodes with a
+  `tests/test.conf` naming them, TEST_KAFKA_VERSION=4.0.0, topics auto-created with 4
+  partitions (librdkafka's default trivup scenario). Mock-cluster tests (`_mock`) and
+  local-only ones run too. Tests written for another trivup scenario (SASL or SSL
+  brokers, `noautocreate`) meet a cluster that is not set up for them; pick tests with
+  --tests.
+- aiokafka: its functional tests start Kafka in Docker (`--docker-image`) and take no
+  external broker, so none of them can run against seglog; the script runs the unit
+  tests (those without the `kafka_server` fixture) and says so.
+
+The nodes' data and logs go to a temporary directory that is kept when the suite fails.
+The exit code is the suite's.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from collections.abc import Mapping
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path[:0] = [str(HERE), str(HERE / "kafka")]
+
+from kafka_cluster import KafkaCluster  # noqa: E402
+from node_process import NodeProcess, free_port  # noqa: E402
+
+KAFKA_VERSION = "4.0.0"  # what seglog's ApiVersions ranges claim (docs/compatibility.md)
+SUITE_SETTINGS = {
+    "auto.create.topics.enable": "true",
+    "num.partitions": "4",
+    "default.replication.factor": "1",
+    "group.initial.rebalance.delay.ms": "0",
+    "offsets.topic.replication.factor": "1",
+}
+
+
+def single_node_zero(root: Path) -> tuple[NodeProcess, int]:
+    """One node, id 0, a voter of a quorum of one, with a PLAINTEXT Kafka listener."""
+    controller_port, kafka_port = free_port(), free_port()
+    node = NodeProcess(
+        root,
+        node_id=0,
+        overrides={
+            **SUITE_SETTINGS,
+            "controller.quorum.voters": f"0@127.0.0.1:{controller_port}",
+        },
+        controller_port=controller_port,
+    )
+    lines = []
+    for line in node.config_path.read_text().splitlines():
+        if line.startswith("listeners="):
+            line += f",PLAINTEXT://127.0.0.1:{kafka_port}"
+        lines.append(line)
+    node.config_path.write_text("\n".join(lines) + "\n")
+    return node, kafka_port
+
+
+def run(command: list[str], cwd: Path, env: Mapping[str, str]) -> int:
+    print("+", " ".join(command), f"(in {cwd})", flush=True)
+    return subprocess.run(command, cwd=cwd, env={**os.environ, **env}, check=False).returncode
+
+
+def kafka_python(checkout: Path, root: Path, extra: list[str]) -> int:
+    node, port = single_node_zero(root)
+    node.start(timeout_s=60)
+    try:
+        env = {
+            "KAFKA_VERSION": KAFKA_VERSION,
+            "KAFKA_URI": f"PLAINTEXT://127.0.0.1:{port}",
+            "PYTHONPATH": str(checkout),
+        }
+        pytest = [sys.executable, "-m", "pytest", "test/integration", "-k", "not transaction"]
+        return run(pytest + extra, checkout, env)
+    finally:
+        node.stop()
+
+
+def librdkafka(checkout: Path, root: Path, tests: str | None) -> int:
+    if not (checkout / "tests" / "test-runner").exists():
+        for step in (["./configure"], ["make", "-j2"], ["make", "-C", "tests", "build"]):
+            code = run(step, checkout, {})
+            if code:
+                return code
+    cluster = KafkaCluster(root, {**SUITE_SETTINGS, "default.replication.factor": "3"})
+    cluster.start_all()
+    try:
+        conf = checkout / "tests" / "test.conf"
+        conf.write_text(
+            f"metadata.broker.list={cluster.kafka_bootstrap}\ntest.timeout.multiplier=3\n"
+        )
+        env = {"TEST_KAFKA_VERSION": KAFKA_VERSION, **({"TESTS": tests} if tests else {})}
+        return run(["./test-runner", "-p1"], checkout / "tests", env)
+    finally:
+        cluster.stop_all()
+
+
+def aiokafka(checkout: Path) -> int:
+    print(
+        "aiokafka's functional tests start Kafka in Docker (--docker-image) and cannot "
+        "take an external broker: none run against seglog. Running its unit tests.",
+        flush=True,
+    )
+    # Without --docker-image every test needing a broker skips itself.
+    return run([sys.executable, "-m", "pytest", "tests", "-q"], checkout, {})
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("suite", choices=("kafka-python", "librdkafka", "aiokafka"))
+    parser.add_argument("--checkout", type=Path, required=True, help="the client's sources")
+    parser.add_argument("--tests", help="librdkafka: TESTS, e.g. 0001,0081")
+    parser.add_argument("pytest_args", nargs="*", help="kafka-python: after --, for pytest")
+    args = parser.parse_args(argv)
+    checkout = args.checkout.expanduser().resolve()
+    if not checkout.is_dir():
+        parser.error(f"--checkout {checkout} is not a directory")
+    root = Path(tempfile.mkdtemp(prefix=f"seglog-{args.suite}-"))
+    if args.suite == "kafka-python":
+        code = kafka_python(checkout, root, args.pytest_args)
+    elif args.suite == "librdkafka":
+        code = librdkafka(checkout, root, args.tests)
+    else:
+        code = aiokafka(checkout)
+    if code == 0:
+        shutil.rmtree(root, ignore_errors=True)
+    else:
+        print(f"the suite failed (exit {code}); the nodes' data and logs are in {root}")
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())
