@@ -1,5 +1,6 @@
 """README.md's commands and snippets, extracted from the file and run against a real
-local cluster, so that the README cannot drift from what works. Every block belongs
+local cluster, so that the README cannot drift from what works (the quick start in
+the default suite, the rest with the long tests). Every block belongs
 to a section that is run here, or to one whose commands need what the default suite
 leaves out (docker, Spark, minutes of chaos), named with the tests that run those;
 a block anywhere else fails this test until it is placed."""
@@ -106,8 +107,9 @@ def _stop_leftovers(cwd: Path) -> None:
         )
 
 
-def test_the_readme_runs(tmp_path: Path) -> None:
-    assert shutil.which("kcat"), "kcat is needed (tests/run.sh installs it)"
+def test_the_quick_start_runs(tmp_path: Path) -> None:
+    """The quick start, verbatim but for its set-up lines (tests/test_first_hour.py runs
+    those in a fresh venv): in the default suite, as the path every newcomer takes."""
     base = consecutive_free_ports(3, random.Random())
     try:
         (quick,) = section_blocks(QUICK_START, "sh")
@@ -116,8 +118,17 @@ def test_the_readme_runs(tmp_path: Path) -> None:
         consumed = next(o for o, c in zip(out, run, strict=True) if "seglog consume" in c)
         assert sorted(consumed.split(), key=int) == [str(i) for i in range(1, 1001)]
         assert not (tmp_path / "data" / "local").exists()  # stopped and cleaned up
+    finally:
+        _stop_leftovers(tmp_path)
 
-        # The Python section starts a cluster again, for itself and the rest.
+
+@pytest.mark.long  # some fifty commands, each a fresh process: minutes on 2 cores
+def test_the_rest_of_the_readme_runs(tmp_path: Path) -> None:
+    """Every section after the quick start, in order; the Python section starts the
+    cluster they run on, "Stop and clean up" stops it."""
+    assert shutil.which("kcat"), "kcat is needed (tests/run.sh installs it)"
+    base = consecutive_free_ports(3, random.Random())
+    try:
         for section in RUN_HERE[1:]:
             for block in section_blocks(section):
                 outputs = _run_block(block, base, tmp_path)

@@ -27,6 +27,9 @@ from seglog.storage.clean_shutdown import CLEAN_SHUTDOWN_FILE
 # Bounds, never expectations.
 START_S = 90
 STOP_S = 60
+# What used to take 30 s (retries) or 60 s (waiting for dead nodes): bounds far below,
+# loose enough for a loaded machine; bench/cli_startup.py measures the real times.
+FAST_S = 10
 
 
 def free_base_port() -> int:
@@ -195,7 +198,7 @@ def test_detached_cluster_status_conflicts_and_local_down(tmp_path: Path) -> Non
             assert other.returncode == 1, (detach, other.stdout, other.stderr)
             assert "bootstrap servers" not in other.stdout
             assert f"node 1: Failed to bind to address 127.0.0.1:{base + 200}" in other.stderr
-            assert took < 3, took  # a bound: the ports are checked before anything starts
+            assert took < FAST_S, took  # the ports are checked before anything starts
         assert all(alive(p) for p in pids)  # the running cluster is untouched
 
         status, _ = run_seglog("local", "status", "--data-dir", str(data_dir))
@@ -207,14 +210,14 @@ def test_detached_cluster_status_conflicts_and_local_down(tmp_path: Path) -> Non
 
         grpc_port = base + 100
         kafka, took = run_seglog("topics", "--bootstrap-server", f"127.0.0.1:{base}", "--list")
-        assert kafka.returncode == 1 and took < 3, (took, kafka.stderr)
+        assert kafka.returncode == 1 and took < FAST_S, (took, kafka.stderr)
         assert f"127.0.0.1:{base}: this is a Kafka-protocol port" in kafka.stderr
         assert f"127.0.0.1:{grpc_port}" in kafka.stderr  # where to go instead
 
         refused, took = run_seglog(
             "topics", "--bootstrap-server", f"127.0.0.1:{base + 400}", "--list"
         )
-        assert refused.returncode == 1 and took < 3, (took, refused.stderr)
+        assert refused.returncode == 1 and took < FAST_S, (took, refused.stderr)
         assert f"127.0.0.1:{base + 400}: connection refused" in refused.stderr
 
         # Node 1 down: the list's other addresses answer, and --verbose says what failed.
@@ -227,7 +230,7 @@ def test_detached_cluster_status_conflicts_and_local_down(tmp_path: Path) -> Non
             "--list",
             "--verbose",
         )
-        assert listed.returncode == 0 and took < 10, (took, listed.stderr)
+        assert listed.returncode == 0 and took < FAST_S, (took, listed.stderr)
         assert f"127.0.0.1:{grpc_port} failed" in listed.stderr
         status, _ = run_seglog("local", "status", "--data-dir", str(data_dir))
         assert status.returncode == 1 and f"node 1  pid {pids[0]}  not running" in status.stdout
@@ -245,7 +248,7 @@ def test_detached_cluster_status_conflicts_and_local_down(tmp_path: Path) -> Non
         assert clean_markers(data_dir)[1:] == [True, True]
 
         twice, took = run_seglog("local", "down", "--data-dir", str(data_dir))
-        assert twice.returncode == 0 and took < 3, took
+        assert twice.returncode == 0 and took < FAST_S, took
         assert twice.stdout.strip() == f"no cluster is running from {data_dir}; nothing to stop"
         status, _ = run_seglog("local", "status", "--data-dir", str(data_dir))
         assert status.returncode == 1 and "no cluster is running" in status.stdout
@@ -264,7 +267,7 @@ def test_a_node_that_cannot_start_is_named_with_its_error(tmp_path: Path) -> Non
         squatter.listen()
         up, took = run_seglog("local", "up", "--data-dir", str(data_dir), "--base-port", str(base))
     assert up.returncode == 1, up.stderr
-    assert "Traceback" not in up.stderr and took < 3, took
+    assert "Traceback" not in up.stderr and took < FAST_S, took
     assert f"node 2: Failed to bind to address 127.0.0.1:{base + 1} (its PLAINTEXT listener)" in (
         up.stderr
     )
