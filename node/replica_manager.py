@@ -319,8 +319,8 @@ class ReplicaManager:
                 self._carry_out(hp, actions)
 
     def _schedule_isr(self, hp: HostedPartition, at_ms: int | None = None) -> None:
-        """Under the partition's lock, after anything that may move its ISR timer: due
-        at `at_ms`, or when the replica says. Cheap when nothing is earlier (a busy
+        """After anything that may move its ISR timer: due at `at_ms`, or when the
+        replica says (then under the partition's lock). Cheap when nothing is earlier (a busy
         partition's deadline only moves later)."""
         at = hp.replica.isr_deadline_ms(now_ms()) if at_ms is None else at_ms
         if at is None:
@@ -353,11 +353,11 @@ class ReplicaManager:
             if any(isinstance(r, (RegisterBrokerRecord, BrokerFenceRecord)) for r in records):
                 # A follower that caught up while its broker was fenced joins the ISRs
                 # now it is eligible (an idle partition gets no fetch to trigger that).
+                # (No partition lock: a time is given, the replica is not asked.)
                 t = now_ms()
                 for hp in self.partitions():
                     if hp.replica.is_leader:
-                        with hp.plog.lock:
-                            self._schedule_isr(hp, t)
+                        self._schedule_isr(hp, t)
         self._wakeups.wake_all()  # leaders and epochs may have moved
 
     def _apply_all(self, image: MetadataImage) -> None:

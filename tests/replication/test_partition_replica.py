@@ -834,11 +834,9 @@ def test_an_idle_partition_drops_a_follower_that_stopped_fetching() -> None:
     assert alter.new_isr == (1, 2)
 
 
-def test_in_a_fetch_session_an_idle_partition_is_caught_up_by_its_nodes_fetches() -> None:
-    """With fetch sessions the followers' fetches leave the idle partition out: each
-    fetch of the node counts as one at its position; a behind follower's deadline is
-    the partition's, an at-end follower's its node's (none in isr_deadline_ms)."""
-    session = {2: 100, 3: 100}
+def in_sessions(session: dict[int, int]) -> dict[int, PartitionReplica]:
+    """Three replicas, 1 leading, whose followers fetch in sessions: `session` holds
+    each follower node's last fetch (the test moves it)."""
     nodes = {
         i: PartitionReplica(
             i, MemoryLog(f"n{i}"), cfg(), broker_epoch=1, session_fetch_ms=session.__getitem__
@@ -847,6 +845,15 @@ def test_in_a_fetch_session_an_idle_partition_is_caught_up_by_its_nodes_fetches(
     }
     for r in nodes.values():
         r.apply_metadata(st(1, 0, 0, (1, 2, 3), (1, 2, 3)), 0)
+    return nodes
+
+
+def test_in_a_fetch_session_an_idle_partition_is_caught_up_by_its_nodes_fetches() -> None:
+    """With fetch sessions the followers' fetches leave the idle partition out: each
+    fetch of the node counts as one at its position; a behind follower's deadline is
+    the partition's, an at-end follower's its node's (none in isr_deadline_ms)."""
+    session = {2: 100, 3: 100}
+    nodes = in_sessions(session)
     leader = nodes[1]
     leader.produce(1, batch(5), 1, 30_000, 0)
     fetch(nodes, 2, 5, 100)
@@ -866,14 +873,7 @@ def test_a_produce_after_a_long_idle_spell_does_not_shrink_the_isr() -> None:
     """The followers at the end were caught up as of their nodes' last session fetch
     when the log end moves: the first append after an hour idle shrinks nothing."""
     session = {2: 0, 3: 0}
-    nodes = {
-        i: PartitionReplica(
-            i, MemoryLog(f"n{i}"), cfg(), broker_epoch=1, session_fetch_ms=session.__getitem__
-        )
-        for i in (1, 2, 3)
-    }
-    for r in nodes.values():
-        r.apply_metadata(st(1, 0, 0, (1, 2, 3), (1, 2, 3)), 0)
+    nodes = in_sessions(session)
     leader = nodes[1]
     fetch(nodes, 2, 0, 10)
     fetch(nodes, 3, 0, 10)
