@@ -169,14 +169,7 @@ class Console:
                 raise ValueError("the topic needs a name")
             partitions = _int(str(form.get("partitions", "")), "partitions", -1)
             rf = _int(str(form.get("replication_factor", "")), "replication factor", -1)
-            configs = {}
-            for line in str(form.get("configs", "")).splitlines():
-                if not line.strip():
-                    continue
-                key, sep, value = line.partition("=")
-                if not sep or not key.strip():
-                    raise ValueError(f"config line {line!r} is not key=value")
-                configs[key.strip()] = value.strip()
+            configs = dict(_pairs(form.get("configs", ""), "config"))
             assert partitions is not None and rf is not None
             await anyio.to_thread.run_sync(self.io.create_topic, name, partitions, rf, configs)
         except (KafkaError, ValueError) as e:
@@ -303,14 +296,7 @@ class Console:
         try:
             partition = _int(str(form.get("partition", "")), "partition")
             key_text = str(form.get("key", ""))
-            headers = []
-            for line in str(form.get("headers", "")).splitlines():
-                if not line.strip():
-                    continue
-                hkey, sep, hvalue = line.partition("=")
-                if not sep or not hkey.strip():
-                    raise ValueError(f"header line {line!r} is not key=value")
-                headers.append((hkey.strip(), hvalue.encode()))
+            headers = [(k, v.encode()) for k, v in _pairs(form.get("headers", ""), "header")]
             written = await anyio.to_thread.run_sync(
                 self.io.produce,
                 name,
@@ -516,6 +502,20 @@ async def _form(request: Request) -> dict[str, str]:
         raise ValueError(f"expected a form (application/x-www-form-urlencoded), got {kind!r}")
     body = (await request.body()).decode("utf-8", "replace")
     return {k: v[-1] for k, v in urllib.parse.parse_qs(body, keep_blank_values=True).items()}
+
+
+def _pairs(text: str, what: str) -> list[tuple[str, str]]:
+    """A textarea's `key=value` lines (blank lines skipped); a line without `=` or a
+    key is an error naming it."""
+    out = []
+    for line in text.splitlines():
+        if not line.strip():
+            continue
+        key, sep, value = line.partition("=")
+        if not sep or not key.strip():
+            raise ValueError(f"{what} line {line!r} is not key=value")
+        out.append((key.strip(), value.strip()))
+    return out
 
 
 def _parse_time(text: str) -> int:

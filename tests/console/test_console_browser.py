@@ -221,6 +221,12 @@ def test_every_page_loads_without_console_errors(cluster: Cluster, chrome: Any) 
     kinds = [r.find_elements("tag name", "td")[5].text for r in rows]
     assert kinds == ["json"] * 20 + ["hex", "text"]
     assert '"item": "tea"' in rows[0].text  # pretty-printed
+    # From a time: far back is the log start, far ahead the high watermark (nothing yet).
+    visit(chrome, cluster.url + "/topics/orders/messages?partition=0&timestamp=2000-01-01T00:00:00")
+    assert len(chrome.find_elements("css selector", "#records tbody tr")) == 22
+    visit(chrome, cluster.url + "/topics/orders/messages?partition=0&timestamp=2999-01-01T00:00:00")
+    assert chrome.find_elements("css selector", "#records tbody tr") == []
+    assert "showing 0 from offset 22" in chrome.find_element("tag name", "body").text
     text = visit(chrome, cluster.url + "/groups", "groups")
     assert "billing" in text
     text = visit(chrome, cluster.url + "/groups/billing", "group")
