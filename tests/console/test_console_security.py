@@ -114,6 +114,8 @@ def test_the_console_logs_in_and_shows_acls_and_users(
     n, root = node
     console = Console(n, root / "admin.properties", root / "console.log")
     try:
+        chrome.get(console.url + "/")
+        assert chrome.find_element("id", "single-node").text.startswith("No controller quorum")
         chrome.get(console.url + "/topics")
         assert "secured" in chrome.find_element("id", "topics").text
         chrome.get(console.url + "/security")
