@@ -78,13 +78,15 @@ def node(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[NodeProcess
     root = tmp_path_factory.mktemp("console-sasl")
     n = NodeProcess(
         root / "node",
+        # The console's principal is the PLAIN super user `admin`; ACLs on, SCRAM
+        # users stored (described, never logged in with here).
         overrides={
-            "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
-            "super.users": "User:admin",
-            "delegation.token.secret.key": "test-cluster-secret",
-            "sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512",
+            "sasl.enabled.mechanisms": "PLAIN",
             "sasl.jaas.config": "org.apache.kafka.common.security.plain.PlainLoginModule "
             'required user_admin="admin-secret";',
+            "super.users": "User:admin",
+            "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+            "delegation.token.secret.key": "console-test-secret",
             "connection.failed.authentication.delay.ms": "0",
         },
     ).start(timeout_s=60)
