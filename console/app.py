@@ -17,6 +17,8 @@ from typing import Any
 import anyio
 from jinja2 import Environment, FileSystemLoader, select_autoescape
 from starlette.applications import Starlette
+from starlette.middleware import Middleware
+from starlette.middleware.trustedhost import TrustedHostMiddleware
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, RedirectResponse, Response, StreamingResponse
 from starlette.routing import Mount, Route
@@ -531,11 +533,33 @@ def _parse_time(text: str) -> int:
     return int(parsed.timestamp() * 1000)
 
 
-def build_app(console: Console) -> Starlette:
+LOOPBACK_NAMES = ("127.0.0.1", "localhost", "::1")
+
+
+def same_origin(request: Request) -> bool:
+    """A form posted from the console's own pages. Browsers name the page a POST came
+    from (Origin); one from another site must not create topics or reset offsets
+    through a console that trusts whoever can reach it."""
+    origin = request.headers.get("origin")
+    if origin is None or origin == "null":
+        # No Origin: not a browser's cross-site form (they all send it), or a
+        # privacy-stripped one; Sec-Fetch-Site tells those apart.
+        return request.headers.get("sec-fetch-site", "same-origin") in ("same-origin", "none")
+    return urllib.parse.urlsplit(origin).netloc == request.headers.get("host", "")
+
+
+def build_app(console: Console, host: str = "127.0.0.1") -> Starlette:
     def guarded(handler: Callable[[Request], Awaitable[Response]]) -> Callable[[Request], Any]:
         """A cluster error or bad input is a page saying so, never a stack trace."""
 
         async def endpoint(request: Request) -> Response:
+            if request.method == "POST" and not same_origin(request):
+                return Response(
+                    "a form from another site is refused (Origin "
+                    f"{request.headers.get('origin')!r}, this console is "
+                    f"{request.headers.get('host')!r})",
+                    status_code=403,
+                )
             try:
                 return await handler(request)
             except (KafkaError, ValueError) as e:
@@ -573,4 +597,11 @@ def build_app(console: Console) -> Starlette:
         Route("/api/snapshot", sync(console.api_snapshot)),
         Mount("/static", StaticFiles(directory=HERE / "static"), name="static"),
     ]
-    return Starlette(routes=routes)
+    # Served on loopback, pages answer only to loopback names: a web page whose own
+    # name resolves to 127.0.0.1 (DNS rebinding) must not read them.
+    middleware = (
+        [Middleware(TrustedHostMiddleware, allowed_hosts=list(LOOPBACK_NAMES))]
+        if host in LOOPBACK_NAMES
+        else []
+    )
+    return Starlette(routes=routes, middleware=middleware)

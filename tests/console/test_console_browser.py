@@ -419,6 +419,30 @@ def test_group_lag_equals_the_cli_and_reset_waits_for_members(
     assert shown == cli == {("lagging", p): "20" for p in range(3)}
 
 
+def test_another_site_can_neither_post_nor_read(cluster: Cluster) -> None:
+    """A page elsewhere may make the viewer's browser post a form to the console, or
+    point a name of its own at 127.0.0.1: neither creates a topic or reads a page."""
+
+    def ask(path: str, headers: dict[str, str], data: bytes | None = None) -> int:
+        request = urllib.request.Request(cluster.url + path, data=data, headers=headers)
+        try:
+            with urllib.request.urlopen(request, timeout=30) as r:
+                return int(r.status)
+        except urllib.error.HTTPError as e:
+            return int(e.code)
+
+    form = b"name=csrf-topic&partitions=1&replication_factor=1"
+    kind = {"Content-Type": "application/x-www-form-urlencoded"}
+    assert ask("/topics", {**kind, "Origin": "http://evil.example"}, form) == 403
+    assert ask("/topics", {**kind, "Sec-Fetch-Site": "cross-site"}, form) == 403
+    assert ask("/", {"Host": "evil.example"}) == 400
+    with Admin(cluster.bootstrap) as admin:
+        assert "csrf-topic" not in admin.list_topics()
+    port = cluster.url.rsplit(":", 1)[1]
+    same = {**kind, "Origin": cluster.url, "Sec-Fetch-Site": "same-origin"}
+    assert ask("/topics", {**same, "Host": f"127.0.0.1:{port}"}, form) == 200  # followed 303
+
+
 def seglog_state(cluster: Cluster, group: str) -> str:
     with Admin(cluster.bootstrap) as admin:
         (info,) = admin.describe_consumer_groups([group])
