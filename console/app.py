@@ -60,6 +60,19 @@ def _rate(n: float | None, unit: str = "B") -> str:
     return (_bytes(n) if unit == "B" else f"{n:.1f}") + ("/s" if unit == "B" else f" {unit}/s")
 
 
+def _duration_ms(value: str | None) -> str:
+    """A retention.ms value as people read it: -1 is forever."""
+    if value is None or not value.lstrip("-").isdigit():
+        return value or "-"
+    ms = int(value)
+    if ms < 0:
+        return "forever"
+    for unit, size in (("d", 86_400_000), ("h", 3_600_000), ("min", 60_000), ("s", 1000)):
+        if ms >= size and ms % size == 0:
+            return f"{ms // size} {unit}"
+    return f"{ms} ms"
+
+
 def _time_ms(ms: int | float | None) -> str:
     if ms is None or ms < 0:
         return "-"
@@ -131,7 +144,14 @@ class Console:
             trim_blocks=True,
             lstrip_blocks=True,
         )
-        self.env.filters.update(bytes=_bytes, rate=_rate, time_ms=_time_ms, chart=_chart, show=show)
+        self.env.filters.update(
+            bytes=_bytes,
+            rate=_rate,
+            time_ms=_time_ms,
+            duration_ms=_duration_ms,
+            chart=_chart,
+            show=show,
+        )
         self.env.globals.update(bootstrap=io.bootstrap)
 
     def render(self, name: str, status: int = 200, **context: Any) -> HTMLResponse:
@@ -159,8 +179,18 @@ class Console:
         internal = request.query_params.get("internal") == "1"
         page = _int(request.query_params.get("page"), "page", 1) or 1
         listing = view.filter_topics(view.topic_rows(snap), q, page, internal)
+        try:
+            configs = self.io.list_configs([r.name for r in listing.rows])
+        except KafkaError:
+            configs = {}  # the columns say '-'; the list itself is the snapshot's
         return self.render(
-            "topics.html", page="topics", snap=snap, listing=listing, q=q, internal=internal
+            "topics.html",
+            page="topics",
+            snap=snap,
+            listing=listing,
+            q=q,
+            internal=internal,
+            configs=configs,
         )
 
     async def create_topic(self, request: Request) -> Response:

@@ -201,7 +201,9 @@ def test_every_page_loads_without_console_errors(cluster: Cluster, chrome: Any) 
     nodes = chrome.find_elements("css selector", "#nodes tbody tr")
     assert [n.get_attribute("data-node-status") for n in nodes] == ["online"] * 3
     text = visit(chrome, cluster.url + "/topics", "topics")
-    assert "orders" in text
+    row = chrome.find_element("css selector", '#topics tr[data-topic="orders"]')
+    assert row.find_element("class name", "cleanup").text == "delete"
+    assert row.find_element("class name", "retention").text == "1 d"  # retention.ms=86400000
     text = visit(chrome, cluster.url + "/topics?q=ord")
     assert [
         r.get_attribute("data-topic")

@@ -123,3 +123,11 @@ def test_histories_and_group_lags_are_bounded_and_counted_once() -> None:
     one.group_lag = {("g", "t", 0): 5, ("g", "t", 1): 2}
     two.group_lag = {("g", "t", 0): 4, ("h", "t", 0): 9}  # a follower's older reading
     assert view.group_lags({1: one, 2: two}) == {"g": 7, "h": 9}
+
+
+def test_retention_as_people_read_it() -> None:
+    from seglog.console.app import _duration_ms
+
+    assert [_duration_ms(v) for v in ("86400000", "-1", "7200000", "90000", "1500", None)] == [
+        "1 d", "forever", "2 h", "90 s", "1500 ms", "-",
+    ]  # fmt: skip
