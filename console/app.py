@@ -173,7 +173,7 @@ class Console:
             "overview.html", page="overview", snap=snap, summary=view.summarize(snap)
         )
 
-    def topics(self, request: Request) -> Response:
+    def topics(self, request: Request, status: int = 200, **extra: Any) -> Response:
         snap = self.snapshot()
         q = request.query_params.get("q", "")
         internal = request.query_params.get("internal") == "1"
@@ -185,12 +185,14 @@ class Console:
             configs = {}  # the columns say '-'; the list itself is the snapshot's
         return self.render(
             "topics.html",
+            status,
             page="topics",
             snap=snap,
             listing=listing,
             q=q,
             internal=internal,
             configs=configs,
+            **extra,
         )
 
     async def create_topic(self, request: Request) -> Response:
@@ -205,18 +207,9 @@ class Console:
             assert partitions is not None and rf is not None
             await anyio.to_thread.run_sync(self.io.create_topic, name, partitions, rf, configs)
         except (KafkaError, ValueError) as e:
-            snap = self.snapshot()
-            listing = view.filter_topics(view.topic_rows(snap), "", 1, False)
-            return self.render(
-                "topics.html",
-                400,
-                page="topics",
-                snap=snap,
-                listing=listing,
-                q="",
-                internal=False,
-                error=f"Topic {name!r} was not created: {e}",
-                form=dict(form),
+            failed = f"Topic {name!r} was not created: {e}"
+            return await anyio.to_thread.run_sync(
+                lambda: self.topics(request, 400, error=failed, form=form)
             )
         return RedirectResponse(f"/topics/{name}?created=1", status_code=303)
 
