@@ -136,7 +136,7 @@ class Target(Protocol):
 # lies in that range, and so does the local port of every outgoing connection, which
 # can take it before the node it was given to binds it ("Address already in use" at
 # start, seen in CI). Above the compose files' published ports (19090-19194) and
-# `seglog local up`'s defaults (9092-9392).
+# `seglog local up`'s defaults (9092-9394, its console 9492).
 PORTS_LOWEST = 21000
 _handed_out: set[int] = set()  # never the same port twice in one process (TIME_WAIT)
 _any_ports = random.Random()  # seeded by the OS: concurrent processes pick apart

@@ -560,6 +560,36 @@ class Admin:
             for c in result.configs
         }
 
+    def describe_configs_of(
+        self, topics: Sequence[str], config_names: Iterable[str] | None = None
+    ) -> dict[str, dict[str, ConfigEntry] | KafkaError]:
+        """Several topics' configs in one request (Kafka's describeConfigs of many
+        resources): per topic its configs, or the error the node gave for it."""
+        request = pb.DescribeConfigsRequest()
+        names = list(config_names or [])
+        for topic in topics:
+            request.resources.add(type=pb.TOPIC, name=topic, config_names=names)
+        response: pb.DescribeConfigsResponse = self._rpc(
+            "DescribeConfigs", request, lambda r: [x.error_code for x in r.results], False
+        )
+        by_name = {r.name: r for r in response.results}
+        out: dict[str, dict[str, ConfigEntry] | KafkaError] = {}
+        for topic in topics:
+            result = by_name.get(topic)
+            if result is None:
+                out[topic] = KafkaError(f"DescribeConfigs did not answer for topic {topic!r}")
+                continue
+            if result.error_code:
+                out[topic] = _topic_error(topic, result.error_code, result.error_message)
+                continue
+            out[topic] = {
+                c.name: ConfigEntry(
+                    c.name, c.value, c.source, c.is_default, c.read_only, c.is_sensitive
+                )
+                for c in result.configs
+            }
+        return out
+
     def alter_configs(
         self,
         topic: str,

@@ -22,15 +22,22 @@ def describe_quorum(
     """DescribeQuorum at `address` (over TLS, with SASL, as `security` says). Raises
     NoControllerService when the node has no Controller service, grpc.RpcError when
     it cannot be asked."""
-    channel = (security or ClientSecurity()).channel(address, [])
-    with channel:
-        stub = cluster_pb2_grpc.ControllerStub(channel)
-        try:
-            r: cpb.DescribeQuorumResponse = stub.DescribeQuorum(
-                cpb.DescribeQuorumRequest(), timeout=timeout_s
-            )
-        except grpc.RpcError as e:
-            if e.code() == grpc.StatusCode.UNIMPLEMENTED:  # type: ignore[attr-defined]
-                raise NoControllerService(address) from None
-            raise
+    with (security or ClientSecurity()).channel(address, []) as channel:
+        return describe_quorum_on(channel, address, timeout_s)
+
+
+def describe_quorum_on(
+    channel: grpc.Channel, address: str, timeout_s: float
+) -> cpb.DescribeQuorumResponse:
+    """DescribeQuorum over a channel the caller keeps (one asking every few seconds
+    keeps its channel, and its SASL login, rather than opening one each time)."""
+    stub = cluster_pb2_grpc.ControllerStub(channel)
+    try:
+        r: cpb.DescribeQuorumResponse = stub.DescribeQuorum(
+            cpb.DescribeQuorumRequest(), timeout=timeout_s
+        )
+    except grpc.RpcError as e:
+        if e.code() == grpc.StatusCode.UNIMPLEMENTED:  # type: ignore[attr-defined]
+            raise NoControllerService(address) from None
+        raise
     return r

@@ -17,6 +17,8 @@ from typing import Any
 import anyio
 from jinja2 import Environment, FileSystemLoader, select_autoescape
 from starlette.applications import Starlette
+from starlette.middleware import Middleware
+from starlette.middleware.trustedhost import TrustedHostMiddleware
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, RedirectResponse, Response, StreamingResponse
 from starlette.routing import Mount, Route
@@ -56,6 +58,19 @@ def _rate(n: float | None, unit: str = "B") -> str:
     if n is None:
         return "-"
     return (_bytes(n) if unit == "B" else f"{n:.1f}") + ("/s" if unit == "B" else f" {unit}/s")
+
+
+def _duration_ms(value: str | None) -> str:
+    """A retention.ms value as people read it: -1 is forever."""
+    if value is None or not value.lstrip("-").isdigit():
+        return value or "-"
+    ms = int(value)
+    if ms < 0:
+        return "forever"
+    for unit, size in (("d", 86_400_000), ("h", 3_600_000), ("min", 60_000), ("s", 1000)):
+        if ms >= size and ms % size == 0:
+            return f"{ms // size} {unit}"
+    return f"{ms} ms"
 
 
 def _time_ms(ms: int | float | None) -> str:
@@ -129,7 +144,14 @@ class Console:
             trim_blocks=True,
             lstrip_blocks=True,
         )
-        self.env.filters.update(bytes=_bytes, rate=_rate, time_ms=_time_ms, chart=_chart, show=show)
+        self.env.filters.update(
+            bytes=_bytes,
+            rate=_rate,
+            time_ms=_time_ms,
+            duration_ms=_duration_ms,
+            chart=_chart,
+            show=show,
+        )
         self.env.globals.update(bootstrap=io.bootstrap)
 
     def render(self, name: str, status: int = 200, **context: Any) -> HTMLResponse:
@@ -151,14 +173,26 @@ class Console:
             "overview.html", page="overview", snap=snap, summary=view.summarize(snap)
         )
 
-    def topics(self, request: Request) -> Response:
+    def topics(self, request: Request, status: int = 200, **extra: Any) -> Response:
         snap = self.snapshot()
         q = request.query_params.get("q", "")
         internal = request.query_params.get("internal") == "1"
         page = _int(request.query_params.get("page"), "page", 1) or 1
         listing = view.filter_topics(view.topic_rows(snap), q, page, internal)
+        try:
+            configs = self.io.list_configs([r.name for r in listing.rows])
+        except KafkaError:
+            configs = {}  # the columns say '-'; the list itself is the snapshot's
         return self.render(
-            "topics.html", page="topics", snap=snap, listing=listing, q=q, internal=internal
+            "topics.html",
+            status,
+            page="topics",
+            snap=snap,
+            listing=listing,
+            q=q,
+            internal=internal,
+            configs=configs,
+            **extra,
         )
 
     async def create_topic(self, request: Request) -> Response:
@@ -169,29 +203,13 @@ class Console:
                 raise ValueError("the topic needs a name")
             partitions = _int(str(form.get("partitions", "")), "partitions", -1)
             rf = _int(str(form.get("replication_factor", "")), "replication factor", -1)
-            configs = {}
-            for line in str(form.get("configs", "")).splitlines():
-                if not line.strip():
-                    continue
-                key, sep, value = line.partition("=")
-                if not sep or not key.strip():
-                    raise ValueError(f"config line {line!r} is not key=value")
-                configs[key.strip()] = value.strip()
+            configs = dict(_pairs(form.get("configs", ""), "config"))
             assert partitions is not None and rf is not None
             await anyio.to_thread.run_sync(self.io.create_topic, name, partitions, rf, configs)
         except (KafkaError, ValueError) as e:
-            snap = self.snapshot()
-            listing = view.filter_topics(view.topic_rows(snap), "", 1, False)
-            return self.render(
-                "topics.html",
-                400,
-                page="topics",
-                snap=snap,
-                listing=listing,
-                q="",
-                internal=False,
-                error=f"Topic {name!r} was not created: {e}",
-                form=dict(form),
+            failed = f"Topic {name!r} was not created: {e}"
+            return await anyio.to_thread.run_sync(
+                lambda: self.topics(request, 400, error=failed, form=form)
             )
         return RedirectResponse(f"/topics/{name}?created=1", status_code=303)
 
@@ -303,14 +321,7 @@ class Console:
         try:
             partition = _int(str(form.get("partition", "")), "partition")
             key_text = str(form.get("key", ""))
-            headers = []
-            for line in str(form.get("headers", "")).splitlines():
-                if not line.strip():
-                    continue
-                hkey, sep, hvalue = line.partition("=")
-                if not sep or not hkey.strip():
-                    raise ValueError(f"header line {line!r} is not key=value")
-                headers.append((hkey.strip(), hvalue.encode()))
+            headers = [(k, v.encode()) for k, v in _pairs(form.get("headers", ""), "header")]
             written = await anyio.to_thread.run_sync(
                 self.io.produce,
                 name,
@@ -518,6 +529,20 @@ async def _form(request: Request) -> dict[str, str]:
     return {k: v[-1] for k, v in urllib.parse.parse_qs(body, keep_blank_values=True).items()}
 
 
+def _pairs(text: str, what: str) -> list[tuple[str, str]]:
+    """A textarea's `key=value` lines (blank lines skipped); a line without `=` or a
+    key is an error naming it."""
+    out = []
+    for line in text.splitlines():
+        if not line.strip():
+            continue
+        key, sep, value = line.partition("=")
+        if not sep or not key.strip():
+            raise ValueError(f"{what} line {line!r} is not key=value")
+        out.append((key.strip(), value.strip()))
+    return out
+
+
 def _parse_time(text: str) -> int:
     """An ISO date-time (UTC when it names no zone) in ms."""
     try:
@@ -531,11 +556,33 @@ def _parse_time(text: str) -> int:
     return int(parsed.timestamp() * 1000)
 
 
-def build_app(console: Console) -> Starlette:
+LOOPBACK_NAMES = ("127.0.0.1", "localhost", "::1")
+
+
+def same_origin(request: Request) -> bool:
+    """A form posted from the console's own pages. Browsers name the page a POST came
+    from (Origin); one from another site must not create topics or reset offsets
+    through a console that trusts whoever can reach it."""
+    origin = request.headers.get("origin")
+    if origin is None or origin == "null":
+        # No Origin: not a browser's cross-site form (they all send it), or a
+        # privacy-stripped one; Sec-Fetch-Site tells those apart.
+        return request.headers.get("sec-fetch-site", "same-origin") in ("same-origin", "none")
+    return urllib.parse.urlsplit(origin).netloc == request.headers.get("host", "")
+
+
+def build_app(console: Console, host: str = "127.0.0.1") -> Starlette:
     def guarded(handler: Callable[[Request], Awaitable[Response]]) -> Callable[[Request], Any]:
         """A cluster error or bad input is a page saying so, never a stack trace."""
 
         async def endpoint(request: Request) -> Response:
+            if request.method == "POST" and not same_origin(request):
+                return Response(
+                    "a form from another site is refused (Origin "
+                    f"{request.headers.get('origin')!r}, this console is "
+                    f"{request.headers.get('host')!r})",
+                    status_code=403,
+                )
             try:
                 return await handler(request)
             except (KafkaError, ValueError) as e:
@@ -573,4 +620,11 @@ def build_app(console: Console) -> Starlette:
         Route("/api/snapshot", sync(console.api_snapshot)),
         Mount("/static", StaticFiles(directory=HERE / "static"), name="static"),
     ]
-    return Starlette(routes=routes)
+    # Served on loopback, pages answer only to loopback names: a web page whose own
+    # name resolves to 127.0.0.1 (DNS rebinding) must not read them.
+    middleware = (
+        [Middleware(TrustedHostMiddleware, allowed_hosts=list(LOOPBACK_NAMES))]
+        if host in LOOPBACK_NAMES
+        else []
+    )
+    return Starlette(routes=routes, middleware=middleware)

@@ -14,8 +14,9 @@ from collections.abc import Mapping
 import grpc
 
 from seglog.client.admin import Admin, ClusterDescription
+from seglog.client.cluster import CHANNEL_OPTIONS
 from seglog.client.errors import KafkaError
-from seglog.client.quorum import NoControllerService, describe_quorum
+from seglog.client.quorum import NoControllerService, describe_quorum_on
 from seglog.client.security import ClientSecurity
 
 from . import view
@@ -45,6 +46,8 @@ class Refresher:
         self.security = ClientSecurity.from_options(security)
         self.interval_s = interval_s
         self._statics: dict[int, NodeStatics] = {}
+        # One channel per node address for DescribeQuorum, kept across refreshes.
+        self._channels: dict[str, grpc.Channel] = {}
         self._scraped: dict[int, NodeMetrics] = {}
         self._scraped_at = 0.0
         self._history: deque[tuple[float, float, float]] = deque(maxlen=view.HISTORY_POINTS)
@@ -66,6 +69,9 @@ class Refresher:
     def stop(self) -> None:
         self._stop.set()
         self._thread.join(10)
+        for channel in self._channels.values():
+            channel.close()
+        self._channels.clear()
 
     def wait_first(self, timeout_s: float) -> view.Snapshot | None:
         with self._changed:
@@ -219,11 +225,16 @@ class Refresher:
         """Each node's Raft role, and the quorum as its leader sees it."""
         roles: dict[int, str] = {}
         answers = {}
+        addresses = {f"{b.host}:{b.port}" for b in cluster.brokers}
+        for gone in [a for a in self._channels if a not in addresses]:
+            self._channels.pop(gone).close()  # bounded by the nodes there are
         for b in cluster.brokers:
+            address = f"{b.host}:{b.port}"
+            channel = self._channels.get(address)
+            if channel is None:
+                channel = self._channels[address] = self.security.channel(address, CHANNEL_OPTIONS)
             try:
-                answers[b.node_id] = describe_quorum(
-                    f"{b.host}:{b.port}", QUORUM_TIMEOUT_S, self.security
-                )
+                answers[b.node_id] = describe_quorum_on(channel, address, QUORUM_TIMEOUT_S)
                 roles[b.node_id] = answers[b.node_id].role
             except NoControllerService:
                 roles[b.node_id] = "n/a"

@@ -19,6 +19,7 @@ from .security_view import SecurityClient
 # The refresher's own calls give up sooner than a tool's, so that an unreachable
 # cluster shows as an error on the page within seconds.
 REFRESH_TIMEOUT_MS = 5_000
+MAX_CONNECTIONS = 256
 
 
 def serve(
@@ -55,7 +56,7 @@ def serve(
     refresher = Refresher(refresh_admin, security, refresh_interval_ms / 1000)
     io = ClusterIO(bootstrap, admin, security)
     security_client = SecurityClient(bootstrap, security, request_timeout_ms / 1000)
-    app = build_app(Console(refresher, io, security_client))
+    app = build_app(Console(refresher, io, security_client), host)
     refresher.start()
     bound_port = sock.getsockname()[1]
     print(f"console: http://{host}:{bound_port}/", file=out, flush=True)
@@ -64,6 +65,8 @@ def serve(
         log_level="warning",
         timeout_graceful_shutdown=2,
         lifespan="off",
+        # Live pages hold a connection each: beyond this many, 503 rather than more.
+        limit_concurrency=MAX_CONNECTIONS,
     )
     try:
         uvicorn.Server(config).run(sockets=[sock])

@@ -127,10 +127,11 @@ def up(
     out: TextIO,
     overrides: Mapping[int, Mapping[str, str]] | None = None,
     env: Mapping[str, str] | None = None,
-    console: bool = True,
+    console: bool = False,
 ) -> int:
-    """Start `nodes` nodes (and the web console, `seglog console`, unless not
-    `console`); `overrides[node_id]` replaces or adds properties of that
+    """Start `nodes` nodes (and, with `console`, the web console: `seglog local up`
+    asks for it unless --no-console; the chaos harness does not); `overrides[node_id]`
+    replaces or adds properties of that
     node (the chaos harness routes links through proxies with it) and `env` is the
     nodes' environment (default: this process's)."""
     if nodes < 1:

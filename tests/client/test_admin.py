@@ -177,6 +177,18 @@ def test_describe_configs_sources(admin: Admin) -> None:
         admin.describe_configs("ghost")
 
 
+def test_describe_configs_of_many_topics_in_one_request(admin: Admin) -> None:
+    admin.create_topics([NewTopic("conf-a", 1, 1, {"retention.ms": "60000"})])
+    admin.create_topics([NewTopic("conf-b", 1, 1, {"cleanup.policy": "compact"})])
+    found = admin.describe_configs_of(["conf-a", "ghost", "conf-b"], ["cleanup.policy"])
+    assert list(found) == ["conf-a", "ghost", "conf-b"]
+    a, ghost, b = found["conf-a"], found["ghost"], found["conf-b"]
+    assert isinstance(a, dict) and set(a) == {"cleanup.policy"}
+    assert a["cleanup.policy"].value == "delete"
+    assert isinstance(b, dict) and b["cleanup.policy"].value == "compact"
+    assert isinstance(ghost, UnknownTopic) and "ghost" in str(ghost)
+
+
 def test_alter_configs_is_incremental(admin: Admin) -> None:
     admin.create_topics(
         [NewTopic("alter", 1, 1, {"retention.ms": "60000", "segment.bytes": "200000"})]

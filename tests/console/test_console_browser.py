@@ -201,7 +201,9 @@ def test_every_page_loads_without_console_errors(cluster: Cluster, chrome: Any) 
     nodes = chrome.find_elements("css selector", "#nodes tbody tr")
     assert [n.get_attribute("data-node-status") for n in nodes] == ["online"] * 3
     text = visit(chrome, cluster.url + "/topics", "topics")
-    assert "orders" in text
+    row = chrome.find_element("css selector", '#topics tr[data-topic="orders"]')
+    assert row.find_element("class name", "cleanup").text == "delete"
+    assert row.find_element("class name", "retention").text == "1 d"  # retention.ms=86400000
     text = visit(chrome, cluster.url + "/topics?q=ord")
     assert [
         r.get_attribute("data-topic")
@@ -221,6 +223,12 @@ def test_every_page_loads_without_console_errors(cluster: Cluster, chrome: Any) 
     kinds = [r.find_elements("tag name", "td")[5].text for r in rows]
     assert kinds == ["json"] * 20 + ["hex", "text"]
     assert '"item": "tea"' in rows[0].text  # pretty-printed
+    # From a time: far back is the log start, far ahead the high watermark (nothing yet).
+    visit(chrome, cluster.url + "/topics/orders/messages?partition=0&timestamp=2000-01-01T00:00:00")
+    assert len(chrome.find_elements("css selector", "#records tbody tr")) == 22
+    visit(chrome, cluster.url + "/topics/orders/messages?partition=0&timestamp=2999-01-01T00:00:00")
+    assert chrome.find_elements("css selector", "#records tbody tr") == []
+    assert "showing 0 from offset 22" in chrome.find_element("tag name", "body").text
     text = visit(chrome, cluster.url + "/groups", "groups")
     assert "billing" in text
     text = visit(chrome, cluster.url + "/groups/billing", "group")
@@ -411,6 +419,30 @@ def test_group_lag_equals_the_cli_and_reset_waits_for_members(
     wait_for("the reset", lambda: chrome.find_elements("id", "notice"))
     shown, cli = lag_from_page(chrome), lag_from_cli(cluster.bootstrap, "reporting")
     assert shown == cli == {("lagging", p): "20" for p in range(3)}
+
+
+def test_another_site_can_neither_post_nor_read(cluster: Cluster) -> None:
+    """A page elsewhere may make the viewer's browser post a form to the console, or
+    point a name of its own at 127.0.0.1: neither creates a topic or reads a page."""
+
+    def ask(path: str, headers: dict[str, str], data: bytes | None = None) -> int:
+        request = urllib.request.Request(cluster.url + path, data=data, headers=headers)
+        try:
+            with urllib.request.urlopen(request, timeout=30) as r:
+                return int(r.status)
+        except urllib.error.HTTPError as e:
+            return int(e.code)
+
+    form = b"name=csrf-topic&partitions=1&replication_factor=1"
+    kind = {"Content-Type": "application/x-www-form-urlencoded"}
+    assert ask("/topics", {**kind, "Origin": "http://evil.example"}, form) == 403
+    assert ask("/topics", {**kind, "Sec-Fetch-Site": "cross-site"}, form) == 403
+    assert ask("/", {"Host": "evil.example"}) == 400
+    with Admin(cluster.bootstrap) as admin:
+        assert "csrf-topic" not in admin.list_topics()
+    port = cluster.url.rsplit(":", 1)[1]
+    same = {**kind, "Origin": cluster.url, "Sec-Fetch-Site": "same-origin"}
+    assert ask("/topics", {**same, "Host": f"127.0.0.1:{port}"}, form) == 200  # followed 303
 
 
 def seglog_state(cluster: Cluster, group: str) -> str:

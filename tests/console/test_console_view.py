@@ -108,3 +108,26 @@ def test_lag_rows_and_the_reset_rule() -> None:
         groups.reset_offsets("offset", None, low, high)
     with pytest.raises(ValueError, match="not one of"):
         groups.reset_offsets("yesterday", None, low, high)
+
+
+def test_histories_and_group_lags_are_bounded_and_counted_once() -> None:
+    h = view.Histories(points=3, names=2)
+    for t in range(5):
+        h.add(float(t), {"a": t * 1.0})
+    h.add(5.0, {"b": 1.0})
+    h.add(6.0, {"c": 2.0})  # "a" was updated longest ago: dropped
+    assert h.frozen() == {"b": ((5.0, 1.0),), "c": ((6.0, 2.0),)}
+    h.add(7.0, {"b": 3.0, "b2": 0.0})
+    assert "c" not in h and list(h.frozen()) == ["b", "b2"]
+    one, two = scrape.NodeMetrics(), scrape.NodeMetrics()
+    one.group_lag = {("g", "t", 0): 5, ("g", "t", 1): 2}
+    two.group_lag = {("g", "t", 0): 4, ("h", "t", 0): 9}  # a follower's older reading
+    assert view.group_lags({1: one, 2: two}) == {"g": 7, "h": 9}
+
+
+def test_retention_as_people_read_it() -> None:
+    from seglog.console.app import _duration_ms
+
+    assert [_duration_ms(v) for v in ("86400000", "-1", "7200000", "90000", "1500", None)] == [
+        "1 d", "forever", "2 h", "90 s", "1500 ms", "-",
+    ]  # fmt: skip

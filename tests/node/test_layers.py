@@ -1,6 +1,6 @@
 """The layers import downwards only (docs/architecture.md): storage knows no other
 layer, replication only storage, and the node never imports the client (the command
-line, above both, lives in cli/)."""
+line, above both, lives in cli/; the web console, console/, uses the clients only)."""
 
 from __future__ import annotations
 
@@ -15,6 +15,8 @@ FORBIDDEN = {
     "replication": ("seglog.node", "seglog.client", "seglog.cli"),
     "node": ("seglog.client", "seglog.cli", "seglog.chaos", "seglog.pipeline"),
     "client": ("seglog.node", "seglog.cli", "seglog.replication"),
+    # The web console speaks to the cluster through the clients only.
+    "console": ("seglog.node", "seglog.cli", "seglog.replication", "seglog.storage"),
 }
 
 
