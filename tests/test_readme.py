@@ -42,6 +42,8 @@ ELSEWHERE = {
     "The secure profile": "tests/chaos/test_chaos_compose.py",
     "Prometheus and a dashboard": "tests/compose/test_compose_monitoring.py",
     "Chaos: break the cluster on purpose and check that nothing is lost": "tests/chaos",
+    # A server that runs until stopped: the browser tests start it and drive its pages.
+    "The web console": "tests/console/test_console_browser.py",
 }
 COMMAND_S = 120  # a bound per command
 
