@@ -215,11 +215,11 @@ def up(
         raise
     print(f"bootstrap servers: {bootstrap}", file=out)
     print(f"kafka bootstrap servers: {kafka_bootstrap}", file=out)
+    if started is not None:
+        print(f"console: {started[0]}", file=out)
     print(f"{nodes} nodes serving, data in {data_dir}; ports:", file=out)
     for line in port_layout(base_port, nodes):
         print(line, file=out)
-    if started is not None:
-        print(f"console: {started[0]}", file=out)
     out.flush()
     if detach:
         print(

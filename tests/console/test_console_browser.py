@@ -81,7 +81,8 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     pids: list[int] = []
     try:
         assert up.returncode == 0, up.stderr
-        lines = dict(line.split(": ", 1) for line in up.stdout.splitlines())
+        # "name: value" lines (bootstrap servers, console); the port layout follows.
+        lines = dict(line.split(": ", 1) for line in up.stdout.splitlines() if ": " in line)
         state = json.loads((data_dir / "cluster.json").read_text())
         pids = [*state["pids"], state["console_pid"]]
         yield Cluster(

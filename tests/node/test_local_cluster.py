@@ -214,11 +214,12 @@ def test_detached_cluster_status_conflicts_and_local_down(tmp_path: Path) -> Non
         assert f"127.0.0.1:{base}: this is a Kafka-protocol port" in kafka.stderr
         assert f"127.0.0.1:{grpc_port}" in kafka.stderr  # where to go instead
 
+        # Above every port of the layout (the console has base + 400): nothing listens.
         refused, took = run_seglog(
-            "topics", "--bootstrap-server", f"127.0.0.1:{base + 400}", "--list"
+            "topics", "--bootstrap-server", f"127.0.0.1:{base + 500}", "--list"
         )
         assert refused.returncode == 1 and took < FAST_S, (took, refused.stderr)
-        assert f"127.0.0.1:{base + 400}: connection refused" in refused.stderr
+        assert f"127.0.0.1:{base + 500}: connection refused" in refused.stderr
 
         # Node 1 down: the list's other addresses answer, and --verbose says what failed.
         os.kill(pids[0], signal.SIGKILL)
