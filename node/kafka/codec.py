@@ -149,7 +149,7 @@ APIS: dict[int, ApiSpec] = {
     spec.key: spec
     for spec in (
         ApiSpec(0, "Produce", ProduceRequest, ProduceResponse, (3, 9), advertised_min=0),
-        ApiSpec(1, "Fetch", FetchRequest, FetchResponse, (4, 12)),
+        ApiSpec(1, "Fetch", FetchRequest, FetchResponse, (4, 17)),
         ApiSpec(2, "ListOffsets", ListOffsetsRequest, ListOffsetsResponse, (1, 10)),
         ApiSpec(3, "Metadata", MetadataRequest, MetadataResponse, (0, 13)),
         # The group APIs (node/kafka/groups.py). OffsetCommit v10 and OffsetFetch v10

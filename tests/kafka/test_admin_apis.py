@@ -21,7 +21,7 @@ def create(
 ) -> None:
     admin = AdminClient({"bootstrap.servers": cluster.kafka_bootstrap})
     admin.create_topics([NewTopic(name, partitions, rf, config=config)])[name].result(TIMEOUT_S)
-    cluster.wait(f"{name} has leaders", lambda: cluster.leader_of(name, partitions - 1))
+    cluster.wait(f"{name} known to every node", lambda: cluster.known_everywhere(name, partitions))
     if per_partition:
         p = Producer({"bootstrap.servers": cluster.kafka_bootstrap, "acks": "all"})
         for part in range(partitions):

@@ -55,6 +55,7 @@ kio_index = pytest.importorskip("kio.index")
 kio_serial = pytest.importorskip("kio.serial")
 
 TOPIC = "proto-check"
+TOPIC_ID: dict[str, uuid.UUID] = {}  # TOPIC's id, once leader_port created it
 
 
 def batch(n: int = 3) -> bytes:
@@ -112,6 +113,7 @@ def requests_for(api_key: int, v: int):
             topics=[
                 R.FetchTopic(
                     topic=TOPIC,
+                    topic_id=TOPIC_ID.get("id"),  # v13+ names topics by id
                     partitions=[
                         R.FetchTopic.FetchPartition(
                             partition=0, fetch_offset=0, partition_max_bytes=1 << 20
@@ -474,6 +476,14 @@ def leader_port(kafka_cluster) -> int:
         return True if r.topics[0].partitions[0].error_code == 0 else None
 
     kafka_cluster.wait("the leader serves the partition", serving)
+    with KafkaConnection(port) as conn:
+        R = MetadataRequest
+        request = R[12](
+            topics=[R.MetadataRequestTopic(name=TOPIC)],
+            allow_auto_topic_creation=False,
+            include_topic_authorized_operations=False,
+        )
+        TOPIC_ID["id"] = conn.request(request)[1].topics[0].topic_id
     return port
 
 
@@ -723,3 +733,33 @@ def test_list_offsets_max_timestamp_and_by_time(leader_port):
     assert (p.error_code, p.offset, p.timestamp) == (0, base + 1, t0 + 100)
     q = at.topics[0].partitions[0]
     assert q.error_code == 0 and q.offset == base + 1, q
+
+
+def test_a_fetch_by_an_unknown_topic_id_is_unknown_topic_id(leader_port):
+    """Fetch v13+ (KIP-516) names topics by id: one this node does not know (a deleted
+    or recreated topic) is UNKNOWN_TOPIC_ID, answered under the id it was asked by."""
+    R = FetchRequest
+    missing = uuid.uuid4()
+    request = R[17](
+        replica_id=-1,
+        max_wait_ms=10,
+        min_bytes=1,
+        max_bytes=1 << 20,
+        isolation_level=0,
+        session_id=0,
+        session_epoch=-1,
+        topics=[
+            R.FetchTopic(
+                topic_id=missing,
+                partitions=[
+                    R.FetchTopic.FetchPartition(partition=0, fetch_offset=0, partition_max_bytes=1)
+                ],
+            )
+        ],
+        forgotten_topics_data=[],
+        rack_id="",
+    )
+    with KafkaConnection(leader_port) as conn:
+        _body, r = conn.request(request)
+    [t] = r.responses
+    assert t.topic_id == missing and t.partitions[0].error_code == 100
