@@ -523,7 +523,7 @@ def test_every_served_api_and_version_cross_checked_with_kio(leader_port, api_ke
         assert t.error_code == 0 and len(t.partitions) == 1 and len(decoded.brokers) == 3
     elif api_key == 18:
         keys = {k.api_key: (k.min_version, k.max_version) for k in decoded.api_keys}
-        assert keys[0] == (0, 9) and keys[1] == (4, 12) and decoded.error_code == 0
+        assert keys[0] == (0, 9) and keys[1] == (4, 17) and decoded.error_code == 0
     elif api_key == 22:
         assert decoded.error_code == 0 and decoded.producer_id >= 0
     elif api_key == 43:  # the preferred replica leads already (or just became leader)
@@ -738,27 +738,9 @@ def test_list_offsets_max_timestamp_and_by_time(leader_port):
 def test_a_fetch_by_an_unknown_topic_id_is_unknown_topic_id(leader_port):
     """Fetch v13+ (KIP-516) names topics by id: one this node does not know (a deleted
     or recreated topic) is UNKNOWN_TOPIC_ID, answered under the id it was asked by."""
-    R = FetchRequest
     missing = uuid.uuid4()
-    request = R[17](
-        replica_id=-1,
-        max_wait_ms=10,
-        min_bytes=1,
-        max_bytes=1 << 20,
-        isolation_level=0,
-        session_id=0,
-        session_epoch=-1,
-        topics=[
-            R.FetchTopic(
-                topic_id=missing,
-                partitions=[
-                    R.FetchTopic.FetchPartition(partition=0, fetch_offset=0, partition_max_bytes=1)
-                ],
-            )
-        ],
-        forgotten_topics_data=[],
-        rack_id="",
-    )
+    request = requests_for(1, 17)
+    request.topics[0].topic_id = missing
     with KafkaConnection(leader_port) as conn:
         _body, r = conn.request(request)
     [t] = r.responses
