@@ -15,7 +15,7 @@ from typing import Any
 
 from seglog.replication.cluster_control import ControlError
 from seglog.storage.file_slice import FileSlice
-from seglog.storage.partition_metadata import topic_id_to_uuid
+from seglog.storage.partition_metadata import uuid_to_topic_id
 
 from ..event_log import EventLogger
 from ..groups.offsets_records import OFFSETS_TOPIC
@@ -309,14 +309,9 @@ class KafkaApis:
         topics = request.body.topics
         if request.api_version < 13:
             return [(t.topic, t) for t in topics], None
-        by_id: dict[Any, str] = {}
-        for name, topic in self.node.metadata_image().topics.items():
-            try:
-                by_id[topic_id_to_uuid(topic.topic_id)] = name
-            except ValueError:
-                continue
-        named = [(by_id.get(t.topic_id, str(t.topic_id)), t) for t in topics]
-        ids = {by_id[t.topic_id]: t.topic_id for t in topics if t.topic_id in by_id}
+        names = self.node.metadata_image().topic_names_by_id  # an index: no scan per fetch
+        named = [(names.get(uuid_to_topic_id(t.topic_id), str(t.topic_id)), t) for t in topics]
+        ids = {name: t.topic_id for name, t in named if name != str(t.topic_id)}
         return named, ids
 
     def _fetch_response(
