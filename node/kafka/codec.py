@@ -254,7 +254,7 @@ APIS: dict[int, ApiSpec] = {
             "ConsumerGroupDescribe",
             ConsumerGroupDescribeRequest,
             ConsumerGroupDescribeResponse,
-            (0, 0),
+            (0, 1),
         ),
         # KIP-714 (node/kafka/telemetry.py): not listed, as by a Kafka broker without a
         # client-metrics receiver plugin.
