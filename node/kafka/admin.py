@@ -260,17 +260,65 @@ def incremental_alter_configs(node: KafkaNode, request: KafkaRequest) -> list[Pa
                     f"(SET with a value and DELETE are)"
                 )
         if not result.error_code:
+            result.error_code, result.error_message = _alter(
+                node, resource.resource_type, resource.resource_name, changes, req.validate_only
+            )
+        results.append(result)
+    return encode_response(request, cls(throttle_time_ms=0, responses=results))
+
+
+def _alter(
+    node: KafkaNode, rtype: int, name: str, changes: dict[str, str | None], validate_only: bool
+) -> tuple[int, str | None]:
+    """One resource's config changes (a value sets, None deletes): (error code, message)."""
+    try:
+        if rtype == BROKER:
+            node.alter_broker_configs(name, changes, bool(validate_only))
+        else:
+            node.alter_configs(name, changes, bool(validate_only))
+    except ControlError as e:
+        return error_code(e.error_name), str(e)
+    except InvalidConfigError as e:
+        return error_code("INVALID_CONFIG"), str(e)
+    return 0, None
+
+
+def alter_configs(node: KafkaNode, request: KafkaRequest) -> list[Part]:
+    """AlterConfigs (API 33, the non-incremental one): a resource's dynamic configs
+    become exactly the ones given, the others are deleted, as in Kafka."""
+    req = request.body
+    cls = response_class(request)
+    results = []
+    for resource in req.resources:
+        result = cls.AlterConfigsResourceResponse(
+            error_code=0,
+            error_message=None,
+            resource_type=resource.resource_type,
+            resource_name=resource.resource_name,
+        )
+        given = {c.name: c.value for c in resource.configs}
+        if resource.resource_type not in (TOPIC, BROKER):
+            result.error_code = error_code("INVALID_REQUEST")
+            result.error_message = "only TOPIC and BROKER config resources can be altered"
+        elif None in given.values():
+            result.error_code = error_code("INVALID_REQUEST")
+            nulls = sorted(k for k, v in given.items() if v is None)
+            result.error_message = f"Null value not supported for: {', '.join(nulls)}"
+        else:
+            name = resource.resource_name
             try:
-                if resource.resource_type == BROKER:
-                    node.alter_broker_configs(
-                        resource.resource_name, changes, bool(req.validate_only)
-                    )
+                if resource.resource_type == TOPIC:
+                    current = set(node.metadata_image().configs.get(name, {}))
                 else:
-                    node.alter_configs(resource.resource_name, changes, req.validate_only)
+                    own, default, _static = node.broker_config_layers(name)
+                    current = set(own if name else default)
+                changes: dict[str, str | None] = dict.fromkeys(current - set(given))
+                changes.update(given)
+                result.error_code, result.error_message = _alter(
+                    node, resource.resource_type, name, changes, req.validate_only
+                )
             except ControlError as e:
                 result.error_code, result.error_message = error_code(e.error_name), str(e)
-            except InvalidConfigError as e:
-                result.error_code, result.error_message = error_code("INVALID_CONFIG"), str(e)
         results.append(result)
     return encode_response(request, cls(throttle_time_ms=0, responses=results))
 

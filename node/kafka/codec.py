@@ -16,6 +16,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from kafka.protocol.admin import (
+    AlterConfigsRequest,
+    AlterConfigsResponse,
     AlterPartitionReassignmentsRequest,
     AlterPartitionReassignmentsResponse,
     AlterUserScramCredentialsRequest,
@@ -176,6 +178,7 @@ APIS: dict[int, ApiSpec] = {
             OffsetForLeaderEpochResponse,
             (2, 4),
         ),
+        ApiSpec(33, "AlterConfigs", AlterConfigsRequest, AlterConfigsResponse, (0, 2)),
         ApiSpec(32, "DescribeConfigs", DescribeConfigsRequest, DescribeConfigsResponse, (1, 4)),
         ApiSpec(35, "DescribeLogDirs", DescribeLogDirsRequest, DescribeLogDirsResponse, (1, 4)),
         ApiSpec(37, "CreatePartitions", CreatePartitionsRequest, CreatePartitionsResponse, (0, 3)),

@@ -100,6 +100,7 @@ class KafkaApis:
                     self.authorizer, AclOperation.DESCRIBE_CONFIGS, CLUSTER, CLUSTER_NAME
                 ),
             ),
+            33: lambda r: admin.alter_configs(guarded, r),
             35: lambda r: log_dirs.describe_log_dirs(self.node, r, self.authorizer),
             37: lambda r: admin.create_partitions(guarded, r),
             42: groups.delete_groups,

@@ -587,3 +587,30 @@ def test_describe_quorum_shows_the_metadata_quorum(kafka_cluster):
     assert set(voters) == {1, 2, 3}
     assert voters[p["leader_id"]]["log_end_offset"] >= p["high_watermark"]
     assert p["observers"] == []
+
+
+def test_alter_configs_replaces_a_topics_overrides(kafka_cluster):
+    """AlterConfigs (the non-incremental API librdkafka's alter_configs sends): the
+    topic's overrides become exactly the ones given; the others go back to defaults."""
+    from confluent_kafka.admin import ConfigResource, ConfigSource, ResourceType
+
+    topic = "ac-replace"
+    create(kafka_cluster, topic, 1, **{"retention.ms": "3600000", "segment.bytes": "1048576"})
+    admin = AdminClient({"bootstrap.servers": kafka_cluster.kafka_bootstrap})
+    resource = ConfigResource(ResourceType.TOPIC, topic, set_config={"retention.bytes": "123456"})
+    admin.alter_configs([resource])[resource].result(TIMEOUT_S)
+
+    def described() -> dict[str, tuple[str, int]] | None:
+        plain = ConfigResource(ResourceType.TOPIC, topic)
+        got = admin.describe_configs([plain])[plain].result(TIMEOUT_S)
+        view = {n: (got[n].value, got[n].source) for n in ("retention.bytes", "retention.ms")}
+        return view if view["retention.bytes"][0] == "123456" else None
+
+    view = kafka_cluster.wait("the overrides replaced", described)
+    assert view == {
+        "retention.bytes": ("123456", ConfigSource.DYNAMIC_TOPIC_CONFIG.value),
+        "retention.ms": ("604800000", ConfigSource.DEFAULT_CONFIG.value),  # deleted
+    }
+    bad = ConfigResource(ResourceType.TOPIC, "ac-missing", set_config={"retention.ms": "1"})
+    with pytest.raises(Exception, match="UNKNOWN_TOPIC_OR_PART"):
+        admin.alter_configs([bad])[bad].result(TIMEOUT_S)

@@ -259,6 +259,19 @@ def admin_request(api_key: int, v: int) -> object | None:
         from seglog.node.kafka.schemas.messages import GetTelemetrySubscriptionsRequest
 
         return GetTelemetrySubscriptionsRequest[v](client_instance_id=uuid.UUID(int=0))
+    if api_key == 33:
+        R = a.AlterConfigsRequest
+        Res = R.AlterConfigsResource
+        return R[v](
+            resources=[
+                Res(
+                    resource_type=2,
+                    resource_name=TOPIC,
+                    configs=[Res.AlterableConfig(name="retention.ms", value="86400000")],
+                )
+            ],
+            validate_only=True,
+        )
     if api_key == 55:
         R = a.DescribeQuorumRequest
         T = R.TopicData
@@ -534,6 +547,8 @@ def test_every_served_api_and_version_cross_checked_with_kio(leader_port, api_ke
         assert known.partitions[0].eligible_leader_replicas == [], known
     elif api_key == 71:
         assert decoded.error_code == 0 and decoded.requested_metrics == []
+    elif api_key == 33:
+        assert decoded.responses[0].error_code == 0, decoded
     elif api_key == 55:
         assert decoded.topics[0].partitions[0].leader_id in (1, 2, 3), decoded
     elif api_key == 35:
