@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable
+from typing import Any
 
 from seglog.replication.cluster_control import (
     DYNAMIC_BROKER_CONFIGS,
@@ -15,6 +16,7 @@ from seglog.replication.cluster_control import (
     ControlError,
 )
 from seglog.storage.errors import InvalidConfigError
+from seglog.storage.log_config import TOPIC_CONFIG_KEYS, ConfigType
 from seglog.storage.partition_metadata import topic_id_to_uuid
 
 from ..event_log import EventLogger
@@ -26,7 +28,7 @@ from .node_api import KafkaNode
 _log = EventLogger("kafka")
 TOPIC = 2
 BROKER = 4
-SET, DELETE = 0, 1
+SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3  # IncrementalAlterConfigs' operations
 DEFAULT_CONFIG = 5
 
 
@@ -253,11 +255,19 @@ def incremental_alter_configs(node: KafkaNode, request: KafkaRequest) -> list[Pa
                 changes[c.name] = c.value
             elif c.config_operation == DELETE:
                 changes[c.name] = None
+            elif c.config_operation in (APPEND, SUBTRACT) and c.value is not None:
+                try:
+                    changes[c.name] = _list_change(
+                        node, resource.resource_type, resource.resource_name, c, changes
+                    )
+                except ControlError as e:
+                    result.error_code, result.error_message = error_code(e.error_name), str(e)
             else:
                 result.error_code = error_code("INVALID_CONFIG")
                 result.error_message = (
-                    f"operation {c.config_operation} on {c.name} is not supported "
-                    f"(SET with a value and DELETE are)"
+                    f"operation {c.config_operation} on {c.name} needs a value"
+                    if c.config_operation in (SET, APPEND, SUBTRACT)
+                    else f"unknown operation {c.config_operation} on {c.name}"
                 )
         if not result.error_code:
             result.error_code, result.error_message = _alter(
@@ -265,6 +275,40 @@ def incremental_alter_configs(node: KafkaNode, request: KafkaRequest) -> list[Pa
             )
         results.append(result)
     return encode_response(request, cls(throttle_time_ms=0, responses=results))
+
+
+def _list_change(
+    node: KafkaNode, rtype: int, name: str, c: Any, earlier: dict[str, str | None]
+) -> str:
+    """APPEND or SUBTRACT on a LIST config, as Kafka: from the value set (earlier in
+    this request, else the resource's dynamic one, else the config's default), the
+    items added (each once) or removed."""
+    if rtype == TOPIC:
+        key = TOPIC_CONFIG_KEYS.get(c.name)
+        is_list = key is not None and key.type is ConfigType.LIST
+        default = key.render(key.default) if key is not None and key.default is not None else ""
+        current = node.metadata_image().configs.get(name, {}).get(c.name)
+    else:
+        wire_type, catalog_default, _doc = config_entries.broker_catalog().get(
+            c.name, (config_entries.UNKNOWN, None, "")
+        )
+        is_list = wire_type == config_entries.LIST
+        default = catalog_default or ""
+        own, dynamic_default, _static = node.broker_config_layers(name)
+        current = (own if name else dynamic_default).get(c.name)
+    op = "append" if c.config_operation == APPEND else "subtract"
+    if not is_list:
+        raise ControlError(
+            "INVALID_CONFIG", f"Config value {op} is not allowed for config key: {c.name}"
+        )
+    value = earlier.get(c.name, current)
+    items = [v for v in (default if value is None else value).split(",") if v]
+    given = [v.strip() for v in c.value.split(",") if v.strip()]
+    if c.config_operation == APPEND:
+        items += [v for v in given if v not in items]
+    else:
+        items = [v for v in items if v not in given]
+    return ",".join(items)
 
 
 def _alter(

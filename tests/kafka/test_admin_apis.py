@@ -614,3 +614,36 @@ def test_alter_configs_replaces_a_topics_overrides(kafka_cluster):
     bad = ConfigResource(ResourceType.TOPIC, "ac-missing", set_config={"retention.ms": "1"})
     with pytest.raises(Exception, match="UNKNOWN_TOPIC_OR_PART"):
         admin.alter_configs([bad])[bad].result(TIMEOUT_S)
+
+
+def test_incremental_alter_configs_appends_to_and_subtracts_from_a_list(kafka_cluster):
+    """IncrementalAlterConfigs' APPEND and SUBTRACT on a LIST config (cleanup.policy), as
+    Kafka: from the topic's value (else the default), each item once; on a config that
+    is not a list they are INVALID_CONFIG."""
+    from confluent_kafka.admin import (
+        AlterConfigOpType,
+        ConfigEntry,
+        ConfigResource,
+        ResourceType,
+    )
+
+    topic = "iac-lists"
+    create(kafka_cluster, topic, 1)
+    admin = AdminClient({"bootstrap.servers": kafka_cluster.kafka_bootstrap})
+
+    def alter(name: str, value: str, op: AlterConfigOpType) -> None:
+        entry = ConfigEntry(name, value, incremental_operation=op)
+        resource = ConfigResource(ResourceType.TOPIC, topic, incremental_configs=[entry])
+        admin.incremental_alter_configs([resource])[resource].result(TIMEOUT_S)
+
+    def policy() -> str:
+        plain = ConfigResource(ResourceType.TOPIC, topic)
+        return str(admin.describe_configs([plain])[plain].result(TIMEOUT_S)["cleanup.policy"].value)
+
+    alter("cleanup.policy", "compact", AlterConfigOpType.APPEND)  # onto the default, delete
+    kafka_cluster.wait("compact appended", lambda: policy() == "delete,compact" or None)
+    alter("cleanup.policy", "compact", AlterConfigOpType.APPEND)  # already there: once
+    alter("cleanup.policy", "delete", AlterConfigOpType.SUBTRACT)
+    kafka_cluster.wait("delete subtracted", lambda: policy() == "compact" or None)
+    with pytest.raises(Exception, match="INVALID_CONFIG"):
+        alter("retention.ms", "5", AlterConfigOpType.APPEND)
