@@ -238,15 +238,8 @@ def incremental_alter_configs(node: KafkaNode, request: KafkaRequest) -> list[Pa
     cls = response_class(request)
     results = []
     for resource in req.resources:
-        result = cls.AlterConfigsResourceResponse(
-            error_code=0,
-            error_message=None,
-            resource_type=resource.resource_type,
-            resource_name=resource.resource_name,
-        )
-        if resource.resource_type not in (TOPIC, BROKER):
-            result.error_code = error_code("INVALID_REQUEST")
-            result.error_message = "only TOPIC and BROKER config resources can be altered"
+        result = _alter_result(cls, resource)
+        if result.error_code:
             results.append(result)
             continue
         changes: dict[str, str | None] = {}
@@ -275,6 +268,21 @@ def incremental_alter_configs(node: KafkaNode, request: KafkaRequest) -> list[Pa
             )
         results.append(result)
     return encode_response(request, cls(throttle_time_ms=0, responses=results))
+
+
+def _alter_result(cls: Any, resource: Any) -> Any:
+    """A resource's (Incremental)AlterConfigs answer: INVALID_REQUEST for a resource
+    type that cannot be altered, else no error yet."""
+    result = cls.AlterConfigsResourceResponse(
+        error_code=0,
+        error_message=None,
+        resource_type=resource.resource_type,
+        resource_name=resource.resource_name,
+    )
+    if resource.resource_type not in (TOPIC, BROKER):
+        result.error_code = error_code("INVALID_REQUEST")
+        result.error_message = "only TOPIC and BROKER config resources can be altered"
+    return result
 
 
 def _list_change(
@@ -334,21 +342,13 @@ def alter_configs(node: KafkaNode, request: KafkaRequest) -> list[Part]:
     cls = response_class(request)
     results = []
     for resource in req.resources:
-        result = cls.AlterConfigsResourceResponse(
-            error_code=0,
-            error_message=None,
-            resource_type=resource.resource_type,
-            resource_name=resource.resource_name,
-        )
+        result = _alter_result(cls, resource)
         given = {c.name: c.value for c in resource.configs}
-        if resource.resource_type not in (TOPIC, BROKER):
+        nulls = sorted(k for k, v in given.items() if v is None)
+        if nulls and not result.error_code:
             result.error_code = error_code("INVALID_REQUEST")
-            result.error_message = "only TOPIC and BROKER config resources can be altered"
-        elif None in given.values():
-            result.error_code = error_code("INVALID_REQUEST")
-            nulls = sorted(k for k, v in given.items() if v is None)
             result.error_message = f"Null value not supported for: {', '.join(nulls)}"
-        else:
+        if not result.error_code:
             name = resource.resource_name
             try:
                 if resource.resource_type == TOPIC:
