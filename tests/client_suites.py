@@ -108,7 +108,12 @@ def librdkafka(checkout: Path, root: Path, tests: str | None) -> int:
         conf.write_text(
             f"metadata.broker.list={cluster.kafka_bootstrap}\ntest.timeout.multiplier=3\n"
         )
-        env = {"TEST_KAFKA_VERSION": KAFKA_VERSION, **({"TESTS": tests} if tests else {})}
+        env = {
+            "TEST_KAFKA_VERSION": KAFKA_VERSION,
+            # the test-runner links the checkout's own library, as run-test.sh sets it up
+            "LD_LIBRARY_PATH": f"{checkout / 'src'}:{checkout / 'src-cpp'}",
+            **({"TESTS": tests} if tests else {}),
+        }
         return run(["./test-runner", "-p1"], checkout / "tests", env)
     finally:
         cluster.stop_all()
