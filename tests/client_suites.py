@@ -101,7 +101,14 @@ def librdkafka(checkout: Path, root: Path, tests: str | None) -> int:
             code = run(step, checkout, {})
             if code:
                 return code
-    cluster = KafkaCluster(root, {**SUITE_SETTINGS, "default.replication.factor": "3"})
+    # An authorizer as trivup's brokers have (the ACL tests need one), that lets the
+    # tests' unauthenticated clients do everything.
+    acls = {
+        "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+        "allow.everyone.if.no.acl.found": "true",
+        "super.users": "User:ANONYMOUS",
+    }
+    cluster = KafkaCluster(root, {**SUITE_SETTINGS, "default.replication.factor": "3", **acls})
     cluster.start_all()
     try:
         conf = checkout / "tests" / "test.conf"
