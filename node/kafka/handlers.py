@@ -77,6 +77,7 @@ class KafkaApis:
                 r,
                 guarded.may_describe,
                 lambda: authorized_operations(self.authorizer, CLUSTER, CLUSTER_NAME),
+                lambda name: authorized_operations(self.authorizer, TOPIC, name),
             ),
             8: groups.offset_commit,
             9: groups.offset_fetch,

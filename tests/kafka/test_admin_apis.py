@@ -647,3 +647,26 @@ def test_incremental_alter_configs_appends_to_and_subtracts_from_a_list(kafka_cl
     kafka_cluster.wait("delete subtracted", lambda: policy() == "compact" or None)
     with pytest.raises(Exception, match="INVALID_CONFIG"):
         alter("retention.ms", "5", AlterConfigOpType.APPEND)
+
+
+def test_describe_topics_answers_the_topics_authorized_operations(kafka_cluster):
+    """KIP-430 for topics (Metadata v8+'s TopicAuthorizedOperations), as librdkafka's
+    0081 DescribeTopics asks: without an authorizer every topic operation is allowed."""
+    from confluent_kafka import TopicCollection
+    from confluent_kafka.admin import AclOperation
+
+    topic = "dt-operations"
+    create(kafka_cluster, topic, 1)
+    admin = AdminClient({"bootstrap.servers": kafka_cluster.kafka_bootstrap})
+    done = admin.describe_topics(TopicCollection([topic]), include_authorized_operations=True)
+    described = done[topic].result(TIMEOUT_S)
+    assert set(described.authorized_operations) == {
+        AclOperation.READ,
+        AclOperation.WRITE,
+        AclOperation.CREATE,
+        AclOperation.DESCRIBE,
+        AclOperation.DELETE,
+        AclOperation.ALTER,
+        AclOperation.DESCRIBE_CONFIGS,
+        AclOperation.ALTER_CONFIGS,
+    }
