@@ -101,14 +101,26 @@ def librdkafka(checkout: Path, root: Path, tests: str | None) -> int:
             code = run(step, checkout, {})
             if code:
                 return code
-    cluster = KafkaCluster(root, {**SUITE_SETTINGS, "default.replication.factor": "3"})
+    # An authorizer as trivup's brokers have (the ACL tests need one), that lets the
+    # tests' unauthenticated clients do everything.
+    acls = {
+        "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+        "allow.everyone.if.no.acl.found": "true",
+        "super.users": "User:ANONYMOUS",
+    }
+    cluster = KafkaCluster(root, {**SUITE_SETTINGS, "default.replication.factor": "3", **acls})
     cluster.start_all()
     try:
         conf = checkout / "tests" / "test.conf"
         conf.write_text(
             f"metadata.broker.list={cluster.kafka_bootstrap}\ntest.timeout.multiplier=3\n"
         )
-        env = {"TEST_KAFKA_VERSION": KAFKA_VERSION, **({"TESTS": tests} if tests else {})}
+        env = {
+            "TEST_KAFKA_VERSION": KAFKA_VERSION,
+            # the test-runner links the checkout's own library, as run-test.sh sets it up
+            "LD_LIBRARY_PATH": f"{checkout / 'src'}:{checkout / 'src-cpp'}",
+            **({"TESTS": tests} if tests else {}),
+        }
         return run(["./test-runner", "-p1"], checkout / "tests", env)
     finally:
         cluster.stop_all()

@@ -1181,6 +1181,12 @@ class CoordinatorShard:
             self._respond(request_id, ErrorResult(NON_EMPTY_GROUP))
             return self._take()
         group = self.groups.get(group_id)
+        if group is not None and group.state is not GroupState.DEAD:
+            # The timers due by now first, as Kafka's precise timer has run them: the
+            # ticks come every 100 ms, and a member whose session ended just now would
+            # otherwise keep the group "not empty" (librdkafka's 0081 deletes its
+            # static members' groups exactly a session after closing them).
+            self._tick_group(group, now_ms)
         if group is None or group.state is GroupState.DEAD:
             self._respond(request_id, ErrorResult(GROUP_ID_NOT_FOUND))
             return self._take()

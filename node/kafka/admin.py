@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable
+from typing import Any
 
 from seglog.replication.cluster_control import (
     DYNAMIC_BROKER_CONFIGS,
@@ -15,6 +16,7 @@ from seglog.replication.cluster_control import (
     ControlError,
 )
 from seglog.storage.errors import InvalidConfigError
+from seglog.storage.log_config import TOPIC_CONFIG_KEYS, ConfigType
 from seglog.storage.partition_metadata import topic_id_to_uuid
 
 from ..event_log import EventLogger
@@ -26,7 +28,7 @@ from .node_api import KafkaNode
 _log = EventLogger("kafka")
 TOPIC = 2
 BROKER = 4
-SET, DELETE = 0, 1
+SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3  # IncrementalAlterConfigs' operations
 DEFAULT_CONFIG = 5
 
 
@@ -236,15 +238,8 @@ def incremental_alter_configs(node: KafkaNode, request: KafkaRequest) -> list[Pa
     cls = response_class(request)
     results = []
     for resource in req.resources:
-        result = cls.AlterConfigsResourceResponse(
-            error_code=0,
-            error_message=None,
-            resource_type=resource.resource_type,
-            resource_name=resource.resource_name,
-        )
-        if resource.resource_type not in (TOPIC, BROKER):
-            result.error_code = error_code("INVALID_REQUEST")
-            result.error_message = "only TOPIC and BROKER config resources can be altered"
+        result = _alter_result(cls, resource)
+        if result.error_code:
             results.append(result)
             continue
         changes: dict[str, str | None] = {}
@@ -253,24 +248,121 @@ def incremental_alter_configs(node: KafkaNode, request: KafkaRequest) -> list[Pa
                 changes[c.name] = c.value
             elif c.config_operation == DELETE:
                 changes[c.name] = None
+            elif c.config_operation in (APPEND, SUBTRACT) and c.value is not None:
+                try:
+                    changes[c.name] = _list_change(
+                        node, resource.resource_type, resource.resource_name, c, changes
+                    )
+                except ControlError as e:
+                    result.error_code, result.error_message = error_code(e.error_name), str(e)
             else:
                 result.error_code = error_code("INVALID_CONFIG")
                 result.error_message = (
-                    f"operation {c.config_operation} on {c.name} is not supported "
-                    f"(SET with a value and DELETE are)"
+                    f"operation {c.config_operation} on {c.name} needs a value"
+                    if c.config_operation in (SET, APPEND, SUBTRACT)
+                    else f"unknown operation {c.config_operation} on {c.name}"
                 )
         if not result.error_code:
+            result.error_code, result.error_message = _alter(
+                node, resource.resource_type, resource.resource_name, changes, req.validate_only
+            )
+        results.append(result)
+    return encode_response(request, cls(throttle_time_ms=0, responses=results))
+
+
+def _alter_result(cls: Any, resource: Any) -> Any:
+    """A resource's (Incremental)AlterConfigs answer: INVALID_REQUEST for a resource
+    type that cannot be altered, else no error yet."""
+    result = cls.AlterConfigsResourceResponse(
+        error_code=0,
+        error_message=None,
+        resource_type=resource.resource_type,
+        resource_name=resource.resource_name,
+    )
+    if resource.resource_type not in (TOPIC, BROKER):
+        result.error_code = error_code("INVALID_REQUEST")
+        result.error_message = "only TOPIC and BROKER config resources can be altered"
+    return result
+
+
+def _list_change(
+    node: KafkaNode, rtype: int, name: str, c: Any, earlier: dict[str, str | None]
+) -> str:
+    """APPEND or SUBTRACT on a LIST config, as Kafka: from the value set (earlier in
+    this request, else the resource's dynamic one, else the config's default), the
+    items added (each once) or removed."""
+    if rtype == TOPIC:
+        key = TOPIC_CONFIG_KEYS.get(c.name)
+        is_list = key is not None and key.type is ConfigType.LIST
+        default = key.render(key.default) if key is not None and key.default is not None else ""
+        current = node.metadata_image().configs.get(name, {}).get(c.name)
+    else:
+        wire_type, catalog_default, _doc = config_entries.broker_catalog().get(
+            c.name, (config_entries.UNKNOWN, None, "")
+        )
+        is_list = wire_type == config_entries.LIST
+        default = catalog_default or ""
+        own, dynamic_default, _static = node.broker_config_layers(name)
+        current = (own if name else dynamic_default).get(c.name)
+    op = "append" if c.config_operation == APPEND else "subtract"
+    if not is_list:
+        raise ControlError(
+            "INVALID_CONFIG", f"Config value {op} is not allowed for config key: {c.name}"
+        )
+    value = earlier.get(c.name, current)
+    items = [v for v in (default if value is None else value).split(",") if v]
+    given = [v.strip() for v in c.value.split(",") if v.strip()]
+    if c.config_operation == APPEND:
+        items += [v for v in given if v not in items]
+    else:
+        items = [v for v in items if v not in given]
+    return ",".join(items)
+
+
+def _alter(
+    node: KafkaNode, rtype: int, name: str, changes: dict[str, str | None], validate_only: bool
+) -> tuple[int, str | None]:
+    """One resource's config changes (a value sets, None deletes): (error code, message)."""
+    try:
+        if rtype == BROKER:
+            node.alter_broker_configs(name, changes, bool(validate_only))
+        else:
+            node.alter_configs(name, changes, bool(validate_only))
+    except ControlError as e:
+        return error_code(e.error_name), str(e)
+    except InvalidConfigError as e:
+        return error_code("INVALID_CONFIG"), str(e)
+    return 0, None
+
+
+def alter_configs(node: KafkaNode, request: KafkaRequest) -> list[Part]:
+    """AlterConfigs (API 33, the non-incremental one): a resource's dynamic configs
+    become exactly the ones given, the others are deleted, as in Kafka."""
+    req = request.body
+    cls = response_class(request)
+    results = []
+    for resource in req.resources:
+        result = _alter_result(cls, resource)
+        given = {c.name: c.value for c in resource.configs}
+        nulls = sorted(k for k, v in given.items() if v is None)
+        if nulls and not result.error_code:
+            result.error_code = error_code("INVALID_REQUEST")
+            result.error_message = f"Null value not supported for: {', '.join(nulls)}"
+        if not result.error_code:
+            name = resource.resource_name
             try:
-                if resource.resource_type == BROKER:
-                    node.alter_broker_configs(
-                        resource.resource_name, changes, bool(req.validate_only)
-                    )
+                if resource.resource_type == TOPIC:
+                    current = set(node.metadata_image().configs.get(name, {}))
                 else:
-                    node.alter_configs(resource.resource_name, changes, req.validate_only)
+                    own, default, _static = node.broker_config_layers(name)
+                    current = set(own if name else default)
+                changes: dict[str, str | None] = dict.fromkeys(current - set(given))
+                changes.update(given)
+                result.error_code, result.error_message = _alter(
+                    node, resource.resource_type, name, changes, req.validate_only
+                )
             except ControlError as e:
                 result.error_code, result.error_message = error_code(e.error_name), str(e)
-            except InvalidConfigError as e:
-                result.error_code, result.error_message = error_code("INVALID_CONFIG"), str(e)
         results.append(result)
     return encode_response(request, cls(throttle_time_ms=0, responses=results))
 

@@ -16,6 +16,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from kafka.protocol.admin import (
+    AlterConfigsRequest,
+    AlterConfigsResponse,
     AlterPartitionReassignmentsRequest,
     AlterPartitionReassignmentsResponse,
     AlterUserScramCredentialsRequest,
@@ -149,7 +151,7 @@ APIS: dict[int, ApiSpec] = {
     spec.key: spec
     for spec in (
         ApiSpec(0, "Produce", ProduceRequest, ProduceResponse, (3, 9), advertised_min=0),
-        ApiSpec(1, "Fetch", FetchRequest, FetchResponse, (4, 12)),
+        ApiSpec(1, "Fetch", FetchRequest, FetchResponse, (4, 17)),
         ApiSpec(2, "ListOffsets", ListOffsetsRequest, ListOffsetsResponse, (1, 10)),
         ApiSpec(3, "Metadata", MetadataRequest, MetadataResponse, (0, 13)),
         # The group APIs (node/kafka/groups.py). OffsetCommit v10 and OffsetFetch v10
@@ -176,6 +178,7 @@ APIS: dict[int, ApiSpec] = {
             OffsetForLeaderEpochResponse,
             (2, 4),
         ),
+        ApiSpec(33, "AlterConfigs", AlterConfigsRequest, AlterConfigsResponse, (0, 2)),
         ApiSpec(32, "DescribeConfigs", DescribeConfigsRequest, DescribeConfigsResponse, (1, 4)),
         ApiSpec(35, "DescribeLogDirs", DescribeLogDirsRequest, DescribeLogDirsResponse, (1, 4)),
         ApiSpec(37, "CreatePartitions", CreatePartitionsRequest, CreatePartitionsResponse, (0, 3)),
@@ -254,7 +257,7 @@ APIS: dict[int, ApiSpec] = {
             "ConsumerGroupDescribe",
             ConsumerGroupDescribeRequest,
             ConsumerGroupDescribeResponse,
-            (0, 0),
+            (0, 1),
         ),
         # KIP-714 (node/kafka/telemetry.py): not listed, as by a Kafka broker without a
         # client-metrics receiver plugin.

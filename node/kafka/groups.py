@@ -46,6 +46,7 @@ from .socket_server import Deferred
 ANSWER_TIMEOUT_S = 30.0
 UNKNOWN_TOPIC_OR_PARTITION = "UNKNOWN_TOPIC_OR_PARTITION"
 JOIN_MARGIN_S = 10.0
+CONSUMER_MEMBER = 1  # ConsumerGroupDescribe v1's MemberType: 0 classic, 1 consumer
 GROUP_KEY, TRANSACTION_KEY = 0, 1  # v6's share groups (2) are not served
 
 
@@ -362,6 +363,7 @@ class KafkaGroupApis:
                             subscribed_topic_regex=None,
                             assignment=assignment(m.assignment),
                             target_assignment=assignment(m.target_assignment),
+                            member_type=CONSUMER_MEMBER,  # v1 (KIP-1099): not a classic one
                         )
                         for m in r.members
                     ],

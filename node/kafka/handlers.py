@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import threading
 import time
+import uuid
 from collections.abc import Callable
 from typing import Any
 
 from seglog.replication.cluster_control import ControlError
 from seglog.storage.file_slice import FileSlice
+from seglog.storage.partition_metadata import uuid_to_topic_id
 
 from ..event_log import EventLogger
 from ..groups.offsets_records import OFFSETS_TOPIC
@@ -75,6 +77,7 @@ class KafkaApis:
                 r,
                 guarded.may_describe,
                 lambda: authorized_operations(self.authorizer, CLUSTER, CLUSTER_NAME),
+                lambda name: authorized_operations(self.authorizer, TOPIC, name),
             ),
             8: groups.offset_commit,
             9: groups.offset_fetch,
@@ -98,6 +101,7 @@ class KafkaApis:
                     self.authorizer, AclOperation.DESCRIBE_CONFIGS, CLUSTER, CLUSTER_NAME
                 ),
             ),
+            33: lambda r: admin.alter_configs(guarded, r),
             35: lambda r: log_dirs.describe_log_dirs(self.node, r, self.authorizer),
             37: lambda r: admin.create_partitions(guarded, r),
             42: groups.delete_groups,
@@ -247,15 +251,24 @@ class KafkaApis:
         """A fetch with enough bytes (or an error) now is answered now; one that must
         wait for fetch.min.bytes goes to a delayed thread for up to fetch.max.wait.ms."""
         req = request.body
+        topics, ids = self._fetch_topics(request)
+        # v13+: a topic id this node does not know (a deleted or recreated topic).
         denied = [
-            FetchResult(t.topic, p.partition, "TOPIC_AUTHORIZATION_FAILED")
-            for t in req.topics
-            if not allowed(self.authorizer, AclOperation.READ, TOPIC, t.topic)
+            FetchResult(name, p.partition, "UNKNOWN_TOPIC_ID")
+            for name, t in topics
+            if ids is not None and name not in ids
+            for p in t.partitions
+        ]
+        topics = [(name, t) for name, t in topics if ids is None or name in ids]
+        denied += [
+            FetchResult(name, p.partition, "TOPIC_AUTHORIZATION_FAILED")
+            for name, t in topics
+            if not allowed(self.authorizer, AclOperation.READ, TOPIC, name)
             for p in t.partitions
         ]
         specs = [
             FetchSpec(
-                t.topic,
+                name,
                 p.partition,
                 p.fetch_offset,
                 p.current_leader_epoch if request.api_version >= 9 else -1,
@@ -263,8 +276,8 @@ class KafkaApis:
                 -1,
                 p.log_start_offset,
             )
-            for t in req.topics
-            if not denied or allowed(self.authorizer, AclOperation.READ, TOPIC, t.topic)
+            for name, t in topics
+            if not denied or allowed(self.authorizer, AclOperation.READ, TOPIC, name)
             for p in t.partitions
         ]
         max_bytes = self.node.fetch_max_bytes
@@ -292,13 +305,27 @@ class KafkaApis:
             or any(r.error_name != "NONE" for r in now)
             or (sum(len(r.records) for r in now) >= min_bytes)
         ):
-            return self._fetch_response(request, now)
+            return self._fetch_response(request, now, ids)
         for r in now:
             if isinstance(r.records, FileSlice):
                 r.records.close()
-        return Deferred(lambda: self._fetch_response(request, read(wait_ms)))
+        return Deferred(lambda: self._fetch_response(request, read(wait_ms), ids))
 
-    def _fetch_response(self, request: KafkaRequest, results: list[Any]) -> list[Part]:
+    def _fetch_topics(self, request: KafkaRequest) -> tuple[list[tuple[str, Any]], Any]:
+        """The request's topics by name; from v13 they come by id (KIP-516), and the
+        second value maps each known name back to its id (None before v13). An unknown
+        id stands for itself (its text) and is not in the map."""
+        topics = request.body.topics
+        if request.api_version < 13:
+            return [(t.topic, t) for t in topics], None
+        names = self.node.metadata_image().topic_names_by_id  # an index: no scan per fetch
+        named = [(names.get(uuid_to_topic_id(t.topic_id), str(t.topic_id)), t) for t in topics]
+        ids = {name: t.topic_id for name, t in named if name != str(t.topic_id)}
+        return named, ids
+
+    def _fetch_response(
+        self, request: KafkaRequest, results: list[Any], ids: Any = None
+    ) -> list[Part]:
         req = request.body
         cls = response_class(request)
         slices: dict[bytes, FileSlice] = {}
@@ -328,7 +355,10 @@ class KafkaApis:
                 if topics and topics[-1].topic == r.topic:
                     topics[-1].partitions.append(part)
                 else:
-                    topics.append(cls.FetchableTopicResponse(topic=r.topic, partitions=[part]))
+                    t = cls.FetchableTopicResponse(topic=r.topic, partitions=[part])
+                    if ids is not None:  # v13+: by id (an unknown one is its own text)
+                        t.topic_id = ids.get(r.topic) or uuid.UUID(r.topic)
+                    topics.append(t)
             body = cls(throttle_time_ms=0, error_code=0, session_id=0, responses=topics)
             return encode_with_slices(request, body, slices)
         except BaseException:

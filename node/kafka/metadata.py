@@ -65,10 +65,11 @@ def metadata(
     request: KafkaRequest,
     may_describe: Callable[[str], bool] = lambda _topic: True,
     cluster_operations: Callable[[], set[int]] | None = None,
+    topic_operations: Callable[[str], set[int]] | None = None,
 ) -> list[Part]:
     """`may_describe`: the ACL check; all topics lists only those, a named one that
-    fails it is answered TOPIC_AUTHORIZATION_FAILED. `cluster_operations`: KIP-430's
-    bit field for the cluster, answered when a v8-v10 request asks for it."""
+    fails it is answered TOPIC_AUTHORIZATION_FAILED. `cluster_operations` and
+    `topic_operations`: KIP-430's bit fields, answered when a v8+ request asks."""
     req = request.body
     v = request.api_version
     cls = response_class(request)
@@ -144,15 +145,16 @@ def metadata(
                     offline_replicas=[r for r in state.replicas if r not in live],
                 )
             )
-        topics.append(
-            cls.MetadataResponseTopic(
-                error_code=0,
-                name=name,
-                topic_id=_topic_uuid(topic.topic_id),
-                is_internal=name == OFFSETS_TOPIC,
-                partitions=partitions,
-            )
+        answered = cls.MetadataResponseTopic(
+            error_code=0,
+            name=name,
+            topic_id=_topic_uuid(topic.topic_id),
+            is_internal=name == OFFSETS_TOPIC,
+            partitions=partitions,
         )
+        if v >= 8 and req.include_topic_authorized_operations and topic_operations:
+            answered.authorized_operations = topic_operations(name)
+        topics.append(answered)
     brokers = [
         cls.MetadataResponseBroker(node_id=i, host=host, port=port, rack=b.rack)
         for i, (b, host, port) in sorted(live_brokers(node.metadata_image(), listener).items())

@@ -6,6 +6,11 @@
   as Kafka does. A failed authentication is answered SASL_AUTHENTICATION_FAILED after
   `connection.failed.authentication.delay.ms`, logged once with the user and the
   address, and the connection is closed at its next request;
+- KIP-368: with `connections.max.reauth.ms` set (Kafka's default 0: never), a SASL
+  session lasts that long (SaslAuthenticate's session lifetime); the client
+  re-authenticates on the same connection (SaslHandshake and SaslAuthenticate again,
+  with the same principal and mechanism, else SASL_AUTHENTICATION_FAILED), and a
+  connection whose session ended is closed at its next other request, as Kafka does;
 - the connection's principal (SASL user, else the TLS client certificate's subject,
   else User:ANONYMOUS) and address are what the handlers authorize with
   (`current_session()`, set around each handler call);
@@ -18,7 +23,7 @@ import contextvars
 import os
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from seglog.storage.errors import InvalidConfigError
@@ -51,6 +56,10 @@ class KafkaSession:
     host: str
     principal: KafkaPrincipal = ANONYMOUS
     sasl: SaslSession | None = None
+    # KIP-368: when the authenticated session ends (time.monotonic()); None: never.
+    expires_at: float | None = None
+    # During a re-authentication: the principal and mechanism it must keep.
+    previous: tuple[KafkaPrincipal, str | None] | None = None
 
 
 _CURRENT: contextvars.ContextVar[KafkaSession | None] = contextvars.ContextVar(
@@ -157,6 +166,13 @@ class KafkaGate:
                 f"listener.name.{listener.lower()}.plain.sasl.jaas.config"
             ) or props.get("sasl.jaas.config")
             self.jaas_users = jaas_plain_users(jaas)
+        reauth = listener_setting(props, listener, "connections.max.reauth.ms")
+        self.max_reauth_ms = int_setting(
+            {"connections.max.reauth.ms": reauth} if reauth is not None else {},
+            "connections.max.reauth.ms",
+            0,
+            at_least=0,
+        )
         self.failed_delay_s = (
             int_setting(
                 props,
@@ -170,14 +186,17 @@ class KafkaGate:
     def new_session(self, host: str, tls_principal: KafkaPrincipal) -> KafkaSession:
         session = KafkaSession(host, tls_principal)
         if self.sasl:
-            session.sasl = SaslSession(
-                self.mechanisms,
-                self.admin.scram_credential,
-                self.jaas_users,
-                lambda: os.urandom(18).hex(),
-                lambda: os.urandom(32),
-            )
+            session.sasl = self._sasl_session()
         return session
+
+    def _sasl_session(self) -> SaslSession:
+        return SaslSession(
+            self.mechanisms,
+            self.admin.scram_credential,
+            self.jaas_users,
+            lambda: os.urandom(18).hex(),
+            lambda: os.urandom(32),
+        )
 
     def __call__(self, session: KafkaSession, request: KafkaRequest, inner: Handler) -> Any:
         key = request.api_key
@@ -197,9 +216,23 @@ class KafkaGate:
                     api=request.spec.name,
                 )
                 raise CloseConnection(f"{request.spec.name} before authentication")
+        elif sasl is not None and key == SASL_HANDSHAKE and session.expires_at is not None:
+            # KIP-368: the client re-authenticates before its session ends.
+            session.previous = (session.principal, sasl.mechanism)
+            session.sasl = self._sasl_session()
+            return self._handshake(session, request)
         elif key in (SASL_HANDSHAKE, SASL_AUTHENTICATE):
             # Not a SASL listener, or authenticated already: Kafka's answer.
             return self._illegal_sasl_state(request)
+        elif session.expires_at is not None and time.monotonic() >= session.expires_at:
+            _log.info(
+                "kafka_session_expired",
+                listener=self.listener,
+                address=session.host,
+                principal=str(session.principal),
+                api=request.spec.name,
+            )
+            raise CloseConnection(f"{request.spec.name} after the session expired")
         token = _CURRENT.set(session)
         try:
             if key in (DESCRIBE_ACLS, CREATE_ACLS, DELETE_ACLS, DESCRIBE_SCRAM, ALTER_SCRAM):
@@ -231,15 +264,32 @@ class KafkaGate:
         assert session.sasl is not None
         step = session.sasl.authenticate(bytes(request.body.auth_bytes))
         cls = response_class(request)
+        lifetime = 0
+        previous = session.previous
+        if step.error == "NONE" and session.sasl.authenticated and previous is not None:
+            if (session.sasl.principal, session.sasl.mechanism) != previous:
+                # Kafka: a re-authentication may not change the principal or mechanism.
+                step = replace(
+                    step,
+                    error="SASL_AUTHENTICATION_FAILED",
+                    message="Cannot change principals or mechanism during re-authentication",
+                    reason=f"re-authentication as {session.sasl.principal} "
+                    f"({session.sasl.mechanism}) after {previous[0]} ({previous[1]})",
+                )
+                session.sasl.state = "failed"
+        if step.error == "NONE" and session.sasl.authenticated and self.max_reauth_ms:
+            lifetime = self.max_reauth_ms
+            session.expires_at = time.monotonic() + lifetime / 1000
         body = cls(
             error_code=error_code(step.error),
             error_message=step.message or None,
             auth_bytes=step.token,
-            session_lifetime_ms=0,
+            session_lifetime_ms=lifetime,
         )
         parts = encode_response(request, body)
         if step.error == "NONE":
             if session.sasl.authenticated:
+                session.previous = None
                 session.principal = session.sasl.principal
                 _log.info(
                     "kafka_authenticated",

@@ -189,6 +189,18 @@ def test_session_expiry_rebalances_and_empties_the_group():
     assert rec.decode_key(key) == rec.GroupMetadataKey(G) and stored.members == ()
 
 
+def test_delete_group_at_the_session_deadline_sees_the_member_gone():
+    """A timer due is applied before DeleteGroups is answered: the ticks come every
+    100 ms, and librdkafka's 0081 deletes its static members' groups exactly a session
+    after closing them (Kafka's precise timer has expired them by then)."""
+    s = shard()
+    stable_member(s)  # its session runs out at 4000 + 10_000
+    out = s.delete_group(7, G, 4000 + 10_000)  # no tick ran at the deadline
+    got = answers(out) | answers(ack_all(s, out, 4000 + 10_001))
+    assert got[7] == gc.ErrorResult("NONE"), got[7]  # was NON_EMPTY_GROUP
+    assert G not in s.groups
+
+
 def test_offsets_of_an_empty_group_expire_with_tombstones():
     s = shard(offsets_retention_minutes=1, offsets_retention_check_interval_ms=1000)
     out = s.commit(1, G, -1, "", None, [gc.CommitPartition("t", 3, 7)], 0)

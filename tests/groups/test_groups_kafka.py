@@ -33,7 +33,7 @@ SESSION_MS = 6000
 def create_topic(cluster: KafkaCluster, name: str, partitions: int = PARTITIONS) -> None:
     admin = AdminClient({"bootstrap.servers": cluster.kafka_bootstrap})
     admin.create_topics([NewTopic(name, partitions, 3)])[name].result(30)
-    cluster.wait(f"{name} has leaders", lambda: cluster.leader_of(name, partitions - 1))
+    cluster.wait(f"{name} known to every node", lambda: cluster.known_everywhere(name, partitions))
 
 
 def produce(cluster: KafkaCluster, topic: str, per_partition: int) -> None:

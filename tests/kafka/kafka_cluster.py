@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from node_process import free_port
-from three_node_cluster import NODE_IDS, ThreeNodeCluster
+from three_node_cluster import NODE_IDS, ThreeNodeCluster, topic_of
 
 # A session timeout that notices a SIGKILLed leader in about a second, as local up.
 KAFKA_OVERRIDES = {
@@ -48,6 +48,16 @@ class KafkaCluster(ThreeNodeCluster):
         for i in NODE_IDS:
             self.start(i)
         self.wait("three unfenced brokers", lambda: True if self.all_up_and_unfenced() else None)
+
+    def known_everywhere(self, topic: str, partitions: int) -> bool | None:
+        """True once every node's metadata holds the topic's partitions with leaders: a
+        node answers for a topic only when its own metadata has it (a commit to one that
+        lags is UNKNOWN_TOPIC_OR_PARTITION, as on Kafka)."""
+        for i in self.nodes:
+            t = topic_of(self.metadata(i, [topic]), topic)
+            if t is None or sum(1 for p in t.partitions if p.leader_id >= 0) < partitions:
+                return None
+        return True
 
     def leader_of(self, topic: str, partition: int = 0) -> int | None:
         md = self.metadata(1, [topic]) or self.metadata(2, [topic]) or self.metadata(3, [topic])

@@ -21,7 +21,7 @@ def create(
 ) -> None:
     admin = AdminClient({"bootstrap.servers": cluster.kafka_bootstrap})
     admin.create_topics([NewTopic(name, partitions, rf, config=config)])[name].result(TIMEOUT_S)
-    cluster.wait(f"{name} has leaders", lambda: cluster.leader_of(name, partitions - 1))
+    cluster.wait(f"{name} known to every node", lambda: cluster.known_everywhere(name, partitions))
     if per_partition:
         p = Producer({"bootstrap.servers": cluster.kafka_bootstrap, "acks": "all"})
         for part in range(partitions):
@@ -587,3 +587,86 @@ def test_describe_quorum_shows_the_metadata_quorum(kafka_cluster):
     assert set(voters) == {1, 2, 3}
     assert voters[p["leader_id"]]["log_end_offset"] >= p["high_watermark"]
     assert p["observers"] == []
+
+
+def test_alter_configs_replaces_a_topics_overrides(kafka_cluster):
+    """AlterConfigs (the non-incremental API librdkafka's alter_configs sends): the
+    topic's overrides become exactly the ones given; the others go back to defaults."""
+    from confluent_kafka.admin import ConfigResource, ConfigSource, ResourceType
+
+    topic = "ac-replace"
+    create(kafka_cluster, topic, 1, **{"retention.ms": "3600000", "segment.bytes": "1048576"})
+    admin = AdminClient({"bootstrap.servers": kafka_cluster.kafka_bootstrap})
+    resource = ConfigResource(ResourceType.TOPIC, topic, set_config={"retention.bytes": "123456"})
+    admin.alter_configs([resource])[resource].result(TIMEOUT_S)
+
+    def described() -> dict[str, tuple[str, int]] | None:
+        plain = ConfigResource(ResourceType.TOPIC, topic)
+        got = admin.describe_configs([plain])[plain].result(TIMEOUT_S)
+        view = {n: (got[n].value, got[n].source) for n in ("retention.bytes", "retention.ms")}
+        return view if view["retention.bytes"][0] == "123456" else None
+
+    view = kafka_cluster.wait("the overrides replaced", described)
+    assert view == {
+        "retention.bytes": ("123456", ConfigSource.DYNAMIC_TOPIC_CONFIG.value),
+        "retention.ms": ("604800000", ConfigSource.DEFAULT_CONFIG.value),  # deleted
+    }
+    bad = ConfigResource(ResourceType.TOPIC, "ac-missing", set_config={"retention.ms": "1"})
+    with pytest.raises(Exception, match="UNKNOWN_TOPIC_OR_PART"):
+        admin.alter_configs([bad])[bad].result(TIMEOUT_S)
+
+
+def test_incremental_alter_configs_appends_to_and_subtracts_from_a_list(kafka_cluster):
+    """IncrementalAlterConfigs' APPEND and SUBTRACT on a LIST config (cleanup.policy), as
+    Kafka: from the topic's value (else the default), each item once; on a config that
+    is not a list they are INVALID_CONFIG."""
+    from confluent_kafka.admin import (
+        AlterConfigOpType,
+        ConfigEntry,
+        ConfigResource,
+        ResourceType,
+    )
+
+    topic = "iac-lists"
+    create(kafka_cluster, topic, 1)
+    admin = AdminClient({"bootstrap.servers": kafka_cluster.kafka_bootstrap})
+
+    def alter(name: str, value: str, op: AlterConfigOpType) -> None:
+        entry = ConfigEntry(name, value, incremental_operation=op)
+        resource = ConfigResource(ResourceType.TOPIC, topic, incremental_configs=[entry])
+        admin.incremental_alter_configs([resource])[resource].result(TIMEOUT_S)
+
+    def policy() -> str:
+        plain = ConfigResource(ResourceType.TOPIC, topic)
+        return str(admin.describe_configs([plain])[plain].result(TIMEOUT_S)["cleanup.policy"].value)
+
+    alter("cleanup.policy", "compact", AlterConfigOpType.APPEND)  # onto the default, delete
+    kafka_cluster.wait("compact appended", lambda: policy() == "delete,compact" or None)
+    alter("cleanup.policy", "compact", AlterConfigOpType.APPEND)  # already there: once
+    alter("cleanup.policy", "delete", AlterConfigOpType.SUBTRACT)
+    kafka_cluster.wait("delete subtracted", lambda: policy() == "compact" or None)
+    with pytest.raises(Exception, match="INVALID_CONFIG"):
+        alter("retention.ms", "5", AlterConfigOpType.APPEND)
+
+
+def test_describe_topics_answers_the_topics_authorized_operations(kafka_cluster):
+    """KIP-430 for topics (Metadata v8+'s TopicAuthorizedOperations), as librdkafka's
+    0081 DescribeTopics asks: without an authorizer every topic operation is allowed."""
+    from confluent_kafka import TopicCollection
+    from confluent_kafka.admin import AclOperation
+
+    topic = "dt-operations"
+    create(kafka_cluster, topic, 1)
+    admin = AdminClient({"bootstrap.servers": kafka_cluster.kafka_bootstrap})
+    done = admin.describe_topics(TopicCollection([topic]), include_authorized_operations=True)
+    described = done[topic].result(TIMEOUT_S)
+    assert set(described.authorized_operations) == {
+        AclOperation.READ,
+        AclOperation.WRITE,
+        AclOperation.CREATE,
+        AclOperation.DESCRIBE,
+        AclOperation.DELETE,
+        AclOperation.ALTER,
+        AclOperation.DESCRIBE_CONFIGS,
+        AclOperation.ALTER_CONFIGS,
+    }

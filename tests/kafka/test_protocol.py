@@ -55,6 +55,7 @@ kio_index = pytest.importorskip("kio.index")
 kio_serial = pytest.importorskip("kio.serial")
 
 TOPIC = "proto-check"
+TOPIC_ID: dict[str, uuid.UUID] = {}  # TOPIC's id, once leader_port created it
 
 
 def batch(n: int = 3) -> bytes:
@@ -112,6 +113,7 @@ def requests_for(api_key: int, v: int):
             topics=[
                 R.FetchTopic(
                     topic=TOPIC,
+                    topic_id=TOPIC_ID.get("id"),  # v13+ names topics by id
                     partitions=[
                         R.FetchTopic.FetchPartition(
                             partition=0, fetch_offset=0, partition_max_bytes=1 << 20
@@ -257,6 +259,19 @@ def admin_request(api_key: int, v: int) -> object | None:
         from seglog.node.kafka.schemas.messages import GetTelemetrySubscriptionsRequest
 
         return GetTelemetrySubscriptionsRequest[v](client_instance_id=uuid.UUID(int=0))
+    if api_key == 33:
+        R = a.AlterConfigsRequest
+        Res = R.AlterConfigsResource
+        return R[v](
+            resources=[
+                Res(
+                    resource_type=2,
+                    resource_name=TOPIC,
+                    configs=[Res.AlterableConfig(name="retention.ms", value="86400000")],
+                )
+            ],
+            validate_only=True,
+        )
     if api_key == 55:
         R = a.DescribeQuorumRequest
         T = R.TopicData
@@ -474,6 +489,14 @@ def leader_port(kafka_cluster) -> int:
         return True if r.topics[0].partitions[0].error_code == 0 else None
 
     kafka_cluster.wait("the leader serves the partition", serving)
+    with KafkaConnection(port) as conn:
+        R = MetadataRequest
+        request = R[12](
+            topics=[R.MetadataRequestTopic(name=TOPIC)],
+            allow_auto_topic_creation=False,
+            include_topic_authorized_operations=False,
+        )
+        TOPIC_ID["id"] = conn.request(request)[1].topics[0].topic_id
     return port
 
 
@@ -513,7 +536,7 @@ def test_every_served_api_and_version_cross_checked_with_kio(leader_port, api_ke
         assert t.error_code == 0 and len(t.partitions) == 1 and len(decoded.brokers) == 3
     elif api_key == 18:
         keys = {k.api_key: (k.min_version, k.max_version) for k in decoded.api_keys}
-        assert keys[0] == (0, 9) and keys[1] == (4, 12) and decoded.error_code == 0
+        assert keys[0] == (0, 9) and keys[1] == (4, 17) and decoded.error_code == 0
     elif api_key == 22:
         assert decoded.error_code == 0 and decoded.producer_id >= 0
     elif api_key == 43:  # the preferred replica leads already (or just became leader)
@@ -524,6 +547,8 @@ def test_every_served_api_and_version_cross_checked_with_kio(leader_port, api_ke
         assert known.partitions[0].eligible_leader_replicas == [], known
     elif api_key == 71:
         assert decoded.error_code == 0 and decoded.requested_metrics == []
+    elif api_key == 33:
+        assert decoded.responses[0].error_code == 0, decoded
     elif api_key == 55:
         assert decoded.topics[0].partitions[0].leader_id in (1, 2, 3), decoded
     elif api_key == 35:
@@ -723,3 +748,15 @@ def test_list_offsets_max_timestamp_and_by_time(leader_port):
     assert (p.error_code, p.offset, p.timestamp) == (0, base + 1, t0 + 100)
     q = at.topics[0].partitions[0]
     assert q.error_code == 0 and q.offset == base + 1, q
+
+
+def test_a_fetch_by_an_unknown_topic_id_is_unknown_topic_id(leader_port):
+    """Fetch v13+ (KIP-516) names topics by id: one this node does not know (a deleted
+    or recreated topic) is UNKNOWN_TOPIC_ID, answered under the id it was asked by."""
+    missing = uuid.uuid4()
+    request = requests_for(1, 17)
+    request.topics[0].topic_id = missing
+    with KafkaConnection(leader_port) as conn:
+        _body, r = conn.request(request)
+    [t] = r.responses
+    assert t.topic_id == missing and t.partitions[0].error_code == 100

@@ -12,6 +12,7 @@ from seglog.replication.cluster_control import (
     ControlError,
     IsrChange,
     alter_partitions_records,
+    create_partitions_records,
     create_topic_records,
     fence_broker_records,
     next_broker_epoch,
@@ -21,6 +22,7 @@ from seglog.replication.metadata_image import MetadataImage
 from seglog.replication.metadata_records import (
     BrokerFenceRecord,
     MetadataRecord,
+    PartitionRecord,
     RegisterBrokerRecord,
     decode_entry,
     encode_entry,
@@ -191,3 +193,83 @@ def test_a_reregistration_fences_the_old_incarnation_out_of_the_isr(
     with pytest.raises(ControlError) as e:
         register_broker_records(image, RegisterBrokerRecord(leader, 1, "h", 1, None), DEFAULTS)
     assert e.value.error_name == "STALE_BROKER_EPOCH"
+
+
+# --- CreateTopics' and CreatePartitions' explicit replica assignments ---------------------
+
+
+@pytest.fixture
+def fenced_3() -> MetadataImage:
+    """Brokers 1-3 registered, 3 fenced."""
+    image = MetadataImage()
+    for b in (1, 2, 3):
+        epoch = register(image, b, b * 10)
+    commit(image, [BrokerFenceRecord(3, epoch, True)])
+    return image
+
+
+def create_manual(
+    image: MetadataImage,
+    name: str,
+    assignments: list[tuple[int, tuple[int, ...]]],
+    partitions: int = -1,
+    rf: int = -1,
+) -> list[MetadataRecord]:
+    return create_topic_records(
+        image,
+        name,
+        partitions,
+        rf,
+        {},
+        broker_defaults=DEFAULTS,
+        new_topic_id=lambda: f"id-{name}",
+        rng=random.Random(1),
+        assignments=assignments,
+    )
+
+
+def test_manual_replicas_in_the_given_order_the_first_unfenced_one_leads(fenced_3):
+    records = create_manual(fenced_3, "m", [(0, (1, 2)), (1, (3, 2))])
+    parts = [r for r in records if isinstance(r, PartitionRecord)]
+    assert [(p.replicas, p.isr, p.leader) for p in parts] == [
+        ((1, 2), (1, 2), 1),
+        ((3, 2), (2,), 2),  # 3 is fenced: not in the ISR, not the leader
+    ]
+
+
+@pytest.mark.parametrize(
+    "assignments",
+    [
+        [(0, (1, 9))],  # not registered
+        [(0, (2, 2))],  # twice
+        [(0, (1, 2)), (1, (3,))],  # replication factor
+        [(0, (1,)), (2, (2,))],  # a gap
+        [(0, (1,)), (0, (2,))],  # a partition twice
+        [(0, (3,))],  # every replica fenced
+        [(0, ())],  # no replica
+    ],
+)
+def test_manual_assignments_kafka_refuses(fenced_3, assignments):
+    with pytest.raises(ControlError) as refused:
+        create_manual(fenced_3, "bad", assignments)
+    assert refused.value.error_name == "INVALID_REPLICA_ASSIGNMENT"
+
+
+def test_manual_assignment_counts_must_be_minus_one(fenced_3):
+    for partitions, rf in ((1, -1), (-1, 1)):
+        with pytest.raises(ControlError) as refused:
+            create_manual(fenced_3, "bad", [(0, (1,))], partitions, rf)
+        assert refused.value.error_name == "INVALID_REQUEST"
+
+
+def test_create_partitions_places_each_new_partition_where_asked(fenced_3):
+    commit(fenced_3, create_manual(fenced_3, "m", [(0, (1, 2))]))
+    grown = create_partitions_records(fenced_3, "m", 3, random.Random(1), [(2, 1), (3, 2)])
+    assert [(r.partition, r.replicas, r.isr, r.leader) for r in grown] == [  # type: ignore[union-attr]
+        (1, (2, 1), (2, 1), 2),
+        (2, (3, 2), (2,), 2),
+    ]
+    for wrong in ([(2, 1)], [(2,), (1,)], [(1, 1), (2, 1)]):  # count, rf, twice
+        with pytest.raises(ControlError) as refused:
+            create_partitions_records(fenced_3, "m", 3, random.Random(1), wrong)
+        assert refused.value.error_name == "INVALID_REPLICA_ASSIGNMENT"
