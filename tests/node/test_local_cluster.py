@@ -37,6 +37,10 @@ def free_base_port() -> int:
 
 
 def seglog_local(*args: str) -> list[str]:
+    # The web console is tested by tests/console; here it would only be one more process
+    # to leave behind when a test fails before `local down`.
+    if args and args[0] == "up":
+        args = (*args, "--no-console")
     return [sys.executable, "-m", "seglog.cli", "local", *args]
 
 
