@@ -270,7 +270,9 @@ def test_a_node_that_cannot_start_is_named_with_its_error(tmp_path: Path) -> Non
     with socket.socket() as squatter:
         squatter.bind(("127.0.0.1", base + 1))  # node 2's PLAINTEXT port
         squatter.listen()
-        up, took = run_seglog("local", "up", "--data-dir", str(data_dir), "--base-port", str(base))
+        up, took = run_seglog(
+            "local", "up", "--no-console", "--data-dir", str(data_dir), "--base-port", str(base)
+        )
     assert up.returncode == 1, up.stderr
     assert "Traceback" not in up.stderr and took < FAST_S, took
     assert f"node 2: Failed to bind to address 127.0.0.1:{base + 1} (its PLAINTEXT listener)" in (
@@ -280,7 +282,9 @@ def test_a_node_that_cannot_start_is_named_with_its_error(tmp_path: Path) -> Non
 
     (data_dir / "node-2").mkdir(parents=True)
     (data_dir / "node-2" / "logs").write_text("not a directory")
-    up, took = run_seglog("local", "up", "--data-dir", str(data_dir), "--base-port", str(base))
+    up, took = run_seglog(
+        "local", "up", "--no-console", "--data-dir", str(data_dir), "--base-port", str(base)
+    )
     assert up.returncode == 1, up.stderr
     log = data_dir / "node-2" / "node.log"
     assert f"node 2 exited with code 1 while starting; its log is {log}" in up.stderr
