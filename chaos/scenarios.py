@@ -8,9 +8,9 @@ fault-injection file: disk-full, fsync-failure, slow-disk, clock-jump, clock-ske
 (docs/disk-and-clock-faults.md), and the network faults of its per-link proxies:
 leader-cut-off, leader-cut-from-followers, majority-minority, bridge, one-way,
 slow-links, and on compose lossy-links (docs/network-faults.md), and the gray failures
-of issue 39 (local): broker-frozen, controller-frozen, slow-node, blocked-disk,
-frozen-clock-jump. Each writes "fault" events into the history and leaves the cluster
-for `heal()`.
+of issue 39: broker-frozen, controller-frozen, slow-node (both targets), blocked-disk,
+frozen-clock-jump (local: they need the fault-injection file). Each writes "fault"
+events into the history and leaves the cluster for `heal()`.
 """
 
 from __future__ import annotations
@@ -718,9 +718,9 @@ SCENARIOS: dict[str, Scenario] = {
         Scenario("clock-jump", clock_jump, {}, targets=("local",)),
         Scenario("clock-skew", clock_skew, {}, targets=("local",)),
         # Gray failures (issue 39): one process frozen, fits and starts, a hung disk.
-        Scenario("broker-frozen", broker_frozen, {}, targets=("local",)),
-        Scenario("controller-frozen", controller_frozen, {}, targets=("local",)),
-        Scenario("slow-node", slow_node, {}, targets=("local",)),
+        Scenario("broker-frozen", broker_frozen, {}),
+        Scenario("controller-frozen", controller_frozen, {}),
+        Scenario("slow-node", slow_node, {}),
         Scenario("blocked-disk", blocked_disk, {}, targets=("local",)),
         Scenario("frozen-clock-jump", frozen_clock_jump, {}, targets=("local",)),
         Scenario("leader-cut-off", leader_cut_off, {}, links=True),

@@ -631,6 +631,8 @@ class ComposeTarget:
         self.network = ""
         self.paused: set[int] = set()
         self.isolated: set[int] = set()
+        # node -> role -> host pid of a process stopped alone (pause_process)
+        self.stopped_processes: dict[int, dict[str, int]] = {}
         self.net_faults = healthy()
 
     def address(self, node: int) -> str:
@@ -684,6 +686,8 @@ class ComposeTarget:
     def kill(self, node: int, sig: str) -> None:
         if node in self.paused:
             self.resume(node)
+        for role in list(self.stopped_processes.get(node, {})):
+            self.resume_process(node, role)
         if self.is_down(node):
             return
         self._docker("kill", "-s", sig, self.containers[node])
@@ -812,17 +816,40 @@ class ComposeTarget:
             "only: use --target local"
         )
 
-    def pause_process(self, node: int, role: str) -> None:
-        raise NotImplementedError(
-            "freezing one process of a node (broker-frozen, controller-frozen) runs on "
-            "the local target only so far: use --target local"
+    def process_pid(self, node: int, role: str) -> int | None:
+        """The host's pid of one process of a node's container: "broker" (`seglog node`,
+        the container's first process) or "controller" (its child). Signalled from the
+        host: a container's first process ignores SIGSTOP only from inside."""
+        if role not in ("broker", "controller"):
+            raise ValueError(f"a node's processes are broker and controller, not {role!r}")
+        if self.is_down(node):
+            return None
+        r = subprocess.run(
+            ["docker", "inspect", "-f", "{{.State.Pid}}", self.containers[node]],
+            capture_output=True,
+            text=True,
+            timeout=30,
         )
+        broker = int(r.stdout.strip()) if r.returncode == 0 and r.stdout.strip() else 0
+        if broker <= 0:
+            return None
+        return broker if role == "broker" else child_pid(broker, b"seglog.node.controller_process")
+
+    def pause_process(self, node: int, role: str) -> None:
+        """SIGSTOP one process of the node's container, the other running on."""
+        pid = self.process_pid(node, role)
+        if pid is None:
+            raise RuntimeError(f"node{node} has no running {role} process to pause")
+        os.kill(pid, signal.SIGSTOP)
+        self.stopped_processes.setdefault(node, {})[role] = pid
 
     def resume_process(self, node: int, role: str) -> None:
-        raise NotImplementedError(
-            "freezing one process of a node runs on the local target only so far: use "
-            "--target local"
-        )
+        pid = self.stopped_processes.get(node, {}).pop(role, None)
+        if not self.stopped_processes.get(node):
+            self.stopped_processes.pop(node, None)
+        if pid is not None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGCONT)
 
     def cut(self, faults: NetworkFaults) -> None:
         """Put `faults` in force with iptables and tc netem inside each running node's
@@ -891,6 +918,10 @@ class ComposeTarget:
         for node in list(self.paused):
             self.resume(node)
             done.append(f"unpaused node{node}")
+        for node in list(self.stopped_processes):
+            for role in list(self.stopped_processes.get(node, {})):
+                self.resume_process(node, role)
+                done.append(f"SIGCONT node{node}'s {role} process")
         for node in list(self.isolated):
             self.reconnect(node)
             done.append(f"reconnected node{node}")
@@ -903,4 +934,7 @@ class ComposeTarget:
     def down(self) -> None:
         for node in list(self.paused):
             subprocess.run(["docker", "unpause", self.containers[node]], capture_output=True)
+        for node in list(self.stopped_processes):
+            for role in list(self.stopped_processes.get(node, {})):
+                self.resume_process(node, role)
         compose_down(self.project, self.env)
