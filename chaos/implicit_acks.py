@@ -19,7 +19,7 @@ import threading
 import time
 from collections import defaultdict
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TextIO
 
 _IMPLICIT_ACK = re.compile(
     r"(?P<topic>\S+) \[(?P<partition>\d+)\] (?P<count>\d+) message\(s\) implicitly acked "
@@ -29,19 +29,20 @@ _IMPLICIT_ACK = re.compile(
 
 class ImplicitAckRecorder(logging.Handler):
     """A logging handler for one confluent-kafka producer (its `logger` setting): every
-    line goes on to `forward` (the run's log), IMPLICITACK lines also become history
+    line goes on to `echo` (the run's log, as librdkafka wrote it there itself before),
+    IMPLICITACK lines also become history
     events through `record`."""
 
     def __init__(
         self,
         process: str,
         record: Callable[[dict[str, Any]], None],
-        forward: logging.Logger | None = None,
+        echo: TextIO | None = None,
     ) -> None:
         super().__init__(logging.DEBUG)
         self.process = process
         self._record = record
-        self._forward = forward
+        self._echo = echo
         self._lock = threading.Lock()
         # partition -> values in produce() order: msgid n is the n-th of them
         self._sent: dict[int, list[str]] = defaultdict(list)
@@ -61,8 +62,8 @@ class ImplicitAckRecorder(logging.Handler):
 
     def emit(self, record: logging.LogRecord) -> None:
         line = record.getMessage()
-        if self._forward is not None:
-            self._forward.debug("%s: %s", self.process, line)
+        if self._echo is not None:
+            print(f"rdkafka {self.process}: {line}", file=self._echo, flush=True)
         m = _IMPLICIT_ACK.search(line)
         if m is None:
             return

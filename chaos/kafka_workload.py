@@ -12,8 +12,8 @@ every timeout, transport error and "possibly persisted" outcome is indeterminate
 
 from __future__ import annotations
 
-import logging
 import random
+import sys
 import threading
 import time
 from dataclasses import dataclass, field
@@ -21,9 +21,6 @@ from typing import Any
 
 from .implicit_acks import ImplicitAckRecorder
 from .workload import PartitionSlots, WorkloadState, _ProducerStats
-
-# librdkafka's debug lines, as before the recorder: the run's log at DEBUG.
-_rdkafka_log = logging.getLogger("seglog.chaos.rdkafka")
 
 _DEFINITE = frozenset(
     {
@@ -56,7 +53,7 @@ class KafkaWorkload(WorkloadState):
         c = self.config
         for i in range(c.producers):
             name = f"p{i}"
-            recorder = ImplicitAckRecorder(name, self.history.append, _rdkafka_log)
+            recorder = ImplicitAckRecorder(name, self.history.append, sys.stderr)
             producer = ck.Producer(
                 {
                     "bootstrap.servers": c.bootstrap,
