@@ -24,8 +24,6 @@ import sys
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, TextIO
 
-from seglog.client.quorum import NoControllerService, describe_quorum
-
 from . import topics
 
 if TYPE_CHECKING:
@@ -65,6 +63,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 def _describe_quorum(
     address: str, timeout_s: float, security: ClientSecurity | None = None
 ) -> QuorumView:
+    from seglog.client.quorum import describe_quorum  # grpc: not for `seglog --help`
+
     r = describe_quorum(address, timeout_s, security)
     return QuorumView(r.node_id, r.leader_id, r.term, r.role, r.commit_index)
 
@@ -78,6 +78,7 @@ def run(args: argparse.Namespace, out: TextIO | None = None) -> int:
     import grpc
 
     from seglog.client.cluster import parse_bootstrap
+    from seglog.client.quorum import NoControllerService
 
     out = out or sys.stdout
     from seglog.client.security import ClientSecurity

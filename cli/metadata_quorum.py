@@ -29,7 +29,6 @@ import time
 from typing import TYPE_CHECKING, TextIO
 
 from . import topics
-from .cluster import NoControllerService, describe_quorum
 
 if TYPE_CHECKING:
     from seglog.client.security import ClientSecurity
@@ -56,6 +55,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 def _ask(address: str, security: ClientSecurity | None) -> cpb.DescribeQuorumResponse:
     import grpc
+
+    from seglog.client.quorum import NoControllerService, describe_quorum
 
     try:
         return describe_quorum(address, TIMEOUT_S, security)

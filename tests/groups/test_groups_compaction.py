@@ -9,7 +9,13 @@ import time
 from pathlib import Path
 
 from confluent_kafka import Consumer, TopicPartition
-from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource
+from confluent_kafka.admin import (
+    AdminClient,
+    AlterConfigOpType,
+    ConfigEntry,
+    ConfigResource,
+    NewTopic,
+)
 from group_overrides import GROUP_OVERRIDES
 from kafka.protocol.metadata import FindCoordinatorRequest
 from kafka_cluster import KafkaCluster, KafkaConnection
@@ -81,6 +87,12 @@ def test_offsets_topic_is_compacted_and_reloads_from_the_compacted_log(tmp_path)
             ],
         )
         admin.incremental_alter_configs([resource])[resource].result(30)
+        # Offsets are committed only for partitions that exist (Kafka's rule): the topic
+        # first, known to every node (whichever coordinates the group).
+        admin.create_topics([NewTopic("compact-topic", PARTITIONS, 3)])["compact-topic"].result(30)
+        cluster.wait(
+            "the topic everywhere", lambda: cluster.known_everywhere("compact-topic", PARTITIONS)
+        )
 
         c = Consumer({"bootstrap.servers": b, "group.id": GROUP, "enable.auto.commit": False})
         try:
