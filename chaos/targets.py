@@ -258,7 +258,33 @@ def proc_alive(pid: int) -> bool:
     return local_cluster.pid_alive(pid)
 
 
-class LocalTarget:
+class _FreezesOneProcess:
+    """pause_process/resume_process for a target whose `process_pid(node, role)` finds
+    the broker ("broker", `seglog node`) or its controller process ("controller"): a gray
+    failure, one process of a node stopped (SIGSTOP) while the other runs on."""
+
+    stopped_processes: dict[int, dict[str, int]]
+
+    def process_pid(self, node: int, role: str) -> int | None:
+        raise NotImplementedError
+
+    def pause_process(self, node: int, role: str) -> None:
+        pid = self.process_pid(node, role)
+        if pid is None:
+            raise RuntimeError(f"node {node} has no running {role} process to pause")
+        os.kill(pid, signal.SIGSTOP)
+        self.stopped_processes.setdefault(node, {})[role] = pid
+
+    def resume_process(self, node: int, role: str) -> None:
+        pid = self.stopped_processes.get(node, {}).pop(role, None)
+        if not self.stopped_processes.get(node):
+            self.stopped_processes.pop(node, None)
+        if pid is not None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGCONT)
+
+
+class LocalTarget(_FreezesOneProcess):
     """`seglog local up` processes under `data_dir` (see the module docstring)."""
 
     name = "local"
@@ -428,23 +454,6 @@ class LocalTarget:
             raise ValueError(f"a node's processes are broker and controller, not {role!r}")
         return child_pid(broker, b"seglog.node.controller_process")
 
-    def pause_process(self, node: int, role: str) -> None:
-        """SIGSTOP one process of the node, the other running on (a gray failure: a
-        wedged broker whose controller still heartbeats, or the reverse)."""
-        pid = self.process_pid(node, role)
-        if pid is None:
-            raise RuntimeError(f"node {node} has no running {role} process to pause")
-        os.kill(pid, signal.SIGSTOP)
-        self.stopped_processes.setdefault(node, {})[role] = pid
-
-    def resume_process(self, node: int, role: str) -> None:
-        pid = self.stopped_processes.get(node, {}).pop(role, None)
-        if not self.stopped_processes.get(node):
-            self.stopped_processes.pop(node, None)
-        if pid is not None:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGCONT)
-
     def corrupt(self, node: int, topic: str, partitions: list[int], mode: str, seed: int) -> dict:
         assert not self._alive(node), "corrupt only a stopped replica"
         log_dir = str(self.data_dir / f"node-{node}" / "logs")
@@ -595,7 +604,7 @@ def compose_down(project: str, env: Mapping[str, str] | None = None) -> None:
     )
 
 
-class ComposeTarget:
+class ComposeTarget(_FreezesOneProcess):
     """compose/docker-compose.yml under a unique project (see the module docstring)."""
 
     name = "compose"
@@ -834,22 +843,6 @@ class ComposeTarget:
         if broker <= 0:
             return None
         return broker if role == "broker" else child_pid(broker, b"seglog.node.controller_process")
-
-    def pause_process(self, node: int, role: str) -> None:
-        """SIGSTOP one process of the node's container, the other running on."""
-        pid = self.process_pid(node, role)
-        if pid is None:
-            raise RuntimeError(f"node{node} has no running {role} process to pause")
-        os.kill(pid, signal.SIGSTOP)
-        self.stopped_processes.setdefault(node, {})[role] = pid
-
-    def resume_process(self, node: int, role: str) -> None:
-        pid = self.stopped_processes.get(node, {}).pop(role, None)
-        if not self.stopped_processes.get(node):
-            self.stopped_processes.pop(node, None)
-        if pid is not None:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGCONT)
 
     def cut(self, faults: NetworkFaults) -> None:
         """Put `faults` in force with iptables and tc netem inside each running node's
