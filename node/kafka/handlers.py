@@ -192,25 +192,29 @@ class KafkaApis:
         def answer() -> list[Part] | None:
             results = rm.await_produced(started) if started is not None else []
             done = dict(zip((tp for tp, _ in items), results, strict=True))
+            # Counted and logged whether or not an answer goes back (acks=0: none).
+            self._report_produce_errors(errors, done)
             if acks == 0:
-                # No answer goes back, but the refusals are still counted and logged.
-                report = rm.produce_errors.report
-                for (topic, index), name in errors.items():
-                    report(self.listener, topic, index, name, name)
-                for (topic, index), r in done.items():
-                    if r.error_name != "NONE":
-                        report(self.listener, topic, index, r.error_name, r.error_message)
                 return None
             return self._produce_response(request, errors, done)
 
         return Deferred(answer) if started is not None else answer()
+
+    def _report_produce_errors(
+        self, errors: dict[tuple[str, int], str], done: dict[Any, Any]
+    ) -> None:
+        report = self.node.replica_manager.produce_errors.report
+        for (topic, index), name in errors.items():
+            report(self.listener, topic, index, name, name)
+        for (topic, index), r in done.items():
+            if r.error_name != "NONE":
+                report(self.listener, topic, index, r.error_name, r.error_message)
 
     def _produce_response(
         self, request: KafkaRequest, errors: dict[tuple[str, int], str], done: dict[Any, Any]
     ) -> list[Part]:
         req = request.body
         cls = response_class(request)
-        report = self.node.replica_manager.produce_errors.report
         topics = []
         for t in req.topic_data:
             partitions = []
@@ -219,7 +223,6 @@ class KafkaApis:
                 r = done.get(tp)
                 if r is None:
                     name = errors.get(tp, "UNKNOWN_SERVER_ERROR")
-                    report(self.listener, t.name, p.index, name, name)
                     partitions.append(
                         cls.TopicProduceResponse.PartitionProduceResponse(
                             index=p.index,
@@ -229,8 +232,6 @@ class KafkaApis:
                         )
                     )
                     continue
-                if r.error_name != "NONE":
-                    report(self.listener, t.name, p.index, r.error_name, r.error_message)
                 partitions.append(
                     cls.TopicProduceResponse.PartitionProduceResponse(
                         index=p.index,
