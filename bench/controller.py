@@ -23,7 +23,7 @@ When the creation attempts start (--start-creates):
   polled every 10 ms until one leads a higher term and has committed past the old commit
   index (its no-op: it is the active controller); only then does creation start. The
   figure is still timed from SIGKILL; it leaves out the node's own retry backoff
-  (node/controller_client.py) that a request waiting inside a survivor would add.
+  (node/controller/controller_client.py) that a request waiting inside a survivor would add.
 
 Then the killed node is restarted and the next kill waits until it rejoined (every node
 agrees on the leader and every node's Metadata shows three unfenced brokers); that wait

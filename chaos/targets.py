@@ -172,6 +172,10 @@ def _any_free_port() -> int:
         return int(s.getsockname()[1])
 
 
+# How a node's controller process shows in its command line (`python -m ...`).
+CONTROLLER_MODULE = b"seglog.node.controller.controller_process"
+
+
 def free_ports(n: int) -> list[int]:
     """n distinct loopback ports, free now, below the ephemeral range and not handed
     out before by this process; bind(0) ports when the range leaves no room below."""
@@ -452,7 +456,7 @@ class LocalTarget(_FreezesOneProcess):
             return broker
         if role != "controller":
             raise ValueError(f"a node's processes are broker and controller, not {role!r}")
-        return child_pid(broker, b"seglog.node.controller_process")
+        return child_pid(broker, CONTROLLER_MODULE)
 
     def corrupt(self, node: int, topic: str, partitions: list[int], mode: str, seed: int) -> dict:
         assert not self._alive(node), "corrupt only a stopped replica"
@@ -842,7 +846,7 @@ class ComposeTarget(_FreezesOneProcess):
         broker = int(r.stdout.strip()) if r.returncode == 0 and r.stdout.strip() else 0
         if broker <= 0:
             return None
-        return broker if role == "broker" else child_pid(broker, b"seglog.node.controller_process")
+        return broker if role == "broker" else child_pid(broker, CONTROLLER_MODULE)
 
     def cut(self, faults: NetworkFaults) -> None:
         """Put `faults` in force with iptables and tc netem inside each running node's

@@ -170,7 +170,7 @@ def propose(
 ) -> dict[tuple[str, int], tuple[int, ...]]:
     """Each topic placed anew on `brokers` with its replication factor, as Kafka's
     --generate (its rack-unaware placement)."""
-    from seglog.replication.cluster_control import assign_replicas
+    from seglog.controller.cluster_control import assign_replicas
 
     by_topic: dict[str, list[int]] = {}
     for t, p in current:

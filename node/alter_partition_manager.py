@@ -12,11 +12,10 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from seglog.node.controller.controller_requests import IsrChange
+from seglog.node.event_log import EventLogger
 from seglog.replication import partition_replica as pr
 from seglog.replication.alter_partition_batcher import AlterPartitionBatcher
-
-from .controller_requests import IsrChange
-from .event_log import EventLogger
 
 TopicPartition = tuple[str, int]
 _log = EventLogger("alter_partition")

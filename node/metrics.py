@@ -19,7 +19,7 @@ from prometheus_client import CollectorRegistry, Counter, Histogram
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from seglog.replication.metadata_image import MetadataImage
+from seglog.controller.metadata_image import MetadataImage
 
 from . import request_timing
 from .replica_manager import ReplicaManager

@@ -7,9 +7,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Protocol
 
+from seglog.controller.metadata_image import MetadataImage
+from seglog.controller.reassignment import OngoingReassignment
 from seglog.proto import cluster_pb2 as cpb
-from seglog.replication.metadata_image import MetadataImage
-from seglog.replication.reassignment import OngoingReassignment
 
 from .groups.offsets_topic import GroupCoordinatorRuntime
 from .replica_manager import ReplicaManager

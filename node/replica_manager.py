@@ -22,11 +22,8 @@ from typing import NamedTuple, Protocol
 
 import grpc
 
-from seglog.proto import client_pb2 as pb
-from seglog.replication import partition_replica as pr
-from seglog.replication.isr_deadlines import IsrDeadlines
-from seglog.replication.metadata_image import MetadataImage, PartitionState
-from seglog.replication.metadata_records import (
+from seglog.controller.metadata_image import MetadataImage, PartitionState
+from seglog.controller.metadata_records import (
     BROKER_RESOURCE,
     BrokerFenceRecord,
     ConfigRecord,
@@ -37,6 +34,9 @@ from seglog.replication.metadata_records import (
     RemoveTopicRecord,
     TopicRecord,
 )
+from seglog.proto import client_pb2 as pb
+from seglog.replication import partition_replica as pr
+from seglog.replication.isr_deadlines import IsrDeadlines
 from seglog.replication.throttle import (
     LONG_MAX,
     WINDOW_MS,

@@ -19,44 +19,43 @@ import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from prometheus_client import start_http_server
 
-from seglog.proto import client_pb2_grpc, cluster_pb2_grpc, groups_pb2_grpc, security_pb2_grpc
-from seglog.proto import cluster_pb2 as cpb
-from seglog.replication.cluster_control import (
+from seglog.controller.cluster_control import (
     DYNAMIC_BROKER_CONFIGS,
     ControlError,
     effective_broker_properties,
 )
-from seglog.replication.metadata_image import MetadataImage
-from seglog.replication.metadata_records import MetadataRecord
-from seglog.replication.reassignment import OngoingReassignment
+from seglog.controller.metadata_image import MetadataImage
+from seglog.controller.metadata_records import MetadataRecord
+from seglog.controller.reassignment import OngoingReassignment
+from seglog.node import allocator, gc_pauses
+from seglog.node.alter_partition_manager import IsrChangeResult
+from seglog.node.config import NodeConfig, int_setting
+from seglog.node.controller.controller_requests import IsrChange
+from seglog.node.controller.local_controller import LocalController
+from seglog.node.controller.remote_controller import RemoteController
+from seglog.node.event_log import EventLogger, configure
+from seglog.node.groups.grpc_servicer import MAX_WAITING_CALLS, GroupCoordinatorServicer
+from seglog.node.groups.offsets_records import OFFSETS_TOPIC
+from seglog.node.groups.offsets_topic import GroupCoordinatorRuntime
+from seglog.node.kafka.listener import KafkaListener, start_kafka_listeners
+from seglog.node.log_manager import LogManager
+from seglog.node.metrics import GrpcMetricsInterceptor, NodeMetrics, NodeStateCollector
+from seglog.node.replica_manager import ReplicaManager
+from seglog.node.security import grpc_tls
+from seglog.node.security.grpc_gate import AuthorizingInterceptor
+from seglog.node.security.grpc_sasl import GrpcSasl, SaslTokenInterceptor
+from seglog.node.security.internode import inter_broker_credentials
+from seglog.node.security.kafka_gate import DEFAULT_FAILED_AUTHENTICATION_DELAY_MS
+from seglog.node.security.node_authorizer import NodeAuthorizer
+from seglog.node.security.security_admin import SecurityAdmin
+from seglog.node.security.security_servicer import SecurityServicer
+from seglog.node.servicer import SegLogServicer
+from seglog.proto import client_pb2_grpc, cluster_pb2_grpc, groups_pb2_grpc, security_pb2_grpc
+from seglog.proto import cluster_pb2 as cpb
 from seglog.replication.throttle import LONG_MAX
 from seglog.storage import fault_injection
 from seglog.storage.errors import InvalidConfigError
 from seglog.storage.log_config import LogConfig
-
-from . import allocator, gc_pauses
-from .alter_partition_manager import IsrChangeResult
-from .config import NodeConfig, int_setting
-from .controller_requests import IsrChange
-from .event_log import EventLogger, configure
-from .groups.grpc_servicer import MAX_WAITING_CALLS, GroupCoordinatorServicer
-from .groups.offsets_records import OFFSETS_TOPIC
-from .groups.offsets_topic import GroupCoordinatorRuntime
-from .kafka.listener import KafkaListener, start_kafka_listeners
-from .local_controller import LocalController
-from .log_manager import LogManager
-from .metrics import GrpcMetricsInterceptor, NodeMetrics, NodeStateCollector
-from .remote_controller import RemoteController
-from .replica_manager import ReplicaManager
-from .security import grpc_tls
-from .security.grpc_gate import AuthorizingInterceptor
-from .security.grpc_sasl import GrpcSasl, SaslTokenInterceptor
-from .security.internode import inter_broker_credentials
-from .security.kafka_gate import DEFAULT_FAILED_AUTHENTICATION_DELAY_MS
-from .security.node_authorizer import NodeAuthorizer
-from .security.security_admin import SecurityAdmin
-from .security.security_servicer import SecurityServicer
-from .servicer import SegLogServicer
 
 _log = EventLogger("node")
 

@@ -9,9 +9,9 @@ from collections.abc import Callable
 
 import grpc
 
+from seglog.controller.cluster_control import DYNAMIC_BROKER_CONFIGS, ControlError
 from seglog.proto import client_pb2 as pb
 from seglog.proto import client_pb2_grpc, errors_pb2
-from seglog.replication.cluster_control import DYNAMIC_BROKER_CONFIGS, ControlError
 from seglog.storage.errors import InvalidConfigError
 
 from . import request_timing

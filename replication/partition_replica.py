@@ -38,15 +38,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from seglog.storage.errors import StorageError
-from seglog.storage.leader_epoch_cache import UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET
-
-from .fetch_state import FetchState
-from .follower_fetcher import FollowerFetcher
-from .isr_changes import IsrChanges
-from .leader_reads import LeaderReads
-from .metadata_image import PartitionState
-from .replica_messages import (
+from seglog.controller.metadata_image import PartitionState
+from seglog.replication.fetch_state import FetchState
+from seglog.replication.follower_fetcher import FollowerFetcher
+from seglog.replication.isr_changes import IsrChanges
+from seglog.replication.leader_reads import LeaderReads
+from seglog.replication.replica_messages import (
     EARLIEST_TIMESTAMP,
     FENCED_LEADER_EPOCH,
     INELIGIBLE_REPLICA,
@@ -94,6 +91,8 @@ from .replica_messages import (
     check,
     storage_error_name,
 )
+from seglog.storage.errors import StorageError
+from seglog.storage.leader_epoch_cache import UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET
 
 # --- the replica ----------------------------------------------------------------------
 

@@ -1,4 +1,4 @@
-"""mypy --strict on storage/ and replication/ (tests/run.sh runs it).
+"""mypy --strict on storage/, controller/, replication/ and sim/ (tests/run.sh runs it).
 
 The repository maps `seglog.<pkg>` to top-level folders (pyproject's package-dir), which
 mypy cannot follow through an editable install: this lays a `seglog/` tree of symlinks
@@ -12,8 +12,8 @@ import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-PACKAGES = ("storage", "replication", "proto")
-CHECKED = ("seglog.storage", "seglog.replication")
+PACKAGES = ("storage", "controller", "replication", "sim", "node", "client", "proto")
+CHECKED = ("seglog.storage", "seglog.controller", "seglog.replication", "seglog.sim")
 
 
 def main() -> int:

@@ -21,8 +21,8 @@ import time
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 
-from seglog.replication.metadata_image import MetadataImage
-from seglog.replication.metadata_records import MetadataRecord
+from seglog.controller.metadata_image import MetadataImage
+from seglog.controller.metadata_records import MetadataRecord
 from seglog.storage.record_batch import NewRecord, build_batch, decode_records, iter_batches
 
 from ..event_log import EventLogger

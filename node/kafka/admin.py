@@ -9,7 +9,7 @@ import contextlib
 from collections.abc import Callable
 from typing import Any
 
-from seglog.replication.cluster_control import (
+from seglog.controller.cluster_control import (
     DYNAMIC_BROKER_CONFIGS,
     PREFERRED,
     UNCLEAN,

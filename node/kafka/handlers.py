@@ -13,7 +13,7 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
-from seglog.replication.cluster_control import ControlError
+from seglog.controller.cluster_control import ControlError
 from seglog.storage.file_slice import FileSlice
 from seglog.storage.partition_metadata import uuid_to_topic_id
 

@@ -8,8 +8,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from seglog.replication.cluster_control import ControlError
-from seglog.replication.metadata_image import BrokerImage, MetadataImage
+from seglog.controller.cluster_control import ControlError
+from seglog.controller.metadata_image import BrokerImage, MetadataImage
 from seglog.storage.partition_metadata import topic_id_to_uuid
 
 from ..groups.offsets_records import OFFSETS_TOPIC

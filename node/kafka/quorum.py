@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from seglog.replication.cluster_control import ControlError
+from seglog.controller.cluster_control import ControlError
 
 from .codec import KafkaRequest, Part, encode_response, response_class
 from .errors import error_code

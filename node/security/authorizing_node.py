@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from seglog.replication.cluster_control import ControlError
+from seglog.controller.cluster_control import ControlError
 
 from .acls import CLUSTER_NAME, AclOperation, ResourceType
 from .kafka_gate import allowed

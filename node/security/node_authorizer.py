@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 
-from seglog.replication.metadata_image import MetadataImage
-from seglog.replication.metadata_records import AccessControlEntryRecord
+from seglog.controller.metadata_image import MetadataImage
+from seglog.controller.metadata_records import AccessControlEntryRecord
 
 from ..event_log import EventLogger
 from .acls import AclBinding, AclOperation, PatternType, PermissionType, ResourceType

@@ -1,7 +1,7 @@
 """What a broker does for the SCRAM and ACL admin requests, whichever listener they
 came in on (Kafka's APIs or seglog's gRPC `Security` service): check the caller may
 (ALTER or DESCRIBE on the cluster), check the request's form, turn it into metadata
-records and have the controller commit them (seglog.replication.security_control).
+records and have the controller commit them (seglog.controller.security_control).
 Describes read the node's metadata image."""
 
 from __future__ import annotations
@@ -9,9 +9,9 @@ from __future__ import annotations
 import uuid
 from collections.abc import Callable, Sequence
 
-from seglog.replication.cluster_control import ControlError
-from seglog.replication.metadata_image import MetadataImage
-from seglog.replication.metadata_records import (
+from seglog.controller.cluster_control import ControlError
+from seglog.controller.metadata_image import MetadataImage
+from seglog.controller.metadata_records import (
     AccessControlEntryRecord,
     MetadataRecord,
     RemoveAccessControlEntryRecord,

@@ -8,12 +8,9 @@ from typing import TYPE_CHECKING
 
 import grpc
 
-from seglog.proto import errors_pb2, security_pb2_grpc
-from seglog.proto import security_pb2 as spb
-from seglog.replication.cluster_control import ControlError
-from seglog.replication.metadata_records import MetadataRecordError, decode_record
-
-from .acls import (
+from seglog.controller.cluster_control import ControlError
+from seglog.controller.metadata_records import MetadataRecordError, decode_record
+from seglog.node.security.acls import (
     AclBinding,
     AclFilter,
     AclOperation,
@@ -21,12 +18,14 @@ from .acls import (
     PermissionType,
     ResourceType,
 )
-from .grpc_auth import grpc_principal, peer_host
+from seglog.node.security.grpc_auth import grpc_principal, peer_host
+from seglog.proto import errors_pb2, security_pb2_grpc
+from seglog.proto import security_pb2 as spb
 
 if TYPE_CHECKING:
-    from ..quorum_controller import QuorumController
-    from .grpc_sasl import GrpcSasl
-    from .security_admin import SecurityAdmin
+    from seglog.node.controller.quorum_controller import QuorumController
+    from seglog.node.security.grpc_sasl import GrpcSasl
+    from seglog.node.security.security_admin import SecurityAdmin
 
 
 def code(name: str) -> int:

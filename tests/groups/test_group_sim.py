@@ -1,9 +1,9 @@
-"""The coordinator simulator (node/groups/group_sim.py) over many seeds: it drives the
+"""The coordinator simulator (sim/group_sim.py) over many seeds: it drives the
 production GroupCoordinator through failovers, crashes and consumer churn and checks
 its invariants. More seeds outside the suite:
-`python -m seglog.node.groups.group_sim --seeds 20000`."""
+`python -m seglog.sim.group_sim --seeds 20000`."""
 
-from seglog.node.groups.group_sim import GroupSim, SimInvariantError, run_seed
+from seglog.sim.group_sim import GroupSim, SimInvariantError, run_seed
 
 SEEDS = 1000
 

@@ -188,7 +188,7 @@ def test_a_broker_whose_disk_stops_answering_fences_itself_and_rejoins(tmp_path,
     leaderships move and the retried produce succeeds."""
     from prometheus_client.parser import text_string_to_metric_families
 
-    from seglog.node.remote_controller import STALL_BOUND_MIN_S
+    from seglog.node.controller.remote_controller import STALL_BOUND_MIN_S
 
     faults = tmp_path / "faults.json"
     faults.write_text("{}")
@@ -246,7 +246,7 @@ def test_a_frozen_controller_process_sends_clients_to_the_new_leaders(tmp_path):
         cluster, victim = run.cluster, run.victim
         broker = cluster.nodes[victim].proc
         assert broker is not None
-        frozen = child_pid(broker.pid, b"seglog.node.controller_process")
+        frozen = child_pid(broker.pid, b"seglog.node.controller.controller_process")
         assert frozen is not None, "no controller process under the broker"
         os.kill(frozen, signal.SIGSTOP)
         try:

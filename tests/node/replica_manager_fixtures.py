@@ -8,9 +8,9 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
+from seglog.controller.metadata_image import PartitionState
 from seglog.node.log_manager import LogManager
 from seglog.node.replica_manager import ReplicaManager
-from seglog.replication.metadata_image import PartitionState
 from seglog.storage.log import now_ms
 from seglog.storage.log_config import BrokerLogSettings, LogConfig
 from seglog.storage.partition_metadata import new_topic_id

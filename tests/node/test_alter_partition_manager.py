@@ -9,7 +9,7 @@ import time
 from collections.abc import Sequence
 
 from seglog.node.alter_partition_manager import AlterPartitionManager, IsrChangeResult
-from seglog.node.controller_requests import IsrChange
+from seglog.node.controller.controller_requests import IsrChange
 from seglog.replication import partition_replica as pr
 
 

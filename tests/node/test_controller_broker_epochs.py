@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from seglog.node.controller_requests import IsrChange
-from seglog.node.local_controller import LocalController
-from seglog.replication.cluster_control import ControlError
+from seglog.controller.cluster_control import ControlError
+from seglog.node.controller.controller_requests import IsrChange
+from seglog.node.controller.local_controller import LocalController
 from seglog.storage.log_config import LogConfig
 
 

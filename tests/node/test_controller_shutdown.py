@@ -16,10 +16,10 @@ from pathlib import Path
 import pytest
 from three_node_cluster import NODE_IDS, ThreeNodeCluster
 
-from seglog.node.raft_storage import read_entries
+from seglog.controller.metadata_records import BrokerFenceRecord, decode_entry
+from seglog.node.controller.raft_storage import read_entries
 from seglog.proto import cluster_pb2 as cpb
 from seglog.proto import cluster_pb2_grpc
-from seglog.replication.metadata_records import BrokerFenceRecord, decode_entry
 
 SESSION_TIMEOUT_MS = 600  # the chaos clusters' (chaos/targets.py)
 

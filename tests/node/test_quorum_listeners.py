@@ -11,14 +11,14 @@ from __future__ import annotations
 import random
 from pathlib import Path
 
-from seglog.node.quorum_controller import QuorumController
-from seglog.replication.metadata_image import MetadataImage
-from seglog.replication.metadata_records import (
+from seglog.controller.metadata_image import MetadataImage
+from seglog.controller.metadata_records import (
     MetadataRecord,
     RegisterBrokerRecord,
     encode_entry,
 )
-from seglog.replication.raft import RaftNode
+from seglog.controller.raft import RaftNode
+from seglog.node.controller.quorum_controller import QuorumController
 from seglog.storage.log_config import LogConfig
 
 

@@ -10,15 +10,15 @@ from pathlib import Path
 
 import pytest
 
-from seglog.node.log_manager import LogManager
-from seglog.node.replica_manager import ReplicaManager
-from seglog.replication.metadata_image import MetadataImage
-from seglog.replication.metadata_records import (
+from seglog.controller.metadata_image import MetadataImage
+from seglog.controller.metadata_records import (
     PartitionChangeRecord,
     PartitionRecord,
     RemoveTopicRecord,
     TopicRecord,
 )
+from seglog.node.log_manager import LogManager
+from seglog.node.replica_manager import ReplicaManager
 from seglog.storage.log import now_ms
 from seglog.storage.log_config import BrokerLogSettings, LogConfig
 from seglog.storage.partition_metadata import new_topic_id

@@ -1,4 +1,4 @@
-"""BrokerSessions (replication/broker_sessions.py): the active controller's judgement
+"""BrokerSessions (controller/broker_sessions.py): the active controller's judgement
 of broker liveness, and a seeded simulation of the shutdown that fenced healthy
 brokers (tests/node/test_controller_shutdown.py runs the same on real nodes)."""
 
@@ -8,7 +8,7 @@ import random
 
 import pytest
 
-from seglog.replication.broker_sessions import BrokerSessions
+from seglog.controller.broker_sessions import BrokerSessions
 
 
 def test_a_session_expires_after_the_timeout_and_only_for_unfenced_brokers() -> None:

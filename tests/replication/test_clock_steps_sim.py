@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from seglog.replication.replication_sim import SimulationFailure, main, simulate
+from seglog.sim.replication_sim import SimulationFailure, main, simulate
 
 STEP_MS = 600_000
 

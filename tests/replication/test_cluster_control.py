@@ -8,7 +8,7 @@ import random
 
 import pytest
 
-from seglog.replication.cluster_control import (
+from seglog.controller.cluster_control import (
     ControlError,
     IsrChange,
     alter_partitions_records,
@@ -18,8 +18,8 @@ from seglog.replication.cluster_control import (
     next_broker_epoch,
     register_broker_records,
 )
-from seglog.replication.metadata_image import MetadataImage
-from seglog.replication.metadata_records import (
+from seglog.controller.metadata_image import MetadataImage
+from seglog.controller.metadata_records import (
     BrokerFenceRecord,
     MetadataRecord,
     PartitionRecord,

@@ -11,8 +11,8 @@ from seglog.replication.fetch_state import (
     IllegalFetchTransition,
     next_fetch_state,
 )
-from seglog.replication.memory_log import MemoryLog
 from seglog.replication.partition_replica import PartitionReplica
+from seglog.sim.memory_log import MemoryLog
 
 
 def test_every_state_is_reachable_and_metadata_moves_from_anywhere() -> None:

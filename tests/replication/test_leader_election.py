@@ -5,14 +5,14 @@ from __future__ import annotations
 
 import pytest
 
-from seglog.replication.cluster_control import (
+from seglog.controller.cluster_control import (
     PREFERRED,
     UNCLEAN,
     ControlError,
     elect_leaders_records,
 )
-from seglog.replication.metadata_image import MetadataImage
-from seglog.replication.metadata_records import (
+from seglog.controller.metadata_image import MetadataImage
+from seglog.controller.metadata_records import (
     BrokerFenceRecord,
     PartitionRecord,
     RegisterBrokerRecord,

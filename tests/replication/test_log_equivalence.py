@@ -18,8 +18,8 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
-from seglog.replication.disk_log import SIM_LOG_CONFIG, DiskLog
-from seglog.replication.memory_log import MemoryLog
+from seglog.sim.disk_log import SIM_LOG_CONFIG, DiskLog
+from seglog.sim.memory_log import MemoryLog
 from seglog.storage.errors import StorageError
 from seglog.storage.log import Log
 from seglog.storage.record_batch import NewRecord, build_batch

@@ -7,9 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from seglog.controller.metadata_image import PartitionState
 from seglog.replication.fetch_state import FetchEvent
-from seglog.replication.memory_log import MemoryLog
-from seglog.replication.metadata_image import PartitionState
 from seglog.replication.partition_replica import (
     EARLIEST_TIMESTAMP,
     FENCED_LEADER_EPOCH,
@@ -39,6 +38,7 @@ from seglog.replication.partition_replica import (
     ReplicaInvariantError,
     SendAlterPartition,
 )
+from seglog.sim.memory_log import MemoryLog
 from seglog.storage.log import Log
 from seglog.storage.log_config import LogConfig
 from seglog.storage.record_batch import NewRecord, build_batch, iter_batches

@@ -8,7 +8,7 @@ from collections.abc import Callable, Sequence
 
 import pytest
 
-from seglog.replication.raft import (
+from seglog.controller.raft import (
     AppendRequest,
     AppendResponse,
     Entry,
@@ -20,7 +20,7 @@ from seglog.replication.raft import (
     VoteRequest,
     VoteResponse,
 )
-from seglog.replication.raft_sim import SimDisk
+from seglog.sim.raft_sim import SimDisk
 
 ELECTION = 10
 

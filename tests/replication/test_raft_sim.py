@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import pytest
 
-from seglog.replication import raft
-from seglog.replication.raft_sim import (
+from seglog.controller import raft
+from seglog.sim.raft_sim import (
     PROFILES,
     FaultProfile,
     SimResult,

@@ -6,14 +6,14 @@ from __future__ import annotations
 
 import pytest
 
-from seglog.replication.cluster_control import (
+from seglog.controller.cluster_control import (
     alter_partition_records,
     fence_broker_records,
     next_broker_epoch,
     register_broker_records,
 )
-from seglog.replication.metadata_image import MetadataImage
-from seglog.replication.metadata_records import (
+from seglog.controller.metadata_image import MetadataImage
+from seglog.controller.metadata_records import (
     BrokerFenceRecord,
     MetadataRecord,
     PartitionRecord,
@@ -22,7 +22,7 @@ from seglog.replication.metadata_records import (
     decode_entry,
     encode_entry,
 )
-from seglog.replication.reassignment import alter_reassignments_records, list_reassignments
+from seglog.controller.reassignment import alter_reassignments_records, list_reassignments
 from seglog.storage.log_config import LogConfig
 
 DEFAULTS = LogConfig.defaults()

@@ -8,7 +8,7 @@ from dataclasses import replace
 import pytest
 
 from seglog.replication import partition_replica as pr
-from seglog.replication.replication_sim import (
+from seglog.sim.replication_sim import (
     SAFE,
     WILD,
     SimulationFailure,

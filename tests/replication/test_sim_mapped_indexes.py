@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from seglog.replication.replication_sim import SimulationFailure, simulate
+from seglog.sim.replication_sim import SimulationFailure, simulate
 from seglog.storage.segment import LogSegment
 
 

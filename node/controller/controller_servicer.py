@@ -9,19 +9,18 @@ from collections.abc import Callable, Iterator
 
 import grpc
 
+from seglog.controller.cluster_control import ControlError
+from seglog.controller.metadata_image import MetadataImage
+from seglog.controller.metadata_records import MetadataRecord, encode_record
+from seglog.node.controller.controller_requests import IsrChange
+from seglog.node.controller.quorum_controller import QuorumController
+from seglog.node.controller.raft_transport import from_proto
+from seglog.node.event_log import EventLogger
+from seglog.node.servicer import answer_reassignments, code
 from seglog.proto import client_pb2 as pb
 from seglog.proto import cluster_pb2 as cpb
 from seglog.proto import cluster_pb2_grpc
-from seglog.replication.cluster_control import ControlError
-from seglog.replication.metadata_image import MetadataImage
-from seglog.replication.metadata_records import MetadataRecord, encode_record
 from seglog.storage.errors import InvalidConfigError
-
-from .controller_requests import IsrChange
-from .event_log import EventLogger
-from .quorum_controller import QuorumController
-from .raft_transport import from_proto
-from .servicer import answer_reassignments, code
 
 _log = EventLogger("controller")
 # Updates a watching broker may fall behind by before its stream is ended (it then

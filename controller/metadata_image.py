@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
-from .metadata_records import (
+from seglog.controller.metadata_records import (
     BROKER_RESOURCE,
     AccessControlEntryRecord,
     BrokerFenceRecord,

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from .metadata_image import MetadataImage
-from .metadata_records import (
+from seglog.controller.metadata_image import MetadataImage
+from seglog.controller.metadata_records import (
     AccessControlEntryRecord,
     MetadataRecord,
     RemoveAccessControlEntryRecord,

@@ -14,7 +14,7 @@ torn last batch included) and reopen through `Log`'s own recovery (`DiskLog`).
 to `Log`'s behaviour by tests/replication/test_log_equivalence.py. docs/simulators.md
 says what is shared and what is simulated. So one seed replays any failure exactly:
 
-    python -m seglog.replication.replication_sim --seed 42 --verbose
+    python -m seglog.sim.replication_sim --seed 42 --verbose
 
 Checked after every event (docs/replication-rules.md, sections 6-7):
 * synced followers are byte-identical prefixes of their leader (6.4-6.5): every follower
@@ -66,17 +66,9 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from seglog.storage.record_batch import (
-    NewRecord,
-    build_batch,
-    increment_sequence,
-)
-
-from .alter_partition_batcher import AlterPartitionBatcher
-from .cluster_control import ControlError
-from .disk_log import SIM_LOG_CONFIG, DiskLog
-from .memory_log import MemoryLog
-from .partition_replica import (
+from seglog.controller.cluster_control import ControlError
+from seglog.replication.alter_partition_batcher import AlterPartitionBatcher
+from seglog.replication.partition_replica import (
     NONE,
     OUT_OF_ORDER_SEQUENCE_NUMBER,
     Action,
@@ -90,10 +82,17 @@ from .partition_replica import (
     ReplicaConfig,
     SendAlterPartition,
 )
-from .replica_messages import UNKNOWN_PRODUCER_ID
-from .replication_checks import ReplicationChecks, _Ack, _Committed
-from .sim_controller import SimController
-from .sim_faults import SimFaults
+from seglog.replication.replica_messages import UNKNOWN_PRODUCER_ID
+from seglog.sim.disk_log import SIM_LOG_CONFIG, DiskLog
+from seglog.sim.memory_log import MemoryLog
+from seglog.sim.replication_checks import ReplicationChecks, _Ack, _Committed
+from seglog.sim.sim_controller import SimController
+from seglog.sim.sim_faults import SimFaults
+from seglog.storage.record_batch import (
+    NewRecord,
+    build_batch,
+    increment_sequence,
+)
 
 CONTROLLER = 0
 PRODUCER_BASE = 1000
@@ -115,7 +114,7 @@ class SimulationFailure(AssertionError):
         tail = "\n".join(trace)
         super().__init__(
             f"seed {seed} ({mode}): {message}\n"
-            f"replay: python -m seglog.replication.replication_sim --seed {seed}{options} "
+            f"replay: python -m seglog.sim.replication_sim --seed {seed}{options} "
             f"--verbose\n"
             f"--- trace tail ---\n{tail}"
         )

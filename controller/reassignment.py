@@ -17,8 +17,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from .metadata_image import MetadataImage, PartitionState
-from .metadata_records import MetadataRecord, PartitionChangeRecord
+from seglog.controller.metadata_image import MetadataImage, PartitionState
+from seglog.controller.metadata_records import MetadataRecord, PartitionChangeRecord
 
 NONE = "NONE"
 

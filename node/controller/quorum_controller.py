@@ -1,4 +1,4 @@
-"""The controller quorum's I/O shell: a Raft core (`seglog.replication.raft`) driven
+"""The controller quorum's I/O shell: a Raft core (`seglog.controller.raft`) driven
 by one thread that ticks it, steps inbound messages, persists each Ready
 (`RaftStorage`), sends its messages (`PeerSender`) and applies committed
 metadata records to the image. The active controller (the Raft leader) turns
@@ -21,8 +21,8 @@ from pathlib import Path
 
 import grpc
 
-from seglog.replication.broker_sessions import BrokerSessions
-from seglog.replication.cluster_control import (
+from seglog.controller.broker_sessions import BrokerSessions
+from seglog.controller.cluster_control import (
     METADATA_TOPIC,
     ControlError,
     fence_broker_records,
@@ -31,20 +31,19 @@ from seglog.replication.cluster_control import (
     register_broker_records,
     unfence_broker_records,
 )
-from seglog.replication.metadata_image import MetadataImage
-from seglog.replication.metadata_records import (
+from seglog.controller.metadata_image import MetadataImage
+from seglog.controller.metadata_records import (
     MetadataRecord,
     RegisterBrokerRecord,
     decode_entry,
     encode_entry,
 )
-from seglog.replication.raft import Message, NotLeaderError, PersistentState, RaftNode, Role
+from seglog.controller.raft import Message, NotLeaderError, PersistentState, RaftNode, Role
+from seglog.node.controller.controller_requests import ControllerRequests, Decision
+from seglog.node.controller.raft_storage import RaftStorage
+from seglog.node.controller.raft_transport import PeerSender
+from seglog.node.event_log import EventLogger
 from seglog.storage.log_config import LogConfig
-
-from .controller_requests import ControllerRequests, Decision
-from .event_log import EventLogger
-from .raft_storage import RaftStorage
-from .raft_transport import PeerSender
 
 _log = EventLogger("controller")
 Listener = Callable[[MetadataImage, list[MetadataRecord]], None]
@@ -154,7 +153,7 @@ class QuorumController(ControllerRequests):
     def begin_shutdown(self) -> None:
         """The first step of a shutdown, before the listener stops: no more duties.
         Heartbeats will not reach this controller any more, so it must not judge
-        sessions by them (replication/broker_sessions.py)."""
+        sessions by them (controller/broker_sessions.py)."""
         self._sessions.begin_shutdown()
 
     def shutdown(self) -> None:

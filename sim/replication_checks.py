@@ -8,6 +8,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from seglog.replication.partition_replica import PartitionReplica
+from seglog.sim.disk_log import DiskLog
+from seglog.sim.memory_log import MemoryLog
 from seglog.storage.log import MAX_MAPPED_INACTIVE
 from seglog.storage.record_batch import (
     BatchHeader,
@@ -16,13 +19,9 @@ from seglog.storage.record_batch import (
     iter_batches,
 )
 
-from .disk_log import DiskLog
-from .memory_log import MemoryLog
-from .partition_replica import PartitionReplica
-
 if TYPE_CHECKING:
-    from .replication_sim import SimNode, SimParams, SimProducer
-    from .sim_controller import SimController
+    from seglog.sim.replication_sim import SimNode, SimParams, SimProducer
+    from seglog.sim.sim_controller import SimController
 
 SAFE = "safe"
 

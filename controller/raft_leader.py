@@ -1,4 +1,4 @@
-"""The Raft leader's side of replication (replication/raft.py): ticking heartbeats and
+"""The Raft leader's side of replication (controller/raft.py): ticking heartbeats and
 the check-quorum, appending its own entries, sending appends and snapshots to each peer
 within its in-flight window, their answers, and the commit rule (an entry of the
 current term on a quorum). A part of `RaftNode`, kept in its own class so each stays one
@@ -6,7 +6,7 @@ idea."""
 
 from __future__ import annotations
 
-from .raft_messages import (
+from seglog.controller.raft_messages import (
     AppendRequest,
     AppendResponse,
     Entry,

@@ -22,13 +22,12 @@ import os
 import random
 from pathlib import Path
 
+from seglog.sim.memory_log import MemoryLog
 from seglog.storage.file_slice import FileSlice
 from seglog.storage.leader_epoch_cache import LeaderEpochCache
 from seglog.storage.log import Clock, FetchDataInfo, Log, LogAppendInfo, TimestampAndOffset
 from seglog.storage.log_config import LogConfig
 from seglog.storage.segment import LOG_SUFFIX, file_prefix
-
-from .memory_log import MemoryLog
 
 # Small segments and indexes: rolls, multi-segment reads and recovery across segments
 # happen within a simulated run.

@@ -23,27 +23,26 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 
 import grpc
 
+from seglog.controller.cluster_control import ControlError
+from seglog.controller.metadata_image import MetadataImage
+from seglog.controller.metadata_records import MetadataRecord, decode_record, encode_record
+from seglog.controller.reassignment import OngoingReassignment, list_reassignments
+from seglog.controller.security_control import security_applied
+from seglog.node.alter_partition_manager import IsrChangeResult
+from seglog.node.broker_pulse import BrokerPulse
+from seglog.node.config import NodeConfig
+from seglog.node.controller.controller_client import ControllerClient
+from seglog.node.controller.controller_requests import IsrChange
+from seglog.node.event_log import EventLogger
+from seglog.node.liveness import StallWatchdog, parse_pulse, pulse_interval_s
+from seglog.node.security.grpc_tls import open_channel
+from seglog.node.security.internode import controller_credentials
 from seglog.proto import client_pb2 as pb
 from seglog.proto import cluster_pb2 as cpb
 from seglog.proto import cluster_pb2_grpc, errors_pb2, security_pb2_grpc
 from seglog.proto import security_pb2 as spb
-from seglog.replication.cluster_control import ControlError
-from seglog.replication.metadata_image import MetadataImage
-from seglog.replication.metadata_records import MetadataRecord, decode_record, encode_record
-from seglog.replication.reassignment import OngoingReassignment, list_reassignments
-from seglog.replication.security_control import security_applied
 from seglog.storage.errors import InvalidConfigError
 from seglog.storage.log_config import LogConfig
-
-from .alter_partition_manager import IsrChangeResult
-from .broker_pulse import BrokerPulse
-from .config import NodeConfig
-from .controller_client import ControllerClient
-from .controller_requests import IsrChange
-from .event_log import EventLogger
-from .liveness import StallWatchdog, parse_pulse, pulse_interval_s
-from .security.grpc_tls import open_channel
-from .security.internode import controller_credentials
 
 _log = EventLogger("remote_controller")
 Listener = Callable[[MetadataImage, list[MetadataRecord]], None]
@@ -110,7 +109,7 @@ class RemoteController:
         """Start the controller process (it loads the quorum's state itself)."""
         self._clean = clean
         self._proc = subprocess.Popen(
-            [sys.executable, "-m", "seglog.node.controller_process"],
+            [sys.executable, "-m", "seglog.node.controller.controller_process"],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=None,  # the node's own log

@@ -1,7 +1,7 @@
 """A controller quorum of one: the node commits metadata records by appending them
 to its own `__cluster_metadata-0` log and applies them to the image in order.
 
-The decisions themselves are pure functions in `seglog.replication.cluster_control`;
+The decisions themselves are pure functions in `seglog.controller.cluster_control`;
 this class only serialises them, persists the records and tells listeners.
 """
 
@@ -12,21 +12,20 @@ import threading
 from collections.abc import Callable
 from pathlib import Path
 
-from seglog.replication.cluster_control import METADATA_TOPIC, ControlError
-from seglog.replication.metadata_image import MetadataImage
-from seglog.replication.metadata_records import (
+from seglog.controller.cluster_control import METADATA_TOPIC, ControlError
+from seglog.controller.metadata_image import MetadataImage
+from seglog.controller.metadata_records import (
     BrokerFenceRecord,
     MetadataRecord,
     RegisterBrokerRecord,
     decode_record,
     encode_record,
 )
+from seglog.node.controller.controller_requests import ControllerRequests, Decision
+from seglog.node.event_log import EventLogger
 from seglog.storage.log import Log
 from seglog.storage.log_config import LogConfig
 from seglog.storage.record_batch import NewRecord, build_batch, decode_records, iter_batches
-
-from .controller_requests import ControllerRequests, Decision
-from .event_log import EventLogger
 
 _log = EventLogger("controller")
 Listener = Callable[[MetadataImage, list[MetadataRecord]], None]

@@ -21,8 +21,8 @@ from __future__ import annotations
 import random
 from collections.abc import Sequence
 
-from .raft_leader import RaftLeader
-from .raft_messages import (
+from seglog.controller.raft_leader import RaftLeader
+from seglog.controller.raft_messages import (
     AppendRequest,
     AppendResponse,
     Entry,

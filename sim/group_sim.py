@@ -11,8 +11,8 @@ MEMBER_ID_REQUIRED, SyncGroup with a range assignment by the leader, heartbeats,
 commits, offset fetches, leaves, crashes without a leave, static members that
 restart). So one seed replays any failure:
 
-    python -m seglog.node.groups.group_sim --seed 42 --verbose
-    python -m seglog.node.groups.group_sim --seeds 10000        # many seeds
+    python -m seglog.sim.group_sim --seed 42 --verbose
+    python -m seglog.sim.group_sim --seeds 10000        # many seeds
 
 Checked while it runs:
 * a shard (one coordinator epoch of one partition) never answers a JoinGroup with a
@@ -43,13 +43,15 @@ import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 
-from .group_coordinator import (
+from seglog.node.groups.group_coordinator import (
     NONE,
     Action,
     Append,
     CommitPartition,
     CommitResult,
+    CoordinatorShard,
     ErrorResult,
     GroupConfig,
     GroupCoordinator,
@@ -60,7 +62,7 @@ from .group_coordinator import (
     SyncRequest,
     SyncResult,
 )
-from .group_state import GroupState
+from seglog.node.groups.group_state import GroupState
 
 NODES = (1, 2, 3)
 TOPIC = "t"
@@ -174,7 +176,7 @@ class GroupSim:
                     consumer, kind, ctx = entry
                     self.at(
                         self.net(),
-                        lambda c=consumer, r=a, k=kind, x=ctx: self.on_answer(c, k, x, r),
+                        partial(self.on_answer, consumer, kind, ctx, a),
                     )
             else:
                 self.append(node, a)
@@ -202,7 +204,7 @@ class GroupSim:
         slog.waiting = [w for w in slog.waiting if w[0] > slog.hw]
         for _end, node, ep, write_id in done:
             self.at(
-                0, lambda n=node, e=ep, w=write_id: self.write_done_id(n, partition, e, w, NONE)
+                0, partial(self.write_done_id, node, partition, ep, write_id, NONE)
             )
 
     def write_done(self, node: int, a: Append, error: str) -> None:
@@ -235,7 +237,7 @@ class GroupSim:
         for p in moved:
             for n in NODES:
                 if n != old or not crash:
-                    self.at(self.rng.choice((1, 50, 500, 2000)), lambda n=n, p=p: self.learn(n, p))
+                    self.at(self.rng.choice((1, 50, 500, 2000)), partial(self.learn, n, p))
 
     def move_leader(self, partition: int, crash: bool) -> None:
         slog = self.logs[partition]
@@ -251,8 +253,8 @@ class GroupSim:
         for _end, node, ep, write_id in failed:
             self.at(
                 self.net(),
-                lambda n=node, e=ep, w=write_id: self.write_done_id(
-                    n, partition, e, w, "NOT_LEADER_OR_FOLLOWER"
+                partial(
+                    self.write_done_id, node, partition, ep, write_id, "NOT_LEADER_OR_FOLLOWER"
                 ),
             )
         self.at(self.rng.choice((10, 100, 1000)), lambda: self.replicate(partition, slog.epoch))
@@ -392,7 +394,11 @@ class GroupSim:
         self.at(self.net(), arrive)
 
     def route(
-        self, coordinator: GroupCoordinator, rid: int, c: Consumer, fn: Callable
+        self,
+        coordinator: GroupCoordinator,
+        rid: int,
+        c: Consumer,
+        fn: Callable[[CoordinatorShard], list[Action]],
     ) -> list[Action]:
         shard, error = coordinator.shard_for(c.group)
         if shard is None:
@@ -492,6 +498,17 @@ class GroupSim:
         elif kind == "leave":
             c.alive = False
 
+    def heartbeat_call(
+        self, c: Consumer, gen: int, member: str, co: GroupCoordinator, rid: int
+    ) -> list[Action]:
+        return self.route(
+            co, rid, c, lambda s: s.heartbeat(rid, c.group, gen, member, c.instance, self.now)
+        )
+
+    def resume_as_state_says(self, c: Consumer) -> None:
+        # The kind is read when the event runs: the consumer's state may change before.
+        self.resume(c, "join" if c.state != "stable" else "heartbeat")
+
     def resume(self, c: Consumer, kind: str) -> None:
         if not c.alive or c.inflight is not None:
             return
@@ -546,7 +563,7 @@ class GroupSim:
                     c.coordinator = None
                     self.at(
                         0,
-                        lambda c=c: self.resume(c, "join" if c.state != "stable" else "heartbeat"),
+                        partial(self.resume_as_state_says, c),
                     )
                 continue
             if c.state == "idle":
@@ -561,12 +578,7 @@ class GroupSim:
                     self.send(
                         c,
                         "heartbeat",
-                        lambda co, rid, c=c, gen=gen, member=member: self.route(
-                            co,
-                            rid,
-                            c,
-                            lambda s: s.heartbeat(rid, c.group, gen, member, c.instance, self.now),
-                        ),
+                        partial(self.heartbeat_call, c, gen, member),
                     )
                 elif self.rng.random() < 0.01:
                     self.fetch_offsets(c)
@@ -697,7 +709,7 @@ def run_seed(seed: int, verbose: bool = False) -> GroupSim:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m seglog.node.groups.group_sim")
+    parser = argparse.ArgumentParser(prog="python -m seglog.sim.group_sim")
     parser.add_argument("--seed", type=int, help="replay one seed")
     parser.add_argument("--seeds", type=int, default=1000, help="run seeds 0..N-1")
     parser.add_argument("--start", type=int, default=0)

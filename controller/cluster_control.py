@@ -9,11 +9,8 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
-from seglog.storage.errors import InvalidConfigError
-from seglog.storage.log_config import LogConfig
-
-from .metadata_image import MetadataImage, PartitionState
-from .metadata_records import (
+from seglog.controller.metadata_image import MetadataImage, PartitionState
+from seglog.controller.metadata_records import (
     BROKER_RESOURCE,
     BrokerFenceRecord,
     ConfigRecord,
@@ -25,7 +22,9 @@ from .metadata_records import (
     RemoveTopicRecord,
     TopicRecord,
 )
-from .reassignment import change_record
+from seglog.controller.reassignment import change_record
+from seglog.storage.errors import InvalidConfigError
+from seglog.storage.log_config import LogConfig
 
 MAX_TOPIC_NAME_LENGTH = 249
 _LEGAL_TOPIC = re.compile(r"^[a-zA-Z0-9._-]+$")

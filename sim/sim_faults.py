@@ -8,12 +8,12 @@ from __future__ import annotations
 import random
 from typing import TYPE_CHECKING, Any
 
-from .disk_log import DiskLog
+from seglog.sim.disk_log import DiskLog
 
 if TYPE_CHECKING:
-    from .replication_checks import _Committed
-    from .replication_sim import SimNode, SimParams, SimProducer
-    from .sim_controller import SimController
+    from seglog.sim.replication_checks import _Committed
+    from seglog.sim.replication_sim import SimNode, SimParams, SimProducer
+    from seglog.sim.sim_controller import SimController
 
 CONTROLLER = 0
 WILD = "wild"

@@ -1,4 +1,4 @@
-"""The Raft core's vocabulary (replication/raft.py): entries, snapshots, the persisted
+"""The Raft core's vocabulary (controller/raft.py): entries, snapshots, the persisted
 state, the messages between nodes, what `ready()` hands the shell, the errors, and the
 leader's per-peer replication progress."""
 

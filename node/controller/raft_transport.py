@@ -9,9 +9,7 @@ import threading
 
 import grpc
 
-from seglog.proto import cluster_pb2 as cpb
-from seglog.proto import cluster_pb2_grpc
-from seglog.replication.raft import (
+from seglog.controller.raft import (
     AppendRequest,
     AppendResponse,
     Entry,
@@ -21,9 +19,10 @@ from seglog.replication.raft import (
     VoteRequest,
     VoteResponse,
 )
-
-from .event_log import EventLogger
-from .security.grpc_tls import open_channel
+from seglog.node.event_log import EventLogger
+from seglog.node.security.grpc_tls import open_channel
+from seglog.proto import cluster_pb2 as cpb
+from seglog.proto import cluster_pb2_grpc
 
 _log = EventLogger("raft_transport")
 QUEUE_LIMIT = 256

@@ -10,11 +10,10 @@ from typing import TypeVar
 
 import grpc
 
+from seglog.controller.cluster_control import ControlError
+from seglog.node.controller.raft_transport import CHANNEL_OPTIONS
+from seglog.node.security.grpc_tls import open_channel
 from seglog.proto import client_pb2_grpc, cluster_pb2_grpc, errors_pb2
-from seglog.replication.cluster_control import ControlError
-
-from .raft_transport import CHANNEL_OPTIONS
-from .security.grpc_tls import open_channel
 
 T = TypeVar("T")
 RPC_TIMEOUT_S = 5.0

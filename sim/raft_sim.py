@@ -6,7 +6,7 @@ reordering, partitions that heal), crashes that lose whatever a node had not yet
 persisted, client proposals of metadata records, and each node's periodic
 snapshot. So one seed replays any failure exactly:
 
-    python -m seglog.replication.raft_sim --seed 42 --voters 5 --verbose
+    python -m seglog.sim.raft_sim --seed 42 --voters 5 --verbose
 
 Safety is checked after every event; liveness once at the end, after healing
 every fault and letting the cluster run quietly.
@@ -22,9 +22,7 @@ from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field, fields, replace
 
-from seglog.storage.log_config import LogConfig
-
-from .cluster_control import (
+from seglog.controller.cluster_control import (
     ControlError,
     IsrChange,
     allocate_producer_ids,
@@ -35,8 +33,8 @@ from .cluster_control import (
     fence_broker_records,
     register_broker_records,
 )
-from .metadata_image import MetadataImage
-from .metadata_records import (
+from seglog.controller.metadata_image import MetadataImage
+from seglog.controller.metadata_records import (
     TOPIC_RESOURCE,
     BrokerFenceRecord,
     ConfigRecord,
@@ -50,7 +48,7 @@ from .metadata_records import (
     decode_entry,
     encode_entry,
 )
-from .raft import (
+from seglog.controller.raft import (
     AppendRequest,
     AppendResponse,
     Entry,
@@ -66,6 +64,7 @@ from .raft import (
     VoteRequest,
     VoteResponse,
 )
+from seglog.storage.log_config import LogConfig
 
 
 @dataclass(frozen=True, slots=True)
@@ -755,7 +754,7 @@ class _Sim:
 def _replay_command(
     seed: int, voters: int, observers: int, steps: int, faults: FaultProfile
 ) -> str:
-    cmd = f"python -m seglog.replication.raft_sim --seed {seed} --voters {voters}"
+    cmd = f"python -m seglog.sim.raft_sim --seed {seed} --voters {voters}"
     cmd += f" --observers {observers} --steps {steps}"
     for name, profile in PROFILES.items():
         if profile == faults:

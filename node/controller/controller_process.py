@@ -41,23 +41,28 @@ from types import FrameType
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
+from seglog.controller.cluster_control import ControlError
+from seglog.controller.metadata_image import MetadataImage
+from seglog.node.config import NodeConfig
+from seglog.node.controller.controller_client import ControllerClient
+from seglog.node.controller.controller_servicer import ControllerServicer
+from seglog.node.controller.quorum_controller import QuorumController
+from seglog.node.event_log import EventLogger, configure
+from seglog.node.liveness import (
+    PulseGate,
+    parse_pulse,
+    pulse_interval_s,
+    pulse_line,
+    pulse_max_age_s,
+)
+from seglog.node.security import grpc_tls
+from seglog.node.security.grpc_gate import AuthorizingInterceptor
+from seglog.node.security.internode import controller_credentials
+from seglog.node.security.node_authorizer import NodeAuthorizer
+from seglog.node.security.security_servicer import SecurityControlServicer
+from seglog.node.servicer import code
 from seglog.proto import cluster_pb2 as cpb
 from seglog.proto import cluster_pb2_grpc, security_pb2_grpc
-from seglog.replication.cluster_control import ControlError
-from seglog.replication.metadata_image import MetadataImage
-
-from .config import NodeConfig
-from .controller_client import ControllerClient
-from .controller_servicer import ControllerServicer
-from .event_log import EventLogger, configure
-from .liveness import PulseGate, parse_pulse, pulse_interval_s, pulse_line, pulse_max_age_s
-from .quorum_controller import QuorumController
-from .security import grpc_tls
-from .security.grpc_gate import AuthorizingInterceptor
-from .security.internode import controller_credentials
-from .security.node_authorizer import NodeAuthorizer
-from .security.security_servicer import SecurityControlServicer
-from .servicer import code
 
 _log = EventLogger("controller_process")
 SERVICE_NAME = "seglog.v1.Controller"

@@ -13,7 +13,7 @@ import json
 import os
 from pathlib import Path
 
-from seglog.replication.raft import Entry, HardState, PersistentState, Ready, Snapshot
+from seglog.controller.raft import Entry, HardState, PersistentState, Ready, Snapshot
 from seglog.storage.atomic_file import write_atomically
 from seglog.storage.log import Log
 from seglog.storage.log_config import LogConfig

@@ -12,9 +12,7 @@ from __future__ import annotations
 import random
 from collections.abc import Sequence
 
-from seglog.storage.log_config import LogConfig
-
-from .cluster_control import (
+from seglog.controller.cluster_control import (
     IsrChange,
     alter_partitions_records,
     create_topic_records,
@@ -23,15 +21,16 @@ from .cluster_control import (
     register_broker_records,
     unfence_broker_records,
 )
-from .metadata_image import MetadataImage, PartitionState
-from .metadata_records import (
+from seglog.controller.metadata_image import MetadataImage, PartitionState
+from seglog.controller.metadata_records import (
     BrokerFenceRecord,
     MetadataRecord,
     RegisterBrokerRecord,
     decode_entry,
     encode_entry,
 )
-from .partition_replica import AlterPartitionResponse, SendAlterPartition
+from seglog.replication.partition_replica import AlterPartitionResponse, SendAlterPartition
+from seglog.storage.log_config import LogConfig
 
 TOPIC = "sim"
 TOPIC_ID = "sim-topic-id"

@@ -1,6 +1,6 @@
 """The controller's request surface, shared by the quorum of one (`LocalController`)
 and the Raft quorum (`QuorumController`): each request is a pure decision from
-`seglog.replication.cluster_control` against the applied image, handed to the
+`seglog.controller.cluster_control` against the applied image, handed to the
 subclass's `_op`, which commits the records one operation at a time."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import random
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager
 
-from seglog.replication.cluster_control import (
+from seglog.controller.cluster_control import (
     IsrChange,
     allocate_producer_ids,
     alter_broker_config_records,
@@ -20,18 +20,17 @@ from seglog.replication.cluster_control import (
     delete_topic_records,
     elect_leaders_records,
 )
-from seglog.replication.metadata_image import MetadataImage
-from seglog.replication.metadata_records import MetadataRecord
-from seglog.replication.reassignment import (
+from seglog.controller.metadata_image import MetadataImage
+from seglog.controller.metadata_records import MetadataRecord
+from seglog.controller.reassignment import (
     OngoingReassignment,
     alter_reassignments_records,
     list_reassignments,
 )
-from seglog.replication.security_control import security_records
+from seglog.controller.security_control import security_records
+from seglog.node.event_log import EventLogger
 from seglog.storage.log_config import LogConfig
 from seglog.storage.partition_metadata import new_topic_id
-
-from .event_log import EventLogger
 
 _log = EventLogger("controller")
 Decision = Callable[[MetadataImage], list[MetadataRecord]]
@@ -194,7 +193,7 @@ class ControllerRequests:
         return first[0], self.image.next_producer_id
 
     def commit_security(self, proposed: Sequence[MetadataRecord]) -> list[tuple[str, str]]:
-        """SCRAM credentials and ACL entries (seglog.replication.security_control)."""
+        """SCRAM credentials and ACL entries (seglog.controller.security_control)."""
         results: list[tuple[str, str]] = []
 
         def decide(image: MetadataImage) -> list[MetadataRecord]:
