@@ -5,7 +5,7 @@ only through the table of `fetch_state`."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Callable
 
 from seglog.storage.errors import StorageError
 from seglog.storage.leader_epoch_cache import UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET
@@ -27,17 +27,40 @@ from .replica_messages import (
     OffsetsForLeaderEpochRequest,
     OffsetsForLeaderEpochResponse,
     Outbound,
-    Role,
+    ReplicaConfig,
+    ReplicaLog,
     check,
 )
 
-if TYPE_CHECKING:
-    from .partition_replica import PartitionReplica
-
 
 class FollowerFetcher:
-    def __init__(self, replica: PartitionReplica) -> None:
-        self.replica = replica
+    """Fetching for replica `node_id` of one partition: it owns the follower's fetch
+    state and the leader it follows (given by `restart`), and writes into `log`.
+
+    `log_time(now_ms)` turns the timers' clock into the log's (wall) time,
+    `broker_epoch()` is the node's current broker epoch (sent with every fetch, KIP-903),
+    and `log_changed()` is called after each change to the log (the replica's invariant
+    checks)."""
+
+    def __init__(
+        self,
+        node_id: int,
+        log: ReplicaLog,
+        config: ReplicaConfig,
+        *,
+        log_time: Callable[[int], int],
+        broker_epoch: Callable[[], int],
+        log_changed: Callable[[], None],
+    ) -> None:
+        self.node_id = node_id
+        self.log = log
+        self.config = config
+        self._log_time = log_time
+        self._broker_epoch = broker_epoch
+        self._log_changed = log_changed
+        # The leader followed: set by `restart`, cleared by `stop` (-1: none).
+        self.leader_id = -1
+        self.leader_epoch = -1
         self._state = FetchState.IDLE
         self.fetch_offset = 0
         self.last_fetched_epoch = -1
@@ -65,18 +88,22 @@ class FollowerFetcher:
         f.in_flight = None
         f.backoff_until_ms = 0
         f.synced_epoch = -1
-        f.fetch_offset = self.replica.log.log_end_offset
-        latest = self.replica.log.epoch_cache.latest_epoch
+        f.fetch_offset = self.log.log_end_offset
+        latest = self.log.epoch_cache.latest_epoch
         f.last_fetched_epoch = latest if latest is not None else -1
 
     def stop(self) -> None:
+        """The replica stopped following (it leads, or left the replica set)."""
+        self.leader_id = -1
         self._reset(FetchEvent.STOP)
 
-    def restart(self) -> None:
+    def restart(self, leader_id: int, leader_epoch: int) -> None:
         """Metadata named a leader (or a new epoch): fetch, or first truncate (7.2)."""
-        if self.replica.leader_id < 0:
+        self.leader_id = leader_id
+        self.leader_epoch = leader_epoch
+        if leader_id < 0:
             self._reset(FetchEvent.STOP)
-        elif self.replica.log.epoch_cache.latest_epoch is not None:
+        elif self.log.epoch_cache.latest_epoch is not None:
             self._reset(FetchEvent.RESTART)
         else:
             self._reset(FetchEvent.RESTART_WITHOUT_EPOCHS)
@@ -90,64 +117,60 @@ class FollowerFetcher:
         """What this follower sends its leader next, or None (idle, waiting for an answer,
         backing off, or fenced). At most one request is outstanding."""
         f = self
-        if self.replica.role is not Role.FOLLOWER or self.replica.leader_id < 0:
+        if self.leader_id < 0:
             return None
         if f.in_flight is not None:
-            if now_ms - f.sent_ms < self.replica.config.replica_request_timeout_ms:
+            if now_ms - f.sent_ms < self.config.replica_request_timeout_ms:
                 return None
             f.in_flight = None  # no answer: give up on it and back off
-            f.backoff_until_ms = now_ms + self.replica.config.replica_fetch_backoff_ms
+            f.backoff_until_ms = now_ms + self.config.replica_fetch_backoff_ms
         if now_ms < f.backoff_until_ms:
             return None
-        if f.state is FetchState.TRUNCATING and self.replica.log.epoch_cache.latest_epoch is None:
+        if f.state is FetchState.TRUNCATING and self.log.epoch_cache.latest_epoch is None:
             # 7.2 step 1: a log without epochs truncates to its HW (legacy path).
-            self._truncate(self.replica.log.high_watermark, now_ms)
+            self._truncate(self.log.high_watermark, now_ms)
             self._reset(FetchEvent.LEGACY_TRUNCATED)
         request: FollowerRequest
         cid = self._next_id()
         if f.state is FetchState.FETCHING:
             check(
-                f.fetch_offset == self.replica.log.log_end_offset,
-                lambda: f"fetch offset {f.fetch_offset} != LEO {self.replica.log.log_end_offset}",
+                f.fetch_offset == self.log.log_end_offset,
+                lambda: f"fetch offset {f.fetch_offset} != LEO {self.log.log_end_offset}",
             )
             request = FetchRequest(
-                self.replica.node_id,
+                self.node_id,
                 f.fetch_offset,
-                self.replica.leader_epoch,
+                self.leader_epoch,
                 f.last_fetched_epoch,
-                self.replica.log.log_start_offset,
-                self.replica.config.replica_fetch_max_bytes,
-                self.replica.broker_epoch,
+                self.log.log_start_offset,
+                self.config.replica_fetch_max_bytes,
+                self._broker_epoch(),
                 cid,
             )
         elif f.state is FetchState.TRUNCATING:
-            latest = self.replica.log.epoch_cache.latest_epoch
+            latest = self.log.epoch_cache.latest_epoch
             assert latest is not None
             # 6.4: the first query uses the latest cached epoch.
             request = OffsetsForLeaderEpochRequest(
-                self.replica.node_id, latest, self.replica.leader_epoch, cid
+                self.node_id, latest, self.leader_epoch, cid
             )
         elif f.state is FetchState.LEADER_LEO:
             request = ListOffsetsRequest(
-                LATEST_TIMESTAMP, self.replica.node_id, self.replica.leader_epoch, cid
+                LATEST_TIMESTAMP, self.node_id, self.leader_epoch, cid
             )
         elif f.state is FetchState.LEADER_START:
             request = ListOffsetsRequest(
-                EARLIEST_TIMESTAMP, self.replica.node_id, self.replica.leader_epoch, cid
+                EARLIEST_TIMESTAMP, self.node_id, self.leader_epoch, cid
             )
         else:
             return None
         f.in_flight = cid
         f.sent_ms = now_ms
-        return Outbound(self.replica.leader_id, request)
+        return Outbound(self.leader_id, request)
 
     def _accept(self, correlation_id: int) -> bool:
         f = self
-        if (
-            self.replica.role is not Role.FOLLOWER
-            or f.in_flight is None
-            or f.in_flight != correlation_id
-        ):
+        if self.leader_id < 0 or f.in_flight is None or f.in_flight != correlation_id:
             return False  # stale, duplicated, or from before a state change
         f.in_flight = None
         return True
@@ -160,7 +183,7 @@ class FollowerFetcher:
         elif error == OFFSET_OUT_OF_RANGE:
             f.move(FetchEvent.OUT_OF_RANGE)
         else:
-            f.backoff_until_ms = now_ms + self.replica.config.replica_fetch_backoff_ms
+            f.backoff_until_ms = now_ms + self.config.replica_fetch_backoff_ms
 
     def handle_response(self, resp: FollowerResponse, now_ms: int) -> list[Action]:
         if isinstance(resp, FetchResponse):
@@ -178,10 +201,10 @@ class FollowerFetcher:
             self._on_error(resp.error, now_ms)
             return []
         check(
-            resp.fetch_offset == self.replica.log.log_end_offset,
+            resp.fetch_offset == self.log.log_end_offset,
             lambda: (
                 f"fetch response for offset {resp.fetch_offset} but LEO "
-                f"{self.replica.log.log_end_offset}"
+                f"{self.log.log_end_offset}"
             ),
         )
         if resp.diverging_epoch is not None:
@@ -191,22 +214,22 @@ class FollowerFetcher:
             return []
         if resp.records:
             try:
-                self.replica.log.append_as_follower(
-                    resp.records, time_ms=self.replica.log_time(now_ms)
+                self.log.append_as_follower(
+                    resp.records, time_ms=self._log_time(now_ms)
                 )
             except StorageError:
-                f.backoff_until_ms = now_ms + self.replica.config.replica_fetch_backoff_ms
+                f.backoff_until_ms = now_ms + self.config.replica_fetch_backoff_ms
                 return []
-        self.replica.log.update_high_watermark(resp.high_watermark)  # clamped to [start, LEO]
-        if resp.log_start_offset > self.replica.log.log_start_offset:
-            self.replica.log.maybe_increment_log_start_offset(
-                min(resp.log_start_offset, self.replica.log.high_watermark)
+        self.log.update_high_watermark(resp.high_watermark)  # clamped to [start, LEO]
+        if resp.log_start_offset > self.log.log_start_offset:
+            self.log.maybe_increment_log_start_offset(
+                min(resp.log_start_offset, self.log.high_watermark)
             )
-        f.fetch_offset = self.replica.log.log_end_offset
-        latest = self.replica.log.epoch_cache.latest_epoch
+        f.fetch_offset = self.log.log_end_offset
+        latest = self.log.epoch_cache.latest_epoch
         f.last_fetched_epoch = latest if latest is not None else -1
-        f.synced_epoch = self.replica.leader_epoch
-        self.replica.check_invariants()
+        f.synced_epoch = self.leader_epoch
+        self._log_changed()
         return []
 
     def on_offsets_for_leader_epoch_response(
@@ -222,16 +245,16 @@ class FollowerFetcher:
 
     def _truncate_on_epoch_answer(self, leader_epoch: int, leader_end: int, now_ms: int) -> None:
         """6.4, with KIP-279's epoch in the answer."""
-        leo = self.replica.log.log_end_offset
+        leo = self.log.log_end_offset
         done = True
         if leader_end == UNDEFINED_EPOCH_OFFSET:
             # The leader knows nothing useful: the legacy HW truncation, the only case
             # where a follower truncates to its own HW.
-            target = self.replica.log.high_watermark
+            target = self.log.high_watermark
         elif leader_epoch == UNDEFINED_EPOCH:
             target = min(leader_end, leo)
         else:
-            fe, fo = self.replica.log.epoch_cache.end_offset_for(leader_epoch, leo)
+            fe, fo = self.log.epoch_cache.end_offset_for(leader_epoch, leo)
             if fe == UNDEFINED_EPOCH or fo == UNDEFINED_EPOCH_OFFSET:
                 target = min(leader_end, leo)
             elif fe != leader_epoch:
@@ -249,8 +272,8 @@ class FollowerFetcher:
     def _truncate(self, offset: int, now_ms: int) -> None:
         # Also at offset == LEO: the log then drops epoch entries starting at the LEO
         # (an epoch we led without writing), which the next query must not use.
-        if offset <= self.replica.log.log_end_offset:
-            self.replica.log.truncate_to(offset, time_ms=self.replica.log_time(now_ms))
+        if offset <= self.log.log_end_offset:
+            self.log.truncate_to(offset, time_ms=self._log_time(now_ms))
         self.synced_epoch = -1
 
     def on_list_offsets_response(self, resp: ListOffsetsResponse, now_ms: int) -> list[Action]:
@@ -263,11 +286,11 @@ class FollowerFetcher:
             return []
         if resp.error != NONE:
             if resp.error == OFFSET_OUT_OF_RANGE:
-                f.backoff_until_ms = now_ms + self.replica.config.replica_fetch_backoff_ms
+                f.backoff_until_ms = now_ms + self.config.replica_fetch_backoff_ms
             else:
                 self._on_error(resp.error, now_ms)
             return []
-        leo = self.replica.log.log_end_offset
+        leo = self.log.log_end_offset
         if f.state is FetchState.LEADER_LEO:
             if resp.offset < leo:
                 # Step 1: the leader has less than us (unclean election): may lose data.
@@ -278,9 +301,9 @@ class FollowerFetcher:
             return []
         # Step 2.
         if resp.offset > leo:
-            self.replica.log.truncate_fully_and_start_at(
-                resp.offset, time_ms=self.replica.log_time(now_ms)
+            self.log.truncate_fully_and_start_at(
+                resp.offset, time_ms=self._log_time(now_ms)
             )
         self._reset(FetchEvent.START_ADOPTED)
-        self.replica.check_invariants()
+        self._log_changed()
         return []

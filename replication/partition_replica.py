@@ -135,7 +135,14 @@ class PartitionReplica(IsrChanges, LeaderReads):
         self._next_alter_request_id = 1
         self._leader_hw_floor = -1
         # Follower state.
-        self.fetcher = FollowerFetcher(self)
+        self.fetcher = FollowerFetcher(
+            node_id,
+            log,
+            self.config,
+            log_time=self.log_time,
+            broker_epoch=lambda: self.broker_epoch,
+            log_changed=self.check_invariants,
+        )
         # The timers' `now_ms` may be a monotonic clock (the node's: a stepped wall
         # clock must not stall fetches or shrink every ISR); the log's times (append
         # and roll times, LogAppendTime) are wall time: this clock when set.
@@ -509,7 +516,7 @@ class PartitionReplica(IsrChanges, LeaderReads):
     # ------------------------------------------------------------------ follower: fetching
 
     def _restart_fetching(self) -> None:
-        self.fetcher.restart()
+        self.fetcher.restart(self.leader_id, self.leader_epoch)
 
     def next_request(self, now_ms: int) -> Outbound | None:
         """What this follower sends its leader next (fetcher.next_request)."""

@@ -5,12 +5,10 @@ back, no duplicates, acknowledged writes present) and at the end (convergence). 
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
-
 from seglog.replication.partition_replica import PartitionReplica
 from seglog.sim.disk_log import DiskLog
 from seglog.sim.memory_log import MemoryLog
+from seglog.sim.replication_model import SAFE, SimNode, SimulationState, _Ack, _Committed
 from seglog.storage.log import MAX_MAPPED_INACTIVE
 from seglog.storage.record_batch import (
     BatchHeader,
@@ -19,43 +17,9 @@ from seglog.storage.record_batch import (
     iter_batches,
 )
 
-if TYPE_CHECKING:
-    from seglog.sim.replication_sim import SimNode, SimParams, SimProducer
-    from seglog.sim.sim_controller import SimController
 
-SAFE = "safe"
-
-
-@dataclass(slots=True)
-class _Committed:
-    """What has been below some leader's HW: bytes, end offset, and derived indexes."""
-
-    data: bytes = b""
-    end: int = 0
-    batches: dict[int, BatchHeader] = field(default_factory=dict)
-    sequences: set[tuple[int, int, int]] = field(default_factory=set)
-    messages: set[bytes] = field(default_factory=set)
-
-
-@dataclass(slots=True)
-class _Ack:
-    partition: int
-    offset: int
-    pid: int
-    epoch: int
-    seq: int
-    count: int
-
-
-class ReplicationChecks:
-    # The simulation's state the checks read (Simulation sets it).
-    params: SimParams
-    nodes: dict[int, SimNode]
-    controller: SimController
-    producers: dict[int, SimProducer]
-    now: int
-    structure: int
-    committed: dict[int, _Committed]
+class ReplicationChecks(SimulationState):
+    # The simulation's state only the checks use besides the shared one.
     _committed_key: dict[int, object]
     _follower_key: dict[tuple[int, int], object]
     hw_seen: dict[tuple[int, int, int, int], int]
@@ -63,17 +27,7 @@ class ReplicationChecks:
     pending_acks: list[_Ack]
     acked_msgs: dict[int, list[bytes]]
     steps: int
-    stats: dict[str, int]
     finished: bool
-
-    def at(self, t: int, kind: str, *args: object) -> None:
-        raise NotImplementedError
-
-    def fail(self, message: str) -> None:
-        raise NotImplementedError
-
-    def trace(self, line: str) -> None:
-        raise NotImplementedError
 
     def _on_converged(self) -> None:
         if not self._is_converged():

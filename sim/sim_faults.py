@@ -6,39 +6,18 @@ stays one idea."""
 from __future__ import annotations
 
 import random
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from seglog.sim.disk_log import DiskLog
-
-if TYPE_CHECKING:
-    from seglog.sim.replication_checks import _Committed
-    from seglog.sim.replication_sim import SimNode, SimParams, SimProducer
-    from seglog.sim.sim_controller import SimController
-
-CONTROLLER = 0
-WILD = "wild"
+from seglog.sim.replication_model import CONTROLLER, WILD, SimNode, SimulationState
 
 
-class SimFaults:
-    # The simulation's state the faults read and change (Simulation sets it).
-    params: SimParams
-    nodes: dict[int, SimNode]
-    controller: SimController
-    producers: dict[int, SimProducer]
-    now: int
-    structure: int
+class SimFaults(SimulationState):
+    # The simulation's state only the faults use besides the shared one.
     rng: random.Random
-    stats: dict[str, int]
     cuts: set[frozenset[int]]
     faults_active: bool
     quiescing: bool
-    committed: dict[int, _Committed]
-
-    def at(self, t: int, kind: str, *args: object) -> None:
-        raise NotImplementedError
-
-    def trace(self, line: str) -> None:
-        raise NotImplementedError
 
     def _node_receive(self, node: SimNode, src: int, payload: tuple[Any, ...]) -> None:
         raise NotImplementedError

@@ -20,7 +20,7 @@ from seglog.controller.raft import (
     VoteRequest,
     VoteResponse,
 )
-from seglog.sim.raft_sim import SimDisk
+from seglog.sim.raft_node_state import SimDisk
 
 ELECTION = 10
 
