@@ -24,7 +24,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import NamedTuple
 
-from . import fault_injection
+from . import disk_and_clock
 from .errors import (
     CorruptIndexError,
     CorruptRecordError,
@@ -346,11 +346,11 @@ class LogSegment:
         length = len(data)
         written = 0
         try:
-            written = fault_injection.disk_write(self._fd, data)  # all of it, but on a full disk
+            written = disk_and_clock.disk_write(self._fd, data)  # all of it, but on a full disk
             if written != length:
                 view = memoryview(data)
                 while written < length:
-                    n = fault_injection.disk_write(self._fd, view[written:])
+                    n = disk_and_clock.disk_write(self._fd, view[written:])
                     if n <= 0:
                         raise OSError("write returned no progress")
                     written += n
@@ -734,7 +734,7 @@ class LogSegment:
         """fsync the `.log` and both indexes: a mapped index by msync, an unloaded one
         through its file (the pages its mapping dirtied are in the page cache)."""
         try:
-            fault_injection.disk_fsync(self._fd)
+            disk_and_clock.disk_fsync(self._fd)
         except OSError as e:
             raise KafkaStorageError(f"cannot fsync {self.log_path}: {e}") from e
         with self._index_lock:
@@ -843,7 +843,7 @@ def _fsync_file(path: Path) -> None:
     except OSError as e:
         raise KafkaStorageError(f"cannot open {path} to fsync it: {e}") from e
     try:
-        fault_injection.disk_fsync(fd)
+        disk_and_clock.disk_fsync(fd)
     except OSError as e:
         raise KafkaStorageError(f"cannot fsync {path}: {e}") from e
     finally:
