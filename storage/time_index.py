@@ -8,12 +8,13 @@ including the batch ending at offset o is T, so every record with a timestamp
 
 from __future__ import annotations
 
+import os
 import struct
 from pathlib import Path
 
 import numpy as np
 
-from .errors import CorruptIndexError
+from .errors import CorruptIndexError, KafkaStorageError
 from .mapped_index import (
     INT32_MAX,
     INT64_MAX,
@@ -204,3 +205,31 @@ class TimeIndex(MappedIndex):
     def _parse(self, slot: int) -> tuple[int, int]:
         timestamp, relative = _ENTRY.unpack_from(self._mapped(), slot * self.ENTRY_SIZE)
         return timestamp, self.base_offset + relative
+
+
+def last_entry_at_rest(path: Path, base_offset: int) -> tuple[int, int] | None:
+    """The last entry of an unmapped time index, read from its file (at rest the file is
+    exactly its entries), so a segment answers retention and ListOffsets without mapping
+    it; None when there is no file."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except FileNotFoundError:
+        return None
+    except OSError as e:
+        raise KafkaStorageError(f"cannot open index {path}: {e}") from e
+    try:
+        size = os.fstat(fd).st_size
+        if size % TimeIndex.ENTRY_SIZE:
+            raise CorruptIndexError(
+                f"Index file {path} is corrupt, found {size} bytes which is not "
+                f"positive or not a multiple of {TimeIndex.ENTRY_SIZE}"
+            )
+        if size == 0:
+            return -1, base_offset
+        raw = os.pread(fd, TimeIndex.ENTRY_SIZE, size - TimeIndex.ENTRY_SIZE)
+    except OSError as e:
+        raise KafkaStorageError(f"cannot read index {path}: {e}") from e
+    finally:
+        os.close(fd)
+    timestamp, relative = _ENTRY.unpack(raw)
+    return timestamp, base_offset + relative
