@@ -327,6 +327,15 @@ class ProducerAppendInfo:
 # ------------------------------------------------------------------ append checks
 
 
+def _refuse(origin: AppendOrigin, error: type[StorageError], message: str, level: int) -> None:
+    """Raise `error`, unless the batch is replicated: the leader accepted it, and a
+    follower / replay must mirror the log, not judge it (then `message` is logged)."""
+    if origin is AppendOrigin.REPLICATION:
+        log.log(level, "%s", message)
+    else:
+        raise error(message)
+
+
 def check_producer_epoch(
     entry: ProducerStateEntry, epoch: int, offset: int, origin: AppendOrigin
 ) -> None:
@@ -336,11 +345,7 @@ def check_producer_epoch(
         f"epoch of producer {entry.producer_id} at offset {offset} is {epoch}, "
         f"which is smaller than the last seen epoch {entry.producer_epoch}"
     )
-    if origin is AppendOrigin.REPLICATION:
-        # The leader accepted it; a follower / replay must mirror the log, not judge it.
-        log.warning("%s", message)
-    else:
-        raise InvalidProducerEpochError(message)
+    _refuse(origin, InvalidProducerEpochError, message, logging.WARNING)
 
 
 def check_sequence(entry: ProducerStateEntry, batch: BatchInfo) -> None:
@@ -414,10 +419,7 @@ def apply_marker(
             f"{batch.base_offset}: {marker.coordinator_epoch} (zombie), "
             f"{entry.coordinator_epoch} (current)"
         )
-        if origin is AppendOrigin.REPLICATION:
-            log.info("%s", message)
-        else:
-            raise TransactionCoordinatorFencedError(message)
+        _refuse(origin, TransactionCoordinatorFencedError, message, logging.INFO)
     completed = None
     if entry.current_txn_first_offset is not None:
         # Markers of empty transactions do not affect the LSO or the txn index.

@@ -100,19 +100,6 @@ class TimeIndex(MappedIndex):
         self._live = None
         return True
 
-    def entry(self, n: int) -> tuple[int, int]:
-        """The n-th entry as (timestamp, absolute offset)."""
-        self._require_open()
-        self._check_slot(n)
-        return self._parse(n)
-
-    def last_entry(self) -> tuple[int, int]:
-        """The last entry, or (-1, base_offset) if there is none."""
-        if self._entries == 0:
-            return NO_TIMESTAMP, self.base_offset
-        self._require_open()
-        return self._parse(self._entries - 1)
-
     def lookup(self, target_timestamp: int) -> tuple[int, int]:
         """Largest entry with timestamp <= target_timestamp, else (-1, base_offset)."""
         live = self._live
@@ -201,6 +188,9 @@ class TimeIndex(MappedIndex):
 
     def _offset_at(self, slot: int) -> int:
         return self.base_offset + self._relative_offset_at(slot)
+
+    def _no_entry(self) -> tuple[int, int]:
+        return NO_TIMESTAMP, self.base_offset
 
     def _parse(self, slot: int) -> tuple[int, int]:
         timestamp, relative = _ENTRY.unpack_from(self._mapped(), slot * self.ENTRY_SIZE)
