@@ -53,6 +53,17 @@ from seglog.storage.producer_state_entry import (
     in_sequence,
 )
 
+# What the Log (and the simulator's log) take from here with the manager; they live in
+# producer_state_entry.py.
+__all__ = [
+    "DEFAULT_PRODUCER_ID_EXPIRATION_MS",
+    "MAX_EXPIRED_PRODUCERS",
+    "AppendOrigin",
+    "ControlMarker",
+    "DuplicateBatch",
+    "ProducerStateManager",
+]
+
 log = logging.getLogger(__name__)
 
 DEFAULT_PRODUCER_ID_EXPIRATION_MS = 86_400_000
