@@ -203,6 +203,15 @@ class _Dumper:
         self.failed = True
         self._err.write(text + "\n")
 
+    def _records(self, log: LogFile, pos: int, frame: Frame, what: str) -> list[Record]:
+        """The records of the batch at `pos`; none once `what` could not be decoded
+        (reported, and the dump fails)."""
+        try:
+            return log.records(pos, frame)
+        except (StorageError, ValueError, DumpError) as e:
+            self.error(f"Cannot decode {what}: {e}")
+            return []
+
     # --- dispatch -----------------------------------------------------------------
 
     def dump(self, path: Path) -> None:
@@ -277,14 +286,13 @@ class _Dumper:
                         "failed its CRC check"
                     )
                 if deep:
-                    try:
-                        records = log.records(pos, frame)
-                    except (StorageError, ValueError, DumpError) as e:
-                        self.error(
-                            f"Cannot decode the records of the batch at position {pos} "
-                            f"(baseOffset {header.base_offset}) of {path}: {e}"
-                        )
-                        records = []
+                    records = self._records(
+                        log,
+                        pos,
+                        frame,
+                        f"the records of the batch at position {pos} "
+                        f"(baseOffset {header.base_offset}) of {path}",
+                    )
                     for record in records:
                         if last_offset != -1 and record.offset != last_offset + 1:
                             self.non_consecutive.setdefault(key, []).append(
@@ -495,14 +503,12 @@ class _Dumper:
                         )
                         self.failed = True
                     else:
-                        try:
-                            records = log.records(pos, frame)
-                        except (StorageError, ValueError, DumpError) as e:
-                            self.error(
-                                f"Cannot decode the batch at position {pos} of {log_path} "
-                                f"to verify {path}: {e}"
-                            )
-                            records = []
+                        records = self._records(
+                            log,
+                            pos,
+                            frame,
+                            f"the batch at position {pos} of {log_path} to verify {path}",
+                        )
                         max_timestamp = max((r.timestamp for r in records), default=-1)
                         if max_timestamp != timestamp:
                             self.time_mismatches.setdefault(key, []).append(
