@@ -46,7 +46,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from seglog.node import local_cluster
 from seglog.node.config import INTER_BROKER_ADDRESS_OVERRIDES
 from seglog.node.local_cluster import PORT_OFFSETS, listener_port
-from seglog.storage.fault_injection import ENV as FAULT_FILE_ENV
+from seglog.storage.disk_and_clock import ENV as FAULT_FILE_ENV
 
 from . import netfilter
 from .disk_damage import corrupt_replica
@@ -320,7 +320,7 @@ class LocalTarget(_FreezesOneProcess):
         self.stopped: set[int] = set()  # SIGSTOPped (paused or "isolated")
         # One process of a node SIGSTOPped (pause_process): node -> the pid.
         self.stopped_processes: dict[int, dict[str, int]] = {}
-        # Every node reads this file for disk and clock faults (storage/fault_injection.py).
+        # Every node reads this file for disk and clock faults (storage/disk_and_clock.py).
         self.fault_file = self.data_dir / "faults.json"
         self.env = {**os.environ, FAULT_FILE_ENV: str(self.fault_file)}
 

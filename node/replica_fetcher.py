@@ -21,7 +21,9 @@ import grpc
 from seglog.proto import client_pb2 as pb
 from seglog.proto import client_pb2_grpc, errors_pb2
 from seglog.replication import partition_replica as pr
-from seglog.storage import fault_injection
+
+# The replicas' timer clock (as replica_manager's): monotonic.
+from seglog.storage.disk_and_clock import monotonic_ms as now_ms
 
 from .event_log import EventLogger
 from .security.grpc_tls import open_channel
@@ -50,11 +52,6 @@ CHANNEL_OPTIONS = [
     ("grpc.http2.ping_timeout_ms", 1_000),
     ("grpc.http2.max_pings_without_data", 0),
 ]
-
-
-def now_ms() -> int:
-    """The replicas' timer clock (replica_manager.now_ms): monotonic."""
-    return fault_injection.monotonic_ms()
 
 
 def error_name(code: int) -> str:

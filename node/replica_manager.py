@@ -44,7 +44,11 @@ from seglog.replication.throttle import (
     ReplicationQuota,
     is_throttled,
 )
-from seglog.storage import fault_injection
+
+# The replicas' timer clock: monotonic, so a wall clock stepped back cannot stall fetch
+# backoffs and ISR checks, nor one stepped forward shrink every ISR at once (the log's own
+# times stay wall time: PartitionReplica.log_clock).
+from seglog.storage.disk_and_clock import monotonic_ms as now_ms
 from seglog.storage.errors import KafkaStorageError, StorageError
 from seglog.storage.file_slice import FileSlice
 from seglog.storage.log_config import LogConfig, parse_throttled_replicas
@@ -153,13 +157,6 @@ class StartedProduce(NamedTuple):
 
     started: list[tuple[TopicPartition, _Pending | ProduceResult]]
     deadline: float  # time.monotonic()
-
-
-def now_ms() -> int:
-    """The replicas' timer clock: monotonic, so a wall clock stepped back cannot
-    stall fetch backoffs and ISR checks, nor one stepped forward shrink every ISR at
-    once (the log's own times stay wall time: PartitionReplica.log_clock)."""
-    return fault_injection.monotonic_ms()
 
 
 DELETE_RECORDS_POLL_S = 0.02

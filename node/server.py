@@ -53,7 +53,7 @@ from seglog.node.servicer import SegLogServicer
 from seglog.proto import client_pb2_grpc, cluster_pb2_grpc, groups_pb2_grpc, security_pb2_grpc
 from seglog.proto import cluster_pb2 as cpb
 from seglog.replication.throttle import LONG_MAX
-from seglog.storage import fault_injection
+from seglog.storage import disk_and_clock
 from seglog.storage.errors import InvalidConfigError
 from seglog.storage.log_config import LogConfig
 
@@ -85,7 +85,7 @@ class Node:
             config.log_dirs,
             config.log_config,
             config.log_settings,
-            clock=fault_injection.wall_ms,
+            clock=disk_and_clock.wall_ms,
             rng=random.Random(f"{config.cluster_id}/{config.node_id}"),
         )
         # An unrecoverable I/O error in the (last online) log dir halts the node with
@@ -598,7 +598,7 @@ def raise_open_files_limit() -> None:
 
 def run_node(config: NodeConfig, log_level: str = "INFO") -> int:
     configure(log_level, config.node_id)
-    fault_injection.set_node_id(config.node_id)
+    disk_and_clock.set_node_id(config.node_id)
     sys.setswitchinterval(NODE_SWITCH_INTERVAL_S)
     raise_open_files_limit()
     # Process-wide, so here and not in Node (tests run several nodes in one process).

@@ -11,7 +11,7 @@ import errno
 import os
 from pathlib import Path
 
-from . import fault_injection
+from . import disk_and_clock
 from .errors import KafkaStorageError
 
 TMP_SUFFIX = ".tmp"
@@ -30,7 +30,7 @@ def fsync_dir(directory: Path) -> None:
     """
     fd = os.open(directory, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
     try:
-        fault_injection.disk_fsync(fd)
+        disk_and_clock.disk_fsync(fd)
     except OSError as e:
         if e.errno != errno.EINVAL:
             raise
@@ -60,7 +60,7 @@ def write_atomically(path: Path, data: bytes) -> None:
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
         try:
             _write_all(fd, data)
-            fault_injection.disk_fsync(fd)
+            disk_and_clock.disk_fsync(fd)
         finally:
             os.close(fd)
         # os.replace is an atomic rename(2) on POSIX; Kafka's non-atomic fallback is not needed.

@@ -19,24 +19,18 @@ the file and go on with the next file; the exit code is then 1.
 
 Nothing here ever writes: every file is opened read-only and `.log` files are
 read in bounded chunks. The index and checkpoint classes, written for the broker,
-only ever see a private copy (see `_private_copy`).
+only ever see a private copy (`dump_log_reader.private_copy`). Reading the files
+is storage/dump_log_reader.py; this module decodes and prints.
 """
 
 from __future__ import annotations
 
-import bisect
-import os
 import re
-import shutil
 import struct
-import tempfile
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import BinaryIO, TextIO
-
-import crc32c as _crc32c
+from typing import TextIO
 
 from .checkpoint_file import (
     CLEANER_OFFSET_CHECKPOINT,
@@ -48,23 +42,29 @@ from .checkpoint_file import (
     OffsetCheckpointFile,
 )
 from .compression import CompressionType
-from .crc import crc32c
+from .dump_log_reader import (
+    MAX_CHUNK_BATCHES,
+    OFFSET_ENTRY,
+    TIME_ENTRY,
+    TXN_ENTRY,
+    BatchFinder,
+    DumpError,
+    Frame,
+    LogFile,
+    private_copy,
+    read_entries,
+)
 from .errors import StorageError
 from .mapped_index import MappedIndex
 from .offset_index import OffsetIndex
 from .partition_metadata import PARTITION_METADATA_FILE, PartitionMetadataFile
 from .producer_snapshot import read_snapshot
+from .producer_state_entry import dec_seq
 from .record_batch import (
-    ATTRIBUTES_OFFSET,
-    CURRENT_MAGIC,
-    HEADER_SIZE,
-    LOG_OVERHEAD,
-    MIN_BATCH_LENGTH,
     NO_SEQUENCE,
     BatchHeader,
     Record,
     TimestampType,
-    decode_records,
     increment_sequence,
 )
 from .time_index import TimeIndex
@@ -75,16 +75,6 @@ INT32_MAX = 2**31 - 1
 DEFAULT_MAX_BYTES = INT32_MAX  # Kafka's --max-bytes default (Integer.MAX_VALUE)
 
 RECORD_INDENT = "|"
-# FileLogInputStream stops when fewer than this many bytes (offset, length,
-# epoch, magic) are left after a batch.
-_HEADER_SIZE_UP_TO_MAGIC = 17
-_CHUNK = 1 << 20  # read granularity for .log files
-_STREAM_CRC_ABOVE = 16 << 20  # larger batches are CRC-checked without buffering them
-
-_PREFIX = struct.Struct(">qiib")
-_OFFSET_ENTRY = struct.Struct(">ii")
-_TIME_ENTRY = struct.Struct(">qi")
-_TXN_ENTRY = struct.Struct(">hqqqq")
 _TXN_VERSION = 0
 
 _OFFSET_CHECKPOINTS = frozenset(
@@ -160,13 +150,6 @@ def _bool(value: bool) -> str:
     return "true" if value else "false"
 
 
-def _decrement_sequence(sequence: int, decrement: int) -> int:
-    """Kafka's DefaultRecordBatch.decrementSequence (wraps below 0 to 2^31-1)."""
-    if sequence < decrement:
-        return INT32_MAX - (decrement - sequence) + 1
-    return sequence - decrement
-
-
 def _codec_name(attributes: int) -> str:
     codec = attributes & 0x07
     try:
@@ -185,178 +168,13 @@ def _base_offset_of(path: Path) -> tuple[str, int]:
     """(file prefix, base offset) from `<20 digits>.<suffix>`, as Kafka parses it."""
     prefix = path.name.split(".", 1)[0]
     if not prefix.isascii() or not prefix.isdigit():
-        raise _DumpError(f"cannot parse a base offset from the file name {path.name}")
+        raise DumpError(f"cannot parse a base offset from the file name {path.name}")
     return prefix, int(prefix)
 
 
 def _decode_text(data: bytes) -> str:
     """Kafka's StringDecoder: `new String(bytes, UTF_8)`."""
     return data.decode("utf-8", "replace")
-
-
-class _DumpError(Exception):
-    """A problem with one file that ends its dump (reported, never raised out)."""
-
-
-@contextmanager
-def _private_copy(path: Path) -> Iterator[Path]:
-    """A throw-away copy of `path` for the storage classes written for the broker:
-    index objects map their file read-write and trim it on close, checkpoint
-    objects create their file when it is missing. Their errors name `path`."""
-    with tempfile.TemporaryDirectory(prefix="seglog-dump-") as tmp:
-        copy = Path(tmp) / path.name
-        shutil.copyfile(path, copy)
-        try:
-            yield copy
-        except StorageError as e:
-            raise _DumpError(str(e).replace(str(copy), str(path))) from e
-
-
-# An indexed append holds at most this many batches (a 1 MiB request of tiny
-# batches); the walk that verifies an entry stops there.
-MAX_CHUNK_BATCHES = 100_000
-
-
-@dataclass(frozen=True, slots=True)
-class _Frame:
-    """What starts at a position of a `.log` file, classified as Kafka's
-    FileLogInputStream would (plus the magic check it defers)."""
-
-    kind: str  # "batch", "end" (no whole batch left), "corrupt" or "legacy"
-    size: int = 0
-    header: BatchHeader | None = None
-    reason: str = ""
-
-
-class _LogFile:
-    """A read-only `.log` (or KRaft snapshot) file read in bounded chunks."""
-
-    def __init__(self, path: Path, limit: int | None = None) -> None:
-        self.path = path
-        self._f: BinaryIO = open(path, "rb")  # noqa: SIM115 - closed by close()
-        self.file_size = os.fstat(self._f.fileno()).st_size
-        size = self.file_size
-        self.end = size if limit is None else max(0, min(size, limit))
-        self._buf = b""
-        self._buf_start = 0
-
-    def close(self) -> None:
-        self._f.close()
-
-    def __enter__(self) -> _LogFile:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    def _pread(self, pos: int, n: int) -> bytes:
-        parts: list[bytes] = []
-        fd = self._f.fileno()
-        while n > 0:
-            data = os.pread(fd, n, pos)
-            if not data:
-                break  # the file shrank under us
-            parts.append(data)
-            pos += len(data)
-            n -= len(data)
-        return b"".join(parts)
-
-    def read(self, pos: int, n: int) -> memoryview:
-        """Up to `n` bytes at `pos`, never past `end`."""
-        n = max(0, min(n, self.end - pos))
-        start = self._buf_start
-        if not (start <= pos and pos + n <= start + len(self._buf)):
-            want = max(n, min(_CHUNK, self.end - pos))
-            self._buf = self._pread(pos, want)
-            self._buf_start = start = pos
-        return memoryview(self._buf)[pos - start : pos - start + n]
-
-    def frame_at(self, pos: int) -> _Frame:
-        remaining = self.end - pos
-        if pos < 0 or remaining <= _HEADER_SIZE_UP_TO_MAGIC:
-            return _Frame("end")
-        base_offset, batch_length, _epoch, magic = _PREFIX.unpack_from(
-            self.read(pos, _HEADER_SIZE_UP_TO_MAGIC)
-        )
-        if batch_length < MIN_BATCH_LENGTH:
-            return _Frame(
-                "corrupt",
-                reason=f"Found record size {batch_length} smaller than minimum record overhead "
-                f"({MIN_BATCH_LENGTH}) in file {self.path} at position {pos}.",
-            )
-        size = batch_length + LOG_OVERHEAD
-        if size > remaining:
-            return _Frame("end")  # a partial batch: Kafka's iterator just stops
-        if magic in (0, 1):
-            return _Frame(
-                "legacy",
-                reason=f"Batch at position {pos} (offset {base_offset}) of {self.path} has "
-                f"magic {magic} (message format v{magic}), which this tool cannot decode; "
-                "stopping here.",
-            )
-        if magic != CURRENT_MAGIC:
-            return _Frame(
-                "corrupt",
-                reason=f"Batch at position {pos} of {self.path} has unknown magic {magic}.",
-            )
-        if size < HEADER_SIZE:
-            return _Frame(
-                "corrupt",
-                reason=f"Batch at position {pos} of {self.path} is {size} bytes, smaller than "
-                f"the {HEADER_SIZE}-byte batch header.",
-            )
-        header = BatchHeader.parse(self.read(pos, HEADER_SIZE))
-        return _Frame("batch", size, header)
-
-    def is_valid(self, pos: int, frame: _Frame) -> bool:
-        """Kafka's isValid: the stored CRC matches the bytes it covers."""
-        assert frame.header is not None
-        if frame.size <= _STREAM_CRC_ABOVE:
-            view = self.read(pos, frame.size)
-            return crc32c(view[ATTRIBUTES_OFFSET:]) == frame.header.crc
-        crc = 0
-        p, end = pos + ATTRIBUTES_OFFSET, pos + frame.size
-        while p < end:
-            chunk = self._pread(p, min(_CHUNK, end - p))
-            if not chunk:
-                return False
-            crc = _crc32c.crc32c(chunk, crc)
-            p += len(chunk)
-        return crc == frame.header.crc
-
-    def records(self, pos: int, frame: _Frame) -> list[Record]:
-        """Every record of the batch (no CRC check: Kafka iterates invalid batches too)."""
-        assert frame.header is not None
-        data = self.read(pos, frame.size)
-        if len(data) != frame.size:
-            raise _DumpError(f"batch at position {pos} of {self.path} is truncated")
-        return decode_records(data, 0, frame.header)
-
-    def batches(self, start: int = 0) -> Iterator[tuple[int, _Frame]]:
-        """(position, frame) of each whole v2 batch from `start`; stops at anything else."""
-        pos = start
-        while True:
-            frame = self.frame_at(pos)
-            if frame.kind != "batch":
-                return
-            yield pos, frame
-            pos += frame.size
-
-
-def _read_entries(path: Path, entry: struct.Struct) -> Iterator[tuple[int, ...]]:
-    """The whole entries of an index file, read in chunks; a partial tail is
-    ignored, as Kafka derives the count from floor(length / entrySize)."""
-    per_read = entry.size * 8192
-    with open(path, "rb") as f:
-        carry = b""
-        while True:
-            data = f.read(per_read)
-            if not data:
-                return
-            data = carry + data
-            whole = len(data) - len(data) % entry.size
-            yield from entry.iter_unpack(data[:whole])
-            carry = data[whole:]
 
 
 # ---------------------------------------------------------------------- dumper
@@ -385,15 +203,24 @@ class _Dumper:
         self.failed = True
         self._err.write(text + "\n")
 
+    def _records(self, log: LogFile, pos: int, frame: Frame, what: str) -> list[Record]:
+        """The records of the batch at `pos`; none once `what` could not be decoded
+        (reported, and the dump fails)."""
+        try:
+            return log.records(pos, frame)
+        except (StorageError, ValueError, DumpError) as e:
+            self.error(f"Cannot decode {what}: {e}")
+            return []
+
     # --- dispatch -----------------------------------------------------------------
 
     def dump(self, path: Path) -> None:
         self.line(f"Dumping {path}")
         try:
             if not path.exists():
-                raise _DumpError(f"Cannot dump {path}: no such file")
+                raise DumpError(f"Cannot dump {path}: no such file")
             if path.is_dir():
-                raise _DumpError(f"Cannot dump {path}: it is a directory")
+                raise DumpError(f"Cannot dump {path}: it is a directory")
             handler = self._handler_for(path)
             if handler is None:
                 self.error(
@@ -402,7 +229,7 @@ class _Dumper:
                 )
                 return
             handler(path)
-        except _DumpError as e:
+        except DumpError as e:
             self.error(str(e))
         except (StorageError, OSError, ValueError, struct.error) as e:
             self.error(f"Error while dumping {path}: {type(e).__name__}: {e}")
@@ -436,7 +263,7 @@ class _Dumper:
         else:
             m = _KRAFT_SNAPSHOT.fullmatch(path.name)
             if m is None:
-                raise _DumpError(f"Cannot parse KRaft snapshot file name {path.name}")
+                raise DumpError(f"Cannot parse KRaft snapshot file name {path.name}")
             self.line(f"Snapshot end offset: {int(m[1])}, epoch: {int(m[2])}")
 
         opts = self.options
@@ -444,8 +271,8 @@ class _Dumper:
         key = str(path.absolute())
         last_offset = -1
         valid_bytes = 0
-        with _LogFile(path, opts.max_bytes) as log:
-            frame = _Frame("end")
+        with LogFile(path, opts.max_bytes) as log:
+            frame = Frame("end")
             for pos, frame in self._all_frames(log):
                 if frame.kind != "batch":
                     break
@@ -459,14 +286,13 @@ class _Dumper:
                         "failed its CRC check"
                     )
                 if deep:
-                    try:
-                        records = log.records(pos, frame)
-                    except (StorageError, ValueError, _DumpError) as e:
-                        self.error(
-                            f"Cannot decode the records of the batch at position {pos} "
-                            f"(baseOffset {header.base_offset}) of {path}: {e}"
-                        )
-                        records = []
+                    records = self._records(
+                        log,
+                        pos,
+                        frame,
+                        f"the records of the batch at position {pos} "
+                        f"(baseOffset {header.base_offset}) of {path}",
+                    )
                     for record in records:
                         if last_offset != -1 and record.offset != last_offset + 1:
                             self.non_consecutive.setdefault(key, []).append(
@@ -485,7 +311,7 @@ class _Dumper:
                 self.line(f"Found {trailing} invalid bytes at the end of {path.name}")
 
     @staticmethod
-    def _all_frames(log: _LogFile) -> Iterator[tuple[int, _Frame]]:
+    def _all_frames(log: LogFile) -> Iterator[tuple[int, Frame]]:
         """Every frame from position 0, including the one that ends the scan."""
         pos = 0
         while True:
@@ -578,12 +404,12 @@ class _Dumper:
             self._sanity_check(path, base, OffsetIndex)
             return
         log_path = path.parent / f"{prefix}.log"
-        log = _LogFile(log_path) if log_path.is_file() else None
+        log = LogFile(log_path) if log_path.is_file() else None
         if log is None:
             self.error(f"Cannot verify {path}: log file {log_path} not found")
         key = str(path.absolute())
         try:
-            for i, (relative, position) in enumerate(_read_entries(path, _OFFSET_ENTRY)):
+            for i, (relative, position) in enumerate(read_entries(path, OFFSET_ENTRY)):
                 offset = base + relative
                 # A crash can leave a zero-filled (preallocated) tail: stop at it.
                 if offset == base and i > 0:
@@ -615,7 +441,7 @@ class _Dumper:
                 log.close()
 
     @staticmethod
-    def _chunk_end_offset(log: _LogFile, position: int, offset: int) -> int:
+    def _chunk_end_offset(log: LogFile, position: int, offset: int) -> int:
         """The last offset of the first batch at or after `position` that reaches
         `offset` (bounded walk); equals `offset` for a valid index entry."""
         pos = position
@@ -632,7 +458,7 @@ class _Dumper:
 
     def _sanity_check(self, path: Path, base: int, cls: type[MappedIndex]) -> None:
         """Run the index class's own sanity check, on a private copy."""
-        with _private_copy(path) as copy:
+        with private_copy(path) as copy:
             index = cls(copy, base)  # type: ignore[call-arg]
             try:
                 index.sanity_check()
@@ -651,16 +477,16 @@ class _Dumper:
         if not log_path.is_file():
             self.error(f"Cannot verify {path}: log file {log_path} not found")
             if not self.options.verify_index_only:
-                for i, (timestamp, relative) in enumerate(_read_entries(path, _TIME_ENTRY)):
+                for i, (timestamp, relative) in enumerate(read_entries(path, TIME_ENTRY)):
                     if base + relative == base and i > 0:
                         break
                     self.line(f"timestamp: {timestamp} offset: {base + relative}")
             return
-        finder = _BatchFinder(path.parent / f"{prefix}.index", base)
+        finder = BatchFinder(path.parent / f"{prefix}.index", base)
         key = str(path.absolute())
         prev_timestamp = -1
-        with _LogFile(log_path) as log:
-            for i, (timestamp, relative) in enumerate(_read_entries(path, _TIME_ENTRY)):
+        with LogFile(log_path) as log:
+            for i, (timestamp, relative) in enumerate(read_entries(path, TIME_ENTRY)):
                 offset = base + relative
                 if offset == base and i > 0:
                     break
@@ -677,14 +503,12 @@ class _Dumper:
                         )
                         self.failed = True
                     else:
-                        try:
-                            records = log.records(pos, frame)
-                        except (StorageError, ValueError, _DumpError) as e:
-                            self.error(
-                                f"Cannot decode the batch at position {pos} of {log_path} "
-                                f"to verify {path}: {e}"
-                            )
-                            records = []
+                        records = self._records(
+                            log,
+                            pos,
+                            frame,
+                            f"the batch at position {pos} of {log_path} to verify {path}",
+                        )
                         max_timestamp = max((r.timestamp for r in records), default=-1)
                         if max_timestamp != timestamp:
                             self.time_mismatches.setdefault(key, []).append(
@@ -712,7 +536,7 @@ class _Dumper:
                 f"lastTimestamp: {e.timestamp} "
             )
             if e.last_offset >= 0:  # Kafka keeps batch metadata only for these
-                first_seq = _decrement_sequence(e.last_sequence, e.offset_delta)
+                first_seq = dec_seq(e.last_sequence, e.offset_delta)
                 text += (
                     f"firstSequence: {first_seq} lastSequence: {e.last_sequence} "
                     f"lastOffset: {e.last_offset} offsetDelta: {e.offset_delta} "
@@ -722,9 +546,9 @@ class _Dumper:
 
     def _dump_txn_index(self, path: Path) -> None:
         size = path.stat().st_size
-        for version, producer_id, first, last, lso in _read_entries(path, _TXN_ENTRY):
+        for version, producer_id, first, last, lso in read_entries(path, TXN_ENTRY):
             if version > _TXN_VERSION:
-                raise _DumpError(
+                raise DumpError(
                     f"Unexpected aborted transaction version {version} in transaction index "
                     f"{path.absolute()}, current version is {_TXN_VERSION}"
                 )
@@ -732,22 +556,22 @@ class _Dumper:
                 f"version: {version} producerId: {producer_id} firstOffset: {first} "
                 f"lastOffset: {last} lastStableOffset: {lso}"
             )
-        if size % _TXN_ENTRY.size:
-            raise _DumpError(
-                f"Unexpected end of transaction index {path}: {size % _TXN_ENTRY.size} "
-                f"trailing bytes are not a whole {_TXN_ENTRY.size}-byte entry"
+        if size % TXN_ENTRY.size:
+            raise DumpError(
+                f"Unexpected end of transaction index {path}: {size % TXN_ENTRY.size} "
+                f"trailing bytes are not a whole {TXN_ENTRY.size}-byte entry"
             )
 
     # --- text files ---------------------------------------------------------------
 
     def _dump_leader_epoch_checkpoint(self, path: Path) -> None:
-        with _private_copy(path) as copy:
+        with private_copy(path) as copy:
             entries = LeaderEpochCheckpointFile(copy).read()
         for epoch, start_offset in entries:
             self.line(f"epoch: {epoch} startOffset: {start_offset}")
 
     def _dump_offset_checkpoint(self, path: Path) -> None:
-        with _private_copy(path) as copy:
+        with private_copy(path) as copy:
             entries = OffsetCheckpointFile(copy).read_entries()
         for (topic, partition), offset in entries:
             self.line(f"topic: {topic} partition: {partition} offset: {offset}")
@@ -783,44 +607,3 @@ class _Dumper:
             err(f"Non-consecutive offsets in {name}\n")
             for first, second in pairs:
                 err(f"  {first} is followed by {second}\n")
-
-
-class _BatchFinder:
-    """Finds the first batch whose last offset is >= a target, starting from the
-    segment's offset index as Kafka does (from position 0 without one)."""
-
-    def __init__(self, index_path: Path, base: int) -> None:
-        self._offsets: list[int] = []
-        self._positions: list[int] = []
-        if index_path.is_file():
-            for i, (relative, position) in enumerate(_read_entries(index_path, _OFFSET_ENTRY)):
-                if relative == 0 and i > 0:
-                    break
-                if self._offsets and base + relative <= self._offsets[-1]:
-                    # Not increasing: a corrupt index is no guide.
-                    self._offsets.clear()
-                    self._positions.clear()
-                    break
-                self._offsets.append(base + relative)
-                self._positions.append(position)
-
-    def _start(self, target: int) -> int:
-        """OffsetIndex.lookup(target).position: largest entry <= target, else 0."""
-        slot = bisect.bisect_right(self._offsets, target) - 1
-        return self._positions[slot] if slot >= 0 else 0
-
-    @staticmethod
-    def _scan(log: _LogFile, start: int, target: int) -> tuple[int, _Frame] | None:
-        for pos, frame in log.batches(start):
-            assert frame.header is not None
-            if frame.header.last_offset >= target:
-                return pos, frame
-        return None
-
-    def find(self, log: _LogFile, target: int) -> tuple[int, _Frame] | None:
-        start = self._start(target)
-        found = self._scan(log, start, target)
-        if start != 0 and (found is None or found[1].header.base_offset > target):  # type: ignore[union-attr]
-            # The index pointed past the target (or nowhere useful): scan from the start.
-            found = self._scan(log, 0, target)
-        return found

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import fault_injection
+from . import disk_and_clock
 from .errors import KafkaStorageError, StorageError
 from .segment import LogSegment
 
@@ -42,7 +42,7 @@ class FlushJob:
                 seg.flush()
             fd = os.open(self.directory, os.O_RDONLY)
             try:
-                fault_injection.disk_fsync(fd)
+                disk_and_clock.disk_fsync(fd)
             finally:
                 os.close(fd)
         except StorageError as e:

@@ -1,7 +1,7 @@
 """Disk operations in flight, so the node can notice a disk that stopped answering
 (issue 39): a write or fsync blocked in the kernel (a hung device, a process in D
 state) looks like nothing at all from outside, while the partition lock it holds stalls
-every produce and fetch of that partition. The storage hooks (`fault_injection.disk_write`,
+every produce and fetch of that partition. The storage hooks (`disk_and_clock.disk_write`,
 `disk_fsync`) mark each operation; the broker's stall watchdog asks for the oldest.
 
 One entry per thread (an operation in flight per thread at most), so the table is

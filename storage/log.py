@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import bisect
 import random
-import time
 from collections import OrderedDict, deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -17,6 +16,10 @@ from pathlib import Path
 from typing import NamedTuple, TypeVar
 
 from .checkpoint_file import LeaderEpochCheckpointFile
+
+# The default `Clock` of a log (Kafka's Time.SYSTEM): the plain wall clock, read when the
+# Log is built without one (tools, tests); the node passes disk_and_clock.wall_ms.
+from .disk_and_clock import plain_wall_ms as now_ms
 from .errors import (
     CorruptIndexError,
     KafkaStorageError,
@@ -52,11 +55,6 @@ from .segment import (
 )
 
 T = TypeVar("T")
-
-
-def now_ms() -> int:
-    """The wall clock in ms: the default `Clock` of a log (Kafka's Time.SYSTEM)."""
-    return int(time.time() * 1000)
 
 
 Clock = Callable[[], int]  # ms; a simulator passes its own

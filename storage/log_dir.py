@@ -22,8 +22,9 @@ from .checkpoint_file import (
     OffsetCheckpointFile,
 )
 from .clean_shutdown import consume_clean_shutdown, write_clean_shutdown
+from .disk_and_clock import plain_wall_ms
 from .errors import KafkaStorageError, LogDirFullError, StorageError
-from .log import Clock, Log, now_ms, parse_partition_dir
+from .log import Clock, Log, parse_partition_dir
 from .log_config import LogConfig
 from .producer_state import DEFAULT_PRODUCER_ID_EXPIRATION_MS
 
@@ -45,7 +46,7 @@ class LogDirectory:
         self,
         path: Path,
         *,
-        clock: Clock = now_ms,
+        clock: Clock = plain_wall_ms,
         rng: random.Random | None = None,
         producer_id_expiration_ms: int = DEFAULT_PRODUCER_ID_EXPIRATION_MS,
     ) -> None:

@@ -269,7 +269,30 @@ class MappedIndex:
             f"entries={self._entries}/{self._max_entries})"
         )
 
+    def entry(self, n: int) -> tuple[int, int]:
+        """The n-th entry: absolute (offset, position) in an offset index, (timestamp,
+        absolute offset) in a time index."""
+        self._require_open()
+        self._check_slot(n)
+        return self._parse(n)
+
+    def last_entry(self) -> tuple[int, int]:
+        """The last entry; with none, (base_offset, 0) in an offset index and
+        (-1, base_offset) in a time index."""
+        if self._entries == 0:
+            return self._no_entry()
+        self._require_open()
+        return self._parse(self._entries - 1)
+
     # ------------------------------------------------------- subclass hooks
+
+    def _parse(self, slot: int) -> tuple[int, int]:
+        """The entry in `slot`, as `entry` returns it."""
+        raise NotImplementedError
+
+    def _no_entry(self) -> tuple[int, int]:
+        """What `last_entry` returns for an empty index."""
+        raise NotImplementedError
 
     def _check_entries(self) -> None:
         """Index-specific sanity checks (length already verified)."""

@@ -76,19 +76,6 @@ class OffsetIndex(MappedIndex):
         """Whether `offset` is representable relative to the base offset."""
         return 0 <= offset - self.base_offset <= INT32_MAX
 
-    def entry(self, n: int) -> tuple[int, int]:
-        """The n-th entry as absolute (offset, position)."""
-        self._require_open()
-        self._check_slot(n)
-        return self._parse(n)
-
-    def last_entry(self) -> tuple[int, int]:
-        """The last entry, or (base_offset, 0) if there is none."""
-        if self._entries == 0:
-            return self.base_offset, 0
-        self._require_open()
-        return self._parse(self._entries - 1)
-
     def lookup(self, target_offset: int) -> tuple[int, int]:
         """Largest entry with offset <= target_offset, else (base_offset, 0)."""
         live = self._live
@@ -171,6 +158,9 @@ class OffsetIndex(MappedIndex):
     def _position_at(self, slot: int) -> int:
         position: int = _REL.unpack_from(self._mapped(), slot * self.ENTRY_SIZE + 4)[0]
         return position
+
+    def _no_entry(self) -> tuple[int, int]:
+        return self.base_offset, 0
 
     def _parse(self, slot: int) -> tuple[int, int]:
         relative, position = _ENTRY.unpack_from(self._mapped(), slot * self.ENTRY_SIZE)

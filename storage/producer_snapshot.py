@@ -23,7 +23,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from seglog.storage import fault_injection
+from seglog.storage import disk_and_clock
 from seglog.storage.crc import crc32c
 from seglog.storage.errors import CorruptSnapshotError, KafkaStorageError
 
@@ -126,7 +126,7 @@ def _write_all(fd: int, data: bytes) -> None:
 def _fsync_dir(directory: Path) -> None:
     fd = os.open(directory, os.O_RDONLY)
     try:
-        fault_injection.disk_fsync(fd)
+        disk_and_clock.disk_fsync(fd)
     finally:
         os.close(fd)
 
@@ -146,7 +146,7 @@ def write_snapshot(path: Path | str, entries: Iterable[SnapshotEntry], sync: boo
         try:
             _write_all(fd, data)
             if sync:
-                fault_injection.disk_fsync(fd)
+                disk_and_clock.disk_fsync(fd)
         finally:
             os.close(fd)
         os.replace(tmp, path)
@@ -165,7 +165,7 @@ def fsync_snapshot(path: Path | str) -> None:
     try:
         fd = os.open(path, os.O_RDONLY)
         try:
-            fault_injection.disk_fsync(fd)
+            disk_and_clock.disk_fsync(fd)
         finally:
             os.close(fd)
         _fsync_dir(path.parent)

@@ -18,16 +18,14 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
-import struct
 import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import NamedTuple
 
-from . import fault_injection
+from . import disk_and_clock, segment_recovery
 from .errors import (
     CorruptIndexError,
-    CorruptRecordError,
     KafkaStorageError,
     LogDirFullError,
     StorageError,
@@ -43,7 +41,8 @@ from .record_batch import (
     batch_size_at,
     check_batch,
 )
-from .time_index import TimeIndex
+from .segment_recovery import BatchVisitor
+from .time_index import TimeIndex, last_entry_at_rest
 
 LOG_SUFFIX = ".log"
 INDEX_SUFFIX = ".index"
@@ -58,9 +57,6 @@ SWAP_SUFFIX = ".swap"
 # costs a struct unpack in memory rather than a syscall.
 SCAN_CHUNK_BYTES = 8 * 1024 * 1024
 MAX_RELATIVE_OFFSET = 2**31 - 1
-
-BatchVisitor = Callable[[memoryview, int, BatchHeader], None]
-_TIME_ENTRY = struct.Struct(">qi")  # a .timeindex entry: timestamp, relative offset
 
 
 def file_prefix(offset: int) -> str:
@@ -228,29 +224,9 @@ class LogSegment:
         time_index = self._time_index
         if time_index is not None:
             return time_index.last_entry()
-        path = self._time_index_path
-        try:
-            fd = os.open(path, os.O_RDONLY)
-        except FileNotFoundError:
-            return self.time_index.last_entry()  # mapping it creates it, as Kafka's does
-        except OSError as e:
-            raise KafkaStorageError(f"cannot open index {path}: {e}") from e
-        try:
-            size = os.fstat(fd).st_size
-            if size % TimeIndex.ENTRY_SIZE:
-                raise CorruptIndexError(
-                    f"Index file {path} is corrupt, found {size} bytes which is not "
-                    f"positive or not a multiple of {TimeIndex.ENTRY_SIZE}"
-                )
-            if size == 0:
-                return -1, self.base_offset
-            raw = os.pread(fd, TimeIndex.ENTRY_SIZE, size - TimeIndex.ENTRY_SIZE)
-        except OSError as e:
-            raise KafkaStorageError(f"cannot read index {path}: {e}") from e
-        finally:
-            os.close(fd)
-        timestamp, relative = _TIME_ENTRY.unpack(raw)
-        return timestamp, self.base_offset + relative
+        entry = last_entry_at_rest(self._time_index_path, self.base_offset)
+        # No file: mapping the index creates it, as Kafka's does.
+        return self.time_index.last_entry() if entry is None else entry
 
     # --- properties -----------------------------------------------------------
 
@@ -277,7 +253,7 @@ class LogSegment:
     def rolling_base_timestamp(self) -> int | None:
         """maxTimestamp of the segment's first batch, the clock of time-based rolling."""
         if self._rolling_base_timestamp is None and self.size > 0:
-            first = self._header_at(0)
+            first = self.header_at(0)
             if first is not None:
                 self._rolling_base_timestamp = first.max_timestamp
         return self._rolling_base_timestamp
@@ -346,11 +322,11 @@ class LogSegment:
         length = len(data)
         written = 0
         try:
-            written = fault_injection.disk_write(self._fd, data)  # all of it, but on a full disk
+            written = disk_and_clock.disk_write(self._fd, data)  # all of it, but on a full disk
             if written != length:
                 view = memoryview(data)
                 while written < length:
-                    n = fault_injection.disk_write(self._fd, view[written:])
+                    n = disk_and_clock.disk_write(self._fd, view[written:])
                     if n <= 0:
                         raise OSError("write returned no progress")
                     written += n
@@ -411,7 +387,7 @@ class LogSegment:
         except OSError as e:
             raise KafkaStorageError(f"cannot read {self.log_path}: {e}") from e
 
-    def _header_at(self, position: int) -> BatchHeader | None:
+    def header_at(self, position: int) -> BatchHeader | None:
         raw = self.pread(position, HEADER_SIZE)
         if len(raw) < HEADER_SIZE:
             return None
@@ -615,51 +591,18 @@ class LogSegment:
 
     def recover(self, on_batch: BatchVisitor | None = None) -> int:
         """Rebuild both indexes from the `.log`, cutting it at the first invalid
-        batch. Returns the number of bytes truncated."""
-        self.offset_index.reset()
-        self.time_index.reset()
-        valid_bytes = 0
-        last_indexed = 0
-        max_ts = -1
-        offset_of_max = self.base_offset
-        previous_last = self.base_offset - 1
-        try:
-            for position, view, p, header in self.scan(0, validate=True):
-                if header.base_offset <= previous_last or not self.can_hold_offset(
-                    header.last_offset
-                ):
-                    raise CorruptRecordError(
-                        f"batch at position {position} of {self.log_path} has offsets "
-                        f"{header.base_offset}..{header.last_offset}, not after {previous_last}"
-                    )
-                if header.max_timestamp > max_ts:
-                    max_ts, offset_of_max = header.max_timestamp, header.last_offset
-                # Recovery indexes per batch where appends indexed per chunk, so it can
-                # need more entries than the segment had: past a full index, it
-                # leaves the rest sparser instead of failing (Kafka fails here).
-                if (
-                    valid_bytes - last_indexed > self.index_interval_bytes
-                    and not self.offset_index.is_full()
-                    and not self.time_index.is_full()
-                ):
-                    self.offset_index.append(header.last_offset, valid_bytes)
-                    self.time_index.maybe_append(max_ts, offset_of_max)
-                    last_indexed = valid_bytes
-                valid_bytes += header.size
-                previous_last = header.last_offset
-                if on_batch is not None:
-                    on_batch(view, p, header)
-        except CorruptRecordError:
-            pass  # everything from the first bad byte on is truncated below
-        truncated = self.size - valid_bytes
+        batch (storage/segment_recovery.py). Returns the number of bytes truncated."""
+        found = segment_recovery.rebuild_indexes(self, on_batch)
+        truncated = self.size - found.valid_bytes
         if truncated:
-            self._truncate_file(valid_bytes)
+            self._truncate_file(found.valid_bytes)
         self.offset_index.trim_to_valid_size()
+        max_ts, offset_of_max = found.max_timestamp, found.offset_of_max_timestamp
         self.time_index.maybe_append(max_ts, offset_of_max, skip_full_check=True)
         self.time_index.trim_to_valid_size()
         self._max_timestamp, self._offset_of_max_timestamp = max_ts, offset_of_max
         self._rolling_base_timestamp = None
-        self.bytes_since_last_index_entry = valid_bytes - last_indexed
+        self.bytes_since_last_index_entry = found.valid_bytes - found.last_indexed
         return truncated
 
     def rebuild_indexes(self) -> None:
@@ -703,22 +646,7 @@ class LogSegment:
 
     def sanity_check(self) -> None:
         """Cheap checks on a segment that recovery did not scan; raises CorruptIndexError."""
-        self.offset_index.sanity_check()
-        self.time_index.sanity_check()
-        last_offset, last_position = self.offset_index.last_entry()
-        if last_position > self.size or (
-            self.offset_index.entries > 1
-            and self.offset_index.entry(self.offset_index.entries - 2)[0] >= last_offset
-        ):
-            raise CorruptIndexError(
-                f"index {self.offset_index.path} does not match {self.log_path}: last entry "
-                f"({last_offset}, {last_position}), log size {self.size}"
-            )
-        if self.offset_index.entries and self._header_at(last_position) is None:
-            raise CorruptIndexError(
-                f"index {self.offset_index.path} points at position {last_position}, "
-                f"where {self.log_path} holds no batch"
-            )
+        segment_recovery.check_indexes(self)
 
     # --- lifecycle --------------------------------------------------------------
 
@@ -734,7 +662,7 @@ class LogSegment:
         """fsync the `.log` and both indexes: a mapped index by msync, an unloaded one
         through its file (the pages its mapping dirtied are in the page cache)."""
         try:
-            fault_injection.disk_fsync(self._fd)
+            disk_and_clock.disk_fsync(self._fd)
         except OSError as e:
             raise KafkaStorageError(f"cannot fsync {self.log_path}: {e}") from e
         with self._index_lock:
@@ -843,7 +771,7 @@ def _fsync_file(path: Path) -> None:
     except OSError as e:
         raise KafkaStorageError(f"cannot open {path} to fsync it: {e}") from e
     try:
-        fault_injection.disk_fsync(fd)
+        disk_and_clock.disk_fsync(fd)
     except OSError as e:
         raise KafkaStorageError(f"cannot fsync {path}: {e}") from e
     finally:

@@ -8,12 +8,13 @@ including the batch ending at offset o is T, so every record with a timestamp
 
 from __future__ import annotations
 
+import os
 import struct
 from pathlib import Path
 
 import numpy as np
 
-from .errors import CorruptIndexError
+from .errors import CorruptIndexError, KafkaStorageError
 from .mapped_index import (
     INT32_MAX,
     INT64_MAX,
@@ -98,19 +99,6 @@ class TimeIndex(MappedIndex):
         self._last_offset = offset
         self._live = None
         return True
-
-    def entry(self, n: int) -> tuple[int, int]:
-        """The n-th entry as (timestamp, absolute offset)."""
-        self._require_open()
-        self._check_slot(n)
-        return self._parse(n)
-
-    def last_entry(self) -> tuple[int, int]:
-        """The last entry, or (-1, base_offset) if there is none."""
-        if self._entries == 0:
-            return NO_TIMESTAMP, self.base_offset
-        self._require_open()
-        return self._parse(self._entries - 1)
 
     def lookup(self, target_timestamp: int) -> tuple[int, int]:
         """Largest entry with timestamp <= target_timestamp, else (-1, base_offset)."""
@@ -201,6 +189,37 @@ class TimeIndex(MappedIndex):
     def _offset_at(self, slot: int) -> int:
         return self.base_offset + self._relative_offset_at(slot)
 
+    def _no_entry(self) -> tuple[int, int]:
+        return NO_TIMESTAMP, self.base_offset
+
     def _parse(self, slot: int) -> tuple[int, int]:
         timestamp, relative = _ENTRY.unpack_from(self._mapped(), slot * self.ENTRY_SIZE)
         return timestamp, self.base_offset + relative
+
+
+def last_entry_at_rest(path: Path, base_offset: int) -> tuple[int, int] | None:
+    """The last entry of an unmapped time index, read from its file (at rest the file is
+    exactly its entries), so a segment answers retention and ListOffsets without mapping
+    it; None when there is no file."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except FileNotFoundError:
+        return None
+    except OSError as e:
+        raise KafkaStorageError(f"cannot open index {path}: {e}") from e
+    try:
+        size = os.fstat(fd).st_size
+        if size % TimeIndex.ENTRY_SIZE:
+            raise CorruptIndexError(
+                f"Index file {path} is corrupt, found {size} bytes which is not "
+                f"positive or not a multiple of {TimeIndex.ENTRY_SIZE}"
+            )
+        if size == 0:
+            return -1, base_offset
+        raw = os.pread(fd, TimeIndex.ENTRY_SIZE, size - TimeIndex.ENTRY_SIZE)
+    except OSError as e:
+        raise KafkaStorageError(f"cannot read index {path}: {e}") from e
+    finally:
+        os.close(fd)
+    timestamp, relative = _ENTRY.unpack(raw)
+    return timestamp, base_offset + relative

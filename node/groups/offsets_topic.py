@@ -23,6 +23,10 @@ from concurrent.futures import Future, ThreadPoolExecutor
 
 from seglog.controller.metadata_image import MetadataImage
 from seglog.controller.metadata_records import MetadataRecord
+
+# The plain wall clock, not the faulted one: the group coordinator's timers and commit
+# stamps stay off the node's clock faults (docs/disk-and-clock-faults.md, Clocks).
+from seglog.storage.disk_and_clock import plain_wall_ms as now_ms
 from seglog.storage.record_batch import NewRecord, build_batch, decode_records, iter_batches
 
 from ..event_log import EventLogger
@@ -57,10 +61,6 @@ OFFSETS_COMMIT_TIMEOUT_MS = 5_000  # Kafka's offsets.commit.timeout.ms
 MAX_WAITING = 50_000  # requests awaiting an answer; beyond: COORDINATOR_NOT_AVAILABLE
 
 Call = Callable[[CoordinatorShard, int, int], list[Action]]  # shard, request id, now
-
-
-def now_ms() -> int:
-    return int(time.time() * 1000)
 
 
 class GroupCoordinatorRuntime:

@@ -27,6 +27,9 @@ from typing import Any
 
 import grpc
 
+# The plain wall clock, not the faulted one: a token's expiry is an absolute time that
+# every node checks, so one node's injected clock fault must not move it.
+from seglog.storage.disk_and_clock import plain_wall_ms as now_ms
 from seglog.storage.errors import InvalidConfigError
 
 from ..config import int_setting
@@ -45,10 +48,6 @@ MAX_PENDING = 256  # SCRAM exchanges between their two steps, at most
 PENDING_TIMEOUT_S = 30.0
 AUTHENTICATE = "/seglog.v1.Security/SaslAuthenticate"
 OPEN = ("/grpc.health.v1.Health/", AUTHENTICATE)
-
-
-def now_ms() -> int:
-    return int(time.time() * 1000)
 
 
 class GrpcSasl:

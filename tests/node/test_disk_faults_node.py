@@ -1,5 +1,5 @@
 """Disk faults on a real node process, injected through SEGLOG_FAULT_INJECTION_FILE
-(storage/fault_injection.py): a full disk fails produces with KAFKA_STORAGE_ERROR and
+(storage/disk_and_clock.py): a full disk fails produces with KAFKA_STORAGE_ERROR and
 nothing else (reads go on, the node stays up, produces succeed once space returns);
 a failed fsync takes the only log dir offline and the node halts with exit code 1,
 keeping every acknowledged record (docs/disk-and-clock-faults.md)."""
@@ -18,7 +18,7 @@ from node_process import NodeProcess
 from seglog.client.admin import Admin, NewTopic
 from seglog.proto import client_pb2 as pb
 from seglog.proto import client_pb2_grpc, errors_pb2
-from seglog.storage.fault_injection import ENV
+from seglog.storage.disk_and_clock import ENV
 from seglog.storage.record_batch import NewRecord, build_batch, decode_records, iter_batches
 
 E = errors_pb2.ErrorCode

@@ -1,4 +1,4 @@
-"""Disk faults through the fault-injection file (storage/fault_injection.py) against
+"""Disk faults through the fault-injection file (storage/disk_and_clock.py) against
 real files: a full disk undoes the write and leaves the log online, a failed fsync
 takes the log directory offline, a failed index write leaves no batch in the .log
 (docs/disk-and-clock-faults.md)."""
@@ -20,7 +20,7 @@ from log_fixtures import (
     read_everything,
 )
 
-from seglog.storage import fault_injection
+from seglog.storage import disk_and_clock
 from seglog.storage.errors import KafkaStorageError, LogDirFullError
 from seglog.storage.log_config import LogConfig
 from seglog.storage.log_dir import LogDirectory
@@ -37,19 +37,19 @@ def faults(tmp_path: Path) -> Iterator[Path]:
     """The fault file, installed for this test only; write it with `set_faults`."""
     path = tmp_path / "faults.json"
     path.write_text("{}")
-    fault_injection.install(str(path))
+    disk_and_clock.install(str(path))
     try:
         yield path
     finally:
-        fault_injection.install(None)
+        disk_and_clock.install(None)
 
 
 def set_faults(path: Path, **faults: object) -> None:
     tmp = path.with_suffix(".tmp")
     tmp.write_text(json.dumps(faults))
     os.replace(tmp, path)
-    assert fault_injection.INJECTOR is not None
-    fault_injection.INJECTOR.refresh(force=True)
+    assert disk_and_clock.INJECTOR is not None
+    disk_and_clock.INJECTOR.refresh(force=True)
 
 
 def test_full_disk_undoes_the_append_and_the_log_works_again_when_space_returns(
@@ -172,38 +172,38 @@ def test_a_fault_file_that_does_not_parse_is_named_and_the_faults_stay(
 ) -> None:
     set_faults(faults, write_delay_ms=1)
     faults.write_text('{"fsync_fail": true}')
-    assert fault_injection.INJECTOR is not None
-    kept = fault_injection.INJECTOR.refresh(force=True)
+    assert disk_and_clock.INJECTOR is not None
+    kept = disk_and_clock.INJECTOR.refresh(force=True)
     assert kept.write_delay_ms == 1
     err = capsys.readouterr().err
     assert "unknown key 'fsync_fail'" in err and str(faults) in err
-    with pytest.raises(fault_injection.FaultFileError, match="write_delay_ms must be int"):
-        fault_injection.parse_faults('{"write_delay_ms": "5"}', None)
-    with pytest.raises(fault_injection.FaultFileError, match="not JSON"):
-        fault_injection.parse_faults("{", None)
+    with pytest.raises(disk_and_clock.FaultFileError, match="write_delay_ms must be int"):
+        disk_and_clock.parse_faults('{"write_delay_ms": "5"}', None)
+    with pytest.raises(disk_and_clock.FaultFileError, match="not JSON"):
+        disk_and_clock.parse_faults("{", None)
     only_two = '{"node_ids": [2], "fsync_failure": true}'
-    assert fault_injection.parse_faults(only_two, 1).fsync_failure is False
-    assert fault_injection.parse_faults(only_two, 2).fsync_failure is True
+    assert disk_and_clock.parse_faults(only_two, 1).fsync_failure is False
+    assert disk_and_clock.parse_faults(only_two, 2).fsync_failure is True
 
 
 def test_clock_offset_and_skew(faults: Path) -> None:
     import time
 
-    plain = fault_injection._plain_wall_ms()
+    plain = disk_and_clock.plain_wall_ms()
     set_faults(faults, clock_offset_ms=-3_600_000)
-    assert abs(fault_injection.wall_ms() - (plain - 3_600_000)) < 5_000
-    mono = fault_injection.monotonic_s()
+    assert abs(disk_and_clock.wall_ms() - (plain - 3_600_000)) < 5_000
+    mono = disk_and_clock.monotonic_s()
     set_faults(faults, monotonic_offset_ms=60_000)
-    assert fault_injection.monotonic_s() - mono >= 60
+    assert disk_and_clock.monotonic_s() - mono >= 60
     set_faults(faults, clock_skew=1.0)  # twice as fast, from where the clocks stand
-    w0, m0 = fault_injection.wall_ms(), fault_injection.monotonic_s()
-    assert abs(w0 - fault_injection._plain_wall_ms()) < 5_000  # no jump on change
+    w0, m0 = disk_and_clock.wall_ms(), disk_and_clock.monotonic_s()
+    assert abs(w0 - disk_and_clock.plain_wall_ms()) < 5_000  # no jump on change
     time.sleep(0.2)
-    assert fault_injection.monotonic_s() - m0 >= 0.35
-    assert fault_injection.wall_ms() - w0 >= 350
-    m1 = fault_injection.monotonic_s()
+    assert disk_and_clock.monotonic_s() - m0 >= 0.35
+    assert disk_and_clock.wall_ms() - w0 >= 350
+    m1 = disk_and_clock.monotonic_s()
     set_faults(faults, monotonic_offset_ms=60_000)  # the skew cleared
-    assert fault_injection.monotonic_s() >= m1  # the monotonic clock never goes back
+    assert disk_and_clock.monotonic_s() >= m1  # the monotonic clock never goes back
 
 
 def test_a_blocked_disk_holds_writes_until_it_answers_again(faults: Path, tmp_path: Path) -> None:
@@ -217,7 +217,7 @@ def test_a_blocked_disk_holds_writes_until_it_answers_again(faults: Path, tmp_pa
     set_faults(faults, write_block=True)
     fd = os.open(tmp_path / "blocked", os.O_WRONLY | os.O_CREAT)
     done: list[int] = []
-    t = threading.Thread(target=lambda: done.append(fault_injection.disk_write(fd, b"abc")))
+    t = threading.Thread(target=lambda: done.append(disk_and_clock.disk_write(fd, b"abc")))
     t.start()
     try:
         time.sleep(0.3)

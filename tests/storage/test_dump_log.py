@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from seglog.storage import dump_log
+from seglog.storage import dump_log_reader
 from seglog.storage.checkpoint_file import LeaderEpochCheckpointFile
 from seglog.storage.compression import CompressionType
 from seglog.storage.dump_log import DumpOptions, dump_files
@@ -321,8 +321,8 @@ def test_chunked_reads_give_identical_output(
     files = [directory / f"{SEG0}{s}" for s in (".log", ".index", ".timeindex")]
     expected = run_merged(files, print_data_log=True)
     assert expected[0] == 0
-    monkeypatch.setattr(dump_log, "_CHUNK", 7)  # smaller than one header: refill constantly
-    monkeypatch.setattr(dump_log, "_STREAM_CRC_ABOVE", 0)  # streaming CRC for every batch
+    monkeypatch.setattr(dump_log_reader, "_CHUNK", 7)  # smaller than one header: refill constantly
+    monkeypatch.setattr(dump_log_reader, "_STREAM_CRC_ABOVE", 0)  # streaming CRC for every batch
     assert run_merged(files, print_data_log=True) == expected
     bad = bytearray(EXAMPLE_1)
     bad[70] ^= 1

@@ -18,7 +18,8 @@ from seglog.storage.errors import (
     UnknownProducerIdError,
 )
 from seglog.storage.producer_snapshot import read_snapshot, snapshot_path, write_snapshot
-from seglog.storage.producer_state import (
+from seglog.storage.producer_state import ProducerStateManager
+from seglog.storage.producer_state_entry import (
     MAX_SEQUENCE,
     AppendOrigin,
     BatchInfo,
@@ -29,7 +30,6 @@ from seglog.storage.producer_state import (
     InvalidTxnStateError,
     ProducerAppendInfo,
     ProducerStateEntry,
-    ProducerStateManager,
     TransactionCoordinatorFencedError,
     dec_seq,
     inc_seq,

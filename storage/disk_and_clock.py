@@ -1,4 +1,11 @@
-"""Disk and clock faults injected into a real node, for tests and chaos runs (no mocks).
+"""The node's access to its disk and its clocks, with fault hooks (no mocks).
+
+Every segment write and fsync goes through `disk_write` and `disk_fsync`, and the node's
+clocks are defined here once: `wall_ms` (the logs' clock), `monotonic_s` / `monotonic_ms`
+(the replicas' timers), and `plain_wall_ms` for the callers that deliberately stay off the
+faults (the log's default clock, the group coordinator, session tokens). By default the
+hooks are os.write, os.fsync and the plain clocks; a fault file replaces them, for tests
+and chaos runs (docs/disk-and-clock-faults.md).
 
 When the environment variable `SEGLOG_FAULT_INJECTION_FILE` names a file, a node
 reads it (and reads it again whenever its modification time or size changes, at most
@@ -218,7 +225,8 @@ class FaultInjector:
         return self._mono_s(time.monotonic())
 
 
-def _plain_wall_ms() -> int:
+def plain_wall_ms() -> int:
+    """The wall clock in ms without faults (Kafka's Time.SYSTEM.milliseconds())."""
     return int(time.time() * 1000)
 
 
@@ -238,7 +246,7 @@ INJECTOR: FaultInjector | None = FaultInjector(_path) if _path else None
 # Marked in flight (io_watch): a node notices a disk operation that does not return.
 disk_write: Callable[[int, Any], int] = watched(INJECTOR.write if INJECTOR else _plain_write)
 disk_fsync: Callable[[int], None] = watched(INJECTOR.fsync if INJECTOR else _plain_fsync)
-wall_ms: Callable[[], int] = INJECTOR.wall_ms if INJECTOR else _plain_wall_ms
+wall_ms: Callable[[], int] = INJECTOR.wall_ms if INJECTOR else plain_wall_ms
 monotonic_s: Callable[[], float] = INJECTOR.monotonic_s if INJECTOR else time.monotonic
 
 
@@ -249,11 +257,12 @@ def install(path: str | None, node_id: int | None = None) -> None:
     INJECTOR = FaultInjector(path, node_id) if path else None
     disk_write = watched(INJECTOR.write if INJECTOR else _plain_write)
     disk_fsync = watched(INJECTOR.fsync if INJECTOR else _plain_fsync)
-    wall_ms = INJECTOR.wall_ms if INJECTOR else _plain_wall_ms
+    wall_ms = INJECTOR.wall_ms if INJECTOR else plain_wall_ms
     monotonic_s = INJECTOR.monotonic_s if INJECTOR else time.monotonic
 
 
 def monotonic_ms() -> int:
+    """The monotonic clock in ms, faults applied (read at call time: `install` rebinds it)."""
     return int(monotonic_s() * 1000)
 
 
