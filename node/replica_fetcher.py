@@ -14,7 +14,8 @@ Truncation requests (OffsetsForLeaderEpoch) and ListOffsets go outside the sessi
 from __future__ import annotations
 
 import threading
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Sequence
+from typing import Protocol
 
 import grpc
 
@@ -24,12 +25,10 @@ from seglog.replication import partition_replica as pr
 from seglog.storage import fault_injection
 
 from .event_log import EventLogger
+from .hosted_partition import HostedPartition, TopicPartition
+from .replication_throttles import ReplicationThrottles
 from .security.grpc_tls import open_channel
 
-if TYPE_CHECKING:
-    from .replica_manager import HostedPartition, ReplicaManager
-
-TopicPartition = tuple[str, int]
 _log = EventLogger("replica_fetcher")
 
 FETCH_WAIT_MS = 500
@@ -57,6 +56,22 @@ def now_ms() -> int:
     return fault_injection.monotonic_ms()
 
 
+class FollowerHost(Protocol):
+    """What a fetcher needs of the node's replicas (the ReplicaManager)."""
+
+    @property
+    def node_id(self) -> int: ...
+    @property
+    def broker_epoch(self) -> int: ...
+    @property
+    def throttles(self) -> ReplicationThrottles: ...
+    def hosted(self, tp: TopicPartition) -> HostedPartition | None: ...
+
+
+# Carries out what a replica decided on an answer (ReplicaManager._carry_out).
+CarryOut = Callable[[HostedPartition, Sequence[pr.Action]], None]
+
+
 def error_name(code: int) -> str:
     try:
         return errors_pb2.ErrorCode.Name(code)
@@ -67,12 +82,14 @@ def error_name(code: int) -> str:
 class ReplicaFetcher:
     def __init__(
         self,
-        manager: ReplicaManager,
+        manager: FollowerHost,
+        carry_out: CarryOut,
         leader: int,
         address: tuple[str, int],
         credentials: grpc.ChannelCredentials | None = None,
     ) -> None:
         self.manager = manager
+        self._carry_out = carry_out
         self.leader = leader
         self._channel = open_channel(f"{address[0]}:{address[1]}", CHANNEL_OPTIONS, credentials)
         self._stub = client_pb2_grpc.SegLogStub(self._channel)
@@ -136,7 +153,7 @@ class ReplicaFetcher:
             hp = self.manager.hosted(tp) if tp in followed else None
             if hp is None:
                 continue
-            if self.manager.follower_throttle_exceeded(hp):
+            if self.manager.throttles.follower_exceeded(hp):
                 self._mark_due(tp)  # follower.replication.throttled.rate used up: later
                 continue
             with hp.plog.lock:
@@ -173,7 +190,7 @@ class ReplicaFetcher:
     def _deliver(self, hp: HostedPartition, response: pr.FollowerResponse) -> None:
         with hp.plog.lock:
             actions = hp.replica.handle_response(response, now_ms())
-        self.manager._carry_out(hp, actions)
+        self._carry_out(hp, actions)
         self._mark_due(hp.tp)
 
     def _reset_session(self) -> None:
@@ -238,7 +255,7 @@ class ReplicaFetcher:
                 if entry is None:
                     continue
                 hp, req = entry
-                self.manager.follower_fetched(hp, len(p.records))
+                self.manager.throttles.follower_fetched(hp, len(p.records))
                 diverging = None
                 if p.HasField("diverging_epoch"):
                     diverging = pr.EpochEndOffset(

@@ -19,7 +19,7 @@ from .event_log import EventLogger
 from .fetch_session import FetchSessionError
 from .groups.offsets_records import OFFSETS_TOPIC
 from .node_services import NodeServices
-from .replica_manager import FetchSpec, ProduceResult
+from .partition_requests import FetchSpec, ProduceResult
 
 _log = EventLogger("servicer")
 E = errors_pb2.ErrorCode

@@ -19,7 +19,7 @@ from seglog.storage.partition_metadata import uuid_to_topic_id
 
 from ..event_log import EventLogger
 from ..groups.offsets_records import OFFSETS_TOPIC
-from ..replica_manager import FetchResult, FetchSpec, OffsetResult
+from ..partition_requests import FetchResult, FetchSpec, OffsetResult
 from ..security.acls import CLUSTER_NAME, AclOperation, ResourceType
 from ..security.authorizing_node import AuthorizingNode
 from ..security.kafka_gate import allowed, allowed_on_any, authorized_operations

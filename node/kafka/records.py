@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from ..replica_manager import OffsetResult
+from ..partition_requests import OffsetResult
 from ..security.acls import AclOperation, ResourceType
 from ..security.kafka_gate import allowed
 from ..security.node_authorizer import NodeAuthorizer
