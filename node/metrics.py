@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, Protocol
 
 import grpc
@@ -22,6 +23,7 @@ from prometheus_client.registry import Collector
 from seglog.controller.metadata_image import MetadataImage
 
 from . import request_timing
+from .grpc_wrap import wrap_handler
 from .replica_manager import ReplicaManager
 
 if TYPE_CHECKING:
@@ -493,17 +495,16 @@ class GrpcMetricsInterceptor(grpc.ServerInterceptor):  # type: ignore[misc]
         if handler is None or handler.unary_unary is None:
             return handler
         api = handler_call_details.method.rsplit("/", 1)[-1]
-        inner = handler.unary_unary
         metrics, listener = self.metrics, self.listener
 
-        def timed(request: Any, context: grpc.ServicerContext) -> Any:
+        @contextmanager
+        def timed(_request: Any, _context: grpc.ServicerContext) -> Iterator[None]:
             t0 = time.perf_counter()
             failed = True
             request_timing.begin()
             try:
-                response = inner(request, context)
+                yield
                 failed = False
-                return response
             finally:
                 total = time.perf_counter() - t0
                 remote = min(request_timing.end(), total)
@@ -511,8 +512,4 @@ class GrpcMetricsInterceptor(grpc.ServerInterceptor):  # type: ignore[misc]
                     api, listener, total, failed, local_s=total - remote, remote_s=remote
                 )
 
-        return grpc.unary_unary_rpc_method_handler(
-            timed,
-            request_deserializer=handler.request_deserializer,
-            response_serializer=handler.response_serializer,
-        )
+        return wrap_handler(handler, timed)

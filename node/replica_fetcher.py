@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Sequence
-from typing import Protocol
+from typing import Any, Protocol
 
 import grpc
 
@@ -296,25 +296,16 @@ class ReplicaFetcher:
     def _send_other_rpc(self, hp: HostedPartition, req: pr.FollowerRequest) -> None:
         topic, partition = hp.tp
         if isinstance(req, pr.OffsetsForLeaderEpochRequest):
-            r = self._stub.OffsetsForLeaderEpoch(
-                pb.OffsetsForLeaderEpochRequest(
-                    replica_id=self.manager.node_id,
-                    topics=[
-                        pb.OffsetForLeaderTopic(
-                            name=topic,
-                            partitions=[
-                                pb.OffsetForLeaderPartition(
-                                    partition=partition,
-                                    current_leader_epoch=req.current_leader_epoch,
-                                    leader_epoch=req.leader_epoch,
-                                )
-                            ],
-                        )
-                    ],
-                ),
-                timeout=10,
+            p = self._ask_one(
+                self._stub.OffsetsForLeaderEpoch,
+                pb.OffsetsForLeaderEpochRequest,
+                pb.OffsetForLeaderTopic,
+                pb.OffsetForLeaderPartition,
+                topic,
+                partition=partition,
+                current_leader_epoch=req.current_leader_epoch,
+                leader_epoch=req.leader_epoch,
             )
-            p = r.topics[0].partitions[0]
             self._deliver(
                 hp,
                 pr.OffsetsForLeaderEpochResponse(
@@ -322,25 +313,16 @@ class ReplicaFetcher:
                 ),
             )
         elif isinstance(req, pr.ListOffsetsRequest):
-            r = self._stub.ListOffsets(
-                pb.ListOffsetsRequest(
-                    replica_id=self.manager.node_id,
-                    topics=[
-                        pb.ListOffsetsTopic(
-                            name=topic,
-                            partitions=[
-                                pb.ListOffsetsPartition(
-                                    partition=partition,
-                                    current_leader_epoch=req.current_leader_epoch,
-                                    timestamp=req.timestamp,
-                                )
-                            ],
-                        )
-                    ],
-                ),
-                timeout=10,
+            p = self._ask_one(
+                self._stub.ListOffsets,
+                pb.ListOffsetsRequest,
+                pb.ListOffsetsTopic,
+                pb.ListOffsetsPartition,
+                topic,
+                partition=partition,
+                current_leader_epoch=req.current_leader_epoch,
+                timestamp=req.timestamp,
             )
-            p = r.topics[0].partitions[0]
             self._deliver(
                 hp,
                 pr.ListOffsetsResponse(
@@ -351,6 +333,25 @@ class ReplicaFetcher:
                     req.correlation_id,
                 ),
             )
+
+    def _ask_one(
+        self,
+        rpc: Callable[..., Any],
+        request: Callable[..., Any],
+        topic_entry: Callable[..., Any],
+        partition_entry: Callable[..., Any],
+        topic: str,
+        **fields: int,
+    ) -> Any:
+        """A one-partition request to the leader; its partition's answer."""
+        r = rpc(
+            request(
+                replica_id=self.manager.node_id,
+                topics=[topic_entry(name=topic, partitions=[partition_entry(**fields)])],
+            ),
+            timeout=10,
+        )
+        return r.topics[0].partitions[0]
 
 
 def _topics(fetches: list[tuple[HostedPartition, pr.FetchRequest]]) -> list[pb.FetchTopic]:

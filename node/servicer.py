@@ -5,7 +5,8 @@ of its own beyond request shape checks."""
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any
 
 import grpc
 
@@ -32,6 +33,25 @@ def code(name: str) -> int:
         return E.Value("UNKNOWN_SERVER_ERROR")
 
 
+def refused(e: ControlError) -> dict[str, Any]:
+    """A response entry's error fields for the controller's refusal."""
+    return {"error_code": code(e.error_name), "error_message": str(e)}
+
+
+def config_results(
+    resources: Iterable[Any], results: Any, action: str
+) -> Iterator[tuple[Any, Any]]:
+    """Each TOPIC or BROKER resource with its result entry; any other type is
+    answered INVALID_REQUEST here ("only TOPIC and BROKER config resources `action`")."""
+    for resource in resources:
+        result = results.add(type=resource.type, name=resource.name)
+        if resource.type not in (pb.TOPIC, pb.BROKER):
+            result.error_code = E.INVALID_REQUEST
+            result.error_message = f"only TOPIC and BROKER config resources {action}"
+            continue
+        yield resource, result
+
+
 def answer_reassignments(
     request: pb.AlterPartitionReassignmentsRequest,
     alter: Callable[
@@ -46,9 +66,7 @@ def answer_reassignments(
     try:
         results = alter(wanted)
     except ControlError as e:
-        return pb.AlterPartitionReassignmentsResponse(
-            error_code=code(e.error_name), error_message=str(e)
-        )
+        return pb.AlterPartitionReassignmentsResponse(**refused(e))
     return pb.AlterPartitionReassignmentsResponse(
         results=[
             pb.PartitionReassignment(
@@ -92,9 +110,7 @@ class SegLogServicer(client_pb2_grpc.SegLogServicer):
                     )
                 except ControlError as e:
                     if e.error_name != "TOPIC_ALREADY_EXISTS":
-                        response.topics.add(
-                            name=name, error_code=code(e.error_name), error_message=str(e)
-                        )
+                        response.topics.add(name=name, **refused(e))
                         continue
                 image = self.node.metadata_image()
                 topic = image.topics.get(name)
@@ -141,9 +157,7 @@ class SegLogServicer(client_pb2_grpc.SegLogServicer):
                     name=t.name, topic_id=topic_id, num_partitions=partitions, replication_factor=rf
                 )
             except ControlError as e:
-                response.topics.add(
-                    name=t.name, error_code=code(e.error_name), error_message=str(e)
-                )
+                response.topics.add(name=t.name, **refused(e))
         return response
 
     def CreatePartitions(
@@ -155,9 +169,7 @@ class SegLogServicer(client_pb2_grpc.SegLogServicer):
                 self.node.create_partitions(t.name, t.count, request.validate_only)
                 response.results.add(name=t.name)
             except ControlError as e:
-                response.results.add(
-                    name=t.name, error_code=code(e.error_name), error_message=str(e)
-                )
+                response.results.add(name=t.name, **refused(e))
         return response
 
     def AlterPartitionReassignments(
@@ -193,7 +205,7 @@ class SegLogServicer(client_pb2_grpc.SegLogServicer):
         try:
             results = self.node.elect_leaders(request.election_type, wanted)
         except ControlError as e:
-            return pb.ElectLeadersResponse(error_code=code(e.error_name), error_message=str(e))
+            return pb.ElectLeadersResponse(**refused(e))
         return pb.ElectLeadersResponse(
             results=[
                 pb.ElectLeadersResult(topic=t, partition=p, error_code=code(error))
@@ -210,19 +222,16 @@ class SegLogServicer(client_pb2_grpc.SegLogServicer):
                 self.node.delete_topic(name)
                 response.topics.add(name=name)
             except ControlError as e:
-                response.topics.add(name=name, error_code=code(e.error_name), error_message=str(e))
+                response.topics.add(name=name, **refused(e))
         return response
 
     def DescribeConfigs(
         self, request: pb.DescribeConfigsRequest, context: grpc.ServicerContext
     ) -> pb.DescribeConfigsResponse:
         response = pb.DescribeConfigsResponse()
-        for resource in request.resources:
-            result = response.results.add(type=resource.type, name=resource.name)
-            if resource.type not in (pb.TOPIC, pb.BROKER):
-                result.error_code = E.INVALID_REQUEST
-                result.error_message = "only TOPIC and BROKER config resources are supported"
-                continue
+        for resource, result in config_results(
+            request.resources, response.results, "are supported"
+        ):
             try:
                 entries = (
                     self.node.describe_topic_config(resource.name)
@@ -249,12 +258,9 @@ class SegLogServicer(client_pb2_grpc.SegLogServicer):
         self, request: pb.AlterConfigsRequest, context: grpc.ServicerContext
     ) -> pb.AlterConfigsResponse:
         response = pb.AlterConfigsResponse()
-        for resource in request.resources:
-            result = response.results.add(type=resource.type, name=resource.name)
-            if resource.type not in (pb.TOPIC, pb.BROKER):
-                result.error_code = E.INVALID_REQUEST
-                result.error_message = "only TOPIC and BROKER config resources can be altered"
-                continue
+        for resource, result in config_results(
+            request.resources, response.results, "can be altered"
+        ):
             changes: dict[str, str | None] = {
                 c.name: (None if c.op == pb.DELETE else c.value) for c in resource.configs
             }

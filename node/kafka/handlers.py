@@ -33,11 +33,11 @@ from .codec import (
     placeholder,
     response_class,
 )
+from .deferred import Deferred
 from .errors import error_code
 from .groups import KafkaGroupApis
 from .metadata import api_versions, describe_cluster, metadata
 from .node_api import KafkaNode
-from .socket_server import Deferred
 
 _log = EventLogger("kafka")
 TOPIC, CLUSTER = ResourceType.TOPIC, ResourceType.CLUSTER
