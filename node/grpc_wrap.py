@@ -1,6 +1,6 @@
-"""Wrapping a gRPC method handler, whatever its kind, so that each call runs inside
-a context (the server interceptors: ACL checks, a SASL token's principal, request
-timing)."""
+"""The node's gRPC server interceptors (ACL checks, a SASL token's principal, request
+timing): which calls they intercept, and a method handler of any kind wrapped so
+that each call runs inside a context."""
 
 from __future__ import annotations
 
@@ -56,3 +56,26 @@ def wrap_handler(handler: grpc.RpcMethodHandler, around: Around) -> grpc.RpcMeth
     return grpc.stream_unary_rpc_method_handler(
         stream_unary, handler.request_deserializer, handler.response_serializer
     )
+
+
+class WrappingInterceptor(grpc.ServerInterceptor):  # type: ignore[misc]
+    """A server interceptor that may replace the handler of every call but those whose
+    method starts with one of `open_methods`."""
+
+    open_methods: tuple[str, ...] = ()
+
+    def intercept_service(
+        self,
+        continuation: Callable[[grpc.HandlerCallDetails], grpc.RpcMethodHandler | None],
+        details: grpc.HandlerCallDetails,
+    ) -> grpc.RpcMethodHandler | None:
+        handler = continuation(details)
+        method: str = details.method
+        if handler is None or method.startswith(self.open_methods):
+            return handler
+        return self.intercept(handler, method, details)
+
+    def intercept(
+        self, handler: grpc.RpcMethodHandler, method: str, details: grpc.HandlerCallDetails
+    ) -> grpc.RpcMethodHandler:
+        raise NotImplementedError

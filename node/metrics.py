@@ -23,7 +23,7 @@ from prometheus_client.registry import Collector
 from seglog.controller.metadata_image import MetadataImage
 
 from . import request_timing
-from .grpc_wrap import wrap_handler
+from .grpc_wrap import WrappingInterceptor, wrap_handler
 from .replica_manager import ReplicaManager
 
 if TYPE_CHECKING:
@@ -477,7 +477,7 @@ def timed_kafka_handler(
     return handle
 
 
-class GrpcMetricsInterceptor(grpc.ServerInterceptor):  # type: ignore[misc]
+class GrpcMetricsInterceptor(WrappingInterceptor):
     """Times every unary gRPC call on the node's GRPC listeners (streams are not
     counted): total, local and remote time (its waits, see request_timing); gRPC's own
     queue and response writes are out of its sight."""
@@ -486,15 +486,12 @@ class GrpcMetricsInterceptor(grpc.ServerInterceptor):  # type: ignore[misc]
         self.metrics = metrics
         self.listener = listener
 
-    def intercept_service(
-        self,
-        continuation: Callable[[grpc.HandlerCallDetails], grpc.RpcMethodHandler | None],
-        handler_call_details: grpc.HandlerCallDetails,
-    ) -> grpc.RpcMethodHandler | None:
-        handler = continuation(handler_call_details)
-        if handler is None or handler.unary_unary is None:
+    def intercept(
+        self, handler: grpc.RpcMethodHandler, method: str, details: grpc.HandlerCallDetails
+    ) -> grpc.RpcMethodHandler:
+        if handler.unary_unary is None:
             return handler
-        api = handler_call_details.method.rsplit("/", 1)[-1]
+        api = method.rsplit("/", 1)[-1]
         metrics, listener = self.metrics, self.listener
 
         @contextmanager

@@ -52,6 +52,17 @@ def config_results(
         yield resource, result
 
 
+def answer_partitions(
+    topics: Iterable[Any], response_topics: Any, answer: Callable[[str, Any], dict[str, Any]]
+) -> None:
+    """Each requested partition's entry in the response, under its topic's, with the
+    fields `answer(topic, partition)` gives (called in request order)."""
+    for t in topics:
+        tr = response_topics.add(name=t.name)
+        for p in t.partitions:
+            tr.partitions.add(partition=p.partition, **answer(t.name, p))
+
+
 def answer_reassignments(
     request: pb.AlterPartitionReassignmentsRequest,
     alter: Callable[
@@ -282,14 +293,11 @@ class SegLogServicer(client_pb2_grpc.SegLogServicer):
     ) -> pb.ProduceResponse:
         response = pb.ProduceResponse()
         if request.acks not in (-1, 0, 1):
-            for t in request.topics:
-                tr = response.topics.add(name=t.name)
-                for p in t.partitions:
-                    tr.partitions.add(
-                        partition=p.partition,
-                        error_code=E.INVALID_REQUIRED_ACKS,
-                        error_message=f"acks must be -1, 0 or 1, got {request.acks}",
-                    )
+            refused = {
+                "error_code": E.INVALID_REQUIRED_ACKS,
+                "error_message": f"acks must be -1, 0 or 1, got {request.acks}",
+            }
+            answer_partitions(request.topics, response.topics, lambda _t, _p: refused)
             return response
         # Only the group coordinator writes the internal offsets topic (Kafka's rule).
         items = [
@@ -307,22 +315,22 @@ class SegLogServicer(client_pb2_grpc.SegLogServicer):
             error_name="INVALID_TOPIC_EXCEPTION",
             error_message=f"{OFFSETS_TOPIC} is an internal topic: only its coordinators write it",
         )
-        for t in request.topics:
-            tr = response.topics.add(name=t.name)
-            for p in t.partitions:
-                result = internal if t.name == OFFSETS_TOPIC else next(results)
-                if result.error_name != "NONE":
-                    rm.produce_errors.report(
-                        "GRPC", t.name, p.partition, result.error_name, result.error_message
-                    )
-                tr.partitions.add(
-                    partition=p.partition,
-                    error_code=code(result.error_name),
-                    error_message=result.error_message,
-                    base_offset=result.base_offset,
-                    log_append_time_ms=result.log_append_time,
-                    log_start_offset=result.log_start_offset,
+
+        def answer(topic: str, p: pb.PartitionProduceData) -> dict[str, Any]:
+            result = internal if topic == OFFSETS_TOPIC else next(results)
+            if result.error_name != "NONE":
+                rm.produce_errors.report(
+                    "GRPC", topic, p.partition, result.error_name, result.error_message
                 )
+            return {
+                "error_code": code(result.error_name),
+                "error_message": result.error_message,
+                "base_offset": result.base_offset,
+                "log_append_time_ms": result.log_append_time,
+                "log_start_offset": result.log_start_offset,
+            }
+
+        answer_partitions(request.topics, response.topics, answer)
         return response
 
     def Fetch(self, request: pb.FetchRequest, context: grpc.ServicerContext) -> pb.FetchResponse:
@@ -397,20 +405,20 @@ class SegLogServicer(client_pb2_grpc.SegLogServicer):
     ) -> pb.ListOffsetsResponse:
         response = pb.ListOffsetsResponse()
         rm = self.node.replica_manager
-        for t in request.topics:
-            tr = response.topics.add(name=t.name)
-            for p in t.partitions:
-                r = rm.list_offset(
-                    (t.name, p.partition), p.timestamp, p.current_leader_epoch, request.replica_id
-                )
-                tr.partitions.add(
-                    partition=p.partition,
-                    error_code=code(r.error_name),
-                    error_message=r.error_message,
-                    timestamp=r.timestamp,
-                    offset=r.offset,
-                    leader_epoch=r.leader_epoch,
-                )
+
+        def answer(topic: str, p: pb.ListOffsetsPartition) -> dict[str, Any]:
+            r = rm.list_offset(
+                (topic, p.partition), p.timestamp, p.current_leader_epoch, request.replica_id
+            )
+            return {
+                "error_code": code(r.error_name),
+                "error_message": r.error_message,
+                "timestamp": r.timestamp,
+                "offset": r.offset,
+                "leader_epoch": r.leader_epoch,
+            }
+
+        answer_partitions(request.topics, response.topics, answer)
         return response
 
     def OffsetsForLeaderEpoch(
@@ -418,18 +426,18 @@ class SegLogServicer(client_pb2_grpc.SegLogServicer):
     ) -> pb.OffsetsForLeaderEpochResponse:
         response = pb.OffsetsForLeaderEpochResponse()
         rm = self.node.replica_manager
-        for t in request.topics:
-            tr = response.topics.add(name=t.name)
-            for p in t.partitions:
-                r = rm.end_offset_for_epoch(
-                    (t.name, p.partition), p.leader_epoch, p.current_leader_epoch
-                )
-                tr.partitions.add(
-                    partition=p.partition,
-                    error_code=code(r.error_name),
-                    leader_epoch=r.leader_epoch,
-                    end_offset=r.offset,
-                )
+
+        def answer(topic: str, p: pb.OffsetForLeaderPartition) -> dict[str, Any]:
+            r = rm.end_offset_for_epoch(
+                (topic, p.partition), p.leader_epoch, p.current_leader_epoch
+            )
+            return {
+                "error_code": code(r.error_name),
+                "leader_epoch": r.leader_epoch,
+                "end_offset": r.offset,
+            }
+
+        answer_partitions(request.topics, response.topics, answer)
         return response
 
     def DescribeReplicas(

@@ -17,7 +17,7 @@ import grpc
 from seglog.proto import errors_pb2
 
 from ..event_log import EventLogger
-from ..grpc_wrap import wrap_handler
+from ..grpc_wrap import WrappingInterceptor, wrap_handler
 from .acls import CLUSTER_NAME, AclOperation, ResourceType
 from .grpc_auth import grpc_principal
 from .node_authorizer import NodeAuthorizer
@@ -73,20 +73,16 @@ def seglog_checks(method: str, request: Any) -> list[Check]:
     return []
 
 
-class AuthorizingInterceptor(grpc.ServerInterceptor):
+class AuthorizingInterceptor(WrappingInterceptor):
+    open_methods = OPEN
+
     def __init__(self, authorizer: NodeAuthorizer, controller_listener: bool = False) -> None:
         self.authorizer = authorizer
         self.controller_listener = controller_listener
 
-    def intercept_service(
-        self,
-        continuation: Callable[[grpc.HandlerCallDetails], grpc.RpcMethodHandler | None],
-        details: grpc.HandlerCallDetails,
-    ) -> grpc.RpcMethodHandler | None:
-        handler = continuation(details)
-        method = details.method  # type: ignore[attr-defined]
-        if handler is None or method.startswith(OPEN):
-            return handler
+    def intercept(
+        self, handler: grpc.RpcMethodHandler, method: str, details: grpc.HandlerCallDetails
+    ) -> grpc.RpcMethodHandler:
         if self.controller_listener:
             cluster_action = _cluster(AclOperation.CLUSTER_ACTION)
             return self._wrap(handler, method, lambda _r, _p, _h: cluster_action)

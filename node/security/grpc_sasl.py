@@ -31,7 +31,7 @@ from seglog.storage.errors import InvalidConfigError
 
 from ..config import int_setting
 from ..event_log import EventLogger
-from ..grpc_wrap import wrap_handler
+from ..grpc_wrap import WrappingInterceptor, wrap_handler
 from .grpc_auth import TOKEN_METADATA, peer_host, with_token_principal
 from .principal import USER
 from .sasl import SaslSession, jaas_plain_users, parse_mechanisms
@@ -195,21 +195,17 @@ class GrpcSasl:
         return principal
 
 
-class SaslTokenInterceptor(grpc.ServerInterceptor):
+class SaslTokenInterceptor(WrappingInterceptor):
     """Outside the authorizing interceptor: the principal is known before it asks."""
+
+    open_methods = OPEN
 
     def __init__(self, sasl: GrpcSasl) -> None:
         self.sasl = sasl
 
-    def intercept_service(
-        self,
-        continuation: Callable[[grpc.HandlerCallDetails], grpc.RpcMethodHandler | None],
-        details: grpc.HandlerCallDetails,
-    ) -> grpc.RpcMethodHandler | None:
-        handler = continuation(details)
-        method = details.method  # type: ignore[attr-defined]
-        if handler is None or method.startswith(OPEN):
-            return handler
+    def intercept(
+        self, handler: grpc.RpcMethodHandler, method: str, details: grpc.HandlerCallDetails
+    ) -> grpc.RpcMethodHandler:
         token = next(
             (v for k, v in details.invocation_metadata or () if k == TOKEN_METADATA),  # type: ignore[attr-defined]
             None,
