@@ -19,14 +19,11 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
 from .fetch_wakeups import FetchWaiter
+from .hosted_partition import TopicPartition
+from .partition_requests import FetchSpec
 
-if TYPE_CHECKING:
-    from .replica_manager import FetchSpec
-
-TopicPartition = tuple[str, int]
 DEFAULT_SLOTS = 1_000  # Kafka's max.incremental.fetch.session.cache.slots
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, Protocol
 
 import grpc
@@ -22,6 +23,7 @@ from prometheus_client.registry import Collector
 from seglog.controller.metadata_image import MetadataImage
 
 from . import request_timing
+from .grpc_wrap import WrappingInterceptor, wrap_handler
 from .replica_manager import ReplicaManager
 
 if TYPE_CHECKING:
@@ -475,7 +477,7 @@ def timed_kafka_handler(
     return handle
 
 
-class GrpcMetricsInterceptor(grpc.ServerInterceptor):  # type: ignore[misc]
+class GrpcMetricsInterceptor(WrappingInterceptor):
     """Times every unary gRPC call on the node's GRPC listeners (streams are not
     counted): total, local and remote time (its waits, see request_timing); gRPC's own
     queue and response writes are out of its sight."""
@@ -484,26 +486,22 @@ class GrpcMetricsInterceptor(grpc.ServerInterceptor):  # type: ignore[misc]
         self.metrics = metrics
         self.listener = listener
 
-    def intercept_service(
-        self,
-        continuation: Callable[[grpc.HandlerCallDetails], grpc.RpcMethodHandler | None],
-        handler_call_details: grpc.HandlerCallDetails,
-    ) -> grpc.RpcMethodHandler | None:
-        handler = continuation(handler_call_details)
-        if handler is None or handler.unary_unary is None:
+    def intercept(
+        self, handler: grpc.RpcMethodHandler, method: str, details: grpc.HandlerCallDetails
+    ) -> grpc.RpcMethodHandler:
+        if handler.unary_unary is None:
             return handler
-        api = handler_call_details.method.rsplit("/", 1)[-1]
-        inner = handler.unary_unary
+        api = method.rsplit("/", 1)[-1]
         metrics, listener = self.metrics, self.listener
 
-        def timed(request: Any, context: grpc.ServicerContext) -> Any:
+        @contextmanager
+        def timed(_request: Any, _context: grpc.ServicerContext) -> Iterator[None]:
             t0 = time.perf_counter()
             failed = True
             request_timing.begin()
             try:
-                response = inner(request, context)
+                yield
                 failed = False
-                return response
             finally:
                 total = time.perf_counter() - t0
                 remote = min(request_timing.end(), total)
@@ -511,8 +509,4 @@ class GrpcMetricsInterceptor(grpc.ServerInterceptor):  # type: ignore[misc]
                     api, listener, total, failed, local_s=total - remote, remote_s=remote
                 )
 
-        return grpc.unary_unary_rpc_method_handler(
-            timed,
-            request_deserializer=handler.request_deserializer,
-            response_serializer=handler.response_serializer,
-        )
+        return wrap_handler(handler, timed)

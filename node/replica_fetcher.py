@@ -14,7 +14,8 @@ Truncation requests (OffsetsForLeaderEpoch) and ListOffsets go outside the sessi
 from __future__ import annotations
 
 import threading
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Sequence
+from typing import Any, Protocol
 
 import grpc
 
@@ -26,12 +27,10 @@ from seglog.replication import partition_replica as pr
 from seglog.storage.disk_and_clock import monotonic_ms as now_ms
 
 from .event_log import EventLogger
+from .hosted_partition import HostedPartition, TopicPartition
+from .replication_throttles import ReplicationThrottles
 from .security.grpc_tls import open_channel
 
-if TYPE_CHECKING:
-    from .replica_manager import HostedPartition, ReplicaManager
-
-TopicPartition = tuple[str, int]
 _log = EventLogger("replica_fetcher")
 
 FETCH_WAIT_MS = 500
@@ -54,6 +53,22 @@ CHANNEL_OPTIONS = [
 ]
 
 
+class FollowerHost(Protocol):
+    """What a fetcher needs of the node's replicas (the ReplicaManager)."""
+
+    @property
+    def node_id(self) -> int: ...
+    @property
+    def broker_epoch(self) -> int: ...
+    @property
+    def throttles(self) -> ReplicationThrottles: ...
+    def hosted(self, tp: TopicPartition) -> HostedPartition | None: ...
+
+
+# Carries out what a replica decided on an answer (ReplicaManager._carry_out).
+CarryOut = Callable[[HostedPartition, Sequence[pr.Action]], None]
+
+
 def error_name(code: int) -> str:
     try:
         return errors_pb2.ErrorCode.Name(code)
@@ -64,12 +79,14 @@ def error_name(code: int) -> str:
 class ReplicaFetcher:
     def __init__(
         self,
-        manager: ReplicaManager,
+        manager: FollowerHost,
+        carry_out: CarryOut,
         leader: int,
         address: tuple[str, int],
         credentials: grpc.ChannelCredentials | None = None,
     ) -> None:
         self.manager = manager
+        self._carry_out = carry_out
         self.leader = leader
         self._channel = open_channel(f"{address[0]}:{address[1]}", CHANNEL_OPTIONS, credentials)
         self._stub = client_pb2_grpc.SegLogStub(self._channel)
@@ -133,7 +150,7 @@ class ReplicaFetcher:
             hp = self.manager.hosted(tp) if tp in followed else None
             if hp is None:
                 continue
-            if self.manager.follower_throttle_exceeded(hp):
+            if self.manager.throttles.follower_exceeded(hp):
                 self._mark_due(tp)  # follower.replication.throttled.rate used up: later
                 continue
             with hp.plog.lock:
@@ -170,7 +187,7 @@ class ReplicaFetcher:
     def _deliver(self, hp: HostedPartition, response: pr.FollowerResponse) -> None:
         with hp.plog.lock:
             actions = hp.replica.handle_response(response, now_ms())
-        self.manager._carry_out(hp, actions)
+        self._carry_out(hp, actions)
         self._mark_due(hp.tp)
 
     def _reset_session(self) -> None:
@@ -235,7 +252,7 @@ class ReplicaFetcher:
                 if entry is None:
                     continue
                 hp, req = entry
-                self.manager.follower_fetched(hp, len(p.records))
+                self.manager.throttles.follower_fetched(hp, len(p.records))
                 diverging = None
                 if p.HasField("diverging_epoch"):
                     diverging = pr.EpochEndOffset(
@@ -276,25 +293,16 @@ class ReplicaFetcher:
     def _send_other_rpc(self, hp: HostedPartition, req: pr.FollowerRequest) -> None:
         topic, partition = hp.tp
         if isinstance(req, pr.OffsetsForLeaderEpochRequest):
-            r = self._stub.OffsetsForLeaderEpoch(
-                pb.OffsetsForLeaderEpochRequest(
-                    replica_id=self.manager.node_id,
-                    topics=[
-                        pb.OffsetForLeaderTopic(
-                            name=topic,
-                            partitions=[
-                                pb.OffsetForLeaderPartition(
-                                    partition=partition,
-                                    current_leader_epoch=req.current_leader_epoch,
-                                    leader_epoch=req.leader_epoch,
-                                )
-                            ],
-                        )
-                    ],
-                ),
-                timeout=10,
+            p = self._ask_one(
+                self._stub.OffsetsForLeaderEpoch,
+                pb.OffsetsForLeaderEpochRequest,
+                pb.OffsetForLeaderTopic,
+                pb.OffsetForLeaderPartition,
+                topic,
+                partition=partition,
+                current_leader_epoch=req.current_leader_epoch,
+                leader_epoch=req.leader_epoch,
             )
-            p = r.topics[0].partitions[0]
             self._deliver(
                 hp,
                 pr.OffsetsForLeaderEpochResponse(
@@ -302,25 +310,16 @@ class ReplicaFetcher:
                 ),
             )
         elif isinstance(req, pr.ListOffsetsRequest):
-            r = self._stub.ListOffsets(
-                pb.ListOffsetsRequest(
-                    replica_id=self.manager.node_id,
-                    topics=[
-                        pb.ListOffsetsTopic(
-                            name=topic,
-                            partitions=[
-                                pb.ListOffsetsPartition(
-                                    partition=partition,
-                                    current_leader_epoch=req.current_leader_epoch,
-                                    timestamp=req.timestamp,
-                                )
-                            ],
-                        )
-                    ],
-                ),
-                timeout=10,
+            p = self._ask_one(
+                self._stub.ListOffsets,
+                pb.ListOffsetsRequest,
+                pb.ListOffsetsTopic,
+                pb.ListOffsetsPartition,
+                topic,
+                partition=partition,
+                current_leader_epoch=req.current_leader_epoch,
+                timestamp=req.timestamp,
             )
-            p = r.topics[0].partitions[0]
             self._deliver(
                 hp,
                 pr.ListOffsetsResponse(
@@ -331,6 +330,25 @@ class ReplicaFetcher:
                     req.correlation_id,
                 ),
             )
+
+    def _ask_one(
+        self,
+        rpc: Callable[..., Any],
+        request: Callable[..., Any],
+        topic_entry: Callable[..., Any],
+        partition_entry: Callable[..., Any],
+        topic: str,
+        **fields: int,
+    ) -> Any:
+        """A one-partition request to the leader; its partition's answer."""
+        r = rpc(
+            request(
+                replica_id=self.manager.node_id,
+                topics=[topic_entry(name=topic, partitions=[partition_entry(**fields)])],
+            ),
+            timeout=10,
+        )
+        return r.topics[0].partitions[0]
 
 
 def _topics(fetches: list[tuple[HostedPartition, pr.FetchRequest]]) -> list[pb.FetchTopic]:

@@ -10,15 +10,10 @@ controller. Followers pull with one fetcher thread per leader node.
 
 from __future__ import annotations
 
-import itertools
 import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
-from concurrent.futures import Future
-from concurrent.futures import TimeoutError as FutureTimeout
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import NamedTuple, Protocol
 
 import grpc
 
@@ -37,34 +32,32 @@ from seglog.controller.metadata_records import (
 from seglog.proto import client_pb2 as pb
 from seglog.replication import partition_replica as pr
 from seglog.replication.isr_deadlines import IsrDeadlines
-from seglog.replication.throttle import (
-    LONG_MAX,
-    WINDOW_MS,
-    WINDOW_NUM,
-    ReplicationQuota,
-    is_throttled,
-)
+from seglog.replication.throttle import LONG_MAX, WINDOW_MS, WINDOW_NUM
 
 # The replicas' timer clock: monotonic, so a wall clock stepped back cannot stall fetch
 # backoffs and ISR checks, nor one stepped forward shrink every ISR at once (the log's own
 # times stay wall time: PartitionReplica.log_clock).
 from seglog.storage.disk_and_clock import monotonic_ms as now_ms
 from seglog.storage.errors import KafkaStorageError, StorageError
-from seglog.storage.file_slice import FileSlice
-from seglog.storage.log_config import LogConfig, parse_throttled_replicas
+from seglog.storage.log_config import LogConfig
 
 from . import request_timing
 from .alter_partition_manager import AlterPartitionManager, BatchSender
+from .delete_records import delete_records
 from .event_log import EventLogger
 from .fetch_session import DEFAULT_SLOTS as DEFAULT_SESSION_SLOTS
 from .fetch_session import FetchSessionCache
 from .fetch_wakeups import FetchWaiter, FetchWakeups
+from .hosted_partition import HostedPartition, PartitionError, TopicPartition
 from .liveness import StallWatchdog
-from .log_manager import LogManager, PartitionLog
+from .log_manager import LogManager
+from .partition_reads import PartitionReads, mark
+from .partition_requests import FetchResult, FetchSpec, OffsetResult, ProduceResult, ReplicaMetrics
 from .produce_errors import ProduceErrorLog
+from .produce_purgatory import Pending, ProducePurgatory, StartedProduce
 from .replica_fetcher import ReplicaFetcher
+from .replication_throttles import ReplicationThrottles
 
-TopicPartition = tuple[str, int]
 _log = EventLogger("replica_manager")
 
 LATEST_TIMESTAMP = -1
@@ -74,92 +67,6 @@ TICK_S = 0.05
 TIMER_LOOP = "replica timer loop"  # its name in the broker's stall watchdog
 DUE_PER_TICK = 10_000  # partitions ticked for their ISR timers per round, at most
 
-
-class PartitionError(Exception):
-    """A per-partition failure reported with Kafka's error name."""
-
-    def __init__(self, error_name: str, message: str = "") -> None:
-        super().__init__(message)
-        self.error_name = error_name
-
-
-class ReplicaMetrics(Protocol):
-    """Where the data path reports what it did (node/metrics.py)."""
-
-    def appended(self, topic: str, batch_bytes: int, records: int) -> None: ...
-    def sent(self, topic: str, batch_bytes: int) -> None: ...
-    def isr_changed(self, before: int, after: int) -> None: ...
-
-
-@dataclass
-class HostedPartition:
-    tp: TopicPartition
-    topic_id: str
-    plog: PartitionLog
-    replica: pr.PartitionReplica
-
-    @property
-    def leader(self) -> int:
-        return self.replica.leader_id
-
-    @property
-    def leader_epoch(self) -> int:
-        return self.replica.leader_epoch
-
-
-@dataclass(frozen=True, slots=True)
-class ProduceResult:
-    base_offset: int = -1
-    log_append_time: int = -1
-    log_start_offset: int = -1
-    error_name: str = "NONE"
-    error_message: str = ""
-
-
-@dataclass(frozen=True, slots=True)
-class FetchSpec:
-    topic: str
-    partition: int
-    fetch_offset: int
-    current_leader_epoch: int = -1
-    max_bytes: int = 1 << 20
-    last_fetched_epoch: int = -1
-    log_start_offset: int = -1
-
-
-@dataclass(slots=True)
-class FetchResult:
-    topic: str
-    partition: int
-    error_name: str = "NONE"
-    error_message: str = ""
-    high_watermark: int = -1
-    log_start_offset: int = -1
-    records: bytes | FileSlice = b""  # a FileSlice from a zero_copy fetch
-    leader: tuple[int, int] = field(default=(-1, -1))
-    diverging_epoch: tuple[int, int] | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class OffsetResult:
-    offset: int = -1
-    timestamp: int = -1
-    leader_epoch: int = -1
-    error_name: str = "NONE"
-    error_message: str = ""
-
-
-_Pending = tuple[int, "Future[pr.ProduceCompleted]"]  # request id, its answer
-
-
-class StartedProduce(NamedTuple):
-    """Appended batches whose answers are awaited (ReplicaManager.await_produced)."""
-
-    started: list[tuple[TopicPartition, _Pending | ProduceResult]]
-    deadline: float  # time.monotonic()
-
-
-DELETE_RECORDS_POLL_S = 0.02
 
 
 class ReplicaManager:
@@ -185,10 +92,14 @@ class ReplicaManager:
         self.node_id = node_id
         # Replication throttles (Kafka's ReplicationQuotaManager): bytes/s this node
         # sends to (leader) or fetches from (follower) out-of-sync throttled replicas.
-        window = {"window_ms": quota_window_size_ms, "samples": quota_window_num}
-        self.leader_quota = ReplicationQuota(leader_replication_throttled_rate, **window)
-        self.follower_quota = ReplicationQuota(follower_replication_throttled_rate, **window)
-        self._quota_lock = threading.Lock()
+        self.throttles = ReplicationThrottles(
+            node_id,
+            now_ms,
+            leader_rate=leader_replication_throttled_rate,
+            follower_rate=follower_replication_throttled_rate,
+            window_num=quota_window_num,
+            window_size_ms=quota_window_size_ms,
+        )
         self.channel_credentials = channel_credentials  # None: replicate in plaintext
         self.log_manager = log_manager
         self.topic_config = topic_config
@@ -207,9 +118,16 @@ class ReplicaManager:
         self._lock = threading.Lock()
         # Long-polling fetches wait on the partitions they name (Kafka's purgatory keys).
         self._wakeups = FetchWakeups()
-        self._request_ids = itertools.count(1)
-        self._waiting: dict[int, Future[pr.ProduceCompleted]] = {}
+        self._produces = ProducePurgatory()  # acks=-1 produces awaiting their ISR
         self.metrics: ReplicaMetrics | None = None  # set by the node
+        self._reads = PartitionReads(
+            self._hosted_or_error,
+            self._schedule_isr,
+            self._carry_out,
+            self.throttles,
+            lambda: self.metrics,
+            now_ms,
+        )
         # Both listeners report each refused partition of a Produce answer here.
         self.produce_errors = ProduceErrorLog()
         self._isr_proposals: dict[TopicPartition, tuple[int, int]] = {}
@@ -255,9 +173,7 @@ class ReplicaManager:
     def _carry_out(self, hp: HostedPartition, actions: Sequence[pr.Action]) -> None:
         for a in actions:
             if isinstance(a, pr.ProduceCompleted):
-                future = self._waiting.pop(a.request_id, None)
-                if future is not None and not future.done():
-                    future.set_result(a)
+                self._produces.complete(a)
             elif isinstance(a, pr.HighWatermarkUpdated):
                 self._wakeups.wake_for_hw((hp.tp,))
             elif isinstance(a, pr.SendAlterPartition):
@@ -498,47 +414,13 @@ class ReplicaManager:
 
     # --- replication throttles ---------------------------------------------------------
 
-    def _throttled(self, hp: HostedPartition, leader_side: bool, replica: int) -> bool:
-        """Kafka's shouldLeaderThrottle / shouldFollowerThrottle, before the quota: the
-        replica (the fetching follower, or this follower) is out of sync and the topic
-        lists this node's replica of the partition."""
-        quota = self.leader_quota if leader_side else self.follower_quota
-        if quota.unlimited or replica in hp.replica.isr:
-            return False
-        config = hp.plog.log.config
-        value = (
-            config.leader_replication_throttled_replicas
-            if leader_side
-            else config.follower_replication_throttled_replicas
-        )
-        if not value:
-            return False
-        name = f"{'leader' if leader_side else 'follower'}.replication.throttled.replicas"
-        return is_throttled(parse_throttled_replicas(value, name), hp.tp[1], self.node_id)
-
     def set_throttle_rates(self, leader: int, follower: int) -> None:
         """leader/follower.replication.throttled.rate changed (dynamic broker configs)."""
-        with self._quota_lock:
-            self.leader_quota.set_rate(leader)
-            self.follower_quota.set_rate(follower)
+        self.throttles.set_rates(leader, follower)
 
     def throttled_byte_rates(self) -> tuple[float, float]:
         """(leader, follower) bytes/s of throttled replication, as the quotas measure."""
-        t = now_ms()
-        with self._quota_lock:
-            return self.leader_quota.measured(t), self.follower_quota.measured(t)
-
-    def follower_throttle_exceeded(self, hp: HostedPartition) -> bool:
-        """This follower may not fetch the partition now (its quota is used up)."""
-        if not self._throttled(hp, False, self.node_id):
-            return False
-        with self._quota_lock:
-            return self.follower_quota.exceeded(now_ms())
-
-    def follower_fetched(self, hp: HostedPartition, n_bytes: int) -> None:
-        if n_bytes and self._throttled(hp, False, self.node_id):
-            with self._quota_lock:
-                self.follower_quota.record(n_bytes, now_ms())
+        return self.throttles.byte_rates()
 
     def set_broker_epoch(self, epoch: int) -> None:
         self.broker_epoch = epoch
@@ -547,7 +429,7 @@ class ReplicaManager:
 
     def waiting_produces(self) -> int:
         """acks=all produces waiting for their ISR (Kafka's produce purgatory)."""
-        return len(self._waiting)
+        return len(self._produces)
 
     def waiting_fetches(self) -> int:
         """Fetches long-polling for data right now (Kafka's fetch purgatory)."""
@@ -607,35 +489,7 @@ class ReplicaManager:
     def await_produced(self, produce: StartedProduce) -> list[ProduceResult]:
         """produce_all's second half: each partition's answer (acks=-1: once the HW
         passed the batch), bounded by the request's timeout."""
-        started, deadline = produce
-        results = []
-        for tp, pending in started:
-            if isinstance(pending, ProduceResult):
-                results.append(pending)
-                continue
-            request_id, future = pending
-            try:
-                done = future.result(timeout=max(0.0, deadline - time.monotonic()))
-            except FutureTimeout:
-                self._waiting.pop(request_id, None)
-                results.append(
-                    ProduceResult(error_name="REQUEST_TIMED_OUT", error_message="no answer in time")
-                )
-                continue
-            if done.error != "NONE":
-                results.append(
-                    ProduceResult(
-                        log_start_offset=done.log_start_offset,
-                        error_name=done.error,
-                        error_message=f"{done.error} for {tp[0]}-{tp[1]} on node {self.node_id}"
-                        + (f": {done.error_message}" if done.error_message else ""),
-                    )
-                )
-            else:
-                results.append(
-                    ProduceResult(done.base_offset, done.log_append_time, done.log_start_offset)
-                )
-        return results
+        return self._produces.await_produced(produce, self.node_id)
 
     def _start_produce(
         self,
@@ -644,7 +498,7 @@ class ReplicaManager:
         acks: int,
         timeout_ms: int,
         leader_epoch: int | None = None,
-    ) -> _Pending | ProduceResult:
+    ) -> Pending | ProduceResult:
         try:
             hp = self._hosted_or_error(tp)
         except PartitionError as e:
@@ -652,14 +506,12 @@ class ReplicaManager:
         doubt = self.leadership_doubt() if self.leadership_doubt is not None else None
         if doubt is not None:
             return ProduceResult(error_name="NOT_LEADER_OR_FOLLOWER", error_message=doubt)
-        request_id = next(self._request_ids)
-        future: Future[pr.ProduceCompleted] = Future()
-        self._waiting[request_id] = future
+        request_id, future = self._produces.park()
         with hp.plog.lock:
             if leader_epoch is not None and (
                 not hp.replica.is_leader or hp.replica.leader_epoch != leader_epoch
             ):
-                self._waiting.pop(request_id, None)
+                self._produces.drop(request_id)
                 return ProduceResult(
                     error_name="FENCED_LEADER_EPOCH",
                     error_message=f"{tp[0]}-{tp[1]} is not led at epoch {leader_epoch} "
@@ -705,7 +557,7 @@ class ReplicaManager:
             # Bounded by the deadline: each pass waits for new data or the time left.
             while True:
                 waiter.arm()
-                results = self._read(
+                results = self._reads.read(
                     specs, replica_id, replica_epoch, max_bytes, results, marks, zero_copy
                 )
                 total = sum(len(r.records) for r in results)
@@ -764,12 +616,14 @@ class ReplicaManager:
                     if tp in out and out[tp].records:
                         continue
                     hp = self._partitions.get(tp)
-                    if hp is None or session.seen.get(tp) != self._mark(hp):
+                    if hp is None or session.seen.get(tp) != mark(hp):
                         candidates.append(spec)
                 if candidates:
                     marks: list[tuple[int, ...] | None] = [None] * len(candidates)
                     budget = max(max_bytes - total, 0)
-                    results = self._read(candidates, replica_id, replica_epoch, budget, None, marks)
+                    results = self._reads.read(
+                        candidates, replica_id, replica_epoch, budget, None, marks
+                    )
                     for spec, r, m in zip(candidates, results, marks, strict=True):
                         tp = (spec.topic, spec.partition)
                         failed = r.error_name != "NONE" or r.diverging_epoch is not None
@@ -809,112 +663,6 @@ class ReplicaManager:
             or self._stopped.is_set()
         )
 
-    @staticmethod
-    def _mark(hp: HostedPartition) -> tuple[int, ...]:
-        """What a waiting fetch's answer for the partition depends on: while it stays
-        the same, a re-read would return the same empty answer."""
-        log = hp.plog.log
-        return (
-            log.log_end_offset,
-            log.high_watermark,
-            log.log_start_offset,
-            hp.replica.leader_epoch,
-        )
-
-    def _read(
-        self,
-        specs: Sequence[FetchSpec],
-        replica_id: int,
-        replica_epoch: int,
-        max_bytes: int,
-        previous: list[FetchResult] | None = None,
-        marks: list[tuple[int, ...] | None] | None = None,
-        zero_copy: bool = False,
-    ) -> list[FetchResult]:
-        """One pass over a fetch's partitions. On a waiting fetch's later passes
-        (`previous`) a partition whose state is unchanged since its last empty answer
-        keeps that answer: it is not re-read and its follower is not updated again
-        (Kafka updates a follower's state once per fetch, on arrival)."""
-        results = []
-        budget = max_bytes
-        first_with_data = True
-        for i, spec in enumerate(specs):
-            tp = (spec.topic, spec.partition)
-            result = FetchResult(spec.topic, spec.partition)
-            try:
-                hp = self._hosted_or_error(tp)
-                limit = max(min(spec.max_bytes, budget), 0)
-                if not first_with_data and limit == 0:
-                    results.append(result)
-                    continue
-                if (
-                    previous is not None
-                    and marks is not None
-                    and marks[i] is not None
-                    and marks[i] == self._mark(hp)
-                ):
-                    results.append(previous[i])
-                    continue
-                with hp.plog.lock:
-                    if marks is not None:
-                        marks[i] = self._mark(hp)
-                    result.leader = (hp.replica.leader_id, hp.replica.leader_epoch)
-                    if replica_id >= 0:
-                        response, actions = hp.replica.handle_fetch(
-                            pr.FetchRequest(
-                                replica_id,
-                                spec.fetch_offset,
-                                spec.current_leader_epoch,
-                                spec.last_fetched_epoch,
-                                spec.log_start_offset,
-                                limit if not first_with_data else max(limit, 1),
-                                replica_epoch,
-                            ),
-                            now_ms(),
-                        )
-                        self._schedule_isr(hp)
-                        result.error_name = response.error
-                        result.high_watermark = response.high_watermark
-                        result.log_start_offset = response.log_start_offset
-                        result.records = response.records
-                        if result.records and self._throttled(hp, True, replica_id):
-                            with self._quota_lock:
-                                t = now_ms()
-                                if self.leader_quota.exceeded(t):
-                                    result.records = b""
-                                    if marks is not None:
-                                        # Not seen: a waiting fetch or the fetch
-                                        # session reads it again, quota permitting.
-                                        marks[i] = None
-                                else:
-                                    self.leader_quota.record(len(result.records), t)
-                        if response.diverging_epoch is not None:
-                            d = response.diverging_epoch
-                            result.diverging_epoch = (d.epoch, d.end_offset)
-                    else:
-                        consumer = hp.replica.read_for_consumer(
-                            spec.fetch_offset, limit, spec.current_leader_epoch, zero_copy
-                        )
-                        actions = []
-                        result.error_name = consumer.error
-                        result.high_watermark = consumer.high_watermark
-                        result.log_start_offset = consumer.log_start_offset
-                        result.records = consumer.records
-                        if self.metrics is not None and consumer.records:
-                            self.metrics.sent(spec.topic, len(consumer.records))
-                self._carry_out(hp, actions)
-            except PartitionError as e:
-                result.error_name, result.error_message = e.error_name, str(e)
-            except StorageError as e:
-                result.error_name, result.error_message = e.error_name, str(e)
-            if result.error_name != "NONE" and not result.error_message:
-                result.error_message = f"{result.error_name} for {tp[0]}-{tp[1]}"
-            if result.records:
-                first_with_data = False
-                budget -= len(result.records)
-            results.append(result)
-        return results
-
     # --- offsets ---------------------------------------------------------------------------
 
     def list_offset(
@@ -932,9 +680,7 @@ class ReplicaManager:
                     pr.ListOffsetsRequest(timestamp, replica_id, current_leader_epoch)
                 )
             return OffsetResult(r.offset, r.timestamp, r.leader_epoch, r.error)
-        except PartitionError as e:
-            return OffsetResult(error_name=e.error_name, error_message=str(e))
-        except StorageError as e:
+        except (PartitionError, StorageError) as e:
             return OffsetResult(error_name=e.error_name, error_message=str(e))
 
     def end_offset_for_epoch(
@@ -969,79 +715,15 @@ class ReplicaManager:
         (REQUEST_TIMED_OUT after `timeout_ms`). The result's offset is that low
         watermark. Retention then removes the segments wholly below the start offset,
         and the log manager's checkpoint records it."""
-        results: list[OffsetResult] = []
-        targets: list[tuple[int, HostedPartition, int]] = []
-        for i, (tp, offset) in enumerate(wanted):
-            try:
-                hp = self._hosted_or_error(tp)
-                with hp.plog.lock:
-                    if not hp.replica.is_leader:
-                        raise PartitionError(
-                            "NOT_LEADER_OR_FOLLOWER",
-                            f"{tp[0]}-{tp[1]}: node {self.node_id} is not its leader",
-                        )
-                    log = hp.plog.log
-                    if not log.config.delete:
-                        raise PartitionError(
-                            "POLICY_VIOLATION",
-                            f"records of {tp[0]}-{tp[1]} cannot be deleted: its "
-                            f"cleanup.policy does not include delete",
-                        )
-                    target = log.high_watermark if offset == -1 else offset
-                    if target < 0 or target > log.high_watermark:
-                        raise PartitionError(
-                            "OFFSET_OUT_OF_RANGE",
-                            f"{tp[0]}-{tp[1]}: cannot delete records before offset {offset}: "
-                            f"the high watermark is {log.high_watermark}",
-                        )
-                    log.maybe_increment_log_start_offset(target)
-                results.append(OffsetResult(offset=-1))
-                targets.append((i, hp, target))
-            except PartitionError as e:
-                results.append(OffsetResult(error_name=e.error_name, error_message=str(e)))
-            except StorageError as e:
-                results.append(OffsetResult(error_name=e.error_name, error_message=str(e)))
-        if targets:
-            _log.info(
-                "records_deleted",
-                partitions=[f"{hp.tp[0]}-{hp.tp[1]}:{t}" for _i, hp, t in targets],
-            )
-            self._wakeups.wake(hp.tp for _i, hp, _t in targets)  # the followers learn it
-        deadline = time.monotonic() + max(timeout_ms, 0) / 1000
-        while targets:
-            waiting = []
-            for i, hp, target in targets:
-                low = self._low_watermark(hp, alive)
-                if low >= target:
-                    results[i] = OffsetResult(offset=low)
-                else:
-                    waiting.append((i, hp, target))
-            targets = waiting
-            if not targets:
-                break
-            if time.monotonic() >= deadline or self._stopped.is_set():
-                for i, hp, target in targets:
-                    results[i] = OffsetResult(
-                        error_name="REQUEST_TIMED_OUT",
-                        error_message=f"{hp.tp[0]}-{hp.tp[1]}: the replicas' low watermark "
-                        f"{self._low_watermark(hp, alive)} did not reach {target} in "
-                        f"{timeout_ms} ms",
-                    )
-                break
-            # The followers' start offsets come with their fetches: look again shortly
-            # (a bounded wait, on a delayed thread of the Kafka listener).
-            time.sleep(DELETE_RECORDS_POLL_S)
-        return results
-
-    def _low_watermark(self, hp: HostedPartition, alive: Callable[[int], bool]) -> int:
-        """Kafka's lowWatermarkIfLeader: the least log start offset of the leader and
-        its followers on live brokers."""
-        with hp.plog.lock:
-            low = hp.plog.log.log_start_offset
-            for r, fs in hp.replica.followers.items():
-                if alive(r):
-                    low = min(low, fs.log_start_offset)
-        return low
+        return delete_records(
+            wanted,
+            timeout_ms,
+            alive,
+            node_id=self.node_id,
+            hosted_or_error=self._hosted_or_error,
+            wake=self._wakeups.wake,
+            stopped=self._stopped,
+        )
 
     def describe_led(self, topics: set[str]) -> list[pb.PartitionReplicas]:
         """HW and every replica's log end offset of the partitions this node leads."""
@@ -1079,7 +761,9 @@ class ReplicaManager:
         for node in set(by_leader) - set(self._fetchers):
             address = self.address_of(node)
             if address is not None:
-                self._fetchers[node] = ReplicaFetcher(self, node, address, self.channel_credentials)
+                self._fetchers[node] = ReplicaFetcher(
+                    self, self._carry_out, node, address, self.channel_credentials
+                )
         for node in set(self._fetchers) - set(by_leader):
             self._fetchers.pop(node).stop()
         for node, fetcher in self._fetchers.items():

@@ -5,7 +5,8 @@ of its own beyond request shape checks."""
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any
 
 import grpc
 
@@ -19,7 +20,7 @@ from .event_log import EventLogger
 from .fetch_session import FetchSessionError
 from .groups.offsets_records import OFFSETS_TOPIC
 from .node_services import NodeServices
-from .replica_manager import FetchSpec, ProduceResult
+from .partition_requests import FetchSpec, ProduceResult
 
 _log = EventLogger("servicer")
 E = errors_pb2.ErrorCode
@@ -30,6 +31,36 @@ def code(name: str) -> int:
         return E.Value(name)
     except ValueError:
         return E.Value("UNKNOWN_SERVER_ERROR")
+
+
+def refused(e: ControlError) -> dict[str, Any]:
+    """A response entry's error fields for the controller's refusal."""
+    return {"error_code": code(e.error_name), "error_message": str(e)}
+
+
+def config_results(
+    resources: Iterable[Any], results: Any, action: str
+) -> Iterator[tuple[Any, Any]]:
+    """Each TOPIC or BROKER resource with its result entry; any other type is
+    answered INVALID_REQUEST here ("only TOPIC and BROKER config resources `action`")."""
+    for resource in resources:
+        result = results.add(type=resource.type, name=resource.name)
+        if resource.type not in (pb.TOPIC, pb.BROKER):
+            result.error_code = E.INVALID_REQUEST
+            result.error_message = f"only TOPIC and BROKER config resources {action}"
+            continue
+        yield resource, result
+
+
+def answer_partitions(
+    topics: Iterable[Any], response_topics: Any, answer: Callable[[str, Any], dict[str, Any]]
+) -> None:
+    """Each requested partition's entry in the response, under its topic's, with the
+    fields `answer(topic, partition)` gives (called in request order)."""
+    for t in topics:
+        tr = response_topics.add(name=t.name)
+        for p in t.partitions:
+            tr.partitions.add(partition=p.partition, **answer(t.name, p))
 
 
 def answer_reassignments(
@@ -46,9 +77,7 @@ def answer_reassignments(
     try:
         results = alter(wanted)
     except ControlError as e:
-        return pb.AlterPartitionReassignmentsResponse(
-            error_code=code(e.error_name), error_message=str(e)
-        )
+        return pb.AlterPartitionReassignmentsResponse(**refused(e))
     return pb.AlterPartitionReassignmentsResponse(
         results=[
             pb.PartitionReassignment(
@@ -92,9 +121,7 @@ class SegLogServicer(client_pb2_grpc.SegLogServicer):
                     )
                 except ControlError as e:
                     if e.error_name != "TOPIC_ALREADY_EXISTS":
-                        response.topics.add(
-                            name=name, error_code=code(e.error_name), error_message=str(e)
-                        )
+                        response.topics.add(name=name, **refused(e))
                         continue
                 image = self.node.metadata_image()
                 topic = image.topics.get(name)
@@ -141,9 +168,7 @@ class SegLogServicer(client_pb2_grpc.SegLogServicer):
                     name=t.name, topic_id=topic_id, num_partitions=partitions, replication_factor=rf
                 )
             except ControlError as e:
-                response.topics.add(
-                    name=t.name, error_code=code(e.error_name), error_message=str(e)
-                )
+                response.topics.add(name=t.name, **refused(e))
         return response
 
     def CreatePartitions(
@@ -155,9 +180,7 @@ class SegLogServicer(client_pb2_grpc.SegLogServicer):
                 self.node.create_partitions(t.name, t.count, request.validate_only)
                 response.results.add(name=t.name)
             except ControlError as e:
-                response.results.add(
-                    name=t.name, error_code=code(e.error_name), error_message=str(e)
-                )
+                response.results.add(name=t.name, **refused(e))
         return response
 
     def AlterPartitionReassignments(
@@ -193,7 +216,7 @@ class SegLogServicer(client_pb2_grpc.SegLogServicer):
         try:
             results = self.node.elect_leaders(request.election_type, wanted)
         except ControlError as e:
-            return pb.ElectLeadersResponse(error_code=code(e.error_name), error_message=str(e))
+            return pb.ElectLeadersResponse(**refused(e))
         return pb.ElectLeadersResponse(
             results=[
                 pb.ElectLeadersResult(topic=t, partition=p, error_code=code(error))
@@ -210,19 +233,16 @@ class SegLogServicer(client_pb2_grpc.SegLogServicer):
                 self.node.delete_topic(name)
                 response.topics.add(name=name)
             except ControlError as e:
-                response.topics.add(name=name, error_code=code(e.error_name), error_message=str(e))
+                response.topics.add(name=name, **refused(e))
         return response
 
     def DescribeConfigs(
         self, request: pb.DescribeConfigsRequest, context: grpc.ServicerContext
     ) -> pb.DescribeConfigsResponse:
         response = pb.DescribeConfigsResponse()
-        for resource in request.resources:
-            result = response.results.add(type=resource.type, name=resource.name)
-            if resource.type not in (pb.TOPIC, pb.BROKER):
-                result.error_code = E.INVALID_REQUEST
-                result.error_message = "only TOPIC and BROKER config resources are supported"
-                continue
+        for resource, result in config_results(
+            request.resources, response.results, "are supported"
+        ):
             try:
                 entries = (
                     self.node.describe_topic_config(resource.name)
@@ -249,12 +269,9 @@ class SegLogServicer(client_pb2_grpc.SegLogServicer):
         self, request: pb.AlterConfigsRequest, context: grpc.ServicerContext
     ) -> pb.AlterConfigsResponse:
         response = pb.AlterConfigsResponse()
-        for resource in request.resources:
-            result = response.results.add(type=resource.type, name=resource.name)
-            if resource.type not in (pb.TOPIC, pb.BROKER):
-                result.error_code = E.INVALID_REQUEST
-                result.error_message = "only TOPIC and BROKER config resources can be altered"
-                continue
+        for resource, result in config_results(
+            request.resources, response.results, "can be altered"
+        ):
             changes: dict[str, str | None] = {
                 c.name: (None if c.op == pb.DELETE else c.value) for c in resource.configs
             }
@@ -276,14 +293,11 @@ class SegLogServicer(client_pb2_grpc.SegLogServicer):
     ) -> pb.ProduceResponse:
         response = pb.ProduceResponse()
         if request.acks not in (-1, 0, 1):
-            for t in request.topics:
-                tr = response.topics.add(name=t.name)
-                for p in t.partitions:
-                    tr.partitions.add(
-                        partition=p.partition,
-                        error_code=E.INVALID_REQUIRED_ACKS,
-                        error_message=f"acks must be -1, 0 or 1, got {request.acks}",
-                    )
+            refused = {
+                "error_code": E.INVALID_REQUIRED_ACKS,
+                "error_message": f"acks must be -1, 0 or 1, got {request.acks}",
+            }
+            answer_partitions(request.topics, response.topics, lambda _t, _p: refused)
             return response
         # Only the group coordinator writes the internal offsets topic (Kafka's rule).
         items = [
@@ -301,22 +315,22 @@ class SegLogServicer(client_pb2_grpc.SegLogServicer):
             error_name="INVALID_TOPIC_EXCEPTION",
             error_message=f"{OFFSETS_TOPIC} is an internal topic: only its coordinators write it",
         )
-        for t in request.topics:
-            tr = response.topics.add(name=t.name)
-            for p in t.partitions:
-                result = internal if t.name == OFFSETS_TOPIC else next(results)
-                if result.error_name != "NONE":
-                    rm.produce_errors.report(
-                        "GRPC", t.name, p.partition, result.error_name, result.error_message
-                    )
-                tr.partitions.add(
-                    partition=p.partition,
-                    error_code=code(result.error_name),
-                    error_message=result.error_message,
-                    base_offset=result.base_offset,
-                    log_append_time_ms=result.log_append_time,
-                    log_start_offset=result.log_start_offset,
+
+        def answer(topic: str, p: pb.PartitionProduceData) -> dict[str, Any]:
+            result = internal if topic == OFFSETS_TOPIC else next(results)
+            if result.error_name != "NONE":
+                rm.produce_errors.report(
+                    "GRPC", topic, p.partition, result.error_name, result.error_message
                 )
+            return {
+                "error_code": code(result.error_name),
+                "error_message": result.error_message,
+                "base_offset": result.base_offset,
+                "log_append_time_ms": result.log_append_time,
+                "log_start_offset": result.log_start_offset,
+            }
+
+        answer_partitions(request.topics, response.topics, answer)
         return response
 
     def Fetch(self, request: pb.FetchRequest, context: grpc.ServicerContext) -> pb.FetchResponse:
@@ -391,20 +405,20 @@ class SegLogServicer(client_pb2_grpc.SegLogServicer):
     ) -> pb.ListOffsetsResponse:
         response = pb.ListOffsetsResponse()
         rm = self.node.replica_manager
-        for t in request.topics:
-            tr = response.topics.add(name=t.name)
-            for p in t.partitions:
-                r = rm.list_offset(
-                    (t.name, p.partition), p.timestamp, p.current_leader_epoch, request.replica_id
-                )
-                tr.partitions.add(
-                    partition=p.partition,
-                    error_code=code(r.error_name),
-                    error_message=r.error_message,
-                    timestamp=r.timestamp,
-                    offset=r.offset,
-                    leader_epoch=r.leader_epoch,
-                )
+
+        def answer(topic: str, p: pb.ListOffsetsPartition) -> dict[str, Any]:
+            r = rm.list_offset(
+                (topic, p.partition), p.timestamp, p.current_leader_epoch, request.replica_id
+            )
+            return {
+                "error_code": code(r.error_name),
+                "error_message": r.error_message,
+                "timestamp": r.timestamp,
+                "offset": r.offset,
+                "leader_epoch": r.leader_epoch,
+            }
+
+        answer_partitions(request.topics, response.topics, answer)
         return response
 
     def OffsetsForLeaderEpoch(
@@ -412,18 +426,18 @@ class SegLogServicer(client_pb2_grpc.SegLogServicer):
     ) -> pb.OffsetsForLeaderEpochResponse:
         response = pb.OffsetsForLeaderEpochResponse()
         rm = self.node.replica_manager
-        for t in request.topics:
-            tr = response.topics.add(name=t.name)
-            for p in t.partitions:
-                r = rm.end_offset_for_epoch(
-                    (t.name, p.partition), p.leader_epoch, p.current_leader_epoch
-                )
-                tr.partitions.add(
-                    partition=p.partition,
-                    error_code=code(r.error_name),
-                    leader_epoch=r.leader_epoch,
-                    end_offset=r.offset,
-                )
+
+        def answer(topic: str, p: pb.OffsetForLeaderPartition) -> dict[str, Any]:
+            r = rm.end_offset_for_epoch(
+                (topic, p.partition), p.leader_epoch, p.current_leader_epoch
+            )
+            return {
+                "error_code": code(r.error_name),
+                "leader_epoch": r.leader_epoch,
+                "end_offset": r.offset,
+            }
+
+        answer_partitions(request.topics, response.topics, answer)
         return response
 
     def DescribeReplicas(

@@ -21,7 +21,7 @@ from seglog.storage.log_config import (
     ConfigType,
 )
 
-from .socket_server import SocketSettings
+from .socket_settings import SocketSettings
 
 TOPIC_CONFIG, DYNAMIC_BROKER, DYNAMIC_DEFAULT_BROKER, STATIC_BROKER, DEFAULT = 1, 2, 3, 4, 5
 # Kafka's DescribeConfigs config types (UNKNOWN: a property no config defines).

@@ -19,7 +19,7 @@ from seglog.storage.partition_metadata import uuid_to_topic_id
 
 from ..event_log import EventLogger
 from ..groups.offsets_records import OFFSETS_TOPIC
-from ..replica_manager import FetchResult, FetchSpec, OffsetResult
+from ..partition_requests import FetchResult, FetchSpec, OffsetResult
 from ..security.acls import CLUSTER_NAME, AclOperation, ResourceType
 from ..security.authorizing_node import AuthorizingNode
 from ..security.kafka_gate import allowed, allowed_on_any, authorized_operations
@@ -33,11 +33,11 @@ from .codec import (
     placeholder,
     response_class,
 )
+from .deferred import Deferred
 from .errors import error_code
 from .groups import KafkaGroupApis
 from .metadata import api_versions, describe_cluster, metadata
 from .node_api import KafkaNode
-from .socket_server import Deferred
 
 _log = EventLogger("kafka")
 TOPIC, CLUSTER = ResourceType.TOPIC, ResourceType.CLUSTER

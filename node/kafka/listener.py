@@ -13,9 +13,11 @@ from ..event_log import EventLogger
 from ..metrics import NodeMetrics, timed_kafka_handler
 from ..security.kafka_gate import KafkaGate
 from ..security.kafka_tls import ListenerTls
+from .deferred import Deferred, Handler
 from .handlers import KafkaApis
 from .node_api import KafkaNode
-from .socket_server import Deferred, Handler, SocketServer, SocketSettings
+from .socket_server import SocketServer
+from .socket_settings import SocketSettings
 
 _log = EventLogger("kafka")
 

@@ -5,11 +5,11 @@ the live brokers answers LEADER_NOT_AVAILABLE."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Container
 from typing import Any
 
 from seglog.controller.cluster_control import ControlError
-from seglog.controller.metadata_image import BrokerImage, MetadataImage
+from seglog.controller.metadata_image import BrokerImage, MetadataImage, PartitionState
 from seglog.storage.partition_metadata import topic_id_to_uuid
 
 from ..groups.offsets_records import OFFSETS_TOPIC
@@ -38,6 +38,20 @@ def api_versions(request: KafkaRequest) -> list[Part]:
         throttle_time_ms=0,
     )
     return encode_response(request, body, version=version)
+
+
+def partition_leadership(index: int, state: PartitionState, live: Container[int]) -> dict[str, Any]:
+    """A partition's leader and replicas as Metadata and DescribeTopicPartitions answer
+    them: LEADER_NOT_AVAILABLE (and no leader) while its leader is not live."""
+    leader_up = state.leader in live
+    return {
+        "error_code": 0 if leader_up else error_code("LEADER_NOT_AVAILABLE"),
+        "partition_index": index,
+        "leader_id": state.leader if leader_up else -1,
+        "leader_epoch": state.leader_epoch,
+        "replica_nodes": list(state.replicas),
+        "isr_nodes": list(state.isr),
+    }
 
 
 def live_brokers(image: MetadataImage, listener: str) -> dict[int, tuple[BrokerImage, str, int]]:
@@ -133,15 +147,9 @@ def metadata(
         live = live_brokers(image, listener)
         partitions = []
         for p, state in sorted(topic.partitions.items()):
-            leader_up = state.leader in live
             partitions.append(
                 cls.MetadataResponseTopic.MetadataResponsePartition(
-                    error_code=0 if leader_up else error_code("LEADER_NOT_AVAILABLE"),
-                    partition_index=p,
-                    leader_id=state.leader if leader_up else -1,
-                    leader_epoch=state.leader_epoch,
-                    replica_nodes=list(state.replicas),
-                    isr_nodes=list(state.isr),
+                    **partition_leadership(p, state, live),
                     offline_replicas=[r for r in state.replicas if r not in live],
                 )
             )

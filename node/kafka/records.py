@@ -8,14 +8,14 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from ..replica_manager import OffsetResult
+from ..partition_requests import OffsetResult
 from ..security.acls import AclOperation, ResourceType
 from ..security.kafka_gate import allowed
 from ..security.node_authorizer import NodeAuthorizer
 from .codec import KafkaRequest, Part, encode_response, response_class
+from .deferred import Deferred
 from .errors import error_code
 from .node_api import KafkaNode
-from .socket_server import Deferred
 
 MAX_TIMEOUT_MS = 60_000  # a request's TimeoutMs is capped at this (it holds a thread)
 

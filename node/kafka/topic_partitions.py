@@ -16,7 +16,7 @@ from seglog.storage.partition_metadata import topic_id_to_uuid
 from ..groups.offsets_records import OFFSETS_TOPIC
 from .codec import KafkaRequest, Part, encode_response, response_class
 from .errors import error_code
-from .metadata import live_brokers
+from .metadata import live_brokers, partition_leadership
 from .node_api import KafkaNode
 
 MAX_REQUEST_PARTITION_SIZE_LIMIT = 2000  # Kafka's max.request.partition.size.limit
@@ -86,15 +86,9 @@ def describe_topic_partitions(
         partitions = []
         for p in page:
             state = topic.partitions[p]
-            leader_up = state.leader in live
             partitions.append(
                 T.DescribeTopicPartitionsResponsePartition(
-                    error_code=0 if leader_up else error_code("LEADER_NOT_AVAILABLE"),
-                    partition_index=p,
-                    leader_id=state.leader if leader_up else -1,
-                    leader_epoch=state.leader_epoch,
-                    replica_nodes=list(state.replicas),
-                    isr_nodes=list(state.isr),
+                    **partition_leadership(p, state, live),
                     eligible_leader_replicas=[],
                     last_known_elr=[],
                     # Kafka: replicas of brokers that are not registered at all.

@@ -85,6 +85,18 @@ class AclBinding:
     operation: AclOperation
     permission: PermissionType  # ALLOW or DENY
 
+    def wire_fields(self) -> dict[str, int | str]:
+        """Its fields as Kafka's ACL messages and seglog's AclBinding proto name them."""
+        return {
+            "resource_type": int(self.resource_type),
+            "resource_name": self.resource_name,
+            "pattern_type": int(self.pattern_type),
+            "principal": self.principal,
+            "host": self.host,
+            "operation": int(self.operation),
+            "permission_type": int(self.permission),
+        }
+
     def check(self) -> str | None:
         """Why this binding cannot be stored (Kafka's CreateAcls checks), or None."""
         if self.resource_type in (ResourceType.ANY, ResourceType.UNKNOWN):

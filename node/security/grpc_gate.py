@@ -9,6 +9,7 @@ listener every call is cluster business: CLUSTER_ACTION on the cluster."""
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import grpc
@@ -16,6 +17,7 @@ import grpc
 from seglog.proto import errors_pb2
 
 from ..event_log import EventLogger
+from ..grpc_wrap import WrappingInterceptor, wrap_handler
 from .acls import CLUSTER_NAME, AclOperation, ResourceType
 from .grpc_auth import grpc_principal
 from .node_authorizer import NodeAuthorizer
@@ -71,20 +73,16 @@ def seglog_checks(method: str, request: Any) -> list[Check]:
     return []
 
 
-class AuthorizingInterceptor(grpc.ServerInterceptor):
+class AuthorizingInterceptor(WrappingInterceptor):
+    open_methods = OPEN
+
     def __init__(self, authorizer: NodeAuthorizer, controller_listener: bool = False) -> None:
         self.authorizer = authorizer
         self.controller_listener = controller_listener
 
-    def intercept_service(
-        self,
-        continuation: Callable[[grpc.HandlerCallDetails], grpc.RpcMethodHandler | None],
-        details: grpc.HandlerCallDetails,
-    ) -> grpc.RpcMethodHandler | None:
-        handler = continuation(details)
-        method = details.method  # type: ignore[attr-defined]
-        if handler is None or method.startswith(OPEN):
-            return handler
+    def intercept(
+        self, handler: grpc.RpcMethodHandler, method: str, details: grpc.HandlerCallDetails
+    ) -> grpc.RpcMethodHandler:
         if self.controller_listener:
             cluster_action = _cluster(AclOperation.CLUSTER_ACTION)
             return self._wrap(handler, method, lambda _r, _p, _h: cluster_action)
@@ -142,49 +140,13 @@ class AuthorizingInterceptor(grpc.ServerInterceptor):
         method: str,
         checks: Callable[[Any, str, str], list[Check]],
     ) -> grpc.RpcMethodHandler:
-        def pre(request: Any, context: grpc.ServicerContext) -> None:
+        @contextmanager
+        def checked(request: Any, context: grpc.ServicerContext) -> Iterator[None]:
             principal, host = grpc_principal(context)
             self._refuse_unless_allowed(context, checks(request, principal, host), method)
+            yield
 
-        if handler.unary_unary is not None:
-            inner = handler.unary_unary
-
-            def unary(request: Any, context: grpc.ServicerContext) -> Any:
-                pre(request, context)
-                return inner(request, context)
-
-            return grpc.unary_unary_rpc_method_handler(
-                unary, handler.request_deserializer, handler.response_serializer
-            )
-        if handler.unary_stream is not None:
-            inner_us = handler.unary_stream
-
-            def unary_stream(request: Any, context: grpc.ServicerContext) -> Iterator[Any]:
-                pre(request, context)
-                yield from inner_us(request, context)
-
-            return grpc.unary_stream_rpc_method_handler(
-                unary_stream, handler.request_deserializer, handler.response_serializer
-            )
-        if handler.stream_stream is not None:
-            inner_ss = handler.stream_stream
-
-            def stream_stream(requests: Iterator[Any], context: grpc.ServicerContext) -> Any:
-                pre(None, context)
-                return inner_ss(requests, context)
-
-            return grpc.stream_stream_rpc_method_handler(
-                stream_stream, handler.request_deserializer, handler.response_serializer
-            )
-        inner_su = handler.stream_unary
-
-        def stream_unary(requests: Iterator[Any], context: grpc.ServicerContext) -> Any:
-            pre(None, context)
-            return inner_su(requests, context)
-
-        return grpc.stream_unary_rpc_method_handler(
-            stream_unary, handler.request_deserializer, handler.response_serializer
-        )
+        return wrap_handler(handler, checked)
 
     def _metadata(self, handler: grpc.RpcMethodHandler) -> grpc.RpcMethodHandler:
         inner = handler.unary_unary

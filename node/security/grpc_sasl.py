@@ -22,7 +22,7 @@ import os
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import grpc
@@ -34,6 +34,7 @@ from seglog.storage.errors import InvalidConfigError
 
 from ..config import int_setting
 from ..event_log import EventLogger
+from ..grpc_wrap import WrappingInterceptor, wrap_handler
 from .grpc_auth import TOKEN_METADATA, peer_host, with_token_principal
 from .principal import USER
 from .sasl import SaslSession, jaas_plain_users, parse_mechanisms
@@ -193,28 +194,29 @@ class GrpcSasl:
         return principal
 
 
-class SaslTokenInterceptor(grpc.ServerInterceptor):
+class SaslTokenInterceptor(WrappingInterceptor):
     """Outside the authorizing interceptor: the principal is known before it asks."""
+
+    open_methods = OPEN
 
     def __init__(self, sasl: GrpcSasl) -> None:
         self.sasl = sasl
 
-    def intercept_service(
-        self,
-        continuation: Callable[[grpc.HandlerCallDetails], grpc.RpcMethodHandler | None],
-        details: grpc.HandlerCallDetails,
-    ) -> grpc.RpcMethodHandler | None:
-        handler = continuation(details)
-        method = details.method  # type: ignore[attr-defined]
-        if handler is None or method.startswith(OPEN):
-            return handler
+    def intercept(
+        self, handler: grpc.RpcMethodHandler, method: str, details: grpc.HandlerCallDetails
+    ) -> grpc.RpcMethodHandler:
         token = next(
             (v for k, v in details.invocation_metadata or () if k == TOKEN_METADATA),  # type: ignore[attr-defined]
             None,
         )
         if token is None:
             return handler
-        return _wrap(handler, self.sasl, str(token), method)
+        sasl = self.sasl
+
+        def as_token_user(_request: Any, context: grpc.ServicerContext) -> Any:
+            return with_token_principal(_principal(sasl, str(token), context, method))
+
+        return wrap_handler(handler, as_token_user)
 
 
 def _principal(sasl: GrpcSasl, token: str, context: grpc.ServicerContext, method: str) -> str:
@@ -229,47 +231,3 @@ def _principal(sasl: GrpcSasl, token: str, context: grpc.ServicerContext, method
         )
         context.abort(grpc.StatusCode.UNAUTHENTICATED, f"SASL_AUTHENTICATION_FAILED: {e}")
         raise  # abort raises; for the type checker
-
-
-def _wrap(
-    handler: grpc.RpcMethodHandler, sasl: GrpcSasl, token: str, method: str
-) -> grpc.RpcMethodHandler:
-    if handler.unary_unary is not None:
-        inner = handler.unary_unary
-
-        def unary(request: Any, context: grpc.ServicerContext) -> Any:
-            with with_token_principal(_principal(sasl, token, context, method)):
-                return inner(request, context)
-
-        return grpc.unary_unary_rpc_method_handler(
-            unary, handler.request_deserializer, handler.response_serializer
-        )
-    if handler.unary_stream is not None:
-        inner_us = handler.unary_stream
-
-        def unary_stream(request: Any, context: grpc.ServicerContext) -> Iterator[Any]:
-            with with_token_principal(_principal(sasl, token, context, method)):
-                yield from inner_us(request, context)
-
-        return grpc.unary_stream_rpc_method_handler(
-            unary_stream, handler.request_deserializer, handler.response_serializer
-        )
-    if handler.stream_stream is not None:
-        inner_ss = handler.stream_stream
-
-        def stream_stream(requests: Iterator[Any], context: grpc.ServicerContext) -> Any:
-            with with_token_principal(_principal(sasl, token, context, method)):
-                yield from inner_ss(requests, context)
-
-        return grpc.stream_stream_rpc_method_handler(
-            stream_stream, handler.request_deserializer, handler.response_serializer
-        )
-    inner_su = handler.stream_unary
-
-    def stream_unary(requests: Iterator[Any], context: grpc.ServicerContext) -> Any:
-        with with_token_principal(_principal(sasl, token, context, method)):
-            return inner_su(requests, context)
-
-    return grpc.stream_unary_rpc_method_handler(
-        stream_unary, handler.request_deserializer, handler.response_serializer
-    )

@@ -31,6 +31,7 @@ from seglog.storage.errors import InvalidConfigError
 from ..config import int_setting
 from ..event_log import EventLogger
 from ..kafka.codec import KafkaRequest, Part, encode_response, response_class
+from ..kafka.deferred import Deferred, Handler
 from ..kafka.errors import error_code
 from .acls import AclBinding, AclFilter, AclOperation, PatternType, PermissionType, ResourceType
 from .node_authorizer import NodeAuthorizer
@@ -140,9 +141,6 @@ def authorized_operations(
     }
 
 
-Handler = Callable[[KafkaRequest], Any]
-
-
 class KafkaGate:
     def __init__(
         self,
@@ -198,7 +196,9 @@ class KafkaGate:
             lambda: os.urandom(32),
         )
 
-    def __call__(self, session: KafkaSession, request: KafkaRequest, inner: Handler) -> Any:
+    def __call__(
+        self, session: KafkaSession, request: KafkaRequest, inner: Handler
+    ) -> list[Part] | None | Deferred:
         key = request.api_key
         sasl = session.sasl
         if sasl is not None and not sasl.authenticated:
@@ -260,7 +260,7 @@ class KafkaGate:
             request, cls(error_code=error_code(error), mechanisms=list(self.mechanisms))
         )
 
-    def _authenticate(self, session: KafkaSession, request: KafkaRequest) -> Any:
+    def _authenticate(self, session: KafkaSession, request: KafkaRequest) -> list[Part] | Deferred:
         assert session.sasl is not None
         step = session.sasl.authenticate(bytes(request.body.auth_bytes))
         cls = response_class(request)
@@ -307,8 +307,6 @@ class KafkaGate:
             mechanism=session.sasl.mechanism,
             reason=step.reason or step.error,
         )
-        from ..kafka.socket_server import Deferred
-
         delay = self.failed_delay_s
 
         def later() -> list[Part]:
@@ -403,15 +401,7 @@ class KafkaGate:
                         error_message=m or None,
                         matching_acls=[
                             cls.DeleteAclsFilterResult.DeleteAclsMatchingAcl(
-                                error_code=0,
-                                error_message=None,
-                                resource_type=int(b.resource_type),
-                                resource_name=b.resource_name,
-                                pattern_type=int(b.pattern_type),
-                                principal=b.principal,
-                                host=b.host,
-                                operation=int(b.operation),
-                                permission_type=int(b.permission),
+                                error_code=0, error_message=None, **b.wire_fields()
                             )
                             for b in matched
                         ],

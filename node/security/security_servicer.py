@@ -60,15 +60,7 @@ class SecurityControlServicer(security_pb2_grpc.SecurityControlServicer):
 
 
 def binding_to_proto(b: AclBinding) -> spb.AclBinding:
-    return spb.AclBinding(
-        resource_type=int(b.resource_type),
-        resource_name=b.resource_name,
-        pattern_type=int(b.pattern_type),
-        principal=b.principal,
-        host=b.host,
-        operation=int(b.operation),
-        permission_type=int(b.permission),
-    )
+    return spb.AclBinding(**b.wire_fields())
 
 
 def binding_from_proto(p: spb.AclBinding) -> AclBinding:

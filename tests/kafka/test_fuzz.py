@@ -15,7 +15,8 @@ from kafka.protocol.producer import ProduceRequest
 
 from seglog.node.kafka.codec import APIS, InvalidRequestError, KafkaRequest, parse_request
 from seglog.node.kafka.metadata import api_versions
-from seglog.node.kafka.socket_server import SocketServer, SocketSettings
+from seglog.node.kafka.socket_server import SocketServer
+from seglog.node.kafka.socket_settings import SocketSettings
 
 
 def _valid_frames() -> list[bytes]:

@@ -10,7 +10,8 @@ import pytest
 from replica_manager_fixtures import leading
 
 from seglog.node.fetch_session import FetchSessionCache, FetchSessionError
-from seglog.node.replica_manager import FetchSpec, ReplicaManager
+from seglog.node.partition_requests import FetchSpec
+from seglog.node.replica_manager import ReplicaManager
 from seglog.storage.record_batch import NewRecord, build_batch
 
 

@@ -16,7 +16,8 @@ from replica_manager_fixtures import leading
 from seglog.controller.metadata_image import PartitionState
 from seglog.node.fetch_session import FetchSessionCache
 from seglog.node.fetch_wakeups import FetchWaiter, FetchWakeups
-from seglog.node.replica_manager import FetchSpec, ReplicaManager
+from seglog.node.partition_requests import FetchSpec
+from seglog.node.replica_manager import ReplicaManager
 from seglog.storage.log_config import LogConfig
 from seglog.storage.partition_metadata import new_topic_id
 from seglog.storage.record_batch import NewRecord, build_batch

@@ -1,0 +1,90 @@
+"""A client connection of a Kafka listener, as its processor holds it: its buffers
+(and TLS over memory buffers), and the slots that keep its responses in request
+order."""
+
+from __future__ import annotations
+
+import selectors
+import socket
+import ssl
+import time
+from collections import deque
+from typing import Protocol
+
+from seglog.storage.file_slice import FileSlice
+
+from ..security.kafka_gate import KafkaSession
+from ..security.principal import ANONYMOUS, KafkaPrincipal
+from .codec import Part
+
+
+class Responder(Protocol):
+    """The processor that owns a connection, as the handler threads answer through it."""
+
+    def respond(
+        self, conn: Connection, slot: Slot, parts: list[Part] | None, close: bool = False
+    ) -> None: ...
+    def started(self, conn: Connection) -> None: ...
+
+
+class Slot:
+    """A request's place in its connection's response order."""
+
+    __slots__ = ("api", "close", "done", "parts")
+
+    def __init__(self, api: str = "") -> None:
+        self.done = False
+        self.parts: list[Part] | None = None
+        self.close = False
+        self.api = api
+
+
+class Connection:
+    """One client connection, owned by one processor."""
+
+    def __init__(self, sock: socket.socket, conn_id: str, processor: Responder) -> None:
+        self.sock = sock
+        self.id = conn_id
+        self.processor = processor
+        self.inbuf = bytearray()
+        self.outq: deque[Part] = deque()
+        self.out_pos = 0  # bytes of outq[0] already sent
+        self.slots: deque[Slot] = deque()  # requests in flight, in arrival order
+        self.unstarted: Slot | None = None  # dispatched, its handler not yet started
+        self.events = 0  # what the processor's selector watches for (0: not registered)
+        self.closed = False
+        self.last_active = time.monotonic()
+        self.tls: ssl.SSLObject | None = None  # TLS over memory buffers (see set_tls)
+        self.tls_in = ssl.MemoryBIO()  # ciphertext received, not yet decrypted
+        self.tls_out = ssl.MemoryBIO()  # ciphertext from the TLS object, not yet taken
+        self.cipher_out = bytearray()  # ciphertext taken, not yet sent
+        self.handshaking = False
+        self.rcvlowat = 1  # the socket's SO_RCVLOWAT (see Processor._watermark)
+        self.handshake_wants = selectors.EVENT_READ  # a server first awaits the ClientHello
+        self.principal: KafkaPrincipal = ANONYMOUS  # a TLS client's certificate subject
+        self.host = conn_id.rsplit("-", 2)[0].rpartition(":")[0]
+        self.session: KafkaSession | None = None  # the security gate's, from the first request
+        # Response send times: parts queued and sent so far, and per response in
+        # outq (the parts count that completes it, its API, when it was queued).
+        self.parts_queued = 0
+        self.parts_sent = 0
+        self.sending: deque[tuple[int, str, float]] = deque()
+
+    def set_tls(self, context: ssl.SSLContext) -> None:
+        self.tls = context.wrap_bio(self.tls_in, self.tls_out, server_side=True)
+        self.handshaking = True
+
+    def take_ciphertext(self) -> None:
+        """Move what the TLS object has written (records, alerts) to the send buffer."""
+        if self.tls_out.pending:
+            self.cipher_out += self.tls_out.read()
+
+    @property
+    def has_output(self) -> bool:
+        return bool(self.outq or self.cipher_out)
+
+
+def close_parts(parts: list[Part]) -> None:
+    for part in parts:
+        if isinstance(part, FileSlice):
+            part.close()
