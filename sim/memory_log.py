@@ -12,7 +12,8 @@ the same state. A "flushed" prefix (the recovery point) models the page cache:
 the epoch cache as its synchronously written checkpoint left it (then truncated to the
 new LEO, as the loader does, 6.1), and the HW from the last HW checkpoint.
 
-Not modelled: indexes, transactions' `.txnindex`, zero-copy reads (`read_slice`).
+Not modelled: indexes, transactions' `.txnindex`, zero-copy reads (`read_slice` with
+batches to send raises StorageError: no file to send them from).
 """
 
 from __future__ import annotations
@@ -23,13 +24,12 @@ from typing import cast
 
 from seglog.sim.memory_segment import MemorySegment
 from seglog.sim.observed_log import ObservedLog
-from seglog.storage.errors import StorageError
-from seglog.storage.file_slice import FileSlice
 from seglog.storage.leader_epoch_cache import LeaderEpochCache
 from seglog.storage.local_log import LocalLog
 from seglog.storage.log import Log, LogAppendInfo
 from seglog.storage.log_config import LogConfig
 from seglog.storage.producer_state import ProducerStateManager
+from seglog.storage.record_batch import BatchHeader
 
 # What the log calls its directory in messages; nothing is ever read or written there
 # (ProducerStateManager finds no snapshots in a missing directory).
@@ -70,20 +70,12 @@ class MemoryLog(ObservedLog):
             raise ValueError(f"append to {self.name} without the time: pass time_ms")
         return super().append_as_leader(data, leader_epoch, time_ms=time_ms)
 
-    def read_slice(
-        self,
-        offset: int,
-        max_bytes: int,
-        *,
-        upper_bound: int | None = None,
-        min_one_batch: bool = True,
-    ) -> FileSlice:
-        raise StorageError(
-            f"{self.name} is a MemoryLog: it has no segment files for a zero-copy read"
-        )
-
     def _segments(self) -> list[MemorySegment]:
         return cast(list[MemorySegment], self.log.segments)
+
+    @property
+    def batch_headers(self) -> list[BatchHeader]:
+        return [h for seg in self._segments() for _pos, _v, _p, h in seg.scan(validate=False)]
 
     def prefix(self, offset: int) -> bytes:
         """The bytes of every batch wholly below `offset` (on a batch boundary), from the

@@ -24,7 +24,7 @@ from seglog.storage.record_batch import (
     BatchHeader,
     check_batch,
 )
-from seglog.storage.segment import MAX_RELATIVE_OFFSET, BatchPosition, LogSegment, SegmentRead
+from seglog.storage.segment import BatchPosition, LogSegment, SegmentRead
 
 _MAX_TIMESTAMP = struct.Struct(">q")
 
@@ -42,7 +42,7 @@ class MemorySegment(LogSegment):
         self._positions: list[int] = []  # each batch's byte position in the segment
         self._last_offsets: list[int] = []  # bisected to find the batch holding an offset
         self.size = 0
-        self._max_timestamp = -1
+        self._max_ts = -1
         self._offset_of_max_timestamp = base_offset
         self._rolling_base_timestamp: int | None = None
         self._closed = False
@@ -77,7 +77,7 @@ class MemorySegment(LogSegment):
 
     @property
     def max_timestamp_so_far(self) -> int:
-        return self._max_timestamp
+        return self._max_ts
 
     @property
     def offset_of_max_timestamp(self) -> int:
@@ -85,7 +85,7 @@ class MemorySegment(LogSegment):
 
     @property
     def largest_timestamp(self) -> int:
-        return self._max_timestamp
+        return self._max_ts
 
     def rolling_base_timestamp(self) -> int | None:
         return self._rolling_base_timestamp
@@ -102,11 +102,8 @@ class MemorySegment(LogSegment):
         position = self.size
         if not len(data):
             return position
-        if not 0 <= largest_offset - self.base_offset <= MAX_RELATIVE_OFFSET:
-            raise StorageError(
-                f"offset {largest_offset} does not fit the relative offset range of segment "
-                f"{self.log_path.name}"
-            )
+        if not self.can_hold_offset(largest_offset):
+            raise StorageError(f"offset {largest_offset} does not fit segment {self.log_path}")
         view = memoryview(data)
         p = 0
         # Bounded: every batch's size is at least its header (checked on append).
@@ -116,8 +113,8 @@ class MemorySegment(LogSegment):
             p += size
         if position == 0:
             self._rolling_base_timestamp = largest_timestamp
-        if largest_timestamp > self._max_timestamp:
-            self._max_timestamp = largest_timestamp
+        if largest_timestamp > self._max_ts:
+            self._max_ts = largest_timestamp
             self._offset_of_max_timestamp = offset_of_max_timestamp
         return position
 
@@ -128,8 +125,8 @@ class MemorySegment(LogSegment):
         self._batches.append(batch)
         self.size += len(batch)
         max_ts = _MAX_TIMESTAMP.unpack_from(batch, MAX_TIMESTAMP_OFFSET)[0]
-        if max_ts > self._max_timestamp:
-            self._max_timestamp, self._offset_of_max_timestamp = max_ts, base + delta
+        if max_ts > self._max_ts:
+            self._max_ts, self._offset_of_max_timestamp = max_ts, base + delta
         if self._rolling_base_timestamp is None:
             self._rolling_base_timestamp = max_ts
 
@@ -151,7 +148,7 @@ class MemorySegment(LogSegment):
         return (
             self.size > segment_bytes - size
             or waited > max_segment_ms - self.roll_jitter_ms
-            or not 0 <= last_offset - self.base_offset <= MAX_RELATIVE_OFFSET
+            or not self.can_hold_offset(last_offset)
         )
 
     def on_becoming_inactive(self) -> None:
@@ -254,7 +251,7 @@ class MemorySegment(LogSegment):
         removed = self.size - self._positions[i]
         self._batches, self._positions, self._last_offsets = [], [], []
         self.size = 0
-        self._max_timestamp, self._offset_of_max_timestamp = -1, self.base_offset
+        self._max_ts, self._offset_of_max_timestamp = -1, self.base_offset
         self._rolling_base_timestamp = None
         for batch in kept:
             self._add(batch)
