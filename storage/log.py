@@ -142,11 +142,11 @@ class Log:
         rng: random.Random | None = None,
     ) -> Log:
         t = clock() if time_ms is None else time_ms
-        topic, partition = parse_partition_dir(directory.name)
         try:
             directory.mkdir(parents=True, exist_ok=True)
         except OSError as e:
             raise KafkaStorageError(f"cannot create partition directory {directory}: {e}") from e
+        topic, partition = parse_partition_dir(directory.name)
         rng = rng if rng is not None else random.Random()
         local = LocalLog(directory, directory.name, config, file_segments(directory), rng)
         log = cls(
