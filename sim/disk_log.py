@@ -12,8 +12,8 @@ the leader-epoch checkpoint and producer state truncated to what survived. The H
 from the node's last HW checkpoint, as replica.high.watermark.checkpoint.interval.ms
 leaves it.
 
-The same surface as `MemoryLog` for the simulator's checks (`prefix`, `version`,
-`flush`, `checkpoint_high_watermark`, `crash`), so one seed can run on either.
+The simulator's side (`prefix`, `version`, `flush`, `checkpoint_high_watermark`) is
+observed_log.py's, shared with `MemoryLog`, so one seed can run on either.
 """
 
 from __future__ import annotations
@@ -22,10 +22,8 @@ import os
 import random
 from pathlib import Path
 
-from seglog.sim.memory_log import MemoryLog
-from seglog.storage.file_slice import FileSlice
-from seglog.storage.leader_epoch_cache import LeaderEpochCache
-from seglog.storage.log import Clock, FetchDataInfo, Log, LogAppendInfo, TimestampAndOffset
+from seglog.sim.observed_log import ObservedLog
+from seglog.storage.log import Clock, Log
 from seglog.storage.log_config import LogConfig
 from seglog.storage.segment import LOG_SUFFIX, file_prefix
 
@@ -34,7 +32,7 @@ from seglog.storage.segment import LOG_SUFFIX, file_prefix
 SIM_LOG_CONFIG = LogConfig(segment_bytes=2048, segment_index_bytes=4096, index_interval_bytes=256)
 
 
-class DiskLog:
+class DiskLog(ObservedLog):
     def __init__(
         self,
         directory: Path,
@@ -45,129 +43,12 @@ class DiskLog:
         log: Log | None = None,
         checkpointed_high_watermark: int = 0,
     ) -> None:
-        self.name = directory.name
+        log = log or Log.open(directory, config, clock=clock, rng=rng, time_ms=clock())
+        super().__init__(directory.name, config, log, checkpointed_high_watermark)
         self.directory = directory
-        self.config = config
         self._clock = clock
         self._rng = rng
-        self.log = log or Log.open(directory, config, clock=clock, rng=rng, time_ms=clock())
-        self.checkpointed_high_watermark = checkpointed_high_watermark
-        self.version = 0
-        self.truncations = 0
         self.recovered_torn_write = False
-
-    def _touch(self) -> None:
-        self.version += 1
-        MemoryLog.mutations += 1  # one counter of log changes for the checker
-
-    # --- ReplicaLog ------------------------------------------------------------------
-
-    @property
-    def log_end_offset(self) -> int:
-        return self.log.log_end_offset
-
-    @property
-    def log_start_offset(self) -> int:
-        return self.log.log_start_offset
-
-    @property
-    def high_watermark(self) -> int:
-        return self.log.high_watermark
-
-    @property
-    def epoch_cache(self) -> LeaderEpochCache:
-        return self.log.epoch_cache
-
-    @property
-    def recovery_point(self) -> int:
-        return self.log.durable_offset
-
-    def append_as_leader(
-        self, data: bytes | bytearray | memoryview, leader_epoch: int, *, time_ms: int | None = None
-    ) -> LogAppendInfo:
-        info = self.log.append_as_leader(data, leader_epoch, time_ms=time_ms)
-        self._touch()
-        return info
-
-    def append_as_follower(
-        self, data: bytes | bytearray | memoryview, *, time_ms: int | None = None
-    ) -> LogAppendInfo:
-        info = self.log.append_as_follower(data, time_ms=time_ms)
-        self._touch()
-        return info
-
-    def read(
-        self,
-        offset: int,
-        max_bytes: int,
-        *,
-        upper_bound: int | None = None,
-        min_one_batch: bool = True,
-    ) -> FetchDataInfo:
-        return self.log.read(
-            offset, max_bytes, upper_bound=upper_bound, min_one_batch=min_one_batch
-        )
-
-    def read_slice(
-        self,
-        offset: int,
-        max_bytes: int,
-        *,
-        upper_bound: int | None = None,
-        min_one_batch: bool = True,
-    ) -> FileSlice:
-        return self.log.read_slice(
-            offset, max_bytes, upper_bound=upper_bound, min_one_batch=min_one_batch
-        )
-
-    def truncate_to(self, offset: int, *, time_ms: int | None = None) -> bool:
-        truncated = self.log.truncate_to(offset, time_ms=time_ms)
-        if truncated:
-            self.truncations += 1
-            self._touch()
-        return truncated
-
-    def truncate_fully_and_start_at(self, offset: int, *, time_ms: int | None = None) -> None:
-        self.log.truncate_fully_and_start_at(offset, time_ms=time_ms)
-        self.truncations += 1
-        self._touch()
-
-    def update_high_watermark(self, offset: int) -> int:
-        before = self.log.high_watermark
-        hw = self.log.update_high_watermark(offset)
-        if hw != before:
-            MemoryLog.mutations += 1
-        return hw
-
-    def maybe_increment_log_start_offset(self, offset: int) -> bool:
-        moved = self.log.maybe_increment_log_start_offset(offset)
-        if moved:
-            self._touch()
-        return moved
-
-    def offset_for_timestamp(self, timestamp: int) -> TimestampAndOffset | None:
-        return self.log.offset_for_timestamp(timestamp)
-
-    # --- the simulator's side --------------------------------------------------------
-
-    def prefix(self, offset: int) -> bytes:
-        """The bytes of every batch wholly below `offset` (on a batch boundary)."""
-        out = bytearray()
-        position = self.log.log_start_offset
-        # Bounded: each read returns at least one batch and moves `position` on.
-        while position < offset:
-            chunk = self.log.read(position, 1 << 20, upper_bound=offset)
-            if chunk.next_offset <= position:
-                break
-            out += chunk.records
-            position = chunk.next_offset
-        return bytes(out)
-
-    def flush(self, up_to: int | None = None) -> None:
-        self.log.flush(up_to)
-
-    def checkpoint_high_watermark(self) -> None:
-        self.checkpointed_high_watermark = self.log.high_watermark
 
     def crash(self) -> DiskLog:
         """Power failure, then the restarted node's open of the directory."""
@@ -222,13 +103,3 @@ class DiskLog:
         # Recovery cut bytes off: the write-back ended inside a batch (a torn write).
         survivor.recovered_torn_write = sum(s.size for s in log.segments) < on_disk
         return survivor
-
-    def close(self) -> None:
-        self.log.abandon()
-
-    def __repr__(self) -> str:
-        return (
-            f"DiskLog({self.name}, start={self.log_start_offset}, hw={self.high_watermark}, "
-            f"leo={self.log_end_offset}, flushed={self.recovery_point}, "
-            f"epochs={[tuple(e) for e in self.epoch_cache.entries()]})"
-        )

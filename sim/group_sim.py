@@ -203,9 +203,7 @@ class GroupSim:
         done = [w for w in slog.waiting if w[0] <= slog.hw]
         slog.waiting = [w for w in slog.waiting if w[0] > slog.hw]
         for _end, node, ep, write_id in done:
-            self.at(
-                0, partial(self.write_done_id, node, partition, ep, write_id, NONE)
-            )
+            self.at(0, partial(self.write_done_id, node, partition, ep, write_id, NONE))
 
     def write_done(self, node: int, a: Append, error: str) -> None:
         self.write_done_id(node, a.partition, a.leader_epoch, a.write_id, error)

@@ -23,7 +23,7 @@ from .segment import LogSegment
 
 @dataclass
 class FlushJob:
-    directory: Path
+    directory: Path | None  # None: segments in memory, no directory to fsync
     segments: list[LogSegment]
     target: int  # the recovery point once every segment is fsynced
     truncations: int  # the log's truncation count when the job was taken
@@ -40,11 +40,12 @@ class FlushJob:
         try:
             for seg in self.segments:
                 seg.flush()
-            fd = os.open(self.directory, os.O_RDONLY)
-            try:
-                disk_and_clock.disk_fsync(fd)
-            finally:
-                os.close(fd)
+            if self.directory is not None:
+                fd = os.open(self.directory, os.O_RDONLY)
+                try:
+                    disk_and_clock.disk_fsync(fd)
+                finally:
+                    os.close(fd)
         except StorageError as e:
             self.error = e
         except (OSError, ValueError) as e:

@@ -21,7 +21,7 @@ One pass over a compacted log:
 
 A crash before the `.log.swap` exists leaves `.cleaned` files that opening the
 log deletes (the old segments are intact); after it, opening the log completes
-the swap (`Log._commit_swap`): the segments the `.swap` covers, up to its last
+the swap (`LogLoader._commit_swap`): the segments the `.swap` covers, up to its last
 batch's offset, are deleted and the suffix is stripped. The last batch of every
 group is kept (empty if need be) so that this range covers the whole group.
 

@@ -390,7 +390,7 @@ def parse_throttled_replicas(value: Iterable[str], name: str) -> frozenset[tuple
         m = _THROTTLED_ENTRY.match(e)
         if m is None:
             raise ValueError(
-                f"{name}: {e!r} is not partitionId:brokerId (the list is \"*\" or "
+                f'{name}: {e!r} is not partitionId:brokerId (the list is "*" or '
                 f"entries like 0:101,1:102)"
             )
         out.add((int(m.group(1)), int(m.group(2))))

@@ -1394,7 +1394,7 @@ def test_a_flush_job_runs_outside_the_log_and_moves_the_recovery_point_after(tmp
     assert [s.base_offset for s in job.segments] == [0]
     log.append_as_leader(make_batch(3), 0, time_ms=T0)  # appends go on meanwhile
     assert job.run()
-    assert log._recovery_point == 0  # not before end_flush
+    assert log.durable_offset == 0  # not before end_flush
     log.end_flush(job)
     assert log.recovery_point == 10
     assert log.begin_flush(time_ms=T0) is None  # nothing deferred left
@@ -1406,7 +1406,7 @@ def test_a_flush_job_finishing_after_a_truncation_leaves_the_recovery_point(tmp_
     log.append_as_leader(sized_batch(1000, 10), 1, time_ms=T0)
     job.run()
     log.end_flush(job)
-    assert log._recovery_point == 0  # the job's data may be gone: ignored
+    assert log.durable_offset == 0  # the job's data may be gone: ignored
     check_log_invariants(log)
 
 
@@ -1416,7 +1416,7 @@ def test_a_failed_flush_job_is_pending_again(tmp_path):
     assert not job.run()
     assert job.error is not None and "topic-0" in str(job.error)
     log.end_flush(job)
-    assert log._recovery_point == 0
+    assert log.durable_offset == 0
     retry = log.begin_flush(time_ms=T0)
     assert retry is not None and retry.target == 10
 
