@@ -476,7 +476,7 @@ class Consumer:
     ) -> dict[TopicPartition, int]:
         self._check_open()
         timeout_s = _timeout_s(timeout_ms, self.request_timeout_ms)
-        found = self._fetcher.list_offsets(timestamps, timeout_s)
+        found = self._fetcher.offsets.list_offsets(timestamps, timeout_s)
         return {tp: found[tp][0] for tp in timestamps}
 
     def offsets_for_times(
@@ -490,7 +490,7 @@ class Consumer:
             tp = _as_tp(p)
             targets[tp] = check_timestamp_ms(tp, ts)
         timeout_s = _timeout_s(timeout_ms, self.request_timeout_ms)
-        found = self._fetcher.list_offsets(targets, timeout_s)
+        found = self._fetcher.offsets.list_offsets(targets, timeout_s)
         return {tp: OffsetAndTimestamp(*found[tp]) if found[tp][0] >= 0 else None for tp in targets}
 
     # --- cluster view -----------------------------------------------------------------
