@@ -9,18 +9,18 @@ import re
 import sys
 from typing import TextIO
 
-from .topics import add_connection_args, open_admin
+from .arguments import add_command, open_admin
 
 _NAMED_TIMES = {"latest": -1, "earliest": -2, "max-timestamp": -3}
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser(
+    p = add_command(
+        sub,
         "get-offsets",
         help="print partition offsets (earliest, latest, or by timestamp), like kafka-get-offsets",
         description="Like kafka-get-offsets: print topic:partition:offset for each partition.",
     )
-    add_connection_args(p)
     p.add_argument(
         "--topic",
         help="a topic name, or a regular expression matching whole names (default: all topics)",

@@ -12,9 +12,8 @@ the first failed topic (in request order); the exception also carries
 `.results` (every topic that succeeded), so a caller can see exactly what
 happened to the rest of the batch. When nothing fails they return the results.
 
-Transport failures (a node that is down or restarting) and NOT_CONTROLLER are
-retried against any reachable node until `request_timeout_ms` has passed; then
-the last error is raised (NoBrokersAvailable names the addresses it tried).
+Requests that fail for reasons outside them (a node down, NOT_CONTROLLER) are
+retried until `request_timeout_ms`, as admin_requests.py says.
 """
 
 from __future__ import annotations

@@ -8,7 +8,7 @@ from typing import Any
 
 from seglog.proto import client_pb2 as pb
 
-from .admin_requests import AdminRequests, topic_error
+from .admin_requests import AdminRequests, config_entries, topic_error
 from .admin_types import ConfigEntry
 from .cluster import call
 from .errors import KafkaError, for_code
@@ -27,12 +27,7 @@ class ConfigAdmin(AdminRequests):
         result = response.results[0]
         if result.error_code:
             raise topic_error(topic, result.error_code, result.error_message)
-        return {
-            c.name: ConfigEntry(
-                c.name, c.value, c.source, c.is_default, c.read_only, c.is_sensitive
-            )
-            for c in result.configs
-        }
+        return config_entries(result)
 
     def describe_configs_of(
         self, topics: Sequence[str], config_names: Iterable[str] | None = None
@@ -56,12 +51,7 @@ class ConfigAdmin(AdminRequests):
             if result.error_code:
                 out[topic] = topic_error(topic, result.error_code, result.error_message)
                 continue
-            out[topic] = {
-                c.name: ConfigEntry(
-                    c.name, c.value, c.source, c.is_default, c.read_only, c.is_sensitive
-                )
-                for c in result.configs
-            }
+            out[topic] = config_entries(result)
         return out
 
     def alter_configs(
@@ -126,12 +116,7 @@ class ConfigAdmin(AdminRequests):
         result = response.results[0]
         if result.error_code:
             raise for_code(result.error_code, result.error_message)
-        return {
-            c.name: ConfigEntry(
-                c.name, c.value, c.source, c.is_default, c.read_only, c.is_sensitive
-            )
-            for c in result.configs
-        }
+        return config_entries(result)
 
     def alter_broker_configs(
         self,

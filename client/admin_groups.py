@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from seglog.proto import errors_pb2, groups_pb2_grpc
 from seglog.proto import groups_pb2 as gpb
@@ -143,12 +143,7 @@ class GroupAdmin(AdminRequests):
         partitions without a committed offset are left out."""
         request = gpb.OffsetFetchRequest(group_id=group_id, all_topics=partitions is None)
         if partitions is not None:
-            tps = list(partitions)
-            for topic in sorted({tp.topic for tp in tps}):
-                request.topics.add(
-                    name=topic,
-                    partition_indexes=sorted(tp.partition for tp in tps if tp.topic == topic),
-                )
+            _add_partition_indexes(request.topics, partitions)
 
         def attempt(
             stub: groups_pb2_grpc.GroupCoordinatorStub, timeout_s: float
@@ -240,11 +235,7 @@ class GroupAdmin(AdminRequests):
         partitions (refused for topics the group is subscribed to)."""
         tps = list(partitions)
         request = gpb.OffsetDeleteRequest(group_id=group_id)
-        for topic in sorted({tp.topic for tp in tps}):
-            request.topics.add(
-                name=topic,
-                partition_indexes=sorted(tp.partition for tp in tps if tp.topic == topic),
-            )
+        _add_partition_indexes(request.topics, tps)
 
         def attempt(
             stub: groups_pb2_grpc.GroupCoordinatorStub, timeout_s: float
@@ -263,3 +254,13 @@ class GroupAdmin(AdminRequests):
             return result
 
         return self._on_coordinator(group_id, attempt)
+
+
+def _add_partition_indexes(topics: Any, partitions: Iterable[TopicPartition]) -> None:
+    """OffsetFetch's and OffsetDelete's request shape: per topic (sorted by name), its
+    partition indexes (sorted)."""
+    tps = list(partitions)
+    for topic in sorted({tp.topic for tp in tps}):
+        topics.add(
+            name=topic, partition_indexes=sorted(tp.partition for tp in tps if tp.topic == topic)
+        )

@@ -1,14 +1,5 @@
 """The Admin's topic operations: create, grow, delete, list and describe topics,
-and describe the cluster.
-
-Error policy: a per-topic error the node returns is raised as the matching
-KafkaError subclass (`for_code`) carrying the node's message. Batch calls
-(`create_topics`, `delete_topics`) send the whole batch, then raise the error of
-the first failed topic (in request order); the exception also carries
-`.topic` (that topic's name), `.errors` (every failed topic → its error) and
-`.results` (every topic that succeeded), so a caller can see exactly what
-happened to the rest of the batch. When nothing fails they return the results.
-"""
+and describe the cluster. Batch calls raise as admin.py's docstring says."""
 
 from __future__ import annotations
 
