@@ -101,7 +101,12 @@ def parse_pairs(items: Iterable[str] | None, option: str) -> dict[str, str]:
 
 
 def add_command(
-    sub: argparse._SubParsersAction, name: str, *, help: str, description: str, verbose: bool = True
+    sub: argparse._SubParsersAction[argparse.ArgumentParser],
+    name: str,
+    *,
+    help: str,
+    description: str,
+    verbose: bool = True,
 ) -> argparse.ArgumentParser:
     """A networked subcommand's parser, with the connection options."""
     parser: argparse.ArgumentParser = sub.add_parser(name, help=help, description=description)

@@ -40,14 +40,13 @@ from .consumer_args import (
     to_seconds,
 )
 from .errors import IllegalStateError, KafkaError, KafkaTimeoutError
+from .fetched_batches import ConsumerRecord, Deserializer
 from .fetcher import (
     EARLIEST,
     EARLIEST_TIMESTAMP,
     LATEST,
     LATEST_TIMESTAMP,
     NONE,
-    ConsumerRecord,
-    Deserializer,
     FetchConfig,
     Fetcher,
     NoOffsetForPartitionError,
