@@ -1,6 +1,6 @@
-"""The argument handling every networked subcommand shares: its parser with the
-connection options, its one-of actions, `key=value` options; and what the
-connection options make (the bootstrap list, the security options, an Admin)."""
+"""The argument handling the tools share (commands.py builds their parsers): the
+connection options, one-of actions, `key=value` options; and what the connection
+options make (the bootstrap list, the security options, an Admin)."""
 
 from __future__ import annotations
 
@@ -98,20 +98,6 @@ def parse_pairs(items: Iterable[str] | None, option: str) -> dict[str, str]:
             raise ValueError(f"{option} {item!r} is not key=value")
         out[key.strip()] = value
     return out
-
-
-def add_command(
-    sub: argparse._SubParsersAction[argparse.ArgumentParser],
-    name: str,
-    *,
-    help: str,
-    description: str,
-    verbose: bool = True,
-) -> argparse.ArgumentParser:
-    """A networked subcommand's parser, with the connection options."""
-    parser: argparse.ArgumentParser = sub.add_parser(name, help=help, description=description)
-    add_connection_args(parser, verbose=verbose)
-    return parser
 
 
 def add_actions(parser: argparse.ArgumentParser, actions: Mapping[str, str | None]) -> None:

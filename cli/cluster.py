@@ -24,7 +24,7 @@ import sys
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, TextIO
 
-from .arguments import add_actions, add_command, bootstrap_servers, open_admin, security_options
+from .arguments import add_actions, bootstrap_servers, open_admin, security_options
 
 if TYPE_CHECKING:
     import grpc
@@ -45,16 +45,8 @@ class QuorumView:
     commit_index: int
 
 
-def add_parser(sub: argparse._SubParsersAction) -> None:
-    p = add_command(
-        sub,
-        "cluster",
-        help="describe the cluster: nodes, the active controller and the Raft quorum",
-        description="Describe the cluster: its nodes (fenced or not), the active controller "
-        "with its Raft term, and each voter's role.",
-    )
+def add_arguments(p: argparse.ArgumentParser) -> None:
     add_actions(p, {"--describe": "print nodes, controller and quorum roles"})
-    p.set_defaults(func=run)
 
 
 def _describe_quorum(

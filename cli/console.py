@@ -13,7 +13,6 @@ from collections.abc import Callable, Iterable
 from typing import Any, BinaryIO, TextIO
 
 from .arguments import (
-    add_command,
     add_pairs_option,
     bootstrap_servers,
     open_admin,
@@ -92,14 +91,7 @@ _PRODUCER_PROPERTIES = {
 _COMPRESSION_TYPES = ("none", "gzip", "snappy", "lz4", "zstd")
 
 
-def add_produce_parser(sub: argparse._SubParsersAction) -> None:
-    p = add_command(
-        sub,
-        "produce",
-        help="send lines from stdin as records (like kafka-console-producer)",
-        description="Like kafka-console-producer: each stdin line becomes one record; "
-        "pending records are flushed at end of input.",
-    )
+def add_produce_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--topic", required=True)
     p.add_argument(
         "--acks",
@@ -123,7 +115,6 @@ def add_produce_parser(sub: argparse._SubParsersAction) -> None:
         metavar="MS",
         help="print a count on stderr this often (0: never; default %(default)s)",
     )
-    p.set_defaults(func=run_produce)
 
 
 class LineReader:
@@ -329,14 +320,7 @@ def _topic_or_auto_created(admin: Any, name: str, err: TextIO) -> Any:
     return topic
 
 
-def add_consume_parser(sub: argparse._SubParsersAction) -> None:
-    p = add_command(
-        sub,
-        "consume",
-        help="print records of a topic (like kafka-console-consumer)",
-        description="Like kafka-console-consumer: print records, by default only new ones. "
-        "Ends with 'Processed a total of N messages' on stderr.",
-    )
+def add_consume_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--topic", required=True)
     p.add_argument("--partition", type=int, help="only this partition (default: all)")
     p.add_argument(
@@ -359,7 +343,6 @@ def add_consume_parser(sub: argparse._SubParsersAction) -> None:
         "print.headers, print.key, print.value, key.separator, line.separator, "
         "headers.separator, headers.key.separator, null.literal",
     )
-    p.set_defaults(func=run_consume)
 
 
 class RecordFormatter:
@@ -561,8 +544,3 @@ def _consume_loop(
             last_record_at = time.monotonic()
         elif timeout_s is not None and time.monotonic() - last_record_at >= timeout_s:
             break
-
-
-def add_parsers(sub: argparse._SubParsersAction) -> None:
-    add_produce_parser(sub)
-    add_consume_parser(sub)

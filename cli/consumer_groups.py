@@ -10,7 +10,7 @@ import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, TextIO
 
-from .arguments import add_actions, add_command, open_admin
+from .arguments import add_actions, open_admin
 
 if TYPE_CHECKING:
     from seglog.client.admin import Admin, GroupInformation
@@ -23,16 +23,7 @@ _DRY_RUN_WARNING = (
 )
 
 
-def add_parser(sub: argparse._SubParsersAction) -> None:
-    p = add_command(
-        sub,
-        "consumer-groups",
-        help="list, describe, reset offsets of and delete consumer groups "
-        "(like kafka-consumer-groups)",
-        description="Like kafka-consumer-groups: list, describe, reset offsets of, and "
-        "delete consumer groups.",
-        verbose=False,
-    )
+def add_arguments(p: argparse.ArgumentParser) -> None:
     add_actions(
         p,
         {
@@ -77,7 +68,6 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     mode = p.add_mutually_exclusive_group()
     mode.add_argument("--dry-run", action="store_true", help="show the new offsets only")
     mode.add_argument("--execute", action="store_true", help="commit the new offsets")
-    p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None = None) -> int:

@@ -21,17 +21,10 @@ import sys
 from pathlib import Path
 from typing import TextIO
 
-from .arguments import add_command, open_admin
+from .arguments import open_admin
 
 
-def add_parser(sub: argparse._SubParsersAction) -> None:
-    p = add_command(
-        sub,
-        "leader-election",
-        help="elect preferred or unclean leaders (like kafka-leader-election)",
-        description="Like kafka-leader-election: move leadership to the preferred replica, "
-        "or give leaderless partitions a leader outside the ISR (unclean: may lose data).",
-    )
+def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--election-type",
         required=True,
@@ -50,7 +43,6 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "--path-to-json-file", type=Path, help='{"partitions": [{"topic": ..., "partition": ...}]}'
     )
     p.add_argument("--partition", type=int, help="the partition (with --topic)")
-    p.set_defaults(func=run)
 
 
 def _wanted(args: argparse.Namespace) -> list[tuple[str, int]] | None:

@@ -28,7 +28,7 @@ import sys
 import time
 from typing import TYPE_CHECKING, TextIO
 
-from .arguments import add_actions, add_command, bootstrap_servers, open_admin, security_options
+from .arguments import add_actions, bootstrap_servers, open_admin, security_options
 
 if TYPE_CHECKING:
     from seglog.client.security import ClientSecurity
@@ -37,18 +37,10 @@ if TYPE_CHECKING:
 TIMEOUT_S = 5.0
 
 
-def add_parser(sub: argparse._SubParsersAction) -> None:
-    p = add_command(
-        sub,
-        "metadata-quorum",
-        help="describe the controllers' Raft quorum (like kafka-metadata-quorum)",
-        description="Like kafka-metadata-quorum: the quorum's leader, epoch, high "
-        "watermark and each voter's replication, as the leader sees them.",
-    )
+def add_arguments(p: argparse.ArgumentParser) -> None:
     commands = p.add_subparsers(dest="quorum_command", required=True, metavar="describe")
     d = commands.add_parser("describe", help="describe the quorum")
     add_actions(d, {"--status": "leader, epoch, lag summary", "--replication": "one row per voter"})
-    p.set_defaults(func=run)
 
 
 def _ask(address: str, security: ClientSecurity | None) -> cpb.DescribeQuorumResponse:

@@ -25,20 +25,12 @@ import sys
 from pathlib import Path
 from typing import Any, TextIO
 
-from .arguments import add_actions, add_command, open_admin
+from .arguments import add_actions, open_admin
 
 VERSION = 1
 
 
-def add_parser(sub: argparse._SubParsersAction) -> None:
-    p = add_command(
-        sub,
-        "reassign-partitions",
-        help="move partitions between brokers (like kafka-reassign-partitions)",
-        description="Like kafka-reassign-partitions: generate a reassignment plan, execute "
-        "it (the new replicas catch up, join the ISR, then the old ones leave), verify "
-        "it, cancel it or list the running reassignments.",
-    )
+def add_arguments(p: argparse.ArgumentParser) -> None:
     add_actions(
         p,
         {
@@ -80,7 +72,6 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         action="store_true",
         help="(--execute) start even though other reassignments are running",
     )
-    p.set_defaults(func=run)
 
 
 def _read_json(path: Path | None, option: str) -> Any:

@@ -22,7 +22,7 @@ import re
 import sys
 from typing import TYPE_CHECKING, Any, TextIO
 
-from .arguments import add_actions, add_command, bootstrap_servers, security_options
+from .arguments import add_actions, bootstrap_servers, security_options
 
 if TYPE_CHECKING:
     from seglog.node.security.acls import AclBinding, AclFilter
@@ -331,15 +331,7 @@ def run_acls(args: argparse.Namespace, out: TextIO | None = None) -> int:
     return 0
 
 
-def add_parsers(sub: argparse._SubParsersAction) -> None:
-    c = add_command(
-        sub,
-        "configs",
-        help="users' SCRAM credentials, topics' and brokers' dynamic configs (like kafka-configs)",
-        description="Like kafka-configs for users (add, delete and describe SCRAM "
-        "credentials), topics (describe and alter their configs) and brokers (describe "
-        "and alter dynamic broker configs).",
-    )
+def add_configs_arguments(c: argparse.ArgumentParser) -> None:
     add_actions(c, {"--alter": None, "--describe": None})
     c.add_argument("--entity-type", required=True, choices=["users", "topics", "brokers"])
     c.add_argument("--entity-name", help="the user, the topic, or the broker id")
@@ -356,14 +348,9 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
         help="users: SCRAM-SHA-256 and/or SCRAM-SHA-512; topics, brokers: config names; "
         "comma-separated",
     )
-    c.set_defaults(func=run_configs)
 
-    a = add_command(
-        sub,
-        "acls",
-        help="add, list and remove ACLs (like kafka-acls)",
-        description="Like kafka-acls: add, list and remove ACL bindings.",
-    )
+
+def add_acls_arguments(a: argparse.ArgumentParser) -> None:
     add_actions(a, {"--add": None, "--list": None, "--remove": None})
     a.add_argument("--topic", action="append", help="a topic (repeatable)")
     a.add_argument("--group", action="append", help="a consumer group (repeatable)")
@@ -390,4 +377,3 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
         "--consumer", action="store_true", help="Read, Describe on --topic, Read --group"
     )
     a.add_argument("--force", action="store_true", help="--remove without a resource")
-    a.set_defaults(func=run_acls)

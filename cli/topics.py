@@ -9,7 +9,7 @@ import sys
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TextIO
 
-from .arguments import add_actions, add_command, add_pairs_option, open_admin, parse_pairs
+from .arguments import add_actions, add_pairs_option, open_admin, parse_pairs
 
 if TYPE_CHECKING:
     from seglog.client.admin import Admin, TopicDescription
@@ -30,13 +30,7 @@ def _filter_name(flag: str) -> str:
     return flag.lstrip("-").replace("-", "_")
 
 
-def add_parser(sub: argparse._SubParsersAction) -> None:
-    p = add_command(
-        sub,
-        "topics",
-        help="create, list, describe, alter and delete topics (like kafka-topics)",
-        description="Like kafka-topics: create, list, describe, alter and delete topics.",
-    )
+def add_arguments(p: argparse.ArgumentParser) -> None:
     add_actions(
         p,
         {
@@ -71,7 +65,6 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         action="store_true",
         help="--alter/--delete/--describe: no error if the topic does not exist",
     )
-    p.set_defaults(func=run)
 
 
 def _action(args: argparse.Namespace) -> str:
