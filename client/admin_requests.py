@@ -53,6 +53,8 @@ def topic_error(name: str, code: int, message: str) -> KafkaError:
 def raise_batch(
     errors: dict[str, KafkaError], results: Mapping[str, object], order: Sequence[str]
 ) -> None:
+    """A batch call's outcome: raise the first failed item's error (in `order`), with
+    `.topic`, `.errors` and `.results` telling what happened to the rest."""
     if not errors:
         return
     first = next(n for n in order if n in errors)
