@@ -21,7 +21,7 @@ import argparse
 from collections.abc import Iterable, Mapping
 from typing import Any, TextIO
 
-from . import topics
+from .arguments import open_admin
 
 SOURCES = {
     1: "DYNAMIC_BROKER_CONFIG",
@@ -64,7 +64,7 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
     if broker and not broker.isdigit():
         raise ValueError(f"--entity-name {broker!r} is not a broker id")
     what = "default config for brokers in the cluster" if default else f"config for broker {broker}"
-    with topics.open_admin(args) as admin:
+    with open_admin(args) as admin:
         if args.describe:
             entries = admin.describe_broker_configs(broker)
             show_all = bool(getattr(args, "all", False))

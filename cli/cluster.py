@@ -24,7 +24,7 @@ import sys
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, TextIO
 
-from . import topics
+from .arguments import add_actions, bootstrap_servers, open_admin, security_options
 
 if TYPE_CHECKING:
     import grpc
@@ -45,19 +45,8 @@ class QuorumView:
     commit_index: int
 
 
-def add_parser(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser(
-        "cluster",
-        help="describe the cluster: nodes, the active controller and the Raft quorum",
-        description="Describe the cluster: its nodes (fenced or not), the active controller "
-        "with its Raft term, and each voter's role.",
-    )
-    topics.add_connection_args(p)
-    action = p.add_mutually_exclusive_group(required=True)
-    action.add_argument(
-        "--describe", action="store_true", help="print nodes, controller and quorum roles"
-    )
-    p.set_defaults(func=run)
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    add_actions(p, {"--describe": "print nodes, controller and quorum roles"})
 
 
 def _describe_quorum(
@@ -83,9 +72,9 @@ def run(args: argparse.Namespace, out: TextIO | None = None) -> int:
     out = out or sys.stdout
     from seglog.client.security import ClientSecurity
 
-    bootstrap = topics.bootstrap_servers(args)
-    security = ClientSecurity.from_options(topics.security_options(args))
-    with topics.open_admin(args) as admin:
+    bootstrap = bootstrap_servers(args)
+    security = ClientSecurity.from_options(security_options(args))
+    with open_admin(args) as admin:
         cluster = admin.describe_cluster()
     timeout_s = min(ROLE_TIMEOUT_S, args.request_timeout_ms / 1000)
 

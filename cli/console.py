@@ -9,11 +9,11 @@ import logging
 import os
 import sys
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any, BinaryIO, TextIO
 
-from .topics import (
-    add_connection_args,
+from .arguments import (
+    add_pairs_option,
     bootstrap_servers,
     open_admin,
     parse_pairs,
@@ -91,14 +91,7 @@ _PRODUCER_PROPERTIES = {
 _COMPRESSION_TYPES = ("none", "gzip", "snappy", "lz4", "zstd")
 
 
-def add_produce_parser(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser(
-        "produce",
-        help="send lines from stdin as records (like kafka-console-producer)",
-        description="Like kafka-console-producer: each stdin line becomes one record; "
-        "pending records are flushed at end of input.",
-    )
-    add_connection_args(p)
+def add_produce_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--topic", required=True)
     p.add_argument(
         "--acks",
@@ -109,11 +102,10 @@ def add_produce_parser(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--compression-type", default="none", choices=_COMPRESSION_TYPES)
     p.add_argument("--partition", type=int, help="send every record to this partition")
-    p.add_argument(
+    add_pairs_option(
+        p,
         "--property",
-        action="append",
-        metavar="KEY=VALUE",
-        help="line reader settings: parse.key, key.separator (default tab), parse.headers, "
+        "line reader settings: parse.key, key.separator (default tab), parse.headers, "
         "headers.delimiter, headers.separator, headers.key.separator, null.marker, ignore.error",
     )
     p.add_argument(
@@ -123,7 +115,6 @@ def add_produce_parser(sub: argparse._SubParsersAction) -> None:
         metavar="MS",
         help="print a count on stderr this often (0: never; default %(default)s)",
     )
-    p.set_defaults(func=run_produce)
 
 
 class LineReader:
@@ -329,14 +320,7 @@ def _topic_or_auto_created(admin: Any, name: str, err: TextIO) -> Any:
     return topic
 
 
-def add_consume_parser(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser(
-        "consume",
-        help="print records of a topic (like kafka-console-consumer)",
-        description="Like kafka-console-consumer: print records, by default only new ones. "
-        "Ends with 'Processed a total of N messages' on stderr.",
-    )
-    add_connection_args(p)
+def add_consume_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--topic", required=True)
     p.add_argument("--partition", type=int, help="only this partition (default: all)")
     p.add_argument(
@@ -352,15 +336,13 @@ def add_consume_parser(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--max-messages", type=int, help="exit after this many records")
     p.add_argument("--timeout-ms", type=int, help="exit when no record arrives for this long")
-    p.add_argument(
+    add_pairs_option(
+        p,
         "--property",
-        action="append",
-        metavar="KEY=VALUE",
-        help="formatter settings: print.timestamp, print.partition, print.offset, "
+        "formatter settings: print.timestamp, print.partition, print.offset, "
         "print.headers, print.key, print.value, key.separator, line.separator, "
         "headers.separator, headers.key.separator, null.literal",
     )
-    p.set_defaults(func=run_consume)
 
 
 class RecordFormatter:
@@ -468,8 +450,8 @@ def run_consume(
         auto_offset_reset="earliest" if start == "earliest" else "latest",
         enable_auto_commit=False,
     )
-    printed = _Printed()
-    try:
+
+    def begin() -> None:
         consumer.assign(tps)
         if start == "earliest":
             consumer.seek_to_beginning(*tps)
@@ -481,15 +463,8 @@ def run_consume(
         # nothing to read, not time spent connecting.
         for tp in tps:
             consumer.position(tp, timeout_ms=args.request_timeout_ms)
-        _consume_loop(consumer, formatter, args, out, printed)
-    except BrokenPipeError:
-        # The reader went away (`| head`): stop quietly, as a console tool should.
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
-    finally:
-        consumer.close()
-        print(f"Processed a total of {printed.count} messages", file=err, flush=True)
-    return 0
+
+    return _consume(consumer, begin, formatter, args, out, err)
 
 
 def _consume_group(
@@ -508,11 +483,25 @@ def _consume_group(
         client_id="seglog-console-consumer",
         auto_offset_reset="earliest" if args.from_beginning else "latest",
     )
+    return _consume(consumer, lambda: consumer.subscribe([args.topic]), formatter, args, out, err)
+
+
+def _consume(
+    consumer: Any,
+    begin: Callable[[], None],
+    formatter: RecordFormatter,
+    args: argparse.Namespace,
+    out: BinaryIO,
+    err: TextIO,
+) -> int:
+    """`begin` (assign or subscribe), then print records until the end; the count goes
+    to stderr however it ends, and the consumer is closed."""
     printed = _Printed()
     try:
-        consumer.subscribe([args.topic])
+        begin()
         _consume_loop(consumer, formatter, args, out, printed)
     except BrokenPipeError:
+        # The reader went away (`| head`): stop quietly, as a console tool should.
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
     finally:
@@ -555,8 +544,3 @@ def _consume_loop(
             last_record_at = time.monotonic()
         elif timeout_s is not None and time.monotonic() - last_record_at >= timeout_s:
             break
-
-
-def add_parsers(sub: argparse._SubParsersAction) -> None:
-    add_produce_parser(sub)
-    add_consume_parser(sub)

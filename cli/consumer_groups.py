@@ -10,7 +10,7 @@ import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, TextIO
 
-from .topics import add_connection_args, open_admin
+from .arguments import add_actions, open_admin
 
 if TYPE_CHECKING:
     from seglog.client.admin import Admin, GroupInformation
@@ -23,24 +23,16 @@ _DRY_RUN_WARNING = (
 )
 
 
-def add_parser(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser(
-        "consumer-groups",
-        help="list, describe, reset offsets of and delete consumer groups "
-        "(like kafka-consumer-groups)",
-        description="Like kafka-consumer-groups: list, describe, reset offsets of, and "
-        "delete consumer groups.",
-    )
-    add_connection_args(p, verbose=False)
-    action = p.add_mutually_exclusive_group(required=True)
-    action.add_argument("--list", action="store_true", help="list every group")
-    action.add_argument("--describe", action="store_true", help="describe groups")
-    action.add_argument(
-        "--reset-offsets", action="store_true", help="reset the group's committed offsets"
-    )
-    action.add_argument("--delete", action="store_true", help="delete groups")
-    action.add_argument(
-        "--delete-offsets", action="store_true", help="delete some of a group's offsets"
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    add_actions(
+        p,
+        {
+            "--list": "list every group",
+            "--describe": "describe groups",
+            "--reset-offsets": "reset the group's committed offsets",
+            "--delete": "delete groups",
+            "--delete-offsets": "delete some of a group's offsets",
+        },
     )
     p.add_argument("--group", action="append", metavar="GROUP", help="the group (repeatable)")
     p.add_argument("--all-groups", action="store_true", help="every group")
@@ -76,7 +68,6 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     mode = p.add_mutually_exclusive_group()
     mode.add_argument("--dry-run", action="store_true", help="show the new offsets only")
     mode.add_argument("--execute", action="store_true", help="commit the new offsets")
-    p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None = None) -> int:

@@ -21,17 +21,10 @@ import sys
 from pathlib import Path
 from typing import TextIO
 
-from . import topics
+from .arguments import open_admin
 
 
-def add_parser(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser(
-        "leader-election",
-        help="elect preferred or unclean leaders (like kafka-leader-election)",
-        description="Like kafka-leader-election: move leadership to the preferred replica, "
-        "or give leaderless partitions a leader outside the ISR (unclean: may lose data).",
-    )
-    topics.add_connection_args(p)
+def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--election-type",
         required=True,
@@ -50,7 +43,6 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "--path-to-json-file", type=Path, help='{"partitions": [{"topic": ..., "partition": ...}]}'
     )
     p.add_argument("--partition", type=int, help="the partition (with --topic)")
-    p.set_defaults(func=run)
 
 
 def _wanted(args: argparse.Namespace) -> list[tuple[str, int]] | None:
@@ -86,7 +78,7 @@ def run(args: argparse.Namespace, out: TextIO | None = None) -> int:
     out = out or sys.stdout
     wanted = _wanted(args)
     election = args.election_type
-    with topics.open_admin(args) as admin:
+    with open_admin(args) as admin:
         results = admin.perform_leader_election(
             election.lower(),
             None if wanted is None else [TopicPartition(t, p) for t, p in wanted],

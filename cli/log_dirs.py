@@ -105,7 +105,7 @@ def describe(log_dirs: list[Path]) -> dict[str, Any]:
     }
 
 
-def _run(args: argparse.Namespace) -> int:
+def run(args: argparse.Namespace) -> int:
     dirs = [Path(d.strip()) for d in args.log_dirs.split(",") if d.strip()]
     missing = [str(d) for d in dirs if not d.is_dir()]
     if missing:
@@ -117,12 +117,6 @@ def _run(args: argparse.Namespace) -> int:
     return 0
 
 
-def add_parser(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser(
-        "log-dirs",
-        help="describe log directories: partition sizes and the log cleaner's progress",
-        description="Like kafka-log-dirs --describe, read from the directories themselves.",
-    )
+def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--describe", action="store_true", required=True)
     p.add_argument("--log-dirs", required=True, help="comma-separated log directories")
-    p.set_defaults(func=_run)

@@ -13,19 +13,7 @@ from pathlib import Path
 # `seglog --help` and a typo answer at once.
 from seglog.node.local_ports import layout_help
 
-from . import (
-    cluster,
-    console,
-    consumer_groups,
-    leader_election,
-    log_dirs,
-    metadata_quorum,
-    offsets,
-    reassign_partitions,
-    security,
-    topics,
-    web_console,
-)
+from .commands import TOOLS
 
 
 def _dump_log(args: argparse.Namespace) -> int:
@@ -187,17 +175,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     local.set_defaults(func=_local)
 
-    topics.add_parser(sub)
-    console.add_parsers(sub)
-    offsets.add_parser(sub)
-    cluster.add_parser(sub)
-    log_dirs.add_parser(sub)
-    metadata_quorum.add_parser(sub)
-    leader_election.add_parser(sub)
-    reassign_partitions.add_parser(sub)
-    consumer_groups.add_parser(sub)
-    security.add_parsers(sub)
-    web_console.add_parser(sub)
+    for tool in TOOLS:
+        tool.add_to(sub)
     return parser
 
 

@@ -28,7 +28,7 @@ import sys
 import time
 from typing import TYPE_CHECKING, TextIO
 
-from . import topics
+from .arguments import add_actions, bootstrap_servers, open_admin, security_options
 
 if TYPE_CHECKING:
     from seglog.client.security import ClientSecurity
@@ -37,20 +37,10 @@ if TYPE_CHECKING:
 TIMEOUT_S = 5.0
 
 
-def add_parser(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser(
-        "metadata-quorum",
-        help="describe the controllers' Raft quorum (like kafka-metadata-quorum)",
-        description="Like kafka-metadata-quorum: the quorum's leader, epoch, high "
-        "watermark and each voter's replication, as the leader sees them.",
-    )
-    topics.add_connection_args(p)
+def add_arguments(p: argparse.ArgumentParser) -> None:
     commands = p.add_subparsers(dest="quorum_command", required=True, metavar="describe")
     d = commands.add_parser("describe", help="describe the quorum")
-    what = d.add_mutually_exclusive_group(required=True)
-    what.add_argument("--status", action="store_true", help="leader, epoch, lag summary")
-    what.add_argument("--replication", action="store_true", help="one row per voter")
-    p.set_defaults(func=run)
+    add_actions(d, {"--status": "leader, epoch, lag summary", "--replication": "one row per voter"})
 
 
 def _ask(address: str, security: ClientSecurity | None) -> cpb.DescribeQuorumResponse:
@@ -75,13 +65,13 @@ def run(args: argparse.Namespace, out: TextIO | None = None) -> int:
     from seglog.client.security import ClientSecurity
 
     out = out or sys.stdout
-    security = ClientSecurity.from_options(topics.security_options(args))
-    with topics.open_admin(args) as admin:
+    security = ClientSecurity.from_options(security_options(args))
+    with open_admin(args) as admin:
         cluster = admin.describe_cluster()
     addresses = {b.node_id: f"{b.host}:{b.port}" for b in cluster.brokers}
     failures = []
     leader_id = -1
-    for host, port in parse_bootstrap(topics.bootstrap_servers(args)):
+    for host, port in parse_bootstrap(bootstrap_servers(args)):
         try:
             leader_id = _ask(f"{host}:{port}", security).leader_id
             break

@@ -9,18 +9,12 @@ import re
 import sys
 from typing import TextIO
 
-from .topics import add_connection_args, open_admin
+from .arguments import open_admin
 
 _NAMED_TIMES = {"latest": -1, "earliest": -2, "max-timestamp": -3}
 
 
-def add_parser(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser(
-        "get-offsets",
-        help="print partition offsets (earliest, latest, or by timestamp), like kafka-get-offsets",
-        description="Like kafka-get-offsets: print topic:partition:offset for each partition.",
-    )
-    add_connection_args(p)
+def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--topic",
         help="a topic name, or a regular expression matching whole names (default: all topics)",
@@ -32,7 +26,6 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         help="earliest, latest, max-timestamp, -1, -2, -3, or a timestamp in ms "
         "(the first offset whose timestamp is at or after it); default latest",
     )
-    p.set_defaults(func=run)
 
 
 def parse_time(value: str) -> int:

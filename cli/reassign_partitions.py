@@ -25,26 +25,22 @@ import sys
 from pathlib import Path
 from typing import Any, TextIO
 
-from . import topics
+from .arguments import add_actions, open_admin
 
 VERSION = 1
 
 
-def add_parser(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser(
-        "reassign-partitions",
-        help="move partitions between brokers (like kafka-reassign-partitions)",
-        description="Like kafka-reassign-partitions: generate a reassignment plan, execute "
-        "it (the new replicas catch up, join the ISR, then the old ones leave), verify "
-        "it, cancel it or list the running reassignments.",
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    add_actions(
+        p,
+        {
+            "--generate": "propose a reassignment",
+            "--execute": "start the reassignment",
+            "--verify": "is the reassignment done?",
+            "--cancel": "cancel the reassignment",
+            "--list": "list the running reassignments",
+        },
     )
-    topics.add_connection_args(p)
-    action = p.add_mutually_exclusive_group(required=True)
-    action.add_argument("--generate", action="store_true", help="propose a reassignment")
-    action.add_argument("--execute", action="store_true", help="start the reassignment")
-    action.add_argument("--verify", action="store_true", help="is the reassignment done?")
-    action.add_argument("--cancel", action="store_true", help="cancel the reassignment")
-    action.add_argument("--list", action="store_true", help="list the running reassignments")
     p.add_argument(
         "--topics-to-move-json-file",
         type=Path,
@@ -76,7 +72,6 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         action="store_true",
         help="(--execute) start even though other reassignments are running",
     )
-    p.set_defaults(func=run)
 
 
 def _read_json(path: Path | None, option: str) -> Any:
@@ -201,7 +196,7 @@ def run(args: argparse.Namespace, out: TextIO | None = None) -> int:
     from seglog.client.cluster import TopicPartition
 
     out = out or sys.stdout
-    with topics.open_admin(args) as admin:
+    with open_admin(args) as admin:
         if args.list:
             running = admin.list_partition_reassignments()
             if not running:

@@ -22,7 +22,7 @@ import re
 import sys
 from typing import TYPE_CHECKING, Any, TextIO
 
-from . import topics as cli_topics
+from .arguments import add_actions, bootstrap_servers, security_options
 
 if TYPE_CHECKING:
     from seglog.node.security.acls import AclBinding, AclFilter
@@ -38,8 +38,8 @@ def _stub(args: argparse.Namespace) -> tuple[Any, float]:
     from seglog.client.security import ClientSecurity
     from seglog.proto import security_pb2_grpc
 
-    (host, port), *_ = parse_bootstrap(cli_topics.bootstrap_servers(args))
-    security = ClientSecurity.from_options(cli_topics.security_options(args))
+    (host, port), *_ = parse_bootstrap(bootstrap_servers(args))
+    security = ClientSecurity.from_options(security_options(args))
     channel = security.channel(f"{host}:{port}", CHANNEL_OPTIONS)
     return security_pb2_grpc.SecurityStub(channel), args.request_timeout_ms / 1000
 
@@ -331,49 +331,27 @@ def run_acls(args: argparse.Namespace, out: TextIO | None = None) -> int:
     return 0
 
 
-def add_parsers(sub: argparse._SubParsersAction) -> None:
-    c = sub.add_parser(
-        "configs",
-        help="users' SCRAM credentials, topics' and brokers' dynamic configs (like "
-        "kafka-configs)",
-        description="Like kafka-configs for users (add, delete and describe SCRAM "
-        "credentials), topics (describe and alter their configs) and brokers (describe "
-        "and alter dynamic broker configs).",
-    )
-    cli_topics.add_connection_args(c)
-    action = c.add_mutually_exclusive_group(required=True)
-    action.add_argument("--alter", action="store_true")
-    action.add_argument("--describe", action="store_true")
+def add_configs_arguments(c: argparse.ArgumentParser) -> None:
+    add_actions(c, {"--alter": None, "--describe": None})
     c.add_argument("--entity-type", required=True, choices=["users", "topics", "brokers"])
     c.add_argument("--entity-name", help="the user, the topic, or the broker id")
     c.add_argument(
         "--entity-default", action="store_true", help="brokers: the cluster-wide default"
     )
-    c.add_argument(
-        "--all", action="store_true", help="topics, brokers --describe: every config"
-    )
+    c.add_argument("--all", action="store_true", help="topics, brokers --describe: every config")
     c.add_argument(
         "--add-config",
-        help="users: 'SCRAM-SHA-256=[iterations=8192,password=...]'; topics, brokers: "
-        "k=v,k2=v2",
+        help="users: 'SCRAM-SHA-256=[iterations=8192,password=...]'; topics, brokers: k=v,k2=v2",
     )
     c.add_argument(
         "--delete-config",
         help="users: SCRAM-SHA-256 and/or SCRAM-SHA-512; topics, brokers: config names; "
         "comma-separated",
     )
-    c.set_defaults(func=run_configs)
 
-    a = sub.add_parser(
-        "acls",
-        help="add, list and remove ACLs (like kafka-acls)",
-        description="Like kafka-acls: add, list and remove ACL bindings.",
-    )
-    cli_topics.add_connection_args(a)
-    action = a.add_mutually_exclusive_group(required=True)
-    action.add_argument("--add", action="store_true")
-    action.add_argument("--list", action="store_true")
-    action.add_argument("--remove", action="store_true")
+
+def add_acls_arguments(a: argparse.ArgumentParser) -> None:
+    add_actions(a, {"--add": None, "--list": None, "--remove": None})
     a.add_argument("--topic", action="append", help="a topic (repeatable)")
     a.add_argument("--group", action="append", help="a consumer group (repeatable)")
     a.add_argument("--transactional-id", action="append")
@@ -399,4 +377,3 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
         "--consumer", action="store_true", help="Read, Describe on --topic, Read --group"
     )
     a.add_argument("--force", action="store_true", help="--remove without a resource")
-    a.set_defaults(func=run_acls)

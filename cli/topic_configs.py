@@ -16,7 +16,7 @@ from __future__ import annotations
 import argparse
 from typing import TextIO
 
-from . import topics
+from .arguments import open_admin
 from .broker_configs import parse_add_config, print_entries
 
 # Kafka's DescribeConfigs ConfigSource ids.
@@ -33,7 +33,7 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
     if getattr(args, "entity_default", False):
         raise ValueError("--entity-default is for brokers, not topics")
     name = args.entity_name
-    with topics.open_admin(args) as admin:
+    with open_admin(args) as admin:
         if args.describe:
             if args.add_config or args.delete_config:
                 raise ValueError("--add-config and --delete-config go with --alter")

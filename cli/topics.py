@@ -1,108 +1,18 @@
 """`seglog topics`: kafka-topics for seglog (create, list, describe, alter configs,
-delete), plus the connection options and `key=value` parsing every networked
-subcommand shares."""
+delete). The options it shares with the other networked subcommands are in
+arguments.py."""
 
 from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from pathlib import Path
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TextIO
+
+from .arguments import add_actions, add_pairs_option, open_admin, parse_pairs
 
 if TYPE_CHECKING:
     from seglog.client.admin import Admin, TopicDescription
-
-DEFAULT_REQUEST_TIMEOUT_MS = 30_000
-
-
-# --- shared by topics, produce, consume and get-offsets ---------------------------------
-
-
-def add_connection_args(parser: argparse.ArgumentParser, verbose: bool = True) -> None:
-    """`verbose=False` for a tool whose --verbose means something else (consumer-groups)."""
-    parser.add_argument(
-        "--bootstrap-server",
-        required=True,
-        metavar="HOST:PORT",
-        help="node(s) to connect to, comma-separated",
-    )
-    parser.add_argument(
-        "--request-timeout-ms",
-        type=int,
-        default=DEFAULT_REQUEST_TIMEOUT_MS,
-        metavar="MS",
-        help="give up on an unreachable cluster after this long (default %(default)s)",
-    )
-    parser.add_argument(
-        "--command-config",
-        metavar="FILE",
-        help="client properties (security.protocol, ssl.truststore.location, "
-        "ssl.keystore.location, ssl.key.password), as Kafka's tools take",
-    )
-    if verbose:
-        parser.add_argument(
-            "--verbose",
-            action="store_true",
-            help="log the client's failed requests and retries to stderr",
-        )
-
-
-def security_options(args: argparse.Namespace) -> dict[str, str | None]:
-    """--command-config as the clients' kafka-python-named security options."""
-    from dataclasses import asdict
-
-    from seglog.client.security import ClientSecurity
-    from seglog.storage.properties_file import parse_properties
-
-    path = getattr(args, "command_config", None)
-    if not path:
-        return {}
-    try:
-        props = parse_properties(Path(path).read_text(encoding="utf-8"))
-    except OSError as e:
-        raise ValueError(f"--command-config {path}: {e}") from None
-    return asdict(ClientSecurity.from_properties(props))
-
-
-def bootstrap_servers(args: argparse.Namespace) -> str:
-    """--bootstrap-server, checked up front so a typo is one clear line, not a
-    connection error later."""
-    from seglog.client.cluster import parse_bootstrap
-
-    value: str = args.bootstrap_server
-    try:
-        addresses = parse_bootstrap(value)
-    except ValueError as e:
-        raise ValueError(f"--bootstrap-server {value!r}: {e}") from None
-    for _host, port in addresses:
-        if not 0 < port < 65536:
-            raise ValueError(f"--bootstrap-server {value!r}: port {port} is out of range")
-    if args.request_timeout_ms <= 0:
-        raise ValueError(f"--request-timeout-ms must be positive, got {args.request_timeout_ms}")
-    return value
-
-
-def open_admin(args: argparse.Namespace) -> Admin:
-    from seglog.client.admin import Admin
-
-    return Admin(
-        bootstrap_servers(args),
-        request_timeout_ms=args.request_timeout_ms,
-        **security_options(args),
-    )
-
-
-def parse_pairs(items: Iterable[str] | None, option: str) -> dict[str, str]:
-    """`["k=v", ...]` → {k: v}; the value may itself contain '='."""
-    out: dict[str, str] = {}
-    for item in items or []:
-        key, sep, value = item.partition("=")
-        if not sep or not key.strip():
-            raise ValueError(f"{option} {item!r} is not key=value")
-        out[key.strip()] = value
-    return out
-
 
 # --- topics --------------------------------------------------------------------------
 
@@ -120,27 +30,24 @@ def _filter_name(flag: str) -> str:
     return flag.lstrip("-").replace("-", "_")
 
 
-def add_parser(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser(
-        "topics",
-        help="create, list, describe, alter and delete topics (like kafka-topics)",
-        description="Like kafka-topics: create, list, describe, alter and delete topics.",
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    add_actions(
+        p,
+        {
+            "--create": "create a topic",
+            "--list": "list topic names",
+            "--describe": "describe topics",
+            "--alter": "set or delete topic configs",
+            "--delete": "delete a topic",
+        },
     )
-    add_connection_args(p)
-    action = p.add_mutually_exclusive_group(required=True)
-    action.add_argument("--create", action="store_true", help="create a topic")
-    action.add_argument("--list", action="store_true", help="list topic names")
-    action.add_argument("--describe", action="store_true", help="describe topics")
-    action.add_argument("--alter", action="store_true", help="set or delete topic configs")
-    action.add_argument("--delete", action="store_true", help="delete a topic")
     p.add_argument("--topic", help="the topic (every topic for --list/--describe if omitted)")
     p.add_argument("--partitions", type=int, help="partition count (--create)")
     p.add_argument("--replication-factor", type=int, help="replicas per partition (--create)")
-    p.add_argument(
+    add_pairs_option(
+        p,
         "--config",
-        action="append",
-        metavar="KEY=VALUE",
-        help="a topic config override (--create, --alter); repeatable",
+        "a topic config override (--create, --alter); repeatable",
     )
     p.add_argument(
         "--delete-config",
@@ -158,7 +65,6 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         action="store_true",
         help="--alter/--delete/--describe: no error if the topic does not exist",
     )
-    p.set_defaults(func=run)
 
 
 def _action(args: argparse.Namespace) -> str:
@@ -221,9 +127,25 @@ def run(args: argparse.Namespace, out: TextIO | None = None) -> int:
         return _delete(admin, args)
 
 
+_MISSING = "UNKNOWN_TOPIC_OR_PARTITION"
+
+
+def _done(call: Callable[[], object], error: str, tolerated: bool) -> bool:
+    """Run the admin call; False when it failed with `error` and --if-exists or
+    --if-not-exists (`tolerated`) makes that a quiet success: exit 0, nothing printed."""
+    from seglog.client.errors import error_class
+
+    try:
+        call()
+    except error_class(error):
+        if tolerated:
+            return False
+        raise
+    return True
+
+
 def _create(admin: Admin, args: argparse.Namespace, configs: dict[str, str], out: TextIO) -> int:
     from seglog.client.admin import NewTopic
-    from seglog.client.errors import error_class
 
     topic = NewTopic(
         args.topic,
@@ -231,12 +153,8 @@ def _create(admin: Admin, args: argparse.Namespace, configs: dict[str, str], out
         replication_factor=args.replication_factor if args.replication_factor is not None else -1,
         topic_configs=configs,
     )
-    try:
-        admin.create_topics([topic])
-    except error_class("TOPIC_ALREADY_EXISTS"):
-        if args.if_not_exists:
-            return 0
-        raise
+    if not _done(lambda: admin.create_topics([topic]), "TOPIC_ALREADY_EXISTS", args.if_not_exists):
+        return 0
     print(f"Created topic {args.topic}.", file=out)
     return 0
 
@@ -251,17 +169,15 @@ def _list(admin: Admin, args: argparse.Namespace, out: TextIO) -> int:
 def _describe(admin: Admin, args: argparse.Namespace, out: TextIO) -> int:
     from seglog.client.errors import error_class
 
-    try:
-        topics = admin.describe_topics([args.topic] if args.topic else None)
-    except error_class("UNKNOWN_TOPIC_OR_PARTITION"):
-        if args.if_exists:
-            return 0
-        raise
+    topics: list[TopicDescription] = []
+    names = [args.topic] if args.topic else None
+    if not _done(lambda: topics.extend(admin.describe_topics(names)), _MISSING, args.if_exists):
+        return 0
     for t in topics:
         # A topic deleted between the two requests is simply skipped.
         try:
             configs = admin.describe_configs(t.name)
-        except error_class("UNKNOWN_TOPIC_OR_PARTITION"):
+        except error_class(_MISSING):
             if args.topic:
                 raise
             continue
@@ -358,19 +274,18 @@ def _print_partitions(
 
 
 def _alter(admin: Admin, args: argparse.Namespace, configs: dict[str, str], out: TextIO) -> int:
-    from seglog.client.errors import error_class
 
     if args.partitions is not None:
         return _add_partitions(admin, args, configs, out)
     removed = [k.strip() for k in args.delete_config or []]
     if not configs and not removed:
         raise ValueError("--alter needs --config KEY=VALUE or --delete-config KEY")
-    try:
-        admin.alter_configs(args.topic, set=configs, delete=removed)
-    except error_class("UNKNOWN_TOPIC_OR_PARTITION"):
-        if args.if_exists:
-            return 0
-        raise
+    if not _done(
+        lambda: admin.alter_configs(args.topic, set=configs, delete=removed),
+        _MISSING,
+        args.if_exists,
+    ):
+        return 0
     print(f"Updated config for topic {args.topic}.", file=out)
     return 0
 
@@ -379,16 +294,12 @@ def _add_partitions(
     admin: Admin, args: argparse.Namespace, configs: dict[str, str], out: TextIO
 ) -> int:
     from seglog.client.admin import NewPartitions
-    from seglog.client.errors import error_class
 
     if configs or args.delete_config:
         raise ValueError("--alter --partitions can't be combined with --config/--delete-config")
-    try:
-        admin.create_partitions({args.topic: NewPartitions(args.partitions)})
-    except error_class("UNKNOWN_TOPIC_OR_PARTITION"):
-        if args.if_exists:
-            return 0
-        raise
+    grow = {args.topic: NewPartitions(args.partitions)}
+    if not _done(lambda: admin.create_partitions(grow), _MISSING, args.if_exists):
+        return 0
     print(
         "WARNING: If partitions are increased for a topic that has a key, the partition "
         "logic or ordering of the messages will be affected",
@@ -399,13 +310,8 @@ def _add_partitions(
 
 
 def _delete(admin: Admin, args: argparse.Namespace) -> int:
-    from seglog.client.errors import error_class
 
-    try:
-        admin.delete_topics([args.topic])
-    except error_class("UNKNOWN_TOPIC_OR_PARTITION"):
-        if args.if_exists:
-            return 0
-        raise
+    if not _done(lambda: admin.delete_topics([args.topic]), _MISSING, args.if_exists):
+        return 0
     # kafka-topics --delete prints nothing on success.
     return 0

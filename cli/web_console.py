@@ -4,17 +4,10 @@ from __future__ import annotations
 
 import argparse
 
-from .topics import add_connection_args, bootstrap_servers, security_options
+from .arguments import bootstrap_servers, security_options
 
 
-def add_parser(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser(
-        "console",
-        help="serve the web console: nodes, topics, messages, consumer groups",
-        description="A web UI over the cluster's own APIs (Admin, Consumer, Producer, the "
-        "nodes' /metrics). Ctrl-C stops it.",
-    )
-    add_connection_args(p)
+def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--host", default="127.0.0.1", help="address to listen on (%(default)s)")
     p.add_argument("--port", type=int, default=9500, help="port to listen on (%(default)s)")
     p.add_argument(
@@ -24,7 +17,6 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         metavar="MS",
         help="how often the one shared metadata refresh runs (default %(default)s)",
     )
-    p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:

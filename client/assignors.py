@@ -32,6 +32,16 @@ def _sorted_members(subscriptions: Mapping[str, Subscription]) -> list[str]:
     return sorted(subscriptions, key=lambda m: member_order(m, subscriptions[m]))
 
 
+def _start(
+    subscriptions: Mapping[str, Subscription],
+) -> tuple[dict[str, list[TopicPartition]], list[str], list[str]]:
+    """What an eager assignor starts from: an empty list per member, the members in
+    order, and every subscribed topic, sorted."""
+    out: dict[str, list[TopicPartition]] = {m: [] for m in subscriptions}
+    topics = sorted({t for s in subscriptions.values() for t in s.topics})
+    return out, _sorted_members(subscriptions), topics
+
+
 def _tp_key(tp: TopicPartition) -> tuple[str, int]:
     return (tp.topic, tp.partition)
 
@@ -65,9 +75,7 @@ class RangeAssignor(Assignor):
     def assign(
         self, partitions_per_topic: Mapping[str, int], subscriptions: Mapping[str, Subscription]
     ) -> Assignment:
-        out: dict[str, list[TopicPartition]] = {m: [] for m in subscriptions}
-        members = _sorted_members(subscriptions)
-        topics = sorted({t for s in subscriptions.values() for t in s.topics})
+        out, members, topics = _start(subscriptions)
         for topic in topics:
             count = partitions_per_topic.get(topic)
             if not count:
@@ -91,11 +99,9 @@ class RoundRobinAssignor(Assignor):
     def assign(
         self, partitions_per_topic: Mapping[str, int], subscriptions: Mapping[str, Subscription]
     ) -> Assignment:
-        out: dict[str, list[TopicPartition]] = {m: [] for m in subscriptions}
-        members = _sorted_members(subscriptions)
+        out, members, topics = _start(subscriptions)
         if not members:
             return {}
-        topics = sorted({t for s in subscriptions.values() for t in s.topics})
         turn = 0
         for topic in topics:
             for p in range(partitions_per_topic.get(topic, 0)):

@@ -13,16 +13,16 @@ partitions among its members, positions start at the group's committed offsets
     for record in consumer:
         ...
 
-The membership logic is a state machine in group_membership.py; the I/O with
-the coordinator in group_coordinator.py; the assignors in assignors.py.
+What it reads is in subscription_state.py, positions and fetching in fetcher.py,
+the argument checks in consumer_args.py. The membership logic is a state machine
+in group_membership.py; the I/O with the coordinator in group_coordinator.py; the
+assignors in assignors.py.
 """
 
 from __future__ import annotations
 
 import logging
-import math
 import random
-import re
 import time
 import warnings
 from collections import deque
@@ -31,15 +31,22 @@ from typing import Any
 
 from .assignors import make_assignors
 from .cluster import ClusterMetadata, Connections, TopicPartition
+from .consumer_args import (
+    RESET_POLICIES,
+    as_tp,
+    check_timestamp_ms,
+    offsets_arg,
+    positive_int,
+    to_seconds,
+)
 from .errors import IllegalStateError, KafkaError, KafkaTimeoutError
+from .fetched_batches import ConsumerRecord, Deserializer
 from .fetcher import (
     EARLIEST,
     EARLIEST_TIMESTAMP,
     LATEST,
     LATEST_TIMESTAMP,
     NONE,
-    ConsumerRecord,
-    Deserializer,
     FetchConfig,
     Fetcher,
     NoOffsetForPartitionError,
@@ -49,8 +56,11 @@ from .fetcher import (
 from .group_coordinator import ConsumerCoordinator, OffsetAndMetadata
 from .group_membership import Assign, GroupMembership, Lost, MembershipConfig, PrepareJoin
 from .security import ClientSecurity
+from .subscription_state import ConsumerRebalanceListener, SubscriptionState
 
 _log = logging.getLogger(__name__)
+# The iterator waits in slices so an infinite consumer_timeout_ms stays bounded per wait.
+_ITER_SLICE_S = 60.0
 
 __all__ = [
     "Consumer",
@@ -62,93 +72,6 @@ __all__ = [
     "OffsetOutOfRangeError",
     "TopicPartition",
 ]
-
-_RESET_POLICIES = {
-    "earliest": EARLIEST,
-    "smallest": EARLIEST,
-    "latest": LATEST,
-    "largest": LATEST,
-    "none": NONE,
-}
-# offsets_for_times wants epoch milliseconds. 10^11 ms is March 1973 while
-# 10^11 s is the year 5138: a smaller positive value is almost surely seconds.
-# 10^14 ms is the year 5138 too: a larger value is micro- or nanoseconds.
-MIN_PLAUSIBLE_TIMESTAMP_MS = 10**11
-MAX_PLAUSIBLE_TIMESTAMP_MS = 10**14
-# The iterator waits in slices so an infinite consumer_timeout_ms stays bounded per wait.
-_ITER_SLICE_S = 60.0
-
-
-def _as_tp(obj: object) -> TopicPartition:
-    """Ours, or anything with .topic and .partition (kafka-python's namedtuple)."""
-    if isinstance(obj, TopicPartition):
-        return obj
-    topic = getattr(obj, "topic", None)
-    partition = getattr(obj, "partition", None)
-    if isinstance(topic, str) and isinstance(partition, int) and not isinstance(partition, bool):
-        return TopicPartition(topic, partition)
-    raise TypeError(f"expected a TopicPartition, got {obj!r}")
-
-
-def _positive_int(name: str, value: object, minimum: int = 1) -> int:
-    if not isinstance(value, int) or isinstance(value, bool) or value < minimum:
-        raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
-    return value
-
-
-def _timeout_s(timeout_ms: float | None, default_ms: float) -> float:
-    ms = default_ms if timeout_ms is None else timeout_ms
-    if not isinstance(ms, int | float) or isinstance(ms, bool) or math.isnan(ms) or ms < 0:
-        raise ValueError(f"timeout_ms must be a non-negative number, got {timeout_ms!r}")
-    return ms / 1000
-
-
-def check_timestamp_ms(tp: TopicPartition, ts: object) -> int:
-    """A target time for offsets_for_times: epoch milliseconds, refused when it is
-    negative or clearly in another unit."""
-    if isinstance(ts, bool) or not isinstance(ts, int | float) or not math.isfinite(ts):
-        raise ValueError(f"target time for {tp.topic}-{tp.partition} must be a number, got {ts!r}")
-    if ts < 0:
-        raise ValueError(
-            f"target time for {tp.topic}-{tp.partition} is {ts}: it cannot be negative"
-        )
-    if 0 < ts < MIN_PLAUSIBLE_TIMESTAMP_MS:
-        raise ValueError(
-            f"target time for {tp.topic}-{tp.partition} is {ts}, which looks like seconds "
-            f"since the epoch; offsets_for_times wants milliseconds (e.g. "
-            f"int(time.time() * 1000)). Values below {MIN_PLAUSIBLE_TIMESTAMP_MS} (March "
-            f"1973 in ms) are refused"
-        )
-    if ts >= MAX_PLAUSIBLE_TIMESTAMP_MS:
-        raise ValueError(
-            f"target time for {tp.topic}-{tp.partition} is {ts}, which looks like micro- or "
-            f"nanoseconds since the epoch; offsets_for_times wants milliseconds"
-        )
-    return int(ts)
-
-
-class ConsumerRebalanceListener:
-    """kafka-python's ConsumerRebalanceListener: called in the thread that polls.
-    on_partitions_lost defaults to on_partitions_revoked (as in Kafka)."""
-
-    def on_partitions_revoked(self, revoked: set[TopicPartition]) -> None:
-        pass
-
-    def on_partitions_assigned(self, assigned: set[TopicPartition]) -> None:
-        pass
-
-    def on_partitions_lost(self, lost: set[TopicPartition]) -> None:
-        self.on_partitions_revoked(lost)
-
-
-def _call_listener(listener: object, method: str, tps: frozenset[TopicPartition]) -> None:
-    if listener is None:
-        return
-    fn = getattr(listener, method, None)
-    if fn is None and method == "on_partitions_lost":
-        fn = getattr(listener, "on_partitions_revoked", None)
-    if fn is not None:
-        fn(set(tps))
 
 
 class Consumer:
@@ -194,7 +117,7 @@ class Consumer:
                 stacklevel=2,
             )
             enable_auto_commit = False
-        policy = _RESET_POLICIES.get(str(auto_offset_reset).lower())
+        policy = RESET_POLICIES.get(str(auto_offset_reset).lower())
         if policy is None:
             raise ValueError(
                 f"auto_offset_reset must be 'earliest', 'latest' or 'none', "
@@ -203,20 +126,20 @@ class Consumer:
         if not (consumer_timeout_ms == float("inf") or consumer_timeout_ms >= 0):
             raise ValueError(f"consumer_timeout_ms must be >= 0, got {consumer_timeout_ms!r}")
         self.client_id = client_id
-        self.max_poll_records = _positive_int("max_poll_records", max_poll_records)
-        self.request_timeout_ms = _positive_int("request_timeout_ms", request_timeout_ms)
+        self.max_poll_records = positive_int("max_poll_records", max_poll_records)
+        self.request_timeout_ms = positive_int("request_timeout_ms", request_timeout_ms)
         self.consumer_timeout_ms = consumer_timeout_ms
         config = FetchConfig(
-            fetch_min_bytes=_positive_int("fetch_min_bytes", fetch_min_bytes, 0),
-            fetch_max_wait_ms=_positive_int("fetch_max_wait_ms", fetch_max_wait_ms, 0),
-            fetch_max_bytes=_positive_int("fetch_max_bytes", fetch_max_bytes),
-            max_partition_fetch_bytes=_positive_int(
+            fetch_min_bytes=positive_int("fetch_min_bytes", fetch_min_bytes, 0),
+            fetch_max_wait_ms=positive_int("fetch_max_wait_ms", fetch_max_wait_ms, 0),
+            fetch_max_bytes=positive_int("fetch_max_bytes", fetch_max_bytes),
+            max_partition_fetch_bytes=positive_int(
                 "max_partition_fetch_bytes", max_partition_fetch_bytes
             ),
             request_timeout_ms=self.request_timeout_ms,
             auto_offset_reset=policy,
-            retry_backoff_ms=_positive_int("retry_backoff_ms", retry_backoff_ms),
-            retry_backoff_max_ms=_positive_int("retry_backoff_max_ms", retry_backoff_max_ms),
+            retry_backoff_ms=positive_int("retry_backoff_ms", retry_backoff_ms),
+            retry_backoff_max_ms=positive_int("retry_backoff_max_ms", retry_backoff_max_ms),
             key_deserializer=key_deserializer,
             value_deserializer=value_deserializer,
         )
@@ -224,27 +147,22 @@ class Consumer:
             bootstrap_servers,
             Connections(client_security),
             request_timeout_ms=self.request_timeout_ms,
-            metadata_max_age_ms=_positive_int("metadata_max_age_ms", metadata_max_age_ms),
+            metadata_max_age_ms=positive_int("metadata_max_age_ms", metadata_max_age_ms),
         )
         self._fetcher = Fetcher(self._metadata, config)
         self._fetcher.topics_of_interest = self._topics_of_interest
         self._fetcher.on_metadata = self._sync_subscription
-        self._subscribed: set[str] | None = None
-        self._pattern: re.Pattern[str] | None = None
-        self._manual = False
+        self._subscription = SubscriptionState()
         # Records drained for the iterator but not yet yielded:
         # (tp, generation, record, position after it).
         self._chunk: deque[tuple[TopicPartition, int, ConsumerRecord, int]] = deque()
         self._closed = False
         self.group_id = group_id
         self.enable_auto_commit = bool(enable_auto_commit)
-        self.auto_commit_interval_ms = _positive_int(
+        self.auto_commit_interval_ms = positive_int(
             "auto_commit_interval_ms", auto_commit_interval_ms
         )
-        self.default_api_timeout_ms = _positive_int(
-            "default_api_timeout_ms", default_api_timeout_ms
-        )
-        self._listener: object = None
+        self.default_api_timeout_ms = positive_int("default_api_timeout_ms", default_api_timeout_ms)
         self._next_auto_commit = time.monotonic() + self.auto_commit_interval_ms / 1000
         self._coordinator: ConsumerCoordinator | None = None
         if group_id is not None:
@@ -253,11 +171,9 @@ class Consumer:
                     group_id=group_id,
                     group_instance_id=group_instance_id,
                     client_id=client_id,
-                    session_timeout_ms=_positive_int("session_timeout_ms", session_timeout_ms),
-                    rebalance_timeout_ms=_positive_int(
-                        "max_poll_interval_ms", max_poll_interval_ms
-                    ),
-                    heartbeat_interval_ms=_positive_int(
+                    session_timeout_ms=positive_int("session_timeout_ms", session_timeout_ms),
+                    rebalance_timeout_ms=positive_int("max_poll_interval_ms", max_poll_interval_ms),
+                    heartbeat_interval_ms=positive_int(
                         "heartbeat_interval_ms", heartbeat_interval_ms
                     ),
                     max_poll_interval_ms=max_poll_interval_ms,
@@ -285,13 +201,13 @@ class Consumer:
     def assign(self, partitions: Iterable[TopicPartition]) -> None:
         """Fetch exactly these partitions (positions of ones kept are kept)."""
         self._check_open()
-        if self._subscribed is not None or self._pattern is not None:
+        if self._subscription.subscribed:
             raise IllegalStateError("assign() cannot follow subscribe(); unsubscribe() first")
-        tps = [_as_tp(p) for p in partitions]
+        tps = [as_tp(p) for p in partitions]
         self._abandon_chunk()
         before = set(self._fetcher.states)
         self._fetcher.assign(tps)
-        self._manual = bool(tps)
+        self._subscription.manual = bool(tps)
         if self._coordinator is not None:
             # With a group, a partition starts at the group's committed offset.
             self._fetcher.awaiting_committed |= {tp for tp in tps if tp not in before}
@@ -310,58 +226,47 @@ class Consumer:
         self._check_open()
         if listener is not None and self._coordinator is None:
             raise ValueError("a rebalance listener needs a group_id")
-        if self._manual:
-            raise IllegalStateError("subscribe() cannot follow assign(); unsubscribe() first")
-        names = [topics] if isinstance(topics, str) else list(topics)
-        if bool(names) == (pattern is not None):
-            raise ValueError("subscribe() needs either topics or a pattern")
-        for name in names:
-            if not isinstance(name, str) or not name:
-                raise TypeError(f"topic names must be non-empty strings, got {name!r}")
-        self._subscribed = None if pattern is not None else set(names)
-        self._pattern = re.compile(pattern) if pattern is not None else None
-        self._listener = listener
+        self._subscription.subscribe(topics, pattern, listener)
         self._fetcher.maybe_refresh_metadata(force=True)
         self._sync_subscription()
 
     def subscription(self) -> set[str] | None:
-        if self._subscribed is not None:
-            return set(self._subscribed)
-        if self._pattern is not None:
-            return {t for t in self._metadata.topics() if self._pattern.fullmatch(t)}
+        sub = self._subscription
+        if sub.topics is not None:
+            return set(sub.topics)
+        if sub.pattern is not None:
+            return sub.matching(self._metadata.topics())
         return None
 
     def unsubscribe(self) -> None:
         if self._coordinator is not None and self._group_managed():
             self._leave_group("the consumer unsubscribed", self.default_api_timeout_ms / 1000)
         self._abandon_chunk()
-        self._subscribed = None
-        self._pattern = None
-        self._manual = False
+        self._subscription.unsubscribe()
         self._fetcher.assign([])
 
     def _group_managed(self) -> bool:
         """Partitions come from the group's assignor (subscribe() with a group_id)."""
-        return self._coordinator is not None and (
-            self._subscribed is not None or self._pattern is not None
-        )
+        return self._coordinator is not None and self._subscription.subscribed
 
     def _topics_of_interest(self) -> set[str] | None:
-        if self._pattern is not None:
+        sub = self._subscription
+        if sub.pattern is not None:
             return None
         leader = set(self._coordinator.m.leader_counts) if self._coordinator else set()
-        return {tp.topic for tp in self._fetcher.states} | (self._subscribed or set()) | leader
+        return {tp.topic for tp in self._fetcher.states} | (sub.topics or set()) | leader
 
     def _sync_subscription(self) -> bool:
         """Assign all partitions of subscribed topics; True while some are unknown."""
-        if self._subscribed is None and self._pattern is None:
+        sub = self._subscription
+        if not sub.subscribed:
             return False
-        if self._pattern is not None:
-            topics = {t for t in self._metadata.topics() if self._pattern.fullmatch(t)}
+        if sub.pattern is not None:
+            topics = sub.matching(self._metadata.topics())
             missing = False
         else:
-            assert self._subscribed is not None
-            topics = self._subscribed
+            assert sub.topics is not None
+            topics = sub.topics
             missing = any(self._metadata.partitions_for(t) is None for t in topics)
         if self._coordinator is not None:
             # The group's assignor decides the partitions; the member tells its topics.
@@ -387,7 +292,7 @@ class Consumer:
 
     def seek(self, partition: TopicPartition, offset: int) -> None:
         """Fetch from `offset` at the next poll."""
-        tp = _as_tp(partition)
+        tp = as_tp(partition)
         if not isinstance(offset, int) or isinstance(offset, bool) or offset < 0:
             raise ValueError(f"offset must be an int >= 0, got {offset!r}")
         self._fetcher.state(tp)  # raises when unassigned
@@ -403,7 +308,7 @@ class Consumer:
         self._request_reset(partitions, LATEST)
 
     def _request_reset(self, partitions: Sequence[TopicPartition], strategy: str) -> None:
-        tps = [_as_tp(p) for p in partitions] or list(self._fetcher.states)
+        tps = [as_tp(p) for p in partitions] or list(self._fetcher.states)
         if not tps:
             raise IllegalStateError("no partitions are assigned")
         for tp in tps:
@@ -416,9 +321,9 @@ class Consumer:
         """The offset of the next record poll() returns for the partition, resolving
         a pending reset (ListOffsets) first. KafkaTimeoutError if that cannot finish."""
         self._check_open()
-        tp = _as_tp(partition)
+        tp = as_tp(partition)
         st = self._fetcher.state(tp)
-        deadline = time.monotonic() + _timeout_s(timeout_ms, self.request_timeout_ms)
+        deadline = time.monotonic() + to_seconds(timeout_ms, self.request_timeout_ms)
         while st.position is None:
             if st.error is not None:
                 raise st.error
@@ -440,10 +345,10 @@ class Consumer:
 
     def highwater(self, partition: TopicPartition) -> int | None:
         """The high watermark the last fetch reported, or None before any fetch."""
-        return self._fetcher.state(_as_tp(partition)).highwater
+        return self._fetcher.state(as_tp(partition)).highwater
 
     def pause(self, *partitions: TopicPartition) -> None:
-        tps = [_as_tp(p) for p in partitions]
+        tps = [as_tp(p) for p in partitions]
         for tp in tps:
             self._fetcher.state(tp)
         self._abandon_chunk()
@@ -452,7 +357,7 @@ class Consumer:
 
     def resume(self, *partitions: TopicPartition) -> None:
         for p in partitions:
-            self._fetcher.state(_as_tp(p)).paused = False
+            self._fetcher.state(as_tp(p)).paused = False
 
     def paused(self) -> set[TopicPartition]:
         return {tp for tp, st in self._fetcher.states.items() if st.paused}
@@ -463,20 +368,20 @@ class Consumer:
         self, partitions: Iterable[TopicPartition], timeout_ms: float | None = None
     ) -> dict[TopicPartition, int]:
         """Each partition's log start offset (the partitions need not be assigned)."""
-        return self._offsets({_as_tp(p): EARLIEST_TIMESTAMP for p in partitions}, timeout_ms)
+        return self._offsets({as_tp(p): EARLIEST_TIMESTAMP for p in partitions}, timeout_ms)
 
     def end_offsets(
         self, partitions: Iterable[TopicPartition], timeout_ms: float | None = None
     ) -> dict[TopicPartition, int]:
         """Each partition's high watermark: the offset the next consumable record gets."""
-        return self._offsets({_as_tp(p): LATEST_TIMESTAMP for p in partitions}, timeout_ms)
+        return self._offsets({as_tp(p): LATEST_TIMESTAMP for p in partitions}, timeout_ms)
 
     def _offsets(
         self, timestamps: dict[TopicPartition, int], timeout_ms: float | None
     ) -> dict[TopicPartition, int]:
         self._check_open()
-        timeout_s = _timeout_s(timeout_ms, self.request_timeout_ms)
-        found = self._fetcher.list_offsets(timestamps, timeout_s)
+        timeout_s = to_seconds(timeout_ms, self.request_timeout_ms)
+        found = self._fetcher.offsets.list_offsets(timestamps, timeout_s)
         return {tp: found[tp][0] for tp in timestamps}
 
     def offsets_for_times(
@@ -487,10 +392,10 @@ class Consumer:
         self._check_open()
         targets = {}
         for p, ts in timestamps.items():
-            tp = _as_tp(p)
+            tp = as_tp(p)
             targets[tp] = check_timestamp_ms(tp, ts)
-        timeout_s = _timeout_s(timeout_ms, self.request_timeout_ms)
-        found = self._fetcher.list_offsets(targets, timeout_s)
+        timeout_s = to_seconds(timeout_ms, self.request_timeout_ms)
+        found = self._fetcher.offsets.list_offsets(targets, timeout_s)
         return {tp: OffsetAndTimestamp(*found[tp]) if found[tp][0] >= 0 else None for tp in targets}
 
     # --- cluster view -----------------------------------------------------------------
@@ -520,9 +425,9 @@ class Consumer:
         """Records past each partition's position, waiting up to timeout_ms for some.
         Positions move past the records returned."""
         self._check_open()
-        timeout_s = _timeout_s(timeout_ms, 0)
+        timeout_s = to_seconds(timeout_ms, 0)
         limit = self.max_poll_records if max_records is None else max_records
-        _positive_int("max_records", limit)
+        positive_int("max_records", limit)
         self._abandon_chunk()
         records, positions = self._fetch(limit, timeout_s)
         for tp, offset in positions.items():
@@ -625,7 +530,7 @@ class Consumer:
             self._fetcher.assign([tp for tp in self._fetcher.states if tp not in step.lost])
             c.app_done(step)
             _log.info("group %s: partitions lost: %s", self.group_id, _names(step.lost))
-            _call_listener(self._listener, "on_partitions_lost", step.lost)
+            self._subscription.call_listener("on_partitions_lost", step.lost)
         elif isinstance(step, PrepareJoin):
             if self.enable_auto_commit:
                 self._commit_quietly(c, self._consumed(), "before rejoining")
@@ -633,7 +538,7 @@ class Consumer:
             self._fetcher.assign([tp for tp in self._fetcher.states if tp not in step.revoked])
             c.app_done(step)
             if step.revoked or not cooperative:
-                _call_listener(self._listener, "on_partitions_revoked", step.revoked)
+                self._subscription.call_listener("on_partitions_revoked", step.revoked)
         else:
             if step.revoked:
                 if self.enable_auto_commit:
@@ -653,9 +558,8 @@ class Consumer:
                 _names(step.revoked),
             )
             if step.revoked:
-                _call_listener(self._listener, "on_partitions_revoked", step.revoked)
-            _call_listener(
-                self._listener,
+                self._subscription.call_listener("on_partitions_revoked", step.revoked)
+            self._subscription.call_listener(
                 "on_partitions_assigned",
                 step.added if cooperative else step.assigned,
             )
@@ -713,37 +617,12 @@ class Consumer:
             level = logging.DEBUG if quiet else logging.WARNING
             _log.log(level, "group %s: auto-commit failed: %s", self.group_id, outcome)
 
-    @staticmethod
-    def _offsets_arg(
-        offsets: Mapping[TopicPartition, object],
-    ) -> dict[TopicPartition, OffsetAndMetadata]:
-        out = {}
-        for p, value in offsets.items():
-            tp = _as_tp(p)
-            if isinstance(value, int) and not isinstance(value, bool):
-                om = OffsetAndMetadata(value)
-            elif isinstance(getattr(value, "offset", None), int):
-                metadata = getattr(value, "metadata", "") or ""
-                epoch = getattr(value, "leader_epoch", -1)
-                om = OffsetAndMetadata(value.offset, str(metadata), -1 if epoch is None else epoch)  # type: ignore[attr-defined]
-            else:
-                raise TypeError(
-                    f"offset for {tp.topic}-{tp.partition} must be an int or an "
-                    f"OffsetAndMetadata, got {value!r}"
-                )
-            if om.offset < 0:
-                raise ValueError(
-                    f"offset for {tp.topic}-{tp.partition} must be >= 0, got {om.offset}"
-                )
-            out[tp] = om
-        return out
-
     def commit(self, offsets: Mapping[TopicPartition, object] | None = None) -> None:
         """Commit `offsets` (the next offset to read, per partition), or every
         assigned partition's position; blocks until committed or
         default_api_timeout_ms. CommitFailedError when the group rebalanced away."""
         c = self._require_group("commit()")
-        values = self._consumed() if offsets is None else self._offsets_arg(offsets)
+        values = self._consumed() if offsets is None else offsets_arg(offsets)
         c.commit_sync(values, self.default_api_timeout_ms / 1000)
 
     def commit_async(
@@ -755,7 +634,7 @@ class Consumer:
         a later poll()/commit()/close() of this thread."""
         c = self._require_group("commit_async()")
         c.run_commit_callbacks()  # earlier ones first, as Kafka does
-        values = self._consumed() if offsets is None else self._offsets_arg(offsets)
+        values = self._consumed() if offsets is None else offsets_arg(offsets)
         c.commit_async(values, callback or self._auto_commit_done)
 
     def committed(
@@ -764,7 +643,7 @@ class Consumer:
         """The group's committed offset of the partition (None: none), asked of the
         coordinator; with metadata=True, the OffsetAndMetadata."""
         c = self._require_group("committed()")
-        tp = _as_tp(partition)
+        tp = as_tp(partition)
         om = c.fetch_committed([tp], self.default_api_timeout_ms / 1000)[tp]
         if om is None:
             return None
@@ -796,8 +675,8 @@ class Consumer:
         try:
             if owned:
                 lost = not c.in_generation()
-                _call_listener(
-                    self._listener, "on_partitions_lost" if lost else "on_partitions_revoked", owned
+                self._subscription.call_listener(
+                    "on_partitions_lost" if lost else "on_partitions_revoked", owned
                 )
         finally:
             c.leave(reason, timeout_s)
@@ -817,7 +696,7 @@ class Consumer:
             return
         c = self._coordinator
         if c is not None:
-            timeout_s = _timeout_s(timeout_ms, 30_000)
+            timeout_s = to_seconds(timeout_ms, 30_000)
             try:
                 if not autocommit:
                     self.enable_auto_commit = False

@@ -1,7 +1,8 @@
 """The consumer's fetch pipeline: positions per assigned partition, one Fetch in
 flight per leader node (sent with `stub.Fetch.future`, so the next response
 travels while the application handles the current one), a bounded buffer of
-fetched batches, offset resets via ListOffsets, and retries with backoff.
+fetched batches (fetched_batches.py), offset resets via ListOffsets
+(offset_fetcher.py), and retries with backoff.
 
 Not thread-safe (like Kafka's consumer): one application thread drives it;
 gRPC threads only hand completed futures over through `_completed`.
@@ -10,34 +11,28 @@ gRPC threads only hand completed futures over through `_completed`.
 from __future__ import annotations
 
 import logging
-import random
 import threading
 import time
 from collections import OrderedDict, deque
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 import grpc
 
 from seglog.proto import client_pb2 as pb
 from seglog.proto import errors_pb2
-from seglog.storage.errors import StorageError
-from seglog.storage.record_batch import (
-    BatchHeader,
-    RecordFields,
-    decode_record_fields,
-    iter_batches,
-)
 
+from .backoff import Backoff
 from .cluster import FATAL_ERRORS, ClusterMetadata, TopicPartition, call
-from .errors import IllegalStateError, KafkaError, KafkaTimeoutError, error_class, for_code
+from .errors import IllegalStateError, KafkaError, error_class, for_code
+from .fetched_batches import ConsumerRecord, Deserializer, FetchedBatches, record_maker
+from .offset_fetcher import OffsetFetcher
 from .reachability import Reachability
 
 _log = logging.getLogger("seglog.client.consumer")
 
 E = errors_pb2.ErrorCode
-CorruptMessageError = error_class("CORRUPT_MESSAGE")
 OffsetOutOfRangeError = error_class("OFFSET_OUT_OF_RANGE")
 
 EARLIEST = "earliest"
@@ -51,24 +46,6 @@ EARLIEST_TIMESTAMP = -2
 MAX_BUFFERED_FETCHES = 2
 
 
-class ConsumerRecord(NamedTuple):
-    """kafka-python's ConsumerRecord (same fields, same order)."""
-
-    topic: str
-    partition: int
-    leader_epoch: int
-    offset: int
-    timestamp: int
-    timestamp_type: int  # 0 CreateTime, 1 LogAppendTime
-    key: Any
-    value: Any
-    headers: list[tuple[str, bytes | None]]
-    checksum: int | None
-    serialized_key_size: int  # -1 for a null key
-    serialized_value_size: int  # -1 for a null value
-    serialized_header_size: int  # -1 without headers
-
-
 class OffsetAndTimestamp(NamedTuple):
     offset: int
     timestamp: int
@@ -78,132 +55,6 @@ class NoOffsetForPartitionError(IllegalStateError):
     """A partition has no position and auto_offset_reset='none'."""
 
     message = "NO_OFFSET_FOR_PARTITION"
-
-
-Deserializer = Callable[[bytes | None], Any]
-
-
-class Backoff:
-    """Exponential backoff with jitter, capped."""
-
-    def __init__(self, initial_s: float, max_s: float) -> None:
-        self.initial_s = initial_s
-        self.max_s = max_s
-
-    def delay(self, failures: int) -> float:
-        base = min(self.max_s, self.initial_s * 2 ** min(max(failures - 1, 0), 16))
-        return base * random.uniform(0.8, 1.2)
-
-
-class FetchedBatches:
-    """The records one partition got in one Fetch response, drained lazily.
-
-    Batches are framed up front (cheap, no CRC) to know where the next fetch
-    starts; each batch is CRC-checked and decoded only when the drain reaches
-    it, so a corrupt batch fails at its own position, after the good ones.
-    """
-
-    def __init__(self, tp: TopicPartition, data: bytes, fetch_offset: int) -> None:
-        self.tp = tp
-        self.data = data
-        self.fetch_offset = fetch_offset
-        self.position = fetch_offset  # the next offset the application should see
-        self.batches: list[tuple[int, BatchHeader]] = []
-        self.framing_error: KafkaError | None = None
-        try:
-            for pos, header in iter_batches(data, validate=False):
-                self.batches.append((pos, header))
-        except StorageError as e:
-            self.framing_error = self._corrupt(e)
-        last = self.batches[-1][1].next_offset if self.batches else fetch_offset
-        self.next_fetch_offset = max(fetch_offset, last)
-        self._batch_index = 0
-        self._current: BatchHeader | None = None
-        self._records: list[RecordFields] = []
-        self._record_index = 0
-
-    @property
-    def useful(self) -> bool:
-        """False for a lone partial batch (it was cut by the size limits)."""
-        return bool(self.batches) or self.framing_error is not None
-
-    @property
-    def done(self) -> bool:
-        self._settle()
-        return (
-            self._current is None
-            and self._batch_index >= len(self.batches)
-            and (self.framing_error is None)
-        )
-
-    def _corrupt(self, e: Exception) -> KafkaError:
-        return CorruptMessageError(
-            f"{self.tp.topic}-{self.tp.partition} at or after offset {self.position}: {e}"
-        )
-
-    def _settle(self) -> None:
-        """Step past a finished batch and over batches with nothing to hand out."""
-        if self._current is not None and self._record_index >= len(self._records):
-            # Compaction may leave the batch's last offset beyond its last record.
-            self.position = max(self.position, self._current.next_offset)
-            self._current, self._records, self._record_index = None, [], 0
-        while self._current is None and self._batch_index < len(self.batches):
-            header = self.batches[self._batch_index][1]
-            if not (header.is_control or header.next_offset <= self.position):
-                break
-            self.position = max(self.position, header.next_offset)
-            self._batch_index += 1
-
-    def take(
-        self, limit: int, make: Callable[[RecordFields, BatchHeader], ConsumerRecord]
-    ) -> tuple[list[ConsumerRecord], KafkaError | None]:
-        """Up to `limit` records at or past `position`. On a failure (corrupt batch,
-        deserializer error) the records before it are returned with the error and
-        the position stays at the failing record, so the failure recurs next time."""
-        out: list[ConsumerRecord] = []
-        try:
-            while True:
-                self._settle()
-                if len(out) >= limit:
-                    break
-                current = self._current
-                if current is not None:
-                    # The rest of the decoded batch, within the limit, in one tight loop;
-                    # its state is written back even when a deserializer raises.
-                    records = self._records
-                    i, position = self._record_index, self.position
-                    end = min(len(records), i + limit - len(out))
-                    try:
-                        while i < end:
-                            record = records[i]
-                            if record[0] >= position:
-                                out.append(make(record, current))
-                                position = record[0] + 1
-                            i += 1
-                    finally:
-                        self._record_index, self.position = i, position
-                    continue
-                if self._batch_index >= len(self.batches):
-                    if self.framing_error is not None:
-                        return out, self.framing_error
-                    break
-                pos, header = self.batches[self._batch_index]
-                try:
-                    decoded = decode_record_fields(self.data, pos)  # checks the CRC first
-                except StorageError as e:
-                    return out, self._corrupt(e)
-                self._batch_index += 1
-                self._current, self._records, self._record_index = header, decoded, 0
-        except KafkaError as e:
-            return out, e
-        except Exception as e:  # noqa: BLE001 - a deserializer's own failure
-            error = KafkaError(
-                f"cannot deserialize {self.tp.topic}-{self.tp.partition} offset "
-                f"{self._records[self._record_index][0]}: {e!r}"
-            )
-            error.__cause__ = e
-            return out, error
-        return out, None
 
 
 @dataclass(eq=False)
@@ -291,6 +142,9 @@ class Fetcher:
             tp.topic for tp in self.states
         }
         self.on_metadata: Callable[[], bool] = lambda: False
+        self.offsets = OffsetFetcher(
+            metadata, self.backoff, self.request_timeout_s, lambda: self.topics_of_interest()
+        )
         # Partitions whose start is the group's committed offset, not yet fetched:
         # not reset to auto_offset_reset meanwhile (the consumer fills and clears it).
         self.awaiting_committed: set[TopicPartition] = set()
@@ -411,7 +265,7 @@ class Fetcher:
             wanted[tp] = EARLIEST_TIMESTAMP if st.reset == EARLIEST else LATEST_TIMESTAMP
         if not wanted:
             return
-        results, failures = self.list_offsets_once(wanted)
+        results, failures = self.offsets.list_offsets_once(wanted)
         for tp, (offset, _ts) in results.items():
             self.states[tp].seek(offset, self._bump())
         for tp, error in failures.items():
@@ -420,94 +274,6 @@ class Fetcher:
                 self._retry_later(st, error.invalid_metadata)
             else:
                 st.error = error
-
-    def list_offsets_once(
-        self, timestamps: Mapping[TopicPartition, int], timeout_s: float | None = None
-    ) -> tuple[dict[TopicPartition, tuple[int, int]], dict[TopicPartition, KafkaError]]:
-        """One ListOffsets per leader; (offset, timestamp) per partition, or its error."""
-        rpc_timeout_s = self.request_timeout_s if timeout_s is None else timeout_s
-        results: dict[TopicPartition, tuple[int, int]] = {}
-        failures: dict[TopicPartition, KafkaError] = {}
-        by_node: dict[int, list[tuple[TopicPartition, int, int]]] = {}
-        for tp, ts in timestamps.items():
-            info = self.metadata.partition(tp)
-            if info is None or info.leader < 0:
-                self.metadata.request_update()
-                failures[tp] = self.metadata.topic_error(tp.topic) or error_class(
-                    "LEADER_NOT_AVAILABLE"
-                )(f"no known leader for {tp.topic}-{tp.partition}")
-                continue
-            by_node.setdefault(info.leader, []).append((tp, ts, info.leader_epoch))
-        for node_id, parts in by_node.items():
-            request = pb.ListOffsetsRequest(replica_id=-1, isolation_level=0)
-            topics: dict[str, pb.ListOffsetsTopic] = {}
-            for tp, ts, epoch in parts:
-                t = topics.get(tp.topic)
-                if t is None:
-                    t = topics[tp.topic] = request.topics.add(name=tp.topic)
-                t.partitions.add(partition=tp.partition, current_leader_epoch=epoch, timestamp=ts)
-            try:
-                stub = self.metadata.stub_for(node_id)
-                response = call(stub.ListOffsets, request, rpc_timeout_s)
-            except KafkaError as e:
-                self.metadata.request_update()
-                for tp, _ts, _epoch in parts:
-                    failures[tp] = e
-                continue
-            asked = {tp for tp, _ts, _epoch in parts}
-            for t in response.topics:
-                for p in t.partitions:
-                    tp = TopicPartition(t.name, p.partition)
-                    if tp not in asked:
-                        continue
-                    asked.discard(tp)
-                    if p.error_code:
-                        failures[tp] = for_code(
-                            p.error_code, f"{tp.topic}-{tp.partition}: {p.error_message}"
-                        )
-                    else:
-                        results[tp] = (p.offset, p.timestamp)
-            for tp in asked:
-                failures[tp] = KafkaError(f"node {node_id} did not answer for {tp}")
-        return results, failures
-
-    def list_offsets(
-        self, timestamps: Mapping[TopicPartition, int], timeout_s: float
-    ) -> dict[TopicPartition, tuple[int, int]]:
-        """ListOffsets until every partition answered or the deadline passed."""
-        deadline = time.monotonic() + timeout_s
-        remaining = dict(timestamps)
-        results: dict[TopicPartition, tuple[int, int]] = {}
-        attempt = 0
-        while remaining:
-            if any(self.metadata.leader_for(tp) < 0 for tp in remaining):
-                self.metadata.request_update()
-            if self.metadata.stale():
-                try:
-                    self.metadata.refresh(self._topics_with(remaining))
-                except KafkaError:
-                    pass  # recorded below as the partitions' failures
-            rpc_timeout_s = min(self.request_timeout_s, max(deadline - time.monotonic(), 0.01))
-            got, failures = self.list_offsets_once(remaining, rpc_timeout_s)
-            results.update(got)
-            for tp in got:
-                del remaining[tp]
-            fatal = [e for e in failures.values() if not e.retriable]
-            if fatal:
-                raise fatal[0]
-            if not remaining:
-                break
-            attempt += 1
-            delay = self.backoff.delay(attempt)
-            if time.monotonic() + delay >= deadline:
-                detail = "; ".join(f"{tp.topic}-{tp.partition}: {e}" for tp, e in failures.items())
-                raise KafkaTimeoutError(f"offsets not found within {timeout_s:.1f}s ({detail})")
-            time.sleep(delay)
-        return results
-
-    def _topics_with(self, tps: Iterable[TopicPartition]) -> set[str]:
-        interest = self.topics_of_interest()
-        return {tp.topic for tp in tps} | (interest or set())
 
     # --- sending fetches ------------------------------------------------------------
 
@@ -701,44 +467,6 @@ class Fetcher:
 
     # --- draining ----------------------------------------------------------------------
 
-    def _make_record(
-        self, tp: TopicPartition
-    ) -> Callable[[RecordFields, BatchHeader], ConsumerRecord]:
-        key_d = self.config.key_deserializer
-        value_d = self.config.value_deserializer
-        topic, partition = tp.topic, tp.partition
-        new = tuple.__new__  # ConsumerRecord's fields in order, without its __new__'s call
-
-        def make(r: RecordFields, h: BatchHeader) -> ConsumerRecord:
-            offset, timestamp, key, value, record_headers = r
-            if record_headers:
-                headers = [(hd.key, hd.value) for hd in record_headers]
-                header_size = sum(
-                    len(k.encode()) + (len(v) if v is not None else 0) for k, v in headers
-                )
-            else:
-                headers, header_size = [], -1
-            return new(  # type: ignore[no-any-return]
-                ConsumerRecord,
-                (
-                    topic,
-                    partition,
-                    h.partition_leader_epoch,
-                    offset,
-                    timestamp,
-                    (h.attributes >> 3) & 1,  # the timestamp type, without its enum
-                    key_d(key) if key_d is not None else key,
-                    value_d(value) if value_d is not None else value,
-                    headers,
-                    None,
-                    len(key) if key is not None else -1,
-                    len(value) if value is not None else -1,
-                    header_size,
-                ),
-            )
-
-        return make
-
     def drain(
         self, max_records: int
     ) -> tuple[dict[TopicPartition, list[ConsumerRecord]], dict[TopicPartition, int]]:
@@ -766,7 +494,10 @@ class Fetcher:
                 if buf.position != st.drain_position:
                     st.buffers.clear()  # fetched for a position we no longer hold
                     break
-                records, failure = buf.take(max_records - count, self._make_record(tp))
+                make = record_maker(
+                    tp, self.config.key_deserializer, self.config.value_deserializer
+                )
+                records, failure = buf.take(max_records - count, make)
                 finished = failure is None and buf.done  # settles: may step over control batches
                 moved = moved or buf.position != st.drain_position or bool(records)
                 st.drain_position = buf.position

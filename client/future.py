@@ -69,54 +69,52 @@ class Future(Generic[T]):
         return self.is_done and self.exception is not None
 
     def success(self, value: T, *, set_latch: bool = True) -> Future[T]:
-        with self._lock:
-            if self.is_done:
-                raise RuntimeError("future is already complete")
-            self.value = value
-            self.is_done = True
-            callbacks, self._callbacks, self._errbacks = self._callbacks, [], []
-        if set_latch:
-            self._latch.set()
-        for fn in callbacks:
-            _run(fn, value)
-        return self
+        return self._complete(value, None, set_latch)
 
     def failure(self, exception: BaseException, *, set_latch: bool = True) -> Future[T]:
         if not isinstance(exception, BaseException):
             raise TypeError(f"a future fails with an exception, not {exception!r}")
+        return self._complete(None, exception, set_latch)
+
+    def _complete(
+        self, value: T | None, exception: BaseException | None, set_latch: bool
+    ) -> Future[T]:
+        """Record the outcome (`exception` None: success), then run its callbacks."""
         with self._lock:
             if self.is_done:
                 raise RuntimeError("future is already complete")
-            self.exception = exception
+            if exception is None:
+                self.value = value
+                to_run: list[Callable[[Any], Any]] = self._callbacks
+            else:
+                self.exception = exception
+                to_run = self._errbacks
             self.is_done = True
-            errbacks, self._callbacks, self._errbacks = self._errbacks, [], []
+            self._callbacks, self._errbacks = [], []
         if set_latch:
             self._latch.set()
-        for fn in errbacks:
-            _run(fn, exception)
+        outcome = value if exception is None else exception
+        for fn in to_run:
+            _run(fn, outcome)
         return self
 
     def add_callback(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Future[T]:
         """`fn(*args, value, **kwargs)` on success (at once if already succeeded)."""
-        if args or kwargs:
-            fn = functools.partial(fn, *args, **kwargs)
-        with self._lock:
-            if not self.is_done:
-                self._callbacks.append(fn)
-                return self
-        if self.exception is None:
-            _run(fn, self.value)
-        return self
+        return self._add(functools.partial(fn, *args, **kwargs) if args or kwargs else fn, True)
 
     def add_errback(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Future[T]:
         """`fn(*args, exception, **kwargs)` on failure (at once if already failed)."""
-        if args or kwargs:
-            fn = functools.partial(fn, *args, **kwargs)
+        return self._add(functools.partial(fn, *args, **kwargs) if args or kwargs else fn, False)
+
+    def _add(self, fn: Callable[[Any], Any], on_success: bool) -> Future[T]:
+        """Keep `fn` for the outcome it waits for, or run it now if that came already."""
         with self._lock:
             if not self.is_done:
-                self._errbacks.append(fn)
+                (self._callbacks if on_success else self._errbacks).append(fn)
                 return self
-        if self.exception is not None:
+        if on_success and self.exception is None:
+            _run(fn, self.value)
+        elif not on_success and self.exception is not None:
             _run(fn, self.exception)
         return self
 
@@ -126,10 +124,7 @@ class Future(Generic[T]):
 
     def get(self, timeout: float | None = None) -> T:
         """The value; raises the failure, or KafkaTimeoutError after `timeout` seconds."""
-        if not self.is_done:
-            self._latch.wait(timeout)
-        if not self.is_done:
-            raise KafkaTimeoutError(f"no result within {timeout}s")
+        _await(lambda: self.is_done, self._latch, timeout)
         if self.exception is not None:
             raise self.exception
         return self.value  # type: ignore[return-value]
@@ -295,10 +290,7 @@ class FutureRecordMetadata:
     def get(self, timeout: float | None = None) -> RecordMetadata:
         """The value; raises the failure, or KafkaTimeoutError after `timeout` seconds."""
         o = self._outcome
-        if not o.done:
-            o.latch.wait(timeout)
-        if not o.done:
-            raise KafkaTimeoutError(f"no result within {timeout}s")
+        _await(lambda: o.done, o.latch, timeout)
         if o.error is not None:
             raise o.error
         return self._metadata()
@@ -348,6 +340,14 @@ def failed_future(exception: BaseException) -> FutureRecordMetadata:
     outcome = BatchOutcome(None)
     outcome.fail(exception)
     return FutureRecordMetadata(outcome, 0, -1, -1, -1, -1)
+
+
+def _await(done: Callable[[], bool], latch: threading.Event, timeout: float | None) -> None:
+    """Wait on the latch unless already done; KafkaTimeoutError if still not done."""
+    if not done():
+        latch.wait(timeout)
+    if not done():
+        raise KafkaTimeoutError(f"no result within {timeout}s")
 
 
 def _run(fn: Callable[[Any], Any], arg: object) -> None:

@@ -23,7 +23,7 @@ from seglog.client.admin import (
 from seglog.client.cluster import TopicPartition
 from seglog.client.consumer import Consumer
 from seglog.client.errors import KafkaError, error_class
-from seglog.client.fetcher import ConsumerRecord
+from seglog.client.fetched_batches import ConsumerRecord
 from seglog.client.group_coordinator import OffsetAndMetadata
 from seglog.client.producer import Producer
 
