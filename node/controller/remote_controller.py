@@ -170,7 +170,8 @@ class RemoteController:
             if parse_pulse(line)[0]:
                 now = time.monotonic()
                 if now - self._controller_heard > session_s:
-                    # Counted before the hearing: leadership_doubt never sees neither.
+                    # Counted before the hearing is: leadership_doubt sees the
+                    # silence or the catch-up, at no moment neither.
                     self._silences += 1
                     self._start_catch_up()
                 self._controller_heard = now
@@ -185,8 +186,8 @@ class RemoteController:
     def _catch_up(self) -> None:
         """Until this broker's image has applied what the quorum had committed when
         its controller process was heard again (as `wait_for_metadata` at start-up);
-        without a quorum leader for two election timeouts, what its own controller
-        process has."""
+        without answers from a majority of the voters for two election timeouts, what
+        its own controller process has."""
         while True:
             silences = self._silences
             started = time.monotonic()
