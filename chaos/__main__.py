@@ -252,7 +252,9 @@ def run(
         events = read_columns(run_dir / "history.jsonl")
         result = check_columns(events)
         apply_replica_check(result, replicas)
-        attach_duplicate_origins(result, files, {p: lead for p, (lead, _) in hws.items()}, extra)
+        attach_duplicate_origins(
+            result, files, {p: lead for p, (lead, _) in hws.items()}, extra, events.rare
+        )
         result.final_read_complete = final_complete
         if not final_complete:
             result.notes.append("the final read did not reach every partition's HW")

@@ -53,7 +53,9 @@ class KafkaWorkload(WorkloadState):
         c = self.config
         for i in range(c.producers):
             name = f"p{i}"
-            recorder = ImplicitAckRecorder(name, self.history.append, sys.stderr)
+            recorder = ImplicitAckRecorder(
+                name, self.history.append, sys.stderr, self.history.append
+            )
             producer = ck.Producer(
                 {
                     "bootstrap.servers": c.bootstrap,

@@ -44,6 +44,7 @@ from seglog.storage.log_config import LogConfig
 from . import request_timing
 from .alter_partition_manager import AlterPartitionManager, BatchSender
 from .delete_records import delete_records
+from .doubt_refusals import DoubtRefusals
 from .event_log import EventLogger
 from .fetch_session import DEFAULT_SLOTS as DEFAULT_SESSION_SLOTS
 from .fetch_session import FetchSessionCache
@@ -149,6 +150,7 @@ class ReplicaManager:
         # Why this node must not take produces as a leader now (its controller process
         # silent: fenced without knowing it), or None.
         self.leadership_doubt: Callable[[], str | None] | None = None
+        self._doubt_refusals = DoubtRefusals()  # what it refused: the batches behind too
 
     def start(self) -> None:
         if self._alter_partitions is not None:
@@ -505,7 +507,11 @@ class ReplicaManager:
             return ProduceResult(error_name=e.error_name, error_message=str(e))
         doubt = self.leadership_doubt() if self.leadership_doubt is not None else None
         if doubt is not None:
+            self._doubt_refusals.refused(tp, hp.replica.leader_epoch, data, time.monotonic())
             return ProduceResult(error_name="NOT_LEADER_OR_FOLLOWER", error_message=doubt)
+        behind = self._doubt_refusals.behind(tp, hp.replica.leader_epoch, data, time.monotonic())
+        if behind is not None:
+            return ProduceResult(error_name="NOT_LEADER_OR_FOLLOWER", error_message=behind)
         request_id, future = self._produces.park()
         with hp.plog.lock:
             if leader_epoch is not None and (

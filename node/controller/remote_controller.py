@@ -102,6 +102,16 @@ class RemoteController:
         # The controller process's pulses back (its stdout): heard last when.
         self._controller_heard = time.monotonic()
         self._controller_silent = False
+        # Silent for longer than a session, this broker may have been fenced and lost
+        # its leaderships: heard again, it leads only once its image has applied what
+        # the quorum committed meanwhile (`_catch_up`). Leading from the old image, it
+        # answered a producer whose previous request it had refused with
+        # OUT_OF_ORDER_SEQUENCE_NUMBER, which sets off librdkafka's epoch bump.
+        self._silences = 0  # silences of more than a session, heard out
+        self._caught_up_after = 0  # the last of them whose metadata this broker applied
+        self._catch_up_lock = threading.Lock()
+        self._catching_up = False
+        self.applied_offset = -1  # metadata_offset, once the listeners have it
 
     # --- lifecycle ---------------------------------------------------------------------
 
@@ -155,9 +165,53 @@ class RemoteController:
         """The controller process's pulses, until EOF (it exited: the watch says so)."""
         proc = self._proc
         assert proc is not None and proc.stdout is not None
+        session_s = self.config.broker_session_timeout_ms / 1000
         for line in proc.stdout:
             if parse_pulse(line)[0]:
-                self._controller_heard = time.monotonic()
+                now = time.monotonic()
+                if now - self._controller_heard > session_s:
+                    # Counted before the hearing is: leadership_doubt sees the
+                    # silence or the catch-up, at no moment neither.
+                    self._silences += 1
+                    self._start_catch_up()
+                self._controller_heard = now
+
+    def _start_catch_up(self) -> None:
+        with self._catch_up_lock:
+            if self._catching_up:
+                return  # the running catch-up sees the new silence
+            self._catching_up = True
+        threading.Thread(target=self._catch_up, name="metadata-catch-up", daemon=True).start()
+
+    def _catch_up(self) -> None:
+        """Until this broker's image has applied what the quorum had committed when
+        its controller process was heard again (as `wait_for_metadata` at start-up);
+        without answers from a majority of the voters for two election timeouts, what
+        its own controller process has."""
+        while True:
+            silences = self._silences
+            started = time.monotonic()
+            grace = started + 2 * self.config.controller_quorum_election_timeout_ms / 1000
+            target: int | None = None
+            while not self._stopped.is_set() and self._silences == silences:
+                if target is None:
+                    target = self._voters_commit_index()
+                    if target is None and time.monotonic() >= grace:
+                        target = -1
+                elif self._caught_up_to(target):
+                    self._caught_up_after = silences
+                    _log.info(
+                        "metadata_caught_up_after_silence",
+                        offset=self.applied_offset,
+                        target=target,
+                        seconds=round(time.monotonic() - started, 3),
+                    )
+                    break
+                self._stopped.wait(0.02)
+            with self._catch_up_lock:
+                if self._stopped.is_set() or self._caught_up_after >= self._silences:
+                    self._catching_up = False
+                    return
 
     def leadership_doubt(self) -> str | None:
         """Why this broker must not act as a leader now, or None. Its heartbeats and
@@ -167,6 +221,12 @@ class RemoteController:
         new leaders instead of timing out here."""
         silent = time.monotonic() - self._controller_heard
         if silent <= self.config.broker_session_timeout_ms / 1000:
+            if self._caught_up_after < self._silences:
+                return (
+                    f"node {self.node_id} has heard its controller process again after "
+                    "more than a session of silence and has not yet applied the metadata "
+                    "committed meanwhile: its leaderships may have moved"
+                )
             return None
         return (
             f"the controller process of node {self.node_id} has not been heard from for "
@@ -224,7 +284,25 @@ class RemoteController:
             )
         except grpc.RpcError:
             return False
-        return own.commit_index >= target and self.metadata_offset >= own.published_offset
+        return own.commit_index >= target and self.applied_offset >= own.published_offset
+
+    def _voters_commit_index(self) -> int | None:
+        """The highest commit index a majority of the voters answering reports, or
+        None without a majority's answers. Not the leader's alone: the controller
+        process that was frozen may still take itself for the leader, with the commit
+        index it had before the fence."""
+        calls = []
+        for voter in self.client.voters:
+            with contextlib.suppress(grpc.RpcError, ValueError):
+                stub = self.client.controller_stub(voter)
+                calls.append(stub.DescribeQuorum.future(cpb.DescribeQuorumRequest(), timeout=0.5))
+        answers = []
+        for call in calls:
+            with contextlib.suppress(grpc.RpcError, grpc.FutureTimeoutError):
+                answers.append(call.result().commit_index)
+        if len(answers) <= len(self.client.voters) // 2:
+            return None
+        return max(answers)
 
     def _quorum_commit_index(self) -> int | None:
         """The active controller's commit index (the metadata log's high watermark),
@@ -323,6 +401,7 @@ class RemoteController:
                     listener(image, published)
                 except Exception:  # noqa: BLE001 - a listener must not stop the watch
                     _log.error("metadata_listener_failed", exc=True, offset=update.offset)
+            self.applied_offset = update.offset
             try:
                 acks.put_nowait(cpb.MetadataApplied(broker_id=self.node_id, offset=update.offset))
             except queue.Full:
