@@ -478,6 +478,7 @@ def _consume_group(
         admin.describe_topics([args.topic])  # a clear error for a missing topic
     consumer = Consumer(
         bootstrap_servers=bootstrap_servers(args),
+        **security_options(args),
         request_timeout_ms=args.request_timeout_ms,
         group_id=args.group,
         client_id="seglog-console-consumer",

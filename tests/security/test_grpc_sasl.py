@@ -138,6 +138,29 @@ def test_scram_user_produces_and_consumes_in_a_group_as_her_acls_allow(cluster):
     assert "User:alice" in log and "alice-secret" not in log
 
 
+def test_the_console_consumer_in_a_group_logs_in_through_the_command_config(cluster):
+    """`seglog consume --group` (a group member) logs in as the tools do: without the
+    command config's credentials it is anonymous and refused."""
+    admin = {
+        "security_protocol": "SASL_PLAINTEXT",
+        "sasl_mechanism": "PLAIN",
+        "sasl_plain_username": "admin",
+        "sasl_plain_password": "admin-secret",
+    }
+    producer = Producer(cluster.node.bootstrap, linger_ms=0, **admin)
+    producer.send("sasl-orders", b"by-admin").get(timeout=30)
+    producer.close()
+    out, err = io.TextIOWrapper(io.BytesIO()), io.StringIO()  # records go out as bytes
+    argv = ["consume", "--bootstrap-server", cluster.node.bootstrap]
+    argv += ["--command-config", str(cluster.command_config), "--topic", "sasl-orders"]
+    argv += ["--group", "admin-console-group", "--from-beginning", "--max-messages", "1"]
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = main([*argv, "--timeout-ms", "20000"])
+    out.flush()
+    assert code == 0, err.getvalue()
+    assert out.buffer.getvalue().strip(), err.getvalue()  # type: ignore[attr-defined]
+
+
 def test_wrong_password_is_sasl_authentication_failed(cluster):
     wrong = {**ALICE, "sasl_plain_password": "guess"}
     producer = Producer(cluster.node.bootstrap, linger_ms=0, retries=0, **wrong)
