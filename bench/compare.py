@@ -42,7 +42,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from seglog.chaos.targets import free_ports
+from seglog.harness.ports import free_ports
 
 ROOT = Path(__file__).resolve().parents[1]
 RECORD_BYTES = 1024
@@ -289,7 +289,7 @@ def run_nats(root: Path, args: argparse.Namespace) -> dict[str, Any]:
 
 def run_seglog(root: Path, args: argparse.Namespace) -> dict[str, Any]:
     from seglog.client.producer import Producer
-    from seglog.node.local_cluster import LOCAL_DEFAULTS
+    from seglog.harness.local_cluster import LOCAL_DEFAULTS
 
     replication = load_module("bench/replication.py", "seglog_compare_replication")
     node_module = load_module("tests/node_process.py", "seglog_compare_node_process")

@@ -60,7 +60,7 @@ from typing import Any
 
 import grpc
 
-from seglog.node.local_cluster import LOCAL_DEFAULTS
+from seglog.harness.local_cluster import LOCAL_DEFAULTS
 from seglog.proto import client_pb2 as pb
 from seglog.proto import client_pb2_grpc, cluster_pb2_grpc, errors_pb2
 from seglog.proto import cluster_pb2 as cpb

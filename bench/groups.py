@@ -259,7 +259,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     import confluent_kafka as ck
     from confluent_kafka.admin import AdminClient, NewTopic
-    from kafka_cluster import KafkaCluster
+
+    from seglog.harness.kafka_cluster import KafkaCluster
 
     if args.dir is not None:
         args.dir.mkdir(parents=True, exist_ok=True)

@@ -72,7 +72,7 @@ import grpc
 from seglog.client.admin import Admin, NewTopic
 from seglog.client.errors import error_class
 from seglog.client.producer import Producer
-from seglog.node.local_cluster import LOCAL_DEFAULTS
+from seglog.harness.local_cluster import LOCAL_DEFAULTS
 from seglog.proto import client_pb2 as pb
 from seglog.proto import client_pb2_grpc
 from seglog.storage.record_batch import NewRecord, build_batch

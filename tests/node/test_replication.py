@@ -32,12 +32,12 @@ from pathlib import Path
 
 import grpc
 import pytest
-from three_node_cluster import NODE_IDS, ThreeNodeCluster, topic_of
 
 from seglog.client.admin import Admin, NewTopic
 from seglog.client.consumer import Consumer, TopicPartition
 from seglog.client.errors import KafkaError, KafkaTimeoutError, error_class
 from seglog.client.producer import Producer
+from seglog.harness.cluster import NODE_IDS, ThreeNodeCluster, topic_of
 from seglog.proto import client_pb2 as pb
 from seglog.proto import errors_pb2
 from seglog.storage.record_batch import BATCH_SCAN, LOG_OVERHEAD, NewRecord, build_batch

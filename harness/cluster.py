@@ -1,6 +1,6 @@
-"""Three real node processes on loopback, each a broker and a Raft voter of the
-controller quorum (KRaft mode), for the tests that drive a whole cluster
-(tests/node/test_quorum.py, tests/node/test_replication.py): ports chosen up front so
+"""Real node processes on loopback (three by default), each a broker and a Raft voter
+of the controller quorum (KRaft mode), for the tests and benchmarks that drive a whole
+cluster (tests/node/test_quorum.py, tests/node/test_replication.py): ports chosen up front so
 every node knows the voters, the processes, their logs, and gRPC probes that never
 raise. Each test module subclasses `ThreeNodeCluster` with its own settings and probes.
 """
@@ -15,8 +15,9 @@ from pathlib import Path
 from typing import TypeVar
 
 import grpc
-from node_process import NodeProcess, free_port
 
+from seglog.harness.node_process import NodeProcess
+from seglog.harness.ports import free_port
 from seglog.proto import client_pb2 as pb
 from seglog.proto import client_pb2_grpc
 
