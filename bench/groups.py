@@ -36,8 +36,6 @@ from collections.abc import Sequence
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "tests"))
-sys.path.insert(0, str(ROOT / "tests" / "kafka"))
 
 PARTITIONS = 12
 # seglog's Consumer keeps at most this many async commits pending and sends them one

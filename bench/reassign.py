@@ -31,15 +31,14 @@ import threading
 import time
 from pathlib import Path
 
+from seglog.client.admin import Admin, NewTopic
+from seglog.client.cluster import TopicPartition
+from seglog.client.errors import KafkaError
+from seglog.client.producer import Producer
+from seglog.harness.node_process import NodeProcess
+from seglog.harness.ports import free_port
+
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "tests"))
-
-from node_process import NodeProcess, free_port  # noqa: E402
-
-from seglog.client.admin import Admin, NewTopic  # noqa: E402
-from seglog.client.cluster import TopicPartition  # noqa: E402
-from seglog.client.errors import KafkaError  # noqa: E402
-from seglog.client.producer import Producer  # noqa: E402
 
 TARGET_ERROR = 0.20
 WAIT_S = 60.0

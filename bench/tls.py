@@ -29,10 +29,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "tests"))
+from seglog.harness.node_process import NodeProcess
+from seglog.harness.ports import free_port
 
-from node_process import NodeProcess, free_port  # noqa: E402 - the tests' node helper
+ROOT = Path(__file__).resolve().parents[1]
 
 MIB = 1024 * 1024
 TOPIC = "tls-bench"

@@ -8,7 +8,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import grpc
@@ -18,16 +18,20 @@ from seglog.harness.ports import free_port
 
 
 def spawn_node(
-    config: Path, log_path: Path, env: Mapping[str, str] | None = None
+    config: Path,
+    log_path: Path,
+    env: Mapping[str, str] | None = None,
+    python_args: Sequence[str] = ("-m", "seglog.cli"),
 ) -> tuple[subprocess.Popen[bytes], int]:
     """`seglog node --config CONFIG` with its output appended to `log_path`, in a
     session (process group) of its own: freezing or killing the group reaches its
     controller process too. Returns the process and where its lines begin in the log
-    (appended to across runs). `env`: the node's environment (default: ours)."""
+    (appended to across runs). `env`: the node's environment (default: ours);
+    `python_args`: what runs seglog's CLI (a benchmark's profiling launcher)."""
     with open(log_path, "ab") as log:
         log_start = log.tell()
         proc = subprocess.Popen(
-            [sys.executable, "-m", "seglog.cli", "node", "--config", str(config)],
+            [sys.executable, *python_args, "node", "--config", str(config)],
             stdout=log,
             stderr=subprocess.STDOUT,
             start_new_session=True,
