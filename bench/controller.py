@@ -51,12 +51,13 @@ import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import grpc
 
+from seglog.bench.cluster import wait_for
 from seglog.bench.measure import percentile, say
 from seglog.harness.local_cluster import LOCAL_DEFAULTS
 from seglog.harness.node_process import NodeProcess
@@ -160,17 +161,6 @@ class Cluster:
             c.close()
         self._channels.clear()
         return codes
-
-
-def wait_for(what: str, probe: Callable[[], Any], timeout_s: float = WAIT_S) -> Any:
-    deadline = time.monotonic() + timeout_s
-    while True:
-        value = probe()
-        if value is not None:
-            return value
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"timed out after {timeout_s}s: {what}")
-        time.sleep(0.05)
 
 
 def recover(cluster: Cluster) -> None:

@@ -71,6 +71,7 @@ from seglog.bench.measure import (
     Batches,
     CpuMeter,
     check_produce,
+    produce_for,
     say,
 )
 from seglog.client.admin import Admin, NewTopic
@@ -402,33 +403,7 @@ def measure_producer_client(
     bootstrap: str, batches: Batches, seconds: float
 ) -> tuple[float, float, int]:
     """MiB/s of batch bytes sent (the Producer's bytes_sent) and records/s, flush included."""
-    values = [batches.value(i) for i in range(512)]
-    producer = Producer(bootstrap, acks=1)
-    try:
-        producer.send(TOPIC_CLIENT, value=values[0]).get(timeout=30)  # metadata, warm-up
-        base_bytes = producer.metrics()["bytes_sent"]
-        n = 0
-        METER.start()
-        start = time.perf_counter()
-        end = start + seconds
-        while True:
-            for v in values[:64]:
-                producer.send(TOPIC_CLIENT, value=v)
-            n += 64
-            if time.perf_counter() >= end:
-                break
-            values.append(values.pop(0))
-        producer.flush(timeout=120)
-        elapsed = time.perf_counter() - start
-        METER.stop("produce_client")
-        metrics = producer.metrics()
-        failed = int(metrics["records_failed"])
-        if failed:
-            raise RuntimeError(f"{failed} records failed")
-        sent = metrics["bytes_sent"] - base_bytes
-    finally:
-        producer.close(timeout=30)
-    return sent / MIB / elapsed, n / elapsed, n
+    return produce_for(Producer(bootstrap, acks=1), TOPIC_CLIENT, batches, seconds, METER)
 
 
 def measure_consumer_client(

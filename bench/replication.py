@@ -75,6 +75,7 @@ from seglog.bench.measure import (
     check_produce,
     pace,
     percentile,
+    produce_for,
     say,
     settle_disk,
     summary_ms,
@@ -192,33 +193,9 @@ def measure_producer(
 ) -> tuple[float, float, int]:
     """MiB/s of batch bytes acknowledged (the Producer's bytes_sent) and records/s, flush
     included."""
-    values = [batches.value(i) for i in range(512)]
     producer = Producer(cluster.bootstrap, acks="all")
-    try:
-        assert producer.idempotent
-        producer.send(TOPIC_CLIENT, value=values[0]).get(timeout=30)  # metadata, warm-up
-        base_bytes = producer.metrics()["bytes_sent"]
-        n = 0
-        METER.start()
-        start = time.perf_counter()
-        end = start + seconds
-        while True:
-            for v in values[:64]:
-                producer.send(TOPIC_CLIENT, value=v)
-            n += 64
-            if time.perf_counter() >= end:
-                break
-            values.append(values.pop(0))
-        producer.flush(timeout=120)
-        elapsed = time.perf_counter() - start
-        METER.stop("produce_client")
-        metrics = producer.metrics()
-        if metrics["records_failed"]:
-            raise RuntimeError(f"{int(metrics['records_failed'])} records failed")
-        sent = metrics["bytes_sent"] - base_bytes
-    finally:
-        producer.close(timeout=30)
-    return sent / MIB / elapsed, n / elapsed, n
+    assert producer.idempotent
+    return produce_for(producer, TOPIC_CLIENT, batches, seconds, METER)
 
 
 def measure_latency(
