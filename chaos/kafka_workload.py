@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import random
 import sys
-import threading
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -78,28 +77,13 @@ class KafkaWorkload(WorkloadState):
             self._producers.append(producer)
             self._outstanding.append(PartitionSlots(c.max_outstanding, c.partitions))
             self.stats[name] = _ProducerStats()
-            th = threading.Thread(
-                target=self._guard(self._produce_loop),
-                args=(i, name, producer),
-                name=f"chaos-{name}",
-                daemon=True,
-            )
+            th = self._thread(self._produce_loop, (i, name, producer), f"chaos-{name}")
             self._producer_threads.append(th)
         for i in range(c.consumers):
-            th = threading.Thread(
-                target=self._guard(self._consume_loop),
-                args=(f"c{i}", None),
-                name=f"chaos-c{i}",
-                daemon=True,
-            )
+            th = self._thread(self._consume_loop, (f"c{i}", None), f"chaos-c{i}")
             self._threads.append(th)
         for i in range(c.group_consumers):
-            th = threading.Thread(
-                target=self._guard(self._group_loop),
-                args=(f"g{i}",),
-                name=f"chaos-g{i}",
-                daemon=True,
-            )
+            th = self._thread(self._group_loop, (f"g{i}",), f"chaos-g{i}")
             self._threads.append(th)
         for th in self._producer_threads + self._threads:
             th.start()
@@ -111,7 +95,6 @@ class KafkaWorkload(WorkloadState):
         recorder = self._implicit_acks[index]
         rng = random.Random(f"{c.seed}-{name}")
         outstanding = self._outstanding[index]
-        stats = self.stats[name]
         interval = 1.0 / c.rate if c.rate > 0 else 0.0
         next_at = time.monotonic()
         seq = 0
@@ -130,16 +113,7 @@ class KafkaWorkload(WorkloadState):
             value = f"{name}-{seq}"
             seq += 1
             started = time.time()
-            self.history.append(
-                {
-                    "type": "invoke",
-                    "t": started,
-                    "process": name,
-                    "value": value,
-                    "partition": partition,
-                }
-            )
-            stats.invoked += 1
+            self._invoked(name, value, partition, started)
 
             def report(
                 err: Any,
@@ -148,38 +122,16 @@ class KafkaWorkload(WorkloadState):
                 partition: int = partition,
                 started: float = started,
             ) -> None:
-                outstanding.give(partition)
-                now = time.time()
                 if err is None:
-                    stats.acked += 1
-                    self.history.append(
-                        {
-                            "type": "ok",
-                            "t": now,
-                            "process": name,
-                            "value": value,
-                            "partition": msg.partition(),
-                            # None: acknowledged implicitly, at no offset librdkafka knows
-                            # (it reports OFFSET_INVALID, -1001).
-                            "offset": msg.offset() if msg.offset() >= 0 else None,
-                            "t0": started,
-                            "latency": round(now - started, 4),
-                        }
+                    # None: acknowledged implicitly, at no offset librdkafka knows (it
+                    # reports OFFSET_INVALID, -1001).
+                    offset = msg.offset() if msg.offset() >= 0 else None
+                    self._acked(
+                        name, value, partition, msg.partition(), offset, started, outstanding
                     )
                 else:
-                    stats.failed += 1
                     text, definite = classify(err)
-                    self.history.append(
-                        {
-                            "type": "fail",
-                            "process": name,
-                            "value": value,
-                            "partition": partition,
-                            "error": text[:300],
-                            "definite": definite,
-                            "t0": started,
-                        }
-                    )
+                    self._failed(name, value, partition, started, outstanding, text[:300], definite)
 
             try:
                 producer.produce(
@@ -187,19 +139,8 @@ class KafkaWorkload(WorkloadState):
                 )
                 recorder.sent(partition, value)
             except Exception as e:  # noqa: BLE001 - refused before it was queued
-                outstanding.give(partition)
-                stats.failed += 1
-                self.history.append(
-                    {
-                        "type": "fail",
-                        "process": name,
-                        "value": value,
-                        "partition": partition,
-                        "error": f"{type(e).__name__}: {e}",
-                        "definite": True,
-                        "t0": started,
-                    }
-                )
+                error = f"{type(e).__name__}: {e}"
+                self._failed(name, value, partition, started, outstanding, error, True)
 
     def stop_producers(self, timeout_s: float = 90.0) -> None:
         self._stop_producing.set()

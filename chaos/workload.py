@@ -222,6 +222,12 @@ class WorkloadState:
 
         return run
 
+    def _thread(
+        self, loop: Callable[..., None], args: tuple[Any, ...], name: str
+    ) -> threading.Thread:
+        """A daemon thread running `loop` guarded (an error is recorded, not lost)."""
+        return threading.Thread(target=self._guard(loop), args=args, name=name, daemon=True)
+
     def drain(self, end_offsets: dict[int, int], timeout_s: float) -> bool:
         """Let the running consumers catch up to `end_offsets`; True when they did."""
         deadline = time.monotonic() + timeout_s
@@ -238,12 +244,7 @@ class WorkloadState:
     def final_read(self, end_offsets: dict[int, int], timeout_s: float) -> bool:
         """A fresh consumer reads every partition from the beginning to `end_offsets`
         (Jepsen's final read); True when it got there in time."""
-        th = threading.Thread(
-            target=self._guard(self._consume_loop),
-            args=("final", end_offsets),
-            name="chaos-final",
-            daemon=True,
-        )
+        th = self._thread(self._consume_loop, ("final", end_offsets), "chaos-final")
         th.start()
         th.join(timeout_s)
         if th.is_alive():
@@ -261,6 +262,75 @@ class WorkloadState:
         self._stop_consuming.set()
         for th in self._threads:
             th.join(15)
+
+    def _invoked(
+        self, name: str, value: str, partition: int, started: float, key: str | None = None
+    ) -> None:
+        """A send about to be made (history's "invoke")."""
+        invoke: dict[str, Any] = {
+            "type": "invoke",
+            "t": started,
+            "process": name,
+            "value": value,
+            "partition": partition,
+        }
+        if key is not None:
+            invoke["key"] = key
+        self.history.append(invoke)
+        self.stats[name].invoked += 1
+
+    def _acked(
+        self,
+        name: str,
+        value: str,
+        sent_to: int,
+        partition: int,
+        offset: int | None,
+        started: float,
+        outstanding: PartitionSlots,
+    ) -> None:
+        """A send to partition `sent_to` acknowledged at `offset` of `partition` (as the
+        broker said; None: at no offset known)."""
+        outstanding.give(sent_to)
+        self.stats[name].acked += 1
+        now = time.time()
+        self.history.append(
+            {
+                "type": "ok",
+                "t": now,
+                "process": name,
+                "value": value,
+                "partition": partition,
+                "offset": offset,
+                "t0": started,
+                "latency": round(now - started, 4),
+            }
+        )
+
+    def _failed(
+        self,
+        name: str,
+        value: str,
+        partition: int,
+        started: float,
+        outstanding: PartitionSlots,
+        error: str,
+        definite: bool,
+    ) -> None:
+        """A send that failed: `definite` when it was surely not written."""
+        outstanding.give(partition)
+        self.stats[name].failed += 1
+        self.history.append(
+            {
+                "type": "fail",
+                "process": name,
+                "value": value,
+                "partition": partition,
+                "error": error,
+                "definite": definite,
+                "t0": started,
+            }
+        )
 
     def _record_commit(
         self, name: str, group: str, partition: int, offset: int, t0: float, t: float
@@ -315,30 +385,15 @@ class Workload(WorkloadState):
             self._producers.append(producer)
             self._outstanding.append(PartitionSlots(c.max_outstanding, c.partitions))
             self.stats[name] = _ProducerStats()
-            th = threading.Thread(
-                target=self._guard(self._produce_loop),
-                args=(i, name, producer),
-                name=f"chaos-{name}",
-                daemon=True,
-            )
+            th = self._thread(self._produce_loop, (i, name, producer), f"chaos-{name}")
             self._producer_threads.append(th)
         for i in range(c.consumers):
             name = f"c{i}"
-            th = threading.Thread(
-                target=self._guard(self._consume_loop),
-                args=(name, None),
-                name=f"chaos-{name}",
-                daemon=True,
-            )
+            th = self._thread(self._consume_loop, (name, None), f"chaos-{name}")
             self._threads.append(th)
         for i in range(c.group_consumers):
             name = f"g{i}"
-            th = threading.Thread(
-                target=self._guard(self._group_loop),
-                args=(name,),
-                name=f"chaos-{name}",
-                daemon=True,
-            )
+            th = self._thread(self._group_loop, (name,), f"chaos-{name}")
             self._threads.append(th)
         for th in self._producer_threads + self._threads:
             th.start()
@@ -349,7 +404,6 @@ class Workload(WorkloadState):
         c = self.config
         rng = random.Random(f"{c.seed}-{name}")
         outstanding = self._outstanding[index]
-        stats = self.stats[name]
         interval = 1.0 / c.rate if c.rate > 0 else 0.0
         next_at = time.monotonic()
         seq = 0
@@ -367,17 +421,7 @@ class Workload(WorkloadState):
             seq += 1
             key = f"k{rng.randrange(c.keys)}" if c.keys > 0 else None
             started = time.time()
-            invoke = {
-                "type": "invoke",
-                "t": started,
-                "process": name,
-                "value": value,
-                "partition": partition,
-            }
-            if key is not None:
-                invoke["key"] = key
-            self.history.append(invoke)
-            stats.invoked += 1
+            self._invoked(name, value, partition, started, key)
             try:
                 future = producer.send(
                     c.topic,
@@ -387,19 +431,8 @@ class Workload(WorkloadState):
                 )
             except Exception as e:  # noqa: BLE001 - any synchronous failure is recorded
                 # send() raised before the record entered the accumulator: never written.
-                outstanding.give(partition)
-                stats.failed += 1
-                self.history.append(
-                    {
-                        "type": "fail",
-                        "process": name,
-                        "value": value,
-                        "partition": partition,
-                        "error": f"{type(e).__name__}: {e}",
-                        "definite": True,
-                        "t0": started,
-                    }
-                )
+                error = f"{type(e).__name__}: {e}"
+                self._failed(name, value, partition, started, outstanding, error, True)
                 continue
             future.add_callback(self._on_ack, name, value, partition, started, outstanding)
             future.add_errback(self._on_error, name, value, partition, started, outstanding)
@@ -413,21 +446,7 @@ class Workload(WorkloadState):
         outstanding: PartitionSlots,
         md: RecordMetadata,
     ) -> None:
-        outstanding.give(partition)
-        self.stats[name].acked += 1
-        now = time.time()
-        self.history.append(
-            {
-                "type": "ok",
-                "t": now,
-                "process": name,
-                "value": value,
-                "partition": md.partition,
-                "offset": md.offset,
-                "t0": started,
-                "latency": round(now - started, 4),
-            }
-        )
+        self._acked(name, value, partition, md.partition, md.offset, started, outstanding)
 
     def _on_error(
         self,
@@ -438,20 +457,8 @@ class Workload(WorkloadState):
         outstanding: PartitionSlots,
         error: BaseException,
     ) -> None:
-        outstanding.give(partition)
-        self.stats[name].failed += 1
         text, definite = classify_error(error)
-        self.history.append(
-            {
-                "type": "fail",
-                "process": name,
-                "value": value,
-                "partition": partition,
-                "error": text[:300],
-                "definite": definite,
-                "t0": started,
-            }
-        )
+        self._failed(name, value, partition, started, outstanding, text[:300], definite)
 
     def stop_producers(self, timeout_s: float = 90.0) -> None:
         """Stop sending and wait until every send has an outcome (or timeout_s)."""
