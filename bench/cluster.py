@@ -21,7 +21,7 @@ from seglog.bench.measure import CHANNEL_OPTIONS, say
 from seglog.client.admin import Admin, NewTopic
 from seglog.client.errors import error_class
 from seglog.harness.node_process import NodeProcess, spawn_node
-from seglog.harness.ports import free_port
+from seglog.harness.ports import quorum_ports
 from seglog.proto import client_pb2 as pb
 from seglog.proto import client_pb2_grpc
 
@@ -132,9 +132,7 @@ class Cluster:
     """Three node processes with pre-chosen ports (optionally under cProfile)."""
 
     def __init__(self, root: Path, overrides: dict[str, str], profile_dir: Path | None) -> None:
-        ports = {i: free_port() for i in NODE_IDS}
-        controller_ports = {i: free_port() for i in NODE_IDS}
-        voters = ",".join(f"{i}@127.0.0.1:{p}" for i, p in controller_ports.items())
+        ports, controller_ports, voters = quorum_ports(NODE_IDS)
         overrides = {"controller.quorum.voters": voters, **overrides}
         self.nodes: dict[int, ProfiledNode] = {
             i: ProfiledNode(root, i, ports[i], overrides, controller_ports[i]) for i in NODE_IDS

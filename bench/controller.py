@@ -61,7 +61,7 @@ from seglog.bench.cluster import wait_for
 from seglog.bench.measure import percentile, say
 from seglog.harness.local_cluster import LOCAL_DEFAULTS
 from seglog.harness.node_process import NodeProcess
-from seglog.harness.ports import free_port
+from seglog.harness.ports import quorum_ports
 from seglog.proto import client_pb2 as pb
 from seglog.proto import client_pb2_grpc, cluster_pb2_grpc, errors_pb2
 from seglog.proto import cluster_pb2 as cpb
@@ -76,9 +76,7 @@ E = errors_pb2.ErrorCode
 
 class Cluster:
     def __init__(self, root: Path, overrides: dict[str, str]) -> None:
-        ports = {i: free_port() for i in NODE_IDS}
-        controller_ports = {i: free_port() for i in NODE_IDS}
-        voters = ",".join(f"{i}@127.0.0.1:{p}" for i, p in controller_ports.items())
+        ports, controller_ports, voters = quorum_ports(NODE_IDS)
         overrides = {"controller.quorum.voters": voters, **overrides}
         self.nodes: dict[int, Any] = {
             i: NodeProcess(root, i, ports[i], overrides, controller_ports[i])

@@ -50,7 +50,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from seglog.bench.measure import MIB, say
+from seglog.bench.measure import MIB, librdkafka_produce_until, say
 from seglog.harness.local_cluster import LOCAL_DEFAULTS
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -122,17 +122,13 @@ def kafka_produce(
     producer.flush(30)
     meter.start()
     start = time.perf_counter()
-    end = start + seconds
-    while time.perf_counter() < end:
-        for _ in range(256):
-            try:
-                producer.produce(TOPIC_KAFKA, value=values.value(n), on_delivery=report)
-                n += 1
-            except BufferError:
-                producer.poll(0.01)
-        producer.poll(0)
-    if producer.flush(120) != 0:
-        raise RuntimeError("kafka_produce: messages left undelivered")
+    n = librdkafka_produce_until(
+        producer,
+        start + seconds,
+        lambda i: producer.produce(TOPIC_KAFKA, value=values.value(i), on_delivery=report),
+        n,
+        "kafka_produce: messages left undelivered",
+    )
     elapsed = time.perf_counter() - start
     meter.stop("kafka_produce")
     if failed:

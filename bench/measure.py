@@ -82,6 +82,25 @@ def produce_for(
     return sent / MIB / elapsed, n / elapsed, n
 
 
+def librdkafka_produce_until(
+    producer: Any, end: float, produce_one: Callable[[int], None], n: int, undelivered: str
+) -> int:
+    """produce_one(n), n counting up, in rounds of 256 until perf_counter time `end`
+    (polling while librdkafka's queue is full), then a flush; the count reached. Raises
+    RuntimeError(`undelivered`) when the flush leaves messages without an outcome."""
+    while time.perf_counter() < end:
+        for _ in range(256):
+            try:
+                produce_one(n)
+                n += 1
+            except BufferError:
+                producer.poll(0.01)
+        producer.poll(0)
+    if producer.flush(120) != 0:
+        raise RuntimeError(undelivered)
+    return n
+
+
 def settle_disk() -> None:
     """sync(2) before a phase, so that it does not pay for the writeback of the data
     the previous phase left dirty in the page cache."""

@@ -17,7 +17,7 @@ from typing import TypeVar
 import grpc
 
 from seglog.harness.node_process import NodeProcess
-from seglog.harness.ports import free_port
+from seglog.harness.ports import quorum_ports
 from seglog.proto import client_pb2 as pb
 from seglog.proto import client_pb2_grpc
 
@@ -51,9 +51,7 @@ class ThreeNodeCluster:
 
     def __init__(self, root: Path, overrides: Mapping[str, str] | None = None) -> None:
         """`overrides`: further node properties, on top of the quorum's."""
-        self.ports = {i: free_port() for i in self.node_ids}
-        self.controller_ports = {i: free_port() for i in self.node_ids}
-        voters = ",".join(f"{i}@127.0.0.1:{p}" for i, p in self.controller_ports.items())
+        self.ports, self.controller_ports, voters = quorum_ports(self.node_ids)
         props = {
             "controller.quorum.voters": voters,
             "broker.session.timeout.ms": str(self.session_timeout_ms),

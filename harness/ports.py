@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import random
 import socket
+from collections.abc import Iterable
 from pathlib import Path
 
 # Each listener's ports start this far above --base-port (node 1 at the start, node 2
@@ -122,6 +123,17 @@ def free_ports(n: int) -> list[int]:
 def free_port() -> int:
     """One port of `free_ports`."""
     return free_ports(1)[0]
+
+
+def quorum_ports(node_ids: Iterable[int]) -> tuple[dict[int, int], dict[int, int], str]:
+    """For nodes that are each a broker and a Raft voter: a free port per node for its
+    gRPC listener, another for its CONTROLLER listener, and the
+    controller.quorum.voters that names the latter."""
+    ids = list(node_ids)
+    ports = {i: free_port() for i in ids}
+    controller_ports = {i: free_port() for i in ids}
+    voters = ",".join(f"{i}@127.0.0.1:{p}" for i, p in controller_ports.items())
+    return ports, controller_ports, voters
 
 
 def consecutive_free_ports(n: int, rng: random.Random) -> int:
