@@ -49,7 +49,7 @@ SESSION_TIMEOUT_MS = 1500
 
 
 class Cluster(ThreeNodeCluster):
-    """The three voters (tests/three_node_cluster.py), with quorum and topic probes."""
+    """The three voters (seglog.harness.cluster), with quorum and topic probes."""
 
     session_timeout_ms = SESSION_TIMEOUT_MS
     wait_s = WAIT_S

@@ -74,7 +74,7 @@ def number_of(value: bytes) -> int:
 
 
 class Cluster(ThreeNodeCluster):
-    """The three voters (tests/three_node_cluster.py) with replication settings, nodes
+    """The three voters (seglog.harness.cluster) with replication settings, nodes
     that can be frozen (SIGSTOP), and partition probes. Every wait stops early when a
     node thread died."""
 
