@@ -12,7 +12,6 @@ every timeout, transport error and "possibly persisted" outcome is indeterminate
 
 from __future__ import annotations
 
-import random
 import sys
 import time
 from dataclasses import dataclass, field
@@ -93,25 +92,15 @@ class KafkaWorkload(WorkloadState):
     def _produce_loop(self, index: int, name: str, producer: Any) -> None:
         c = self.config
         recorder = self._implicit_acks[index]
-        rng = random.Random(f"{c.seed}-{name}")
         outstanding = self._outstanding[index]
-        interval = 1.0 / c.rate if c.rate > 0 else 0.0
-        next_at = time.monotonic()
-        seq = 0
-        while not self._stop_producing.is_set():
-            producer.poll(0)
-            now = time.monotonic()
-            if now < next_at:
-                # librdkafka counts poll's timeout in whole milliseconds: a shorter wait
-                # would be poll(0), a busy loop that starves the nodes of CPU.
-                producer.poll(min(max(next_at - now, 0.001), 0.05))
-                continue
-            next_at = max(next_at + interval, now - 1.0)
-            partition = rng.randrange(c.partitions)
-            if not outstanding.take(partition, 0.05):
-                continue
-            value = f"{name}-{seq}"
-            seq += 1
+        # librdkafka counts poll's timeout in whole milliseconds: a shorter wait would be
+        # poll(0), a busy loop that starves the nodes of CPU.
+        for _rng, partition, value in self._paced_sends(
+            index,
+            name,
+            lambda s: producer.poll(min(max(s, 0.001), 0.05)),
+            lambda: producer.poll(0),
+        ):
             started = time.time()
             self._invoked(name, value, partition, started)
 
@@ -182,15 +171,7 @@ class KafkaWorkload(WorkloadState):
             consumer.assign([ck.TopicPartition(c.topic, p, 0) for p in range(c.partitions)])
             for p in range(c.partitions):
                 positions[p] = 0
-                self.history.append(
-                    {
-                        "type": "seek",
-                        "process": name,
-                        "partition": p,
-                        "offset": 0,
-                        "reason": "start",
-                    }
-                )
+                self._seeked(name, p, 0, "start")
             while not self._stop_consuming.is_set():
                 if until is not None and all(
                     positions.get(p, 0) >= end for p, end in until.items()
@@ -203,13 +184,7 @@ class KafkaWorkload(WorkloadState):
                     if err is not None:
                         if err.code() == ck.KafkaError._PARTITION_EOF:
                             continue
-                        self.history.append(
-                            {
-                                "type": "poll_error",
-                                "process": name,
-                                "error": f"{err.name()}: {err.str()}"[:300],
-                            }
-                        )
+                        self._poll_failed(name, f"{err.name()}: {err.str()}")
                         if (
                             err.code() == ck.KafkaError._AUTO_OFFSET_RESET
                             and m.partition() is not None
@@ -217,15 +192,7 @@ class KafkaWorkload(WorkloadState):
                             p = m.partition()
                             consumer.seek(ck.TopicPartition(c.topic, p, 0))
                             positions[p] = 0
-                            self.history.append(
-                                {
-                                    "type": "seek",
-                                    "process": name,
-                                    "partition": p,
-                                    "offset": 0,
-                                    "reason": "out-of-range",
-                                }
-                            )
+                            self._seeked(name, p, 0, "out-of-range")
                         continue
                     self._record_poll(name, m, now)
                     positions[m.partition()] = m.offset() + 1
@@ -293,13 +260,7 @@ class KafkaWorkload(WorkloadState):
                 for m in msgs:
                     err = m.error()
                     if err is not None:
-                        self.history.append(
-                            {
-                                "type": "poll_error",
-                                "process": name,
-                                "error": f"{err.name()}: {err.str()}"[:300],
-                            }
-                        )
+                        self._poll_failed(name, f"{err.name()}: {err.str()}")
                         continue
                     self._record_poll(name, m, now, group)
                     offsets[m.partition()] = m.offset() + 1
@@ -324,16 +285,7 @@ class KafkaWorkload(WorkloadState):
                 offset = consumer.get_watermark_offsets(tp, timeout=5, cached=False)[0]
         except ck.KafkaException:
             offset = None
-        self.history.append(
-            {
-                "type": "seek",
-                "process": name,
-                "group": group,
-                "partition": partition,
-                "offset": offset,
-                "reason": "assigned",
-            }
-        )
+        self._seeked(name, partition, offset, "assigned", group)
 
     def _group_commit(self, consumer: Any, name: str, group: str, offsets: dict[int, int]) -> None:
         import confluent_kafka as ck

@@ -29,7 +29,7 @@ import random
 import re
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
@@ -332,6 +332,46 @@ class WorkloadState:
             }
         )
 
+    def _seeked(
+        self, name: str, partition: int, offset: int | None, reason: str, group: str | None = None
+    ) -> None:
+        """A consumer's position set (start, out-of-range, assigned), as history's "seek"."""
+        event: dict[str, Any] = {"type": "seek", "process": name}
+        if group is not None:
+            event["group"] = group
+        event.update(partition=partition, offset=offset, reason=reason)
+        self.history.append(event)
+
+    def _poll_failed(self, name: str, error: str) -> None:
+        self.history.append({"type": "poll_error", "process": name, "error": error[:300]})
+
+    def _paced_sends(
+        self, index: int, name: str, wait: Callable[[float], object], tick: Callable[[], object]
+    ) -> Iterator[tuple[random.Random, int, str]]:
+        """Producer `name`'s sends at the configured rate until stopped: (its rng, the
+        partition, the value), each once a slot of that partition is free. `wait(s)`
+        idles until the next send is due, `tick()` runs at every turn."""
+        c = self.config
+        rng = random.Random(f"{c.seed}-{name}")
+        outstanding = self._outstanding[index]
+        interval = 1.0 / c.rate if c.rate > 0 else 0.0
+        next_at = time.monotonic()
+        seq = 0
+        while not self._stop_producing.is_set():
+            tick()
+            now = time.monotonic()
+            if now < next_at:
+                wait(next_at - now)
+                continue
+            # After a stall, do not burst to catch up: keep the rate from now on.
+            next_at = max(next_at + interval, now - 1.0)
+            partition = rng.randrange(c.partitions)
+            if not outstanding.take(partition, 0.05):
+                continue
+            value = f"{name}-{seq}"
+            seq += 1
+            yield rng, partition, value
+
     def _record_commit(
         self, name: str, group: str, partition: int, offset: int, t0: float, t: float
     ) -> None:
@@ -402,23 +442,10 @@ class Workload(WorkloadState):
 
     def _produce_loop(self, index: int, name: str, producer: Producer) -> None:
         c = self.config
-        rng = random.Random(f"{c.seed}-{name}")
         outstanding = self._outstanding[index]
-        interval = 1.0 / c.rate if c.rate > 0 else 0.0
-        next_at = time.monotonic()
-        seq = 0
-        while not self._stop_producing.is_set():
-            now = time.monotonic()
-            if now < next_at:
-                self._stop_producing.wait(next_at - now)
-                continue
-            # After a stall, do not burst to catch up: keep the rate from now on.
-            next_at = max(next_at + interval, now - 1.0)
-            partition = rng.randrange(c.partitions)
-            if not outstanding.take(partition, 0.05):
-                continue
-            value = f"{name}-{seq}"
-            seq += 1
+        for rng, partition, value in self._paced_sends(
+            index, name, self._stop_producing.wait, lambda: None
+        ):
             key = f"k{rng.randrange(c.keys)}" if c.keys > 0 else None
             started = time.time()
             self._invoked(name, value, partition, started, key)
@@ -508,13 +535,7 @@ class Workload(WorkloadState):
                 try:
                     batch = consumer.poll(timeout_ms=500)
                 except KafkaError as e:
-                    self.history.append(
-                        {
-                            "type": "poll_error",
-                            "process": name,
-                            "error": f"{type(e).__name__}: {e}"[:300],
-                        }
-                    )
+                    self._poll_failed(name, f"{type(e).__name__}: {e}")
                     if e.message == "OFFSET_OUT_OF_RANGE":
                         # Should not happen (positions never pass the HW); if it does,
                         # restart that partition from the beginning, recorded as a seek.
@@ -618,16 +639,7 @@ class Workload(WorkloadState):
                 break
             except KafkaError:
                 time.sleep(0.5)
-        self.history.append(
-            {
-                "type": "seek",
-                "process": name,
-                "group": group,
-                "partition": tp.partition,
-                "offset": offset,
-                "reason": "assigned",
-            }
-        )
+        self._seeked(name, tp.partition, offset, "assigned", group)
 
     def _commit(
         self, consumer: Consumer, name: str, group: str, offsets: dict[TopicPartition, int]
@@ -643,9 +655,7 @@ class Workload(WorkloadState):
             self._record_commit(name, group, tp.partition, offset, t0, t)
 
     def _poll_error(self, name: str, e: KafkaError) -> None:
-        self.history.append(
-            {"type": "poll_error", "process": name, "error": f"{type(e).__name__}: {e}"[:300]}
-        )
+        self._poll_failed(name, f"{type(e).__name__}: {e}")
         self._stop_consuming.wait(0.2)
 
     def _record_seek(
@@ -666,15 +676,7 @@ class Workload(WorkloadState):
                     raise
                 time.sleep(0.5)
         positions[tp.partition] = offset
-        self.history.append(
-            {
-                "type": "seek",
-                "process": name,
-                "partition": tp.partition,
-                "offset": offset,
-                "reason": reason,
-            }
-        )
+        self._seeked(name, tp.partition, offset, reason)
 
 
 def _out_of_range_partitions(
