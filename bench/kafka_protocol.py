@@ -347,25 +347,8 @@ def grpc_consume_raw(
 
     def one(i: int) -> int:
         fetch, parts, positions = lanes[i]
-        request = pb.FetchRequest(replica_id=-1, max_wait_ms=0, min_bytes=1, max_bytes=MIB)
-        topic = request.topics.add(name=replication.TOPIC_RAW)
-        for p in parts:
-            topic.partitions.add(
-                partition=p,
-                current_leader_epoch=-1,
-                fetch_offset=positions[p],
-                last_fetched_epoch=-1,
-                partition_max_bytes=max(1, MIB // len(parts)),
-            )
-        got = 0
-        for t in fetch(request, timeout=60).topics:
-            for r in t.partitions:
-                if r.error_code:
-                    raise RuntimeError(f"fetch {t.name}-{r.partition}: {r}")
-                got += len(r.records)
-                nxt = node.next_offset(r.records, positions[r.partition])
-                positions[r.partition] = nxt if nxt < r.high_watermark else 0
-        return got
+        per_partition = max(1, MIB // len(parts))
+        return node.fetch_once(fetch, replication.TOPIC_RAW, positions, MIB, per_partition)
 
     return run_lanes(len(lanes), one, seconds, meter, "grpc_consume_raw")
 
@@ -456,6 +439,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"{args.seconds:g} s per phase, confluent-kafka {ck.version()[0]} "
         f"(librdkafka {ck.libversion()[0]}), {os.cpu_count()} CPUs"
     )
+
+    def record(phase: str, label: str, mb_s: float, elapsed: float, what: str) -> None:
+        """A phase's MiB/s and CPU-seconds per MiB (its meter reading `label`)."""
+        results[f"{phase}_mb_s"] = round(mb_s, 2)
+        results[f"{phase}_cpu_s_per_mib"] = cpu_s_per_mib(meter, label, elapsed, mb_s * elapsed)
+        say(f"  {what}: {mb_s:.1f} MiB/s")
+
     try:
         for i in bench_cluster.NODE_IDS:
             cluster.nodes[i].start(timeout_s=bench_cluster.WAIT_S)
@@ -492,36 +482,21 @@ def main(argv: Sequence[str] | None = None) -> int:
             say(f"  kafka_consume: {mb_s:.1f} MiB/s, {len(seen):,} records verified")
         if "kafka_consume_raw" in phases:
             mb_s, elapsed = kafka_consume_raw(bench_node, cluster, kafka_ports, args.seconds, meter)
-            results["kafka_consume_raw_mb_s"] = round(mb_s, 2)
-            results["kafka_consume_raw_cpu_s_per_mib"] = cpu_s_per_mib(
-                meter, "kafka_consume_raw", elapsed, mb_s * elapsed
-            )
-            say(f"  kafka_consume_raw: {mb_s:.1f} MiB/s")
+            record("kafka_consume_raw", "kafka_consume_raw", mb_s, elapsed, "kafka_consume_raw")
         batches = measure.Batches(1024, 16384, args.seed)
         if "grpc_produce_raw" in phases or "grpc_consume_raw" in phases:
             measure.settle_disk()
             rargs = argparse.Namespace(seconds=args.seconds, request_bytes=MIB, in_flight=2)
             mb_s, rps, _lat = replication.measure_produce_raw(cluster, batches, rargs)
-            results["grpc_produce_raw_mb_s"] = round(mb_s, 2)
-            results["grpc_produce_raw_cpu_s_per_mib"] = cpu_s_per_mib(
-                meter, "produce_raw", args.seconds, mb_s * args.seconds
-            )
-            say(f"  grpc_produce_raw: {mb_s:.1f} MiB/s")
+            record("grpc_produce_raw", "produce_raw", mb_s, args.seconds, "grpc_produce_raw")
         if "grpc_producer" in phases:
             measure.settle_disk()
             mb_s, rps, _n = replication.measure_producer(cluster, batches, args.seconds)
-            results["grpc_producer_mb_s"] = round(mb_s, 2)
-            results["grpc_producer_cpu_s_per_mib"] = cpu_s_per_mib(
-                meter, "produce_client", args.seconds, mb_s * args.seconds
-            )
-            say(f"  grpc_producer (seglog's Producer): {mb_s:.1f} MiB/s")
+            what = "grpc_producer (seglog's Producer)"
+            record("grpc_producer", "produce_client", mb_s, args.seconds, what)
         if "grpc_consume_raw" in phases:
             mb_s, elapsed = grpc_consume_raw(replication, bench_node, cluster, args.seconds, meter)
-            results["grpc_consume_raw_mb_s"] = round(mb_s, 2)
-            results["grpc_consume_raw_cpu_s_per_mib"] = cpu_s_per_mib(
-                meter, "grpc_consume_raw", elapsed, mb_s * elapsed
-            )
-            say(f"  grpc_consume_raw: {mb_s:.1f} MiB/s")
+            record("grpc_consume_raw", "grpc_consume_raw", mb_s, elapsed, "grpc_consume_raw")
         results["cpu"] = meter.readings
     finally:
         cluster.stop_all()

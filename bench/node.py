@@ -344,6 +344,37 @@ def next_offset(records: bytes, current: int) -> int:
     return nxt
 
 
+def fetch_once(
+    fetch: Callable[..., pb.FetchResponse],
+    topic_name: str,
+    positions: dict[int, int],
+    max_bytes: int,
+    per_partition: int,
+) -> int:
+    """One raw Fetch (max_wait_ms 0) of `positions`' partitions from their positions,
+    advanced by reading batch headers only; the record bytes it returned."""
+    request = pb.FetchRequest(replica_id=-1, max_wait_ms=0, min_bytes=1, max_bytes=max_bytes)
+    topic = request.topics.add(name=topic_name)
+    for p, offset in positions.items():
+        topic.partitions.add(
+            partition=p,
+            current_leader_epoch=-1,
+            fetch_offset=offset,
+            last_fetched_epoch=-1,
+            partition_max_bytes=per_partition,
+        )
+    got = 0
+    for t in fetch(request, timeout=60).topics:
+        for pr in t.partitions:
+            if pr.error_code != 0:
+                raise RuntimeError(f"fetch {t.name}-{pr.partition}: {pr}")
+            got += len(pr.records)
+            nxt = next_offset(pr.records, positions[pr.partition])
+            # At the end of the partition: read it again (page cache).
+            positions[pr.partition] = nxt if nxt < pr.high_watermark else 0
+    return got
+
+
 def measure_fetch_raw(
     address: str,
     partitions: int,
@@ -367,29 +398,7 @@ def measure_fetch_raw(
             per_partition = max(1, request_bytes // len(mine))
 
             def call() -> int:
-                request = pb.FetchRequest(
-                    replica_id=-1, max_wait_ms=0, min_bytes=1, max_bytes=request_bytes
-                )
-                topic = request.topics.add(name=TOPIC_RAW)
-                for p in mine:
-                    topic.partitions.add(
-                        partition=p,
-                        current_leader_epoch=-1,
-                        fetch_offset=positions[p],
-                        last_fetched_epoch=-1,
-                        partition_max_bytes=per_partition,
-                    )
-                response = fetch(request, timeout=60)
-                got = 0
-                for t in response.topics:
-                    for pr in t.partitions:
-                        if pr.error_code != 0:
-                            raise RuntimeError(f"fetch {t.name}-{pr.partition}: {pr}")
-                        got += len(pr.records)
-                        nxt = next_offset(pr.records, positions[pr.partition])
-                        # At the end of the partition: read it again (page cache).
-                        positions[pr.partition] = nxt if nxt < pr.high_watermark else 0
-                return got
+                return fetch_once(fetch, TOPIC_RAW, positions, request_bytes, per_partition)
 
             return call
 
