@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .implicit_acks import ImplicitAckRecorder
-from .workload import PartitionSlots, WorkloadState, _ProducerStats
+from .workload import WorkloadState
 
 _DEFINITE = frozenset(
     {
@@ -73,19 +73,8 @@ class KafkaWorkload(WorkloadState):
                 }
             )
             self._implicit_acks.append(recorder)
-            self._producers.append(producer)
-            self._outstanding.append(PartitionSlots(c.max_outstanding, c.partitions))
-            self.stats[name] = _ProducerStats()
-            th = self._thread(self._produce_loop, (i, name, producer), f"chaos-{name}")
-            self._producer_threads.append(th)
-        for i in range(c.consumers):
-            th = self._thread(self._consume_loop, (f"c{i}", None), f"chaos-c{i}")
-            self._threads.append(th)
-        for i in range(c.group_consumers):
-            th = self._thread(self._group_loop, (f"g{i}",), f"chaos-g{i}")
-            self._threads.append(th)
-        for th in self._producer_threads + self._threads:
-            th.start()
+            self._add_producer(i, name, producer)
+        self._start_threads()
 
     # --- producing ----------------------------------------------------------------------
 

@@ -402,6 +402,32 @@ class WorkloadState:
     def _consume_loop(self, name: str, until: dict[int, int] | None) -> None:
         raise NotImplementedError
 
+    def _produce_loop(self, index: int, name: str, producer: Any) -> None:
+        raise NotImplementedError
+
+    def _group_loop(self, name: str) -> None:
+        raise NotImplementedError
+
+    def _add_producer(self, index: int, name: str, producer: Any) -> None:
+        """Producer `name` (the index-th), its slots, stats and thread (not started)."""
+        self._producers.append(producer)
+        c = self.config
+        self._outstanding.append(PartitionSlots(c.max_outstanding, c.partitions))
+        self.stats[name] = _ProducerStats()
+        th = self._thread(self._produce_loop, (index, name, producer), f"chaos-{name}")
+        self._producer_threads.append(th)
+
+    def _start_threads(self) -> None:
+        """The readers' and group members' threads, then every thread."""
+        for i in range(self.config.consumers):
+            name = f"c{i}"
+            self._threads.append(self._thread(self._consume_loop, (name, None), f"chaos-{name}"))
+        for i in range(self.config.group_consumers):
+            name = f"g{i}"
+            self._threads.append(self._thread(self._group_loop, (name,), f"chaos-{name}"))
+        for th in self._producer_threads + self._threads:
+            th.start()
+
 
 @dataclass
 class Workload(WorkloadState):
@@ -422,21 +448,8 @@ class Workload(WorkloadState):
                 retry_backoff_ms=100,
                 **c.security,
             )
-            self._producers.append(producer)
-            self._outstanding.append(PartitionSlots(c.max_outstanding, c.partitions))
-            self.stats[name] = _ProducerStats()
-            th = self._thread(self._produce_loop, (i, name, producer), f"chaos-{name}")
-            self._producer_threads.append(th)
-        for i in range(c.consumers):
-            name = f"c{i}"
-            th = self._thread(self._consume_loop, (name, None), f"chaos-{name}")
-            self._threads.append(th)
-        for i in range(c.group_consumers):
-            name = f"g{i}"
-            th = self._thread(self._group_loop, (name,), f"chaos-{name}")
-            self._threads.append(th)
-        for th in self._producer_threads + self._threads:
-            th.start()
+            self._add_producer(i, name, producer)
+        self._start_threads()
 
     # --- producing ----------------------------------------------------------------------
 
