@@ -121,10 +121,7 @@ class KafkaWorkload(WorkloadState):
                 self._failed(name, value, partition, started, outstanding, error, True)
 
     def stop_producers(self, timeout_s: float = 90.0) -> None:
-        self._stop_producing.set()
-        for th in self._producer_threads:
-            th.join(10)
-        deadline = time.monotonic() + timeout_s
+        deadline = self._stop_sending(timeout_s)
         for producer in self._producers:
             left = producer.flush(max(0.1, deadline - time.monotonic()))
             if left:

@@ -417,6 +417,14 @@ class WorkloadState:
         th = self._thread(self._produce_loop, (index, name, producer), f"chaos-{name}")
         self._producer_threads.append(th)
 
+    def _stop_sending(self, timeout_s: float) -> float:
+        """Stop the producers' threads (each within 10 s); the deadline for the sends
+        still in flight to get their outcomes."""
+        self._stop_producing.set()
+        for th in self._producer_threads:
+            th.join(10)
+        return time.monotonic() + timeout_s
+
     def _start_threads(self) -> None:
         """The readers' and group members' threads, then every thread."""
         for i in range(self.config.consumers):
@@ -474,38 +482,25 @@ class Workload(WorkloadState):
                 error = f"{type(e).__name__}: {e}"
                 self._failed(name, value, partition, started, outstanding, error, True)
                 continue
-            future.add_callback(self._on_ack, name, value, partition, started, outstanding)
-            future.add_errback(self._on_error, name, value, partition, started, outstanding)
 
-    def _on_ack(
-        self,
-        name: str,
-        value: str,
-        partition: int,
-        started: float,
-        outstanding: PartitionSlots,
-        md: RecordMetadata,
-    ) -> None:
-        self._acked(name, value, partition, md.partition, md.offset, started, outstanding)
+            # Each callback keeps its own send's values (defaults), not the loop's latest.
+            def acked(
+                md: RecordMetadata, v: str = value, p: int = partition, t0: float = started
+            ) -> None:
+                self._acked(name, v, p, md.partition, md.offset, t0, outstanding)
 
-    def _on_error(
-        self,
-        name: str,
-        value: str,
-        partition: int,
-        started: float,
-        outstanding: PartitionSlots,
-        error: BaseException,
-    ) -> None:
-        text, definite = classify_error(error)
-        self._failed(name, value, partition, started, outstanding, text[:300], definite)
+            def failed(
+                error: BaseException, v: str = value, p: int = partition, t0: float = started
+            ) -> None:
+                text, definite = classify_error(error)
+                self._failed(name, v, p, t0, outstanding, text[:300], definite)
+
+            future.add_callback(acked)
+            future.add_errback(failed)
 
     def stop_producers(self, timeout_s: float = 90.0) -> None:
         """Stop sending and wait until every send has an outcome (or timeout_s)."""
-        self._stop_producing.set()
-        for th in self._producer_threads:
-            th.join(10)
-        deadline = time.monotonic() + timeout_s
+        deadline = self._stop_sending(timeout_s)
         for producer in self._producers:
             try:
                 producer.flush(max(0.1, deadline - time.monotonic()))
