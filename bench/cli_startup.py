@@ -16,7 +16,7 @@ import subprocess
 import sys
 import time
 
-from seglog.chaos.targets import free_ports
+from seglog.harness.ports import free_ports
 
 HELP_GOAL_S = 0.5
 REFUSED_GOAL_S = 1.5

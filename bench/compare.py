@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import importlib.util
 import json
 import os
 import platform
@@ -39,10 +38,9 @@ import threading
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
-from seglog.chaos.targets import free_ports
+from seglog.harness.ports import free_ports
 
 ROOT = Path(__file__).resolve().parents[1]
 RECORD_BYTES = 1024
@@ -56,15 +54,6 @@ WAIT_S = 60.0
 
 def say(msg: str) -> None:
     print(msg, file=sys.stderr, flush=True)
-
-
-def load_module(relative: str, name: str) -> ModuleType:
-    spec = importlib.util.spec_from_file_location(name, ROOT / relative)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return module
 
 
 def percentile(values: Sequence[float], q: float) -> float:
@@ -288,12 +277,10 @@ def run_nats(root: Path, args: argparse.Namespace) -> dict[str, Any]:
 
 
 def run_seglog(root: Path, args: argparse.Namespace) -> dict[str, Any]:
+    from seglog.bench import cluster as bench_cluster
+    from seglog.bench.measure import pace
     from seglog.client.producer import Producer
-    from seglog.node.local_cluster import LOCAL_DEFAULTS
-
-    replication = load_module("bench/replication.py", "seglog_compare_replication")
-    node_module = load_module("tests/node_process.py", "seglog_compare_node_process")
-    bench_node = load_module("bench/node.py", "seglog_compare_bench_node")
+    from seglog.harness.local_cluster import LOCAL_DEFAULTS
     overrides = {
         "broker.session.timeout.ms": LOCAL_DEFAULTS["broker.session.timeout.ms"],
         "broker.heartbeat.interval.ms": LOCAL_DEFAULTS["broker.heartbeat.interval.ms"],
@@ -305,11 +292,11 @@ def run_seglog(root: Path, args: argparse.Namespace) -> dict[str, Any]:
         "default.replication.factor": "3",
         "log.initial.task.delay.ms": "30000",
     }
-    cluster = replication.Cluster(node_module, bench_node, root / "seglog", overrides, None)
+    cluster = bench_cluster.Cluster(root / "seglog", overrides, None)
     try:
-        for i in replication.NODE_IDS:
+        for i in bench_cluster.NODE_IDS:
             cluster.nodes[i].start(timeout_s=WAIT_S)
-        replication.wait_for("three unfenced brokers on every node", cluster.healthy)
+        bench_cluster.wait_for("three unfenced brokers on every node", cluster.healthy)
         cluster.create_topics([SEGLOG_TOPIC, SEGLOG_LATENCY_TOPIC], args.partitions)
         say(f"  seglog up ({cluster.bootstrap}); throughput ...")
         timeline = Timeline()
@@ -334,7 +321,7 @@ def run_seglog(root: Path, args: argparse.Namespace) -> dict[str, Any]:
         latency = {}
         for rate in args.rates:
             latency[str(rate)] = s = seglog_latency(
-                Producer, cluster.bootstrap, rate, args.latency_seconds, replication.pace
+                Producer, cluster.bootstrap, rate, args.latency_seconds, pace
             )
             say(f"  seglog at {rate}/s: {s}")
         return {
@@ -381,7 +368,7 @@ def seglog_throughput(
 def seglog_latency(
     producer_cls: Any, bootstrap: str, rate: float, seconds: float, pace: Any
 ) -> dict[str, Any]:
-    """`pace`: bench/replication.py's pace (that module is loaded by path in main)."""
+    """`pace`: seglog.bench.measure's (imported where seglog runs, in run_seglog)."""
     pool = values(256)
     producer = producer_cls(bootstrap, acks="all", linger_ms=0)
     latencies: list[float] = []

@@ -33,12 +33,11 @@ import time
 import urllib.request
 from pathlib import Path
 
-from seglog.chaos.targets import consecutive_free_ports, free_ports
 from seglog.client.admin import Admin, NewTopic
+from seglog.harness.browser import browser
+from seglog.harness.ports import consecutive_free_ports, free_ports
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "tests"))
-from console_browser import browser  # noqa: E402 - the tests' Chromium helper
 
 TICKS = os.sysconf("SC_CLK_TCK")
 

@@ -41,9 +41,7 @@ The last stdout line is one JSON object; everything before it is progress.
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
-import math
 import os
 import platform
 import random
@@ -53,14 +51,17 @@ import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import grpc
 
-from seglog.node.local_cluster import LOCAL_DEFAULTS
+from seglog.bench.cluster import wait_for
+from seglog.bench.measure import percentile, say
+from seglog.harness.local_cluster import LOCAL_DEFAULTS
+from seglog.harness.node_process import NodeProcess
+from seglog.harness.ports import quorum_ports
 from seglog.proto import client_pb2 as pb
 from seglog.proto import client_pb2_grpc, cluster_pb2_grpc, errors_pb2
 from seglog.proto import cluster_pb2 as cpb
@@ -73,35 +74,12 @@ RETRY_S = 0.01
 E = errors_pb2.ErrorCode
 
 
-def say(msg: str) -> None:
-    print(msg, flush=True)
-
-
-def load_node_process() -> ModuleType:
-    """tests/node_process.py by path (tests/ is not a package)."""
-    path = ROOT / "tests" / "node_process.py"
-    spec = importlib.util.spec_from_file_location("seglog_bench_node_process", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-def percentile(values: Sequence[float], q: float) -> float:
-    """Nearest-rank percentile (q in 0..100)."""
-    ordered = sorted(values)
-    rank = max(1, math.ceil(q / 100 * len(ordered)))
-    return ordered[rank - 1]
-
-
 class Cluster:
-    def __init__(self, module: ModuleType, root: Path, overrides: dict[str, str]) -> None:
-        ports = {i: module.free_port() for i in NODE_IDS}
-        controller_ports = {i: module.free_port() for i in NODE_IDS}
-        voters = ",".join(f"{i}@127.0.0.1:{p}" for i, p in controller_ports.items())
+    def __init__(self, root: Path, overrides: dict[str, str]) -> None:
+        ports, controller_ports, voters = quorum_ports(NODE_IDS)
         overrides = {"controller.quorum.voters": voters, **overrides}
         self.nodes: dict[int, Any] = {
-            i: module.NodeProcess(root, i, ports[i], overrides, controller_ports[i])
+            i: NodeProcess(root, i, ports[i], overrides, controller_ports[i])
             for i in NODE_IDS
         }
         self._channels: dict[int, grpc.Channel] = {}
@@ -181,17 +159,6 @@ class Cluster:
             c.close()
         self._channels.clear()
         return codes
-
-
-def wait_for(what: str, probe: Callable[[], Any], timeout_s: float = WAIT_S) -> Any:
-    deadline = time.monotonic() + timeout_s
-    while True:
-        value = probe()
-        if value is not None:
-            return value
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"timed out after {timeout_s}s: {what}")
-        time.sleep(0.05)
 
 
 def recover(cluster: Cluster) -> None:
@@ -345,7 +312,6 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
-    module = load_node_process()
     if args.dir is not None:
         args.dir.mkdir(parents=True, exist_ok=True)
     root = Path(tempfile.mkdtemp(prefix="seglog-controller-bench-", dir=args.dir))
@@ -356,7 +322,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     }
     rng = random.Random(args.seed)
     load_start = os.getloadavg()
-    cluster = Cluster(module, root / "cluster", overrides)
+    cluster = Cluster(root / "cluster", overrides)
     samples: list[dict[str, Any]] = []
     started = time.monotonic()
     try:

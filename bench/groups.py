@@ -36,8 +36,6 @@ from collections.abc import Sequence
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "tests"))
-sys.path.insert(0, str(ROOT / "tests" / "kafka"))
 
 PARTITIONS = 12
 # seglog's Consumer keeps at most this many async commits pending and sends them one
@@ -259,7 +257,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     import confluent_kafka as ck
     from confluent_kafka.admin import AdminClient, NewTopic
-    from kafka_cluster import KafkaCluster
+
+    from seglog.harness.kafka_cluster import KafkaCluster
 
     if args.dir is not None:
         args.dir.mkdir(parents=True, exist_ok=True)

@@ -35,7 +35,6 @@ with the figures, the CPU-seconds per MiB of each phase, and the issue's targets
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import os
 import platform
@@ -51,8 +50,10 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+from seglog.bench.measure import MIB, librdkafka_produce_until, say
+from seglog.harness.local_cluster import LOCAL_DEFAULTS
+
 ROOT = Path(__file__).resolve().parents[1]
-MIB = 1024 * 1024
 TOPIC_KAFKA = "kafka-bench"
 FETCH_METHOD = "/seglog.v1.SegLog/Fetch"
 PHASES = (
@@ -64,19 +65,6 @@ PHASES = (
     "grpc_producer",
     "grpc_consume_raw",
 )
-
-
-def say(msg: str) -> None:
-    print(msg, flush=True)
-
-
-def load(relative: str, name: str) -> ModuleType:
-    spec = importlib.util.spec_from_file_location(name, ROOT / relative)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return module
 
 
 class Values:
@@ -134,17 +122,13 @@ def kafka_produce(
     producer.flush(30)
     meter.start()
     start = time.perf_counter()
-    end = start + seconds
-    while time.perf_counter() < end:
-        for _ in range(256):
-            try:
-                producer.produce(TOPIC_KAFKA, value=values.value(n), on_delivery=report)
-                n += 1
-            except BufferError:
-                producer.poll(0.01)
-        producer.poll(0)
-    if producer.flush(120) != 0:
-        raise RuntimeError("kafka_produce: messages left undelivered")
+    n = librdkafka_produce_until(
+        producer,
+        start + seconds,
+        lambda i: producer.produce(TOPIC_KAFKA, value=values.value(i), on_delivery=report),
+        n,
+        "kafka_produce: messages left undelivered",
+    )
     elapsed = time.perf_counter() - start
     meter.stop("kafka_produce")
     if failed:
@@ -363,25 +347,8 @@ def grpc_consume_raw(
 
     def one(i: int) -> int:
         fetch, parts, positions = lanes[i]
-        request = pb.FetchRequest(replica_id=-1, max_wait_ms=0, min_bytes=1, max_bytes=MIB)
-        topic = request.topics.add(name=replication.TOPIC_RAW)
-        for p in parts:
-            topic.partitions.add(
-                partition=p,
-                current_leader_epoch=-1,
-                fetch_offset=positions[p],
-                last_fetched_epoch=-1,
-                partition_max_bytes=max(1, MIB // len(parts)),
-            )
-        got = 0
-        for t in fetch(request, timeout=60).topics:
-            for r in t.partitions:
-                if r.error_code:
-                    raise RuntimeError(f"fetch {t.name}-{r.partition}: {r}")
-                got += len(r.records)
-                nxt = node.next_offset(r.records, positions[r.partition])
-                positions[r.partition] = nxt if nxt < r.high_watermark else 0
-        return got
+        per_partition = max(1, MIB // len(parts))
+        return node.fetch_once(fetch, replication.TOPIC_RAW, positions, MIB, per_partition)
 
     return run_lanes(len(lanes), one, seconds, meter, "grpc_consume_raw")
 
@@ -431,14 +398,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     import confluent_kafka as ck
 
-    replication = load("bench/replication.py", "seglog_bench_replication")
-    node_module = replication.load_module("tests/node_process.py", "seglog_bench_node_process")
-    bench_node = replication.load_module("bench/node.py", "seglog_bench_node")
+    from seglog.bench import cluster as bench_cluster
+    from seglog.bench import measure, replication
+    from seglog.bench import node as bench_node
+    from seglog.harness.ports import free_port
+
     meter = replication.METER
     if args.dir is not None:
         args.dir.mkdir(parents=True, exist_ok=True)
     root = Path(tempfile.mkdtemp(prefix="seglog-kafka-bench-", dir=args.dir))
-    local = replication.LOCAL_DEFAULTS
+    local = LOCAL_DEFAULTS
     overrides = {
         "broker.session.timeout.ms": local["broker.session.timeout.ms"],
         "broker.heartbeat.interval.ms": local["broker.heartbeat.interval.ms"],
@@ -452,8 +421,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     profile_dir = root / "profiles" if args.profile_node else None
     if profile_dir is not None:
         profile_dir.mkdir()
-    cluster = replication.Cluster(node_module, bench_node, root / "cluster", overrides, profile_dir)
-    kafka_ports = {i: node_module.free_port() for i in replication.NODE_IDS}
+    cluster = bench_cluster.Cluster(root / "cluster", overrides, profile_dir)
+    kafka_ports = {i: free_port() for i in bench_cluster.NODE_IDS}
     for i, n in cluster.nodes.items():  # a PLAINTEXT listener beside gRPC, as local up has
         lines = [
             line + f",PLAINTEXT://127.0.0.1:{kafka_ports[i]}"
@@ -470,10 +439,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"{args.seconds:g} s per phase, confluent-kafka {ck.version()[0]} "
         f"(librdkafka {ck.libversion()[0]}), {os.cpu_count()} CPUs"
     )
+
+    def record(phase: str, label: str, mb_s: float, elapsed: float, what: str) -> None:
+        """A phase's MiB/s and CPU-seconds per MiB (its meter reading `label`)."""
+        results[f"{phase}_mb_s"] = round(mb_s, 2)
+        results[f"{phase}_cpu_s_per_mib"] = cpu_s_per_mib(meter, label, elapsed, mb_s * elapsed)
+        say(f"  {what}: {mb_s:.1f} MiB/s")
+
     try:
-        for i in replication.NODE_IDS:
-            cluster.nodes[i].start(timeout_s=replication.WAIT_S)
-        replication.wait_for("three unfenced brokers", cluster.healthy)
+        for i in bench_cluster.NODE_IDS:
+            cluster.nodes[i].start(timeout_s=bench_cluster.WAIT_S)
+        bench_cluster.wait_for("three unfenced brokers", cluster.healthy)
         meter.pids = cluster.pids()
         topics = [TOPIC_KAFKA, replication.TOPIC_RAW, replication.TOPIC_CLIENT]
         cluster.create_topics(topics, args.partitions)
@@ -482,20 +458,20 @@ def main(argv: Sequence[str] | None = None) -> int:
         phases = set(args.phases)
         sent, rps = 0, 1000.0
         if "kafka_produce" in phases:
-            replication.settle_disk()
+            measure.settle_disk()
             mb_s, rps, elapsed, sent = kafka_produce(
                 ck, bootstrap, values, args.seconds, meter, args.produce_linger_ms
             )
             record_kafka_produce(results, meter, mb_s, rps, elapsed)
         if "kafka_latency" in phases:
-            replication.settle_disk()
+            measure.settle_disk()
             rate = max(10.0, rps * args.latency_fraction)
             latencies, sent = kafka_latency(ck, bootstrap, values, sent, rate, args.seconds)
             results["kafka_latency_rate_records_s"] = round(rate)
-            results["kafka_latency"] = replication.summary_ms(latencies)
+            results["kafka_latency"] = measure.summary_ms(latencies)
             say(f"  kafka_latency at {rate:,.0f}/s: {results['kafka_latency']}")
         if "kafka_consume" in phases:
-            replication.settle_disk()
+            measure.settle_disk()
             mb_s, rps, elapsed, seen = kafka_consume(ck, bootstrap, args.partitions, values, meter)
             results["kafka_consume_mb_s"] = round(mb_s, 2)
             results["kafka_consume_records_s"] = round(rps)
@@ -506,41 +482,26 @@ def main(argv: Sequence[str] | None = None) -> int:
             say(f"  kafka_consume: {mb_s:.1f} MiB/s, {len(seen):,} records verified")
         if "kafka_consume_raw" in phases:
             mb_s, elapsed = kafka_consume_raw(bench_node, cluster, kafka_ports, args.seconds, meter)
-            results["kafka_consume_raw_mb_s"] = round(mb_s, 2)
-            results["kafka_consume_raw_cpu_s_per_mib"] = cpu_s_per_mib(
-                meter, "kafka_consume_raw", elapsed, mb_s * elapsed
-            )
-            say(f"  kafka_consume_raw: {mb_s:.1f} MiB/s")
-        batches = replication.Batches(1024, 16384, args.seed)
+            record("kafka_consume_raw", "kafka_consume_raw", mb_s, elapsed, "kafka_consume_raw")
+        batches = measure.Batches(1024, 16384, args.seed)
         if "grpc_produce_raw" in phases or "grpc_consume_raw" in phases:
-            replication.settle_disk()
+            measure.settle_disk()
             rargs = argparse.Namespace(seconds=args.seconds, request_bytes=MIB, in_flight=2)
             mb_s, rps, _lat = replication.measure_produce_raw(cluster, batches, rargs)
-            results["grpc_produce_raw_mb_s"] = round(mb_s, 2)
-            results["grpc_produce_raw_cpu_s_per_mib"] = cpu_s_per_mib(
-                meter, "produce_raw", args.seconds, mb_s * args.seconds
-            )
-            say(f"  grpc_produce_raw: {mb_s:.1f} MiB/s")
+            record("grpc_produce_raw", "produce_raw", mb_s, args.seconds, "grpc_produce_raw")
         if "grpc_producer" in phases:
-            replication.settle_disk()
+            measure.settle_disk()
             mb_s, rps, _n = replication.measure_producer(cluster, batches, args.seconds)
-            results["grpc_producer_mb_s"] = round(mb_s, 2)
-            results["grpc_producer_cpu_s_per_mib"] = cpu_s_per_mib(
-                meter, "produce_client", args.seconds, mb_s * args.seconds
-            )
-            say(f"  grpc_producer (seglog's Producer): {mb_s:.1f} MiB/s")
+            what = "grpc_producer (seglog's Producer)"
+            record("grpc_producer", "produce_client", mb_s, args.seconds, what)
         if "grpc_consume_raw" in phases:
             mb_s, elapsed = grpc_consume_raw(replication, bench_node, cluster, args.seconds, meter)
-            results["grpc_consume_raw_mb_s"] = round(mb_s, 2)
-            results["grpc_consume_raw_cpu_s_per_mib"] = cpu_s_per_mib(
-                meter, "grpc_consume_raw", elapsed, mb_s * elapsed
-            )
-            say(f"  grpc_consume_raw: {mb_s:.1f} MiB/s")
+            record("grpc_consume_raw", "grpc_consume_raw", mb_s, elapsed, "grpc_consume_raw")
         results["cpu"] = meter.readings
     finally:
         cluster.stop_all()
         if profile_dir is not None:
-            for line in replication.report_profiles(profile_dir, 40):
+            for line in bench_cluster.report_profiles(profile_dir, 40):
                 say(line)
         if not args.keep:
             shutil.rmtree(root, ignore_errors=True)

@@ -25,7 +25,6 @@ The last stdout line is one JSON object; everything before it is progress.
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import os
 import shutil
@@ -37,28 +36,15 @@ import threading
 import time
 import urllib.request
 from pathlib import Path
-from types import ModuleType
 
 from prometheus_client.parser import text_string_to_metric_families
 
+from seglog.bench.measure import Batches, say
 from seglog.client.admin import Admin, NewTopic
+from seglog.harness.node_process import NodeProcess
 
 ROOT = Path(__file__).resolve().parents[1]
 TARGET_RATIO = 0.95
-
-
-def say(msg: str) -> None:
-    print(msg, flush=True)
-
-
-def load(path: str, name: str) -> ModuleType:
-    """A file of the repository by path (bench/ and tests/ are not packages)."""
-    spec = importlib.util.spec_from_file_location(name, ROOT / path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return module
 
 
 class ScrapeLoop:
@@ -215,14 +201,14 @@ def main(argv: list[str] | None = None) -> int:
         if getattr(args, name) <= 0:
             ap.error(f"--{name.replace('_', '-')} must be positive, got {getattr(args, name)}")
 
-    node_bench = load("bench/node.py", "seglog_bench_node")
-    node_process = load("tests/node_process.py", "seglog_bench_node_process")
-    batches = node_bench.Batches(1024, 16384, seed=7)
+    from seglog.bench import node as node_bench
+
+    batches = Batches(1024, 16384, seed=7)
     requests = node_bench.produce_requests(batches, args.partitions, args.request_bytes, distinct=8)
     if args.dir is not None:
         args.dir.mkdir(parents=True, exist_ok=True)
     root = Path(tempfile.mkdtemp(prefix="seglog-metrics-bench-", dir=args.dir))
-    node = node_process.NodeProcess(
+    node = NodeProcess(
         root,
         overrides={
             "metrics.port": "0",

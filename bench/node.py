@@ -46,12 +46,9 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import importlib.util
-import io
 import json
 import os
 import platform
-import pstats
 import random
 import shutil
 import signal
@@ -63,49 +60,37 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from concurrent import futures
 from pathlib import Path
-from types import ModuleType
 
 import grpc
 
+from seglog.bench.cluster import ProfiledNode, profile_report
+from seglog.bench.measure import (
+    CHANNEL_OPTIONS,
+    MIB,
+    PRODUCE_METHOD,
+    Batches,
+    CpuMeter,
+    check_produce,
+    produce_for,
+    say,
+)
 from seglog.client.admin import Admin, NewTopic
 from seglog.client.consumer import Consumer, TopicPartition
 from seglog.client.producer import Producer
 from seglog.node import allocator
 from seglog.proto import client_pb2 as pb
-from seglog.storage.record_batch import BATCH_SCAN, LOG_OVERHEAD, NewRecord, build_batch
+from seglog.storage.record_batch import BATCH_SCAN, LOG_OVERHEAD
 
-MIB = 1024 * 1024
 # Issue 20's targets: the node's raw paths at 0.6 of the gRPC ceiling, the clients at 0.3.
 TARGET_RAW_RATIO = 0.6
 TARGET_CLIENT_RATIO = 0.3
-MAX_MESSAGE_BYTES = 64 * MIB  # the node's own limit (node/server.py)
-CHANNEL_OPTIONS = [
-    ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
-    ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
-]
 ECHO_SERVICE = "seglogbench.Echo"
-PRODUCE_METHOD = "/seglog.v1.SegLog/Produce"
 FETCH_METHOD = "/seglog.v1.SegLog/Fetch"
 FLOOR_PRODUCE = f"/{ECHO_SERVICE}/Produce"
 FLOOR_FETCH = f"/{ECHO_SERVICE}/Fetch"
 TOPIC_RAW = "bench-raw"
 TOPIC_CLIENT = "bench-client"
 PHASES = ("ceiling", "floor", "produce_raw", "produce_client", "consume_raw", "consume_client")
-ROOT = Path(__file__).resolve().parents[1]
-
-
-def say(msg: str) -> None:
-    print(msg, flush=True)
-
-
-def load_node_process() -> ModuleType:
-    """tests/node_process.py by path (tests/ is not a package)."""
-    path = ROOT / "tests" / "node_process.py"
-    spec = importlib.util.spec_from_file_location("seglog_bench_node_process", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 # --- the ceiling: a trivial gRPC service in a second process --------------------------------
@@ -209,42 +194,7 @@ def echo_process(args: Sequence[str] = ()) -> Iterator[tuple[str, int]]:
             proc.wait(10)
 
 
-class CpuMeter:
-    """CPU cores busy (user+sys seconds per wall second) in the server process (from
-    /proc, Linux only) and in this process, over each timed window."""
-
-    def __init__(self) -> None:
-        self.server_pid: int | None = None
-        self.readings: dict[str, dict[str, float | None]] = {}
-        self._start: tuple[float, float | None, float] | None = None
-
-    def _server_cpu_s(self) -> float | None:
-        if self.server_pid is None:
-            return None
-        try:
-            text = Path(f"/proc/{self.server_pid}/stat").read_text()
-        except OSError:
-            return None
-        fields = text[text.rindex(")") + 2 :].split()
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-    def start(self) -> None:
-        self._start = (time.perf_counter(), self._server_cpu_s(), time.process_time())
-
-    def stop(self, label: str) -> None:
-        assert self._start is not None
-        wall0, server0, own0 = self._start
-        wall = time.perf_counter() - wall0
-        server1 = self._server_cpu_s()
-        server = None if server0 is None or server1 is None else (server1 - server0) / wall
-        own = (time.process_time() - own0) / wall
-        self.readings[label] = {
-            "server_cores": None if server is None else round(server, 2),
-            "client_cores": round(own, 2),
-        }
-
-
-METER = CpuMeter()
+METER = CpuMeter("server_cores")
 
 
 def run_lanes(
@@ -314,91 +264,7 @@ def measure_ceiling(address: str, lanes: int, seconds: float, label: str) -> tup
 
 # --- the node -----------------------------------------------------------------------------
 
-# Runs `seglog node` with a cProfile.Profile per thread; merged into $SEGLOG_BENCH_PROFILE
-# at exit (threads still running then, such as gRPC's poller, are left out).
-PROFILED_NODE = r"""
-import atexit, cProfile, os, pstats, sys, threading, time
-out = os.environ["SEGLOG_BENCH_PROFILE"]
-# CPU time per thread: wall time would charge GIL waits to whatever a thread was running.
-timer = time.thread_time if os.environ.get("SEGLOG_BENCH_PROFILE_CLOCK") != "wall" else None
-profiles = []
-lock = threading.Lock()
-original_run = threading.Thread.run
-def run(self):
-    p = cProfile.Profile(timer) if timer else cProfile.Profile()
-    p.enable()
-    try:
-        original_run(self)
-    finally:
-        p.disable()
-        with lock:
-            profiles.append(p)
-threading.Thread.run = run
-main_profile = cProfile.Profile(timer) if timer else cProfile.Profile()
-main_profile.enable()
-def dump():
-    main_profile.disable()
-    stats = pstats.Stats(main_profile)
-    with lock:
-        for p in profiles:
-            stats.add(p)
-    stats.dump_stats(out)
-atexit.register(dump)
-from seglog.cli.main import main
-sys.exit(main(sys.argv[1:]))
-"""
-
-
-def make_node(module: ModuleType, data_dir: Path, profile_path: Path | None) -> object:
-    base = module.NodeProcess
-
-    class BenchNode(base):  # type: ignore[misc, valid-type]
-        def start(self, timeout_s: float = 60.0) -> object:
-            if profile_path is None:
-                return super().start(timeout_s)
-            log = open(self.log_path, "ab")  # noqa: SIM115 - handed to the child
-            self.proc = subprocess.Popen(
-                [sys.executable, "-c", PROFILED_NODE, "node", "--config", str(self.config_path)],
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                env={
-                    **os.environ,
-                    "PYTHONUNBUFFERED": "1",
-                    "SEGLOG_BENCH_PROFILE": str(profile_path),
-                },
-            )
-            log.close()
-            self.wait_healthy(timeout_s)
-            return self
-
-    return BenchNode(data_dir, overrides={"log.initial.task.delay.ms": "30000"})
-
-
 # --- raw produce --------------------------------------------------------------------------
-
-
-class Batches:
-    """Batches of 1 KiB records (as many as fit in batch.size, as a producer closes them),
-    values from a seeded random pool so nothing compresses by accident."""
-
-    def __init__(self, record_bytes: int, batch_bytes: int, seed: int) -> None:
-        rng = random.Random(seed)
-        self.pool = rng.randbytes(4 * MIB)
-        self.record_bytes = record_bytes
-        self.now_ms = int(time.time() * 1000)
-        n = 1
-        while len(self.build(0, n + 1)) <= batch_bytes:
-            n += 1
-        self.records_per_batch = n
-
-    def value(self, i: int) -> bytes:
-        start = (i * 7919 % ((len(self.pool) - self.record_bytes) // 64)) * 64
-        return self.pool[start : start + self.record_bytes]
-
-    def build(self, index: int, n: int | None = None) -> bytes:
-        n = self.records_per_batch if n is None else n
-        records = [NewRecord(self.value(index * n + j)) for j in range(n)]
-        return build_batch(records, now_ms=self.now_ms)
 
 
 def produce_requests(
@@ -421,13 +287,6 @@ def produce_requests(
             carried += len(data)
         out.append((request.SerializeToString(), carried))
     return out
-
-
-def check_produce(response: pb.ProduceResponse) -> None:
-    for t in response.topics:
-        for p in t.partitions:
-            if p.error_code != 0:
-                raise RuntimeError(f"produce to {t.name}-{p.partition} failed: {p}")
 
 
 def measure_produce_raw(
@@ -485,6 +344,37 @@ def next_offset(records: bytes, current: int) -> int:
     return nxt
 
 
+def fetch_once(
+    fetch: Callable[..., pb.FetchResponse],
+    topic_name: str,
+    positions: dict[int, int],
+    max_bytes: int,
+    per_partition: int,
+) -> int:
+    """One raw Fetch (max_wait_ms 0) of `positions`' partitions from their positions,
+    advanced by reading batch headers only; the record bytes it returned."""
+    request = pb.FetchRequest(replica_id=-1, max_wait_ms=0, min_bytes=1, max_bytes=max_bytes)
+    topic = request.topics.add(name=topic_name)
+    for p, offset in positions.items():
+        topic.partitions.add(
+            partition=p,
+            current_leader_epoch=-1,
+            fetch_offset=offset,
+            last_fetched_epoch=-1,
+            partition_max_bytes=per_partition,
+        )
+    got = 0
+    for t in fetch(request, timeout=60).topics:
+        for pr in t.partitions:
+            if pr.error_code != 0:
+                raise RuntimeError(f"fetch {t.name}-{pr.partition}: {pr}")
+            got += len(pr.records)
+            nxt = next_offset(pr.records, positions[pr.partition])
+            # At the end of the partition: read it again (page cache).
+            positions[pr.partition] = nxt if nxt < pr.high_watermark else 0
+    return got
+
+
 def measure_fetch_raw(
     address: str,
     partitions: int,
@@ -508,29 +398,7 @@ def measure_fetch_raw(
             per_partition = max(1, request_bytes // len(mine))
 
             def call() -> int:
-                request = pb.FetchRequest(
-                    replica_id=-1, max_wait_ms=0, min_bytes=1, max_bytes=request_bytes
-                )
-                topic = request.topics.add(name=TOPIC_RAW)
-                for p in mine:
-                    topic.partitions.add(
-                        partition=p,
-                        current_leader_epoch=-1,
-                        fetch_offset=positions[p],
-                        last_fetched_epoch=-1,
-                        partition_max_bytes=per_partition,
-                    )
-                response = fetch(request, timeout=60)
-                got = 0
-                for t in response.topics:
-                    for pr in t.partitions:
-                        if pr.error_code != 0:
-                            raise RuntimeError(f"fetch {t.name}-{pr.partition}: {pr}")
-                        got += len(pr.records)
-                        nxt = next_offset(pr.records, positions[pr.partition])
-                        # At the end of the partition: read it again (page cache).
-                        positions[pr.partition] = nxt if nxt < pr.high_watermark else 0
-                return got
+                return fetch_once(fetch, TOPIC_RAW, positions, request_bytes, per_partition)
 
             return call
 
@@ -544,33 +412,7 @@ def measure_producer_client(
     bootstrap: str, batches: Batches, seconds: float
 ) -> tuple[float, float, int]:
     """MiB/s of batch bytes sent (the Producer's bytes_sent) and records/s, flush included."""
-    values = [batches.value(i) for i in range(512)]
-    producer = Producer(bootstrap, acks=1)
-    try:
-        producer.send(TOPIC_CLIENT, value=values[0]).get(timeout=30)  # metadata, warm-up
-        base_bytes = producer.metrics()["bytes_sent"]
-        n = 0
-        METER.start()
-        start = time.perf_counter()
-        end = start + seconds
-        while True:
-            for v in values[:64]:
-                producer.send(TOPIC_CLIENT, value=v)
-            n += 64
-            if time.perf_counter() >= end:
-                break
-            values.append(values.pop(0))
-        producer.flush(timeout=120)
-        elapsed = time.perf_counter() - start
-        METER.stop("produce_client")
-        metrics = producer.metrics()
-        failed = int(metrics["records_failed"])
-        if failed:
-            raise RuntimeError(f"{failed} records failed")
-        sent = metrics["bytes_sent"] - base_bytes
-    finally:
-        producer.close(timeout=30)
-    return sent / MIB / elapsed, n / elapsed, n
+    return produce_for(Producer(bootstrap, acks=1), TOPIC_CLIENT, batches, seconds, METER)
 
 
 def measure_consumer_client(
@@ -603,25 +445,10 @@ def measure_consumer_client(
     return nbytes / MIB / elapsed, n / elapsed, n
 
 
-# --- profile report -----------------------------------------------------------------------
-
-
 def report_profile(path: Path, top: int) -> list[str]:
     if not path.exists():
         return [f"(no profile written at {path})"]
-    lines: list[str] = []
-    for key in ("tottime", "cumulative"):
-        out = io.StringIO()
-        stats = pstats.Stats(str(path), stream=out)
-        stats.sort_stats(key).print_stats(top)
-        text = out.getvalue().splitlines()
-        for i, line in enumerate(text):
-            if "ncalls" in line:
-                text = text[i:]
-                break
-        lines.append(f"--- node profile (all threads, top {top} by {key}) ---")
-        lines.extend(line for line in text if line.strip())
-    return lines
+    return profile_report([path], top, "node profile", "all threads")
 
 
 # --- main ---------------------------------------------------------------------------------
@@ -692,7 +519,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if not floor and "ceiling" not in phases:
             return
         with echo_process(echo_args) as (address, pid):
-            METER.server_pid = pid
+            METER.pids = [pid]
             if "ceiling" in phases:
                 put, get = measure_ceiling(address, lanes, seconds, label)
                 ceiling_runs.append((put, get))
@@ -723,17 +550,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     echo_phases("before", floor="floor" in phases)
 
     request_size = len(requests[0][0])
-    module = load_node_process()
     if args.dir is not None:
         args.dir.mkdir(parents=True, exist_ok=True)
     root = Path(tempfile.mkdtemp(prefix="seglog-node-bench-", dir=args.dir))
     profile_path = root / "node.prof" if args.profile_node else None
-    node = make_node(module, root / "cluster", profile_path)
+    node = ProfiledNode(root / "cluster", overrides={"log.initial.task.delay.ms": "30000"})
+    node.profile_path = profile_path
     profile_lines: list[str] = []
     try:
-        node.start()  # type: ignore[attr-defined]
-        METER.server_pid = node.proc.pid  # type: ignore[attr-defined]
-        bootstrap = node.bootstrap  # type: ignore[attr-defined]
+        node.start()
+        assert node.proc is not None
+        METER.pids = [node.proc.pid]
+        bootstrap = node.bootstrap
         say(f"node on {bootstrap}, data in {root}" + (" (profiled)" if args.profile_node else ""))
         with Admin(bootstrap) as admin:
             admin.create_topics(
@@ -772,7 +600,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             say(f"  consume_client: {mb_s:,.1f} MiB/s, {rps:,.0f} records/s ({n:,} records)")
         log_bytes = sum(f.stat().st_size for f in root.rglob("*.log") if f.is_file())
     finally:
-        code = node.stop()  # type: ignore[attr-defined]
+        code = node.stop()
         if code != 0:
             say(f"WARNING: node exited with {code}")
         if profile_path is not None:

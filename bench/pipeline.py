@@ -62,11 +62,11 @@ from typing import Any
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from seglog.chaos.targets import free_ports
 from seglog.client.admin import Admin, NewTopic
 from seglog.client.cluster import TopicPartition
 from seglog.client.consumer import Consumer
 from seglog.client.producer import Producer
+from seglog.harness.ports import free_ports
 
 TOPIC = "bench-pipeline"
 SINK_TOPIC = "bench-pipeline-sink"

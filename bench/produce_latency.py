@@ -1,6 +1,6 @@
 """Where an acks=all produce's time goes: client, leader, replication round trip.
 
-Three real nodes on loopback (bench/replication.py's cluster: RF=3,
+Three real nodes on loopback (bench/cluster.py's cluster: RF=3,
 min.insync.replicas=2), each with a /metrics endpoint, 1 KiB incompressible values.
 
 1. sequential round trips, one record at a time, acks=1 and acks=all alternated in
@@ -33,6 +33,14 @@ from typing import Any
 
 from prometheus_client.parser import text_string_to_metric_families
 
+from seglog.bench import cluster as bench_cluster
+from seglog.bench import measure
+from seglog.client.producer import Producer
+from seglog.harness.local_cluster import LOCAL_DEFAULTS
+from seglog.harness.ports import free_port
+from seglog.proto import client_pb2 as pb
+from seglog.proto import client_pb2_grpc
+
 ROOT = Path(__file__).resolve().parents[1]
 RECORD_BYTES = 1024
 REQUEST_METRIC = "kafka_network_requestmetrics_"
@@ -40,21 +48,13 @@ GC_METRIC = "python_gc_collection_seconds"
 TIMES = ("totaltimems", "localtimems", "remotetimems")
 
 
-# bench/ is not a package: its cluster helper is imported by path.
-sys.path.insert(0, str(ROOT / "bench"))
-import replication  # noqa: E402
-from seglog.client.producer import Producer  # noqa: E402 - after the bench modules
-from seglog.proto import client_pb2 as pb  # noqa: E402
-from seglog.proto import client_pb2_grpc  # noqa: E402
-
-
 def percentiles(values: Sequence[float]) -> dict[str, Any]:
     if not values:
         return {"p50_ms": None, "p90_ms": None, "p99_ms": None, "count": 0}
     return {
-        "p50_ms": round(replication.percentile(values, 50), 2),
-        "p90_ms": round(replication.percentile(values, 90), 2),
-        "p99_ms": round(replication.percentile(values, 99), 2),
+        "p50_ms": round(measure.percentile(values, 50), 2),
+        "p90_ms": round(measure.percentile(values, 90), 2),
+        "p99_ms": round(measure.percentile(values, 99), 2),
         "count": len(values),
     }
 
@@ -127,7 +127,7 @@ def sequential_raw(cluster: Any, topic: str, n: int, blocks: int) -> dict[str, A
     """One-record Produce calls straight to the leader, acks=1 and acks=-1 alternated."""
     leader = cluster.leaders(topic)[0]
     stub = client_pb2_grpc.SegLogStub(cluster.channel(leader))
-    batches = replication.Batches(RECORD_BYTES, RECORD_BYTES, 7)
+    batches = measure.Batches(RECORD_BYTES, RECORD_BYTES, 7)
     times: dict[int, list[float]] = {1: [], -1: []}
     index = 0
     for _ in range(blocks):
@@ -141,7 +141,7 @@ def sequential_raw(cluster: Any, topic: str, n: int, blocks: int) -> dict[str, A
                 t0 = time.perf_counter()
                 response = stub.Produce(request)
                 times[acks].append((time.perf_counter() - t0) * 1000)
-                replication.check_produce(response)
+                measure.check_produce(response)
     return {"acks=1": percentiles(times[1]), "acks=all": percentiles(times[-1])}
 
 
@@ -175,7 +175,7 @@ def paced(
         producer.send(topic, value=values[0]).get(timeout=30)
         sent_before = producer.metrics()["requests_sent"]
         before = metrics.read()
-        meter = replication.CpuMeter()
+        meter = measure.CpuMeter()
         meter.pids = cluster.pids()
         meter.start()
 
@@ -185,7 +185,7 @@ def paced(
             f.add_errback(failures.append)
 
         start = time.perf_counter()
-        n = replication.pace(rate, start, start + seconds, send)
+        n = measure.pace(rate, start, start + seconds, send)
         producer.flush(timeout=60)
         meter.stop("paced")
         after = metrics.read()
@@ -249,19 +249,17 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
-    node_module = replication.load_module("tests/node_process.py", "seglog_bench_np")
-    bench_node = replication.load_module("bench/node.py", "seglog_bench_node")
     root = Path(tempfile.mkdtemp(prefix="seglog-produce-latency-", dir=args.dir))
     overrides = {
-        "replica.fetch.backoff.ms": replication.LOCAL_DEFAULTS["replica.fetch.backoff.ms"],
+        "replica.fetch.backoff.ms": LOCAL_DEFAULTS["replica.fetch.backoff.ms"],
         "min.insync.replicas": "2",
         "default.replication.factor": "3",
         "log.initial.task.delay.ms": "30000",
     }
-    cluster = replication.Cluster(node_module, bench_node, root / "cluster", overrides, None)
+    cluster = bench_cluster.Cluster(root / "cluster", overrides, None)
     ports = {}
     for i, node in cluster.nodes.items():
-        ports[i] = node_module.free_port()
+        ports[i] = free_port()
         with open(node.config_path, "a") as f:
             f.write(f"metrics.port={ports[i]}\n")
     metrics = NodeMetrics(ports)
@@ -269,21 +267,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     result: dict[str, Any] = {"benchmark": "produce_latency"}
     curves: dict[str, list[float]] = {}
     try:
-        for i in replication.NODE_IDS:
-            cluster.nodes[i].start(timeout_s=replication.WAIT_S)
-        replication.wait_for("three unfenced brokers on every node", cluster.healthy)
+        for i in bench_cluster.NODE_IDS:
+            cluster.nodes[i].start(timeout_s=bench_cluster.WAIT_S)
+        bench_cluster.wait_for("three unfenced brokers on every node", cluster.healthy)
         topics = {p: f"latency-{p}p" for p in args.partitions}
         for p, topic in topics.items():
             cluster.create_topics([topic], p)
-        replication.say(f"cluster up ({cluster.bootstrap}); sequential round trips ...")
+        measure.say(f"cluster up ({cluster.bootstrap}); sequential round trips ...")
         first = topics[args.partitions[0]]
         blocks = 4
         result["sequential_raw"] = sequential_raw(cluster, first, args.sequential, blocks)
-        replication.say(f"  raw gRPC Produce: {result['sequential_raw']}")
+        measure.say(f"  raw gRPC Produce: {result['sequential_raw']}")
         result["sequential_producer"] = sequential_producer(
             cluster.bootstrap, first, args.sequential, blocks
         )
-        replication.say(f"  Producer send().get(): {result['sequential_producer']}")
+        measure.say(f"  Producer send().get(): {result['sequential_producer']}")
         runs = []
         for p, topic in topics.items():
             for rate in args.rates:
@@ -292,7 +290,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 runs.append(run)
                 curves[f"{p} partition(s), {rate}/s"] = latencies
                 nodes = run["nodes"]
-                replication.say(
+                measure.say(
                     f"  paced {rate}/s on {p} partition(s): client {run['client']}, "
                     f"{run['records_per_request']} records/request; nodes: Produce "
                     f"total {nodes['Produce']['total_ms_mean']} ms (remote "
@@ -305,7 +303,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         shutil.rmtree(root, ignore_errors=True)
     if args.plot is not None and curves:
         plot(args.plot, curves)
-        replication.say(f"plot: {args.plot}")
+        measure.say(f"plot: {args.plot}")
     result["load_average"] = {"before": load_before, "after": os.getloadavg()}
     result["params"] = {
         "record_bytes": RECORD_BYTES,

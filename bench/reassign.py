@@ -31,15 +31,14 @@ import threading
 import time
 from pathlib import Path
 
+from seglog.client.admin import Admin, NewTopic
+from seglog.client.cluster import TopicPartition
+from seglog.client.errors import KafkaError
+from seglog.client.producer import Producer
+from seglog.harness.node_process import NodeProcess
+from seglog.harness.ports import quorum_ports
+
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "tests"))
-
-from node_process import NodeProcess, free_port  # noqa: E402
-
-from seglog.client.admin import Admin, NewTopic  # noqa: E402
-from seglog.client.cluster import TopicPartition  # noqa: E402
-from seglog.client.errors import KafkaError  # noqa: E402
-from seglog.client.producer import Producer  # noqa: E402
 
 TARGET_ERROR = 0.20
 WAIT_S = 60.0
@@ -81,9 +80,7 @@ def main() -> None:
         raise SystemExit("--size-mb is too small to last until --until-s at --rate-kb")
 
     root = Path(tempfile.mkdtemp(prefix="seglog-bench-reassign-"))
-    ports = {i: free_port() for i in (1, 2, 3)}
-    cports = {i: free_port() for i in (1, 2, 3)}
-    voters = ",".join(f"{i}@127.0.0.1:{p}" for i, p in cports.items())
+    ports, cports, voters = quorum_ports((1, 2, 3))
     common = {
         "controller.quorum.voters": voters,
         "broker.session.timeout.ms": "3000",

@@ -46,332 +46,55 @@ phase is skipped then: killed nodes write no profile); such figures are inflated
 from __future__ import annotations
 
 import argparse
-import importlib.util
-import io
 import json
-import math
 import os
 import platform
-import pstats
-import random
 import shutil
 import signal
 import statistics
-import subprocess
 import sys
 import tempfile
 import threading
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
-import grpc
-
-from seglog.client.admin import Admin, NewTopic
-from seglog.client.errors import error_class
+from seglog.bench.cluster import (
+    NODE_IDS,
+    WAIT_S,
+    Cluster,
+    report_profiles,
+    wait_for,
+)
+from seglog.bench.measure import (
+    MIB,
+    PRODUCE_METHOD,
+    Batches,
+    CpuMeter,
+    check_produce,
+    pace,
+    percentile,
+    produce_for,
+    say,
+    settle_disk,
+    summary_ms,
+)
 from seglog.client.producer import Producer
-from seglog.node.local_cluster import LOCAL_DEFAULTS
+from seglog.harness.local_cluster import LOCAL_DEFAULTS
 from seglog.proto import client_pb2 as pb
-from seglog.proto import client_pb2_grpc
-from seglog.storage.record_batch import NewRecord, build_batch
 
-ROOT = Path(__file__).resolve().parents[1]
-MIB = 1024 * 1024
-NODE_IDS = (1, 2, 3)
-WAIT_S = 60.0  # bound on every wait for the cluster
-MAX_MESSAGE_BYTES = 64 * MIB
-CHANNEL_OPTIONS = [
-    ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
-    ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
-]
-PRODUCE_METHOD = "/seglog.v1.SegLog/Produce"
 TOPIC_RAW = "repl-raw"
 TOPIC_CLIENT = "repl-client"
 TOPIC_LATENCY = "repl-latency"
-TOPIC_CONFIGS = {"min.insync.replicas": "2"}
 PHASES = ("produce_raw", "produce_client", "latency", "failover")
 PROBE_INTERVAL_S = 0.005
-UnknownTopicOrPartitionError = error_class("UNKNOWN_TOPIC_OR_PARTITION")
 TARGET_MB_S = 100.0
 TARGET_P99_MS = 20.0
 TARGET_FAILOVER_MEDIAN_MS = 1000.0
-
-
-def say(msg: str) -> None:
-    print(msg, flush=True)
-
-
-def load_module(relative: str, name: str) -> ModuleType:
-    """A file of this repository by path (tests/ and bench/ are not packages)."""
-    spec = importlib.util.spec_from_file_location(name, ROOT / relative)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-def percentile(values: Sequence[float], q: float) -> float:
-    """Nearest-rank percentile (q in 0..100)."""
-    ordered = sorted(values)
-    rank = max(1, math.ceil(q / 100 * len(ordered)))
-    return ordered[rank - 1]
-
-
-def wait_for(what: str, probe: Callable[[], Any], timeout_s: float = WAIT_S) -> Any:
-    deadline = time.monotonic() + timeout_s
-    while True:
-        value = probe()
-        if value is not None:
-            return value
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"timed out after {timeout_s}s: {what}")
-        time.sleep(0.05)
-
-
-# --- the cluster ----------------------------------------------------------------------------
-
-
-class Cluster:
-    """Three node processes with pre-chosen ports (optionally under cProfile)."""
-
-    def __init__(
-        self,
-        node_module: ModuleType,
-        bench_node: ModuleType,
-        root: Path,
-        overrides: dict[str, str],
-        profile_dir: Path | None,
-    ) -> None:
-        ports = {i: node_module.free_port() for i in NODE_IDS}
-        controller_ports = {i: node_module.free_port() for i in NODE_IDS}
-        voters = ",".join(f"{i}@127.0.0.1:{p}" for i, p in controller_ports.items())
-        overrides = {"controller.quorum.voters": voters, **overrides}
-        base = node_module.NodeProcess
-
-        class ProfiledNode(base):  # type: ignore[misc, valid-type]
-            def start(self, timeout_s: float = WAIT_S) -> object:
-                if profile_dir is None:
-                    return super().start(timeout_s)
-                log = open(self.log_path, "ab")  # noqa: SIM115 - handed to the child
-                self.proc = subprocess.Popen(
-                    [
-                        sys.executable,
-                        "-c",
-                        bench_node.PROFILED_NODE,
-                        "node",
-                        "--config",
-                        str(self.config_path),
-                    ],
-                    stdout=log,
-                    stderr=subprocess.STDOUT,
-                    env={
-                        **os.environ,
-                        "PYTHONUNBUFFERED": "1",
-                        "SEGLOG_BENCH_PROFILE": str(profile_dir / f"node-{self.node_id}.prof"),
-                    },
-                )
-                log.close()
-                self.wait_healthy(timeout_s)
-                return self
-
-        self.nodes: dict[int, Any] = {
-            i: ProfiledNode(root, i, ports[i], overrides, controller_ports[i]) for i in NODE_IDS
-        }
-        self._channels: dict[int, grpc.Channel] = {}
-        self.anomalies: list[str] = []
-
-    @property
-    def bootstrap(self) -> str:
-        return ",".join(n.bootstrap for n in self.nodes.values())
-
-    def pids(self) -> list[int]:
-        return [n.proc.pid for n in self.nodes.values() if n.proc is not None]
-
-    def channel(self, node_id: int) -> grpc.Channel:
-        channel = self._channels.get(node_id)
-        if channel is None:
-            channel = grpc.insecure_channel(self.nodes[node_id].bootstrap, CHANNEL_OPTIONS)
-            self._channels[node_id] = channel
-        return channel
-
-    def running(self) -> list[int]:
-        return [i for i, n in self.nodes.items() if n.proc is not None and n.proc.poll() is None]
-
-    def metadata(self, node_id: int, topics: list[str] | None) -> pb.MetadataResponse | None:
-        request = pb.MetadataRequest(all_topics=topics is None, topics=topics or [])
-        try:
-            return client_pb2_grpc.SegLogStub(self.channel(node_id)).Metadata(request, timeout=2)
-        except grpc.RpcError:
-            return None
-
-    def partitions(self, node_id: int, topic: str) -> dict[int, pb.PartitionMetadata] | None:
-        md = self.metadata(node_id, [topic])
-        if md is None:
-            return None
-        for t in md.topics:
-            if t.name == topic and not t.error_code:
-                return {p.partition: p for p in t.partitions}
-        return None
-
-    def healthy(self, topics: Sequence[str] = ()) -> bool | None:
-        """Every node up and unfenced everywhere; every partition of `topics` with a
-        leader and its full ISR, the same leader epoch on every node."""
-        if len(self.running()) != len(NODE_IDS):
-            return None
-        for i in NODE_IDS:
-            md = self.metadata(i, [])
-            if md is None or {b.node_id: b.fenced for b in md.brokers} != dict.fromkeys(
-                NODE_IDS, False
-            ):
-                return None
-        for topic in topics:
-            views = [self.partitions(i, topic) for i in NODE_IDS]
-            if any(not v for v in views):
-                return None
-            shapes = set()
-            for v in views:
-                assert v is not None
-                if any(
-                    sorted(p.isr_nodes) != list(NODE_IDS) or p.leader_id < 0 for p in v.values()
-                ):
-                    return None
-                shapes.add(tuple(sorted((k, p.leader_id, p.leader_epoch) for k, p in v.items())))
-            if len(shapes) != 1:
-                return None
-        return True
-
-    def gone_everywhere(self, topic: str) -> bool | None:
-        for i in NODE_IDS:
-            md = self.metadata(i, [topic])
-            if md is None or any(t.name == topic and not t.error_code for t in md.topics):
-                return None
-        return True
-
-    def leaders(self, topic: str) -> dict[int, int]:
-        v = self.partitions(self.running()[0], topic)
-        assert v is not None, topic
-        return {p: m.leader_id for p, m in v.items()}
-
-    def controller(self) -> int:
-        md = self.metadata(self.running()[0], [])
-        return md.controller_id if md is not None else -1
-
-    def create_topics(self, names: Sequence[str], partitions: int) -> None:
-        with Admin(self.bootstrap, request_timeout_ms=int(WAIT_S * 1000)) as admin:
-            admin.create_topics([NewTopic(n, partitions, 3, TOPIC_CONFIGS) for n in names])
-        wait_for(f"{list(names)} fully replicated", lambda: self.healthy(names))
-
-    def delete_topics(self, names: Sequence[str]) -> None:
-        with Admin(self.bootstrap, request_timeout_ms=int(WAIT_S * 1000)) as admin:
-            for n in names:
-                try:
-                    admin.delete_topics([n])
-                except UnknownTopicOrPartitionError as e:
-                    # Seen once after the throughput phases: an attempt that went through
-                    # was sent again somewhere on the way. The topic is gone either way.
-                    say(f"  WARNING: deleting {n}: {e}")
-                    self.anomalies.append(f"delete {n}: {e}")
-        for n in names:
-            wait_for(f"{n} deleted everywhere", lambda n=n: self.gone_everywhere(n))
-
-    def event_after(
-        self, nodes: Sequence[int], event: str, after: float, **match: object
-    ) -> float | None:
-        """The earliest wall-clock ts of `event` at or after `after` in the nodes' logs
-        whose fields match."""
-        found: list[float] = []
-        for i in nodes:
-            try:
-                text = self.nodes[i].log_path.read_text(errors="replace")
-            except OSError:
-                continue
-            for line in text.splitlines():
-                if f'"event":"{event}"' not in line:
-                    continue
-                try:
-                    e = json.loads(line)
-                except ValueError:
-                    continue
-                ts = float(e.get("ts", 0))
-                if ts >= after - 0.0005 and all(e.get(k) == v for k, v in match.items()):
-                    found.append(ts)
-        return min(found) if found else None
-
-    def stop_all(self) -> list[int]:
-        for n in self.nodes.values():  # all at once: the shutdowns overlap
-            if n.proc is not None and n.proc.poll() is None:
-                n.proc.send_signal(signal.SIGTERM)
-        codes = [n.stop(timeout_s=60) for n in self.nodes.values()]
-        for c in self._channels.values():
-            c.close()
-        self._channels.clear()
-        return codes
-
-
-class CpuMeter:
-    """CPU cores busy (user+sys seconds per wall second) of the node processes together
-    (from /proc, Linux only) and of this process, per timed window."""
-
-    def __init__(self) -> None:
-        self.pids: list[int] = []
-        self.readings: dict[str, dict[str, float | None]] = {}
-        self._start: tuple[float, float | None, float] | None = None
-
-    def _nodes_cpu_s(self) -> float | None:
-        total = 0.0
-        for pid in self.pids:
-            try:
-                text = Path(f"/proc/{pid}/stat").read_text()
-            except OSError:
-                return None
-            fields = text[text.rindex(")") + 2 :].split()
-            total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-        return total
-
-    def start(self) -> None:
-        self._start = (time.perf_counter(), self._nodes_cpu_s(), time.process_time())
-
-    def stop(self, label: str) -> None:
-        assert self._start is not None
-        wall0, nodes0, own0 = self._start
-        wall = time.perf_counter() - wall0
-        nodes1 = self._nodes_cpu_s()
-        nodes = None if nodes0 is None or nodes1 is None else (nodes1 - nodes0) / wall
-        self.readings[label] = {
-            "nodes_cores": None if nodes is None else round(nodes, 2),
-            "client_cores": round((time.process_time() - own0) / wall, 2),
-        }
-
-
 METER = CpuMeter()
 
-
 # --- phase 1: raw produce ----------------------------------------------------------------------
-
-
-class Batches:
-    """Batches of `record_bytes` records, as many as fit in `batch_bytes` (as a producer
-    closes them), values from a seeded random pool so nothing compresses by accident."""
-
-    def __init__(self, record_bytes: int, batch_bytes: int, seed: int) -> None:
-        self.pool = random.Random(seed).randbytes(4 * MIB)
-        self.record_bytes = record_bytes
-        self.now_ms = int(time.time() * 1000)
-        n = 1
-        while len(self.build(0, n + 1)) <= batch_bytes:
-            n += 1
-        self.records_per_batch = n
-
-    def value(self, i: int) -> bytes:
-        start = (i * 7919 % ((len(self.pool) - self.record_bytes) // 64)) * 64
-        return self.pool[start : start + self.record_bytes]
-
-    def build(self, index: int, n: int | None = None) -> bytes:
-        n = self.records_per_batch if n is None else n
-        records = [NewRecord(self.value(index * n + j)) for j in range(n)]
-        return build_batch(records, now_ms=self.now_ms)
 
 
 def raw_requests(
@@ -395,13 +118,6 @@ def raw_requests(
         records = per_partition * len(partitions) * batches.records_per_batch
         out.append((request.SerializeToString(), carried, records))
     return out
-
-
-def check_produce(response: pb.ProduceResponse) -> None:
-    for t in response.topics:
-        for p in t.partitions:
-            if p.error_code != 0:
-                raise RuntimeError(f"produce to {t.name}-{p.partition} failed: {p}")
 
 
 def measure_produce_raw(
@@ -477,58 +193,9 @@ def measure_producer(
 ) -> tuple[float, float, int]:
     """MiB/s of batch bytes acknowledged (the Producer's bytes_sent) and records/s, flush
     included."""
-    values = [batches.value(i) for i in range(512)]
     producer = Producer(cluster.bootstrap, acks="all")
-    try:
-        assert producer.idempotent
-        producer.send(TOPIC_CLIENT, value=values[0]).get(timeout=30)  # metadata, warm-up
-        base_bytes = producer.metrics()["bytes_sent"]
-        n = 0
-        METER.start()
-        start = time.perf_counter()
-        end = start + seconds
-        while True:
-            for v in values[:64]:
-                producer.send(TOPIC_CLIENT, value=v)
-            n += 64
-            if time.perf_counter() >= end:
-                break
-            values.append(values.pop(0))
-        producer.flush(timeout=120)
-        elapsed = time.perf_counter() - start
-        METER.stop("produce_client")
-        metrics = producer.metrics()
-        if metrics["records_failed"]:
-            raise RuntimeError(f"{int(metrics['records_failed'])} records failed")
-        sent = metrics["bytes_sent"] - base_bytes
-    finally:
-        producer.close(timeout=30)
-    return sent / MIB / elapsed, n / elapsed, n
-
-
-def settle_disk() -> None:
-    """sync(2) before a phase, so that it does not pay for the writeback of the data
-    the previous phase left dirty in the page cache."""
-    started = time.monotonic()
-    os.sync()
-    say(f"  (sync: {time.monotonic() - started:.1f} s)")
-
-
-def pace(rate: float, start: float, end: float, send: Callable[[int, float], None]) -> int:
-    """Call send(n, t0) for n = 0, 1, ... at `rate` per second from perf_counter time
-    `start` until `end` (t0: when the call was made); the number of calls."""
-    interval = 1.0 / rate
-    n = 0
-    while True:
-        due = start + n * interval
-        now = time.perf_counter()
-        if due > now:
-            time.sleep(due - now)
-        t0 = time.perf_counter()
-        if t0 >= end:
-            return n
-        send(n, t0)
-        n += 1
+    assert producer.idempotent
+    return produce_for(producer, TOPIC_CLIENT, batches, seconds, METER)
 
 
 def measure_latency(
@@ -665,25 +332,6 @@ def one_kill(cluster: Cluster, producer: Producer, k: int) -> dict[str, Any]:
 # --- main --------------------------------------------------------------------------------------
 
 
-def report_profiles(profile_dir: Path, top: int) -> list[str]:
-    paths = sorted(profile_dir.glob("node-*.prof"))
-    if not paths:
-        return [f"(no profile written in {profile_dir})"]
-    lines: list[str] = []
-    for key in ("tottime", "cumulative"):
-        out = io.StringIO()
-        stats = pstats.Stats(*[str(p) for p in paths], stream=out)
-        stats.sort_stats(key).print_stats(top)
-        text = out.getvalue().splitlines()
-        for i, line in enumerate(text):
-            if "ncalls" in line:
-                text = text[i:]
-                break
-        lines.append(f"--- node profiles ({len(paths)} nodes merged, top {top} by {key}) ---")
-        lines.extend(line for line in text if line.strip())
-    return lines
-
-
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="short phases and 3 kills")
@@ -746,23 +394,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     return args
 
 
-def summary_ms(values: Sequence[float]) -> dict[str, float] | None:
-    if not values:
-        return None
-    return {
-        "p50_ms": round(percentile(values, 50), 2),
-        "p99_ms": round(percentile(values, 99), 2),
-        "mean_ms": round(statistics.fmean(values), 2),
-        "max_ms": round(max(values), 2),
-        "count": len(values),
-    }
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     phases = set(args.phases)
-    node_module = load_module("tests/node_process.py", "seglog_bench_node_process")
-    bench_node = load_module("bench/node.py", "seglog_bench_node")
     if args.dir is not None:
         args.dir.mkdir(parents=True, exist_ok=True)
     root = Path(tempfile.mkdtemp(prefix="seglog-replication-bench-", dir=args.dir))
@@ -779,7 +413,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "default.replication.factor": "3",
         "log.initial.task.delay.ms": "30000",
     }
-    cluster = Cluster(node_module, bench_node, root / "cluster", overrides, profile_dir)
+    cluster = Cluster(root / "cluster", overrides, profile_dir)
     batches = Batches(args.record_bytes, args.batch_bytes, args.seed)
     results: dict[str, Any] = dict.fromkeys(
         (

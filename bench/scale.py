@@ -39,10 +39,10 @@ import threading
 import time
 from pathlib import Path
 
-from seglog.chaos.targets import consecutive_free_ports
 from seglog.client.admin import Admin, NewTopic
 from seglog.client.producer import Producer
-from seglog.node.local_cluster import bootstrap_servers
+from seglog.harness.local_cluster import bootstrap_servers
+from seglog.harness.ports import consecutive_free_ports
 from seglog.proto import client_pb2 as pb
 from seglog.proto import client_pb2_grpc
 

@@ -29,10 +29,11 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "tests"))
+from seglog.bench.measure import librdkafka_produce_until
+from seglog.harness.node_process import NodeProcess
+from seglog.harness.ports import free_port, quorum_ports
 
-from node_process import NodeProcess, free_port  # noqa: E402 - the tests' node helper
+ROOT = Path(__file__).resolve().parents[1]
 
 MIB = 1024 * 1024
 TOPIC = "tls-bench"
@@ -52,10 +53,8 @@ class Cluster:
         from seglog.node.security.certificates import CertificateAuthority
 
         self.tls = tls
-        grpc_ports = {i: free_port() for i in NODE_IDS}
-        controller = {i: free_port() for i in NODE_IDS}
+        grpc_ports, controller, voters = quorum_ports(NODE_IDS)
         self.kafka_ports = {i: free_port() for i in NODE_IDS}
-        voters = ",".join(f"{i}@127.0.0.1:{p}" for i, p in controller.items())
         props = {
             "controller.quorum.voters": voters,
             "default.replication.factor": "3",
@@ -163,19 +162,14 @@ def produce(ck: Any, conf: dict[str, str], topic: str, seconds: float) -> tuple[
 
     producer.produce(topic, value, on_delivery=report)
     producer.flush(30)  # warm-up: connections, producer id
-    n = 0
     start = time.perf_counter()
-    end = start + seconds
-    while time.perf_counter() < end:
-        for _ in range(256):
-            try:
-                producer.produce(topic, value, on_delivery=report)
-                n += 1
-            except BufferError:
-                producer.poll(0.01)
-        producer.poll(0)
-    if producer.flush(120) != 0:
-        raise RuntimeError("produce: records left undelivered")
+    n = librdkafka_produce_until(
+        producer,
+        start + seconds,
+        lambda _i: producer.produce(topic, value, on_delivery=report),
+        0,
+        "produce: records left undelivered",
+    )
     elapsed = time.perf_counter() - start
     if failed:
         raise RuntimeError(f"produce: {len(failed)} failed, e.g. {failed[0]}")

@@ -48,11 +48,13 @@ from .checker import (
 from .cluster_view import ClusterView
 from .column_checker import check_columns
 from .columns import OK, read_columns
+from .compose_target import ComposeTarget, netem_available
 from .duplicate_origins import attach_duplicate_origins
 from .kafka_workload import KafkaWorkload
+from .local_target import LocalTarget
 from .report import partition_outages, summary_line, unavailability_windows, write_report
 from .scenarios import SCENARIOS, FaultContext, Scenario
-from .targets import ComposeTarget, LocalTarget, Target, netem_available
+from .targets import Target
 from .workload import History, Workload, WorkloadConfig
 
 EXIT_OK, EXIT_VIOLATION, EXIT_ERROR, EXIT_INCOMPLETE = 0, 1, 2, 3

@@ -595,39 +595,52 @@ def compare_replicas(
                 problems=problems,
             )
         reference = below.get(leader, [])
-        identical = True
-        lagging = []
-        first_difference = None
-        unreconciled: dict[int, dict[str, Any]] = {}
+        followers = []
         for node, kept in below.items():
             if node == leader:
                 continue
             diff = _first_difference(reference, kept)
-            short = (kept[-1].last_offset + 1 if kept else 0) < hw
-            if short:
-                lagging.append(node)
-            if diff is not None and short:
-                unreconciled[node] = diff
-            elif diff is not None:
-                identical = False
-                if first_difference is None:
-                    first_difference = {"node": node, **diff}
-        # A torn or out-of-order batch in a live replica's files is damage too.
-        if any(rep.problems for rep in reports.values()):
-            identical = False
-        out.append(
-            PartitionReport(
-                partition,
-                leader,
-                hw,
-                identical,
-                lagging,
-                list(reports.values()),
-                first_difference,
-                unreconciled,
-            )
-        )
+            followers.append((node, diff, (kept[-1].last_offset + 1 if kept else 0) < hw))
+        out.append(_partition_report(partition, leader, hw, reports, followers))
     return out
+
+
+def _partition_report(
+    partition: int,
+    leader: int,
+    hw: int,
+    reports: Mapping[int, ReplicaReport],
+    followers: list[tuple[int, dict[str, Any] | None, bool]],
+) -> PartitionReport:
+    """The partition's verdict from each follower's (node, first difference from the
+    leader or None, short of the HW): a difference counts against a replica that
+    reached the HW, and is only reported (unreconciled) for one that lags."""
+    identical = True
+    lagging = []
+    first_difference = None
+    unreconciled: dict[int, dict[str, Any]] = {}
+    for node, diff, short in followers:
+        if short:
+            lagging.append(node)
+        if diff is not None and short:
+            unreconciled[node] = diff
+        elif diff is not None:
+            identical = False
+            if first_difference is None:
+                first_difference = {"node": node, **diff}
+    # A torn or out-of-order batch in a live replica's files is damage too.
+    if any(rep.problems for rep in reports.values()):
+        identical = False
+    return PartitionReport(
+        partition,
+        leader,
+        hw,
+        identical,
+        lagging,
+        list(reports.values()),
+        first_difference,
+        unreconciled,
+    )
 
 
 def _first_difference(reference: list[Batch], other: list[Batch]) -> dict[str, Any] | None:
@@ -727,10 +740,7 @@ def compare_compacted_replicas(
         reference = parsed.get(leader, [])
         by_offset = {o: (k, v) for o, k, v in reference}
         leader_live = _live_values(reference)
-        identical = True
-        lagging: list[int] = []
-        first_difference = None
-        unreconciled: dict[int, dict[str, Any]] = {}
+        followers = []
         for node, rows in parsed.items():
             if node == leader:
                 continue
@@ -749,28 +759,8 @@ def compare_compacted_replicas(
                     "offset": (mine.get(key) or leader_live.get(key) or (None,))[0],
                     "why": f"key {key!r} has another live value than on the leader",
                 }
-            if short:
-                lagging.append(node)
-            if diff is not None and short:
-                unreconciled[node] = diff
-            elif diff is not None:
-                identical = False
-                if first_difference is None:
-                    first_difference = {"node": node, **diff}
-        if any(rep.problems for rep in reports.values()):
-            identical = False
-        out.append(
-            PartitionReport(
-                partition,
-                leader,
-                hw,
-                identical,
-                lagging,
-                list(reports.values()),
-                first_difference,
-                unreconciled,
-            )
-        )
+            followers.append((node, diff, short))
+        out.append(_partition_report(partition, leader, hw, reports, followers))
     return out
 
 

@@ -10,10 +10,11 @@ import grpc
 
 from seglog.client.admin import Admin, NewTopic
 from seglog.client.errors import KafkaError
+from seglog.harness.health import open_channel
 from seglog.proto import client_pb2 as pb
 from seglog.proto import client_pb2_grpc
 
-from .targets import Target, open_channel
+from .targets import Target
 
 # --- cluster state --------------------------------------------------------------------
 

@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from .implicit_acks import ImplicitAckRecorder
-from .targets import LocalTarget
+from .local_target import LocalTarget
 
 PARTITIONS = 12
 CONSUMERS = 3

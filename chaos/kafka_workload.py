@@ -12,15 +12,13 @@ every timeout, transport error and "possibly persisted" outcome is indeterminate
 
 from __future__ import annotations
 
-import random
 import sys
-import threading
 import time
 from dataclasses import dataclass, field
 from typing import Any
 
 from .implicit_acks import ImplicitAckRecorder
-from .workload import PartitionSlots, WorkloadState, _ProducerStats
+from .workload import WorkloadState
 
 _DEFINITE = frozenset(
     {
@@ -77,71 +75,25 @@ class KafkaWorkload(WorkloadState):
                 }
             )
             self._implicit_acks.append(recorder)
-            self._producers.append(producer)
-            self._outstanding.append(PartitionSlots(c.max_outstanding, c.partitions))
-            self.stats[name] = _ProducerStats()
-            th = threading.Thread(
-                target=self._guard(self._produce_loop),
-                args=(i, name, producer),
-                name=f"chaos-{name}",
-                daemon=True,
-            )
-            self._producer_threads.append(th)
-        for i in range(c.consumers):
-            th = threading.Thread(
-                target=self._guard(self._consume_loop),
-                args=(f"c{i}", None),
-                name=f"chaos-c{i}",
-                daemon=True,
-            )
-            self._threads.append(th)
-        for i in range(c.group_consumers):
-            th = threading.Thread(
-                target=self._guard(self._group_loop),
-                args=(f"g{i}",),
-                name=f"chaos-g{i}",
-                daemon=True,
-            )
-            self._threads.append(th)
-        for th in self._producer_threads + self._threads:
-            th.start()
+            self._add_producer(i, name, producer)
+        self._start_threads()
 
     # --- producing ----------------------------------------------------------------------
 
     def _produce_loop(self, index: int, name: str, producer: Any) -> None:
         c = self.config
         recorder = self._implicit_acks[index]
-        rng = random.Random(f"{c.seed}-{name}")
         outstanding = self._outstanding[index]
-        stats = self.stats[name]
-        interval = 1.0 / c.rate if c.rate > 0 else 0.0
-        next_at = time.monotonic()
-        seq = 0
-        while not self._stop_producing.is_set():
-            producer.poll(0)
-            now = time.monotonic()
-            if now < next_at:
-                # librdkafka counts poll's timeout in whole milliseconds: a shorter wait
-                # would be poll(0), a busy loop that starves the nodes of CPU.
-                producer.poll(min(max(next_at - now, 0.001), 0.05))
-                continue
-            next_at = max(next_at + interval, now - 1.0)
-            partition = rng.randrange(c.partitions)
-            if not outstanding.take(partition, 0.05):
-                continue
-            value = f"{name}-{seq}"
-            seq += 1
+        # librdkafka counts poll's timeout in whole milliseconds: a shorter wait would be
+        # poll(0), a busy loop that starves the nodes of CPU.
+        for _rng, partition, value in self._paced_sends(
+            index,
+            name,
+            lambda s: producer.poll(min(max(s, 0.001), 0.05)),
+            lambda: producer.poll(0),
+        ):
             started = time.time()
-            self.history.append(
-                {
-                    "type": "invoke",
-                    "t": started,
-                    "process": name,
-                    "value": value,
-                    "partition": partition,
-                }
-            )
-            stats.invoked += 1
+            self._invoked(name, value, partition, started)
 
             def report(
                 err: Any,
@@ -150,38 +102,16 @@ class KafkaWorkload(WorkloadState):
                 partition: int = partition,
                 started: float = started,
             ) -> None:
-                outstanding.give(partition)
-                now = time.time()
                 if err is None:
-                    stats.acked += 1
-                    self.history.append(
-                        {
-                            "type": "ok",
-                            "t": now,
-                            "process": name,
-                            "value": value,
-                            "partition": msg.partition(),
-                            # None: acknowledged implicitly, at no offset librdkafka knows
-                            # (it reports OFFSET_INVALID, -1001).
-                            "offset": msg.offset() if msg.offset() >= 0 else None,
-                            "t0": started,
-                            "latency": round(now - started, 4),
-                        }
+                    # None: acknowledged implicitly, at no offset librdkafka knows (it
+                    # reports OFFSET_INVALID, -1001).
+                    offset = msg.offset() if msg.offset() >= 0 else None
+                    self._acked(
+                        name, value, partition, msg.partition(), offset, started, outstanding
                     )
                 else:
-                    stats.failed += 1
                     text, definite = classify(err)
-                    self.history.append(
-                        {
-                            "type": "fail",
-                            "process": name,
-                            "value": value,
-                            "partition": partition,
-                            "error": text[:300],
-                            "definite": definite,
-                            "t0": started,
-                        }
-                    )
+                    self._failed(name, value, partition, started, outstanding, text[:300], definite)
 
             try:
                 producer.produce(
@@ -189,25 +119,11 @@ class KafkaWorkload(WorkloadState):
                 )
                 recorder.sent(partition, value)
             except Exception as e:  # noqa: BLE001 - refused before it was queued
-                outstanding.give(partition)
-                stats.failed += 1
-                self.history.append(
-                    {
-                        "type": "fail",
-                        "process": name,
-                        "value": value,
-                        "partition": partition,
-                        "error": f"{type(e).__name__}: {e}",
-                        "definite": True,
-                        "t0": started,
-                    }
-                )
+                error = f"{type(e).__name__}: {e}"
+                self._failed(name, value, partition, started, outstanding, error, True)
 
     def stop_producers(self, timeout_s: float = 90.0) -> None:
-        self._stop_producing.set()
-        for th in self._producer_threads:
-            th.join(10)
-        deadline = time.monotonic() + timeout_s
+        deadline = self._stop_sending(timeout_s)
         for producer in self._producers:
             left = producer.flush(max(0.1, deadline - time.monotonic()))
             if left:
@@ -243,15 +159,7 @@ class KafkaWorkload(WorkloadState):
             consumer.assign([ck.TopicPartition(c.topic, p, 0) for p in range(c.partitions)])
             for p in range(c.partitions):
                 positions[p] = 0
-                self.history.append(
-                    {
-                        "type": "seek",
-                        "process": name,
-                        "partition": p,
-                        "offset": 0,
-                        "reason": "start",
-                    }
-                )
+                self._seeked(name, p, 0, "start")
             while not self._stop_consuming.is_set():
                 if until is not None and all(
                     positions.get(p, 0) >= end for p, end in until.items()
@@ -264,13 +172,7 @@ class KafkaWorkload(WorkloadState):
                     if err is not None:
                         if err.code() == ck.KafkaError._PARTITION_EOF:
                             continue
-                        self.history.append(
-                            {
-                                "type": "poll_error",
-                                "process": name,
-                                "error": f"{err.name()}: {err.str()}"[:300],
-                            }
-                        )
+                        self._poll_failed(name, f"{err.name()}: {err.str()}")
                         if (
                             err.code() == ck.KafkaError._AUTO_OFFSET_RESET
                             and m.partition() is not None
@@ -278,15 +180,7 @@ class KafkaWorkload(WorkloadState):
                             p = m.partition()
                             consumer.seek(ck.TopicPartition(c.topic, p, 0))
                             positions[p] = 0
-                            self.history.append(
-                                {
-                                    "type": "seek",
-                                    "process": name,
-                                    "partition": p,
-                                    "offset": 0,
-                                    "reason": "out-of-range",
-                                }
-                            )
+                            self._seeked(name, p, 0, "out-of-range")
                         continue
                     self._record_poll(name, m, now)
                     positions[m.partition()] = m.offset() + 1
@@ -354,13 +248,7 @@ class KafkaWorkload(WorkloadState):
                 for m in msgs:
                     err = m.error()
                     if err is not None:
-                        self.history.append(
-                            {
-                                "type": "poll_error",
-                                "process": name,
-                                "error": f"{err.name()}: {err.str()}"[:300],
-                            }
-                        )
+                        self._poll_failed(name, f"{err.name()}: {err.str()}")
                         continue
                     self._record_poll(name, m, now, group)
                     offsets[m.partition()] = m.offset() + 1
@@ -385,16 +273,7 @@ class KafkaWorkload(WorkloadState):
                 offset = consumer.get_watermark_offsets(tp, timeout=5, cached=False)[0]
         except ck.KafkaException:
             offset = None
-        self.history.append(
-            {
-                "type": "seek",
-                "process": name,
-                "group": group,
-                "partition": partition,
-                "offset": offset,
-                "reason": "assigned",
-            }
-        )
+        self._seeked(name, partition, offset, "assigned", group)
 
     def _group_commit(self, consumer: Any, name: str, group: str, offsets: dict[int, int]) -> None:
         import confluent_kafka as ck

@@ -1,6 +1,6 @@
 """The compose target's network faults as commands: `NetworkFaults` (chaos/link_faults.py)
 turned into iptables and tc argv lists for each node's network namespace, without
-running anything (chaos/targets.py runs them with `nsenter -t PID -n` from the host, so
+running anything (chaos/compose_target.py runs them with `nsenter -t PID -n` from the host, so
 the node image needs neither the tools nor NET_ADMIN).
 
 A rule on (src, dst, kind) is applied in src's namespace to the packets src sends dst

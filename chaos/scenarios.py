@@ -693,7 +693,7 @@ class Scenario:
     links: bool = False
     # The targets it runs on (lossy-links needs packets: compose).
     targets: tuple[str, ...] = ("local", "compose")
-    # On compose it needs the kernel's sch_netem (delays): chaos/targets.py netem_available.
+    # On compose it needs the kernel's sch_netem (delays): chaos/compose_target.py netem_available.
     netem: bool = False
 
 

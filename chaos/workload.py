@@ -29,7 +29,7 @@ import random
 import re
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
@@ -222,6 +222,12 @@ class WorkloadState:
 
         return run
 
+    def _thread(
+        self, loop: Callable[..., None], args: tuple[Any, ...], name: str
+    ) -> threading.Thread:
+        """A daemon thread running `loop` guarded (an error is recorded, not lost)."""
+        return threading.Thread(target=self._guard(loop), args=args, name=name, daemon=True)
+
     def drain(self, end_offsets: dict[int, int], timeout_s: float) -> bool:
         """Let the running consumers catch up to `end_offsets`; True when they did."""
         deadline = time.monotonic() + timeout_s
@@ -238,12 +244,7 @@ class WorkloadState:
     def final_read(self, end_offsets: dict[int, int], timeout_s: float) -> bool:
         """A fresh consumer reads every partition from the beginning to `end_offsets`
         (Jepsen's final read); True when it got there in time."""
-        th = threading.Thread(
-            target=self._guard(self._consume_loop),
-            args=("final", end_offsets),
-            name="chaos-final",
-            daemon=True,
-        )
+        th = self._thread(self._consume_loop, ("final", end_offsets), "chaos-final")
         th.start()
         th.join(timeout_s)
         if th.is_alive():
@@ -261,6 +262,115 @@ class WorkloadState:
         self._stop_consuming.set()
         for th in self._threads:
             th.join(15)
+
+    def _invoked(
+        self, name: str, value: str, partition: int, started: float, key: str | None = None
+    ) -> None:
+        """A send about to be made (history's "invoke")."""
+        invoke: dict[str, Any] = {
+            "type": "invoke",
+            "t": started,
+            "process": name,
+            "value": value,
+            "partition": partition,
+        }
+        if key is not None:
+            invoke["key"] = key
+        self.history.append(invoke)
+        self.stats[name].invoked += 1
+
+    def _acked(
+        self,
+        name: str,
+        value: str,
+        sent_to: int,
+        partition: int,
+        offset: int | None,
+        started: float,
+        outstanding: PartitionSlots,
+    ) -> None:
+        """A send to partition `sent_to` acknowledged at `offset` of `partition` (as the
+        broker said; None: at no offset known)."""
+        outstanding.give(sent_to)
+        self.stats[name].acked += 1
+        now = time.time()
+        self.history.append(
+            {
+                "type": "ok",
+                "t": now,
+                "process": name,
+                "value": value,
+                "partition": partition,
+                "offset": offset,
+                "t0": started,
+                "latency": round(now - started, 4),
+            }
+        )
+
+    def _failed(
+        self,
+        name: str,
+        value: str,
+        partition: int,
+        started: float,
+        outstanding: PartitionSlots,
+        error: str,
+        definite: bool,
+    ) -> None:
+        """A send that failed: `definite` when it was surely not written."""
+        outstanding.give(partition)
+        self.stats[name].failed += 1
+        self.history.append(
+            {
+                "type": "fail",
+                "process": name,
+                "value": value,
+                "partition": partition,
+                "error": error,
+                "definite": definite,
+                "t0": started,
+            }
+        )
+
+    def _seeked(
+        self, name: str, partition: int, offset: int | None, reason: str, group: str | None = None
+    ) -> None:
+        """A consumer's position set (start, out-of-range, assigned), as history's "seek"."""
+        event: dict[str, Any] = {"type": "seek", "process": name}
+        if group is not None:
+            event["group"] = group
+        event.update(partition=partition, offset=offset, reason=reason)
+        self.history.append(event)
+
+    def _poll_failed(self, name: str, error: str) -> None:
+        self.history.append({"type": "poll_error", "process": name, "error": error[:300]})
+
+    def _paced_sends(
+        self, index: int, name: str, wait: Callable[[float], object], tick: Callable[[], object]
+    ) -> Iterator[tuple[random.Random, int, str]]:
+        """Producer `name`'s sends at the configured rate until stopped: (its rng, the
+        partition, the value), each once a slot of that partition is free. `wait(s)`
+        idles until the next send is due, `tick()` runs at every turn."""
+        c = self.config
+        rng = random.Random(f"{c.seed}-{name}")
+        outstanding = self._outstanding[index]
+        interval = 1.0 / c.rate if c.rate > 0 else 0.0
+        next_at = time.monotonic()
+        seq = 0
+        while not self._stop_producing.is_set():
+            tick()
+            now = time.monotonic()
+            if now < next_at:
+                wait(next_at - now)
+                continue
+            # After a stall, do not burst to catch up: keep the rate from now on.
+            next_at = max(next_at + interval, now - 1.0)
+            partition = rng.randrange(c.partitions)
+            if not outstanding.take(partition, 0.05):
+                continue
+            value = f"{name}-{seq}"
+            seq += 1
+            yield rng, partition, value
 
     def _record_commit(
         self, name: str, group: str, partition: int, offset: int, t0: float, t: float
@@ -292,6 +402,40 @@ class WorkloadState:
     def _consume_loop(self, name: str, until: dict[int, int] | None) -> None:
         raise NotImplementedError
 
+    def _produce_loop(self, index: int, name: str, producer: Any) -> None:
+        raise NotImplementedError
+
+    def _group_loop(self, name: str) -> None:
+        raise NotImplementedError
+
+    def _add_producer(self, index: int, name: str, producer: Any) -> None:
+        """Producer `name` (the index-th), its slots, stats and thread (not started)."""
+        self._producers.append(producer)
+        c = self.config
+        self._outstanding.append(PartitionSlots(c.max_outstanding, c.partitions))
+        self.stats[name] = _ProducerStats()
+        th = self._thread(self._produce_loop, (index, name, producer), f"chaos-{name}")
+        self._producer_threads.append(th)
+
+    def _stop_sending(self, timeout_s: float) -> float:
+        """Stop the producers' threads (each within 10 s); the deadline for the sends
+        still in flight to get their outcomes."""
+        self._stop_producing.set()
+        for th in self._producer_threads:
+            th.join(10)
+        return time.monotonic() + timeout_s
+
+    def _start_threads(self) -> None:
+        """The readers' and group members' threads, then every thread."""
+        for i in range(self.config.consumers):
+            name = f"c{i}"
+            self._threads.append(self._thread(self._consume_loop, (name, None), f"chaos-{name}"))
+        for i in range(self.config.group_consumers):
+            name = f"g{i}"
+            self._threads.append(self._thread(self._group_loop, (name,), f"chaos-{name}"))
+        for th in self._producer_threads + self._threads:
+            th.start()
+
 
 @dataclass
 class Workload(WorkloadState):
@@ -312,72 +456,20 @@ class Workload(WorkloadState):
                 retry_backoff_ms=100,
                 **c.security,
             )
-            self._producers.append(producer)
-            self._outstanding.append(PartitionSlots(c.max_outstanding, c.partitions))
-            self.stats[name] = _ProducerStats()
-            th = threading.Thread(
-                target=self._guard(self._produce_loop),
-                args=(i, name, producer),
-                name=f"chaos-{name}",
-                daemon=True,
-            )
-            self._producer_threads.append(th)
-        for i in range(c.consumers):
-            name = f"c{i}"
-            th = threading.Thread(
-                target=self._guard(self._consume_loop),
-                args=(name, None),
-                name=f"chaos-{name}",
-                daemon=True,
-            )
-            self._threads.append(th)
-        for i in range(c.group_consumers):
-            name = f"g{i}"
-            th = threading.Thread(
-                target=self._guard(self._group_loop),
-                args=(name,),
-                name=f"chaos-{name}",
-                daemon=True,
-            )
-            self._threads.append(th)
-        for th in self._producer_threads + self._threads:
-            th.start()
+            self._add_producer(i, name, producer)
+        self._start_threads()
 
     # --- producing ----------------------------------------------------------------------
 
     def _produce_loop(self, index: int, name: str, producer: Producer) -> None:
         c = self.config
-        rng = random.Random(f"{c.seed}-{name}")
         outstanding = self._outstanding[index]
-        stats = self.stats[name]
-        interval = 1.0 / c.rate if c.rate > 0 else 0.0
-        next_at = time.monotonic()
-        seq = 0
-        while not self._stop_producing.is_set():
-            now = time.monotonic()
-            if now < next_at:
-                self._stop_producing.wait(next_at - now)
-                continue
-            # After a stall, do not burst to catch up: keep the rate from now on.
-            next_at = max(next_at + interval, now - 1.0)
-            partition = rng.randrange(c.partitions)
-            if not outstanding.take(partition, 0.05):
-                continue
-            value = f"{name}-{seq}"
-            seq += 1
+        for rng, partition, value in self._paced_sends(
+            index, name, self._stop_producing.wait, lambda: None
+        ):
             key = f"k{rng.randrange(c.keys)}" if c.keys > 0 else None
             started = time.time()
-            invoke = {
-                "type": "invoke",
-                "t": started,
-                "process": name,
-                "value": value,
-                "partition": partition,
-            }
-            if key is not None:
-                invoke["key"] = key
-            self.history.append(invoke)
-            stats.invoked += 1
+            self._invoked(name, value, partition, started, key)
             try:
                 future = producer.send(
                     c.topic,
@@ -387,78 +479,28 @@ class Workload(WorkloadState):
                 )
             except Exception as e:  # noqa: BLE001 - any synchronous failure is recorded
                 # send() raised before the record entered the accumulator: never written.
-                outstanding.give(partition)
-                stats.failed += 1
-                self.history.append(
-                    {
-                        "type": "fail",
-                        "process": name,
-                        "value": value,
-                        "partition": partition,
-                        "error": f"{type(e).__name__}: {e}",
-                        "definite": True,
-                        "t0": started,
-                    }
-                )
+                error = f"{type(e).__name__}: {e}"
+                self._failed(name, value, partition, started, outstanding, error, True)
                 continue
-            future.add_callback(self._on_ack, name, value, partition, started, outstanding)
-            future.add_errback(self._on_error, name, value, partition, started, outstanding)
 
-    def _on_ack(
-        self,
-        name: str,
-        value: str,
-        partition: int,
-        started: float,
-        outstanding: PartitionSlots,
-        md: RecordMetadata,
-    ) -> None:
-        outstanding.give(partition)
-        self.stats[name].acked += 1
-        now = time.time()
-        self.history.append(
-            {
-                "type": "ok",
-                "t": now,
-                "process": name,
-                "value": value,
-                "partition": md.partition,
-                "offset": md.offset,
-                "t0": started,
-                "latency": round(now - started, 4),
-            }
-        )
+            # Each callback keeps its own send's values (defaults), not the loop's latest.
+            def acked(
+                md: RecordMetadata, v: str = value, p: int = partition, t0: float = started
+            ) -> None:
+                self._acked(name, v, p, md.partition, md.offset, t0, outstanding)
 
-    def _on_error(
-        self,
-        name: str,
-        value: str,
-        partition: int,
-        started: float,
-        outstanding: PartitionSlots,
-        error: BaseException,
-    ) -> None:
-        outstanding.give(partition)
-        self.stats[name].failed += 1
-        text, definite = classify_error(error)
-        self.history.append(
-            {
-                "type": "fail",
-                "process": name,
-                "value": value,
-                "partition": partition,
-                "error": text[:300],
-                "definite": definite,
-                "t0": started,
-            }
-        )
+            def failed(
+                error: BaseException, v: str = value, p: int = partition, t0: float = started
+            ) -> None:
+                text, definite = classify_error(error)
+                self._failed(name, v, p, t0, outstanding, text[:300], definite)
+
+            future.add_callback(acked)
+            future.add_errback(failed)
 
     def stop_producers(self, timeout_s: float = 90.0) -> None:
         """Stop sending and wait until every send has an outcome (or timeout_s)."""
-        self._stop_producing.set()
-        for th in self._producer_threads:
-            th.join(10)
-        deadline = time.monotonic() + timeout_s
+        deadline = self._stop_sending(timeout_s)
         for producer in self._producers:
             try:
                 producer.flush(max(0.1, deadline - time.monotonic()))
@@ -501,13 +543,7 @@ class Workload(WorkloadState):
                 try:
                     batch = consumer.poll(timeout_ms=500)
                 except KafkaError as e:
-                    self.history.append(
-                        {
-                            "type": "poll_error",
-                            "process": name,
-                            "error": f"{type(e).__name__}: {e}"[:300],
-                        }
-                    )
+                    self._poll_failed(name, f"{type(e).__name__}: {e}")
                     if e.message == "OFFSET_OUT_OF_RANGE":
                         # Should not happen (positions never pass the HW); if it does,
                         # restart that partition from the beginning, recorded as a seek.
@@ -611,16 +647,7 @@ class Workload(WorkloadState):
                 break
             except KafkaError:
                 time.sleep(0.5)
-        self.history.append(
-            {
-                "type": "seek",
-                "process": name,
-                "group": group,
-                "partition": tp.partition,
-                "offset": offset,
-                "reason": "assigned",
-            }
-        )
+        self._seeked(name, tp.partition, offset, "assigned", group)
 
     def _commit(
         self, consumer: Consumer, name: str, group: str, offsets: dict[TopicPartition, int]
@@ -636,9 +663,7 @@ class Workload(WorkloadState):
             self._record_commit(name, group, tp.partition, offset, t0, t)
 
     def _poll_error(self, name: str, e: KafkaError) -> None:
-        self.history.append(
-            {"type": "poll_error", "process": name, "error": f"{type(e).__name__}: {e}"[:300]}
-        )
+        self._poll_failed(name, f"{type(e).__name__}: {e}")
         self._stop_consuming.wait(0.2)
 
     def _record_seek(
@@ -659,15 +684,7 @@ class Workload(WorkloadState):
                     raise
                 time.sleep(0.5)
         positions[tp.partition] = offset
-        self.history.append(
-            {
-                "type": "seek",
-                "process": name,
-                "partition": tp.partition,
-                "offset": offset,
-                "reason": reason,
-            }
-        )
+        self._seeked(name, tp.partition, offset, reason)
 
 
 def _out_of_range_partitions(

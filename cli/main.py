@@ -11,7 +11,7 @@ from pathlib import Path
 
 # Only the parsers here: every subcommand imports what it runs when it runs, so that
 # `seglog --help` and a typo answer at once.
-from seglog.node.local_ports import layout_help
+from seglog.harness.ports import layout_help
 
 from .commands import TOOLS
 
@@ -50,7 +50,7 @@ def _node(args: argparse.Namespace) -> int:
 
 
 def _local(args: argparse.Namespace) -> int:
-    from seglog.node import local_cluster
+    from seglog.harness import local_cluster
 
     if args.action == "up":
         return local_cluster.up(
@@ -192,7 +192,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         logging.basicConfig(level=logging.INFO, format="seglog: %(name)s: %(message)s")
     from seglog.client.errors import KafkaError
-    from seglog.node.local_cluster import LocalClusterError
+    from seglog.harness.local_cluster import LocalClusterError
     from seglog.storage.errors import StorageError
 
     try:

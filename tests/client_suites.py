@@ -38,11 +38,11 @@ import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 
-HERE = Path(__file__).resolve().parent
-sys.path[:0] = [str(HERE), str(HERE / "kafka")]
+from seglog.harness.kafka_cluster import KafkaCluster
+from seglog.harness.node_process import NodeProcess
+from seglog.harness.ports import free_port
 
-from kafka_cluster import KafkaCluster  # noqa: E402
-from node_process import NodeProcess, free_port  # noqa: E402
+HERE = Path(__file__).resolve().parent
 
 KAFKA_VERSION = "4.0.0"  # what seglog's ApiVersions ranges claim (docs/compatibility.md)
 SUITE_SETTINGS = {

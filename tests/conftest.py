@@ -1,13 +1,9 @@
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-# Shared helpers (node_process.py) live beside this file.
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from node_process import NodeProcess
+from seglog.harness.node_process import NodeProcess
 
 
 @pytest.fixture(scope="module")

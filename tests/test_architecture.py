@@ -20,9 +20,10 @@ END = "<!-- end of package graph -->"
 
 # Top first. A package may import only packages in lower tiers (never its own tier,
 # never one above); sim/ drives production code, so nothing but tests, bench and
-# chaos runs import it.
+# chaos runs import it; harness/ starts nodes for tests, bench, chaos and `local up`.
 TIERS: tuple[tuple[str, ...], ...] = (
-    ("cli", "chaos", "sim"),
+    ("cli", "chaos", "sim", "bench"),
+    ("harness",),
     ("node", "console", "pipeline", "seglog"),
     ("replication", "client"),
     ("controller",),

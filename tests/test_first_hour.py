@@ -21,7 +21,8 @@ from pathlib import Path
 import pytest
 from readme_blocks import ROOT, section_blocks, with_ports
 
-from seglog.chaos.targets import consecutive_free_ports, proc_alive
+from seglog.harness.ports import consecutive_free_ports
+from seglog.harness.processes import pid_alive as proc_alive
 
 pytestmark = pytest.mark.long  # a pip install and two clusters: minutes on 2 cores
 

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from readme_blocks import ROOT, Block, blocks, commands, section_blocks, with_ports
 
-from seglog.chaos.targets import consecutive_free_ports
+from seglog.harness.ports import consecutive_free_ports
 
 QUICK_START = "Quick start (Python 3.11)"
 # Run here, in this order (the quick start brings up and stops a cluster; the Python

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from chaos_cli import run_chaos
 
-from seglog.chaos.targets import BUILD_SCRIPT, compose_down, docker_unavailable
+from seglog.chaos.compose_target import BUILD_SCRIPT, compose_down, docker_unavailable
 
 BUILD_TIMEOUT_S = 1200  # a first build without a registry also debootstraps the base
 RUN_TIMEOUT_S = 240  # the chaos pass itself: about 2 minutes, bounded at 4

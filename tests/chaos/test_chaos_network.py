@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from chaos_cli import run_chaos
 
-from seglog.chaos.targets import BUILD_SCRIPT, compose_down, docker_unavailable
+from seglog.chaos.compose_target import BUILD_SCRIPT, compose_down, docker_unavailable
 
 RUN_TIMEOUT_S = 540
 

@@ -8,7 +8,6 @@ from pathlib import Path
 
 import grpc
 import pytest
-from node_process import NodeProcess, free_port
 
 from seglog.client.admin import (
     EARLIEST_TIMESTAMP,
@@ -19,6 +18,8 @@ from seglog.client.admin import (
 )
 from seglog.client.cluster import TopicPartition
 from seglog.client.errors import KafkaError, NoBrokersAvailable, error_class
+from seglog.harness.node_process import NodeProcess
+from seglog.harness.ports import free_port
 from seglog.proto import client_pb2 as pb
 from seglog.proto import client_pb2_grpc
 from seglog.storage.record_batch import NewRecord, build_batch

@@ -12,13 +12,14 @@ import time
 from collections.abc import Callable, Iterator
 
 import pytest
-from node_process import NodeProcess, free_port
 
 from seglog.client import bootstrap_probe as bp
 from seglog.client.admin import Admin
 from seglog.client.consumer import Consumer
 from seglog.client.errors import BootstrapUnreachable
 from seglog.client.producer import Producer
+from seglog.harness.node_process import NodeProcess
+from seglog.harness.ports import free_port
 
 # A bound far below the 30 s of retries it replaces (about 0.1 s on an idle machine).
 FAST_S = 5.0

@@ -9,11 +9,11 @@ import time
 from collections.abc import Iterator
 
 import pytest
-from node_process import NodeProcess
 
 from seglog.client.admin import Admin, NewTopic
 from seglog.client.cluster import TopicPartition
 from seglog.client.consumer import Consumer
+from seglog.harness.node_process import NodeProcess
 
 SESSION_MS = 45_000  # Kafka's default: what a ghost member would hold the group for
 # A bound, far below the session timeout; the new member usually has its partitions

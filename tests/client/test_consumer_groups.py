@@ -19,14 +19,8 @@ import textwrap
 import threading
 import time
 from collections.abc import Callable, Iterator
-from pathlib import Path
 
 import pytest
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "kafka"))
-
-from kafka_cluster import KafkaCluster
-from node_process import free_port
 
 from seglog.cli import main as cli
 from seglog.client.admin import Admin, NewTopic
@@ -34,6 +28,8 @@ from seglog.client.cluster import TopicPartition
 from seglog.client.consumer import Consumer
 from seglog.client.errors import KafkaError, KafkaTimeoutError
 from seglog.client.producer import Producer
+from seglog.harness.kafka_cluster import KafkaCluster
+from seglog.harness.ports import free_port
 
 SERVER_PIECE = "seglog.node.groups.grpc_servicer"
 HAS_SERVER = importlib.util.find_spec("seglog.node.groups") is not None and (

@@ -9,12 +9,13 @@ import time
 from pathlib import Path
 
 import pytest
-from node_process import NodeProcess, free_port
 
 from seglog.client.admin import Admin, NewTopic
 from seglog.client.consumer import Consumer, TopicPartition
 from seglog.client.producer import Producer
 from seglog.client.reachability import Reachability
+from seglog.harness.node_process import NodeProcess
+from seglog.harness.ports import free_port
 
 
 def test_reachability_reports_an_outage_once_it_lasts_the_timeout() -> None:

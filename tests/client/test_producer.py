@@ -11,7 +11,6 @@ from collections.abc import Iterator
 
 import grpc
 import pytest
-from node_process import NodeProcess
 
 from seglog.client.cluster import TopicPartition
 from seglog.client.errors import (
@@ -24,6 +23,7 @@ from seglog.client.errors import (
 from seglog.client.future import RecordMetadata
 from seglog.client.partitioner import partition_for_key
 from seglog.client.producer import KafkaConfigurationError, MessageTooLargeError, Producer
+from seglog.harness.node_process import NodeProcess
 from seglog.proto import client_pb2 as pb
 from seglog.proto import client_pb2_grpc, errors_pb2
 from seglog.storage.compression import CompressionType

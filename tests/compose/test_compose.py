@@ -23,14 +23,14 @@ from dataclasses import dataclass
 
 import pytest
 
-from seglog.chaos.targets import (
+from seglog.chaos.compose_target import (
     BUILD_SCRIPT,
     COMPOSE_FILE,
     ROOT,
     compose_down,
     docker_unavailable,
-    free_ports,
 )
+from seglog.harness.ports import free_ports
 
 SERVICES = ("node1", "node2", "node3")
 

@@ -22,10 +22,11 @@ from contextlib import contextmanager
 import pytest
 from dashboard_page import PLOTS, figures, prometheus_query, render, wait_for
 
-from seglog.chaos.targets import BUILD_SCRIPT, COMPOSE_FILE, ROOT, docker_unavailable, free_ports
+from seglog.chaos.compose_target import BUILD_SCRIPT, COMPOSE_FILE, ROOT, docker_unavailable
 from seglog.client.admin import Admin, NewTopic
 from seglog.client.cluster import TopicPartition
 from seglog.client.producer import Producer
+from seglog.harness.ports import free_ports
 
 MONITORING_FILE = ROOT / "compose" / "docker-compose.monitoring.yml"
 BUILD_TIMEOUT_S = 1500.0  # a first-time debootstrap of the base image included

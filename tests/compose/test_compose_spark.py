@@ -23,7 +23,8 @@ from collections.abc import Callable, Iterator
 import pytest
 from page_visits_check import closed_window_counts, written_window_counts
 
-from seglog.chaos.targets import BUILD_SCRIPT, COMPOSE_FILE, ROOT, docker_unavailable, free_ports
+from seglog.chaos.compose_target import BUILD_SCRIPT, COMPOSE_FILE, ROOT, docker_unavailable
+from seglog.harness.ports import free_ports
 from seglog.pipeline.examples import generate_page_visits
 
 SPARK_FILE = ROOT / "compose" / "docker-compose.spark.yml"

@@ -2,7 +2,8 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from console_browser import browser
+
+from seglog.harness.browser import browser
 
 
 @pytest.fixture(scope="module")

@@ -27,14 +27,14 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import pytest
-from console_browser import available, console_errors, full_page_screenshot
 
-from seglog.chaos.targets import consecutive_free_ports
-from seglog.chaos.targets import proc_alive as alive
 from seglog.client.admin import Admin, NewTopic
 from seglog.client.cluster import TopicPartition
 from seglog.client.consumer import Consumer
 from seglog.client.producer import Producer
+from seglog.harness.browser import available, console_errors, full_page_screenshot
+from seglog.harness.ports import consecutive_free_ports
+from seglog.harness.processes import pid_alive as alive
 
 pytestmark = pytest.mark.skipif(
     not available() or shutil.which("kcat") is None,

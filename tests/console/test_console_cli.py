@@ -6,9 +6,8 @@ import contextlib
 import io
 import socket
 
-from node_process import free_port
-
 from seglog.cli.main import main
+from seglog.harness.ports import free_port
 
 
 def run(*args: str) -> tuple[int, str]:

@@ -13,8 +13,8 @@ import time
 import urllib.request
 from pathlib import Path
 
-from seglog.chaos.targets import consecutive_free_ports
-from seglog.chaos.targets import proc_alive as alive
+from seglog.harness.ports import consecutive_free_ports
+from seglog.harness.processes import pid_alive as alive
 
 
 def test_ctrl_c_stops_the_console_with_the_nodes(tmp_path: Path) -> None:

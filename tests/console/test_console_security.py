@@ -17,10 +17,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from console_browser import available, console_errors, full_page_screenshot
-from node_process import NodeProcess, free_port
 
 from seglog.cli.main import main
+from seglog.harness.browser import available, console_errors, full_page_screenshot
+from seglog.harness.node_process import NodeProcess
+from seglog.harness.ports import free_port
 
 SCREENSHOTS = os.environ.get("SEGLOG_CONSOLE_SCREENSHOTS")
 pytestmark = pytest.mark.skipif(

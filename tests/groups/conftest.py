@@ -1,16 +1,8 @@
-import sys
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "kafka"))
-
-from kafka_cluster import KafkaCluster
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from group_overrides import GROUP_OVERRIDES
+from seglog.harness.kafka_cluster import GROUP_OVERRIDES, KafkaCluster
 
 
 @pytest.fixture(scope="module")

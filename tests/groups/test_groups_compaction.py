@@ -16,10 +16,9 @@ from confluent_kafka.admin import (
     ConfigResource,
     NewTopic,
 )
-from group_overrides import GROUP_OVERRIDES
 from kafka.protocol.metadata import FindCoordinatorRequest
-from kafka_cluster import KafkaCluster, KafkaConnection
 
+from seglog.harness.kafka_cluster import GROUP_OVERRIDES, KafkaCluster, KafkaConnection
 from seglog.node.groups.offsets_records import (
     OFFSETS_TOPIC,
     decode_key,

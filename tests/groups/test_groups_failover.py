@@ -14,10 +14,9 @@ from pathlib import Path
 
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
-from group_overrides import GROUP_OVERRIDES
 from kafka.protocol.metadata import FindCoordinatorRequest
-from kafka_cluster import KafkaCluster, KafkaConnection
 
+from seglog.harness.kafka_cluster import GROUP_OVERRIDES, KafkaCluster, KafkaConnection
 from seglog.node.groups.offsets_records import (
     OFFSETS_TOPIC,
     OffsetCommitKey,

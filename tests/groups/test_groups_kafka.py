@@ -24,7 +24,8 @@ from kafka.protocol.consumer import (
     SyncGroupRequest,
 )
 from kafka.protocol.metadata import FindCoordinatorRequest
-from kafka_cluster import KafkaCluster, KafkaConnection
+
+from seglog.harness.kafka_cluster import KafkaCluster, KafkaConnection
 
 PARTITIONS = 12
 SESSION_MS = 6000

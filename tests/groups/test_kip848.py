@@ -13,9 +13,9 @@ from confluent_kafka import Consumer, ConsumerGroupState, ConsumerGroupType, Top
 from confluent_kafka.admin import AdminClient
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from kafka_cluster import KafkaCluster
 from test_groups_kafka import create_topic, produce
 
+from seglog.harness.kafka_cluster import KafkaCluster
 from seglog.node.groups.consumer_group import (
     FENCED_MEMBER_EPOCH,
     INVALID_REQUEST,
@@ -307,7 +307,7 @@ KIP848_OVERRIDES = {
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaCluster]:
-    from group_overrides import GROUP_OVERRIDES
+    from seglog.harness.kafka_cluster import GROUP_OVERRIDES
 
     c = KafkaCluster(tmp_path_factory.mktemp("kip848"), {**GROUP_OVERRIDES, **KIP848_OVERRIDES})
     try:

@@ -1,12 +1,8 @@
-import sys
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from kafka_cluster import KafkaCluster
+from seglog.harness.kafka_cluster import KafkaCluster
 
 
 @pytest.fixture(scope="session")

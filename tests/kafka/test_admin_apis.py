@@ -356,8 +356,7 @@ def test_telemetry_is_answered_as_by_a_broker_without_a_metrics_plugin(kafka_clu
     again within it is THROTTLING_QUOTA_EXCEEDED."""
     import uuid
 
-    from kafka_cluster import KafkaConnection
-
+    from seglog.harness.kafka_cluster import KafkaConnection
     from seglog.node.kafka.schemas.messages import GetTelemetrySubscriptionsRequest as R
 
     kp = KafkaAdminClient(bootstrap_servers=kafka_cluster.kafka_bootstrap)
@@ -498,7 +497,8 @@ def test_describe_configs_answers_every_config_of_every_resource(kafka_cluster):
         # Another broker's id asked of this node: Kafka's INVALID_REQUEST.
         other = next(n for n in (1, 2, 3) if n != node)
         from kafka.protocol.admin import DescribeConfigsRequest as D
-        from kafka_cluster import KafkaConnection
+
+        from seglog.harness.kafka_cluster import KafkaConnection
 
         with KafkaConnection(kafka_cluster.kafka_ports[node]) as conn:
             request = D[4](

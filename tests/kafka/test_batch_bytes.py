@@ -13,8 +13,9 @@ from pathlib import Path
 
 import pytest
 from kafka.protocol.producer import ProduceRequest
-from node_process import NodeProcess, free_port
 
+from seglog.harness.node_process import NodeProcess
+from seglog.harness.ports import free_port
 from seglog.storage.record_batch import LOG_OVERHEAD
 
 ck = pytest.importorskip("confluent_kafka")

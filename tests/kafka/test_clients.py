@@ -74,7 +74,8 @@ def _retention_on(port: int, topic: str) -> str | None:
     """retention.ms of `topic` as the Kafka listener on `port` describes it, or None
     while that node answers with an error."""
     from kafka.protocol.admin import DescribeConfigsRequest as R
-    from kafka_cluster import KafkaConnection
+
+    from seglog.harness.kafka_cluster import KafkaConnection
 
     request = R[1](
         resources=[

@@ -12,8 +12,9 @@ import time
 from collections import defaultdict
 
 import pytest
-from kafka_cluster import KafkaCluster
-from three_node_cluster import topic_of
+
+from seglog.harness.cluster import topic_of
+from seglog.harness.kafka_cluster import KafkaCluster
 
 ck = pytest.importorskip("confluent_kafka")
 

@@ -26,10 +26,10 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
-from kafka_cluster import KafkaCluster
-from three_node_cluster import NODE_IDS, topic_of
 
-from seglog.node.local_cluster import LOCAL_DEFAULTS
+from seglog.harness.cluster import NODE_IDS, topic_of
+from seglog.harness.kafka_cluster import KafkaCluster
+from seglog.harness.local_cluster import LOCAL_DEFAULTS
 
 ck = pytest.importorskip("confluent_kafka")
 
@@ -240,7 +240,7 @@ def test_a_frozen_controller_process_sends_clients_to_the_new_leaders(tmp_path):
     leaderships, but the broker's metadata comes from the frozen process: it would go on
     taking produces as a leader whose followers have left, each timing out. Records
     sent at the freeze and after the fence are all delivered within 5 s of it."""
-    from seglog.chaos.targets import child_pid
+    from seglog.harness.processes import child_pid
 
     with local_run(tmp_path / "cluster") as run:
         cluster, victim = run.cluster, run.victim

@@ -19,9 +19,11 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from kafka_cluster import read_partition_values
-from node_process import NodeProcess, free_port
 from produce_hold_proxy import ProduceHoldProxy
+
+from seglog.harness.kafka_cluster import read_partition_values
+from seglog.harness.node_process import NodeProcess
+from seglog.harness.ports import free_port
 
 ERRORS = ["NOT_LEADER_OR_FOLLOWER", "UNKNOWN_TOPIC_OR_PARTITION"]
 VALUES = 60

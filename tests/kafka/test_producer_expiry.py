@@ -13,11 +13,12 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from kafka_cluster import read_partition_values
-from node_process import NodeProcess, free_port
 
 from seglog.client.admin import Admin, NewTopic
 from seglog.client.producer import Producer as SeglogProducer
+from seglog.harness.kafka_cluster import read_partition_values
+from seglog.harness.node_process import NodeProcess
+from seglog.harness.ports import free_port
 
 EXPIRATION_MS = 1500
 WAIT_S = 30.0

@@ -42,8 +42,8 @@ from kafka.protocol.consumer import (
 )
 from kafka.protocol.metadata import ApiVersionsRequest, FindCoordinatorRequest, MetadataRequest
 from kafka.protocol.producer import InitProducerIdRequest, ProduceRequest
-from kafka_cluster import KafkaConnection
 
+from seglog.harness.kafka_cluster import KafkaConnection
 from seglog.node.kafka.codec import APIS
 from seglog.node.kafka.schemas.messages import (
     ConsumerGroupDescribeRequest,

@@ -10,10 +10,10 @@ from __future__ import annotations
 import json
 
 import pytest
-from node_process import NodeProcess
 
 from seglog.cli.main import main as seglog_main
 from seglog.client.admin import Admin, NewTopic
+from seglog.harness.node_process import NodeProcess
 
 
 def run_cli(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:

@@ -10,8 +10,9 @@ import sys
 
 import grpc
 import pytest
-from node_process import NodeProcess, free_port
 
+from seglog.harness.node_process import NodeProcess
+from seglog.harness.ports import free_port
 from seglog.proto import client_pb2 as pb
 from seglog.proto import client_pb2_grpc
 from seglog.storage.record_batch import NewRecord, build_batch

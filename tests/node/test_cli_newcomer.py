@@ -14,9 +14,9 @@ from importlib.metadata import version
 from pathlib import Path
 
 import pytest
-from node_process import NodeProcess
 
 from seglog.client.admin import Admin, NewTopic
+from seglog.harness.node_process import NodeProcess
 
 
 def seglog(

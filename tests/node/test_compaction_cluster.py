@@ -22,13 +22,13 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from three_node_cluster import NODE_IDS, ThreeNodeCluster, topic_of
 
 from seglog.chaos.checker import compare_compacted_replicas, parse_rows
 from seglog.client.admin import Admin, NewTopic
 from seglog.client.consumer import Consumer, TopicPartition
 from seglog.client.errors import KafkaError
 from seglog.client.producer import Producer
+from seglog.harness.cluster import NODE_IDS, ThreeNodeCluster, topic_of
 
 TOPIC = "compacted"
 WAIT_S = 60.0

@@ -7,10 +7,10 @@ import json
 from pathlib import Path
 
 import pytest
-from node_process import NodeProcess
 
+from seglog.harness.local_cluster import LOCAL_DEFAULTS, node_properties
+from seglog.harness.node_process import NodeProcess
 from seglog.node.config import ConfigProperties, NodeConfig
-from seglog.node.local_cluster import LOCAL_DEFAULTS, node_properties
 from seglog.storage.errors import InvalidConfigError
 
 

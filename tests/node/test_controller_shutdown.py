@@ -14,9 +14,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from three_node_cluster import NODE_IDS, ThreeNodeCluster
 
 from seglog.controller.metadata_records import BrokerFenceRecord, decode_entry
+from seglog.harness.cluster import NODE_IDS, ThreeNodeCluster
 from seglog.node.controller.raft_storage import read_entries
 from seglog.proto import cluster_pb2 as cpb
 from seglog.proto import cluster_pb2_grpc

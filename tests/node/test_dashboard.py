@@ -16,12 +16,13 @@ from pathlib import Path
 
 import pytest
 from dashboard_page import CONSOLES, PLOTS, figures, prometheus_query, render, wait_for
-from node_process import NodeProcess, free_port
 from test_metrics import WAIT_S, metrics_node, metrics_port
 
 from seglog.client.admin import Admin, NewTopic
 from seglog.client.cluster import TopicPartition
 from seglog.client.producer import Producer
+from seglog.harness.node_process import NodeProcess
+from seglog.harness.ports import free_port
 
 pytestmark = pytest.mark.skipif(
     shutil.which("prometheus") is None or shutil.which("chromium") is None,

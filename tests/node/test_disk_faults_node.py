@@ -13,9 +13,9 @@ from pathlib import Path
 
 import grpc
 import pytest
-from node_process import NodeProcess
 
 from seglog.client.admin import Admin, NewTopic
+from seglog.harness.node_process import NodeProcess
 from seglog.proto import client_pb2 as pb
 from seglog.proto import client_pb2_grpc, errors_pb2
 from seglog.storage.disk_and_clock import ENV

@@ -24,12 +24,12 @@ from pathlib import Path
 import grpc
 import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
-from node_process import NodeProcess
 
 from seglog.client.admin import Admin, NewTopic
 from seglog.client.consumer import Consumer, ConsumerRecord, TopicPartition
 from seglog.client.future import FutureRecordMetadata
 from seglog.client.producer import Producer
+from seglog.harness.node_process import NodeProcess
 from seglog.proto import client_pb2 as pb
 from seglog.proto import client_pb2_grpc, errors_pb2
 from seglog.storage.record_batch import CRC_OFFSET, HEADER_SIZE, NewRecord, build_batch

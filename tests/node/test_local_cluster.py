@@ -17,11 +17,11 @@ from pathlib import Path
 
 import pytest
 
-from seglog.chaos.targets import consecutive_free_ports
-from seglog.chaos.targets import proc_alive as alive
 from seglog.client.admin import Admin, NewTopic
 from seglog.client.consumer import Consumer
 from seglog.client.producer import Producer
+from seglog.harness.ports import consecutive_free_ports
+from seglog.harness.processes import pid_alive as alive
 from seglog.storage.clean_shutdown import CLEAN_SHUTDOWN_FILE
 
 # Bounds, never expectations.

@@ -19,13 +19,14 @@ from pathlib import Path
 import grpc
 import pytest
 from kafka import KafkaProducer
-from node_process import NodeProcess, free_port
 from prometheus_client.parser import text_string_to_metric_families
-from three_node_cluster import ThreeNodeCluster, topic_of
 
 from seglog.client.admin import Admin, NewTopic
 from seglog.client.cluster import TopicPartition
 from seglog.client.producer import Producer
+from seglog.harness.cluster import ThreeNodeCluster, topic_of
+from seglog.harness.node_process import NodeProcess
+from seglog.harness.ports import free_port
 from seglog.proto import client_pb2 as pb
 from seglog.proto import client_pb2_grpc, errors_pb2
 from seglog.storage.record_batch import NewRecord, build_batch

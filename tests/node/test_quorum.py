@@ -28,12 +28,13 @@ from typing import Any
 
 import grpc
 import pytest
-from node_process import NodeProcess, free_port
-from three_node_cluster import NODE_IDS, ThreeNodeCluster, topic_of
 
 from seglog.client.admin import LATEST_TIMESTAMP, Admin, NewTopic
 from seglog.client.consumer import TopicPartition
 from seglog.client.producer import Producer
+from seglog.harness.cluster import NODE_IDS, ThreeNodeCluster, topic_of
+from seglog.harness.node_process import NodeProcess
+from seglog.harness.ports import free_port
 from seglog.proto import client_pb2 as pb
 from seglog.proto import cluster_pb2 as cpb
 from seglog.proto import cluster_pb2_grpc, errors_pb2
@@ -48,7 +49,7 @@ SESSION_TIMEOUT_MS = 1500
 
 
 class Cluster(ThreeNodeCluster):
-    """The three voters (tests/three_node_cluster.py), with quorum and topic probes."""
+    """The three voters (seglog.harness.cluster), with quorum and topic probes."""
 
     session_timeout_ms = SESSION_TIMEOUT_MS
     wait_s = WAIT_S

@@ -32,12 +32,12 @@ from pathlib import Path
 
 import grpc
 import pytest
-from three_node_cluster import NODE_IDS, ThreeNodeCluster, topic_of
 
 from seglog.client.admin import Admin, NewTopic
 from seglog.client.consumer import Consumer, TopicPartition
 from seglog.client.errors import KafkaError, KafkaTimeoutError, error_class
 from seglog.client.producer import Producer
+from seglog.harness.cluster import NODE_IDS, ThreeNodeCluster, topic_of
 from seglog.proto import client_pb2 as pb
 from seglog.proto import errors_pb2
 from seglog.storage.record_batch import BATCH_SCAN, LOG_OVERHEAD, NewRecord, build_batch
@@ -74,7 +74,7 @@ def number_of(value: bytes) -> int:
 
 
 class Cluster(ThreeNodeCluster):
-    """The three voters (tests/three_node_cluster.py) with replication settings, nodes
+    """The three voters (seglog.harness.cluster) with replication settings, nodes
     that can be frozen (SIGSTOP), and partition probes. Every wait stops early when a
     node thread died."""
 

@@ -21,11 +21,11 @@ import time
 from pathlib import Path
 
 import pytest
-from three_node_cluster import NODE_IDS, ThreeNodeCluster, topic_of
 
 from seglog.client.admin import Admin, NewTopic
 from seglog.client.consumer import Consumer, TopicPartition
 from seglog.client.producer import Producer
+from seglog.harness.cluster import NODE_IDS, ThreeNodeCluster, topic_of
 from seglog.proto import cluster_pb2 as cpb
 from seglog.proto import cluster_pb2_grpc
 

@@ -23,8 +23,8 @@ if shutil.which("java") is None:
 
 import pyarrow.parquet as pq
 import pyspark
-from node_process import NodeProcess
 
+from seglog.harness.node_process import NodeProcess
 from seglog.pipeline.examples import generate_page_visits
 
 EXAMPLE = Path(generate_page_visits.__file__).parent / "declarative"

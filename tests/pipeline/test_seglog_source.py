@@ -22,7 +22,6 @@ pytest.importorskip("pyspark")
 if shutil.which("java") is None:
     pytest.skip("Spark needs Java", allow_module_level=True)
 
-from node_process import NodeProcess
 from pyspark.sql import SparkSession
 from pyspark.sql.pandas.types import to_arrow_schema
 
@@ -31,6 +30,7 @@ from seglog.client.cluster import TopicPartition
 from seglog.client.consumer import Consumer
 from seglog.client.partitioner import partition_for_key
 from seglog.client.producer import Producer
+from seglog.harness.node_process import NodeProcess
 from seglog.pipeline import register
 from seglog.pipeline.examples import generate_page_visits, page_visits
 from seglog.pipeline.offsets import (

@@ -20,9 +20,10 @@ if shutil.which("java") is None:
     pytest.skip("Spark needs Java", allow_module_level=True)
 
 import pyspark
-from node_process import NodeProcess, free_port
 from page_visits_check import closed_window_counts, written_window_counts
 
+from seglog.harness.node_process import NodeProcess
+from seglog.harness.ports import free_port
 from seglog.pipeline.examples import generate_page_visits, page_visits
 
 SPARK_BIN = Path(pyspark.__file__).parent / "bin"

@@ -17,10 +17,11 @@ from typing import Any
 
 import grpc
 import pytest
-from node_process import NodeProcess, free_port
 
 from seglog.client.consumer import Consumer
 from seglog.client.errors import KafkaError
+from seglog.harness.node_process import NodeProcess
+from seglog.harness.ports import free_port
 from seglog.proto import groups_pb2 as gpb
 from seglog.proto import groups_pb2_grpc
 from seglog.proto.errors_pb2 import ErrorCode as E

@@ -16,13 +16,13 @@ from pathlib import Path
 
 import grpc
 import pytest
-from node_process import NodeProcess
 
 from seglog.cli.main import main
 from seglog.client.consumer import Consumer
 from seglog.client.errors import KafkaError
 from seglog.client.producer import Producer
 from seglog.client.sasl import SaslLogin
+from seglog.harness.node_process import NodeProcess
 from seglog.proto import client_pb2, client_pb2_grpc
 
 ALICE = {

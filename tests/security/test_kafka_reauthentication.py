@@ -6,19 +6,17 @@ request once the session ended, and a re-authentication as another user fails.""
 
 from __future__ import annotations
 
-import sys
 import time
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 from confluent_kafka import Producer
 from kafka.protocol.metadata import ApiVersionsRequest
 from kafka.protocol.sasl import SaslAuthenticateRequest, SaslHandshakeRequest
-from node_process import NodeProcess, free_port
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "kafka"))
-from kafka_cluster import KafkaConnection
+from seglog.harness.kafka_cluster import KafkaConnection
+from seglog.harness.node_process import NodeProcess
+from seglog.harness.ports import free_port
 
 LIFETIME_MS = 1500
 USERS = {"alice": "alice-secret", "bob": "bob-secret"}

@@ -15,11 +15,12 @@ from pathlib import Path
 
 import grpc
 import pytest
-from node_process import NodeProcess, free_port
 
 from seglog.client.admin import Admin, NewTopic
 from seglog.client.errors import KafkaError
 from seglog.client.producer import Producer
+from seglog.harness.node_process import NodeProcess
+from seglog.harness.ports import free_port
 from seglog.node.security.certificates import CertificateAuthority
 
 MARKER = b"seglog-secret-payload-7f3a9c"

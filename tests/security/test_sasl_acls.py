@@ -14,21 +14,19 @@ import socket
 import ssl
 import subprocess
 import sys
-import sys as _sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import grpc
 import pytest
-from node_process import NodeProcess, free_port
 
 from seglog.client.errors import KafkaError
 from seglog.client.producer import Producer
+from seglog.harness.kafka_cluster import KafkaConnection
+from seglog.harness.node_process import NodeProcess
+from seglog.harness.ports import free_port
 from seglog.node.security.certificates import CertificateAuthority
-
-_sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "kafka"))
-from kafka_cluster import KafkaConnection
 
 KCAT = shutil.which("kcat")
 DELAY_MS = 400

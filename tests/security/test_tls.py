@@ -19,13 +19,14 @@ from pathlib import Path
 
 import grpc
 import pytest
-from node_process import NodeProcess, free_port
 
 from seglog.client.admin import Admin, NewTopic
 from seglog.client.cluster import TopicPartition
 from seglog.client.consumer import Consumer
 from seglog.client.errors import KafkaError
 from seglog.client.producer import Producer
+from seglog.harness.node_process import NodeProcess
+from seglog.harness.ports import free_port
 from seglog.node.security.certificates import CertificateAuthority
 
 KCAT = shutil.which("kcat")

@@ -17,7 +17,6 @@ crash_writer.expected_batch regenerates from the batch's base offset.
 
 from __future__ import annotations
 
-import importlib.util
 import itertools
 import os
 import random
@@ -32,6 +31,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+import crash_writer as writer  # beside this file (its child process's script)
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -51,10 +51,6 @@ from seglog.storage.record_batch import (
 from seglog.storage.segment import LogSegment
 
 WRITER = Path(__file__).with_name("crash_writer.py")
-_spec = importlib.util.spec_from_file_location("seglog_tests_crash_writer", WRITER)
-assert _spec is not None and _spec.loader is not None
-writer = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(writer)
 
 CONFIG = writer.CONFIG
 T0 = writer.T0

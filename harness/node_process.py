@@ -1,4 +1,5 @@
-"""Real node processes on loopback for tests: start, wait healthy, stop (TERM/KILL)."""
+"""One real node process on loopback (tests, bench): start, wait healthy, stop
+(TERM/KILL); `spawn_node` is how every harness starts a `seglog node`."""
 
 from __future__ import annotations
 
@@ -7,19 +8,36 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import grpc
-from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from seglog.chaos.targets import free_ports
+from seglog.harness.health import serving
+from seglog.harness.ports import free_port
 
 
-def free_port() -> int:
-    """A loopback port for a listener, below the kernel's ephemeral range
-    (`seglog.chaos.targets.free_ports` says why)."""
-    return free_ports(1)[0]
+def spawn_node(
+    config: Path,
+    log_path: Path,
+    env: Mapping[str, str] | None = None,
+    python_args: Sequence[str] = ("-m", "seglog.cli"),
+) -> tuple[subprocess.Popen[bytes], int]:
+    """`seglog node --config CONFIG` with its output appended to `log_path`, in a
+    session (process group) of its own: freezing or killing the group reaches its
+    controller process too. Returns the process and where its lines begin in the log
+    (appended to across runs). `env`: the node's environment (default: ours);
+    `python_args`: what runs seglog's CLI (a benchmark's profiling launcher)."""
+    with open(log_path, "ab") as log:
+        log_start = log.tell()
+        proc = subprocess.Popen(
+            [sys.executable, *python_args, "node", "--config", str(config)],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            env=None if env is None else dict(env),
+        )
+    return proc, log_start
 
 
 class NodeProcess:
@@ -64,17 +82,8 @@ class NodeProcess:
         return f"127.0.0.1:{self.port}"
 
     def start(self, timeout_s: float = 30.0) -> NodeProcess:
-        log = open(self.log_path, "ab")  # noqa: SIM115 - handed to the child
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "seglog.cli", "node", "--config", str(self.config_path)],
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            env={**os.environ, "PYTHONUNBUFFERED": "1"},
-            # A group of its own: freezing a node (SIGSTOP to the group) freezes its
-            # controller process too.
-            start_new_session=True,
-        )
-        log.close()
+        env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+        self.proc, _ = spawn_node(self.config_path, self.log_path, env)
         self.wait_healthy(timeout_s)
         return self
 
@@ -86,16 +95,11 @@ class NodeProcess:
             else grpc.secure_channel(self.bootstrap, self.credentials)
         )
         with channel:
-            stub = health_pb2_grpc.HealthStub(channel)
             while time.monotonic() < deadline:
                 if self.proc is not None and self.proc.poll() is not None:
                     raise RuntimeError(f"node {self.node_id} exited: {self.tail()}")
-                try:
-                    r = stub.Check(health_pb2.HealthCheckRequest(service=""), timeout=1)
-                    if r.status == health_pb2.HealthCheckResponse.SERVING:
-                        return
-                except grpc.RpcError:
-                    pass
+                if serving(channel, 1):
+                    return
                 time.sleep(0.1)
         raise TimeoutError(f"node {self.node_id} not healthy in {timeout_s}s: {self.tail()}")
 

@@ -1,6 +1,6 @@
-"""Three real node processes on loopback, each a broker and a Raft voter of the
-controller quorum (KRaft mode), for the tests that drive a whole cluster
-(tests/node/test_quorum.py, tests/node/test_replication.py): ports chosen up front so
+"""Real node processes on loopback (three by default), each a broker and a Raft voter
+of the controller quorum (KRaft mode), for the tests and benchmarks that drive a whole
+cluster (tests/node/test_quorum.py, tests/node/test_replication.py): ports chosen up front so
 every node knows the voters, the processes, their logs, and gRPC probes that never
 raise. Each test module subclasses `ThreeNodeCluster` with its own settings and probes.
 """
@@ -15,8 +15,9 @@ from pathlib import Path
 from typing import TypeVar
 
 import grpc
-from node_process import NodeProcess, free_port
 
+from seglog.harness.node_process import NodeProcess
+from seglog.harness.ports import quorum_ports
 from seglog.proto import client_pb2 as pb
 from seglog.proto import client_pb2_grpc
 
@@ -50,9 +51,7 @@ class ThreeNodeCluster:
 
     def __init__(self, root: Path, overrides: Mapping[str, str] | None = None) -> None:
         """`overrides`: further node properties, on top of the quorum's."""
-        self.ports = {i: free_port() for i in self.node_ids}
-        self.controller_ports = {i: free_port() for i in self.node_ids}
-        voters = ",".join(f"{i}@127.0.0.1:{p}" for i, p in self.controller_ports.items())
+        self.ports, self.controller_ports, voters = quorum_ports(self.node_ids)
         props = {
             "controller.quorum.voters": voters,
             "broker.session.timeout.ms": str(self.session_timeout_ms),

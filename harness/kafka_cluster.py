@@ -1,5 +1,5 @@
 """Real node processes with a Kafka (PLAINTEXT) listener beside gRPC, for the Kafka
-protocol tests: the three voters of tests/three_node_cluster.py with one more port
+protocol tests and benchmarks: the three voters of `cluster.ThreeNodeCluster` with one more port
 each, and a raw Kafka connection that sends requests encoded by kafka-python and reads
 the response frames back (for the tests that need exact bytes or bad input)."""
 
@@ -12,8 +12,16 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from node_process import free_port
-from three_node_cluster import NODE_IDS, ThreeNodeCluster, topic_of
+from seglog.harness.cluster import NODE_IDS, ThreeNodeCluster, topic_of
+from seglog.harness.ports import free_port
+
+# Node settings for the group tests and benchmark: rebalances without Kafka's 3 s
+# initial delay, and sessions short enough to see expiries in seconds.
+GROUP_OVERRIDES = {
+    "group.initial.rebalance.delay.ms": "0",
+    "group.min.session.timeout.ms": "1000",
+    "offsets.topic.num.partitions": "10",
+}
 
 # A session timeout that notices a SIGKILLed leader in about a second, as local up.
 KAFKA_OVERRIDES = {

@@ -21,16 +21,18 @@ from types import FrameType
 from typing import TextIO
 
 import grpc
-from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from seglog.node.config import parse_listeners
-from seglog.node.local_ports import (
+from seglog.harness.health import serving
+from seglog.harness.node_process import spawn_node
+from seglog.harness.ports import (
     PORT_OFFSETS,
     bootstrap_servers,
     console_port,
     listener_port,
     port_layout,
 )
+from seglog.harness.processes import pid_alive
+from seglog.node.config import parse_listeners
 from seglog.proto import client_pb2 as pb
 from seglog.proto import client_pb2_grpc
 
@@ -170,21 +172,7 @@ def up(
         node_dir.mkdir(parents=True, exist_ok=True)
         config = node_dir / "server.properties"
         config.write_text("".join(f"{k}={v}\n" for k, v in props.items()))
-        log = open(node_dir / "node.log", "ab")  # noqa: SIM115 - owned by the child
-        log_start = log.tell()
-        procs.append(
-            (
-                subprocess.Popen(
-                    [sys.executable, "-m", "seglog.cli", "node", "--config", str(config)],
-                    stdout=log,
-                    stderr=subprocess.STDOUT,
-                    start_new_session=True,
-                    env=None if env is None else dict(env),
-                ),
-                log_start,
-            )
-        )
-        log.close()
+        procs.append(spawn_node(config, node_dir / "node.log", env))
     bootstrap = bootstrap_servers(base_port, nodes)
     kafka_bootstrap = bootstrap_servers(base_port, nodes, "PLAINTEXT")
     state = {
@@ -365,13 +353,7 @@ def _node_failed(
 def _serving(address: str, timeout_s: float) -> bool:
     """The node's own gRPC health service on `address` says SERVING."""
     with grpc.insecure_channel(address) as channel:
-        try:
-            r = health_pb2_grpc.HealthStub(channel).Check(
-                health_pb2.HealthCheckRequest(service=""), timeout=timeout_s
-            )
-        except grpc.RpcError:
-            return False
-    return bool(r.status == health_pb2.HealthCheckResponse.SERVING)
+        return serving(channel, timeout_s)
 
 
 def _wait_ready(
@@ -500,21 +482,6 @@ def _alive(state: dict[str, object]) -> bool:
     pids = state.get("pids", [])
     assert isinstance(pids, list)
     return any(int(pid) > 0 and pid_alive(int(pid)) for pid in pids)
-
-
-def pid_alive(pid: int) -> bool:
-    """Alive and not a zombie (a killed node whose parent has not reaped it yet: the
-    detached nodes' parent is whatever adopted them, which may never reap)."""
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            state = f.read().rsplit(")", 1)[1].split()[0]
-        return state not in ("Z", "X")
-    except (OSError, IndexError):
-        try:
-            os.kill(pid, 0)
-            return True
-        except OSError:
-            return False
 
 
 def _stop(pids: list[int]) -> int:
