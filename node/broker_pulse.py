@@ -14,10 +14,10 @@ every produce. It logs each change and keeps the state for the metrics.
 from __future__ import annotations
 
 import threading
-import time
 from collections.abc import Callable
 
 from seglog.storage import io_watch
+from seglog.storage.disk_and_clock import plain_monotonic_s
 
 from .event_log import EventLogger
 from .liveness import StallWatchdog, pulse_line
@@ -51,7 +51,7 @@ class BrokerPulse:
             self._thread.join(timeout=5)
 
     def pulse_once(self) -> None:
-        now = time.monotonic()
+        now = plain_monotonic_s()
         self.watchdog.in_flight(DISK_OPERATION, io_watch.oldest_started())
         stalled = self.watchdog.stalled(now)
         if stalled != self.stalled:

@@ -7,6 +7,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
 
+from seglog.storage.disk_and_clock import plain_monotonic_s
 from seglog.storage.errors import StorageError
 
 from .event_log import EventLogger
@@ -70,7 +71,7 @@ def delete_records(
             partitions=[f"{hp.tp[0]}-{hp.tp[1]}:{t}" for _i, hp, t in targets],
         )
         wake(hp.tp for _i, hp, _t in targets)  # the followers learn it
-    deadline = time.monotonic() + max(timeout_ms, 0) / 1000
+    deadline = plain_monotonic_s() + max(timeout_ms, 0) / 1000
     while targets:
         waiting = []
         for i, hp, target in targets:
@@ -82,7 +83,7 @@ def delete_records(
         targets = waiting
         if not targets:
             break
-        if time.monotonic() >= deadline or stopped.is_set():
+        if plain_monotonic_s() >= deadline or stopped.is_set():
             for i, hp, target in targets:
                 results[i] = OffsetResult(
                     error_name="REQUEST_TIMED_OUT",

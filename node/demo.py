@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import random
 import shutil
-import time
 from pathlib import Path
 from typing import TextIO
 
 from seglog.storage.compression import CompressionType
+from seglog.storage.disk_and_clock import plain_perf_s, plain_wall_s
 from seglog.storage.dump_log import DumpOptions, dump_files
 from seglog.storage.log_config import LogConfig
 from seglog.storage.log_dir import LogDirectory
@@ -31,10 +31,10 @@ def run_demo(data_dir: Path, records: int, out: TextIO) -> int:
     )
     rng = random.Random(7)
     codecs = list(CompressionType)
-    started = time.perf_counter()
+    started = plain_perf_s()
     log_dir = LogDirectory(data_dir)
     log = log_dir.create_log(TOPIC, 0, config, topic_id=new_topic_id())
-    base_ts = int(time.time() * 1000)
+    base_ts = int(plain_wall_s() * 1000)
     batches = (records + RECORDS_PER_BATCH - 1) // RECORDS_PER_BATCH
     last_batch = b""
     for b in range(batches):
@@ -62,7 +62,7 @@ def run_demo(data_dir: Path, records: int, out: TextIO) -> int:
     log.update_high_watermark(log.log_end_offset)
     leo = log.log_end_offset
     log_dir.close()
-    elapsed = time.perf_counter() - started
+    elapsed = plain_perf_s() - started
     print(
         f"wrote {records} records in {batches} batches to {data_dir}/{TOPIC}-0 "
         f"in {elapsed:.2f}s; log end offset {leo}",

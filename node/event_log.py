@@ -5,8 +5,9 @@ from __future__ import annotations
 import json
 import logging
 import sys
-import time
 from typing import Any
+
+from seglog.storage.disk_and_clock import plain_monotonic_s
 
 
 class JsonLineFormatter(logging.Formatter):
@@ -63,4 +64,4 @@ class EventLogger:
 
 
 def monotonic_ms() -> int:
-    return int(time.monotonic() * 1000)
+    return int(plain_monotonic_s() * 1000)

@@ -15,10 +15,11 @@ from __future__ import annotations
 
 import itertools
 import threading
-import time
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+
+from seglog.storage.disk_and_clock import plain_wall_s
 
 from .fetch_wakeups import FetchWaiter
 from .hosted_partition import TopicPartition
@@ -68,7 +69,7 @@ class FetchSessionCache:
         self.slots = slots
         self._on_evict = on_evict  # called outside the cache's lock
         self._sessions: OrderedDict[int, FetchSession] = OrderedDict()
-        self._ids = itertools.count(int(time.time() * 1000) % (1 << 30) + 1)
+        self._ids = itertools.count(int(plain_wall_s() * 1000) % (1 << 30) + 1)
         self._lock = threading.Lock()
 
     def open(self, replica_id: int) -> FetchSession:

@@ -11,8 +11,9 @@ JMX exporter's `jvm_gc_collection_seconds{gc}` does for Kafka's collectors."""
 from __future__ import annotations
 
 import gc
-import time
 from typing import Any, Protocol
+
+from seglog.storage.disk_and_clock import plain_perf_s
 
 
 class PauseSink(Protocol):
@@ -29,9 +30,9 @@ class GcObserver:
 
     def __call__(self, phase: str, info: dict[str, Any]) -> None:
         if phase == "start":
-            self._started = time.perf_counter()
+            self._started = plain_perf_s()
         elif phase == "stop" and self._started:
-            self.sink.gc_pause(int(info["generation"]), time.perf_counter() - self._started)
+            self.sink.gc_pause(int(info["generation"]), plain_perf_s() - self._started)
             self._started = 0.0
 
 

@@ -9,9 +9,10 @@ progress up to now, and `ratio()` compares that total with the one it sampled ab
 from __future__ import annotations
 
 import threading
-import time
 from collections import deque
 from collections.abc import Callable
+
+from seglog.storage.disk_and_clock import plain_monotonic_s
 
 DEFAULT_WINDOW_S = 30.0
 SAMPLE_EVERY_S = 1.0  # ratio() keeps at most one sample a second: bounded memory
@@ -22,7 +23,7 @@ class IdleMeter:
         self,
         threads: int,
         window_s: float = DEFAULT_WINDOW_S,
-        clock: Callable[[], float] = time.monotonic,
+        clock: Callable[[], float] = plain_monotonic_s,
     ) -> None:
         if threads < 1:
             raise ValueError(f"an idle meter needs at least one thread, got {threads}")

@@ -16,7 +16,6 @@ max.compaction.lag.ms) is rolled, so that its data becomes cleanable.
 from __future__ import annotations
 
 import threading
-import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -31,6 +30,7 @@ from seglog.storage.cleaner_plan import (
     select_filthiest,
 )
 from seglog.storage.cleaner_source import SourceGone
+from seglog.storage.disk_and_clock import plain_monotonic_s, plain_wall_s
 from seglog.storage.errors import StorageError
 from seglog.storage.log import Log
 from seglog.storage.log_cleaner import (
@@ -110,7 +110,7 @@ class LogCleanerManager:
             io_buffer_load_factor=settings.log_cleaner_io_buffer_load_factor,
         )
         self.throttler = Throttler(settings.log_cleaner_io_max_bytes_per_second)
-        self._clock = clock_ms or (lambda: int(time.time() * 1000))
+        self._clock = clock_ms or (lambda: int(plain_wall_s() * 1000))
         self._cond = threading.Condition()
         self._in_progress: dict[TopicPartition, threading.Event] = {}
         self._checkpoints: dict[Path, CleanerCheckpoint] = {}
@@ -158,12 +158,12 @@ class LogCleanerManager:
 
     def abort_and_wait(self, tp: TopicPartition) -> None:
         """Stop a pass over `tp` (its partition is being deleted) and forget the partition."""
-        deadline = time.monotonic() + ABORT_WAIT_S
+        deadline = plain_monotonic_s() + ABORT_WAIT_S
         with self._cond:
             event = self._in_progress.get(tp)
             if event is not None:
                 event.set()
-            while tp in self._in_progress and time.monotonic() < deadline:
+            while tp in self._in_progress and plain_monotonic_s() < deadline:
                 self._cond.wait(timeout=0.1)
             self._horizons.pop(tp, None)
             self._truncations.pop(tp, None)

@@ -8,11 +8,11 @@ from __future__ import annotations
 import errno
 import random
 import threading
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from seglog.storage.disk_and_clock import plain_monotonic_s
 from seglog.storage.errors import KafkaStorageError, LogDirFullError, StorageError
 from seglog.storage.log import Clock, Log
 from seglog.storage.log_config import BrokerLogSettings, LogConfig
@@ -115,7 +115,7 @@ class LogManager:
     # --- start-up ------------------------------------------------------------------
 
     def load(self, topic_configs: dict[str, LogConfig] | None = None) -> None:
-        started = time.monotonic()
+        started = plain_monotonic_s()
         for d in self.dirs:
             logs = d.load(self.defaults, topic_configs)
             self.had_clean_shutdown &= d.had_clean_shutdown
@@ -126,7 +126,7 @@ class LogManager:
             "logs_loaded",
             partitions=len(self._partitions),
             clean_shutdown=self.had_clean_shutdown,
-            seconds=round(time.monotonic() - started, 3),
+            seconds=round(plain_monotonic_s() - started, 3),
         )
 
     def start(self) -> None:

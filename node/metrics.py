@@ -10,7 +10,6 @@ out, ISR shrinks and expands, log flushes). docs/metrics.md lists every name."""
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, Protocol
@@ -21,6 +20,7 @@ from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from seglog.controller.metadata_image import MetadataImage
+from seglog.storage.disk_and_clock import plain_perf_s
 
 from . import request_timing
 from .grpc_wrap import WrappingInterceptor, wrap_handler
@@ -433,30 +433,30 @@ def timed_kafka_handler(
     handler's) and remote time (a deferred answer's wait); the total is their sum."""
 
     def handle(request: Any) -> Any:
-        t0 = time.perf_counter()
+        t0 = plain_perf_s()
         queue_s = t0 - request.received_s if request.received_s else 0.0
         api = request.spec.name
         try:
             answer = handler(request)
         except Exception:
-            local_s = time.perf_counter() - t0
+            local_s = plain_perf_s() - t0
             metrics.observe_request(
                 api, listener, queue_s + local_s, True, queue_s=queue_s, local_s=local_s
             )
             raise
-        local_s = time.perf_counter() - t0
+        local_s = plain_perf_s() - t0
         if isinstance(answer, deferred):
             wait = answer.wait
 
             def waited() -> Any:
                 failed = True
-                t1 = time.perf_counter()
+                t1 = plain_perf_s()
                 try:
                     parts = wait()
                     failed = False
                     return parts
                 finally:
-                    remote_s = time.perf_counter() - t1
+                    remote_s = plain_perf_s() - t1
                     metrics.observe_request(
                         api,
                         listener,
@@ -496,14 +496,14 @@ class GrpcMetricsInterceptor(WrappingInterceptor):
 
         @contextmanager
         def timed(_request: Any, _context: grpc.ServicerContext) -> Iterator[None]:
-            t0 = time.perf_counter()
+            t0 = plain_perf_s()
             failed = True
             request_timing.begin()
             try:
                 yield
                 failed = False
             finally:
-                total = time.perf_counter() - t0
+                total = plain_perf_s() - t0
                 remote = min(request_timing.end(), total)
                 metrics.observe_request(
                     api, listener, total, failed, local_s=total - remote, remote_s=remote

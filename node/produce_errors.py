@@ -7,9 +7,10 @@ errors")."""
 from __future__ import annotations
 
 import threading
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
+
+from seglog.storage.disk_and_clock import plain_monotonic_s
 
 from .event_log import EventLogger
 
@@ -53,7 +54,7 @@ class ProduceErrorLog:
     """Called by both listeners for each refused partition of a Produce answer."""
 
     def __init__(
-        self, interval_s: float = LOG_INTERVAL_S, clock: Callable[[], float] = time.monotonic
+        self, interval_s: float = LOG_INTERVAL_S, clock: Callable[[], float] = plain_monotonic_s
     ) -> None:
         self._windows = LogWindows(interval_s)
         self._clock = clock

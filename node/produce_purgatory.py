@@ -5,12 +5,12 @@ waits on a future that the replica's `ProduceCompleted` answers."""
 from __future__ import annotations
 
 import itertools
-import time
 from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
 from typing import NamedTuple
 
 from seglog.replication import partition_replica as pr
+from seglog.storage.disk_and_clock import plain_monotonic_s
 
 from .hosted_partition import TopicPartition
 from .partition_requests import ProduceResult
@@ -22,7 +22,7 @@ class StartedProduce(NamedTuple):
     """Appended batches whose answers are awaited (ReplicaManager.await_produced)."""
 
     started: list[tuple[TopicPartition, Pending | ProduceResult]]
-    deadline: float  # time.monotonic()
+    deadline: float  # plain_monotonic_s()
 
 
 class ProducePurgatory:
@@ -59,7 +59,7 @@ class ProducePurgatory:
                 continue
             request_id, future = pending
             try:
-                done = future.result(timeout=max(0.0, deadline - time.monotonic()))
+                done = future.result(timeout=max(0.0, deadline - plain_monotonic_s()))
             except FutureTimeout:
                 self.drop(request_id)
                 results.append(

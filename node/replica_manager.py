@@ -11,7 +11,6 @@ controller. Followers pull with one fetcher thread per leader node.
 from __future__ import annotations
 
 import threading
-import time
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 
@@ -38,6 +37,7 @@ from seglog.replication.throttle import LONG_MAX, WINDOW_MS, WINDOW_NUM
 # backoffs and ISR checks, nor one stepped forward shrink every ISR at once (the log's own
 # times stay wall time: PartitionReplica.log_clock).
 from seglog.storage.disk_and_clock import monotonic_ms as now_ms
+from seglog.storage.disk_and_clock import plain_monotonic_s, plain_perf_s
 from seglog.storage.errors import KafkaStorageError, StorageError
 from seglog.storage.log_config import LogConfig
 
@@ -207,7 +207,7 @@ class ReplicaManager:
         live followers cost nothing."""
         while not self._stopped.wait(TICK_S):
             if self.watchdog is not None:
-                self.watchdog.beat(TIMER_LOOP, time.monotonic())
+                self.watchdog.beat(TIMER_LOOP, plain_monotonic_s())
             t = now_ms()
             with self._deadlines_lock:
                 due = set(self._deadlines.due(t, DUE_PER_TICK))
@@ -486,7 +486,7 @@ class ReplicaManager:
             for tp, data in items
         ]
         self._wakeups.wake(tp for tp, _data in items)  # followers long-poll for new data
-        return StartedProduce(started, time.monotonic() + timeout_ms / 1000 + 1)
+        return StartedProduce(started, plain_monotonic_s() + timeout_ms / 1000 + 1)
 
     def await_produced(self, produce: StartedProduce) -> list[ProduceResult]:
         """produce_all's second half: each partition's answer (acks=-1: once the HW
@@ -507,9 +507,9 @@ class ReplicaManager:
             return ProduceResult(error_name=e.error_name, error_message=str(e))
         doubt = self.leadership_doubt() if self.leadership_doubt is not None else None
         if doubt is not None:
-            self._doubt_refusals.refused(tp, hp.replica.leader_epoch, data, time.monotonic())
+            self._doubt_refusals.refused(tp, hp.replica.leader_epoch, data, plain_monotonic_s())
             return ProduceResult(error_name="NOT_LEADER_OR_FOLLOWER", error_message=doubt)
-        behind = self._doubt_refusals.behind(tp, hp.replica.leader_epoch, data, time.monotonic())
+        behind = self._doubt_refusals.behind(tp, hp.replica.leader_epoch, data, plain_monotonic_s())
         if behind is not None:
             return ProduceResult(error_name="NOT_LEADER_OR_FOLLOWER", error_message=behind)
         request_id, future = self._produces.park()
@@ -554,7 +554,7 @@ class ReplicaManager:
         come as FileSlices (for sendfile); the caller closes them."""
         if replica_id >= 0:
             self._follower_fetched(replica_id)
-        deadline = time.monotonic() + max(0, max_wait_ms) / 1000
+        deadline = plain_monotonic_s() + max(0, max_wait_ms) / 1000
         results: list[FetchResult] | None = None
         marks: list[tuple[int, ...] | None] = [None] * len(specs)
         waiter = FetchWaiter()
@@ -567,7 +567,7 @@ class ReplicaManager:
                     specs, replica_id, replica_epoch, max_bytes, results, marks, zero_copy
                 )
                 total = sum(len(r.records) for r in results)
-                remaining = deadline - time.monotonic()
+                remaining = deadline - plain_monotonic_s()
                 if self._answer_now(results, total, min_bytes, remaining, cancelled):
                     return results
                 self._wait_for_data(waiter, remaining)
@@ -578,9 +578,9 @@ class ReplicaManager:
         """A long-polling fetch waits for a change in its partitions (counted as the
         request's remote time on a gRPC thread, see request_timing); at most 0.5 s at
         a time, so a cancelled call or a change nobody announces is noticed."""
-        started = time.perf_counter()
+        started = plain_perf_s()
         self._wakeups.wait(waiter, min(remaining, 0.5))
-        request_timing.add_remote(time.perf_counter() - started)
+        request_timing.add_remote(plain_perf_s() - started)
 
     def fetch_in_session(
         self,
@@ -611,7 +611,7 @@ class ReplicaManager:
             waiter = session.waiter
             self._wakeups.unwatch(waiter, forgotten)
             self._wakeups.watch(waiter, ((spec.topic, spec.partition) for spec in specs))
-            deadline = time.monotonic() + max(0, max_wait_ms) / 1000
+            deadline = plain_monotonic_s() + max(0, max_wait_ms) / 1000
             out: dict[TopicPartition, FetchResult] = {}
             total = 0
             # Bounded by the deadline: each pass waits for new data or the time left.
@@ -642,7 +642,7 @@ class ReplicaManager:
                         ):
                             out[tp] = r
                             total += len(r.records)
-                remaining = deadline - time.monotonic()
+                remaining = deadline - plain_monotonic_s()
                 if self._answer_now(out.values(), total, min_bytes, remaining, cancelled):
                     break
                 self._wait_for_data(waiter, remaining)

@@ -4,7 +4,6 @@ of its own beyond request shape checks."""
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
@@ -13,6 +12,7 @@ import grpc
 from seglog.controller.cluster_control import DYNAMIC_BROKER_CONFIGS, ControlError
 from seglog.proto import client_pb2 as pb
 from seglog.proto import client_pb2_grpc, errors_pb2
+from seglog.storage.disk_and_clock import plain_perf_s
 from seglog.storage.errors import InvalidConfigError
 
 from . import request_timing
@@ -308,9 +308,9 @@ class SegLogServicer(client_pb2_grpc.SegLogServicer):
         ]
         rm = self.node.replica_manager
         started = rm.start_produce_all(items, request.acks, request.timeout_ms or 30_000)
-        waiting = time.perf_counter()
+        waiting = plain_perf_s()
         results = iter(rm.await_produced(started))  # acks=all: the wait for the ISR
-        request_timing.add_remote(time.perf_counter() - waiting)
+        request_timing.add_remote(plain_perf_s() - waiting)
         internal = ProduceResult(
             error_name="INVALID_TOPIC_EXCEPTION",
             error_message=f"{OFFSETS_TOPIC} is an internal topic: only its coordinators write it",

@@ -230,6 +230,18 @@ def plain_wall_ms() -> int:
     return int(time.time() * 1000)
 
 
+# The clocks read without faults, for what must not follow an injected clock step: the
+# seconds of a thread's own deadlines and back-offs, durations measured for metrics and
+# logs, times other processes compare (tests/test_architecture.py keeps every read of
+# time in storage/, controller/, replication/ and node/ to this module).
+plain_wall_s: Callable[[], float] = time.time
+plain_monotonic_s: Callable[[], float] = time.monotonic
+plain_perf_s: Callable[[], float] = time.perf_counter
+plain_monotonic_ns: Callable[[], int] = time.monotonic_ns
+plain_perf_ns: Callable[[], int] = time.perf_counter_ns
+plain_wall_ns: Callable[[], int] = time.time_ns
+
+
 # Looked up at call time, so a test that replaces os.write or os.fsync sees its calls.
 def _plain_write(fd: int, data: Any) -> int:
     return os.write(fd, data)

@@ -11,12 +11,12 @@ re-reads more)."""
 from __future__ import annotations
 
 import os
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 from . import disk_and_clock
+from .disk_and_clock import plain_perf_s
 from .errors import KafkaStorageError, StorageError
 from .segment import LogSegment
 
@@ -36,7 +36,7 @@ class FlushJob:
         """fsync the segments and the directory; False (and `error`) if one failed.
         A segment deleted by a concurrent truncation or retention fails here too, as
         EBADF or a closed index, and end_flush then ignores the job."""
-        started = time.perf_counter()
+        started = plain_perf_s()
         try:
             for seg in self.segments:
                 seg.flush()
@@ -52,5 +52,5 @@ class FlushJob:
             self.error = KafkaStorageError(f"cannot flush {self.directory}: {e}")
             self.error.__cause__ = e  # the log manager tells a failed fsync from a race
         if self.error is None and self.observer is not None:
-            self.observer(time.perf_counter() - started)
+            self.observer(plain_perf_s() - started)
         return self.error is None

@@ -34,7 +34,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import time
 from collections.abc import Callable
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
@@ -65,6 +64,7 @@ from .cleaner_records import (
 )
 from .cleaner_source import SourceSegment
 from .cleaner_writer import GroupWriter, WriteStats
+from .disk_and_clock import plain_monotonic_s
 from .log import Log
 from .offset_map import OffsetMap, hash_keys
 from .segment import (
@@ -413,7 +413,7 @@ def clean_log(
 ) -> CleanResult | None:
     """One cleaning pass, or None if the log is not due (with `force`: has nothing
     cleanable). `locked()` is entered around the steps that need the partition lock."""
-    started = time.monotonic()
+    started = plain_monotonic_s()
     lock = locked or contextlib.nullcontext
     with lock():
         if log.closed:
@@ -451,7 +451,7 @@ def clean_log(
             if not job.swap_in(log, group, cleaned):
                 result.swapped = False
                 break
-    result.elapsed_s = time.monotonic() - started
+    result.elapsed_s = plain_monotonic_s() - started
     return result
 
 

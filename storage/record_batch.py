@@ -7,13 +7,13 @@ per batch; records are decoded only for consumers and tools.
 from __future__ import annotations
 
 import struct
-import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from enum import IntEnum
 
 from .compression import CompressionType, compress, decompress
 from .crc import crc32c
+from .disk_and_clock import plain_wall_s
 from .errors import (
     CorruptRecordError,
     InvalidRecordError,
@@ -533,7 +533,7 @@ def build_batch(
     if not records:
         raise ValueError("a batch needs at least one record")
     if now_ms is None:
-        now_ms = int(time.time() * 1000)
+        now_ms = int(plain_wall_s() * 1000)
     timestamps = [r.timestamp if r.timestamp >= 0 else now_ms for r in records]
     base_ts = timestamps[0]
     body = bytearray()

@@ -10,6 +10,8 @@ import threading
 import time
 from collections.abc import Callable
 
+from .disk_and_clock import plain_monotonic_s
+
 CHECK_INTERVAL_MS = 300
 MIN_SLEEP_MS = 1.0
 
@@ -25,7 +27,7 @@ class Throttler:
     ) -> None:
         self.rate = bytes_per_second
         self.check_interval_ms = check_interval_ms
-        self._clock = clock_ms or (lambda: time.monotonic() * 1000)
+        self._clock = clock_ms or (lambda: plain_monotonic_s() * 1000)
         self._sleep = sleep_ms or (lambda ms: time.sleep(ms / 1000))
         self._lock = threading.Lock()
         self._period_start = self._clock()

@@ -8,6 +8,7 @@ graph the code has today.
 from __future__ import annotations
 
 import ast
+import re
 import sys
 import tomllib
 from collections.abc import Iterator
@@ -186,6 +187,33 @@ def test_an_upward_arrow_is_reported() -> None:
         "node imports client",
         "storage imports node",
     ]
+
+
+# The disk-and-clock seam (storage/disk_and_clock.py) is where the product reads time:
+# faulted clocks for what a clock fault must reach, plain ones for the rest. io_watch is
+# the seam's own in-flight marker (the seam imports it).
+CLOCK_SEAM = {"storage/disk_and_clock.py", "storage/io_watch.py"}
+CLOCK_READ = re.compile(
+    r"\btime\.(time|monotonic|perf_counter|time_ns|monotonic_ns|perf_counter_ns)\b"
+    r"|\bdatetime\.now\(|\bfrom time import\b"
+)
+
+
+def clock_reads() -> list[str]:
+    found = []
+    for package in ("storage", "controller", "replication", "node"):
+        for path in sorted((ROOT / package).rglob("*.py")):
+            name = str(path.relative_to(ROOT))
+            if name in CLOCK_SEAM:
+                continue
+            for number, line in enumerate(path.read_text().splitlines(), 1):
+                if CLOCK_READ.search(line.split("#")[0]):
+                    found.append(f"{name}:{number}: {line.strip()}")
+    return found
+
+
+def test_time_is_read_only_through_the_disk_and_clock_seam() -> None:
+    assert clock_reads() == []
 
 
 def test_the_documented_diagram_is_the_code_graph() -> None:

@@ -14,6 +14,7 @@ from seglog.controller.cluster_control import ControlError
 from seglog.node.controller.raft_transport import CHANNEL_OPTIONS
 from seglog.node.security.grpc_tls import open_channel
 from seglog.proto import client_pb2_grpc, cluster_pb2_grpc, errors_pb2
+from seglog.storage.disk_and_clock import plain_monotonic_s
 
 T = TypeVar("T")
 RPC_TIMEOUT_S = 5.0
@@ -57,10 +58,10 @@ class ControllerClient:
     ) -> T:
         """Call `fn(node)` on the active controller, trying the known leader first and
         then the other voters, until an answer that is not NOT_CONTROLLER."""
-        deadline = time.monotonic() + deadline_s
+        deadline = plain_monotonic_s() + deadline_s
         last = "no voter answered"
         backoff = 0.05
-        while time.monotonic() < deadline:
+        while plain_monotonic_s() < deadline:
             hint = self.leader_hint()
             order = [hint] if hint in self.voters else []
             others = [v for v in self.voters if v not in order]

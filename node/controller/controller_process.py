@@ -63,6 +63,7 @@ from seglog.node.security.security_servicer import SecurityControlServicer
 from seglog.node.servicer import code
 from seglog.proto import cluster_pb2 as cpb
 from seglog.proto import cluster_pb2_grpc, security_pb2_grpc
+from seglog.storage.disk_and_clock import plain_monotonic_s
 
 _log = EventLogger("controller_process")
 SERVICE_NAME = "seglog.v1.Controller"
@@ -175,7 +176,7 @@ class ControllerProcess:
     def _broker_serving(self) -> bool:
         """Whether the broker's pulses say it serves; logs each change, and fences a
         broker that says it stalled at once (it stops claiming its leaderships)."""
-        now = time.monotonic()
+        now = plain_monotonic_s()
         changed = self.gate.changed(now)
         if changed is False:
             _log.warning("broker_not_serving", reason=self.gate.why_closed(now))
@@ -338,7 +339,7 @@ def main() -> int:
         for line in sys.stdin.buffer:
             is_pulse, stalled = parse_pulse(line)
             if is_pulse:
-                gate.pulse(time.monotonic(), stalled)
+                gate.pulse(plain_monotonic_s(), stalled)
             else:
                 _log.warning("unknown_pulse_line", line=line[:100].decode("utf-8", "replace"))
         done.set()

@@ -13,7 +13,6 @@ import contextlib
 import queue
 import random
 import threading
-import time
 from collections.abc import Callable, Mapping
 from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
@@ -43,6 +42,7 @@ from seglog.node.controller.controller_requests import ControllerRequests, Decis
 from seglog.node.controller.raft_storage import RaftStorage
 from seglog.node.controller.raft_transport import PeerSender
 from seglog.node.event_log import EventLogger
+from seglog.storage.disk_and_clock import plain_monotonic_s, plain_wall_s
 from seglog.storage.log_config import LogConfig
 
 _log = EventLogger("controller")
@@ -194,9 +194,9 @@ class QuorumController(ControllerRequests):
     def _run(self) -> None:
         assert self._raft is not None and self._storage is not None
         raft = self._raft
-        next_tick = time.monotonic() + TICK_S
+        next_tick = plain_monotonic_s() + TICK_S
         while not self._stopped.is_set():
-            timeout = max(0.0, next_tick - time.monotonic())
+            timeout = max(0.0, next_tick - plain_monotonic_s())
             try:
                 kind, payload = self._inbound.get(timeout=timeout)
                 self._handle(kind, payload)
@@ -206,21 +206,21 @@ class QuorumController(ControllerRequests):
                     self._handle(kind, payload)
             except queue.Empty:
                 pass
-            if time.monotonic() >= next_tick:
+            if plain_monotonic_s() >= next_tick:
                 raft.tick()
                 next_tick += TICK_S
-                if next_tick < time.monotonic():
-                    next_tick = time.monotonic() + TICK_S
+                if next_tick < plain_monotonic_s():
+                    next_tick = plain_monotonic_s() + TICK_S
             self._process_ready()
 
     def _handle(self, kind: str, payload: object) -> None:
         assert self._raft is not None
         if kind == "message":
             src = payload.src  # type: ignore[attr-defined]
-            self._last_heard[src] = time.monotonic()
+            self._last_heard[src] = plain_monotonic_s()
             self._raft.step(payload)  # type: ignore[arg-type]
             if self._raft.match_indexes().get(src, -1) >= self._raft.last_index:
-                self._caught_up[src] = time.monotonic()
+                self._caught_up[src] = plain_monotonic_s()
         elif kind == "propose":
             data, future = payload  # type: ignore[misc]
             try:
@@ -261,7 +261,7 @@ class QuorumController(ControllerRequests):
             former = self._former_leader
             self._sessions.activate(
                 self.image.brokers,
-                time.monotonic(),
+                plain_monotonic_s(),
                 former,
                 None if former is None else self._last_heard.get(former),
             )
@@ -370,7 +370,7 @@ class QuorumController(ControllerRequests):
             return register_broker_records(image, record, self.broker_defaults)
 
         self._op(decide)
-        self._sessions.heard(broker_id, time.monotonic())
+        self._sessions.heard(broker_id, plain_monotonic_s())
         epoch = self.image.brokers[broker_id].broker_epoch
         _log.info("broker_registered", broker=broker_id, epoch=epoch)
         return epoch
@@ -395,7 +395,7 @@ class QuorumController(ControllerRequests):
             self._sessions.forget(broker_id)
             self._op(lambda image: fence_broker_records(image, broker_id, self.broker_defaults))
             return True
-        self._sessions.heard(broker_id, time.monotonic())
+        self._sessions.heard(broker_id, plain_monotonic_s())
         caught_up = metadata_offset >= self._registered_at.get(broker_id, 0)
         if broker.fenced and caught_up:
             self._op(lambda image: unfence_broker_records(image, broker_id, self.broker_defaults))
@@ -404,12 +404,12 @@ class QuorumController(ControllerRequests):
     # --- the active controller's duties ------------------------------------------------
 
     def _duties(self) -> None:
-        last_rebalance = time.monotonic()
+        last_rebalance = plain_monotonic_s()
         # Checked often enough that fencing lags a session's expiry by a tenth at most.
         poll_s = min(0.1, max(0.01, self.session_timeout_s / 10))
-        last_poll = time.monotonic()
+        last_poll = plain_monotonic_s()
         while not self._stopped.wait(poll_s):
-            now = time.monotonic()
+            now = plain_monotonic_s()
             stalled = now - last_poll - poll_s
             last_poll = now
             if stalled > poll_s:
@@ -462,7 +462,7 @@ class QuorumController(ControllerRequests):
         if raft is None:
             return []
         matches = raft.match_indexes()
-        now_mono, now_ms = time.monotonic(), int(time.time() * 1000)
+        now_mono, now_ms = plain_monotonic_s(), int(plain_wall_s() * 1000)
 
         def wall(mono: float | None) -> int:
             return -1 if mono is None else now_ms - int((now_mono - mono) * 1000)

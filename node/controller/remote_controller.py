@@ -41,6 +41,7 @@ from seglog.proto import client_pb2 as pb
 from seglog.proto import cluster_pb2 as cpb
 from seglog.proto import cluster_pb2_grpc, errors_pb2, security_pb2_grpc
 from seglog.proto import security_pb2 as spb
+from seglog.storage.disk_and_clock import plain_monotonic_s
 from seglog.storage.errors import InvalidConfigError
 from seglog.storage.log_config import LogConfig
 
@@ -100,7 +101,7 @@ class RemoteController:
         )
         self._pulse_fd = -1
         # The controller process's pulses back (its stdout): heard last when.
-        self._controller_heard = time.monotonic()
+        self._controller_heard = plain_monotonic_s()
         self._controller_silent = False
         # Silent for longer than a session, this broker may have been fenced and lost
         # its leaderships: heard again, it leads only once its image has applied what
@@ -142,7 +143,7 @@ class RemoteController:
         os.set_blocking(self._pulse_fd, False)
         self.pulse.pulse_once()
         self.pulse.start()
-        self._controller_heard = time.monotonic()
+        self._controller_heard = plain_monotonic_s()
         threading.Thread(
             target=self._hear_controller, name="controller-pulses", daemon=True
         ).start()
@@ -168,7 +169,7 @@ class RemoteController:
         session_s = self.config.broker_session_timeout_ms / 1000
         for line in proc.stdout:
             if parse_pulse(line)[0]:
-                now = time.monotonic()
+                now = plain_monotonic_s()
                 if now - self._controller_heard > session_s:
                     # Counted before the hearing is: leadership_doubt sees the
                     # silence or the catch-up, at no moment neither.
@@ -190,13 +191,13 @@ class RemoteController:
         its own controller process has."""
         while True:
             silences = self._silences
-            started = time.monotonic()
+            started = plain_monotonic_s()
             grace = started + 2 * self.config.controller_quorum_election_timeout_ms / 1000
             target: int | None = None
             while not self._stopped.is_set() and self._silences == silences:
                 if target is None:
                     target = self._voters_commit_index()
-                    if target is None and time.monotonic() >= grace:
+                    if target is None and plain_monotonic_s() >= grace:
                         target = -1
                 elif self._caught_up_to(target):
                     self._caught_up_after = silences
@@ -204,7 +205,7 @@ class RemoteController:
                         "metadata_caught_up_after_silence",
                         offset=self.applied_offset,
                         target=target,
-                        seconds=round(time.monotonic() - started, 3),
+                        seconds=round(plain_monotonic_s() - started, 3),
                     )
                     break
                 self._stopped.wait(0.02)
@@ -219,7 +220,7 @@ class RemoteController:
         session (frozen, wedged), the controller has fenced this broker and moved its
         leaderships, which it cannot learn. Refusing produces sends clients to the
         new leaders instead of timing out here."""
-        silent = time.monotonic() - self._controller_heard
+        silent = plain_monotonic_s() - self._controller_heard
         if silent <= self.config.broker_session_timeout_ms / 1000:
             if self._caught_up_after < self._silences:
                 return (
@@ -244,18 +245,18 @@ class RemoteController:
         told a topic does not exist, or the wrong leaders). Without a quorum leader
         within two election timeouts (a whole cluster starting one node at a time)
         the node starts from what it has, as before."""
-        deadline = time.monotonic() + timeout_s
-        while self.metadata_offset < 0 and time.monotonic() < deadline:
+        deadline = plain_monotonic_s() + timeout_s
+        while self.metadata_offset < 0 and plain_monotonic_s() < deadline:
             self._check_process()
             time.sleep(0.02)
-        grace = time.monotonic() + 2 * self.config.controller_quorum_election_timeout_ms / 1000
+        grace = plain_monotonic_s() + 2 * self.config.controller_quorum_election_timeout_ms / 1000
         target: int | None = None
         # Bounded by the deadline (and, while no leader is known, by the grace).
-        while time.monotonic() < deadline:
+        while plain_monotonic_s() < deadline:
             self._check_process()
             if target is None:
                 target = self._quorum_commit_index()
-                if target is None and time.monotonic() >= grace:
+                if target is None and plain_monotonic_s() >= grace:
                     _log.info("metadata_catch_up_skipped", reason="no quorum leader")
                     return
             elif self._caught_up_to(target):
@@ -416,7 +417,7 @@ class RemoteController:
     def leader_id(self) -> int | None:
         """The active controller, as the local controller process knows it (asked at
         most every 100 ms)."""
-        now = time.monotonic()
+        now = plain_monotonic_s()
         if now - self._leader_checked > 0.1 and self._own_channel is not None:
             self._leader_checked = now
             try:
@@ -653,8 +654,8 @@ class RemoteController:
     def _await(self, ready: Callable[[MetadataImage], bool], timeout_s: float = 10.0) -> None:
         """Answer once this broker applied the change too, so the client's next request
         here sees it."""
-        deadline = time.monotonic() + timeout_s
-        while not ready(self.image) and time.monotonic() < deadline:
+        deadline = plain_monotonic_s() + timeout_s
+        while not ready(self.image) and plain_monotonic_s() < deadline:
             time.sleep(0.01)
 
     def alter_partitions(

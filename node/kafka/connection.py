@@ -7,10 +7,10 @@ from __future__ import annotations
 import selectors
 import socket
 import ssl
-import time
 from collections import deque
 from typing import Protocol
 
+from seglog.storage.disk_and_clock import plain_monotonic_s
 from seglog.storage.file_slice import FileSlice
 
 from ..security.kafka_gate import KafkaSession
@@ -53,7 +53,7 @@ class Connection:
         self.unstarted: Slot | None = None  # dispatched, its handler not yet started
         self.events = 0  # what the processor's selector watches for (0: not registered)
         self.closed = False
-        self.last_active = time.monotonic()
+        self.last_active = plain_monotonic_s()
         self.tls: ssl.SSLObject | None = None  # TLS over memory buffers (see set_tls)
         self.tls_in = ssl.MemoryBIO()  # ciphertext received, not yet decrypted
         self.tls_out = ssl.MemoryBIO()  # ciphertext from the TLS object, not yet taken

@@ -8,12 +8,12 @@ reads FileSlices of the segments and the codec frames them for sendfile."""
 from __future__ import annotations
 
 import threading
-import time
 import uuid
 from collections.abc import Callable
 from typing import Any
 
 from seglog.controller.cluster_control import ControlError
+from seglog.storage.disk_and_clock import plain_monotonic_s
 from seglog.storage.file_slice import FileSlice
 from seglog.storage.partition_metadata import uuid_to_topic_id
 
@@ -134,7 +134,7 @@ class KafkaApis:
                 lambda name: authorized_operations(self.authorizer, TOPIC, name),
             ),
             71: lambda r: telemetry.get_telemetry_subscriptions(
-                self.client_telemetry, r, int(time.monotonic() * 1000)
+                self.client_telemetry, r, int(plain_monotonic_s() * 1000)
             ),
             68: groups.consumer_group_heartbeat,
             69: groups.consumer_group_describe,

@@ -14,11 +14,11 @@ import socket
 import ssl
 import struct
 import threading
-import time
 from collections import deque
 from collections.abc import Callable
 from typing import Protocol
 
+from seglog.storage.disk_and_clock import plain_monotonic_s, plain_perf_s
 from seglog.storage.file_slice import FileSlice
 
 from ..event_log import EventLogger
@@ -205,7 +205,7 @@ class Processor(threading.Thread):
         conn.take_ciphertext()  # the server's last flight (TLS 1.3: session tickets)
         conn.handshaking = False
         conn.principal = certificate_principal(tls.getpeercert(binary_form=True))
-        conn.last_active = time.monotonic()
+        conn.last_active = plain_monotonic_s()
         if conn.cipher_out:
             self._write(conn)
         self._interest(conn)
@@ -266,7 +266,7 @@ class Processor(threading.Thread):
                         conn.outq.extend(head.parts)
                         if self.server.on_sent is not None:
                             conn.parts_queued += len(head.parts)
-                            conn.sending.append((conn.parts_queued, head.api, time.perf_counter()))
+                            conn.sending.append((conn.parts_queued, head.api, plain_perf_s()))
             if conn.outq:
                 self._write(conn)
             else:
@@ -309,7 +309,7 @@ class Processor(threading.Thread):
         if not data:
             self._close(conn, "closed by client")
             return
-        conn.last_active = time.monotonic()
+        conn.last_active = plain_monotonic_s()
         if conn.tls:
             conn.tls_in.write(data)
             self._decrypt(conn)
@@ -390,7 +390,7 @@ class Processor(threading.Thread):
         try:
             request = parse_request(frame)
             request.client_host = conn.id.rpartition(":")[0].strip("[]")
-            request.received_s = time.perf_counter()
+            request.received_s = plain_perf_s()
         except InvalidRequestError as e:
             _log.warning("kafka_request_refused", connection=conn.id, reason=str(e))
             self._close(conn, "invalid request")
@@ -432,7 +432,7 @@ class Processor(threading.Thread):
         """`n` more bytes of the queue's first part are on their way: past its end, the
         part is done (its file closed, its send time recorded)."""
         conn.out_pos += n
-        conn.last_active = time.monotonic()
+        conn.last_active = plain_monotonic_s()
         if conn.out_pos >= len(part):
             conn.outq.popleft()
             conn.out_pos = 0
@@ -484,11 +484,11 @@ class Processor(threading.Thread):
         while conn.sending and conn.sending[0][0] <= conn.parts_sent:
             _, api, queued = conn.sending.popleft()
             if on_sent is not None:
-                on_sent(api, time.perf_counter() - queued)
+                on_sent(api, plain_perf_s() - queued)
 
     def _close_idle(self) -> None:
         limit = self.settings.connections_max_idle_ms / 1000
-        now = time.monotonic()
+        now = plain_monotonic_s()
         for conn in list(self.connections.values()):
             if conn.handshaking and now - conn.last_active > HANDSHAKE_TIMEOUT_S:
                 _log.warning(

@@ -23,6 +23,8 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
+from seglog.storage.disk_and_clock import plain_wall_s
+
 DAY = datetime.timedelta(days=1)
 
 
@@ -66,7 +68,7 @@ def _san(host: str) -> x509.GeneralName:
 
 class CertificateAuthority:
     def __init__(self, name: str = "seglog-test-ca", now: datetime.datetime | None = None) -> None:
-        self.now = now or datetime.datetime.now(datetime.UTC)
+        self.now = now or datetime.datetime.fromtimestamp(plain_wall_s(), datetime.UTC)
         self.key = _key()
         subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, name)])
         self.name = subject

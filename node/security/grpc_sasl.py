@@ -29,6 +29,7 @@ import grpc
 
 # The plain wall clock, not the faulted one: a token's expiry is an absolute time that
 # every node checks, so one node's injected clock fault must not move it.
+from seglog.storage.disk_and_clock import plain_monotonic_s
 from seglog.storage.disk_and_clock import plain_wall_ms as now_ms
 from seglog.storage.errors import InvalidConfigError
 
@@ -98,7 +99,7 @@ class GrpcSasl:
     def _session(self, session_id: str, mechanism: str) -> tuple[str, SaslSession, str]:
         """(session id, session, handshake error) for this step."""
         with self._lock:
-            now = time.monotonic()
+            now = plain_monotonic_s()
             while self._pending and next(iter(self._pending.values()))[1] < now:
                 self._pending.popitem(last=False)
             if session_id:
@@ -146,7 +147,7 @@ class GrpcSasl:
             with self._lock:
                 if len(self._pending) >= MAX_PENDING:
                     self._pending.popitem(last=False)
-                self._pending[sid] = (session, time.monotonic() + PENDING_TIMEOUT_S)
+                self._pending[sid] = (session, plain_monotonic_s() + PENDING_TIMEOUT_S)
             return {"error": "NONE", "auth_bytes": step.token, "session_id": sid}
         principal = str(session.principal)
         _log.info(

@@ -26,6 +26,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
+from seglog.storage.disk_and_clock import plain_monotonic_s
 from seglog.storage.errors import InvalidConfigError
 
 from ..config import int_setting
@@ -57,7 +58,7 @@ class KafkaSession:
     host: str
     principal: KafkaPrincipal = ANONYMOUS
     sasl: SaslSession | None = None
-    # KIP-368: when the authenticated session ends (time.monotonic()); None: never.
+    # KIP-368: when the authenticated session ends (plain_monotonic_s()); None: never.
     expires_at: float | None = None
     # During a re-authentication: the principal and mechanism it must keep.
     previous: tuple[KafkaPrincipal, str | None] | None = None
@@ -224,7 +225,7 @@ class KafkaGate:
         elif key in (SASL_HANDSHAKE, SASL_AUTHENTICATE):
             # Not a SASL listener, or authenticated already: Kafka's answer.
             return self._illegal_sasl_state(request)
-        elif session.expires_at is not None and time.monotonic() >= session.expires_at:
+        elif session.expires_at is not None and plain_monotonic_s() >= session.expires_at:
             _log.info(
                 "kafka_session_expired",
                 listener=self.listener,
@@ -279,7 +280,7 @@ class KafkaGate:
                 session.sasl.state = "failed"
         if step.error == "NONE" and session.sasl.authenticated and self.max_reauth_ms:
             lifetime = self.max_reauth_ms
-            session.expires_at = time.monotonic() + lifetime / 1000
+            session.expires_at = plain_monotonic_s() + lifetime / 1000
         body = cls(
             error_code=error_code(step.error),
             error_message=step.message or None,

@@ -16,7 +16,6 @@ import contextlib
 import os
 import ssl
 import tempfile
-import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,6 +24,7 @@ from cryptography import x509
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.types import PrivateKeyTypes
 
+from seglog.storage.disk_and_clock import plain_monotonic_s
 from seglog.storage.errors import InvalidConfigError
 
 CLIENT_AUTH = ("required", "requested", "none")
@@ -273,7 +273,7 @@ class ReloadingSsl:
     ) -> None:
         self._load = load
         self._on_error = on_error
-        self._clock = clock or time.monotonic
+        self._clock = clock or plain_monotonic_s
         self._interval = check_interval_s
         self.config = load()
         self._stamps = self._stat()
