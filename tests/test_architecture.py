@@ -216,6 +216,19 @@ def test_time_is_read_only_through_the_disk_and_clock_seam() -> None:
     assert clock_reads() == []
 
 
+MAX_MODULE_LINES = 800  # a module longer than this holds more than one idea
+
+
+def test_no_module_is_over_800_lines() -> None:
+    long = [
+        f"{path.relative_to(ROOT)}: {n} lines"
+        for name, path in modules().items()
+        if not name.endswith(("_pb2", "_pb2_grpc"))
+        and (n := len(path.read_text().splitlines())) > MAX_MODULE_LINES
+    ]
+    assert long == []
+
+
 def test_the_documented_diagram_is_the_code_graph() -> None:
     want = diagram(package_edges(graph()))
     assert _documented() == want, (
