@@ -45,20 +45,18 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import partial
 
-from seglog.node.groups.group_coordinator import (
-    NONE,
-    Action,
-    Append,
+from seglog.node.groups.coordinator_actions import Action, Append, Respond
+from seglog.node.groups.group_config import GroupConfig
+from seglog.node.groups.group_coordinator import GroupCoordinator
+from seglog.node.groups.group_coordinator_shard import CoordinatorShard
+from seglog.node.groups.group_errors import NONE
+from seglog.node.groups.group_messages import (
     CommitPartition,
     CommitResult,
-    CoordinatorShard,
     ErrorResult,
-    GroupConfig,
-    GroupCoordinator,
     JoinRequest,
     JoinResult,
     OffsetFetchResult,
-    Respond,
     SyncRequest,
     SyncResult,
 )
@@ -203,9 +201,7 @@ class GroupSim:
         done = [w for w in slog.waiting if w[0] <= slog.hw]
         slog.waiting = [w for w in slog.waiting if w[0] > slog.hw]
         for _end, node, ep, write_id in done:
-            self.at(
-                0, partial(self.write_done_id, node, partition, ep, write_id, NONE)
-            )
+            self.at(0, partial(self.write_done_id, node, partition, ep, write_id, NONE))
 
     def write_done(self, node: int, a: Append, error: str) -> None:
         self.write_done_id(node, a.partition, a.leader_epoch, a.write_id, error)

@@ -18,8 +18,8 @@ from seglog.proto import groups_pb2 as gpb
 from ..security.acls import AclOperation, ResourceType
 from ..security.group_acls import GROUP_DENIED, GuardedGroups
 from ..security.grpc_auth import grpc_principal
-from .group_coordinator import (
-    NONE,
+from .group_errors import NONE
+from .group_messages import (
     CommitPartition,
     CommitResult,
     DescribedGroup,

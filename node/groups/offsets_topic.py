@@ -27,22 +27,22 @@ from seglog.storage.record_batch import NewRecord, build_batch, decode_records, 
 
 from ..event_log import EventLogger
 from ..replica_manager import FetchSpec, ReplicaManager
-from .consumer_group import ConsumerHeartbeat
-from .group_coordinator import (
+from .coordinator_actions import Action, Append, Respond
+from .group_config import GroupConfig
+from .group_coordinator import GroupCoordinator
+from .group_coordinator_shard import CoordinatorShard
+from .group_errors import (
     COORDINATOR_LOAD_IN_PROGRESS,
     COORDINATOR_NOT_AVAILABLE,
     NONE,
     NOT_COORDINATOR,
-    Action,
-    Append,
+)
+from .group_messages import (
     CommitPartition,
-    CoordinatorShard,
+    ConsumerHeartbeat,
     ErrorResult,
-    GroupConfig,
-    GroupCoordinator,
     JoinRequest,
     ListedGroup,
-    Respond,
     Result,
     SyncRequest,
 )

@@ -13,15 +13,13 @@ from typing import Any
 
 from seglog.storage.partition_metadata import topic_id_to_uuid
 
-from ..groups.consumer_group import (
+from ..groups.group_errors import NONE
+from ..groups.group_messages import (
+    CommitPartition,
+    CommitResult,
     ConsumerHeartbeat,
     ConsumerHeartbeatResult,
     DescribedConsumerGroup,
-)
-from ..groups.group_coordinator import (
-    NONE,
-    CommitPartition,
-    CommitResult,
     DescribedGroup,
     JoinRequest,
     JoinResult,
