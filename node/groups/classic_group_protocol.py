@@ -8,12 +8,10 @@ Kafka allows are in group_state.py."""
 
 from __future__ import annotations
 
-import random
 from dataclasses import replace
 
-from .coordinator_actions import Action, ShardActions
+from .coordinator_actions import Action
 from .coordinator_records import group_metadata_record
-from .group_config import GroupConfig
 from .group_errors import (
     COORDINATOR_NOT_AVAILABLE,
     FENCED_INSTANCE_ID,
@@ -44,19 +42,11 @@ from .group_state import ClassicGroup, GroupState, Member
 
 class ClassicGroupProtocol:
     """JoinGroup, SyncGroup, Heartbeat and LeaveGroup for the classic groups of
-    `manager`; what it decides goes to `actions`."""
+    `manager`, with its settings, random member ids and actions."""
 
-    def __init__(
-        self,
-        manager: GroupMetadataManager,
-        config: GroupConfig,
-        rng: random.Random,
-        actions: ShardActions,
-    ) -> None:
+    def __init__(self, manager: GroupMetadataManager) -> None:
         self.manager = manager
-        self.config = config
-        self.rng = rng
-        self.actions = actions
+        self.config, self.rng, self.actions = manager.config, manager.rng, manager.actions
 
     def answer_parked(self, error: str) -> None:
         """Every JoinGroup and SyncGroup still waiting is answered `error` (the shard
@@ -80,11 +70,10 @@ class ClassicGroupProtocol:
         if isinstance(group, str):
             self.actions.respond(request_id, JoinResult(group, member_id=req.member_id))
             return self.actions.take()
-        protocols = list(req.protocols)
         if not req.member_id:
-            self._join_unknown_member(request_id, group, req, protocols, now_ms)
+            self._join_unknown_member(request_id, group, req, now_ms)
         else:
-            self._join_known_member(request_id, group, req, protocols, now_ms)
+            self._join_known_member(request_id, group, req, now_ms)
         group.check()
         return self.actions.take()
 
@@ -118,12 +107,7 @@ class ClassicGroupProtocol:
         return group
 
     def _join_unknown_member(
-        self,
-        request_id: int,
-        group: ClassicGroup,
-        req: JoinRequest,
-        protocols: list[tuple[str, bytes]],
-        now_ms: int,
+        self, request_id: int, group: ClassicGroup, req: JoinRequest, now_ms: int
     ) -> None:
         instance = req.group_instance_id
         if len(group.members) >= self.config.group_max_size and (
@@ -133,26 +117,21 @@ class ClassicGroupProtocol:
             return
         new_id = self._member_id(req.client_id or "member")
         if instance is not None and instance in group.static_members:
-            self._replace_static_member(request_id, group, req, protocols, new_id, now_ms)
+            self._replace_static_member(request_id, group, req, new_id, now_ms)
             return
         if instance is None and req.require_known_member_id:
             # KIP-394: the member id goes back first; the member joins again with it.
             group.pending_members[new_id] = now_ms + req.session_timeout_ms
             self.actions.respond(request_id, JoinResult(MEMBER_ID_REQUIRED, member_id=new_id))
             return
-        self._add_member_and_rebalance(request_id, group, req, protocols, new_id, now_ms)
+        self._add_member_and_rebalance(request_id, group, req, new_id, now_ms)
 
     def _join_known_member(
-        self,
-        request_id: int,
-        group: ClassicGroup,
-        req: JoinRequest,
-        protocols: list[tuple[str, bytes]],
-        now_ms: int,
+        self, request_id: int, group: ClassicGroup, req: JoinRequest, now_ms: int
     ) -> None:
         if req.member_id in group.pending_members:
             del group.pending_members[req.member_id]
-            self._add_member_and_rebalance(request_id, group, req, protocols, req.member_id, now_ms)
+            self._add_member_and_rebalance(request_id, group, req, req.member_id, now_ms)
             return
         member = group.members.get(req.member_id)
         if member is None:
@@ -164,18 +143,18 @@ class ClassicGroupProtocol:
             )
             return
         if group.state is GroupState.PREPARING_REBALANCE:
-            self._update_member(member, req, protocols, request_id, now_ms)
+            self._update_member(member, req, request_id, now_ms)
             self._maybe_complete_join(group, now_ms)
         elif group.state is GroupState.COMPLETING_REBALANCE:
-            if member.same_protocols(protocols):
+            if member.same_protocols(list(req.protocols)):
                 # A retried JoinGroup: the same answer again.
                 self.actions.respond(request_id, self._join_result(group, member.member_id))
             else:
-                self._update_member(member, req, protocols, request_id, now_ms)
+                self._update_member(member, req, request_id, now_ms)
                 self._prepare_rebalance(group, now_ms)
         elif group.state is GroupState.STABLE:
-            if member.member_id == group.leader or not member.same_protocols(protocols):
-                self._update_member(member, req, protocols, request_id, now_ms)
+            if member.member_id == group.leader or not member.same_protocols(list(req.protocols)):
+                self._update_member(member, req, request_id, now_ms)
                 self._prepare_rebalance(group, now_ms)
             else:
                 member.heartbeat_deadline_ms = now_ms + member.session_timeout_ms
@@ -184,30 +163,19 @@ class ClassicGroupProtocol:
             self.actions.respond(request_id, JoinResult(UNKNOWN_MEMBER_ID, member_id=req.member_id))
 
     def _update_member(
-        self,
-        member: Member,
-        req: JoinRequest,
-        protocols: list[tuple[str, bytes]],
-        request_id: int,
-        now_ms: int,
+        self, member: Member, req: JoinRequest, request_id: int, now_ms: int
     ) -> None:
         if member.awaiting_join is not None and member.awaiting_join != request_id:
             # Kafka answers the older parked JoinGroup of the same member this way.
             self.actions.respond(member.awaiting_join, JoinResult(UNKNOWN_MEMBER_ID))
-        member.protocols = protocols
+        member.protocols = list(req.protocols)
         member.session_timeout_ms = req.session_timeout_ms
         member.rebalance_timeout_ms = req.rebalance_timeout_ms
         member.awaiting_join = request_id
         member.heartbeat_deadline_ms = now_ms + member.session_timeout_ms
 
     def _add_member_and_rebalance(
-        self,
-        request_id: int,
-        group: ClassicGroup,
-        req: JoinRequest,
-        protocols: list[tuple[str, bytes]],
-        member_id: str,
-        now_ms: int,
+        self, request_id: int, group: ClassicGroup, req: JoinRequest, member_id: str, now_ms: int
     ) -> None:
         member = Member(
             member_id,
@@ -217,7 +185,7 @@ class ClassicGroupProtocol:
             req.session_timeout_ms,
             req.rebalance_timeout_ms,
             req.protocol_type,
-            protocols,
+            list(req.protocols),
             awaiting_join=request_id,
             heartbeat_deadline_ms=now_ms + req.session_timeout_ms,
             is_new=True,
@@ -240,13 +208,7 @@ class ClassicGroupProtocol:
             self._prepare_rebalance(group, now_ms)
 
     def _replace_static_member(
-        self,
-        request_id: int,
-        group: ClassicGroup,
-        req: JoinRequest,
-        protocols: list[tuple[str, bytes]],
-        new_id: str,
-        now_ms: int,
+        self, request_id: int, group: ClassicGroup, req: JoinRequest, new_id: str, now_ms: int
     ) -> None:
         """A known group.instance.id joins with no member id (a restarted static
         member): it takes over the old member id's place; the old one is fenced."""
@@ -267,7 +229,7 @@ class ClassicGroupProtocol:
             req.session_timeout_ms,
             req.rebalance_timeout_ms,
             req.protocol_type,
-            protocols,
+            list(req.protocols),
             assignment=old.assignment,
             heartbeat_deadline_ms=now_ms + req.session_timeout_ms,
         )
@@ -276,7 +238,7 @@ class ClassicGroupProtocol:
         was_leader = group.leader == old_id
         if was_leader:
             group.leader = new_id
-        unchanged = old.same_subscriptions(protocols)
+        unchanged = old.same_subscriptions(list(req.protocols))
         if group.state is GroupState.STABLE and unchanged:
             # Nothing changed for the group: the member gets the current generation
             # (and its assignment with SyncGroup) once the new member id is stored. A

@@ -27,18 +27,7 @@ from .group_errors import (
     NONE,
     NOT_COORDINATOR,
 )
-from .group_messages import (
-    CommitPartition,
-    CommitResult,
-    ErrorResult,
-    FetchedOffset,
-    JoinRequest,
-    ListedGroup,
-    OffsetDeleteResult,
-    OffsetFetchResult,
-    Result,
-    SyncRequest,
-)
+from .group_messages import ListedGroup
 
 
 class GroupCoordinator:
@@ -105,20 +94,3 @@ class GroupCoordinator:
                 continue
             out += shard.list_groups(states)
         return error, sorted(out, key=lambda g: g.group_id)
-
-
-# What node/config.py and node/security/group_acls.py import from here.
-__all__ = [
-    "CommitPartition",
-    "CommitResult",
-    "ErrorResult",
-    "FetchedOffset",
-    "GroupConfig",
-    "GroupCoordinator",
-    "JoinRequest",
-    "ListedGroup",
-    "OffsetDeleteResult",
-    "OffsetFetchResult",
-    "Result",
-    "SyncRequest",
-]

@@ -70,8 +70,8 @@ class CoordinatorShard:
         self.group_manager = GroupMetadataManager(
             config, rng, self.actions, has_offsets=lambda group_id: group_id in self.offsets
         )
-        self.classic = ClassicGroupProtocol(self.group_manager, config, rng, self.actions)
-        self.offset_manager = OffsetMetadataManager(config, self.group_manager, self.actions)
+        self.classic = ClassicGroupProtocol(self.group_manager)
+        self.offset_manager = OffsetMetadataManager(self.group_manager)
 
     @property
     def groups(self) -> dict[str, ClassicGroup]:

@@ -9,9 +9,8 @@ from collections.abc import Mapping
 
 from . import offsets_records as rec
 from .classic_group_protocol import check_member
-from .coordinator_actions import Action, Record, ShardActions
+from .coordinator_actions import Action, Record
 from .coordinator_records import group_tombstone, offset_commit_record, offset_tombstone
-from .group_config import GroupConfig
 from .group_errors import (
     COORDINATOR_NOT_AVAILABLE,
     GROUP_ID_NOT_FOUND,
@@ -40,12 +39,9 @@ class OffsetMetadataManager:
     """The offsets of `manager`'s groups: group id → partition → the last committed
     value (acknowledged appends only)."""
 
-    def __init__(
-        self, config: GroupConfig, manager: GroupMetadataManager, actions: ShardActions
-    ) -> None:
-        self.config = config
+    def __init__(self, manager: GroupMetadataManager) -> None:
         self.manager = manager
-        self.actions = actions
+        self.config, self.actions = manager.config, manager.actions
         self.offsets: dict[str, dict[TopicPartition, rec.OffsetCommitValue]] = {}
         self._expiring: set[tuple[str, TopicPartition | None]] = set()
         self._next_expiry_check = 0

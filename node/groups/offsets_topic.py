@@ -382,11 +382,3 @@ class GroupCoordinatorRuntime:
             waiter.submit(wait)
         except RuntimeError:  # shut down: the answer is never acknowledged
             pass
-
-
-def wait_answer(future: Future[Result], timeout_s: float) -> Result:
-    """The answer, or COORDINATOR_NOT_AVAILABLE (retriable) if none came in time."""
-    try:
-        return future.result(timeout=timeout_s)
-    except TimeoutError:
-        return ErrorResult(COORDINATOR_NOT_AVAILABLE)
