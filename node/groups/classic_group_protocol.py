@@ -177,19 +177,7 @@ class ClassicGroupProtocol:
     def _add_member_and_rebalance(
         self, request_id: int, group: ClassicGroup, req: JoinRequest, member_id: str, now_ms: int
     ) -> None:
-        member = Member(
-            member_id,
-            req.group_instance_id,
-            req.client_id,
-            req.client_host,
-            req.session_timeout_ms,
-            req.rebalance_timeout_ms,
-            req.protocol_type,
-            list(req.protocols),
-            awaiting_join=request_id,
-            heartbeat_deadline_ms=now_ms + req.session_timeout_ms,
-            is_new=True,
-        )
+        member = replace(member_of(req, member_id, now_ms), awaiting_join=request_id, is_new=True)
         if group.is_empty():
             group.protocol_type = req.protocol_type
         group.members[member_id] = member
@@ -221,18 +209,7 @@ class ClassicGroupProtocol:
             )
         if old.awaiting_sync is not None:
             self.actions.respond(old.awaiting_sync, SyncResult(FENCED_INSTANCE_ID))
-        member = Member(
-            new_id,
-            req.group_instance_id,
-            req.client_id,
-            req.client_host,
-            req.session_timeout_ms,
-            req.rebalance_timeout_ms,
-            req.protocol_type,
-            list(req.protocols),
-            assignment=old.assignment,
-            heartbeat_deadline_ms=now_ms + req.session_timeout_ms,
-        )
+        member = replace(member_of(req, new_id, now_ms), assignment=old.assignment)
         group.members[new_id] = member
         group.static_members[req.group_instance_id] = new_id
         was_leader = group.leader == old_id
@@ -542,3 +519,18 @@ def check_member(group: ClassicGroup | None, member_id: str, instance: str | Non
     if instance and member.group_instance_id != instance:
         return FENCED_INSTANCE_ID
     return None
+
+
+def member_of(req: JoinRequest, member_id: str, now_ms: int) -> Member:
+    """The member a JoinGroup describes, its session starting now."""
+    return Member(
+        member_id,
+        req.group_instance_id,
+        req.client_id,
+        req.client_host,
+        req.session_timeout_ms,
+        req.rebalance_timeout_ms,
+        req.protocol_type,
+        list(req.protocols),
+        heartbeat_deadline_ms=now_ms + req.session_timeout_ms,
+    )
