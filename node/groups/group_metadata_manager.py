@@ -28,8 +28,9 @@ from .group_state import ClassicGroup, GroupState
 
 
 class GroupMetadataManager:
-    """`has_offsets` says whether a group id has committed offsets (they are the
-    offset manager's): an emptied consumer group's are kept by an empty classic one."""
+    """A shard's groups by id, a group id of one type at a time. `has_offsets` says
+    whether a group id has committed offsets (the offset manager holds them): an
+    emptied consumer group's are then kept by an empty classic group."""
 
     def __init__(
         self,
