@@ -6,8 +6,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from seglog.node.groups.consumer_group import ASSIGNORS, ConsumerConfig
-from seglog.node.groups.group_coordinator import GroupConfig
+from seglog.node.groups.consumer_group import ASSIGNORS
+from seglog.node.groups.group_config import ConsumerConfig, GroupConfig
 from seglog.storage.errors import InvalidConfigError
 from seglog.storage.log_config import BrokerLogSettings, LogConfig
 from seglog.storage.properties_file import parse_properties

@@ -45,20 +45,18 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import partial
 
-from seglog.node.groups.group_coordinator import (
-    NONE,
-    Action,
-    Append,
+from seglog.node.groups.coordinator_actions import Action, Append, Respond
+from seglog.node.groups.group_config import GroupConfig
+from seglog.node.groups.group_coordinator import GroupCoordinator
+from seglog.node.groups.group_coordinator_shard import CoordinatorShard
+from seglog.node.groups.group_errors import NONE
+from seglog.node.groups.group_messages import (
     CommitPartition,
     CommitResult,
-    CoordinatorShard,
     ErrorResult,
-    GroupConfig,
-    GroupCoordinator,
     JoinRequest,
     JoinResult,
     OffsetFetchResult,
-    Respond,
     SyncRequest,
     SyncResult,
 )

@@ -23,15 +23,24 @@ import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
-TopicPartition = tuple[str, int]
-Assignment = dict[str, frozenset[int]]
+from .group_config import ConsumerConfig
+from .group_errors import (
+    FENCED_MEMBER_EPOCH,
+    GROUP_MAX_SIZE_REACHED,
+    INVALID_REQUEST,
+    NONE,
+    UNKNOWN_MEMBER_ID,
+    UNSUPPORTED_ASSIGNOR,
+)
+from .group_messages import (
+    ConsumerHeartbeat,
+    ConsumerHeartbeatResult,
+    DescribedConsumerGroup,
+    DescribedConsumerMember,
+    TopicPartition,
+)
 
-NONE = "NONE"
-UNKNOWN_MEMBER_ID = "UNKNOWN_MEMBER_ID"
-FENCED_MEMBER_EPOCH = "FENCED_MEMBER_EPOCH"
-UNSUPPORTED_ASSIGNOR = "UNSUPPORTED_ASSIGNOR"
-INVALID_REQUEST = "INVALID_REQUEST"
-GROUP_MAX_SIZE_REACHED = "GROUP_MAX_SIZE_REACHED"
+Assignment = dict[str, frozenset[int]]
 
 LEAVE_EPOCH = -1
 LEAVE_STATIC_EPOCH = -2
@@ -41,49 +50,6 @@ UNREVOKED_PARTITIONS = "UNREVOKED_PARTITIONS"
 UNRELEASED_PARTITIONS = "UNRELEASED_PARTITIONS"
 
 MAX_SUBSCRIBED_TOPICS = 10_000  # a bound on one member's subscription
-
-
-@dataclass(frozen=True)
-class ConsumerConfig:
-    """Kafka's group.consumer.* broker settings, with Kafka's defaults."""
-
-    heartbeat_interval_ms: int = 5_000  # group.consumer.heartbeat.interval.ms
-    session_timeout_ms: int = 45_000  # group.consumer.session.timeout.ms
-    assignors: tuple[str, ...] = ("uniform", "range")  # group.consumer.assignors; first: default
-    max_size: int = 2**31 - 1  # group.consumer.max.size
-
-
-@dataclass(frozen=True)
-class ConsumerHeartbeat:
-    """One ConsumerGroupHeartbeat request, by Kafka's field names; `owned` is None
-    when the member did not send its partitions (unchanged since the last one), and
-    names topics (the shell maps topic ids). `member_id_from_client`: v1, where the
-    consumer makes up its own id."""
-
-    group_id: str
-    member_id: str
-    member_epoch: int
-    instance_id: str | None = None
-    rack_id: str | None = None
-    rebalance_timeout_ms: int = -1
-    subscribed_topic_names: tuple[str, ...] | None = None
-    subscribed_topic_regex: str | None = None
-    server_assignor: str | None = None
-    owned: tuple[TopicPartition, ...] | None = None
-    member_id_from_client: bool = False
-    client_id: str = ""
-    client_host: str = ""
-
-
-@dataclass(frozen=True)
-class ConsumerHeartbeatResult:
-    error: str
-    error_message: str | None = None
-    member_id: str | None = None
-    member_epoch: int = -1
-    heartbeat_interval_ms: int = 0
-    # (topic, partitions); None: unchanged since the last answer
-    assignment: tuple[tuple[str, tuple[int, ...]], ...] | None = None
 
 
 @dataclass
@@ -107,33 +73,6 @@ class ConsumerMember:
 
     def holds(self) -> set[TopicPartition]:
         return {(t, p) for a in (self.assigned, self.revoking) for t, ps in a.items() for p in ps}
-
-
-@dataclass(frozen=True)
-class DescribedConsumerMember:
-    member_id: str
-    instance_id: str | None
-    rack_id: str | None
-    member_epoch: int
-    client_id: str
-    client_host: str
-    subscribed_topic_names: tuple[str, ...]
-    assignment: tuple[tuple[str, tuple[int, ...]], ...]
-    target_assignment: tuple[tuple[str, tuple[int, ...]], ...]
-
-
-@dataclass(frozen=True)
-class DescribedConsumerGroup:
-    """A ConsumerGroupDescribe answer for one group."""
-
-    error: str
-    group_id: str
-    error_message: str | None = None
-    state: str = "Dead"
-    group_epoch: int = -1
-    assignment_epoch: int = -1
-    assignor_name: str = ""
-    members: tuple[DescribedConsumerMember, ...] = ()
 
 
 def _listed(a: Mapping[str, frozenset[int]]) -> tuple[tuple[str, tuple[int, ...]], ...]:

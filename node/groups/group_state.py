@@ -1,6 +1,6 @@
 """One classic consumer group's state, without I/O: its members, generation, chosen
 protocol and Kafka's five states. The transitions Kafka allows are checked where the
-state changes; the coordinator (group_coordinator.py) decides when to make them."""
+state changes; the classic protocol (classic_group_protocol.py) decides when to make them."""
 
 from __future__ import annotations
 

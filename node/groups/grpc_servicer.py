@@ -18,12 +18,9 @@ from seglog.proto import groups_pb2 as gpb
 from ..security.acls import AclOperation, ResourceType
 from ..security.group_acls import GROUP_DENIED, GuardedGroups
 from ..security.grpc_auth import grpc_principal
-from .group_coordinator import (
-    NONE,
-    CommitPartition,
-    CommitResult,
+from .group_errors import NONE
+from .group_messages import (
     DescribedGroup,
-    ErrorResult,
     JoinRequest,
     JoinResult,
     LeaveResult,
@@ -33,17 +30,26 @@ from .group_coordinator import (
     SyncRequest,
     SyncResult,
 )
-from .offsets_topic import wait_answer
+from .listener_results import (
+    ANSWER_TIMEOUT_S,
+    SYNC_TIMEOUT_S,
+    commit_errors,
+    commit_partitions,
+    error_of,
+    errors_by_topic,
+    expected,
+    join_timeout_s,
+    offsets_by_topic,
+    wait_answer,
+)
 
 if TYPE_CHECKING:
     from ..node_services import NodeServices
 
 E = errors_pb2.ErrorCode
-ANSWER_TIMEOUT_S = 30.0
 # Group calls waiting at once on one node's gRPC workers (server.py sizes the pool at
 # twice this at least), so that the rest stay free for fetches and produces.
 MAX_WAITING_CALLS = 32
-JOIN_MARGIN_S = 10.0
 
 
 def code(name: str) -> int:
@@ -51,10 +57,6 @@ def code(name: str) -> int:
         return E.Value(name)
     except ValueError:
         return E.Value("UNKNOWN_SERVER_ERROR")
-
-
-def _error(result: Result) -> str:
-    return getattr(result, "error", NONE)
 
 
 def _peer_host(context: grpc.ServicerContext) -> str:
@@ -82,7 +84,10 @@ class GroupCoordinatorServicer(groups_pb2_grpc.GroupCoordinatorServicer):
         )
 
     def _wait(
-        self, context: grpc.ServicerContext, submit: Callable[[], Future[Result]], timeout: float
+        self,
+        context: grpc.ServicerContext,
+        submit: Callable[[], Future[Result]],
+        timeout: float = ANSWER_TIMEOUT_S,
     ) -> Result:
         """Submit to the coordinator and wait for its answer on this gRPC worker, at
         most MAX_WAITING_CALLS at once: a commit waits for replication, and workers all
@@ -152,15 +157,12 @@ class GroupCoordinatorServicer(groups_pb2_grpc.GroupCoordinatorServicer):
             request.client_host or _peer_host(context),
             supports_skip_assignment=True,  # seglog's clients honour skip_assignment
         )
-        config = self.node.groups.config
-        timeout = (
-            req.rebalance_timeout_ms + config.group_initial_rebalance_delay_ms
-        ) / 1000 + JOIN_MARGIN_S
-        r = self._wait(context, lambda: groups.join_group(req), timeout)
-        if not isinstance(r, JoinResult):
-            return gpb.JoinGroupResponse(
-                error_code=code(_error(r)), generation_id=-1, member_id=request.member_id
-            )
+        timeout = join_timeout_s(self.node.groups.config, req)
+        r = expected(
+            self._wait(context, lambda: groups.join_group(req), timeout),
+            JoinResult,
+            lambda error: JoinResult(error, member_id=request.member_id),
+        )
         return gpb.JoinGroupResponse(
             error_code=code(r.error),
             generation_id=r.generation,
@@ -192,9 +194,11 @@ class GroupCoordinatorServicer(groups_pb2_grpc.GroupCoordinatorServicer):
             request.protocol_name or None,
             tuple((a.member_id, bytes(a.assignment)) for a in request.assignments),
         )
-        r = self._wait(context, lambda: groups.sync_group(req), ANSWER_TIMEOUT_S * 10)
-        if not isinstance(r, SyncResult):
-            return gpb.SyncGroupResponse(error_code=code(_error(r)))
+        r = expected(
+            self._wait(context, lambda: groups.sync_group(req), SYNC_TIMEOUT_S),
+            SyncResult,
+            SyncResult,
+        )
         return gpb.SyncGroupResponse(
             error_code=code(r.error),
             protocol_type=r.protocol_type or "",
@@ -214,22 +218,19 @@ class GroupCoordinatorServicer(groups_pb2_grpc.GroupCoordinatorServicer):
                 request.member_id,
                 request.group_instance_id or None,
             ),
-            ANSWER_TIMEOUT_S,
         )
-        return gpb.HeartbeatResponse(error_code=code(_error(r)))
+        return gpb.HeartbeatResponse(error_code=code(error_of(r)))
 
     def LeaveGroup(
         self, request: gpb.LeaveGroupRequest, context: grpc.ServicerContext
     ) -> gpb.LeaveGroupResponse:
         groups = self._groups(context)
         members = [(m.member_id, m.group_instance_id or None) for m in request.members]
-        r = self._wait(
-            context,
-            lambda: groups.leave_group(request.group_id, members),
-            ANSWER_TIMEOUT_S,
+        r = expected(
+            self._wait(context, lambda: groups.leave_group(request.group_id, members)),
+            LeaveResult,
+            LeaveResult,
         )
-        if not isinstance(r, LeaveResult):
-            return gpb.LeaveGroupResponse(error_code=code(_error(r)))
         return gpb.LeaveGroupResponse(
             error_code=code(r.error),
             members=[
@@ -244,17 +245,7 @@ class GroupCoordinatorServicer(groups_pb2_grpc.GroupCoordinatorServicer):
         self, request: gpb.OffsetCommitRequest, context: grpc.ServicerContext
     ) -> gpb.OffsetCommitResponse:
         groups = self._groups(context)
-        partitions = [
-            CommitPartition(
-                t.name,
-                p.partition_index,
-                p.committed_offset,
-                p.committed_leader_epoch,
-                p.committed_metadata,
-            )
-            for t in request.topics
-            for p in t.partitions
-        ]
+        partitions = commit_partitions(request.topics)
         r = self._wait(
             context,
             lambda: groups.offset_commit(
@@ -264,12 +255,8 @@ class GroupCoordinatorServicer(groups_pb2_grpc.GroupCoordinatorServicer):
                 request.group_instance_id or None,
                 partitions,
             ),
-            ANSWER_TIMEOUT_S,
         )
-        if isinstance(r, CommitResult):
-            errors = {(t, p): e for t, p, e in r.errors}
-        else:
-            errors = {(p.topic, p.partition): _error(r) for p in partitions}
+        errors = commit_errors(r, partitions)
         response = gpb.OffsetCommitResponse()
         for t in request.topics:
             topic = response.topics.add(name=t.name)
@@ -289,26 +276,22 @@ class GroupCoordinatorServicer(groups_pb2_grpc.GroupCoordinatorServicer):
             if request.all_topics
             else [(t.name, p) for t in request.topics for p in t.partition_indexes]
         )
-        r = self._wait(
-            context,
-            lambda: groups.offset_fetch(request.group_id, wanted),
-            ANSWER_TIMEOUT_S,
+        r = expected(
+            self._wait(context, lambda: groups.offset_fetch(request.group_id, wanted)),
+            OffsetFetchResult,
+            OffsetFetchResult,
         )
-        if not isinstance(r, OffsetFetchResult):
-            return gpb.OffsetFetchResponse(error_code=code(_error(r)))
         response = gpb.OffsetFetchResponse(error_code=code(r.error))
-        topics: dict[str, gpb.OffsetFetchTopicResponse] = {}
-        for f in r.offsets:
-            topic = topics.get(f.topic)
-            if topic is None:
-                topic = topics[f.topic] = response.topics.add(name=f.topic)
-            topic.partitions.add(
-                partition_index=f.partition,
-                committed_offset=f.offset,
-                committed_leader_epoch=f.leader_epoch,
-                metadata=f.metadata,
-                error_code=code(f.error),
-            )
+        for name, offsets in offsets_by_topic(r):
+            topic = response.topics.add(name=name)
+            for f in offsets:
+                topic.partitions.add(
+                    partition_index=f.partition,
+                    committed_offset=f.offset,
+                    committed_leader_epoch=f.leader_epoch,
+                    metadata=f.metadata,
+                    error_code=code(f.error),
+                )
         return response
 
     def ListGroups(
@@ -331,10 +314,9 @@ class GroupCoordinatorServicer(groups_pb2_grpc.GroupCoordinatorServicer):
         groups = self._groups(context)
         response = gpb.DescribeGroupsResponse()
         for group_id in request.groups:
-            r = self._wait(context, lambda g=group_id: groups.describe_group(g), ANSWER_TIMEOUT_S)
+            r = self._wait(context, lambda g=group_id: groups.describe_group(g))
             if not isinstance(r, DescribedGroup):
-                response.groups.add(error_code=code(_error(r)), group_id=group_id)
-                continue
+                r = DescribedGroup(error_of(r), group_id, "", "", "")
             response.groups.add(
                 error_code=code(r.error),
                 group_id=group_id,
@@ -361,8 +343,8 @@ class GroupCoordinatorServicer(groups_pb2_grpc.GroupCoordinatorServicer):
         groups = self._groups(context)
         response = gpb.DeleteGroupsResponse()
         for group_id in request.groups_names:
-            r = self._wait(context, lambda g=group_id: groups.delete_group(g), ANSWER_TIMEOUT_S)
-            response.results.add(group_id=group_id, error_code=code(_error(r)))
+            r = self._wait(context, lambda g=group_id: groups.delete_group(g))
+            response.results.add(group_id=group_id, error_code=code(error_of(r)))
         return response
 
     def OffsetDelete(
@@ -370,21 +352,14 @@ class GroupCoordinatorServicer(groups_pb2_grpc.GroupCoordinatorServicer):
     ) -> gpb.OffsetDeleteResponse:
         groups = self._groups(context)
         wanted = [(t.name, p) for t in request.topics for p in t.partition_indexes]
-        r = self._wait(
-            context,
-            lambda: groups.offset_delete(request.group_id, wanted),
-            ANSWER_TIMEOUT_S,
+        r = expected(
+            self._wait(context, lambda: groups.offset_delete(request.group_id, wanted)),
+            OffsetDeleteResult,
+            OffsetDeleteResult,
         )
-        if not isinstance(r, OffsetDeleteResult):
-            return gpb.OffsetDeleteResponse(error_code=code(_error(r)))
         response = gpb.OffsetDeleteResponse(error_code=code(r.error))
-        topics: dict[str, gpb.TopicPartitionErrors] = {}
-        for t, p, e in r.errors:
-            topic = topics.get(t)
-            if topic is None:
-                topic = topics[t] = response.topics.add(name=t)
-            topic.partitions.add(partition_index=p, error_code=code(e))
+        for name, errors in errors_by_topic(r.errors):
+            topic = response.topics.add(name=name)
+            for p, e in errors:
+                topic.partitions.add(partition_index=p, error_code=code(e))
         return response
-
-
-__all__ = ["GroupCoordinatorServicer", "ErrorResult"]

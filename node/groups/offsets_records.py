@@ -12,6 +12,7 @@ from __future__ import annotations
 import io
 import struct
 from dataclasses import dataclass
+from typing import Any
 
 from kafka.protocol.old.types import Array, Bytes, Int32, Int64, Schema, String
 
@@ -207,16 +208,22 @@ def decode_key(data: bytes) -> Key:
     return key
 
 
-def decode_offset_commit(data: bytes) -> OffsetCommitValue:
-    version, stream = _split(data, "OffsetCommitValue")
-    schema = _OFFSET_COMMIT_VALUE.get(version)
+def _decode_value(data: bytes, what: str, schemas: dict[int, Schema]) -> tuple[int, dict[str, Any]]:
+    """A value's version and its fields by name, by the schema of that version."""
+    version, stream = _split(data, what)
+    schema = schemas.get(version)
     if schema is None:
-        raise OffsetsRecordError(f"OffsetCommitValue version {version} is not served (0-3)")
+        raise OffsetsRecordError(f"{what} version {version} is not served (0-3)")
     try:
         fields = dict(zip(schema.names, schema.decode(stream), strict=True))
     except (struct.error, ValueError, UnicodeDecodeError) as e:
-        raise OffsetsRecordError(f"OffsetCommitValue v{version} does not decode: {e}") from None
-    _finish(stream, "OffsetCommitValue", version)
+        raise OffsetsRecordError(f"{what} v{version} does not decode: {e}") from None
+    _finish(stream, what, version)
+    return version, fields
+
+
+def decode_offset_commit(data: bytes) -> OffsetCommitValue:
+    _, fields = _decode_value(data, "OffsetCommitValue", _OFFSET_COMMIT_VALUE)
     return OffsetCommitValue(
         fields["offset"],
         fields.get("leader_epoch", -1),
@@ -227,15 +234,7 @@ def decode_offset_commit(data: bytes) -> OffsetCommitValue:
 
 
 def decode_group_metadata(data: bytes) -> GroupMetadataValue:
-    version, stream = _split(data, "GroupMetadataValue")
-    schema = _GROUP_METADATA_VALUE.get(version)
-    if schema is None:
-        raise OffsetsRecordError(f"GroupMetadataValue version {version} is not served (0-3)")
-    try:
-        fields = dict(zip(schema.names, schema.decode(stream), strict=True))
-    except (struct.error, ValueError, UnicodeDecodeError) as e:
-        raise OffsetsRecordError(f"GroupMetadataValue v{version} does not decode: {e}") from None
-    _finish(stream, "GroupMetadataValue", version)
+    version, fields = _decode_value(data, "GroupMetadataValue", _GROUP_METADATA_VALUE)
     names = _member_schema(version).names
     members = []
     for raw in fields["members"]:

@@ -26,27 +26,28 @@ from seglog.controller.metadata_records import MetadataRecord
 
 # The plain wall clock, not the faulted one: the group coordinator's timers and commit
 # stamps stay off the node's clock faults (docs/disk-and-clock-faults.md, Clocks).
+from seglog.storage.disk_and_clock import plain_monotonic_s
 from seglog.storage.disk_and_clock import plain_wall_ms as now_ms
 from seglog.storage.record_batch import NewRecord, build_batch, decode_records, iter_batches
 
 from ..event_log import EventLogger
 from ..replica_manager import FetchSpec, ReplicaManager
-from .consumer_group import ConsumerHeartbeat
-from .group_coordinator import (
+from .coordinator_actions import Action, Append, Respond
+from .group_config import GroupConfig
+from .group_coordinator import GroupCoordinator
+from .group_coordinator_shard import CoordinatorShard
+from .group_errors import (
     COORDINATOR_LOAD_IN_PROGRESS,
     COORDINATOR_NOT_AVAILABLE,
     NONE,
     NOT_COORDINATOR,
-    Action,
-    Append,
+)
+from .group_messages import (
     CommitPartition,
-    CoordinatorShard,
+    ConsumerHeartbeat,
     ErrorResult,
-    GroupConfig,
-    GroupCoordinator,
     JoinRequest,
     ListedGroup,
-    Respond,
     Result,
     SyncRequest,
 )
@@ -163,7 +164,7 @@ class GroupCoordinatorRuntime:
         """Replay the partition into the shard: once the HW reached the log end this
         leader found (everything a previous leader acknowledged is then below it)."""
         tp = (OFFSETS_TOPIC, shard.partition)
-        started = time.monotonic()
+        started = plain_monotonic_s()
         end = -1
         records = 0
         # Bounded by the shard being replaced or unloaded (each pass checks it).
@@ -238,7 +239,7 @@ class GroupCoordinatorRuntime:
             leader_epoch=shard.leader_epoch,
             records=records,
             groups=len(shard.groups),
-            ms=round((time.monotonic() - started) * 1000),
+            ms=round((plain_monotonic_s() - started) * 1000),
         )
 
     # --- requests -------------------------------------------------------------------
@@ -382,11 +383,3 @@ class GroupCoordinatorRuntime:
             waiter.submit(wait)
         except RuntimeError:  # shut down: the answer is never acknowledged
             pass
-
-
-def wait_answer(future: Future[Result], timeout_s: float) -> Result:
-    """The answer, or COORDINATOR_NOT_AVAILABLE (retriable) if none came in time."""
-    try:
-        return future.result(timeout=timeout_s)
-    except TimeoutError:
-        return ErrorResult(COORDINATOR_NOT_AVAILABLE)

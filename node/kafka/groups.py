@@ -13,16 +13,15 @@ from typing import Any
 
 from seglog.storage.partition_metadata import topic_id_to_uuid
 
-from ..groups.consumer_group import (
+from ..groups.group_errors import NONE
+from ..groups.group_messages import (
+    CommitPartition,
+    CommitResult,
     ConsumerHeartbeat,
     ConsumerHeartbeatResult,
     DescribedConsumerGroup,
-)
-from ..groups.group_coordinator import (
-    NONE,
-    CommitPartition,
-    CommitResult,
     DescribedGroup,
+    FetchedOffset,
     JoinRequest,
     JoinResult,
     LeaveResult,
@@ -32,7 +31,17 @@ from ..groups.group_coordinator import (
     SyncRequest,
     SyncResult,
 )
-from ..groups.offsets_topic import wait_answer
+from ..groups.listener_results import (
+    SYNC_TIMEOUT_S,
+    commit_errors,
+    commit_partitions,
+    error_of,
+    errors_by_topic,
+    expected,
+    join_timeout_s,
+    offsets_by_topic,
+    wait_answer,
+)
 from ..security.acls import AclOperation, ResourceType
 from ..security.group_acls import GROUP_DENIED, GuardedGroups, done_future
 from ..security.kafka_gate import allowed, authorized_operations, caller_may
@@ -43,19 +52,24 @@ from .metadata import live_brokers
 from .node_api import KafkaNode
 from .socket_server import Deferred
 
-ANSWER_TIMEOUT_S = 30.0
 UNKNOWN_TOPIC_OR_PARTITION = "UNKNOWN_TOPIC_OR_PARTITION"
-JOIN_MARGIN_S = 10.0
 CONSUMER_MEMBER = 1  # ConsumerGroupDescribe v1's MemberType: 0 classic, 1 consumer
 GROUP_KEY, TRANSACTION_KEY = 0, 1  # v6's share groups (2) are not served
 
 
-def _error(result: Result) -> str:
-    return getattr(result, "error", NONE)
-
-
 def _code(result: Result) -> int:
-    return error_code(_error(result))
+    return error_code(error_of(result))
+
+
+def _topic_ids(image: Any) -> dict[str, Any]:
+    """Topic name → topic id (a UUID), for the topics whose id is one."""
+    ids = {}
+    for name, topic in image.topics.items():
+        try:
+            ids[name] = topic_id_to_uuid(topic.topic_id)
+        except ValueError:
+            continue
+    return ids
 
 
 class KafkaGroupApis:
@@ -153,18 +167,15 @@ class KafkaGroupApis:
             supports_skip_assignment=v >= 9,
         )
         future = self._groups().join_group(join)
-        config = self.node.groups.config
-        timeout = (
-            join.rebalance_timeout_ms + config.group_initial_rebalance_delay_ms
-        ) / 1000 + JOIN_MARGIN_S
+        timeout = join_timeout_s(self.node.groups.config, join)
+
+        def refused(error: str) -> JoinResult:
+            # Kafka answers a refused member with no member id.
+            return JoinResult(error, member_id="" if error == GROUP_DENIED else join.member_id)
 
         def answer() -> list[Part]:
             cls = response_class(request)
-            r = wait_answer(future, timeout)
-            if not isinstance(r, JoinResult):
-                # Kafka answers a refused member with no member id.
-                member = "" if _error(r) == GROUP_DENIED else join.member_id
-                r = JoinResult(_error(r), member_id=member)
+            r = expected(wait_answer(future, timeout), JoinResult, refused)
             body = cls(
                 throttle_time_ms=0,
                 error_code=error_code(r.error),
@@ -203,9 +214,7 @@ class KafkaGroupApis:
 
         def answer() -> list[Part]:
             cls = response_class(request)
-            r = wait_answer(future, ANSWER_TIMEOUT_S * 10)
-            if not isinstance(r, SyncResult):
-                r = SyncResult(_error(r))
+            r = expected(wait_answer(future, SYNC_TIMEOUT_S), SyncResult, SyncResult)
             body = cls(
                 throttle_time_ms=0,
                 error_code=error_code(r.error),
@@ -221,8 +230,7 @@ class KafkaGroupApis:
         req = request.body
         instance = (req.group_instance_id or None) if request.api_version >= 3 else None
         r = wait_answer(
-            self._groups().heartbeat(req.group_id, req.generation_id, req.member_id, instance),
-            ANSWER_TIMEOUT_S,
+            self._groups().heartbeat(req.group_id, req.generation_id, req.member_id, instance)
         )
         cls = response_class(request)
         return encode_response(request, cls(throttle_time_ms=0, error_code=_code(r)))
@@ -234,12 +242,9 @@ class KafkaGroupApis:
             members = [(m.member_id or "", m.group_instance_id or None) for m in req.members]
         else:
             members = [(req.member_id, None)]
-        r = wait_answer(self._groups().leave_group(req.group_id, members), ANSWER_TIMEOUT_S)
+        future = self._groups().leave_group(req.group_id, members)
+        r = expected(wait_answer(future), LeaveResult, LeaveResult)
         cls = response_class(request)
-        if not isinstance(r, LeaveResult):
-            return encode_response(
-                request, cls(throttle_time_ms=0, error_code=_code(r), members=[])
-            )
         top = r.error
         if v < 3 and top == NONE and r.members:
             top = r.members[0][2]  # before v3 the one member's error is the answer's
@@ -260,15 +265,8 @@ class KafkaGroupApis:
         topic id this node does not know are left out (the topic is gone)."""
         req = request.body
         v = request.api_version
-        names: dict[Any, str] = {}
-        ids: dict[str, Any] = {}
-        for name, topic in self.node.metadata_image().topics.items():
-            try:
-                topic_uuid = topic_id_to_uuid(topic.topic_id)
-            except ValueError:
-                continue
-            names[topic_uuid] = name
-            ids[name] = topic_uuid
+        ids = _topic_ids(self.node.metadata_image())
+        names = {topic_uuid: name for name, topic_uuid in ids.items()}
         owned = None
         if req.topic_partitions is not None:
             owned = tuple(
@@ -293,9 +291,8 @@ class KafkaGroupApis:
             client_id=request.client_id or "",
             client_host="/" + request.client_host,
         )
-        r = wait_answer(self._groups().consumer_group_heartbeat(beat), ANSWER_TIMEOUT_S)
-        if not isinstance(r, ConsumerHeartbeatResult):
-            r = ConsumerHeartbeatResult(_error(r))
+        future = self._groups().consumer_group_heartbeat(beat)
+        r = expected(wait_answer(future), ConsumerHeartbeatResult, ConsumerHeartbeatResult)
         cls = response_class(request)
         assignment = None
         if r.assignment is not None:
@@ -321,12 +318,7 @@ class KafkaGroupApis:
         cls = response_class(request)
         G = cls.DescribedGroup
         A = G.Member.Assignment
-        ids = {}
-        for name, topic in self.node.metadata_image().topics.items():
-            try:
-                ids[name] = topic_id_to_uuid(topic.topic_id)
-            except ValueError:
-                continue
+        ids = _topic_ids(self.node.metadata_image())
 
         def assignment(parts: tuple[tuple[str, tuple[int, ...]], ...]) -> Any:
             return A(
@@ -339,9 +331,9 @@ class KafkaGroupApis:
 
         out = []
         for group_id in request.body.group_ids:
-            r = wait_answer(self._groups().consumer_group_describe(group_id), ANSWER_TIMEOUT_S)
+            r = wait_answer(self._groups().consumer_group_describe(group_id))
             if not isinstance(r, DescribedConsumerGroup):
-                r = DescribedConsumerGroup(_error(r), group_id)
+                r = DescribedConsumerGroup(error_of(r), group_id)
             out.append(
                 G(
                     error_code=error_code(r.error),
@@ -376,17 +368,7 @@ class KafkaGroupApis:
     def offset_commit(self, request: KafkaRequest) -> Deferred:
         req = request.body
         v = request.api_version
-        partitions = [
-            CommitPartition(
-                t.name,
-                p.partition_index,
-                p.committed_offset,
-                p.committed_leader_epoch if v >= 6 else -1,
-                p.committed_metadata or "",
-            )
-            for t in req.topics
-            for p in t.partitions
-        ]
+        partitions = commit_partitions(req.topics, leader_epochs=v >= 6)
         instance = (req.group_instance_id or None) if v >= 7 else None
         retention = req.retention_time_ms if 2 <= v <= 4 else -1
         unknown = self._unknown_partitions(req.group_id, partitions)
@@ -406,11 +388,7 @@ class KafkaGroupApis:
 
         def answer() -> list[Part]:
             cls = response_class(request)
-            r = wait_answer(future, ANSWER_TIMEOUT_S)
-            if isinstance(r, CommitResult):
-                errors = {(t, p): e for t, p, e in r.errors}
-            else:
-                errors = {(p.topic, p.partition): _error(r) for p in known}
+            errors = commit_errors(wait_answer(future), known)
             errors.update(dict.fromkeys(unknown, UNKNOWN_TOPIC_OR_PARTITION))
             topics = [
                 cls.OffsetCommitResponseTopic(
@@ -450,81 +428,43 @@ class KafkaGroupApis:
 
     def _fetch_group(
         self, group_id: str, topics: list[Any] | None
-    ) -> tuple[str, list[tuple[str, list[tuple[int, int, int, str, str]]]]]:
-        """(group error, [(topic, [(partition, offset, epoch, metadata, error)])])."""
+    ) -> tuple[str, list[tuple[str, list[FetchedOffset]]]]:
+        """(group error, [(topic, its fetched offsets)])."""
         wanted = (
             None if topics is None else [(t.name, p) for t in topics for p in t.partition_indexes]
         )
-        r = wait_answer(self._groups().offset_fetch(group_id, wanted), ANSWER_TIMEOUT_S)
-        if not isinstance(r, OffsetFetchResult):
-            return _error(r), []
-        out: dict[str, list[tuple[int, int, int, str, str]]] = {}
-        for f in r.offsets:
-            out.setdefault(f.topic, []).append(
-                (f.partition, f.offset, f.leader_epoch, f.metadata, f.error)
-            )
-        return r.error, list(out.items())
+        future = self._groups().offset_fetch(group_id, wanted)
+        r = expected(wait_answer(future), OffsetFetchResult, OffsetFetchResult)
+        return r.error, offsets_by_topic(r)
 
     def offset_fetch(self, request: KafkaRequest) -> list[Part]:
         req = request.body
         v = request.api_version
         cls = response_class(request)
         if v >= 8:
+            G = cls.OffsetFetchResponseGroup
+            T = G.OffsetFetchResponseTopics
             groups = []
             for g in req.groups:
                 error, topics = self._fetch_group(g.group_id, g.topics)
-                G = cls.OffsetFetchResponseGroup
-                T = G.OffsetFetchResponseTopics
-                P = T.OffsetFetchResponsePartitions
                 groups.append(
                     G(
                         group_id=g.group_id,
                         error_code=error_code(error),
-                        topics=[
-                            T(
-                                name=name,
-                                partitions=[
-                                    P(
-                                        partition_index=p,
-                                        committed_offset=o,
-                                        committed_leader_epoch=e,
-                                        metadata=m,
-                                        error_code=error_code(err),
-                                    )
-                                    for p, o, e, m, err in parts
-                                ],
-                            )
-                            for name, parts in topics
-                        ],
+                        topics=_fetched_topics(T, T.OffsetFetchResponsePartitions, topics),
                     )
                 )
             return encode_response(request, cls(throttle_time_ms=0, groups=groups))
         error, topics = self._fetch_group(req.group_id, req.topics)
-        T = cls.OffsetFetchResponseTopic
-        P = T.OffsetFetchResponsePartition
         if v < 2 and error != NONE:
             # Before v2 there is no top-level error: each partition carries it.
             wanted = [(t.name, p) for t in req.topics or [] for p in t.partition_indexes]
-            topics = [(t, [(p, -1, -1, "", error)]) for t, p in wanted]
+            topics = [(t, [FetchedOffset(t, p, -1, -1, "", error)]) for t, p in wanted]
+        T = cls.OffsetFetchResponseTopic
         body = cls(
             throttle_time_ms=0,
             error_code=error_code(error),
-            topics=[
-                T(
-                    name=name,
-                    partitions=[
-                        P(
-                            partition_index=p,
-                            committed_offset=o,
-                            committed_leader_epoch=e,
-                            metadata=m,
-                            error_code=error_code(err),
-                        )
-                        for p, o, e, m, err in parts
-                    ],
-                )
-                for name, parts in topics
-            ],
+            topics=_fetched_topics(T, T.OffsetFetchResponsePartition, topics),
         )
         return encode_response(request, body)
 
@@ -532,20 +472,15 @@ class KafkaGroupApis:
         req = request.body
         cls = response_class(request)
         wanted = [(t.name, p.partition_index) for t in req.topics for p in t.partitions]
-        r = wait_answer(self._groups().offset_delete(req.group_id, wanted), ANSWER_TIMEOUT_S)
-        if not isinstance(r, OffsetDeleteResult):
-            return encode_response(request, cls(error_code=_code(r), throttle_time_ms=0, topics=[]))
-        by_topic: dict[str, list[Any]] = {}
+        future = self._groups().offset_delete(req.group_id, wanted)
+        r = expected(wait_answer(future), OffsetDeleteResult, OffsetDeleteResult)
         T = cls.OffsetDeleteResponseTopic
-        for t, p, e in r.errors:
-            by_topic.setdefault(t, []).append(
-                T.OffsetDeleteResponsePartition(partition_index=p, error_code=error_code(e))
-            )
-        body = cls(
-            error_code=error_code(r.error),
-            throttle_time_ms=0,
-            topics=[T(name=t, partitions=parts) for t, parts in by_topic.items()],
-        )
+        P = T.OffsetDeleteResponsePartition
+        topics = [
+            T(name=t, partitions=[P(partition_index=p, error_code=error_code(e)) for p, e in parts])
+            for t, parts in errors_by_topic(r.errors)
+        ]
+        body = cls(error_code=error_code(r.error), throttle_time_ms=0, topics=topics)
         return encode_response(request, body)
 
     # --- administration -------------------------------------------------------------
@@ -580,9 +515,9 @@ class KafkaGroupApis:
         G = cls.DescribedGroup
         out = []
         for group_id in req.groups:
-            r = wait_answer(self._groups().describe_group(group_id), ANSWER_TIMEOUT_S)
+            r = wait_answer(self._groups().describe_group(group_id))
             if not isinstance(r, DescribedGroup):
-                r = DescribedGroup(_error(r), group_id, "", "", "")
+                r = DescribedGroup(error_of(r), group_id, "", "", "")
             message = None
             if request.api_version >= 6 and r.error == NONE and r.state == "Dead":
                 # KIP-1043: v6 says the group is not there rather than "Dead".
@@ -623,6 +558,28 @@ class KafkaGroupApis:
         cls = response_class(request)
         results = []
         for group_id in req.groups_names:
-            r = wait_answer(self._groups().delete_group(group_id), ANSWER_TIMEOUT_S)
+            r = wait_answer(self._groups().delete_group(group_id))
             results.append(cls.DeletableGroupResult(group_id=group_id, error_code=_code(r)))
         return encode_response(request, cls(throttle_time_ms=0, results=results))
+
+
+def _fetched_topics(
+    topic: Any, partition: Any, topics: list[tuple[str, list[FetchedOffset]]]
+) -> list[Any]:
+    """OffsetFetch's topics in the response's classes (they differ by version)."""
+    return [
+        topic(
+            name=name,
+            partitions=[
+                partition(
+                    partition_index=f.partition,
+                    committed_offset=f.offset,
+                    committed_leader_epoch=f.leader_epoch,
+                    metadata=f.metadata,
+                    error_code=error_code(f.error),
+                )
+                for f in offsets
+            ],
+        )
+        for name, offsets in topics
+    ]

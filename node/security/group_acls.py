@@ -28,14 +28,12 @@ from concurrent.futures import Future
 from dataclasses import replace
 from typing import Any
 
-from ..groups.consumer_group import (
+from ..groups.group_messages import (
+    CommitPartition,
+    CommitResult,
     ConsumerHeartbeat,
     ConsumerHeartbeatResult,
     DescribedConsumerGroup,
-)
-from ..groups.group_coordinator import (
-    CommitPartition,
-    CommitResult,
     ErrorResult,
     FetchedOffset,
     JoinRequest,

@@ -9,58 +9,69 @@ from dataclasses import replace
 
 import pytest
 
-from seglog.node.groups import group_coordinator as gc
 from seglog.node.groups import offsets_records as rec
+from seglog.node.groups.coordinator_actions import Action, Append, Respond
+from seglog.node.groups.group_config import GroupConfig
+from seglog.node.groups.group_coordinator import GroupCoordinator
+from seglog.node.groups.group_coordinator_shard import CoordinatorShard
+from seglog.node.groups.group_messages import (
+    CommitPartition,
+    CommitResult,
+    ErrorResult,
+    JoinRequest,
+    JoinResult,
+    Result,
+    SyncRequest,
+    SyncResult,
+)
 from seglog.node.groups.group_state import GroupState
 
 G = "g"
 
 
-def shard(**config: int) -> gc.CoordinatorShard:
-    s = gc.CoordinatorShard(0, 5, gc.GroupConfig(**config), random.Random(1))
+def shard(**config: int) -> CoordinatorShard:
+    s = CoordinatorShard(0, 5, GroupConfig(**config), random.Random(1))
     s.finish_loading(0)
     return s
 
 
-def join_req(
-    member_id: str = "", instance: str | None = None, meta: bytes = b"m"
-) -> gc.JoinRequest:
-    return gc.JoinRequest(G, member_id, instance, 10_000, 10_000, "consumer", (("range", meta),))
+def join_req(member_id: str = "", instance: str | None = None, meta: bytes = b"m") -> JoinRequest:
+    return JoinRequest(G, member_id, instance, 10_000, 10_000, "consumer", (("range", meta),))
 
 
-def answers(actions: list[gc.Action]) -> dict[int, gc.Result]:
-    return {a.request_id: a.result for a in actions if isinstance(a, gc.Respond)}
+def answers(actions: list[Action]) -> dict[int, Result]:
+    return {a.request_id: a.result for a in actions if isinstance(a, Respond)}
 
 
-def appends(actions: list[gc.Action]) -> list[gc.Append]:
-    return [a for a in actions if isinstance(a, gc.Append)]
+def appends(actions: list[Action]) -> list[Append]:
+    return [a for a in actions if isinstance(a, Append)]
 
 
 def ack_all(
-    s: gc.CoordinatorShard, actions: list[gc.Action], now: int, error: str = "NONE"
-) -> list[gc.Action]:
-    out: list[gc.Action] = []
+    s: CoordinatorShard, actions: list[Action], now: int, error: str = "NONE"
+) -> list[Action]:
+    out: list[Action] = []
     for a in appends(actions):
         assert a.leader_epoch == 5 and a.partition == 0
         out += s.on_write_done(a.write_id, error, now)
     return out
 
 
-def stable_member(s: gc.CoordinatorShard, instance: str | None = None) -> gc.JoinResult:
+def stable_member(s: CoordinatorShard, instance: str | None = None) -> JoinResult:
     """A single member through MEMBER_ID_REQUIRED, join and sync to Stable."""
     if instance is None:
         first = answers(s.join(1, join_req(), 0))[1]
-        assert isinstance(first, gc.JoinResult) and first.error == "MEMBER_ID_REQUIRED"
+        assert isinstance(first, JoinResult) and first.error == "MEMBER_ID_REQUIRED"
         member_id = first.member_id
     else:
         member_id = ""
     out = s.join(2, join_req(member_id, instance), 0)
     out += s.tick(0) + s.tick(4000)  # past the initial rebalance delay
     joined = answers(out)[2]
-    assert isinstance(joined, gc.JoinResult) and joined.error == "NONE", joined
+    assert isinstance(joined, JoinResult) and joined.error == "NONE", joined
     out = s.sync(
         3,
-        gc.SyncRequest(
+        SyncRequest(
             G,
             joined.generation,
             joined.member_id,
@@ -73,19 +84,17 @@ def stable_member(s: gc.CoordinatorShard, instance: str | None = None) -> gc.Joi
     )
     assert not answers(out)  # waits for the replication of the assignment
     synced = answers(ack_all(s, out, 4001))[3]
-    assert isinstance(synced, gc.SyncResult) and synced.assignment == b"A"
+    assert isinstance(synced, SyncResult) and synced.assignment == b"A"
     assert s.groups[G].state is GroupState.STABLE
     return joined
 
 
 def test_the_initial_delay_collects_members_into_one_generation():
     s = shard(group_initial_rebalance_delay_ms=3000)
-    a = s.join(
-        1, gc.JoinRequest(G, "", None, 10_000, 10_000, "consumer", (("range", b""),), False), 0
-    )
+    a = s.join(1, JoinRequest(G, "", None, 10_000, 10_000, "consumer", (("range", b""),), False), 0)
     assert not answers(a)
     b = s.join(
-        2, gc.JoinRequest(G, "", None, 10_000, 10_000, "consumer", (("range", b""),), False), 2000
+        2, JoinRequest(G, "", None, 10_000, 10_000, "consumer", (("range", b""),), False), 2000
     )
     assert not answers(b)
     assert not answers(s.tick(4000))  # the second member extended the delay to 5000
@@ -98,22 +107,22 @@ def test_the_initial_delay_collects_members_into_one_generation():
 def test_commit_is_applied_only_once_replicated_and_fenced_on_failure():
     s = shard()
     joined = stable_member(s)
-    p = [gc.CommitPartition("t", 0, 10)]
+    p = [CommitPartition("t", 0, 10)]
     out = s.commit(10, G, joined.generation, joined.member_id, None, p, 5000)
     assert not answers(out) and s.offsets.get(G) is None  # nothing before replication
     done = answers(ack_all(s, out, 5001))[10]
-    assert done == gc.CommitResult((("t", 0, "NONE"),))
+    assert done == CommitResult((("t", 0, "NONE"),))
     assert s.offsets[G][("t", 0)].offset == 10
     out = s.commit(
-        11, G, joined.generation, joined.member_id, None, [gc.CommitPartition("t", 0, 20)], 5002
+        11, G, joined.generation, joined.member_id, None, [CommitPartition("t", 0, 20)], 5002
     )
     failed = answers(ack_all(s, out, 5003, "FENCED_LEADER_EPOCH"))[11]
-    assert failed == gc.CommitResult((("t", 0, "NOT_COORDINATOR"),))
+    assert failed == CommitResult((("t", 0, "NOT_COORDINATOR"),))
     assert s.offsets[G][("t", 0)].offset == 10
     stale = answers(s.commit(12, G, joined.generation - 1, joined.member_id, None, p, 5004))[12]
-    assert stale == gc.CommitResult((("t", 0, "ILLEGAL_GENERATION"),))
+    assert stale == CommitResult((("t", 0, "ILLEGAL_GENERATION"),))
     unknown = answers(s.commit(13, G, joined.generation, "nobody", None, p, 5005))[13]
-    assert unknown == gc.CommitResult((("t", 0, "UNKNOWN_MEMBER_ID"),))
+    assert unknown == CommitResult((("t", 0, "UNKNOWN_MEMBER_ID"),))
 
 
 def test_a_restarted_static_member_keeps_the_generation():
@@ -129,20 +138,20 @@ def test_a_restarted_static_member_keeps_the_generation():
     other = got[20].member_id  # type: ignore[union-attr]
     sync = s.sync(
         22,
-        gc.SyncRequest(G, generation, leader, "i-1", None, None, ((leader, b"A"), (other, b"B"))),
+        SyncRequest(G, generation, leader, "i-1", None, None, ((leader, b"A"), (other, b"B"))),
         5001,
     )
-    sync += s.sync(23, gc.SyncRequest(G, generation, other, "i-2", None, None, ()), 5001)
+    sync += s.sync(23, SyncRequest(G, generation, other, "i-2", None, None, ()), 5001)
     assert answers(ack_all(s, sync, 5002))[23].assignment == b"B"  # type: ignore[union-attr]
     # i-2 restarts: no member id, same instance id, same subscription.
     out = s.join(24, join_req("", "i-2"), 6000)
     back = answers(ack_all(s, out, 6001))[24]
-    assert isinstance(back, gc.JoinResult) and back.error == "NONE"
+    assert isinstance(back, JoinResult) and back.error == "NONE"
     assert back.generation == generation and back.member_id != other
     assert s.groups[G].state is GroupState.STABLE
     # The old member id is fenced.
     hb = answers(s.heartbeat(25, G, generation, other, "i-2", 6002))[25]
-    assert hb == gc.ErrorResult("FENCED_INSTANCE_ID")
+    assert hb == ErrorResult("FENCED_INSTANCE_ID")
 
 
 @pytest.mark.parametrize("supports_skip", [True, False])
@@ -159,7 +168,7 @@ def test_a_restarted_static_leader_skips_the_assignment_only_where_the_client_ca
     restart = replace(join_req("", "i-1"), supports_skip_assignment=supports_skip)
     out = s.join(30, restart, 6000)
     back = answers(ack_all(s, out, 6001))[30]
-    assert isinstance(back, gc.JoinResult) and back.error == "NONE", back
+    assert isinstance(back, JoinResult) and back.error == "NONE", back
     assert back.generation == generation and back.member_id != joined.member_id
     assert s.groups[G].state is GroupState.STABLE
     if supports_skip:
@@ -169,9 +178,9 @@ def test_a_restarted_static_leader_skips_the_assignment_only_where_the_client_ca
         assert not back.skip_assignment and back.leader == joined.member_id
         assert back.members == ()
     # Its SyncGroup (no assignments, as a skipping leader sends) returns what it had.
-    out = s.sync(31, gc.SyncRequest(G, generation, back.member_id, "i-1", None, None, ()), 6002)
+    out = s.sync(31, SyncRequest(G, generation, back.member_id, "i-1", None, None, ()), 6002)
     synced = answers(out)[31]  # a Stable group answers at once: nothing to store
-    assert isinstance(synced, gc.SyncResult) and synced.assignment == b"A", synced
+    assert isinstance(synced, SyncResult) and synced.assignment == b"A", synced
 
 
 def test_session_expiry_rebalances_and_empties_the_group():
@@ -197,13 +206,13 @@ def test_delete_group_at_the_session_deadline_sees_the_member_gone():
     stable_member(s)  # its session runs out at 4000 + 10_000
     out = s.delete_group(7, G, 4000 + 10_000)  # no tick ran at the deadline
     got = answers(out) | answers(ack_all(s, out, 4000 + 10_001))
-    assert got[7] == gc.ErrorResult("NONE"), got[7]  # was NON_EMPTY_GROUP
+    assert got[7] == ErrorResult("NONE"), got[7]  # was NON_EMPTY_GROUP
     assert G not in s.groups
 
 
 def test_offsets_of_an_empty_group_expire_with_tombstones():
     s = shard(offsets_retention_minutes=1, offsets_retention_check_interval_ms=1000)
-    out = s.commit(1, G, -1, "", None, [gc.CommitPartition("t", 3, 7)], 0)
+    out = s.commit(1, G, -1, "", None, [CommitPartition("t", 3, 7)], 0)
     ack_all(s, out, 0)
     assert not appends(s.tick(59_000))
     out = s.tick(61_000)
@@ -216,7 +225,7 @@ def test_offsets_of_an_empty_group_expire_with_tombstones():
 
 
 def test_replay_loads_the_last_value_of_each_key():
-    s = gc.CoordinatorShard(0, 7, gc.GroupConfig(), random.Random(1))
+    s = CoordinatorShard(0, 7, GroupConfig(), random.Random(1))
     member = rec.MemberMetadata("m-1", None, "c", "/h", 10_000, 10_000, b"s", b"a")
     s.replay(
         rec.encode_key(rec.GroupMetadataKey(G)),
@@ -241,24 +250,24 @@ def test_replay_loads_the_last_value_of_each_key():
 
 
 def test_coordinator_routes_and_fences_by_epoch():
-    c = gc.GroupCoordinator(gc.GroupConfig(offsets_topic_num_partitions=50), random.Random(1))
+    c = GroupCoordinator(GroupConfig(offsets_topic_num_partitions=50), random.Random(1))
     p = c.partition_for(G)
     assert c.shard_for(G) == (None, "NOT_COORDINATOR")
     loading, _ = c.begin_loading(p, 3)
     assert c.shard_for(G) == (None, "COORDINATOR_LOAD_IN_PROGRESS")
     loading.finish_loading(0)
     assert c.shard_for(G)[0] is loading
-    out = loading.commit(1, G, -1, "", None, [gc.CommitPartition("t", 0, 1)], 0)
+    out = loading.commit(1, G, -1, "", None, [CommitPartition("t", 0, 1)], 0)
     write = appends(out)[0]
     newer, unloaded = c.begin_loading(p, 4)  # leadership changed before the ack
-    assert answers(unloaded) == {1: gc.CommitResult((("t", 0, "NOT_COORDINATOR"),))}
+    assert answers(unloaded) == {1: CommitResult((("t", 0, "NOT_COORDINATOR"),))}
     assert c.on_write_done(p, 3, write.write_id, "NONE", 1) == []  # the old shard's: dropped
     assert c.shard_for("")[1] == "INVALID_GROUP_ID"
 
 
 def test_a_commit_with_a_retention_time_expires_at_its_timestamp():
     s = shard(offsets_retention_check_interval_ms=1000)
-    out = s.commit(1, G, -1, "", None, [gc.CommitPartition("t", 0, 7)], 0, retention_ms=5000)
+    out = s.commit(1, G, -1, "", None, [CommitPartition("t", 0, 7)], 0, retention_ms=5000)
     value = rec.decode_offset_commit(appends(out)[0].records[0][1] or b"")
     assert value.expire_timestamp == 5000  # written as OffsetCommitValue v1
     ack_all(s, out, 0)
@@ -275,20 +284,20 @@ def test_a_sync_while_the_previous_generations_write_is_pending_is_stored():
     a_id = answers(s.join(1, join_req(), 0))[1].member_id  # type: ignore[union-attr]
     out = s.join(2, join_req(a_id), 0) + s.tick(1)
     gen1 = answers(out)[2]
-    assert isinstance(gen1, gc.JoinResult) and gen1.generation == 1
-    first_write = s.sync(3, gc.SyncRequest(G, 1, a_id, None, None, None, ((a_id, b"A1"),)), 2)
+    assert isinstance(gen1, JoinResult) and gen1.generation == 1
+    first_write = s.sync(3, SyncRequest(G, 1, a_id, None, None, None, ((a_id, b"A1"),)), 2)
     assert len(appends(first_write)) == 1  # gen 1's assignment: written, not yet acked
     # B arrives: the group rebalances to generation 2 while gen 1's write is in flight.
     b_id = answers(s.join(4, join_req(), 3))[4].member_id  # type: ignore[union-attr]
     out = s.join(5, join_req(b_id), 3) + s.join(6, join_req(a_id), 4) + s.tick(5)
     joined = answers(out)
-    gen2 = {r.member_id: r for r in joined.values() if isinstance(r, gc.JoinResult)}
+    gen2 = {r.member_id: r for r in joined.values() if isinstance(r, JoinResult)}
     assert {r.generation for r in gen2.values()} == {2}, joined
     leader = next(r for r in gen2.values() if r.members)
     other = next(m for m in gen2 if m != leader.member_id)
     assignment = ((leader.member_id, b"L2"), (other, b"O2"))
-    second = s.sync(7, gc.SyncRequest(G, 2, leader.member_id, None, None, None, assignment), 6)
-    second += s.sync(8, gc.SyncRequest(G, 2, other, None, None, None, ()), 6)
+    second = s.sync(7, SyncRequest(G, 2, leader.member_id, None, None, None, assignment), 6)
+    second += s.sync(8, SyncRequest(G, 2, other, None, None, None, ()), 6)
     assert len(appends(second)) == 1, "generation 2's assignment must be written"
     # Gen 1's write completes late; it must not undo generation 2's.
     assert not [r for r in answers(ack_all(s, first_write, 7)).values() if r.error == "NONE"]
@@ -322,14 +331,14 @@ def test_a_static_member_restarting_with_the_same_topics_keeps_the_generation():
     other = got[20].member_id  # type: ignore[union-attr]
     sync = s.sync(
         22,
-        gc.SyncRequest(G, generation, leader, "i-1", None, None, ((leader, b"A"), (other, b"B"))),
+        SyncRequest(G, generation, leader, "i-1", None, None, ((leader, b"A"), (other, b"B"))),
         5001,
     )
-    sync += s.sync(23, gc.SyncRequest(G, generation, other, "i-2", None, None, ()), 5001)
+    sync += s.sync(23, SyncRequest(G, generation, other, "i-2", None, None, ()), 5001)
     ack_all(s, sync, 5002)
     restarted = subscription(["t"], [("t", 1), ("t", 3)], generation)
     back = answers(ack_all(s, s.join(24, join_req("", "i-2", meta=restarted), 6000), 6001))[24]
-    assert isinstance(back, gc.JoinResult) and back.generation == generation
+    assert isinstance(back, JoinResult) and back.generation == generation
     assert s.groups[G].state is GroupState.STABLE
     # Another topic is a real change: the group rebalances.
     moved = subscription(["t", "u"], [], generation)

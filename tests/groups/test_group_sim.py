@@ -35,14 +35,15 @@ def test_a_seed_replays_exactly():
 def test_the_simulator_sees_a_broken_coordinator(monkeypatch):
     """A coordinator that takes a failed append for a replicated one acknowledges
     commits a failover then loses: the simulator must notice."""
-    from seglog.node.groups import group_coordinator as gc
+    from seglog.node.groups.group_coordinator_shard import CoordinatorShard
+    from seglog.node.groups.group_errors import NONE
 
-    original = gc.CoordinatorShard.on_write_done
+    original = CoordinatorShard.on_write_done
 
     def optimistic(self, write_id, error, now_ms) -> object:
-        return original(self, write_id, gc.NONE, now_ms)
+        return original(self, write_id, NONE, now_ms)
 
-    monkeypatch.setattr(gc.CoordinatorShard, "on_write_done", optimistic)
+    monkeypatch.setattr(CoordinatorShard, "on_write_done", optimistic)
     caught = 0
     for seed in range(100):
         try:

@@ -17,31 +17,32 @@ from test_groups_kafka import create_topic, produce
 
 from seglog.harness.kafka_cluster import KafkaCluster
 from seglog.node.groups.consumer_group import (
-    FENCED_MEMBER_EPOCH,
-    INVALID_REQUEST,
-    NONE,
     STABLE,
-    UNKNOWN_MEMBER_ID,
-    UNSUPPORTED_ASSIGNOR,
-    ConsumerConfig,
     ConsumerGroup,
-    ConsumerHeartbeat,
-    ConsumerHeartbeatResult,
     range_assignor,
     uniform_assignor,
 )
-from seglog.node.groups.group_coordinator import (
+from seglog.node.groups.coordinator_actions import Append, Respond
+from seglog.node.groups.group_config import ConsumerConfig, GroupConfig
+from seglog.node.groups.group_coordinator_shard import CoordinatorShard
+from seglog.node.groups.group_errors import (
+    FENCED_MEMBER_EPOCH,
     INCONSISTENT_GROUP_PROTOCOL,
+    INVALID_REQUEST,
     NON_EMPTY_GROUP,
+    NONE,
     STALE_MEMBER_EPOCH,
+    UNKNOWN_MEMBER_ID,
+    UNSUPPORTED_ASSIGNOR,
+)
+from seglog.node.groups.group_messages import (
     CommitPartition,
     CommitResult,
-    CoordinatorShard,
+    ConsumerHeartbeat,
+    ConsumerHeartbeatResult,
     ErrorResult,
-    GroupConfig,
     JoinRequest,
     JoinResult,
-    Respond,
 )
 
 TOPICS = {"a": 12, "b": 3}
@@ -285,7 +286,7 @@ def test_a_group_id_is_classic_or_consumer_and_commits_check_the_member_epoch() 
     assert isinstance(stale, CommitResult) and stale.errors[0][2] == STALE_MEMBER_EPOCH
     actions = shard.commit(4, "g", r.member_epoch, r.member_id or "", None, part, 0)
     assert not [a for a in actions if isinstance(a, Respond)], "answered once written"
-    write = max(shard._writes)
+    (write,) = [a.write_id for a in actions if isinstance(a, Append)]
     ok = _answer(shard.on_write_done(write, NONE, 1))
     assert isinstance(ok, CommitResult) and ok.errors[0][2] == NONE
     # Not deletable while it has members; once the last one left, its offsets are
