@@ -125,7 +125,7 @@ class KafkaConnection:
         cid = self.send(request)
         frame = self.read_frame()
         assert _SIZE.unpack_from(frame)[0] == cid
-        cls = _response_class(request)
+        cls = response_class(request)
         # ApiVersions answers with response header v0 at every version (KIP-511).
         flexible = cls.flexible_version_q(request.API_VERSION) and request.API_KEY != 18
         body = frame[5:] if flexible else frame[4:]
@@ -146,10 +146,10 @@ class KafkaConnection:
         return False
 
 
-def _response_class(request: Any) -> Any:
+def response_class(request: Any) -> Any:
     import kafka.protocol.api_header as h
 
-    return h.ResponseClassRegistry.get_response_class(request.header)
+    return h.ResponseClassRegistry.getresponse_class(request.header)
 
 
 def read_partition_values(

@@ -23,10 +23,10 @@ from typing import Any
 
 import pytest
 from kafka.protocol.producer import InitProducerIdRequest, ProduceRequest
-from kafka_cluster import KafkaConnection, _response_class
 from test_frozen_broker import SESSION_MS, TOPIC, local_run
-from three_node_cluster import topic_of
 
+from seglog.harness.cluster import topic_of
+from seglog.harness.kafka_cluster import KafkaConnection, response_class
 from seglog.storage.record_batch import NewRecord, build_batch
 
 NOT_LEADER_OR_FOLLOWER = 6
@@ -113,7 +113,7 @@ def test_a_thawed_broker_refuses_produces_until_its_metadata_caught_up(tmp_path,
             stale: list[int] = []
             if frozen == "broker":
                 frame = conn.read_frame()
-                decoded = _response_class(pipelined).decode(frame[4:], version=7)
+                decoded = response_class(pipelined).decode(frame[4:], version=7)
                 answers.append(error_code(decoded))
             # Sequence 2, again and again, each answer with the leader epoch the
             # broker's image holds after it, until that epoch is no longer the one the
