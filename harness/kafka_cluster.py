@@ -149,7 +149,7 @@ class KafkaConnection:
 def response_class(request: Any) -> Any:
     import kafka.protocol.api_header as h
 
-    return h.ResponseClassRegistry.getresponse_class(request.header)
+    return h.ResponseClassRegistry.get_response_class(request.header)
 
 
 def read_partition_values(
