@@ -73,7 +73,7 @@ def image_epoch(cluster: Any, node: int, partition: int) -> int:
 
 @pytest.mark.parametrize("frozen", ["controller", "broker"])
 def test_a_thawed_broker_refuses_produces_until_its_metadata_caught_up(tmp_path, frozen):
-    from seglog.chaos.targets import child_pid
+    from seglog.harness.processes import child_pid
 
     with local_run(tmp_path / "cluster") as run:
         cluster, victim, partition = run.cluster, run.victim, run.led[0]
