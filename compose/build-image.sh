@@ -114,7 +114,7 @@ src=$(mktemp -d "${TMPDIR:-/tmp}/seglog-src.XXXXXX")
 TMPDIRS+=("$src")
 tar -C "$ROOT" \
     --exclude=./.git --exclude=./.ci --exclude=./compose --exclude=./docs --exclude=./tests \
-    --exclude=./bench --exclude=./build --exclude=./dist --exclude=./data --exclude='*.egg-info' \
+    --exclude=./build --exclude=./dist --exclude=./data --exclude='*.egg-info' \
     --exclude=__pycache__ --exclude=.hypothesis --exclude=.pytest_cache \
     --exclude=.ruff_cache -cf - . | tar -C "$src" -xf -
 # Rebuild seglog's wheel only when its sources changed.
