@@ -7,9 +7,11 @@ import inspect
 import io
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tarfile
+import tempfile
 import time
 import uuid
 from collections.abc import Mapping
@@ -31,6 +33,7 @@ from .targets import (
     STOP_TIMEOUT_S,
     FreezesOneProcess,
     ReplicaFiles,
+    WritesFaultFile,
     group_by_partition,
 )
 
@@ -38,6 +41,9 @@ COMPOSE_FILE = ROOT / "compose" / "docker-compose.yml"
 # The secure profile (docs/security.md): TLS and mTLS everywhere, SASL_SSL for Kafka
 # clients, ACLs; gen-certs.sh writes what it mounts into SECURE_DIR.
 SECURE_FILE = ROOT / "compose" / "docker-compose.secure.yml"
+# Disk and clock faults: each node reads the run's fault file, mounted from the host.
+FAULTS_FILE = ROOT / "compose" / "docker-compose.faults.yml"
+FAULT_DIR_ENV = "SEGLOG_CHAOS_FAULT_DIR"
 GEN_CERTS = ROOT / "compose" / "secure" / "gen-certs.sh"
 SECURE_DIR = ROOT / "compose" / "secure" / "generated"
 BUILD_SCRIPT = ROOT / "compose" / "build-image.sh"
@@ -113,7 +119,7 @@ def compose_down(project: str, env: Mapping[str, str] | None = None) -> None:
     )
 
 
-class ComposeTarget(FreezesOneProcess):
+class ComposeTarget(FreezesOneProcess, WritesFaultFile):
     """compose/docker-compose.yml under a unique project (see the module docstring)."""
 
     name = "compose"
@@ -124,7 +130,11 @@ class ComposeTarget(FreezesOneProcess):
     ) -> None:
         self.project = project or f"seglog-chaos-{uuid.uuid4().hex[:8]}"
         self.secure = secure
-        self.files = [COMPOSE_FILE, SECURE_FILE] if secure else [COMPOSE_FILE]
+        self.files = [COMPOSE_FILE, *([SECURE_FILE] if secure else []), FAULTS_FILE]
+        # The fault file every node reads (docker-compose.faults.yml mounts its folder).
+        fault_dir = Path(tempfile.mkdtemp(prefix=f"{self.project}-faults-"))
+        fault_dir.chmod(0o755)  # the containers' node user reads it
+        self.fault_file = fault_dir / "faults.json"
         self.security: dict[str, str] = (
             {
                 "security_protocol": "SSL",
@@ -142,6 +152,7 @@ class ComposeTarget(FreezesOneProcess):
             **os.environ,
             **{f"SEGLOG_PORT_{n}": str(self.ports[n - 1]) for n in NODE_IDS},
             **{f"SEGLOG_KAFKA_PORT_{n}": str(self.kafka_ports[n - 1]) for n in NODE_IDS},
+            FAULT_DIR_ENV: str(fault_dir),
         }
         self.build = build
         self.containers: dict[int, str] = {}
@@ -328,12 +339,6 @@ class ComposeTarget(FreezesOneProcess):
             r = subprocess.run(["docker", "logs", cid], capture_output=True, text=True, timeout=120)
             (out / f"node{n}.log").write_text(r.stdout + r.stderr)
 
-    def inject(self, faults: dict[str, Any]) -> None:
-        raise NotImplementedError(
-            "disk and clock faults (the fault-injection file) run on the local target "
-            "only: use --target local"
-        )
-
     def process_pid(self, node: int, role: str) -> int | None:
         """The host's pid of one process of a node's container: "broker" (`seglog node`,
         the container's first process) or "controller" (its child). Signalled from the
@@ -413,7 +418,7 @@ class ComposeTarget(FreezesOneProcess):
                 raise
 
     def heal(self) -> list[str]:
-        done = []
+        done = self.clear_faults()
         if self.net_faults.rules:
             self.cut(healthy())
             done.append("removed every iptables and netem rule")
@@ -440,3 +445,4 @@ class ComposeTarget(FreezesOneProcess):
             for role in list(self.stopped_processes.get(node, {})):
                 self.resume_process(node, role)
         compose_down(self.project, self.env)
+        shutil.rmtree(self.fault_file.parent, ignore_errors=True)

@@ -13,7 +13,6 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any
 
 from seglog.harness import local_cluster
 from seglog.harness.health import wait_serving
@@ -33,11 +32,12 @@ from .targets import (
     STOP_TIMEOUT_S,
     FreezesOneProcess,
     ReplicaFiles,
+    WritesFaultFile,
     group_by_partition,
 )
 
 
-class LocalTarget(FreezesOneProcess):
+class LocalTarget(FreezesOneProcess, WritesFaultFile):
     """`seglog local up` processes under `data_dir` (see the module docstring)."""
 
     name = "local"
@@ -75,13 +75,6 @@ class LocalTarget(FreezesOneProcess):
 
     def address(self, node: int) -> str:
         return f"127.0.0.1:{listener_port(self.base_port, node, 'GRPC')}"
-
-    def inject(self, faults: dict[str, Any]) -> None:
-        """Replace the nodes' disk and clock faults (the fault file; {} clears them)."""
-        self.data_dir.mkdir(parents=True, exist_ok=True)
-        tmp = self.fault_file.with_suffix(".tmp")
-        tmp.write_text(json.dumps(faults))
-        os.replace(tmp, self.fault_file)
 
     def _link_overrides(self) -> dict[int, dict[str, str]]:
         """Each node dials every other one through the proxy of that link."""
@@ -225,10 +218,7 @@ class LocalTarget(FreezesOneProcess):
         pass  # the node logs already live in the run directory (data_dir/node-<i>/node.log)
 
     def heal(self) -> list[str]:
-        done = []
-        if self.fault_file.exists() and json.loads(self.fault_file.read_text() or "{}"):
-            self.inject({})
-            done.append("cleared disk and clock faults")
+        done = self.clear_faults()
         if self.links is not None and self.links.faults.rules:
             self.links.set_faults(healthy())
             done.append("healed every link")

@@ -3,13 +3,14 @@
 `SCENARIOS`: kill-leader, chase-leader (SIGKILL) and chase-leader-term (SIGTERM),
 pause-leader, partition-leader, corrupt-follower-disk, kill-during-roll, storm,
 many-partitions (a flooded 1,000-partition topic and a killed node; the cluster must
-recover by itself), and on the local target the disk and clock faults of the
-fault-injection file: disk-full, fsync-failure, slow-disk, clock-jump, clock-skew
-(docs/disk-and-clock-faults.md), and the network faults of its per-link proxies:
+recover by itself), the disk and clock faults of the fault-injection file: disk-full,
+fsync-failure, slow-disk, clock-jump, clock-skew (docs/disk-and-clock-faults.md; on
+compose the file is mounted into every container), on the local target the network
+faults of its per-link proxies:
 leader-cut-off, leader-cut-from-followers, majority-minority, bridge, one-way,
 slow-links, and on compose lossy-links (docs/network-faults.md), and the gray failures
-of issue 39: broker-frozen, controller-frozen, slow-node (both targets), blocked-disk,
-frozen-clock-jump (local: they need the fault-injection file). Each writes "fault"
+of issue 39: broker-frozen, controller-frozen, slow-node, blocked-disk and
+frozen-clock-jump (both targets). Each writes "fault"
 events into the history and leaves the cluster for `heal()`.
 """
 
@@ -313,7 +314,7 @@ def many_partitions(ctx: FaultContext) -> None:
         wide.close()
 
 
-# --- disk and clock faults (the fault-injection file; the local target) ---------------
+# --- disk and clock faults (the fault-injection file) -----------------------------------
 
 
 def _faults_on(ctx: FaultContext, name: str, node: int, seconds: float, **faults: Any) -> None:
@@ -712,17 +713,17 @@ SCENARIOS: dict[str, Scenario] = {
         Scenario("storm", storm, _SMALL),
         Scenario("many-partitions", many_partitions, {}),
         # Small segments: rolls (and their deferred fsyncs) happen within the run.
-        Scenario("disk-full", disk_full, {"segment.bytes": "16384"}, targets=("local",)),
-        Scenario("fsync-failure", fsync_failure, {"segment.bytes": "16384"}, targets=("local",)),
-        Scenario("slow-disk", slow_disk, {}, targets=("local",)),
-        Scenario("clock-jump", clock_jump, {}, targets=("local",)),
-        Scenario("clock-skew", clock_skew, {}, targets=("local",)),
+        Scenario("disk-full", disk_full, {"segment.bytes": "16384"}),
+        Scenario("fsync-failure", fsync_failure, {"segment.bytes": "16384"}),
+        Scenario("slow-disk", slow_disk, {}),
+        Scenario("clock-jump", clock_jump, {}),
+        Scenario("clock-skew", clock_skew, {}),
         # Gray failures (issue 39): one process frozen, fits and starts, a hung disk.
         Scenario("broker-frozen", broker_frozen, {}),
         Scenario("controller-frozen", controller_frozen, {}),
         Scenario("slow-node", slow_node, {}),
-        Scenario("blocked-disk", blocked_disk, {}, targets=("local",)),
-        Scenario("frozen-clock-jump", frozen_clock_jump, {}, targets=("local",)),
+        Scenario("blocked-disk", blocked_disk, {}),
+        Scenario("frozen-clock-jump", frozen_clock_jump, {}),
         Scenario("leader-cut-off", leader_cut_off, {}, links=True),
         Scenario("leader-cut-from-followers", leader_cut_from_followers, {}, links=True),
         Scenario("majority-minority", majority_minority, {}, links=True),

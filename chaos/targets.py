@@ -26,6 +26,7 @@ targets live in compose_target.py and local_target.py.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import signal
 from pathlib import Path
@@ -93,6 +94,29 @@ class Target(Protocol):
     def inject(self, faults: dict[str, Any]) -> None: ...
     def cut(self, faults: NetworkFaults) -> None: ...
     def link_stats(self) -> dict[str, int]: ...
+
+
+class WritesFaultFile:
+    """Disk and clock faults through the fault file every node reads
+    (storage/disk_and_clock.py; `node_ids` in the faults picks the nodes)."""
+
+    fault_file: Path
+
+    def inject(self, faults: dict[str, Any]) -> None:
+        """Replace the nodes' disk and clock faults ({} clears them): written by rename,
+        so a node never reads half a file."""
+        self.fault_file.parent.mkdir(parents=True, exist_ok=True)
+        tmp = self.fault_file.with_suffix(".tmp")
+        tmp.write_text(json.dumps(faults))
+        tmp.chmod(0o644)  # a container's node user reads it too
+        os.replace(tmp, self.fault_file)
+
+    def clear_faults(self) -> list[str]:
+        """heal's part: what it cleared."""
+        if self.fault_file.exists() and json.loads(self.fault_file.read_text() or "{}"):
+            self.inject({})
+            return ["cleared disk and clock faults"]
+        return []
 
 
 class FreezesOneProcess:
