@@ -4,6 +4,8 @@ tests and screenshots: pages, and what the page logged to its console."""
 from __future__ import annotations
 
 import shutil
+import time
+from collections.abc import Callable
 from typing import Any
 
 CHROMIUM = "/usr/bin/chromium"
@@ -59,3 +61,35 @@ def full_page_screenshot(driver: Any, path: str) -> None:
     )
     with open(path, "wb") as f:
         f.write(base64.b64decode(shot["data"]))
+
+
+def text_when(
+    driver: Any,
+    css: str,
+    want: Callable[[str], bool],
+    timeout_s: float = 20.0,
+    reload_url: str | None = None,
+) -> str:
+    """The text of the first element matching `css` once `want(text)` holds. The
+    console's pages are live (one snapshot every viewer shares, re-rendered as it
+    changes): an element may not be there yet, or be replaced between finding it and
+    reading it. `reload_url`: load this page again between tries."""
+    from selenium.common.exceptions import (
+        NoSuchElementException,
+        StaleElementReferenceException,
+    )
+
+    deadline = time.monotonic() + timeout_s
+    text = ""
+    while True:
+        try:
+            text = driver.find_element("css selector", css).text
+            if want(text):
+                return text
+        except (NoSuchElementException, StaleElementReferenceException):
+            pass
+        if time.monotonic() >= deadline:
+            raise AssertionError(f"{css}: {text!r} after {timeout_s} s")
+        time.sleep(0.3)
+        if reload_url is not None:
+            driver.get(reload_url)

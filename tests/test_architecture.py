@@ -125,9 +125,15 @@ def package_edges(g: dict[str, set[str]]) -> dict[tuple[str, str], list[str]]:
     return edges
 
 
+def _node(package: str) -> str:
+    # The front door (seglog/) gets an id of its own: a line reading `seglog --> ...`
+    # would pass for a command line in the docs (tests/test_docs_site.py).
+    return "front_door" if package == "seglog" else package
+
+
 def diagram(edges: dict[tuple[str, str], list[str]]) -> str:
-    lines = [BEGIN, "```mermaid", "graph TD"]
-    lines += [f"    {a} --> {b}" for a, b in sorted(edges)]
+    lines = [BEGIN, "```mermaid", "graph TD", '    front_door["seglog (front door)"]']
+    lines += [f"    {_node(a)} --> {_node(b)}" for a, b in sorted(edges)]
     return "\n".join([*lines, "```", END])
 
 

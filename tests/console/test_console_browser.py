@@ -32,7 +32,7 @@ from seglog.client.admin import Admin, NewTopic
 from seglog.client.cluster import TopicPartition
 from seglog.client.consumer import Consumer
 from seglog.client.producer import Producer
-from seglog.harness.browser import available, console_errors, full_page_screenshot
+from seglog.harness.browser import available, console_errors, full_page_screenshot, text_when
 from seglog.harness.ports import consecutive_free_ports
 from seglog.harness.processes import pid_alive as alive
 
@@ -202,7 +202,9 @@ def test_every_page_loads_without_console_errors(cluster: Cluster, chrome: Any) 
     nodes = chrome.find_elements("css selector", "#nodes tbody tr")
     assert [n.get_attribute("data-node-status") for n in nodes] == ["online"] * 3
     text = visit(chrome, cluster.url + "/topics", "topics")
-    row = chrome.find_element("css selector", '#topics tr[data-topic="orders"]')
+    orders = '#topics tr[data-topic="orders"]'
+    text_when(chrome, orders, lambda _text: True, reload_url=cluster.url + "/topics")
+    row = chrome.find_element("css selector", orders)
     assert row.find_element("class name", "cleanup").text == "delete"
     assert row.find_element("class name", "retention").text == "1 d"  # retention.ms=86400000
     text = visit(chrome, cluster.url + "/topics?q=ord")

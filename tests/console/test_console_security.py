@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from seglog.cli.main import main
-from seglog.harness.browser import available, console_errors, full_page_screenshot
+from seglog.harness.browser import available, console_errors, full_page_screenshot, text_when
 from seglog.harness.node_process import NodeProcess
 from seglog.harness.ports import free_port
 
@@ -125,7 +125,7 @@ def test_the_console_logs_in_and_shows_acls_and_users(
             time.sleep(0.3)
         assert chrome.find_element("id", "single-node").text.startswith("No controller quorum")
         chrome.get(console.url + "/topics")
-        assert "secured" in chrome.find_element("id", "topics").text
+        text_when(chrome, "#topics", lambda text: "secured" in text, reload_url=chrome.current_url)
         chrome.get(console.url + "/security")
         rows = [
             [c.text for c in r.find_elements("tag name", "td")]
