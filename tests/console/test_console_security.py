@@ -119,24 +119,30 @@ def test_the_console_logs_in_and_shows_acls_and_users(
     try:
         chrome.get(console.url + "/")
         # Live: a refresh whose DescribeQuorum timed out on a loaded machine says
-        # "unreachable" until the next one.
-        deadline = time.monotonic() + 20
-        while not chrome.find_elements("id", "single-node") and time.monotonic() < deadline:
-            time.sleep(0.3)
-        assert chrome.find_element("id", "single-node").text.startswith("No controller quorum")
+        # "unreachable" until the next one; each page shows the snapshot of the last
+        # refresh, so every read waits for what it checks (reloading the page).
+        text_when(
+            chrome,
+            "#single-node",
+            lambda text: text.startswith("No controller quorum"),
+            reload_url=console.url + "/",
+        )
         chrome.get(console.url + "/topics")
         text_when(chrome, "#topics", lambda text: "secured" in text, reload_url=chrome.current_url)
         chrome.get(console.url + "/security")
-        rows = [
-            [c.text for c in r.find_elements("tag name", "td")]
-            for r in chrome.find_elements("css selector", "#acls tbody tr")
-        ]
-        assert ["User:alice", "Allow", "Read", "Topic", "secured", "PREFIXED", "*"] in rows
-        assert ["User:alice", "Deny", "Write", "Topic", "secured", "LITERAL", "*"] in rows
+        allow = ["User:alice", "Allow", "Read", "Topic", "secured", "PREFIXED", "*"]
+        deny = ["User:alice", "Deny", "Write", "Topic", "secured", "LITERAL", "*"]
+        acls = text_when(
+            chrome,
+            "#acls",
+            lambda text: " ".join(allow) in text and " ".join(deny) in text,
+            reload_url=console.url + "/security",
+        )
+        assert " ".join(allow) in acls and " ".join(deny) in acls
         if SCREENSHOTS:
             full_page_screenshot(chrome, str(Path(SCREENSHOTS) / "security.png"))
-        users = chrome.find_element("id", "users").text
-        assert "alice" in users and "SCRAM-SHA-256 (iterations 4096)" in users
+        users = text_when(chrome, "#users", lambda text: "alice" in text)
+        assert "SCRAM-SHA-256 (iterations 4096)" in users
         assert console_errors(chrome) == []
     finally:
         console.stop()
