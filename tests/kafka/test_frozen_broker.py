@@ -27,6 +27,7 @@ from pathlib import Path
 
 import pytest
 
+from seglog.chaos.targets import CONTROLLER_MODULE
 from seglog.harness.cluster import NODE_IDS, topic_of
 from seglog.harness.kafka_cluster import KafkaCluster
 from seglog.harness.local_cluster import LOCAL_DEFAULTS
@@ -246,7 +247,7 @@ def test_a_frozen_controller_process_sends_clients_to_the_new_leaders(tmp_path):
         cluster, victim = run.cluster, run.victim
         broker = cluster.nodes[victim].proc
         assert broker is not None
-        frozen = child_pid(broker.pid, b"seglog.node.controller.controller_process")
+        frozen = child_pid(broker.pid, CONTROLLER_MODULE)
         assert frozen is not None, "no controller process under the broker"
         os.kill(frozen, signal.SIGSTOP)
         try:

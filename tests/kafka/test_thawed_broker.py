@@ -25,6 +25,7 @@ import pytest
 from kafka.protocol.producer import InitProducerIdRequest, ProduceRequest
 from test_frozen_broker import SESSION_MS, TOPIC, local_run
 
+from seglog.chaos.targets import CONTROLLER_MODULE
 from seglog.harness.cluster import topic_of
 from seglog.harness.kafka_cluster import KafkaConnection, response_class
 from seglog.storage.record_batch import NewRecord, build_batch
@@ -90,7 +91,7 @@ def test_a_thawed_broker_refuses_produces_until_its_metadata_caught_up(tmp_path,
             led_at = image_epoch(cluster, victim, partition)
             process = broker.pid
             if frozen == "controller":
-                found = child_pid(broker.pid, b"seglog.node.controller.controller_process")
+                found = child_pid(broker.pid, CONTROLLER_MODULE)
                 assert found is not None, "no controller process under the broker"
                 process = found
             os.kill(process, signal.SIGSTOP)
