@@ -81,6 +81,20 @@ def _bool(props: Mapping[str, str], key: str, default: bool) -> bool:
     return text == "true"
 
 
+def _choice(props: Mapping[str, str], key: str, default: str, allowed: tuple[str, ...]) -> str:
+    value = str(props.get(key, default)).strip()
+    if value not in allowed:
+        raise InvalidConfigError(
+            f"Invalid value {value} for configuration {key}: "
+            f"String must be one of: {', '.join(allowed)}"
+        )
+    return value
+
+
+# seglog's own (no Kafka key): how the Kafka listeners run, on the node's event loop
+# (node/kafka/loop_server.py) or on Kafka's threads (node/kafka/socket_server.py).
+KAFKA_LISTENER_MODELS = ("event-loop", "threads")
+
 # Security protocols a listener may be mapped to, and the ones served today.
 SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 SUPPORTED_SECURITY_PROTOCOLS = SECURITY_PROTOCOLS  # SASL_*: Kafka listeners only
@@ -235,6 +249,7 @@ class NodeConfig:
     fetch_max_bytes: int = 57_671_680
     num_io_threads: int = 8
     queued_max_requests: int = 500
+    kafka_listener_model: str = "event-loop"
     process_roles: tuple[str, ...] = ("broker", "controller")
     controller_quorum_voters: dict[int, tuple[str, int]] = field(default_factory=dict)
     # seglog's own (no Kafka key): where this node dials another broker for replication
@@ -386,6 +401,9 @@ class NodeConfig:
             fetch_max_bytes=_int(props, "fetch.max.bytes", 57_671_680, at_least=1024),
             num_io_threads=_int(props, "num.io.threads", 8, at_least=1),
             queued_max_requests=_int(props, "queued.max.requests", 500, at_least=1),
+            kafka_listener_model=_choice(
+                props, "kafka.listener.model", "event-loop", KAFKA_LISTENER_MODELS
+            ),
             process_roles=roles,
             controller_quorum_voters=voters,
             inter_broker_address_overrides=parse_voters(

@@ -21,18 +21,24 @@ learns the new high watermark with its next answer, as in Kafka.
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 TopicPartition = tuple[str, int]
 
 
 class FetchWaiter:
-    __slots__ = ("_event", "partitions", "retired", "hw_moves")
+    __slots__ = ("_event", "_on_wake", "partitions", "retired", "hw_moves")
 
-    def __init__(self, hw_moves: bool = True) -> None:
+    def __init__(
+        self, hw_moves: bool = True, on_wake: Callable[[], None] | None = None
+    ) -> None:
         """`hw_moves`: whether a high-watermark move wakes it (a consumer's fetch) or
-        only new records do (a follower's session)."""
+        only new records do (a follower's session). `on_wake`: instead of a thread
+        blocking in FetchWakeups.wait, a fetch parked on an event loop is called (from
+        the waking thread, under the wakeups' lock: it must only schedule) at the
+        first wake after each arm."""
         self._event = threading.Event()
+        self._on_wake = on_wake
         self.hw_moves = hw_moves
         self.partitions: set[TopicPartition] = set()  # what it watches (FetchWakeups')
         # Forgotten for good (its session was evicted, its fetch ended): a late watch
@@ -47,6 +53,10 @@ class FetchWaiter:
         return self._event.is_set()
 
     def _wake(self) -> None:
+        if self._on_wake is not None and not self._event.is_set():
+            self._event.set()
+            self._on_wake()
+            return
         self._event.set()
 
 
@@ -58,6 +68,7 @@ class FetchWakeups:
         # partition of every session.
         self._waiters: set[FetchWaiter] = set()
         self._in_wait = 0
+        self._parked: set[FetchWaiter] = set()  # fetches parked on an event loop
 
     def watch(self, waiter: FetchWaiter, partitions: Iterable[TopicPartition]) -> None:
         with self._lock:
@@ -69,6 +80,8 @@ class FetchWakeups:
                     self._by_partition.setdefault(tp, set()).add(waiter)
             if waiter.partitions:
                 self._waiters.add(waiter)
+            if waiter._on_wake is not None:
+                self._parked.add(waiter)
 
     def unwatch(self, waiter: FetchWaiter, partitions: Iterable[TopicPartition]) -> None:
         with self._lock:
@@ -85,6 +98,7 @@ class FetchWakeups:
             for tp in list(waiter.partitions):
                 self._drop(waiter, tp)
             self._waiters.discard(waiter)
+            self._parked.discard(waiter)
 
     def _drop(self, waiter: FetchWaiter, tp: TopicPartition) -> None:
         waiter.partitions.discard(tp)
@@ -128,9 +142,10 @@ class FetchWakeups:
 
     @property
     def in_wait(self) -> int:
-        """Fetches long-polling right now (the fetch purgatory's size)."""
+        """Fetches long-polling right now (the fetch purgatory's size): threads in a
+        wait and fetches parked on an event loop."""
         with self._lock:
-            return self._in_wait
+            return self._in_wait + len(self._parked)
 
     def watched(self, tp: TopicPartition) -> int:
         """How many waiters watch the partition (for tests and checks)."""

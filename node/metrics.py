@@ -446,28 +446,42 @@ def timed_kafka_handler(
             raise
         local_s = plain_perf_s() - t0
         if isinstance(answer, deferred):
-            wait = answer.wait
+            t1 = plain_perf_s()  # remote time: from the handler's return to the answer
+
+            def observe(failed: bool) -> None:
+                remote_s = plain_perf_s() - t1
+                metrics.observe_request(
+                    api,
+                    listener,
+                    queue_s + local_s + remote_s,
+                    failed,
+                    queue_s=queue_s,
+                    local_s=local_s,
+                    remote_s=remote_s,
+                )
+
+            wait, begin = answer.wait, answer.begin
 
             def waited() -> Any:
                 failed = True
-                t1 = plain_perf_s()
                 try:
                     parts = wait()
                     failed = False
                     return parts
                 finally:
-                    remote_s = plain_perf_s() - t1
-                    metrics.observe_request(
-                        api,
-                        listener,
-                        queue_s + local_s + remote_s,
-                        failed,
-                        queue_s=queue_s,
-                        local_s=local_s,
-                        remote_s=remote_s,
-                    )
+                    observe(failed)
 
             answer.wait = waited
+            if begin is not None:
+
+                def begun(done: Callable[[Any], None]) -> None:
+                    def timed(parts: Any) -> None:
+                        observe(False)
+                        done(parts)
+
+                    begin(timed)
+
+                answer.begin = begun
             return answer
         metrics.observe_request(
             api, listener, queue_s + local_s, False, queue_s=queue_s, local_s=local_s, remote_s=0.0

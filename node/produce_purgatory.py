@@ -5,6 +5,8 @@ waits on a future that the replica's `ProduceCompleted` answers."""
 from __future__ import annotations
 
 import itertools
+import threading
+from collections.abc import Callable
 from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
 from typing import NamedTuple
@@ -47,6 +49,29 @@ class ProducePurgatory:
 
     def __len__(self) -> int:
         return len(self._waiting)
+
+    @staticmethod
+    def when_answered(produce: StartedProduce, callback: Callable[[], None]) -> None:
+        """Call `callback` once, from the thread that answers the last of the produce's
+        partitions (at once if all are answered): after it, await_produced does not
+        block. The request's timeout is the caller's to time."""
+        futures = [p[1] for _, p in produce.started if not isinstance(p, ProduceResult)]
+        left = len(futures)
+        if left == 0:
+            callback()
+            return
+        lock = threading.Lock()
+
+        def one_done(_: object) -> None:
+            nonlocal left
+            with lock:
+                left -= 1
+                last = left == 0
+            if last:
+                callback()
+
+        for f in futures:
+            f.add_done_callback(one_done)
 
     def await_produced(self, produce: StartedProduce, node_id: int) -> list[ProduceResult]:
         """Each partition's answer (acks=-1: once the HW passed the batch), bounded by

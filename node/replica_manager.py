@@ -488,6 +488,24 @@ class ReplicaManager:
         self._wakeups.wake(tp for tp, _data in items)  # followers long-poll for new data
         return StartedProduce(started, plain_monotonic_s() + timeout_ms / 1000 + 1)
 
+    def when_produced(self, produce: StartedProduce, callback: Callable[[], None]) -> None:
+        """Call `callback` (from any thread) once await_produced would not block."""
+        self._produces.when_answered(produce, callback)
+
+    def park_fetch(
+        self, partitions: Iterable[TopicPartition], on_wake: Callable[[], None]
+    ) -> FetchWaiter:
+        """A long poll parked on an event loop (Kafka's fetch purgatory, keyed by
+        partition): `on_wake` schedules a look at the partitions after a change to them
+        (or metadata, or a stop). The caller arms the waiter before each look and
+        `unpark`s it when the fetch is answered."""
+        waiter = FetchWaiter(on_wake=on_wake)
+        self._wakeups.watch(waiter, partitions)
+        return waiter
+
+    def unpark_fetch(self, waiter: FetchWaiter) -> None:
+        self._wakeups.forget(waiter)
+
     def await_produced(self, produce: StartedProduce) -> list[ProduceResult]:
         """produce_all's second half: each partition's answer (acks=-1: once the HW
         passed the batch), bounded by the request's timeout."""

@@ -34,6 +34,7 @@ from seglog.node.controller.controller_requests import IsrChange
 from seglog.node.controller.local_controller import LocalController
 from seglog.node.controller.remote_controller import RemoteController
 from seglog.node.event_log import EventLogger, configure
+from seglog.node.event_loop import NodeLoop
 from seglog.node.groups.grpc_servicer import MAX_WAITING_CALLS, GroupCoordinatorServicer
 from seglog.node.groups.offsets_records import OFFSETS_TOPIC
 from seglog.node.groups.offsets_topic import GroupCoordinatorRuntime
@@ -149,6 +150,7 @@ class Node:
         self.halted = False
         self.port = -1
         self.kafka: list[KafkaListener] = []  # Kafka-protocol listeners (e.g. PLAINTEXT)
+        self.loop: NodeLoop | None = None  # the event loop they run on (event-loop model)
         # Once what a scrape reads is there (the registry collects once on registering).
         self.metrics.registry.register(NodeStateCollector(self))
         # ACLs (authorizer.class.name; None: off) and the SCRAM/ACL admin requests.
@@ -239,7 +241,9 @@ class Node:
             self.remote.start()
             self.remote.wait_for_metadata()
         self._server.start()
-        self.kafka = start_kafka_listeners(self, self.config, self.metrics)
+        if self.config.kafka_listeners and self.config.kafka_listener_model == "event-loop":
+            self.loop = NodeLoop("seglog-loop").start()
+        self.kafka = start_kafka_listeners(self, self.config, self.metrics, self.loop)
         if self.config.metrics_port >= 0:
             server, thread = start_http_server(
                 self.config.metrics_port, self.config.metrics_host, self.metrics.registry
@@ -394,6 +398,7 @@ class Node:
             # away) before its process exits.
             ("controller", self.controller.shutdown),
             ("kafka", lambda: [kafka.shutdown() for kafka in self.kafka]),
+            ("event_loop", lambda: self.loop.stop() if self.loop is not None else None),
             ("metrics", lambda: self._metrics_http[0].shutdown() if self._metrics_http else None),
             ("groups", self.groups.shutdown),
             ("server", lambda: self._server.stop(grace=2).wait(5) if self._server else None),

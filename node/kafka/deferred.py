@@ -1,21 +1,68 @@
 """What a Kafka handler answers (the socket server's contract with the APIs and the
 security gate): the parts of its response frame, None for no response (a Produce
-with acks=0), or a Deferred for a request it has started but that continues on a
-delayed thread (an acks=all Produce, a long-polling Fetch)."""
+with acks=0), or a Deferred for a request it has started but not finished (an
+acks=all Produce, a long-polling Fetch, a JoinGroup).
+
+A Deferred has two forms. `wait()` blocks until the answer is there: a thread of the
+listener's bounded delayed pool runs it. `begin(done)`, when the handler offers it,
+does not block: called on the listener's event loop, it arranges for `done(parts)` to
+be called exactly once, from any thread, when the answer is there (a produce's
+futures resolved by the high watermark, a fetch's partitions woken, or its deadline,
+timed on the running loop). The event-loop server uses `begin` where there is one, so
+an acks=all produce or a long poll holds no thread while it waits."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
+from typing import Generic, TypeVar
 
 from .codec import KafkaRequest, Part
 
+Answer = list[Part] | None
+Done = Callable[[Answer], None]
+
 
 class Deferred:
-    """A handler's answer for a request it has started but not finished: wait() (on
-    the handler thread) returns the response parts (None: no response)."""
+    """A handler's answer for a request it has started but not finished."""
 
-    def __init__(self, wait: Callable[[], list[Part] | None]) -> None:
+    __slots__ = ("begin", "wait")
+
+    def __init__(
+        self,
+        wait: Callable[[], Answer],
+        begin: Callable[[Done], None] | None = None,
+    ) -> None:
         self.wait = wait
+        self.begin = begin
+
+
+T = TypeVar("T")
+
+
+class OnLoop(Generic[T]):
+    """A `begin`'s bookkeeping on the running loop: `done(answer(x))` exactly once,
+    at the first `finish(x)` (on the loop), `finish_threadsafe()` (any thread; x is
+    None) or the deadline (x None)."""
+
+    __slots__ = ("_answer", "_done", "_timer", "finished", "loop")
+
+    def __init__(self, done: Done, answer: Callable[[T | None], Answer], delay_s: float) -> None:
+        self.loop = asyncio.get_running_loop()
+        self._done = done
+        self._answer = answer
+        self.finished = False
+        self._timer = self.loop.call_later(max(delay_s, 0.0), self.finish)
+
+    def finish(self, x: T | None = None) -> None:
+        if self.finished:
+            return
+        self.finished = True
+        self._timer.cancel()
+        self._done(self._answer(x))
+
+    def finish_threadsafe(self) -> None:
+        self.loop.call_soon_threadsafe(self.finish)
 
 
 # A handler: request → the parts of its response frame, None for no response (a

@@ -33,7 +33,7 @@ from .codec import (
     placeholder,
     response_class,
 )
-from .deferred import Deferred
+from .deferred import Deferred, Done, OnLoop
 from .errors import error_code
 from .groups import KafkaGroupApis
 from .metadata import api_versions, describe_cluster, metadata
@@ -198,7 +198,17 @@ class KafkaApis:
                 return None
             return self._produce_response(request, errors, done)
 
-        return Deferred(answer) if started is not None else answer()
+        if started is None:
+            return answer()
+
+        def begin(done: Done) -> None:
+            assert started is not None
+            on_loop: OnLoop[None] = OnLoop(
+                done, lambda _: answer(), started.deadline - plain_monotonic_s()
+            )
+            rm.when_produced(started, on_loop.finish_threadsafe)
+
+        return Deferred(answer, begin)
 
     def _report_produce_errors(
         self, errors: dict[tuple[str, int], str], done: dict[Any, Any]
@@ -300,17 +310,42 @@ class KafkaApis:
                 zero_copy=True,
             )
 
+        def enough(results: list[Any]) -> bool:
+            return (
+                any(r.error_name != "NONE" for r in results)
+                or sum(len(r.records) for r in results) >= min_bytes
+                or self.stopped.is_set()
+            )
+
         now = read(0)
-        if (
-            wait_ms == 0
-            or any(r.error_name != "NONE" for r in now)
-            or (sum(len(r.records) for r in now) >= min_bytes)
-        ):
+        if wait_ms == 0 or enough(now):
             return self._fetch_response(request, now, ids)
-        for r in now:
-            if isinstance(r.records, FileSlice):
-                r.records.close()
-        return Deferred(lambda: self._fetch_response(request, read(wait_ms), ids))
+        close_slices(now)
+        rm = self.node.replica_manager
+
+        def begin(done: Done) -> None:
+            # Parked on the loop: each change to the partitions schedules one look.
+            def answer(results: list[Any] | None) -> list[Part]:
+                rm.unpark_fetch(waiter)
+                return self._fetch_response(request, read(0) if results is None else results, ids)
+
+            on_loop: OnLoop[list[Any]] = OnLoop(done, answer, wait_ms / 1000)
+
+            def look() -> None:
+                if on_loop.finished:
+                    return
+                waiter.arm()
+                results = read(0)
+                if enough(results):
+                    on_loop.finish(results)
+                else:
+                    close_slices(results)
+
+            tps = {(spec.topic, spec.partition) for spec in specs}
+            waiter = rm.park_fetch(tps, lambda: on_loop.loop.call_soon_threadsafe(look))
+            on_loop.loop.call_soon(look)  # a change between the first read and the parking
+
+        return Deferred(lambda: self._fetch_response(request, read(wait_ms), ids), begin)
 
     def _fetch_topics(self, request: KafkaRequest) -> tuple[list[tuple[str, Any]], Any]:
         """The request's topics by name; from v13 they come by id (KIP-516), and the
@@ -466,3 +501,10 @@ class KafkaApis:
         return encode_response(
             request, cls(throttle_time_ms=0, error_code=0, producer_id=pid, producer_epoch=0)
         )
+
+
+def close_slices(results: list[Any]) -> None:
+    """Release the FileSlices of a read that is not answered."""
+    for r in results:
+        if isinstance(r.records, FileSlice):
+            r.records.close()

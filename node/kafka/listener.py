@@ -10,11 +10,13 @@ from collections.abc import Mapping
 
 from ..config import Listener, NodeConfig, int_setting
 from ..event_log import EventLogger
+from ..event_loop import NodeLoop
 from ..metrics import NodeMetrics, timed_kafka_handler
 from ..security.kafka_gate import KafkaGate
 from ..security.kafka_tls import ListenerTls
 from .deferred import Deferred, Handler
 from .handlers import KafkaApis
+from .loop_server import LoopSocketServer
 from .node_api import KafkaNode
 from .socket_server import SocketServer
 from .socket_settings import SocketSettings
@@ -51,7 +53,9 @@ class KafkaListener:
         listener: Listener,
         config: NodeConfig,
         metrics: NodeMetrics | None = None,
+        node_loop: NodeLoop | None = None,
     ) -> None:
+        """`node_loop`: the node's event loop (the event-loop model); None: threads."""
         self.name = listener.name
         self.settings = socket_settings(config.raw, config.num_io_threads)
         self.apis = KafkaApis(node, listener.name)
@@ -65,16 +69,30 @@ class KafkaListener:
         if metrics is not None:
             handler = timed_kafka_handler(self.apis, metrics, listener.name, Deferred)
         on_sent = metrics.sent_observer(listener.name) if metrics is not None else None
-        self.server = SocketServer(
-            listener.host,
-            listener.port,
-            handler,
-            self.settings,
-            tls,
-            listener.name,
-            gate,
-            on_sent=on_sent,
-        )
+        self.server: SocketServer | LoopSocketServer
+        if node_loop is None:
+            self.server = SocketServer(
+                listener.host,
+                listener.port,
+                handler,
+                self.settings,
+                tls,
+                listener.name,
+                gate,
+                on_sent=on_sent,
+            )
+        else:
+            self.server = LoopSocketServer(
+                listener.host,
+                listener.port,
+                handler,
+                node_loop,
+                self.settings,
+                tls,
+                listener.name,
+                gate,
+                on_sent=on_sent,
+            )
         self.apis.stopped = self.server.stopped
         self.port = self.server.port
 
@@ -86,13 +104,18 @@ class KafkaListener:
 
 
 def start_kafka_listeners(
-    node: KafkaNode, config: NodeConfig, metrics: NodeMetrics | None = None
+    node: KafkaNode,
+    config: NodeConfig,
+    metrics: NodeMetrics | None = None,
+    node_loop: NodeLoop | None = None,
 ) -> list[KafkaListener]:
-    """Bind and start every Kafka listener of the config (none: an empty list)."""
+    """Bind and start every Kafka listener of the config (none: an empty list), on
+    `node_loop` when kafka.listener.model=event-loop."""
     started: list[KafkaListener] = []
+    loop = node_loop if config.kafka_listener_model == "event-loop" else None
     try:
         for listener in config.kafka_listeners:
-            k = KafkaListener(node, listener, config, metrics)
+            k = KafkaListener(node, listener, config, metrics, loop)
             k.start()
             started.append(k)
     except BaseException:

@@ -1,0 +1,389 @@
+"""A Kafka client connection on the node's event loop (an asyncio Protocol over a
+uvloop TCP transport): it reads 4-byte-length frames, refuses any over
+`socket.request.max.bytes` by closing, has its server handle each request (on the
+loop, or in the bounded handler pool for those that may block) and writes the
+responses back in request order.
+
+Muting, as Kafka's processor does it: reading pauses while a request waits for the
+handler pool (so a connection's requests are applied in order), while
+MAX_IN_FLIGHT requests are unanswered, and while the transport's write buffer is
+above its high-water mark (a client that does not read its answers stops being
+read).
+
+TLS runs over memory buffers (an `ssl.SSLObject` between two `ssl.MemoryBIO`s) on
+the plain transport, as the threaded processor did: the node sees a failed handshake
+(and logs it), takes the client's certificate subject as its principal, and decrypts
+every whole TLS record a read brought at once.
+
+FileSlices (a consumer's records) go out with `os.sendfile` on the socket when the
+transport has nothing buffered (uvloop implements no loop.sendfile); what the socket
+does not take then, and every slice on a TLS connection, is read and written in
+WRITE_CHUNK pieces as the transport drains."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import socket
+import ssl
+import struct
+from collections import deque
+from typing import Protocol, cast
+
+from seglog.storage.disk_and_clock import plain_monotonic_s, plain_perf_s
+from seglog.storage.file_slice import FileSlice
+
+from ..event_log import EventLogger
+from ..security.kafka_gate import KafkaSession
+from ..security.kafka_tls import ListenerTls
+from ..security.principal import ANONYMOUS, KafkaPrincipal, certificate_principal
+from ..security.tls_records import RecordReader
+from .codec import InvalidRequestError, KafkaRequest, Part, parse_request
+from .connection import Slot, close_parts
+from .processor import SentObserver
+from .socket_settings import SocketSettings
+
+_log = EventLogger("kafka")
+_SIZE = struct.Struct(">i")
+MAX_IN_FLIGHT = 5  # requests of one connection being handled or awaiting their turn
+WRITE_HIGH = 1 << 20  # the transport's write buffer above which reading pauses
+WRITE_CHUNK = 256 * 1024  # bytes of a FileSlice read (or encrypted) at a time
+
+
+class ConnectionServer(Protocol):
+    """What a connection needs of its listener (node/kafka/loop_server.py)."""
+
+    settings: SocketSettings
+    tls: ListenerTls | None
+    listener_name: str
+    records: RecordReader
+    on_sent: SentObserver | None
+
+    def next_id(self) -> int: ...
+    def admit(self, conn: KafkaConnection) -> bool: ...
+    def closed(self, conn: KafkaConnection) -> None: ...
+    def enter(self) -> None: ...
+    def leave(self) -> None: ...
+    def dispatch(self, conn: KafkaConnection, request: KafkaRequest, slot: Slot) -> None: ...
+
+
+class KafkaConnection(asyncio.Protocol):
+    def __init__(self, server: ConnectionServer) -> None:
+        self.server = server
+        self.transport: asyncio.Transport | None = None
+        self.id = ""
+        self.host = ""
+        self.inbuf = bytearray()
+        self.slots: deque[Slot] = deque()  # requests in flight, in arrival order
+        self.unstarted: Slot | None = None  # waiting for the handler pool to start it
+        self.outq: deque[Part] = deque()
+        self.out_pos = 0  # bytes of outq[0] already written
+        # Response send times: (parts written when it is done, its API, queued at).
+        self.parts_queued = 0
+        self.parts_sent = 0
+        self.sending: deque[tuple[int, str, float]] = deque()
+        self.write_paused = False
+        self.taking = False  # in take_requests: an answer given inline does not re-enter
+        self.reading = True
+        self.closed = False
+        self.last_active = plain_monotonic_s()
+        self.principal: KafkaPrincipal = ANONYMOUS
+        self.session: KafkaSession | None = None  # the security gate's, from the first request
+        self.tls: ssl.SSLObject | None = None
+        self.tls_in = ssl.MemoryBIO()
+        self.tls_out = ssl.MemoryBIO()
+        self.handshaking = False
+
+    # --- asyncio's callbacks --------------------------------------------------------
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        transport = cast(asyncio.Transport, transport)  # uvloop's does not subclass it
+        self.transport = transport
+        peer = transport.get_extra_info("peername") or ("unix", 0)
+        self.id = f"{peer[0]}:{peer[1]}-0-{self.server.next_id()}"
+        self.host = str(peer[0])
+        transport.set_write_buffer_limits(high=WRITE_HIGH)
+        if not self.server.admit(self):
+            self.closed = True  # over max.connections
+            transport.abort()
+            return
+        sock = transport.get_extra_info("socket")
+        if sock is not None:
+            with contextlib.suppress(OSError):
+                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        tls = self.server.tls
+        if tls is not None:
+            self.tls = tls.context().wrap_bio(self.tls_in, self.tls_out, server_side=True)
+            self.handshaking = True
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._closed_now("closed by client" if exc is None else f"connection lost: {exc}")
+
+    def data_received(self, data: bytes) -> None:
+        server = self.server
+        server.enter()
+        try:
+            self.last_active = plain_monotonic_s()
+            if self.tls is not None:
+                self.tls_in.write(data)
+                if self.handshaking and not self._handshake():
+                    return
+                self._decrypt()
+            else:
+                self.inbuf += data
+            self.take_requests()
+        finally:
+            server.leave()
+
+    def pause_writing(self) -> None:
+        self.write_paused = True
+        self._update_reading()
+
+    def resume_writing(self) -> None:
+        self.write_paused = False
+        self.server.enter()
+        try:
+            self._pump()
+            self._update_reading()
+            self.take_requests()
+        finally:
+            self.server.leave()
+
+    # --- requests ------------------------------------------------------------------------
+
+    def muted(self) -> bool:
+        return self.unstarted is not None or len(self.slots) >= MAX_IN_FLIGHT or self.write_paused
+
+    def _update_reading(self) -> None:
+        if self.closed or self.transport is None:
+            return
+        want = not self.muted()
+        if want == self.reading:
+            return
+        self.reading = want
+        if want:
+            self.transport.resume_reading()
+        else:
+            self.transport.pause_reading()
+
+    def take_requests(self) -> None:
+        """Take whole frames off the buffer while the connection is not muted."""
+        if self.taking:
+            return  # an inline answer inside the loop below: it goes on by itself
+        self.taking = True
+        try:
+            self._take_frames()
+        finally:
+            self.taking = False
+        self._update_reading()
+
+    def _take_frames(self) -> None:
+        # Bounded by the buffer: each pass takes a frame or returns.
+        while not self.closed and not self.muted() and len(self.inbuf) >= 4:
+            (size,) = _SIZE.unpack_from(self.inbuf)
+            limit = self.server.settings.socket_request_max_bytes
+            if size < 0 or size > limit:
+                _log.warning("kafka_frame_refused", connection=self.id, size=size, max=limit)
+                self.close("frame size out of range")
+                return
+            if len(self.inbuf) < 4 + size:
+                break
+            with memoryview(self.inbuf) as view:  # one copy, released before the del
+                frame = bytes(view[4 : 4 + size])
+            del self.inbuf[: 4 + size]
+            try:
+                request = parse_request(frame)
+            except InvalidRequestError as e:
+                _log.warning("kafka_request_refused", connection=self.id, reason=str(e))
+                self.close("invalid request")
+                return
+            request.client_host = self.host.strip("[]")
+            request.received_s = plain_perf_s()
+            slot = Slot(request.spec.name)
+            self.slots.append(slot)
+            self.server.dispatch(self, request, slot)
+
+    def started(self, slot: Slot) -> None:
+        """The pool has started the request (its effects applied): the next may come."""
+        if self.unstarted is slot:
+            self.unstarted = None
+            self._update_reading()
+            self.take_requests()
+
+    def respond(self, slot: Slot, parts: list[Part] | None, close: bool = False) -> None:
+        """On the loop: the request's response (None: none is sent); `close`: close
+        the connection instead."""
+        if self.closed or close:
+            close_parts(parts or [])
+            self.close("handler failed")
+            return
+        slot.done, slot.parts = True, parts
+        # Bounded by the connection's slots (at most MAX_IN_FLIGHT).
+        while self.slots and self.slots[0].done:
+            head = self.slots.popleft()
+            if head.parts:  # None: no response (acks=0)
+                self.outq.extend(head.parts)
+                self.parts_queued += len(head.parts)
+                self.sending.append((self.parts_queued, head.api, plain_perf_s()))
+        self._pump()
+        self._update_reading()
+        self.take_requests()
+
+    # --- writing -------------------------------------------------------------------------
+
+    def _pump(self) -> None:
+        """Hand queued parts to the transport until it is above its high-water mark."""
+        transport = self.transport
+        if transport is None:
+            return
+        # Bounded by the queued parts: each pass writes some bytes or returns.
+        while self.outq and not self.write_paused and not self.closed:
+            part = self.outq[0]
+            if isinstance(part, FileSlice):
+                n = self._write_slice(part)
+                if n < 0:
+                    return
+            else:
+                view = memoryview(part)[self.out_pos :]
+                self._write(view)
+                n = len(view)
+            self._advance(part, n)
+
+    def _write_slice(self, part: FileSlice) -> int:
+        """Bytes of the slice handed on now (-1: closed): sendfile straight to the
+        socket when nothing is buffered, else (and on TLS) a chunk read and written."""
+        transport = self.transport
+        assert transport is not None
+        left = part.size - self.out_pos
+        at = part.position + self.out_pos
+        if self.tls is None and transport.get_write_buffer_size() == 0:
+            sock = transport.get_extra_info("socket")
+            try:
+                n = os.sendfile(sock.fileno(), part.fd, at, left)
+            except BlockingIOError:
+                n = 0
+            except OSError as e:
+                self.close(f"write failed: {e}")
+                return -1
+            if n > 0:
+                return n
+        try:
+            chunk = os.pread(part.fd, min(left, WRITE_CHUNK), at)
+        except OSError as e:
+            self.close(f"write failed: {e}")
+            return -1
+        if not chunk and left > 0:
+            self.close("segment file truncated during a fetch response")
+            return -1
+        self._write(chunk)
+        return len(chunk)
+
+    def _write(self, data: bytes | memoryview) -> None:
+        assert self.transport is not None
+        if self.tls is None:
+            self.transport.write(data)
+            return
+        # Bounded by the data: each pass encrypts some of it.
+        while data:
+            try:
+                n = self.tls.write(data[:WRITE_CHUNK])
+            except ssl.SSLError as e:
+                self.close(f"write failed: {e}")
+                return
+            data = data[n:]
+            self._flush_tls()
+
+    def _flush_tls(self) -> None:
+        if self.tls_out.pending and self.transport is not None:
+            self.transport.write(self.tls_out.read())
+
+    def _advance(self, part: Part, n: int) -> None:
+        self.out_pos += n
+        self.last_active = plain_monotonic_s()
+        if self.out_pos >= len(part):
+            self.outq.popleft()
+            self.out_pos = 0
+            if isinstance(part, FileSlice):
+                part.close()
+            self.parts_sent += 1
+            on_sent = self.server.on_sent
+            # Bounded by the responses queued on the connection.
+            while self.sending and self.sending[0][0] <= self.parts_sent:
+                _, api, queued = self.sending.popleft()
+                if on_sent is not None:
+                    on_sent(api, plain_perf_s() - queued)
+
+    # --- TLS -----------------------------------------------------------------------------
+
+    def _handshake(self) -> bool:
+        """Advance the handshake with what has arrived: True once it is done."""
+        tls = self.tls
+        assert tls is not None
+        try:
+            tls.do_handshake()
+        except ssl.SSLWantReadError:
+            self._flush_tls()
+            return False
+        except ssl.SSLError as e:
+            self.handshake_failed(getattr(e, "reason", None) or str(e))
+            return False
+        self._flush_tls()  # the server's last flight (TLS 1.3: session tickets)
+        self.handshaking = False
+        self.principal = certificate_principal(tls.getpeercert(binary_form=True))
+        return True
+
+    def handshake_failed(self, reason: str) -> None:
+        _log.warning(
+            "kafka_ssl_handshake_failed",
+            listener=self.server.listener_name,
+            address=self.id.rsplit("-", 2)[0],
+            reason=reason,
+        )
+        self._flush_tls()  # the alert, if any
+        self.close("ssl handshake failed")
+
+    def _decrypt(self) -> None:
+        assert self.tls is not None
+        try:
+            still_open = self.server.records.read_into(self.tls, self.inbuf)
+        except ssl.SSLError as e:
+            _log.warning(
+                "kafka_ssl_read_failed",
+                listener=self.server.listener_name,
+                connection=self.id,
+                reason=getattr(e, "reason", None) or str(e),
+            )
+            self.close("ssl read failed")
+            return
+        if not still_open:  # the client's close_notify
+            self.close("closed by client")
+            return
+        self._flush_tls()  # reading may have made TLS write (a KeyUpdate's answer)
+
+    # --- closing -------------------------------------------------------------------------
+
+    def idle_for(self, now: float) -> float | None:
+        """Seconds idle, if nothing is in flight or queued (None: busy)."""
+        if self.slots or self.outq:
+            return None
+        return now - self.last_active
+
+    def close(self, reason: str) -> None:
+        if self.closed:
+            return
+        if self.transport is not None:
+            self.transport.close()  # what is buffered still goes (an alert, an answer)
+        self._closed_now(reason)
+
+    def _closed_now(self, reason: str) -> None:
+        self.server.closed(self)  # idempotent
+        if self.closed:
+            return
+        self.closed = True
+        close_parts(list(self.outq))
+        self.outq.clear()
+        for slot in self.slots:
+            close_parts(slot.parts or [])
+        self.slots.clear()
+        _log.debug("kafka_connection_closed", connection=self.id, reason=reason)
