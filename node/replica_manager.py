@@ -47,17 +47,18 @@ from .delete_records import delete_records
 from .doubt_refusals import DoubtRefusals
 from .event_log import EventLogger
 from .fetch_session import DEFAULT_SLOTS as DEFAULT_SESSION_SLOTS
-from .fetch_session import FetchSessionCache
+from .fetch_session import FetchSession, FetchSessionCache
 from .fetch_wakeups import FetchWaiter, FetchWakeups
 from .hosted_partition import HostedPartition, PartitionError, TopicPartition
 from .liveness import StallWatchdog
 from .log_manager import LogManager
-from .partition_reads import PartitionReads, mark
+from .partition_reads import PartitionReads
 from .partition_requests import FetchResult, FetchSpec, OffsetResult, ProduceResult, ReplicaMetrics
 from .produce_errors import ProduceErrorLog
 from .produce_purgatory import Pending, ProducePurgatory, StartedProduce
 from .replica_fetcher import ReplicaFetcher
 from .replication_throttles import ReplicationThrottles
+from .session_fetch import SessionFetch
 
 _log = EventLogger("replica_manager")
 
@@ -118,7 +119,7 @@ class ReplicaManager:
         self._partitions: dict[TopicPartition, HostedPartition] = {}
         self._lock = threading.Lock()
         # Long-polling fetches wait on the partitions they name (Kafka's purgatory keys).
-        self._wakeups = FetchWakeups()
+        self.wakeups = FetchWakeups()
         self._produces = ProducePurgatory()  # acks=-1 produces awaiting their ISR
         self.metrics: ReplicaMetrics | None = None  # set by the node
         self._reads = PartitionReads(
@@ -136,7 +137,7 @@ class ReplicaManager:
         # Partitions with parked acks=-1 produces: ticked every TICK_S for timeouts.
         self._ticking: set[TopicPartition] = set()
         self._sessions = FetchSessionCache(
-            fetch_session_slots, on_evict=lambda s: self._wakeups.forget(s.waiter)
+            fetch_session_slots, on_evict=lambda s: self.wakeups.forget(s.waiter)
         )
         # Leaders' ISR timers: ticked when due (a follower behind, an AlterPartition to
         # re-send, a follower node silent for the lag), not swept (isr_deadlines).
@@ -168,7 +169,7 @@ class ReplicaManager:
             self._ticker.join(timeout=5)
         if self.watchdog is not None:
             self.watchdog.forget(TIMER_LOOP)
-        self._wakeups.wake_all()
+        self.wakeups.wake_all()
 
     # --- carrying out the replicas' decisions ---------------------------------------------
 
@@ -177,7 +178,7 @@ class ReplicaManager:
             if isinstance(a, pr.ProduceCompleted):
                 self._produces.complete(a)
             elif isinstance(a, pr.HighWatermarkUpdated):
-                self._wakeups.wake_for_hw((hp.tp,))
+                self.wakeups.wake_for_hw((hp.tp,))
             elif isinstance(a, pr.SendAlterPartition):
                 if self._alter_partitions is not None:
                     # The ISR the change starts from, counted once the controller
@@ -273,7 +274,7 @@ class ReplicaManager:
                 for hp in self.partitions():
                     if hp.replica.is_leader:
                         self._schedule_isr(hp, t)
-        self._wakeups.wake_all()  # leaders and epochs may have moved
+        self.wakeups.wake_all()  # leaders and epochs may have moved
 
     def _apply_all(self, image: MetadataImage) -> None:
         wanted: set[TopicPartition] = set()
@@ -435,7 +436,7 @@ class ReplicaManager:
 
     def waiting_fetches(self) -> int:
         """Fetches long-polling for data right now (Kafka's fetch purgatory)."""
-        return self._wakeups.in_wait
+        return self.wakeups.in_wait
 
     def partitions(self) -> list[HostedPartition]:
         with self._lock:
@@ -485,26 +486,12 @@ class ReplicaManager:
             (tp, self._start_produce(tp, data, acks, timeout_ms, leader_epoch))
             for tp, data in items
         ]
-        self._wakeups.wake(tp for tp, _data in items)  # followers long-poll for new data
+        self.wakeups.wake(tp for tp, _data in items)  # followers long-poll for new data
         return StartedProduce(started, plain_monotonic_s() + timeout_ms / 1000 + 1)
 
     def when_produced(self, produce: StartedProduce, callback: Callable[[], None]) -> None:
         """Call `callback` (from any thread) once await_produced would not block."""
         self._produces.when_answered(produce, callback)
-
-    def park_fetch(
-        self, partitions: Iterable[TopicPartition], on_wake: Callable[[], None]
-    ) -> FetchWaiter:
-        """A long poll parked on an event loop (Kafka's fetch purgatory, keyed by
-        partition): `on_wake` schedules a look at the partitions after a change to them
-        (or metadata, or a stop). The caller arms the waiter before each look and
-        `unpark`s it when the fetch is answered."""
-        waiter = FetchWaiter(on_wake=on_wake)
-        self._wakeups.watch(waiter, partitions)
-        return waiter
-
-    def unpark_fetch(self, waiter: FetchWaiter) -> None:
-        self._wakeups.forget(waiter)
 
     def await_produced(self, produce: StartedProduce) -> list[ProduceResult]:
         """produce_all's second half: each partition's answer (acks=-1: once the HW
@@ -576,7 +563,7 @@ class ReplicaManager:
         results: list[FetchResult] | None = None
         marks: list[tuple[int, ...] | None] = [None] * len(specs)
         waiter = FetchWaiter()
-        self._wakeups.watch(waiter, ((spec.topic, spec.partition) for spec in specs))
+        self.wakeups.watch(waiter, ((spec.topic, spec.partition) for spec in specs))
         try:
             # Bounded by the deadline: each pass waits for new data or the time left.
             while True:
@@ -590,14 +577,14 @@ class ReplicaManager:
                     return results
                 self._wait_for_data(waiter, remaining)
         finally:
-            self._wakeups.forget(waiter)
+            self.wakeups.forget(waiter)
 
     def _wait_for_data(self, waiter: FetchWaiter, remaining: float) -> None:
         """A long-polling fetch waits for a change in its partitions (counted as the
         request's remote time on a gRPC thread, see request_timing); at most 0.5 s at
         a time, so a cancelled call or a change nobody announces is noticed."""
         started = plain_perf_s()
-        self._wakeups.wait(waiter, min(remaining, 0.5))
+        self.wakeups.wait(waiter, min(remaining, 0.5))
         request_timing.add_remote(plain_perf_s() - started)
 
     def fetch_in_session(
@@ -619,55 +606,71 @@ class ReplicaManager:
         changed since the session last examined them are read, and the answer holds
         only those with records, an error, a diverging epoch or a new HW or log start.
         Raises FetchSessionError for an unknown session or a wrong epoch."""
+        session = self._session(session_id, session_epoch, replica_id, specs, forgotten)
+        with session.lock:
+            fetch = SessionFetch(
+                session,
+                self._partitions,
+                self._reads,
+                replica_id=replica_id,
+                replica_epoch=replica_epoch,
+                min_bytes=min_bytes,
+                max_bytes=max_bytes,
+            )
+            deadline = plain_monotonic_s() + max(0, max_wait_ms) / 1000
+            # Bounded by the deadline: each pass waits for new data or the time left.
+            while True:
+                session.waiter.arm()
+                enough = fetch.look()
+                remaining = deadline - plain_monotonic_s()
+                if enough or self._answer_now((), 0, 1, remaining, cancelled):
+                    break
+                self._wait_for_data(session.waiter, remaining)
+            return session.session_id, fetch.answer()
+
+    def _session(
+        self,
+        session_id: int,
+        session_epoch: int,
+        replica_id: int,
+        specs: Sequence[FetchSpec],
+        forgotten: Sequence[TopicPartition],
+    ) -> FetchSession:
+        """The follower's session (a new one for id 0, epoch 0), updated with the
+        request's changes. Raises FetchSessionError."""
         self._follower_fetched(replica_id)
         if session_id == 0 and session_epoch == 0:
             session = self._sessions.open(replica_id)
         else:
             session = self._sessions.get(session_id, session_epoch, replica_id)
-        with session.lock:
-            session.update(specs, forgotten)
-            waiter = session.waiter
-            self._wakeups.unwatch(waiter, forgotten)
-            self._wakeups.watch(waiter, ((spec.topic, spec.partition) for spec in specs))
-            deadline = plain_monotonic_s() + max(0, max_wait_ms) / 1000
-            out: dict[TopicPartition, FetchResult] = {}
-            total = 0
-            # Bounded by the deadline: each pass waits for new data or the time left.
-            while True:
-                waiter.arm()
-                candidates = []
-                for tp, spec in session.specs.items():
-                    if tp in out and out[tp].records:
-                        continue
-                    hp = self._partitions.get(tp)
-                    if hp is None or session.seen.get(tp) != mark(hp):
-                        candidates.append(spec)
-                if candidates:
-                    marks: list[tuple[int, ...] | None] = [None] * len(candidates)
-                    budget = max(max_bytes - total, 0)
-                    results = self._reads.read(
-                        candidates, replica_id, replica_epoch, budget, None, marks
-                    )
-                    for spec, r, m in zip(candidates, results, marks, strict=True):
-                        tp = (spec.topic, spec.partition)
-                        failed = r.error_name != "NONE" or r.diverging_epoch is not None
-                        if m is not None and not failed:
-                            session.seen[tp] = m
-                        if (
-                            r.records
-                            or failed
-                            or session.told.get(tp) != (r.high_watermark, r.log_start_offset)
-                        ):
-                            out[tp] = r
-                            total += len(r.records)
-                remaining = deadline - plain_monotonic_s()
-                if self._answer_now(out.values(), total, min_bytes, remaining, cancelled):
-                    break
-                self._wait_for_data(waiter, remaining)
-            for tp, r in out.items():
-                if r.error_name == "NONE":
-                    session.told[tp] = (r.high_watermark, r.log_start_offset)
-            return session.session_id, list(out.values())
+        session.update(specs, forgotten)
+        self.wakeups.unwatch(session.waiter, forgotten)
+        self.wakeups.watch(session.waiter, ((spec.topic, spec.partition) for spec in specs))
+        return session
+
+    def park_session_fetch(
+        self,
+        session_id: int,
+        session_epoch: int,
+        specs: Sequence[FetchSpec],
+        forgotten: Sequence[TopicPartition],
+        *,
+        replica_id: int,
+        min_bytes: int,
+        max_bytes: int,
+        replica_epoch: int = -1,
+    ) -> SessionFetch:
+        """fetch_in_session's steps for an event loop (node/kafka/replica_fetch.py)."""
+        session = self._session(session_id, session_epoch, replica_id, specs, forgotten)
+        return SessionFetch(
+            session,
+            self._partitions,
+            self._reads,
+            replica_id=replica_id,
+            replica_epoch=replica_epoch,
+            min_bytes=min_bytes,
+            max_bytes=max_bytes,
+        )
 
     def _answer_now(
         self,
@@ -745,7 +748,7 @@ class ReplicaManager:
             alive,
             node_id=self.node_id,
             hosted_or_error=self._hosted_or_error,
-            wake=self._wakeups.wake,
+            wake=self.wakeups.wake,
             stopped=self._stopped,
         )
 

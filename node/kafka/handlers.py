@@ -18,6 +18,7 @@ from seglog.storage.file_slice import FileSlice
 from seglog.storage.partition_metadata import uuid_to_topic_id
 
 from ..event_log import EventLogger
+from ..fetch_wakeups import FetchWaiter
 from ..groups.offsets_records import OFFSETS_TOPIC
 from ..partition_requests import FetchResult, FetchSpec, OffsetResult
 from ..security.acls import CLUSTER_NAME, AclOperation, ResourceType
@@ -326,7 +327,7 @@ class KafkaApis:
         def begin(done: Done) -> None:
             # Parked on the loop: each change to the partitions schedules one look.
             def answer(results: list[Any] | None) -> list[Part]:
-                rm.unpark_fetch(waiter)
+                rm.wakeups.forget(waiter)
                 return self._fetch_response(request, read(0) if results is None else results, ids)
 
             on_loop: OnLoop[list[Any]] = OnLoop(done, answer, wait_ms / 1000)
@@ -341,8 +342,8 @@ class KafkaApis:
                 else:
                     close_slices(results)
 
-            tps = {(spec.topic, spec.partition) for spec in specs}
-            waiter = rm.park_fetch(tps, lambda: on_loop.loop.call_soon_threadsafe(look))
+            waiter = FetchWaiter(on_wake=lambda: on_loop.loop.call_soon_threadsafe(look))
+            rm.wakeups.watch(waiter, {(spec.topic, spec.partition) for spec in specs})
             on_loop.loop.call_soon(look)  # a change between the first read and the parking
 
         return Deferred(lambda: self._fetch_response(request, read(wait_ms), ids), begin)

@@ -1,0 +1,234 @@
+"""The Kafka listener's two models side by side, alternately in one run:
+`kafka.listener.model=threads` (Kafka's processor → request channel → handler →
+delayed thread) and `event-loop` (one uvloop loop per node, node/kafka/loop_server.py).
+
+Per round and model, a fresh 3-node cluster (RF=3, min.insync.replicas=2, a PLAINTEXT
+listener beside gRPC on each node, as `seglog local up` runs them) and confluent-kafka
+(librdkafka) as the client, acks=all, idempotent, linger.ms=0, 1 KiB values:
+
+1. sequential: --sequential single-record round trips (produce, flush) to a
+   1-partition topic; p50/p99 of each, and the leader broker process's CPU
+   (user+sys from /proc) per produce — the issue's "leader CPU per one-record acks=all
+   Produce";
+2. paced: at each of --rates records/s for --seconds over a 6-partition topic;
+   p50/p99 of produce()-to-delivery-report.
+
+Rounds alternate the models (threads, event-loop, threads, ...) so that the machine's
+load falls on both alike; each figure is the median over the rounds. The last line is
+JSON; `--plot out.png` draws each model's p50/p99 per rate and its CPU per produce.
+
+    python bench/listener_models.py [--rounds 2] [--rates 1000,5000] [--plot out.png]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import tempfile
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from seglog.bench import cluster as bench_cluster
+from seglog.bench.kafka_protocol import TOPIC_KAFKA, Values, kafka_latency
+from seglog.bench.measure import percentile, say
+from seglog.harness.local_cluster import LOCAL_DEFAULTS
+from seglog.harness.ports import free_port
+
+MODELS = ("threads", "event-loop")
+SEQ_TOPIC = "seq"
+
+
+def process_cpu_s(pid: int) -> float:
+    text = Path(f"/proc/{pid}/stat").read_text()
+    fields = text[text.rindex(")") + 2 :].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def start_cluster(root: Path, model: str) -> tuple[bench_cluster.Cluster, str]:
+    local = LOCAL_DEFAULTS
+    overrides = {
+        "broker.session.timeout.ms": local["broker.session.timeout.ms"],
+        "broker.heartbeat.interval.ms": local["broker.heartbeat.interval.ms"],
+        "controller.quorum.election.timeout.ms": local["controller.quorum.election.timeout.ms"],
+        "replica.fetch.backoff.ms": local["replica.fetch.backoff.ms"],
+        "min.insync.replicas": "2",
+        "default.replication.factor": "3",
+        "log.initial.task.delay.ms": "30000",
+        "kafka.listener.model": model,
+    }
+    cluster = bench_cluster.Cluster(root, overrides, None)
+    kafka_ports = {i: free_port() for i in bench_cluster.NODE_IDS}
+    for i, n in cluster.nodes.items():  # a PLAINTEXT listener beside gRPC
+        lines = [
+            line + f",PLAINTEXT://127.0.0.1:{kafka_ports[i]}"
+            if line.startswith("listeners=")
+            else line
+            for line in n.config_path.read_text().splitlines()
+        ]
+        n.config_path.write_text("\n".join(lines) + "\n")
+    for i in bench_cluster.NODE_IDS:
+        cluster.nodes[i].start(timeout_s=bench_cluster.WAIT_S)
+    bench_cluster.wait_for("three unfenced brokers", cluster.healthy)
+    cluster.create_topics([SEQ_TOPIC], 1)
+    cluster.create_topics([TOPIC_KAFKA], 6)
+    return cluster, ",".join(f"127.0.0.1:{p}" for p in kafka_ports.values())
+
+
+def sequential(ck: Any, cluster: bench_cluster.Cluster, bootstrap: str, n: int) -> dict[str, Any]:
+    """n one-record round trips; latency percentiles and the leader's CPU per produce."""
+    parts = cluster.partitions(1, SEQ_TOPIC)
+    assert parts is not None
+    leader = cluster.nodes[parts[0].leader_id]
+    assert leader.proc is not None
+    producer = ck.Producer(
+        {"bootstrap.servers": bootstrap, "enable.idempotence": True, "acks": "all", "linger.ms": 0}
+    )
+    value = os.urandom(1024)
+    for _ in range(20):  # warm-up: connections, producer id
+        producer.produce(SEQ_TOPIC, value=value)
+        producer.flush(30)
+    latencies = []
+    cpu0 = process_cpu_s(leader.proc.pid)
+    for _ in range(n):
+        t0 = time.perf_counter()
+        producer.produce(SEQ_TOPIC, value=value)
+        if producer.flush(30) != 0:
+            raise RuntimeError("sequential: a produce was not delivered in 30 s")
+        latencies.append((time.perf_counter() - t0) * 1000)
+    cpu = process_cpu_s(leader.proc.pid) - cpu0
+    return {
+        "p50_ms": round(percentile(latencies, 50), 2),
+        "p99_ms": round(percentile(latencies, 99), 2),
+        "leader_cpu_us_per_produce": round(cpu / n * 1e6),
+    }
+
+
+def one_round(ck: Any, root: Path, model: str, args: argparse.Namespace) -> dict[str, Any]:
+    cluster, bootstrap = start_cluster(root, model)
+    try:
+        out: dict[str, Any] = {"sequential": sequential(ck, cluster, bootstrap, args.sequential)}
+        values = Values(1024, 42)
+        first = 0
+        for rate in args.rates:
+            lat, first = kafka_latency(ck, bootstrap, values, first, rate, args.seconds)
+            out[str(rate)] = {
+                "p50_ms": round(percentile(lat, 50), 2),
+                "p99_ms": round(percentile(lat, 99), 2),
+                "count": len(lat),
+            }
+        return out
+    finally:
+        cluster.stop_all()
+
+
+def median_of(rounds: list[dict[str, Any]], *path: str) -> float:
+    values = []
+    for r in rounds:
+        v: Any = r
+        for key in path:
+            v = v[key]
+        values.append(float(v))
+    return round(statistics.median(values), 2)
+
+
+def plot(summary: dict[str, Any], rates: Sequence[int], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 4))
+    labels = ["sequential", *(f"{r}/s" for r in rates)]
+    width = 0.2
+    for k, model in enumerate(MODELS):
+        s = summary[model]
+        p50 = [s["sequential"]["p50_ms"], *(s[str(r)]["p50_ms"] for r in rates)]
+        p99 = [s["sequential"]["p99_ms"], *(s[str(r)]["p99_ms"] for r in rates)]
+        xs = [i + (k - 0.5) * 2 * width for i in range(len(labels))]
+        ax1.bar([x - width / 2 for x in xs], p50, width, label=f"{model} p50")
+        ax1.bar([x + width / 2 for x in xs], p99, width, label=f"{model} p99", alpha=0.6)
+    ax1.set_xticks(range(len(labels)), labels)
+    ax1.set_yscale("log")
+    ax1.set_ylabel("ms, produce to delivery (log)")
+    ax1.set_title("confluent-kafka acks=all, RF=3, 1 KiB")
+    ax1.legend(fontsize=7)
+    ax2.bar(
+        list(MODELS),
+        [summary[m]["sequential"]["leader_cpu_us_per_produce"] for m in MODELS],
+        color=["tab:gray", "tab:blue"],
+    )
+    ax2.set_ylabel("leader CPU µs per one-record produce")
+    ax2.set_title("leader broker process CPU")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+
+
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=2, help="rounds of both models (2)")
+    parser.add_argument("--rates", default="1000,5000", help="records/s, comma list")
+    parser.add_argument("--seconds", type=float, default=4.0, help="per paced rate (4)")
+    parser.add_argument("--sequential", type=int, default=300, help="round trips (300)")
+    parser.add_argument("--plot", type=Path, default=None, help="write a PNG here")
+    parser.add_argument("--dir", type=Path, default=None, help="parent of the temp dir")
+    args = parser.parse_args(argv)
+    try:
+        args.rates = [int(r) for r in args.rates.split(",") if r.strip()]
+    except ValueError:
+        parser.error(f"--rates must be a comma list of ints, got {args.rates!r}")
+    if args.rounds < 1 or args.sequential < 1 or args.seconds <= 0:
+        parser.error("--rounds, --sequential and --seconds must be positive")
+    return args
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    import confluent_kafka as ck
+
+    args = parse_args(argv)
+    root = Path(tempfile.mkdtemp(prefix="seglog-listener-models-", dir=args.dir))
+    load_before = os.getloadavg()
+    runs: dict[str, list[dict[str, Any]]] = {m: [] for m in MODELS}
+    try:
+        for r in range(args.rounds):
+            for model in MODELS:
+                say(f"round {r + 1}/{args.rounds}: {model} ...")
+                result = one_round(ck, root / f"{r}-{model}", model, args)
+                say(f"  {model}: {json.dumps(result)}")
+                runs[model].append(result)
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+    summary: dict[str, Any] = {}
+    for model in MODELS:
+        rs = runs[model]
+        summary[model] = {
+            "sequential": {
+                k: median_of(rs, "sequential", k)
+                for k in ("p50_ms", "p99_ms", "leader_cpu_us_per_produce")
+            },
+            **{
+                str(rate): {k: median_of(rs, str(rate), k) for k in ("p50_ms", "p99_ms")}
+                for rate in args.rates
+            },
+        }
+    if args.plot is not None:
+        plot(summary, args.rates, args.plot)
+    out = {
+        "benchmark": "listener_models",
+        "rounds": args.rounds,
+        "cpus": os.cpu_count(),
+        "load_before": [round(x, 2) for x in load_before],
+        "load_after": [round(x, 2) for x in os.getloadavg()],
+        "median": summary,
+        "runs": runs,
+    }
+    print(json.dumps(out))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
