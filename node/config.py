@@ -94,6 +94,9 @@ def _choice(props: Mapping[str, str], key: str, default: str, allowed: tuple[str
 # seglog's own (no Kafka key): how the Kafka listeners run, on the node's event loop
 # (node/kafka/loop_server.py) or on Kafka's threads (node/kafka/socket_server.py).
 KAFKA_LISTENER_MODELS = ("event-loop", "threads")
+# How followers fetch from leaders: gRPC's Fetch on the inter-broker gRPC listener, or
+# Kafka's inter-broker Fetch on a Kafka listener, on the node's event loop.
+REPLICA_FETCH_PROTOCOLS = ("grpc", "kafka")
 
 # Security protocols a listener may be mapped to, and the ones served today.
 SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
@@ -274,6 +277,7 @@ class NodeConfig:
     controller_listener_names: tuple[str, ...] = ("CONTROLLER",)
     grpc_listener_names: tuple[str, ...] = ("GRPC", "REPLICATION")
     inter_broker_listener_name: str = "GRPC"
+    replica_fetch_protocol: str = "grpc"  # how followers fetch: "grpc" or "kafka"
     metrics_port: int = -1  # -1: no /metrics endpoint
     metrics_host: str = "0.0.0.0"
     group_config: GroupConfig = field(default_factory=GroupConfig)
@@ -340,15 +344,28 @@ class NodeConfig:
                         f"advertised.listeners: {n} is not among listeners"
                     )
                 advertised[n] = lst
-        inter_broker = (
-            props.get(
-                "inter.broker.listener.name",
-                next((n for n in listeners if n in grpc_names and n != "REPLICATION"), "")
-                or next((n for n in listeners if n in grpc_names), "GRPC"),
-            )
-            .strip()
-            .upper()
+        replica_fetch_protocol = _choice(
+            props, "replica.fetch.protocol", "grpc", REPLICA_FETCH_PROTOCOLS
         )
+        # Kafka listeners able to carry replication: neither gRPC nor the controller's,
+        # mapped to PLAINTEXT or SSL (a follower does not authenticate with SASL yet).
+        kafka_replication = [
+            n
+            for n in listeners
+            if n not in grpc_names
+            and n not in controller_names
+            and protocol_map.get(n, "PLAINTEXT") in ("PLAINTEXT", "SSL")
+        ]
+        if replica_fetch_protocol == "kafka":
+            default_inter_broker = next(
+                (n for n in kafka_replication if n == "REPLICATION"),
+                kafka_replication[0] if kafka_replication else "",
+            )
+        else:
+            default_inter_broker = next(
+                (n for n in listeners if n in grpc_names and n != "REPLICATION"), ""
+            ) or next((n for n in listeners if n in grpc_names), "GRPC")
+        inter_broker = props.get("inter.broker.listener.name", default_inter_broker).strip().upper()
         dirs_raw = props.get("log.dirs", props.get("log.dir", "/tmp/kafka-logs"))
         log_dirs = tuple(Path(d.strip()) for d in dirs_raw.split(",") if d.strip())
         if not log_dirs:
@@ -366,7 +383,15 @@ class NodeConfig:
                 f"Invalid value {props.get('listeners')} for configuration listeners: "
                 f"no gRPC listener (one named in grpc.listener.names: {', '.join(grpc_names)})"
             )
-        if inter_broker not in listeners or inter_broker not in grpc_names:
+        if replica_fetch_protocol == "kafka" and inter_broker not in kafka_replication:
+            raise InvalidConfigError(
+                f"Invalid value {inter_broker or '(none)'} for configuration "
+                "inter.broker.listener.name: with replica.fetch.protocol=kafka it must name "
+                "a Kafka listener among listeners mapped to PLAINTEXT or SSL"
+            )
+        if replica_fetch_protocol == "grpc" and (
+            inter_broker not in listeners or inter_broker not in grpc_names
+        ):
             raise InvalidConfigError(
                 f"Invalid value {inter_broker} for configuration inter.broker.listener.name: "
                 "it must name a gRPC listener among listeners"
@@ -392,6 +417,7 @@ class NodeConfig:
             controller_listener_names=controller_names,
             grpc_listener_names=grpc_names,
             inter_broker_listener_name=inter_broker,
+            replica_fetch_protocol=replica_fetch_protocol,
             log_dirs=log_dirs,
             log_config=LogConfig.from_broker(props),
             log_settings=BrokerLogSettings.from_broker(props),

@@ -100,6 +100,21 @@ class FetchWakeups:
             self._waiters.discard(waiter)
             self._parked.discard(waiter)
 
+    def park(self, waiter: FetchWaiter, on_wake: Callable[[], None]) -> None:
+        """A waiter (a follower's session) parks on an event loop: `on_wake` (called
+        under this lock: it must only schedule) at its first wake since its last arm —
+        at once if one came already."""
+        with self._lock:
+            waiter._on_wake = on_wake
+            self._parked.add(waiter)
+            if waiter.woken():
+                on_wake()
+
+    def unpark(self, waiter: FetchWaiter) -> None:
+        with self._lock:
+            waiter._on_wake = None
+            self._parked.discard(waiter)
+
     def _drop(self, waiter: FetchWaiter, tp: TopicPartition) -> None:
         waiter.partitions.discard(tp)
         watchers = self._by_partition.get(tp)

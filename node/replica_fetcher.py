@@ -14,7 +14,8 @@ Truncation requests (OffsetsForLeaderEpoch) and ListOffsets go outside the sessi
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import replace
 from typing import Any, Protocol
 
 import grpc
@@ -76,36 +77,28 @@ def error_name(code: int) -> str:
         return "UNKNOWN_SERVER_ERROR"
 
 
-class ReplicaFetcher:
-    def __init__(
-        self,
-        manager: FollowerHost,
-        carry_out: CarryOut,
-        leader: int,
-        address: tuple[str, int],
-        credentials: grpc.ChannelCredentials | None = None,
-    ) -> None:
+class FetcherRounds:
+    """What a fetcher does whatever its wire: the partitions it pulls and which are
+    due, the session as this side knows it, each round's requests (`_collect`) and
+    each answer's delivery to the replicas. ReplicaFetcher sends over gRPC from a
+    thread; node/kafka/replica_client.py over Kafka's protocol from the event loop."""
+
+    def __init__(self, manager: FollowerHost, carry_out: CarryOut, leader: int) -> None:
         self.manager = manager
         self._carry_out = carry_out
         self.leader = leader
-        self._channel = open_channel(f"{address[0]}:{address[1]}", CHANNEL_OPTIONS, credentials)
-        self._stub = client_pb2_grpc.SegLogStub(self._channel)
         self._lock = threading.Lock()
         self._partitions: set[TopicPartition] = set()
         self._due: set[TopicPartition] = set()
         self._next_sweep_ms = 0
-        # The session as this side knows it; touched by the fetcher thread only.
+        # The session as this side knows it; touched by the sending side only.
         self._session_id = 0
         self._epoch = 0
         self._in_session: set[TopicPartition] = set()
         self._outstanding: dict[TopicPartition, tuple[HostedPartition, pr.FetchRequest]] = {}
-        self._stopped = threading.Event()
-        self._thread = threading.Thread(target=self._run, name=f"fetcher-{leader}", daemon=True)
-        self._thread.start()
 
-    def stop(self) -> None:
-        self._stopped.set()
-        self._channel.close()
+    def _kick(self) -> None:
+        """Something became due (the sending side may be waiting)."""
 
     def set_partitions(
         self, partitions: set[TopicPartition], touched: set[TopicPartition] | None
@@ -116,27 +109,22 @@ class ReplicaFetcher:
             new = partitions - self._partitions
             self._partitions = partitions
             self._due |= new | (partitions if touched is None else partitions & touched)
+        self._kick()
 
     def _mark_due(self, tp: TopicPartition) -> None:
         with self._lock:
             self._due.add(tp)
+        self._kick()
 
-    def _run(self) -> None:
-        while not self._stopped.is_set():
-            try:
-                if not self._round():
-                    self._stopped.wait(0.05)
-            except grpc.RpcError:
-                self._stopped.wait(0.2)  # the leader is down or moved: metadata will tell
-            except Exception:  # noqa: BLE001 - keep fetching; log and back off
-                if self._stopped.is_set():
-                    return  # stopped mid-round: its channel is closed
-                _log.error("fetcher_failed", exc=True, leader=self.leader)
-                self._reset_session()
-                self._stopped.wait(0.5)
-
-    def _round(self) -> bool:
-        """One round of requests; False when there was nothing to send."""
+    def _collect(
+        self,
+    ) -> tuple[
+        list[tuple[HostedPartition, pr.FetchRequest]],
+        list[tuple[HostedPartition, pr.FollowerRequest]],
+        list[TopicPartition],
+    ]:
+        """One round's requests: the fetches, the other requests (OffsetsForLeaderEpoch,
+        ListOffsets) and the partitions the session forgets."""
         t = now_ms()
         with self._lock:
             due, self._due = self._due, set()
@@ -172,17 +160,62 @@ class ReplicaFetcher:
                 fetches.append((hp, out.request))
             else:
                 others.append((hp, out.request))
-        for hp, req in others:
-            self._send_other(hp, req)
         forgotten = [tp for tp in self._in_session if tp not in followed]
         for tp in forgotten:
             self._outstanding.pop(tp, None)
         for hp, req in fetches:
             self._outstanding[hp.tp] = (hp, req)
-        if fetches or forgotten or self._outstanding:
-            self._send_fetch(fetches, forgotten)
-            return True
-        return bool(others)
+        return fetches, others, forgotten
+
+    def _fetch_answered(
+        self,
+        session_id: int,
+        full: bool,
+        sending: list[tuple[HostedPartition, pr.FetchRequest]],
+        forgotten: list[TopicPartition],
+        answers: Iterable[tuple[TopicPartition, pr.FetchResponse]],
+    ) -> None:
+        """A session fetch's answer: the session moves on, each answered partition's
+        replica takes its answer (its correlation id and offset filled in here)."""
+        self._session_id = session_id
+        self._epoch = 1 if full else self._epoch + 1
+        self._in_session.update(hp.tp for hp, _req in sending)
+        self._in_session.difference_update(forgotten)
+        for tp, answer in answers:
+            entry = self._outstanding.pop(tp, None)
+            if entry is None:
+                continue
+            hp, req = entry
+            self.manager.throttles.follower_fetched(hp, len(answer.records))
+            self._deliver(
+                hp,
+                replace(answer, correlation_id=req.correlation_id, fetch_offset=req.fetch_offset),
+            )
+
+    def _fail_outstanding(self) -> None:
+        """Nobody answered: every outstanding partition times out into backoff."""
+        outstanding, self._outstanding = self._outstanding, {}
+        self._reset_session()
+        for hp, req in outstanding.values():
+            self._deliver(
+                hp,
+                pr.FetchResponse("NOT_LEADER_OR_FOLLOWER", req.correlation_id, req.fetch_offset),
+            )
+
+    def _failed_other(self, hp: HostedPartition, req: pr.FollowerRequest) -> None:
+        """An OffsetsForLeaderEpoch or ListOffsets nobody answered fails into backoff
+        at once (as a fetch does) instead of staying in flight until
+        replica.socket.timeout.ms."""
+        failed: pr.FollowerResponse
+        if isinstance(req, pr.OffsetsForLeaderEpochRequest):
+            failed = pr.OffsetsForLeaderEpochResponse(
+                "NOT_LEADER_OR_FOLLOWER", correlation_id=req.correlation_id
+            )
+        else:
+            failed = pr.ListOffsetsResponse(
+                "NOT_LEADER_OR_FOLLOWER", correlation_id=req.correlation_id
+            )
+        self._deliver(hp, failed)
 
     def _deliver(self, hp: HostedPartition, response: pr.FollowerResponse) -> None:
         with hp.plog.lock:
@@ -193,6 +226,50 @@ class ReplicaFetcher:
     def _reset_session(self) -> None:
         self._session_id, self._epoch = 0, 0
         self._in_session.clear()
+
+class ReplicaFetcher(FetcherRounds):
+    def __init__(
+        self,
+        manager: FollowerHost,
+        carry_out: CarryOut,
+        leader: int,
+        address: tuple[str, int],
+        credentials: grpc.ChannelCredentials | None = None,
+    ) -> None:
+        super().__init__(manager, carry_out, leader)
+        self._channel = open_channel(f"{address[0]}:{address[1]}", CHANNEL_OPTIONS, credentials)
+        self._stub = client_pb2_grpc.SegLogStub(self._channel)
+        self._stopped = threading.Event()
+        self._thread = threading.Thread(target=self._run, name=f"fetcher-{leader}", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stopped.set()
+        self._channel.close()
+
+    def _run(self) -> None:
+        while not self._stopped.is_set():
+            try:
+                if not self._round():
+                    self._stopped.wait(0.05)
+            except grpc.RpcError:
+                self._stopped.wait(0.2)  # the leader is down or moved: metadata will tell
+            except Exception:  # noqa: BLE001 - keep fetching; log and back off
+                if self._stopped.is_set():
+                    return  # stopped mid-round: its channel is closed
+                _log.error("fetcher_failed", exc=True, leader=self.leader)
+                self._reset_session()
+                self._stopped.wait(0.5)
+
+    def _round(self) -> bool:
+        """One round of requests; False when there was nothing to send."""
+        fetches, others, forgotten = self._collect()
+        for hp, req in others:
+            self._send_other(hp, req)
+        if fetches or forgotten or self._outstanding:
+            self._send_fetch(fetches, forgotten)
+            return True
+        return bool(others)
 
     def _send_fetch(
         self,
@@ -223,16 +300,7 @@ class ReplicaFetcher:
         try:
             response = self._stub.Fetch(request, timeout=FETCH_WAIT_MS / 1000 + 10)
         except grpc.RpcError:
-            # Nobody answered: every outstanding partition times out into backoff.
-            outstanding, self._outstanding = self._outstanding, {}
-            self._reset_session()
-            for hp, req in outstanding.values():
-                self._deliver(
-                    hp,
-                    pr.FetchResponse(
-                        "NOT_LEADER_OR_FOLLOWER", req.correlation_id, req.fetch_offset
-                    ),
-                )
+            self._fail_outstanding()
             raise
         if response.error_code in SESSION_ERRORS:
             _log.info(
@@ -242,52 +310,36 @@ class ReplicaFetcher:
             return
         if response.error_code:
             raise grpc.RpcError(f"fetch failed: {error_name(response.error_code)}")
-        self._session_id = response.session_id
-        self._epoch = 1 if full else self._epoch + 1
-        self._in_session.update(hp.tp for hp, _req in sending)
-        self._in_session.difference_update(forgotten)
-        for t in response.topics:
-            for p in t.partitions:
-                entry = self._outstanding.pop((t.name, p.partition), None)
-                if entry is None:
-                    continue
-                hp, req = entry
-                self.manager.throttles.follower_fetched(hp, len(p.records))
-                diverging = None
-                if p.HasField("diverging_epoch"):
-                    diverging = pr.EpochEndOffset(
-                        p.diverging_epoch.epoch, p.diverging_epoch.end_offset
-                    )
-                self._deliver(
-                    hp,
+        self._fetch_answered(
+            response.session_id,
+            full,
+            sending,
+            forgotten,
+            (
+                (
+                    (t.name, p.partition),
                     pr.FetchResponse(
                         error_name(p.error_code),
-                        req.correlation_id,
-                        req.fetch_offset,
+                        0,
+                        0,
                         p.high_watermark,
                         p.log_start_offset,
                         p.records,
-                        diverging,
+                        pr.EpochEndOffset(p.diverging_epoch.epoch, p.diverging_epoch.end_offset)
+                        if p.HasField("diverging_epoch")
+                        else None,
                     ),
                 )
+                for t in response.topics
+                for p in t.partitions
+            ),
+        )
 
     def _send_other(self, hp: HostedPartition, req: pr.FollowerRequest) -> None:
-        """OffsetsForLeaderEpoch or ListOffsets; when nobody answers, the request fails
-        into backoff at once (as a fetch does) instead of staying in flight until
-        replica.socket.timeout.ms."""
         try:
             self._send_other_rpc(hp, req)
         except grpc.RpcError:
-            failed: pr.FollowerResponse
-            if isinstance(req, pr.OffsetsForLeaderEpochRequest):
-                failed = pr.OffsetsForLeaderEpochResponse(
-                    "NOT_LEADER_OR_FOLLOWER", correlation_id=req.correlation_id
-                )
-            else:
-                failed = pr.ListOffsetsResponse(
-                    "NOT_LEADER_OR_FOLLOWER", correlation_id=req.correlation_id
-                )
-            self._deliver(hp, failed)
+            self._failed_other(hp, req)
             raise
 
     def _send_other_rpc(self, hp: HostedPartition, req: pr.FollowerRequest) -> None:

@@ -25,7 +25,7 @@ from ..security.acls import CLUSTER_NAME, AclOperation, ResourceType
 from ..security.authorizing_node import AuthorizingNode
 from ..security.kafka_gate import allowed, allowed_on_any, authorized_operations
 from ..security.node_authorizer import NodeAuthorizer
-from . import admin, log_dirs, quorum, records, telemetry, topic_partitions
+from . import admin, log_dirs, quorum, records, replica_fetch, telemetry, topic_partitions
 from .codec import (
     KafkaRequest,
     Part,
@@ -263,7 +263,9 @@ class KafkaApis:
         """A fetch with enough bytes (or an error) now is answered now; one that must
         wait for fetch.min.bytes goes to a delayed thread for up to fetch.max.wait.ms."""
         req = request.body
-        topics, ids = self._fetch_topics(request)
+        if replica_fetch.replica_of(request)[0] >= 0:
+            return replica_fetch.fetch(self, request)
+        topics, ids = self.fetch_topics(request)
         # v13+: a topic id this node does not know (a deleted or recreated topic).
         denied = [
             FetchResult(name, p.partition, "UNKNOWN_TOPIC_ID")
@@ -303,7 +305,7 @@ class KafkaApis:
         def read(wait: int) -> list[Any]:
             return denied + self.node.replica_manager.fetch(
                 specs,
-                replica_id=-1,  # replicas fetch over gRPC: a Kafka fetch is a consumer's
+                replica_id=-1,  # a consumer's (a replica's went to replica_fetch)
                 max_wait_ms=wait,
                 min_bytes=min_bytes,
                 max_bytes=max_bytes,
@@ -320,7 +322,7 @@ class KafkaApis:
 
         now = read(0)
         if wait_ms == 0 or enough(now):
-            return self._fetch_response(request, now, ids)
+            return self.fetch_response(request, now, ids)
         close_slices(now)
         rm = self.node.replica_manager
 
@@ -328,7 +330,7 @@ class KafkaApis:
             # Parked on the loop: each change to the partitions schedules one look.
             def answer(results: list[Any] | None) -> list[Part]:
                 rm.wakeups.forget(waiter)
-                return self._fetch_response(request, read(0) if results is None else results, ids)
+                return self.fetch_response(request, read(0) if results is None else results, ids)
 
             on_loop: OnLoop[list[Any]] = OnLoop(done, answer, wait_ms / 1000)
 
@@ -346,9 +348,9 @@ class KafkaApis:
             rm.wakeups.watch(waiter, {(spec.topic, spec.partition) for spec in specs})
             on_loop.loop.call_soon(look)  # a change between the first read and the parking
 
-        return Deferred(lambda: self._fetch_response(request, read(wait_ms), ids), begin)
+        return Deferred(lambda: self.fetch_response(request, read(wait_ms), ids), begin)
 
-    def _fetch_topics(self, request: KafkaRequest) -> tuple[list[tuple[str, Any]], Any]:
+    def fetch_topics(self, request: KafkaRequest) -> tuple[list[tuple[str, Any]], Any]:
         """The request's topics by name; from v13 they come by id (KIP-516), and the
         second value maps each known name back to its id (None before v13). An unknown
         id stands for itself (its text) and is not in the map."""
@@ -360,8 +362,13 @@ class KafkaApis:
         ids = {name: t.topic_id for name, t in named if name != str(t.topic_id)}
         return named, ids
 
-    def _fetch_response(
-        self, request: KafkaRequest, results: list[Any], ids: Any = None
+    def fetch_response(
+        self,
+        request: KafkaRequest,
+        results: list[Any],
+        ids: Any = None,
+        session_id: int = 0,
+        error: str = "NONE",
     ) -> list[Part]:
         req = request.body
         cls = response_class(request)
@@ -389,6 +396,10 @@ class KafkaApis:
                     preferred_read_replica=-1,
                     records=records,
                 )
+                if r.diverging_epoch is not None and request.api_version >= 12:
+                    part.diverging_epoch = part.EpochEndOffset(*r.diverging_epoch)
+                if r.error_name != "NONE" and r.leader[0] >= 0 and request.api_version >= 12:
+                    part.current_leader = part.LeaderIdAndEpoch(*r.leader)
                 if topics and topics[-1].topic == r.topic:
                     topics[-1].partitions.append(part)
                 else:
@@ -396,7 +407,12 @@ class KafkaApis:
                     if ids is not None:  # v13+: by id (an unknown one is its own text)
                         t.topic_id = ids.get(r.topic) or uuid.UUID(r.topic)
                     topics.append(t)
-            body = cls(throttle_time_ms=0, error_code=0, session_id=0, responses=topics)
+            body = cls(
+                throttle_time_ms=0,
+                error_code=error_code(error),
+                session_id=session_id,
+                responses=topics,
+            )
             return encode_with_slices(request, body, slices)
         except BaseException:
             for piece in slices.values():
@@ -409,6 +425,7 @@ class KafkaApis:
         req = request.body
         cls = response_class(request)
         rm = self.node.replica_manager
+        replica = max(req.replica_id, -1)  # a follower's (its log end, not the HW)
         topics = []
         for t in req.topics:
             partitions = []
@@ -420,7 +437,7 @@ class KafkaApis:
                 if timestamp in (EARLIEST_LOCAL_TIMESTAMP, LATEST_TIERED_TIMESTAMP):
                     timestamp = EARLIEST_TIMESTAMP
                 r = (
-                    rm.list_offset((t.name, p.partition_index), timestamp, epoch, -1)
+                    rm.list_offset((t.name, p.partition_index), timestamp, epoch, replica)
                     if allowed(self.authorizer, AclOperation.DESCRIBE, TOPIC, t.name)
                     else OffsetResult(error_name="TOPIC_AUTHORIZATION_FAILED")
                 )

@@ -47,7 +47,7 @@ from .socket_settings import SocketSettings
 
 _log = EventLogger("kafka")
 # Requests answered on the loop: they never block (see the module's docstring).
-ON_LOOP = frozenset({"Produce", "Fetch", "ApiVersions", "ListOffsets"})
+ON_LOOP = frozenset({"Produce", "Fetch", "ApiVersions", "ListOffsets", "OffsetForLeaderEpoch"})
 SWEEP_S = 1.0  # how often idle connections and stuck TLS handshakes are looked for
 
 Outcome = tuple[list[Part] | None | Deferred, bool]  # (answer, close the connection)
