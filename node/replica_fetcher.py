@@ -100,6 +100,9 @@ class FetcherRounds:
     def _kick(self) -> None:
         """Something became due (the sending side may be waiting)."""
 
+    def stop(self) -> None:
+        raise NotImplementedError
+
     def set_partitions(
         self, partitions: set[TopicPartition], touched: set[TopicPartition] | None
     ) -> None:
@@ -417,3 +420,18 @@ def _topics(fetches: list[tuple[HostedPartition, pr.FetchRequest]]) -> list[pb.F
             )
         )
     return [pb.FetchTopic(name=t, partitions=ps) for t, ps in by_topic.items()]
+
+
+# Makes the fetcher of one leader: (replicas, carry_out, leader id, its address).
+NewFetcher = Callable[[FollowerHost, CarryOut, int, tuple[str, int]], FetcherRounds]
+
+
+def grpc_fetcher(credentials: grpc.ChannelCredentials | None) -> NewFetcher:
+    """Followers fetch over gRPC (replica.fetch.protocol=grpc); None: plaintext."""
+
+    def new(
+        manager: FollowerHost, carry_out: CarryOut, leader: int, address: tuple[str, int]
+    ) -> FetcherRounds:
+        return ReplicaFetcher(manager, carry_out, leader, address, credentials)
+
+    return new

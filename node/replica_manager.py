@@ -14,8 +14,6 @@ import threading
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 
-import grpc
-
 from seglog.controller.metadata_image import MetadataImage, PartitionState
 from seglog.controller.metadata_records import (
     BROKER_RESOURCE,
@@ -56,7 +54,7 @@ from .partition_reads import PartitionReads
 from .partition_requests import FetchResult, FetchSpec, OffsetResult, ProduceResult, ReplicaMetrics
 from .produce_errors import ProduceErrorLog
 from .produce_purgatory import Pending, ProducePurgatory, StartedProduce
-from .replica_fetcher import ReplicaFetcher
+from .replica_fetcher import FetcherRounds, NewFetcher, grpc_fetcher
 from .replication_throttles import ReplicationThrottles
 from .session_fetch import SessionFetch
 
@@ -85,7 +83,7 @@ class ReplicaManager:
         alter_partitions: BatchSender | None = None,
         is_replica_eligible: Callable[[int, int], bool] | None = None,
         fetch_session_slots: int = DEFAULT_SESSION_SLOTS,
-        channel_credentials: grpc.ChannelCredentials | None = None,
+        new_fetcher: NewFetcher = grpc_fetcher(None),
         leader_replication_throttled_rate: int = LONG_MAX,
         follower_replication_throttled_rate: int = LONG_MAX,
         quota_window_num: int = WINDOW_NUM,
@@ -102,7 +100,7 @@ class ReplicaManager:
             window_num=quota_window_num,
             window_size_ms=quota_window_size_ms,
         )
-        self.channel_credentials = channel_credentials  # None: replicate in plaintext
+        self.new_fetcher = new_fetcher  # the wire followers fetch over
         self.log_manager = log_manager
         self.topic_config = topic_config
         self.replica_lag_time_max_ms = replica_lag_time_max_ms
@@ -133,7 +131,7 @@ class ReplicaManager:
         # Both listeners report each refused partition of a Produce answer here.
         self.produce_errors = ProduceErrorLog()
         self._isr_proposals: dict[TopicPartition, tuple[int, int]] = {}
-        self._fetchers: dict[int, ReplicaFetcher] = {}
+        self._fetchers: dict[int, FetcherRounds] = {}
         # Partitions with parked acks=-1 produces: ticked every TICK_S for timeouts.
         self._ticking: set[TopicPartition] = set()
         self._sessions = FetchSessionCache(
@@ -788,9 +786,7 @@ class ReplicaManager:
         for node in set(by_leader) - set(self._fetchers):
             address = self.address_of(node)
             if address is not None:
-                self._fetchers[node] = ReplicaFetcher(
-                    self, self._carry_out, node, address, self.channel_credentials
-                )
+                self._fetchers[node] = self.new_fetcher(self, self._carry_out, node, address)
         for node in set(self._fetchers) - set(by_leader):
             self._fetchers.pop(node).stop()
         for node, fetcher in self._fetchers.items():

@@ -35,6 +35,7 @@ from seglog.node.controller.local_controller import LocalController
 from seglog.node.controller.remote_controller import RemoteController
 from seglog.node.event_log import EventLogger, configure
 from seglog.node.event_loop import NodeLoop
+from seglog.node.follower_wire import new_fetcher
 from seglog.node.groups.grpc_servicer import MAX_WAITING_CALLS, GroupCoordinatorServicer
 from seglog.node.groups.offsets_records import OFFSETS_TOPIC
 from seglog.node.groups.offsets_topic import GroupCoordinatorRuntime
@@ -45,7 +46,6 @@ from seglog.node.replica_manager import ReplicaManager
 from seglog.node.security import grpc_tls
 from seglog.node.security.grpc_gate import AuthorizingInterceptor
 from seglog.node.security.grpc_sasl import GrpcSasl, SaslTokenInterceptor
-from seglog.node.security.internode import inter_broker_credentials
 from seglog.node.security.kafka_gate import DEFAULT_FAILED_AUTHENTICATION_DELAY_MS
 from seglog.node.security.node_authorizer import NodeAuthorizer
 from seglog.node.security.security_admin import SecurityAdmin
@@ -108,6 +108,13 @@ class Node:
             self.controller = LocalController(
                 config.log_dirs[0], config.log_config, random.Random()
             )
+        # The node's event loop: the Kafka listeners' (event-loop model) and the Kafka
+        # protocol followers' (replica.fetch.protocol=kafka).
+        self.loop: NodeLoop | None = None
+        if (config.kafka_listeners and config.kafka_listener_model == "event-loop") or (
+            config.replica_fetch_protocol == "kafka"
+        ):
+            self.loop = NodeLoop("seglog-loop")
         self.replica_manager = ReplicaManager(
             config.node_id,
             self.log_manager,
@@ -118,7 +125,7 @@ class Node:
             address_of=self._broker_address,
             alter_partitions=self._alter_partitions,
             is_replica_eligible=self._eligible,
-            channel_credentials=inter_broker_credentials(config),
+            new_fetcher=new_fetcher(config, self.loop),
             leader_replication_throttled_rate=config.leader_replication_throttled_rate,
             follower_replication_throttled_rate=config.follower_replication_throttled_rate,
             quota_window_num=config.replication_quota_window_num,
@@ -150,7 +157,6 @@ class Node:
         self.halted = False
         self.port = -1
         self.kafka: list[KafkaListener] = []  # Kafka-protocol listeners (e.g. PLAINTEXT)
-        self.loop: NodeLoop | None = None  # the event loop they run on (event-loop model)
         # Once what a scrape reads is there (the registry collects once on registering).
         self.metrics.registry.register(NodeStateCollector(self))
         # ACLs (authorizer.class.name; None: off) and the SCRAM/ACL admin requests.
@@ -174,6 +180,8 @@ class Node:
     # --- lifecycle -----------------------------------------------------------------
 
     def start(self) -> None:
+        if self.loop is not None:
+            self.loop.start()
         self.log_manager.load()
         self.controller.load(clean=self.log_manager.had_clean_shutdown)
         # A fixed pool (a long-polling fetch or a parked acks=-1 produce holds a worker,
@@ -241,8 +249,6 @@ class Node:
             self.remote.start()
             self.remote.wait_for_metadata()
         self._server.start()
-        if self.config.kafka_listeners and self.config.kafka_listener_model == "event-loop":
-            self.loop = NodeLoop("seglog-loop").start()
         self.kafka = start_kafka_listeners(self, self.config, self.metrics, self.loop)
         if self.config.metrics_port >= 0:
             server, thread = start_http_server(

@@ -17,10 +17,21 @@ import asyncio
 from collections.abc import Callable
 from typing import Generic, TypeVar
 
+from ..event_log import EventLogger
 from .codec import KafkaRequest, Part
 
+_log = EventLogger("kafka")
+
 Answer = list[Part] | None
-Done = Callable[[Answer], None]
+
+
+class HandlerFailed:
+    """What a begun Deferred delivers when computing its answer raised (a bug): the
+    server closes the connection instead of leaving the request unanswered."""
+
+
+FAILED = HandlerFailed()
+Done = Callable[[Answer | HandlerFailed], None]
 
 
 class Deferred:
@@ -59,7 +70,13 @@ class OnLoop(Generic[T]):
             return
         self.finished = True
         self._timer.cancel()
-        self._done(self._answer(x))
+        try:
+            answer = self._answer(x)
+        except Exception as e:  # noqa: BLE001 - a bug in a handler: this connection only
+            _log.error("kafka_handler_failed", api="deferred", error=f"{type(e).__name__}: {e}")
+            self._done(FAILED)
+            return
+        self._done(answer)
 
     def finish_threadsafe(self) -> None:
         self.loop.call_soon_threadsafe(self.finish)

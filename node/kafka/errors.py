@@ -23,3 +23,19 @@ def error_code(name: str) -> int:
         return int(errors_pb2.ErrorCode.Value(name))
     except ValueError:
         return -1
+
+
+_NAMES = {code: name for name, code in _EXTRA.items()}
+
+
+def error_name(code: int) -> str:
+    """Kafka's error name for a code from the wire (UNKNOWN_SERVER_ERROR if unknown)."""
+    if code == 0:
+        return "NONE"
+    name = _NAMES.get(code)
+    if name is not None:
+        return name
+    try:
+        return str(errors_pb2.ErrorCode.Name(code))
+    except ValueError:
+        return "UNKNOWN_SERVER_ERROR"

@@ -40,7 +40,7 @@ from ..security.kafka_tls import ListenerTls
 from ..security.tls_records import RecordReader
 from .codec import KafkaRequest, Part
 from .connection import Slot
-from .deferred import Deferred, Handler
+from .deferred import Deferred, Handler, HandlerFailed
 from .loop_connection import KafkaConnection
 from .processor import HANDSHAKE_TIMEOUT_S, RECV_CHUNK, SentObserver
 from .socket_settings import SocketSettings
@@ -257,12 +257,16 @@ class LoopSocketServer:
             parts, close = None, True
         self.loop.call_soon_threadsafe(self._respond, conn, slot, parts, close)
 
-    def _deliver(self, conn: KafkaConnection, slot: Slot, parts: list[Part] | None) -> None:
+    def _deliver(
+        self, conn: KafkaConnection, slot: Slot, answer: list[Part] | None | HandlerFailed
+    ) -> None:
         """A begun Deferred's answer, from whichever thread has it."""
+        failed = isinstance(answer, HandlerFailed)
+        parts = None if isinstance(answer, HandlerFailed) else answer
         if self.node_loop.on_loop():
-            self._respond(conn, slot, parts, False)
+            self._respond(conn, slot, parts, failed)
         else:
-            self.loop.call_soon_threadsafe(self._respond, conn, slot, parts, False)
+            self.loop.call_soon_threadsafe(self._respond, conn, slot, parts, failed)
 
     def _respond(
         self, conn: KafkaConnection, slot: Slot, parts: list[Part] | None, close: bool

@@ -14,10 +14,10 @@ import threading
 from typing import Any, Protocol
 
 from seglog.storage.disk_and_clock import plain_monotonic_s
-from seglog.storage.partition_metadata import uuid_to_topic_id
+from seglog.storage.partition_metadata import topic_id_to_uuid, uuid_to_topic_id
 
 from ..fetch_session import FetchSessionError
-from ..partition_requests import FetchSpec
+from ..partition_requests import FetchResult, FetchSpec
 from ..security.acls import CLUSTER_NAME, AclOperation, ResourceType
 from ..security.kafka_gate import allowed
 from .codec import KafkaRequest, Part
@@ -62,6 +62,16 @@ def fetch(apis: KafkaApis, request: KafkaRequest) -> list[Part] | Deferred:
     if not allowed(apis.authorizer, AclOperation.CLUSTER_ACTION, CLUSTER, CLUSTER_NAME):
         return apis.fetch_response(request, [], error="CLUSTER_AUTHORIZATION_FAILED")
     topics, ids = apis.fetch_topics(request)
+    # v13+: a topic id this node does not know yet (its metadata is behind the
+    # follower's) is answered UNKNOWN_TOPIC_ID and kept out of the session, so the
+    # follower asks again once it backed off.
+    unknown = [
+        FetchResult(name, p.partition, "UNKNOWN_TOPIC_ID")
+        for name, t in topics
+        if ids is not None and name not in ids
+        for p in t.partitions
+    ]
+    topics = [(name, t) for name, t in topics if ids is None or name in ids]
     specs = [
         FetchSpec(
             name,
@@ -99,10 +109,16 @@ def fetch(apis: KafkaApis, request: KafkaRequest) -> list[Part] | Deferred:
     wait_s = min(max(req.max_wait_ms, 0), MAX_REPLICA_WAIT_MS) / 1000
 
     def respond() -> list[Part]:
-        return apis.fetch_response(request, steps.answer(), ids, session_id=session.session_id)
+        results = unknown + steps.answer()
+        if ids is not None:  # v13+: every answered topic by id, the session's too
+            topics = apis.node.metadata_image().topics
+            for r in results:
+                if r.topic not in ids and r.topic in topics:
+                    ids[r.topic] = topic_id_to_uuid(topics[r.topic].topic_id)
+        return apis.fetch_response(request, results, ids, session_id=session.session_id)
 
     session.waiter.arm()
-    if steps.look() or wait_s == 0:
+    if steps.look() or unknown or wait_s == 0:
         return respond()
 
     def wait() -> list[Part]:

@@ -93,6 +93,14 @@ class SslConfig:
         }[self.client_auth]
         return ctx
 
+    def client_context(self, check_hostname: bool) -> ssl.SSLContext:
+        """What this node presents when it dials another node's listener of the same
+        name (a follower's fetcher): the listener's keystore, its truststore."""
+        ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+        ctx.check_hostname = check_hostname  # ssl.endpoint.identification.algorithm
+        self._common(ctx)
+        return ctx
+
     def _common(self, ctx: ssl.SSLContext) -> None:
         ctx.minimum_version = self.min_version
         ctx.maximum_version = self.max_version

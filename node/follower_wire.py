@@ -1,0 +1,31 @@
+"""Which wire a node's followers fetch over (replica.fetch.protocol): gRPC's Fetch on
+the inter-broker gRPC listener (node/replica_fetcher.py), or Kafka's inter-broker
+Fetch on the inter-broker Kafka listener from the node's event loop
+(node/kafka/replica_client.py), with that listener's TLS material when it is SSL."""
+
+from __future__ import annotations
+
+from .config import NodeConfig
+from .event_loop import NodeLoop
+from .kafka.replica_client import KafkaReplicaFetcher
+from .replica_fetcher import CarryOut, FetcherRounds, FollowerHost, NewFetcher, grpc_fetcher
+from .security.internode import inter_broker_credentials
+from .security.ssl_config import load_ssl_config
+
+
+def new_fetcher(config: NodeConfig, loop: NodeLoop | None) -> NewFetcher:
+    if config.replica_fetch_protocol != "kafka":
+        return grpc_fetcher(inter_broker_credentials(config))
+    assert loop is not None, "replica.fetch.protocol=kafka runs on the node's event loop"
+    listener = config.inter_broker_listener_name
+    context = None
+    if config.security_protocol_map.get(listener, "PLAINTEXT") == "SSL":
+        identify = config.raw.get("ssl.endpoint.identification.algorithm", "https")
+        context = load_ssl_config(config.raw, listener).client_context(bool(identify.strip()))
+
+    def new(
+        manager: FollowerHost, carry_out: CarryOut, leader: int, address: tuple[str, int]
+    ) -> FetcherRounds:
+        return KafkaReplicaFetcher(manager, carry_out, leader, address, loop, context)
+
+    return new

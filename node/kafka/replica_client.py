@@ -1,0 +1,348 @@
+"""A follower's fetcher over Kafka's inter-broker protocol (replica.fetch.protocol=kafka),
+as Kafka's ReplicaFetcherThread does it but on the node's event loop: one connection
+to the leader's inter-broker Kafka listener (inter.broker.listener.name), Fetch v15
+(ReplicaState with this node's broker epoch, topics by id) in a KIP-227 session,
+OffsetForLeaderEpoch v4 and ListOffsets v7 with this node's replica id. Each answer is
+appended on the loop (a page-cache write) and the next fetch goes at once.
+
+The rounds — which partitions are due, the session, what an answer does to each
+replica — are the gRPC fetcher's (node/replica_fetcher.py, FetcherRounds): only the
+wire differs. A connection that fails or an answer that does not come in
+ANSWER_TIMEOUT_S fails every outstanding partition into its backoff and is opened
+again after RECONNECT_S."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import socket
+import ssl
+import struct
+import uuid
+from typing import Any
+
+from kafka.protocol.consumer import (
+    FetchRequest,
+    FetchResponse,
+    ListOffsetsRequest,
+    ListOffsetsResponse,
+    OffsetForLeaderEpochRequest,
+    OffsetForLeaderEpochResponse,
+)
+
+from seglog.replication import partition_replica as pr
+from seglog.storage.partition_metadata import topic_id_to_uuid
+
+from ..event_log import EventLogger
+from ..event_loop import NodeLoop
+from ..hosted_partition import HostedPartition, TopicPartition
+from ..replica_fetcher import (
+    FETCH_MAX_BYTES,
+    FETCH_WAIT_MS,
+    CarryOut,
+    FetcherRounds,
+    FollowerHost,
+)
+from .errors import error_name
+
+_log = EventLogger("replica_fetcher")
+_SIZE = struct.Struct(">i")
+FETCH_VERSION = 15
+OFFSET_FOR_LEADER_EPOCH_VERSION = 4
+LIST_OFFSETS_VERSION = 7
+CONNECT_TIMEOUT_S = 5.0
+ANSWER_TIMEOUT_S = FETCH_WAIT_MS / 1000 + 10
+RECONNECT_S = 0.2
+IDLE_WAIT_S = 0.05  # between rounds with nothing to send (backoffs are re-asked)
+STREAM_LIMIT = 64 << 20  # the largest answer frame read (FETCH_MAX_BYTES and then some)
+SESSION_ERRORS = ("FETCH_SESSION_ID_NOT_FOUND", "INVALID_FETCH_SESSION_EPOCH")
+
+
+class ReplicaFetchError(Exception):
+    """The leader answered the request as a whole with an error, or broke the protocol."""
+
+
+class KafkaReplicaFetcher(FetcherRounds):
+    def __init__(
+        self,
+        manager: FollowerHost,
+        carry_out: CarryOut,
+        leader: int,
+        address: tuple[str, int],
+        node_loop: NodeLoop,
+        ssl_context: ssl.SSLContext | None = None,
+    ) -> None:
+        super().__init__(manager, carry_out, leader)
+        self._address = address
+        self._node_loop = node_loop
+        self._ssl = ssl_context
+        self._stopped = False
+        self._wakeup: asyncio.Event | None = None
+        self._task: asyncio.Task[None] | None = None
+        self._correlation = itertools.count(1)
+        self._names: dict[uuid.UUID, str] = {}  # topic ids of the partitions fetched
+        self._ids: dict[str, uuid.UUID] = {}
+        node_loop.call(self._start)
+
+    # --- life (stop and _kick from any thread) ---------------------------------------------
+
+    def _start(self) -> None:
+        if self._stopped:
+            return
+        self._wakeup = asyncio.Event()
+        self._task = self._node_loop.loop.create_task(self._run())
+
+    def stop(self) -> None:
+        self._stopped = True
+        self._node_loop.call(self._cancel)
+
+    def _cancel(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+
+    def _kick(self) -> None:
+        self._node_loop.call(self._wake)
+
+    def _wake(self) -> None:
+        if self._wakeup is not None:
+            self._wakeup.set()
+
+    # --- the loop ----------------------------------------------------------------------
+
+    async def _run(self) -> None:
+        host, port = self._address
+        while not self._stopped:
+            writer: asyncio.StreamWriter | None = None
+            try:
+                reader, writer = await asyncio.wait_for(
+                    asyncio.open_connection(host, port, ssl=self._ssl, limit=STREAM_LIMIT),
+                    CONNECT_TIMEOUT_S,
+                )
+                sock = writer.get_extra_info("socket")
+                if sock is not None:
+                    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+                # Bounded by stop(): each pass sends a round or waits a little.
+                while not self._stopped:
+                    if not await self._round(reader, writer):
+                        assert self._wakeup is not None
+                        try:
+                            await asyncio.wait_for(self._wakeup.wait(), IDLE_WAIT_S)
+                        except TimeoutError:
+                            pass
+            except asyncio.CancelledError:
+                raise
+            except (OSError, TimeoutError, asyncio.IncompleteReadError, ReplicaFetchError) as e:
+                # The leader is down, moved or refused: metadata will tell.
+                _log.info("fetcher_disconnected", leader=self.leader, error=str(e))
+                self._fail_outstanding()
+                await asyncio.sleep(RECONNECT_S)
+            except Exception:  # noqa: BLE001 - keep fetching; log and back off
+                _log.error("fetcher_failed", exc=True, leader=self.leader)
+                self._fail_outstanding()
+                await asyncio.sleep(0.5)
+            finally:
+                if writer is not None:
+                    writer.close()
+
+    async def _round(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> bool:
+        """One round of requests; False when there was nothing to send."""
+        fetches, others, forgotten = self._collect()
+        assert self._wakeup is not None
+        self._wakeup.clear()  # what becomes due from now on starts the next round at once
+        for hp, req in others:
+            try:
+                await self._send_other(hp, req, reader, writer)
+            except BaseException:
+                self._failed_other(hp, req)
+                raise
+        if fetches or forgotten or self._outstanding:
+            await self._send_fetch(fetches, forgotten, reader, writer)
+            return True
+        return bool(others)
+
+    async def _exchange(
+        self,
+        request: Any,
+        response_class: Any,
+        version: int,
+        reader: asyncio.StreamReader,
+        writer: asyncio.StreamWriter,
+    ) -> Any:
+        """Send one request and read its answer (one request in flight at a time)."""
+        correlation_id = next(self._correlation) & 0x7FFFFFFF
+        request.with_header(
+            correlation_id=correlation_id, client_id=f"broker-{self.manager.node_id}-fetcher"
+        )
+        writer.write(bytes(request.encode(header=True, framed=True)))
+        await writer.drain()
+        (size,) = _SIZE.unpack(await asyncio.wait_for(reader.readexactly(4), ANSWER_TIMEOUT_S))
+        if size < 5 or size > STREAM_LIMIT:
+            raise ReplicaFetchError(f"answer frame of {size} bytes from node {self.leader}")
+        frame = await asyncio.wait_for(reader.readexactly(size), ANSWER_TIMEOUT_S)
+        (got,) = _SIZE.unpack_from(frame)
+        if got != correlation_id or frame[4] != 0:  # response header v1: no tagged fields
+            raise ReplicaFetchError(
+                f"answer for correlation id {got} from node {self.leader}, "
+                f"expected {correlation_id}"
+            )
+        return response_class.decode(frame[5:], version=version)
+
+    # --- Fetch ---------------------------------------------------------------------------
+
+    def _topic_id(self, hp: HostedPartition) -> uuid.UUID:
+        topic = hp.tp[0]
+        known = self._ids.get(topic)
+        if known is None:
+            known = self._ids[topic] = topic_id_to_uuid(hp.topic_id)
+            self._names[known] = topic
+        return known
+
+    async def _send_fetch(
+        self,
+        fetches: list[tuple[HostedPartition, pr.FetchRequest]],
+        forgotten: list[TopicPartition],
+        reader: asyncio.StreamReader,
+        writer: asyncio.StreamWriter,
+    ) -> None:
+        full = self._session_id == 0
+        # A new session starts with a full fetch of everything outstanding.
+        sending = list(self._outstanding.values()) if full else fetches
+        R = FetchRequest
+        by_topic: dict[uuid.UUID, list[Any]] = {}
+        for hp, req in sending:
+            by_topic.setdefault(self._topic_id(hp), []).append(
+                R.FetchTopic.FetchPartition(
+                    partition=hp.tp[1],
+                    current_leader_epoch=req.current_leader_epoch,
+                    fetch_offset=req.fetch_offset,
+                    last_fetched_epoch=req.last_fetched_epoch,
+                    log_start_offset=req.log_start_offset,
+                    partition_max_bytes=req.max_bytes,
+                )
+            )
+        gone: dict[uuid.UUID, list[int]] = {}
+        if not full:
+            for topic, partition in forgotten:
+                topic_id = self._ids.get(topic)
+                if topic_id is not None:
+                    gone.setdefault(topic_id, []).append(partition)
+        request = R[FETCH_VERSION](
+            replica_state=R[FETCH_VERSION].ReplicaState(
+                replica_id=self.manager.node_id, replica_epoch=self.manager.broker_epoch
+            ),
+            max_wait_ms=FETCH_WAIT_MS,
+            min_bytes=1,
+            max_bytes=FETCH_MAX_BYTES,
+            isolation_level=0,
+            session_id=self._session_id,
+            session_epoch=self._epoch,
+            topics=[R.FetchTopic(topic_id=t, partitions=ps) for t, ps in by_topic.items()],
+            forgotten_topics_data=[
+                R.ForgottenTopic(topic_id=t, partitions=ps) for t, ps in gone.items()
+            ],
+            rack_id="",
+        )
+        response = await self._exchange(request, FetchResponse, FETCH_VERSION, reader, writer)
+        error = error_name(response.error_code)
+        if error in SESSION_ERRORS:
+            _log.info("fetch_session_reset", leader=self.leader, error=error)
+            self._reset_session()  # the next round opens a new one with a full fetch
+            return
+        if error != "NONE":
+            raise ReplicaFetchError(f"fetch from node {self.leader} failed: {error}")
+        self._fetch_answered(
+            response.session_id,
+            full,
+            sending,
+            forgotten,
+            (
+                ((self._names.get(t.topic_id, str(t.topic_id)), p.partition_index), answer(p))
+                for t in response.responses
+                for p in t.partitions
+            ),
+        )
+
+    # --- OffsetForLeaderEpoch, ListOffsets ---------------------------------------------------
+
+    async def _send_other(
+        self,
+        hp: HostedPartition,
+        req: pr.FollowerRequest,
+        reader: asyncio.StreamReader,
+        writer: asyncio.StreamWriter,
+    ) -> None:
+        topic, partition = hp.tp
+        node_id = self.manager.node_id
+        if isinstance(req, pr.OffsetsForLeaderEpochRequest):
+            E = OffsetForLeaderEpochRequest
+            v = OFFSET_FOR_LEADER_EPOCH_VERSION
+            request = E[v](
+                replica_id=node_id,
+                topics=[
+                    E.OffsetForLeaderTopic(
+                        topic=topic,
+                        partitions=[
+                            E.OffsetForLeaderTopic.OffsetForLeaderPartition(
+                                partition=partition,
+                                current_leader_epoch=req.current_leader_epoch,
+                                leader_epoch=req.leader_epoch,
+                            )
+                        ],
+                    )
+                ],
+            )
+            r = await self._exchange(request, OffsetForLeaderEpochResponse, v, reader, writer)
+            p = r.topics[0].partitions[0]
+            self._deliver(
+                hp,
+                pr.OffsetsForLeaderEpochResponse(
+                    error_name(p.error_code), p.leader_epoch, p.end_offset, req.correlation_id
+                ),
+            )
+        elif isinstance(req, pr.ListOffsetsRequest):
+            L = ListOffsetsRequest
+            v = LIST_OFFSETS_VERSION
+            request = L[v](
+                replica_id=node_id,
+                isolation_level=0,
+                topics=[
+                    L.ListOffsetsTopic(
+                        name=topic,
+                        partitions=[
+                            L.ListOffsetsTopic.ListOffsetsPartition(
+                                partition_index=partition,
+                                current_leader_epoch=req.current_leader_epoch,
+                                timestamp=req.timestamp,
+                            )
+                        ],
+                    )
+                ],
+            )
+            r = await self._exchange(request, ListOffsetsResponse, v, reader, writer)
+            p = r.topics[0].partitions[0]
+            self._deliver(
+                hp,
+                pr.ListOffsetsResponse(
+                    error_name(p.error_code),
+                    p.offset,
+                    p.timestamp,
+                    p.leader_epoch,
+                    req.correlation_id,
+                ),
+            )
+
+
+def answer(p: Any) -> pr.FetchResponse:
+    """A partition's Fetch answer (correlation id and offset filled in by the rounds)."""
+    diverging = p.diverging_epoch
+    return pr.FetchResponse(
+        error_name(p.error_code),
+        0,
+        0,
+        p.high_watermark,
+        p.log_start_offset,
+        bytes(p.records or b""),
+        pr.EpochEndOffset(diverging.epoch, diverging.end_offset)
+        if diverging is not None and diverging.epoch >= 0
+        else None,
+    )
