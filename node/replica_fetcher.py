@@ -119,6 +119,12 @@ class FetcherRounds:
             self._due.add(tp)
         self._kick()
 
+    def _requeue(self, tp: TopicPartition) -> None:
+        """Due again next round, without waking the sender (a partition in backoff or
+        over its throttle: the next round comes after the sender's idle wait)."""
+        with self._lock:
+            self._due.add(tp)
+
     def _collect(
         self,
     ) -> tuple[
@@ -142,7 +148,7 @@ class FetcherRounds:
             if hp is None:
                 continue
             if self.manager.throttles.follower_exceeded(hp):
-                self._mark_due(tp)  # follower.replication.throttled.rate used up: later
+                self._requeue(tp)  # follower.replication.throttled.rate used up: later
                 continue
             with hp.plog.lock:
                 if hp.replica.leader_id != self.leader:
@@ -155,7 +161,7 @@ class FetcherRounds:
                 f = hp.replica.fetcher
                 backing_off = out is None and f.in_flight is None and t < f.backoff_until_ms
             if backing_off:
-                self._mark_due(tp)
+                self._requeue(tp)
             if out is None:
                 continue
             assert out.destination == self.leader, "a request for another leader"

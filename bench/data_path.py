@@ -1,8 +1,13 @@
-"""The Kafka listener's two models side by side, alternately in one run:
-`kafka.listener.model=threads` (Kafka's processor → request channel → handler →
-delayed thread) and `event-loop` (one uvloop loop per node, node/kafka/loop_server.py).
+"""The data path's designs side by side, alternately in one run:
 
-Per round and model, a fresh 3-node cluster (RF=3, min.insync.replicas=2, a PLAINTEXT
+- threads+grpc: `kafka.listener.model=threads` (Kafka's processor → request channel →
+  handler → delayed thread), followers fetching over gRPC;
+- loop+grpc: `kafka.listener.model=event-loop` (one uvloop loop per node,
+  node/kafka/loop_server.py), followers fetching over gRPC;
+- loop+kafka: the same loop, followers fetching over Kafka's inter-broker protocol
+  from it (`replica.fetch.protocol=kafka`, node/kafka/replica_client.py).
+
+Per round and design, a fresh 3-node cluster (RF=3, min.insync.replicas=2, a PLAINTEXT
 listener beside gRPC on each node, as `seglog local up` runs them) and confluent-kafka
 (librdkafka) as the client, acks=all, idempotent, linger.ms=0, 1 KiB values:
 
@@ -13,11 +18,11 @@ listener beside gRPC on each node, as `seglog local up` runs them) and confluent
 2. paced: at each of --rates records/s for --seconds over a 6-partition topic;
    p50/p99 of produce()-to-delivery-report.
 
-Rounds alternate the models (threads, event-loop, threads, ...) so that the machine's
-load falls on both alike; each figure is the median over the rounds. The last line is
-JSON; `--plot out.png` draws each model's p50/p99 per rate and its CPU per produce.
+Rounds alternate the designs (each in turn, then again) so that the machine's load
+falls on all alike; each figure is the median over the rounds. The last line is JSON;
+`--plot out.png` draws each design's p50/p99 per rate and its CPU per produce.
 
-    python bench/listener_models.py [--rounds 2] [--rates 1000,5000] [--plot out.png]
+    python bench/data_path.py [--rounds 2] [--rates 1000,5000] [--plot out.png]
 """
 
 from __future__ import annotations
@@ -39,7 +44,11 @@ from seglog.bench.measure import percentile, say
 from seglog.harness.local_cluster import LOCAL_DEFAULTS
 from seglog.harness.ports import free_port
 
-MODELS = ("threads", "event-loop")
+DESIGNS = {
+    "threads+grpc": {"kafka.listener.model": "threads", "replica.fetch.protocol": "grpc"},
+    "loop+grpc": {"kafka.listener.model": "event-loop", "replica.fetch.protocol": "grpc"},
+    "loop+kafka": {"kafka.listener.model": "event-loop", "replica.fetch.protocol": "kafka"},
+}
 SEQ_TOPIC = "seq"
 
 
@@ -49,7 +58,7 @@ def process_cpu_s(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def start_cluster(root: Path, model: str) -> tuple[bench_cluster.Cluster, str]:
+def start_cluster(root: Path, design: str) -> tuple[bench_cluster.Cluster, str]:
     local = LOCAL_DEFAULTS
     overrides = {
         "broker.session.timeout.ms": local["broker.session.timeout.ms"],
@@ -59,7 +68,7 @@ def start_cluster(root: Path, model: str) -> tuple[bench_cluster.Cluster, str]:
         "min.insync.replicas": "2",
         "default.replication.factor": "3",
         "log.initial.task.delay.ms": "30000",
-        "kafka.listener.model": model,
+        **DESIGNS[design],
     }
     cluster = bench_cluster.Cluster(root, overrides, None)
     kafka_ports = {i: free_port() for i in bench_cluster.NODE_IDS}
@@ -137,6 +146,7 @@ def median_of(rounds: list[dict[str, Any]], *path: str) -> float:
 
 
 def plot(summary: dict[str, Any], rates: Sequence[int], path: Path) -> None:
+    designs = list(summary)
     import matplotlib
 
     matplotlib.use("Agg")
@@ -145,11 +155,11 @@ def plot(summary: dict[str, Any], rates: Sequence[int], path: Path) -> None:
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 4))
     labels = ["sequential", *(f"{r}/s" for r in rates)]
     width = 0.2
-    for k, model in enumerate(MODELS):
+    for k, model in enumerate(designs):
         s = summary[model]
         p50 = [s["sequential"]["p50_ms"], *(s[str(r)]["p50_ms"] for r in rates)]
         p99 = [s["sequential"]["p99_ms"], *(s[str(r)]["p99_ms"] for r in rates)]
-        xs = [i + (k - 0.5) * 2 * width for i in range(len(labels))]
+        xs = [i + (k - (len(designs) - 1) / 2) * 2 * width for i in range(len(labels))]
         ax1.bar([x - width / 2 for x in xs], p50, width, label=f"{model} p50")
         ax1.bar([x + width / 2 for x in xs], p99, width, label=f"{model} p99", alpha=0.6)
     ax1.set_xticks(range(len(labels)), labels)
@@ -158,9 +168,9 @@ def plot(summary: dict[str, Any], rates: Sequence[int], path: Path) -> None:
     ax1.set_title("confluent-kafka acks=all, RF=3, 1 KiB")
     ax1.legend(fontsize=7)
     ax2.bar(
-        list(MODELS),
-        [summary[m]["sequential"]["leader_cpu_us_per_produce"] for m in MODELS],
-        color=["tab:gray", "tab:blue"],
+        list(designs),
+        [summary[m]["sequential"]["leader_cpu_us_per_produce"] for m in designs],
+        color=["tab:gray", "tab:blue", "tab:green"][: len(designs)],
     )
     ax2.set_ylabel("leader CPU µs per one-record produce")
     ax2.set_title("leader broker process CPU")
@@ -170,7 +180,10 @@ def plot(summary: dict[str, Any], rates: Sequence[int], path: Path) -> None:
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rounds", type=int, default=2, help="rounds of both models (2)")
+    parser.add_argument("--rounds", type=int, default=2, help="rounds of every design (2)")
+    parser.add_argument(
+        "--designs", default=",".join(DESIGNS), help=f"comma list of {', '.join(DESIGNS)}"
+    )
     parser.add_argument("--rates", default="1000,5000", help="records/s, comma list")
     parser.add_argument("--seconds", type=float, default=4.0, help="per paced rate (4)")
     parser.add_argument("--sequential", type=int, default=300, help="round trips (300)")
@@ -181,6 +194,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         args.rates = [int(r) for r in args.rates.split(",") if r.strip()]
     except ValueError:
         parser.error(f"--rates must be a comma list of ints, got {args.rates!r}")
+    args.designs = [d for d in args.designs.split(",") if d.strip()]
+    if not args.designs or any(d not in DESIGNS for d in args.designs):
+        parser.error(f"--designs must name some of {', '.join(DESIGNS)}")
     if args.rounds < 1 or args.sequential < 1 or args.seconds <= 0:
         parser.error("--rounds, --sequential and --seconds must be positive")
     return args
@@ -190,12 +206,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     import confluent_kafka as ck
 
     args = parse_args(argv)
-    root = Path(tempfile.mkdtemp(prefix="seglog-listener-models-", dir=args.dir))
+    root = Path(tempfile.mkdtemp(prefix="seglog-data-path-", dir=args.dir))
     load_before = os.getloadavg()
-    runs: dict[str, list[dict[str, Any]]] = {m: [] for m in MODELS}
+    runs: dict[str, list[dict[str, Any]]] = {m: [] for m in args.designs}
     try:
         for r in range(args.rounds):
-            for model in MODELS:
+            for model in args.designs:
                 say(f"round {r + 1}/{args.rounds}: {model} ...")
                 result = one_round(ck, root / f"{r}-{model}", model, args)
                 say(f"  {model}: {json.dumps(result)}")
@@ -203,7 +219,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     finally:
         shutil.rmtree(root, ignore_errors=True)
     summary: dict[str, Any] = {}
-    for model in MODELS:
+    for model in args.designs:
         rs = runs[model]
         summary[model] = {
             "sequential": {
@@ -218,7 +234,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.plot is not None:
         plot(summary, args.rates, args.plot)
     out = {
-        "benchmark": "listener_models",
+        "benchmark": "data_path",
         "rounds": args.rounds,
         "cpus": os.cpu_count(),
         "load_before": [round(x, 2) for x in load_before],
