@@ -1,7 +1,10 @@
 """confluent-kafka's idempotent acks=all producer while the leader is SIGKILLed (with
 its controller process, as a machine crash): every delivered message is read back
 exactly once, at the offset its delivery report named, in send order per partition;
-no value appears twice. Its own cluster: the kill must not disturb other tests."""
+no value appears twice; once the victim is back in every ISR, the three replicas'
+logs are byte-identical. With followers fetching over gRPC and over Kafka's
+inter-broker protocol (replica.fetch.protocol). Its own cluster: the kill must not
+disturb other tests."""
 
 from __future__ import annotations
 
@@ -25,10 +28,22 @@ RUN_S = 8.0
 KILL_AFTER_S = 2.5
 
 
-def test_leader_sigkill_loses_and_duplicates_nothing(tmp_path):
+def replica_bytes(cluster: KafkaCluster, node: int, partition: int) -> bytes:
+    """The record batches of a replica, its segments' .log files in offset order."""
+    out = b""
+    for log_dir in cluster.nodes[node].log_dirs:
+        part = log_dir / f"{TOPIC}-{partition}"
+        if part.is_dir():
+            for segment in sorted(part.glob("*.log")):
+                out += segment.read_bytes()
+    return out
+
+
+@pytest.mark.parametrize("protocol", ["grpc", "kafka"])
+def test_leader_sigkill_loses_and_duplicates_nothing(tmp_path, protocol):
     from confluent_kafka.admin import AdminClient, NewTopic
 
-    cluster = KafkaCluster(tmp_path / "cluster")
+    cluster = KafkaCluster(tmp_path / "cluster", {"replica.fetch.protocol": protocol})
     try:
         cluster.start_all()
         b = cluster.kafka_bootstrap
@@ -123,6 +138,23 @@ def test_leader_sigkill_loses_and_duplicates_nothing(tmp_path):
                 assert at.get(offset) == value, (
                     f"delivered {value} at {p}:{offset}, read {at.get(offset)}"
                 )
+        # The victim truncated what it had beyond the high watermark and fetched the
+        # rest: every replica holds the same batches, byte for byte.
+        cluster.wait(
+            "the victim back in every ISR",
+            lambda: (
+                (t := topic_of(cluster.metadata(1 if victim != 1 else 2, [TOPIC]), TOPIC))
+                and all(len(p.isr_nodes) == 3 for p in t.partitions)
+                or None
+            ),
+        )
+        for p in range(PARTITIONS):
+            cluster.wait(
+                f"partition {p}'s replicas identical",
+                lambda p=p: len({replica_bytes(cluster, i, p) for i in cluster.nodes}) == 1
+                or None,
+            )
+            assert len(replica_bytes(cluster, victim, p)) > 0
         assert not cluster.crashes(), cluster.crashes()
     finally:
         cluster.stop_all()
