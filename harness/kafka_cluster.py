@@ -29,6 +29,9 @@ KAFKA_OVERRIDES = {
     "default.replication.factor": "3",
     "replica.fetch.backoff.ms": "100",
     "controller.quorum.election.timeout.ms": "500",
+    # Followers fetch over Kafka's inter-broker protocol on the PLAINTEXT listener, as
+    # `seglog local up` runs them (the gRPC-only clusters replicate over gRPC).
+    "replica.fetch.protocol": "kafka",
 }
 
 

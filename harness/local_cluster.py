@@ -54,6 +54,9 @@ LOCAL_DEFAULTS = {
     # is told to back off: a short backoff keeps that race from adding a second.
     "replica.fetch.backoff.ms": "100",
     "replica.lag.time.max.ms": "5000",
+    # Followers fetch over Kafka's inter-broker protocol on the PLAINTEXT listener,
+    # from the node's event loop (node/kafka/replica_client.py).
+    "replica.fetch.protocol": "kafka",
     "min.insync.replicas": "2",
     "num.partitions": "3",
 }
