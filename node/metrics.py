@@ -393,6 +393,14 @@ class NodeStateCollector(Collector):
         return family
 
     def _idle_ratios(self) -> Iterator[Metric]:
+        loop = getattr(self.node, "loop", None)
+        if loop is not None:
+            yield _gauge(
+                "seglog_node_event_loop_lag_seconds",
+                "The longest the node's event loop was late for a timer over the last 30 s "
+                "(a callback that held it: a request's work, a disk write)",
+                loop.lag_s(),
+            )
         servers = [k.server for k in self.node.kafka]
         if not servers:
             return  # no Kafka listener: no network threads nor handler pool to measure

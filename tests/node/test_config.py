@@ -57,6 +57,8 @@ def test_compose_profile_matches_the_local_one() -> None:
         ("broker.session.timeout.ms", "1.5", "Not a number"),
         ("group.consumer.assignors", "uniform,roundrobin", "the assignors are range, uniform"),
         ("group.consumer.heartbeat.interval.ms", "0", "at least 1"),
+        ("kafka.listener.model", "fibers", "one of: event-loop, threads"),
+        ("replica.fetch.protocol", "http", "one of: grpc, kafka"),
     ],
 )
 def test_bad_values_name_the_setting(key: str, value: str, says: str) -> None:
@@ -66,6 +68,32 @@ def test_bad_values_name_the_setting(key: str, value: str, says: str) -> None:
 
 
 # --- named listeners ----------------------------------------------------------------
+
+
+def test_replication_over_kafka_takes_a_plaintext_or_ssl_kafka_listener() -> None:
+    base = {
+        "node.id": "1",
+        "listeners": "GRPC://127.0.0.1:9192,SECURE://127.0.0.1:9094,PLAINTEXT://127.0.0.1:9092",
+        "listener.security.protocol.map": "GRPC:PLAINTEXT,SECURE:SASL_PLAINTEXT,PLAINTEXT:PLAINTEXT",
+        "sasl.enabled.mechanisms": "PLAIN",
+    }
+    c = NodeConfig.from_properties({**base, "replica.fetch.protocol": "kafka"})
+    assert (c.replica_fetch_protocol, c.inter_broker_listener_name) == ("kafka", "PLAINTEXT")
+    assert NodeConfig.from_properties(base).inter_broker_listener_name == "GRPC"  # the default
+    for inter_broker, why in (("SECURE", "SASL: no follower login yet"), ("GRPC", "gRPC")):
+        with pytest.raises(InvalidConfigError, match="a Kafka listener among listeners") as e:
+            NodeConfig.from_properties(
+                {
+                    **base,
+                    "replica.fetch.protocol": "kafka",
+                    "inter.broker.listener.name": inter_broker,
+                }
+            )
+        assert inter_broker in str(e.value), why
+    with pytest.raises(InvalidConfigError, match="inter.broker.listener.name"):
+        NodeConfig.from_properties(
+            {"node.id": "1", "listeners": "GRPC://127.0.0.1:9192", "replica.fetch.protocol": "kafka"}
+        )
 
 
 def listeners_config(**props: str) -> NodeConfig:

@@ -3,7 +3,9 @@ and CONTROLLER listeners are all mapped to SSL with client certificates required
 every node's REPLICATION listener advertised behind a relay that records the bytes
 passing through. The followers store the records (read back from their segment
 files), and the recorded replication traffic holds none of the payload. The same
-cluster in plaintext shows the relay does see the payload when it is in clear."""
+cluster in plaintext shows the relay does see the payload when it is in clear. With
+replica.fetch.protocol=kafka, REPLICATION is a Kafka listener and the followers'
+fetchers present their node's certificate to it."""
 
 from __future__ import annotations
 
@@ -87,7 +89,7 @@ class Relay:
 
 
 class Cluster:
-    def __init__(self, root: Path, tls: bool) -> None:
+    def __init__(self, root: Path, tls: bool, fetch_protocol: str = "grpc") -> None:
         ids = (1, 2, 3)
         self.grpc = {i: free_port() for i in ids}
         replication = {i: free_port() for i in ids}
@@ -102,7 +104,10 @@ class Cluster:
             "replica.fetch.backoff.ms": "100",
             "broker.heartbeat.interval.ms": "300",
             "broker.session.timeout.ms": "3000",
+            "replica.fetch.protocol": fetch_protocol,
         }
+        if fetch_protocol == "kafka":
+            common["grpc.listener.names"] = "GRPC"  # REPLICATION speaks Kafka's protocol
         credentials = None
         if tls:
             certs = root / "certs"
@@ -165,12 +170,13 @@ class Cluster:
         return b"".join(p.read_bytes() for d in n.log_dirs for p in d.glob(f"{topic}-0/*.log"))
 
 
-@pytest.fixture(params=["SSL", "PLAINTEXT"])
+@pytest.fixture(params=["SSL", "PLAINTEXT", "SSL-kafka"])
 def cluster(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[str, Cluster]]:
-    c = Cluster(tmp_path, tls=request.param == "SSL")
+    protocol, _, fetch = request.param.partition("-")
+    c = Cluster(tmp_path, tls=protocol == "SSL", fetch_protocol=fetch or "grpc")
     try:
         c.start()
-        yield request.param, c
+        yield protocol, c
     finally:
         c.stop()
 
