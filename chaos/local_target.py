@@ -55,7 +55,10 @@ class LocalTarget(FreezesOneProcess, WritesFaultFile):
                 {
                     (n, kind): listener_port(self.base_port, n, name)
                     for n in NODE_IDS
-                    for kind, name in (("controller", "CONTROLLER"), ("replication", "GRPC"))
+                    for kind, name in (
+                        ("controller", "CONTROLLER"),
+                        ("replication", local_cluster.replication_listener()),
+                    )
                 },
                 random.Random(f"links-{seed}"),
             )

@@ -62,6 +62,12 @@ LOCAL_DEFAULTS = {
 }
 
 
+def replication_listener() -> str:
+    """The listener a local cluster's followers dial their leaders on: PLAINTEXT when
+    they fetch over Kafka's protocol (LOCAL_DEFAULTS), else GRPC."""
+    return "PLAINTEXT" if LOCAL_DEFAULTS["replica.fetch.protocol"] == "kafka" else "GRPC"
+
+
 def node_properties(node_id: int, nodes: int, base_port: int, data_dir: Path) -> dict[str, str]:
     voters = ",".join(
         f"{i}@127.0.0.1:{listener_port(base_port, i, 'CONTROLLER')}" for i in range(1, nodes + 1)
