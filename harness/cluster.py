@@ -115,8 +115,9 @@ class ThreeNodeCluster:
 
     def crashes(self) -> list[str]:
         """Uncaught exceptions that ended a thread of some node (printed by Python's
-        threading excepthook into the node's log), and metadata a node failed to apply:
-        always a bug."""
+        threading excepthook into the node's log), metadata a node failed to apply, and
+        an interpreter that aborted (a controller process's exit once did, on a lock a
+        daemon thread held): always a bug."""
         out = []
         for i, n in self.nodes.items():
             try:
@@ -129,6 +130,8 @@ class ThreeNodeCluster:
                     out.append(f"node {i}: " + "\n".join(tb))
                 elif '"event":"metadata_listener_failed"' in line:
                     out.append(f"node {i}: {line}")
+                elif line.startswith("Fatal Python error"):
+                    out.append(f"node {i}: " + "\n".join(lines[k : k + 6]))
         return out
 
     # RPCs

@@ -34,9 +34,9 @@ import random
 import signal
 import sys
 import threading
-import time
 from concurrent import futures
 from types import FrameType
+from typing import NoReturn
 
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
@@ -111,6 +111,7 @@ class ControllerProcess:
         self._server: grpc.Server | None = None
         self._health = health.HealthServicer()
         self._lifecycle: threading.Thread | None = None
+        self._servicer: ControllerServicer | None = None
 
     def on_broker_applied(self, broker_id: int, offset: int) -> None:
         if broker_id == self.node_id:
@@ -135,10 +136,10 @@ class ControllerProcess:
                 ("grpc.keepalive_permit_without_calls", 1),
             ],
         )
-        cluster_pb2_grpc.add_ControllerServicer_to_server(
-            ControllerServicer(self.quorum, self.config.cluster_id, self.on_broker_applied),
-            self._server,
+        self._servicer = ControllerServicer(
+            self.quorum, self.config.cluster_id, self.on_broker_applied
         )
+        cluster_pb2_grpc.add_ControllerServicer_to_server(self._servicer, self._server)
         security_pb2_grpc.add_SecurityControlServicer_to_server(
             SecurityControlServicer(self.quorum), self._server
         )
@@ -297,6 +298,8 @@ class ControllerProcess:
         if self._lifecycle is not None:
             self._lifecycle.join(timeout=5)
         self._controlled_shutdown()
+        if self._servicer is not None:
+            self._servicer.end_watches()
         if self._server is not None:
             self._server.stop(grace=1).wait(3)
         self.quorum.shutdown()
@@ -314,7 +317,7 @@ def _raise_priority() -> None:
         pass  # unprivileged: the process of its own is what keeps it from starving
 
 
-def main() -> int:
+def main() -> NoReturn:
     """Entry point: the node's properties arrive as JSON on stdin (one line), so the
     child runs exactly the parent's configuration; stdin then stays open until the
     parent goes."""
@@ -368,9 +371,14 @@ def main() -> int:
         if os.getppid() != parent:
             break  # orphaned (no PDEATHSIG on this platform)
     process.shutdown()
-    time.sleep(0.05)
-    return 0
+    # Stopped in order (the controlled shutdown, the listener, the Raft log closed):
+    # nothing is left to finish. The interpreter's own exit would join gRPC's handler
+    # threads (one still in a call the listener's grace cut off) and then abort
+    # (SIGABRT) on the stdin lock the parent-watch thread holds in its read.
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    main()
