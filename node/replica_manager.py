@@ -608,6 +608,7 @@ class ReplicaManager:
             session = self._sessions.get(session_id, session_epoch, replica_id)
         with session.lock:
             session.update(specs, forgotten)
+            session.new_replica_epoch(replica_epoch)
             waiter = session.waiter
             self._wakeups.unwatch(waiter, forgotten)
             self._wakeups.watch(waiter, ((spec.topic, spec.partition) for spec in specs))
