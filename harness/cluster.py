@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import signal
+import threading
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -78,11 +79,32 @@ class ThreeNodeCluster:
 
     def start_stopped(self) -> None:
         """Start every node whose process is not running (never started, stopped, or
-        exited on its own)."""
+        exited on its own), side by side: one at a time, the first waited two election
+        timeouts for a quorum that could not form before the next one started."""
+        ids = []
         for i, n in self.nodes.items():
             if n.proc is None or n.proc.poll() is not None:
                 n.proc = None
-                self.start(i)
+                ids.append(i)
+        errors: list[BaseException] = []
+
+        def start(node_id: int) -> None:
+            try:
+                self.start(node_id)
+            except BaseException as e:  # noqa: BLE001 - raised below, after the others
+                errors.append(e)
+
+        starters = [threading.Thread(target=start, args=(i,)) for i in ids]
+        for t in starters:
+            t.start()
+        for t in starters:
+            t.join()  # bounded: each start gives up after start_timeout_s
+        if errors:
+            raise errors[0]
+
+    def start_all(self) -> None:
+        """Start the nodes (side by side); each is up when its health check passes."""
+        self.start_stopped()
 
     def stop_all(self) -> None:
         for n in self.nodes.values():  # all at once: the shutdowns overlap
