@@ -71,6 +71,10 @@ SERVICE_NAME = "seglog.v1.Controller"
 CONTROLLER_RPC_THREADS = 16
 PR_SET_PDEATHSIG = 1
 CONTROLLER_NICENESS = -5
+# At shutdown, how long the requests waiting for a commit get before the listener
+# stops (what the listener's graceful stop gave them before, uselessly: see
+# QuorumController.close_proposals).
+PROPOSALS_DRAIN_S = 1.0
 
 
 def _die_with_parent() -> None:
@@ -282,6 +286,7 @@ class ControllerProcess:
                 ),
                 lambda r: (r.error_code, r.error_message),
                 deadline_s=3,
+                without_quorum_give_up=True,
             )
         except ControlError:
             pass  # the controller will fence this broker when its session expires
@@ -298,6 +303,7 @@ class ControllerProcess:
         if self._lifecycle is not None:
             self._lifecycle.join(timeout=5)
         self._controlled_shutdown()
+        self.quorum.close_proposals(drain_s=PROPOSALS_DRAIN_S)
         if self._servicer is not None:
             self._servicer.end_watches()
         if self._server is not None:

@@ -97,6 +97,9 @@ class QuorumController(ControllerRequests):
         # is left in the queue for a Raft thread that is gone.
         self._propose_lock = threading.Lock()
         self._closed = False
+        # The proposals whose requests wait for their commit; notified as each ends.
+        self._proposals: set[Future[int]] = set()
+        self._proposal_ended = threading.Condition(self._propose_lock)
         self._op_lock = threading.Lock()
         self._state_lock = threading.Lock()  # image + listeners, read by request threads
         self._image_lock = self._state_lock
@@ -159,6 +162,17 @@ class QuorumController(ControllerRequests):
         Heartbeats will not reach this controller any more, so it must not judge
         sessions by them (controller/broker_sessions.py)."""
         self._sessions.begin_shutdown()
+
+    def close_proposals(self, drain_s: float) -> None:
+        """Refuse new proposals (NOT_CONTROLLER: the broker asks another voter) and
+        wait, at most `drain_s`, for the ones made to be committed or fail. Before the
+        listener stops: the peers' acknowledgements arrive through it, and without them
+        a request waiting for its commit (another broker's controlled shutdown, sent to
+        this active controller) held the listener's graceful stop for its whole grace,
+        then failed, and that broker looked for the next controller."""
+        with self._proposal_ended:
+            self._closed = True
+            self._proposal_ended.wait_for(lambda: not self._proposals, drain_s)
 
     def shutdown(self) -> None:
         self.begin_shutdown()
@@ -363,12 +377,17 @@ class QuorumController(ControllerRequests):
                 self._inbound.put(("propose", (encode_entry(records), future)), timeout=1)
             except queue.Full:
                 raise ControlError("REQUEST_TIMED_OUT", "the controller is overloaded") from None
+            self._proposals.add(future)
         try:
             return future.result(COMMIT_TIMEOUT_S)
         except FutureTimeout:
             raise ControlError(
                 "REQUEST_TIMED_OUT", f"metadata not committed within {COMMIT_TIMEOUT_S}s"
             ) from None
+        finally:
+            with self._proposal_ended:
+                self._proposals.discard(future)
+                self._proposal_ended.notify_all()
 
     def _op(self, decide: Decision) -> int:
         with self._op_lock:

@@ -28,24 +28,31 @@ def quorum(tmp_path: Path) -> QuorumController:
     return QuorumController(1, voters, tmp_path, LogConfig.defaults(), random.Random(0))
 
 
-def test_a_proposal_left_in_the_queue_fails_when_the_controller_shuts_down(
-    tmp_path: Path,
-) -> None:
-    qc = quorum(tmp_path)
-    outcome: list[BaseException | int] = []
+def propose(qc: QuorumController) -> tuple[threading.Thread, list[ControlError | int]]:
+    """A request thread proposing RECORD, once its proposal is queued; its outcome (the
+    committed index or the error) lands in the list."""
+    outcome: list[ControlError | int] = []
 
-    def propose() -> None:
+    def run() -> None:
         try:
             outcome.append(qc._commit([RECORD]))
         except ControlError as e:
             outcome.append(e)
 
-    proposer = threading.Thread(target=propose)
+    proposer = threading.Thread(target=run)
     proposer.start()
     deadline = plain_monotonic_s() + 5
     while qc._inbound.empty() and plain_monotonic_s() < deadline:
-        proposer.join(0.01)  # until the proposal is queued
+        proposer.join(0.01)
     assert not qc._inbound.empty()
+    return proposer, outcome
+
+
+def test_a_proposal_left_in_the_queue_fails_when_the_controller_shuts_down(
+    tmp_path: Path,
+) -> None:
+    qc = quorum(tmp_path)
+    proposer, outcome = propose(qc)
     started = plain_monotonic_s()
     qc.shutdown()
     proposer.join(COMMIT_TIMEOUT_S + 5)
@@ -64,3 +71,38 @@ def test_a_proposal_after_the_shutdown_is_refused_at_once(tmp_path: Path) -> Non
     assert e.value.error_name == "NOT_CONTROLLER"
     assert plain_monotonic_s() - started < 1
     assert qc._inbound.empty()
+
+
+def test_closing_lets_the_proposals_made_commit_and_refuses_new_ones(tmp_path: Path) -> None:
+    """The active controller closes its proposals before its listener stops: a broker's
+    controlled shutdown already proposed still commits (the Raft thread and the peers'
+    acknowledgements go on meanwhile), a later one is told NOT_CONTROLLER at once."""
+    qc = quorum(tmp_path)
+    proposer, outcome = propose(qc)
+    kind, payload = qc._inbound.get_nowait()
+    assert kind == "propose"
+    _data, future = payload  # type: ignore[misc]
+
+    closer = threading.Thread(target=qc.close_proposals, kwargs={"drain_s": 10.0})
+    closer.start()
+    closer.join(0.3)
+    assert closer.is_alive()  # draining: the proposal has not committed yet
+    with pytest.raises(ControlError) as e:
+        qc._commit([RECORD])  # closed meanwhile
+    assert e.value.error_name == "NOT_CONTROLLER"
+    future.set_result(7)  # what the Raft thread does once the peers acknowledged it
+    closer.join(2)
+    proposer.join(2)
+    assert not closer.is_alive() and outcome == [7]
+    qc.shutdown()
+
+
+def test_closing_waits_no_longer_than_its_bound(tmp_path: Path) -> None:
+    qc = quorum(tmp_path)
+    proposer, outcome = propose(qc)
+    started = plain_monotonic_s()
+    qc.close_proposals(drain_s=0.5)  # nobody commits it
+    assert 0.4 < plain_monotonic_s() - started < 3
+    qc.shutdown()  # fails it
+    proposer.join(5)
+    assert len(outcome) == 1 and isinstance(outcome[0], ControlError), outcome
