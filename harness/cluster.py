@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import signal
+import threading
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -78,11 +79,32 @@ class ThreeNodeCluster:
 
     def start_stopped(self) -> None:
         """Start every node whose process is not running (never started, stopped, or
-        exited on its own)."""
+        exited on its own), side by side: one at a time, the first waited two election
+        timeouts for a quorum that could not form before the next one started."""
+        ids = []
         for i, n in self.nodes.items():
             if n.proc is None or n.proc.poll() is not None:
                 n.proc = None
-                self.start(i)
+                ids.append(i)
+        errors: list[BaseException] = []
+
+        def start(node_id: int) -> None:
+            try:
+                self.start(node_id)
+            except BaseException as e:  # noqa: BLE001 - raised below, after the others
+                errors.append(e)
+
+        starters = [threading.Thread(target=start, args=(i,)) for i in ids]
+        for t in starters:
+            t.start()
+        for t in starters:
+            t.join()  # bounded: each start gives up after start_timeout_s
+        if errors:
+            raise errors[0]
+
+    def start_all(self) -> None:
+        """Start the nodes (side by side); each is up when its health check passes."""
+        self.start_stopped()
 
     def stop_all(self) -> None:
         for n in self.nodes.values():  # all at once: the shutdowns overlap
@@ -115,8 +137,9 @@ class ThreeNodeCluster:
 
     def crashes(self) -> list[str]:
         """Uncaught exceptions that ended a thread of some node (printed by Python's
-        threading excepthook into the node's log), and metadata a node failed to apply:
-        always a bug."""
+        threading excepthook into the node's log), metadata a node failed to apply, and
+        an interpreter that aborted (a controller process's exit once did, on a lock a
+        daemon thread held): always a bug."""
         out = []
         for i, n in self.nodes.items():
             try:
@@ -129,6 +152,8 @@ class ThreeNodeCluster:
                     out.append(f"node {i}: " + "\n".join(tb))
                 elif '"event":"metadata_listener_failed"' in line:
                     out.append(f"node {i}: {line}")
+                elif line.startswith("Fatal Python error"):
+                    out.append(f"node {i}: " + "\n".join(lines[k : k + 6]))
         return out
 
     # RPCs

@@ -56,8 +56,7 @@ class KafkaCluster(ThreeNodeCluster):
         return ",".join(f"127.0.0.1:{p}" for p in self.kafka_ports.values())
 
     def start_all(self) -> None:
-        for i in NODE_IDS:
-            self.start(i)
+        super().start_all()
         self.wait("three unfenced brokers", lambda: True if self.all_up_and_unfenced() else None)
 
     def known_everywhere(self, topic: str, partitions: int) -> bool | None:

@@ -42,6 +42,8 @@ class FetchSession:
     specs: dict[TopicPartition, FetchSpec] = field(default_factory=dict)
     seen: dict[TopicPartition, tuple[int, ...]] = field(default_factory=dict)
     told: dict[TopicPartition, tuple[int, int]] = field(default_factory=dict)
+    # The follower's broker epoch (KIP-903) the session last read its partitions with.
+    replica_epoch: int = -1
     # One fetch at a time per session: a follower never overlaps its own.
     lock: threading.Lock = field(default_factory=threading.Lock)
     # Watches the partitions the session holds, for the session's life (fetch_wakeups).
@@ -57,6 +59,16 @@ class FetchSession:
             tp = (spec.topic, spec.partition)
             self.specs[tp] = spec
             self.seen.pop(tp, None)  # a new position: read it whatever the state
+
+    def new_replica_epoch(self, replica_epoch: int) -> None:
+        """The follower fetches with another broker epoch (it registered after the
+        session opened): every partition is read again, as Kafka's leader reads all of
+        a session's partitions on each fetch, so each learns the epoch. An idle one
+        would otherwise keep the old epoch and its follower stay out of the ISR
+        (ineligible) until its position moved."""
+        if replica_epoch != self.replica_epoch:
+            self.replica_epoch = replica_epoch
+            self.seen.clear()
 
 
 class FetchSessionCache:

@@ -604,7 +604,9 @@ class ReplicaManager:
         changed since the session last examined them are read, and the answer holds
         only those with records, an error, a diverging epoch or a new HW or log start.
         Raises FetchSessionError for an unknown session or a wrong epoch."""
-        session = self._session(session_id, session_epoch, replica_id, specs, forgotten)
+        session = self._session(
+            session_id, session_epoch, replica_id, replica_epoch, specs, forgotten
+        )
         with session.lock:
             fetch = SessionFetch(
                 session,
@@ -631,6 +633,7 @@ class ReplicaManager:
         session_id: int,
         session_epoch: int,
         replica_id: int,
+        replica_epoch: int,
         specs: Sequence[FetchSpec],
         forgotten: Sequence[TopicPartition],
     ) -> FetchSession:
@@ -642,6 +645,7 @@ class ReplicaManager:
         else:
             session = self._sessions.get(session_id, session_epoch, replica_id)
         session.update(specs, forgotten)
+        session.new_replica_epoch(replica_epoch)
         self.wakeups.unwatch(session.waiter, forgotten)
         self.wakeups.watch(session.waiter, ((spec.topic, spec.partition) for spec in specs))
         return session
@@ -659,7 +663,9 @@ class ReplicaManager:
         replica_epoch: int = -1,
     ) -> SessionFetch:
         """fetch_in_session's steps for an event loop (node/kafka/replica_fetch.py)."""
-        session = self._session(session_id, session_epoch, replica_id, specs, forgotten)
+        session = self._session(
+            session_id, session_epoch, replica_id, replica_epoch, specs, forgotten
+        )
         return SessionFetch(
             session,
             self._partitions,

@@ -627,6 +627,11 @@ def run_node(config: NodeConfig, log_level: str = "INFO") -> int:
     # Process-wide, so here and not in Node (tests run several nodes in one process).
     gc_pauses.observe(node.metrics)
     node.wait()
+    # Stopped: a further SIGTERM or SIGINT (a second Ctrl-C, a supervisor's repeat)
+    # must not end the interpreter's exit with that signal instead of the exit code.
+    # Ignored, not handled: the interpreter resets its own handlers as it finalizes.
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     if node.halted:
         sys.stdout.flush()
         sys.stderr.flush()

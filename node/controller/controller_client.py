@@ -55,9 +55,14 @@ class ControllerClient:
         fn: Callable[[int], T],
         error_of: Callable[[T], tuple[int, str]],
         deadline_s: float = 15.0,
+        without_quorum_give_up: bool = False,
     ) -> T:
         """Call `fn(node)` on the active controller, trying the known leader first and
-        then the other voters, until an answer that is not NOT_CONTROLLER."""
+        then the other voters, until an answer that is not NOT_CONTROLLER.
+        `without_quorum_give_up`: stop as soon as one round finds too few voters
+        listening to make a quorum (their processes gone: UNAVAILABLE), as a broker's
+        controlled shutdown does when the whole cluster stops: no controller can come
+        back before the deadline, and the broker is fenced anyway."""
         deadline = plain_monotonic_s() + deadline_s
         last = "no voter answered"
         backoff = 0.05
@@ -66,17 +71,22 @@ class ControllerClient:
             order = [hint] if hint in self.voters else []
             others = [v for v in self.voters if v not in order]
             random.shuffle(others)
+            gone = 0
             for node in order + others:
                 try:
                     response = fn(node)
                 except grpc.RpcError as e:
                     last = f"node {node}: {e.code()}"
+                    if e.code() == grpc.StatusCode.UNAVAILABLE:
+                        gone += 1
                     continue
                 code, message = error_of(response)
                 if code == errors_pb2.ErrorCode.Value("NOT_CONTROLLER"):
                     last = f"node {node}: {message}"
                     continue
                 return response
+            if without_quorum_give_up and len(self.voters) - gone <= len(self.voters) // 2:
+                raise ControlError("NOT_CONTROLLER", f"no quorum of voters listening: {last}")
             time.sleep(backoff)
             backoff = min(backoff * 2, 0.5)
         raise ControlError("NOT_CONTROLLER", f"no active controller reachable: {last}")

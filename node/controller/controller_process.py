@@ -34,9 +34,9 @@ import random
 import signal
 import sys
 import threading
-import time
 from concurrent import futures
 from types import FrameType
+from typing import NoReturn
 
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
@@ -71,6 +71,10 @@ SERVICE_NAME = "seglog.v1.Controller"
 CONTROLLER_RPC_THREADS = 16
 PR_SET_PDEATHSIG = 1
 CONTROLLER_NICENESS = -5
+# At shutdown, how long the requests waiting for a commit get before the listener
+# stops (what the listener's graceful stop gave them before, uselessly: see
+# QuorumController.close_proposals).
+PROPOSALS_DRAIN_S = 1.0
 
 
 def _die_with_parent() -> None:
@@ -111,6 +115,7 @@ class ControllerProcess:
         self._server: grpc.Server | None = None
         self._health = health.HealthServicer()
         self._lifecycle: threading.Thread | None = None
+        self._servicer: ControllerServicer | None = None
 
     def on_broker_applied(self, broker_id: int, offset: int) -> None:
         if broker_id == self.node_id:
@@ -135,10 +140,10 @@ class ControllerProcess:
                 ("grpc.keepalive_permit_without_calls", 1),
             ],
         )
-        cluster_pb2_grpc.add_ControllerServicer_to_server(
-            ControllerServicer(self.quorum, self.config.cluster_id, self.on_broker_applied),
-            self._server,
+        self._servicer = ControllerServicer(
+            self.quorum, self.config.cluster_id, self.on_broker_applied
         )
+        cluster_pb2_grpc.add_ControllerServicer_to_server(self._servicer, self._server)
         security_pb2_grpc.add_SecurityControlServicer_to_server(
             SecurityControlServicer(self.quorum), self._server
         )
@@ -281,6 +286,7 @@ class ControllerProcess:
                 ),
                 lambda r: (r.error_code, r.error_message),
                 deadline_s=3,
+                without_quorum_give_up=True,
             )
         except ControlError:
             pass  # the controller will fence this broker when its session expires
@@ -297,6 +303,9 @@ class ControllerProcess:
         if self._lifecycle is not None:
             self._lifecycle.join(timeout=5)
         self._controlled_shutdown()
+        self.quorum.close_proposals(drain_s=PROPOSALS_DRAIN_S)
+        if self._servicer is not None:
+            self._servicer.end_watches()
         if self._server is not None:
             self._server.stop(grace=1).wait(3)
         self.quorum.shutdown()
@@ -314,7 +323,7 @@ def _raise_priority() -> None:
         pass  # unprivileged: the process of its own is what keeps it from starving
 
 
-def main() -> int:
+def main() -> NoReturn:
     """Entry point: the node's properties arrive as JSON on stdin (one line), so the
     child runs exactly the parent's configuration; stdin then stays open until the
     parent goes."""
@@ -368,9 +377,14 @@ def main() -> int:
         if os.getppid() != parent:
             break  # orphaned (no PDEATHSIG on this platform)
     process.shutdown()
-    time.sleep(0.05)
-    return 0
+    # Stopped in order (the controlled shutdown, the listener, the Raft log closed):
+    # nothing is left to finish. The interpreter's own exit would join gRPC's handler
+    # threads (one still in a call the listener's grace cut off) and then abort
+    # (SIGABRT) on the stdin lock the parent-watch thread holds in its read.
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    main()

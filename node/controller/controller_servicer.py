@@ -3,6 +3,7 @@ broker-to-controller calls answered by the active controller."""
 
 from __future__ import annotations
 
+import contextlib
 import queue
 import threading
 from collections.abc import Callable, Iterator
@@ -39,6 +40,18 @@ class ControllerServicer(cluster_pb2_grpc.ControllerServicer):
         self.controller = controller
         self.cluster_id = cluster_id
         self.on_broker_applied = on_broker_applied
+        self._ending = threading.Event()
+        self._watches: set[queue.Queue[cpb.MetadataUpdate | None]] = set()
+        self._watches_lock = threading.Lock()
+
+    def end_watches(self) -> None:
+        """End every metadata watch now (the controller is stopping): an idle one
+        would otherwise hold the listener's graceful stop for its whole grace."""
+        self._ending.set()
+        with self._watches_lock:
+            for updates in self._watches:
+                with contextlib.suppress(queue.Full):  # full: it looks at _ending next
+                    updates.put_nowait(None)
 
     def Raft(self, request: cpb.RaftMessage, context: grpc.ServicerContext) -> cpb.RaftAck:
         if request.dst == self.controller.node_id:
@@ -210,7 +223,7 @@ class ControllerServicer(cluster_pb2_grpc.ControllerServicer):
     def WatchMetadata(
         self, request_iterator: Iterator[cpb.MetadataApplied], context: grpc.ServicerContext
     ) -> Iterator[cpb.MetadataUpdate]:
-        updates: queue.Queue[cpb.MetadataUpdate] = queue.Queue(WATCH_QUEUE_LIMIT)
+        updates: queue.Queue[cpb.MetadataUpdate | None] = queue.Queue(WATCH_QUEUE_LIMIT)
         overflow = threading.Event()
 
         def listener(image: MetadataImage, records: list[MetadataRecord]) -> None:
@@ -235,18 +248,25 @@ class ControllerServicer(cluster_pb2_grpc.ControllerServicer):
                 pass  # the stream ended
 
         threading.Thread(target=acks, name="metadata-acks", daemon=True).start()
+        with self._watches_lock:
+            self._watches.add(updates)
         self.controller.add_listener(listener)
         try:
-            while context.is_active():
+            while context.is_active() and not self._ending.is_set():
                 if overflow.is_set():
                     _log.warning("metadata_watch_overflow", limit=WATCH_QUEUE_LIMIT)
                     context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, "metadata watch fell behind")
                 try:
-                    yield updates.get(timeout=WATCH_IDLE_S)
+                    update = updates.get(timeout=WATCH_IDLE_S)
                 except queue.Empty:
                     continue
+                if update is None:
+                    return  # end_watches
+                yield update
         finally:
             self.controller.remove_listener(listener)
+            with self._watches_lock:
+                self._watches.discard(updates)
 
     def AllocateProducerIds(
         self, request: cpb.AllocateProducerIdsRequest, context: grpc.ServicerContext

@@ -93,6 +93,13 @@ class QuorumController(ControllerRequests):
         self._awaiting_snapshot: list[Listener] = []
         self._inbound: queue.Queue[tuple[str, object]] = queue.Queue(INBOUND_LIMIT)
         self._pending: dict[int, tuple[int, Future[int]]] = {}
+        # Proposals are queued under it, and `shutdown` closes the queue under it: none
+        # is left in the queue for a Raft thread that is gone.
+        self._propose_lock = threading.Lock()
+        self._closed = False
+        # The proposals whose requests wait for their commit; notified as each ends.
+        self._proposals: set[Future[int]] = set()
+        self._proposal_ended = threading.Condition(self._propose_lock)
         self._op_lock = threading.Lock()
         self._state_lock = threading.Lock()  # image + listeners, read by request threads
         self._image_lock = self._state_lock
@@ -156,6 +163,17 @@ class QuorumController(ControllerRequests):
         sessions by them (controller/broker_sessions.py)."""
         self._sessions.begin_shutdown()
 
+    def close_proposals(self, drain_s: float) -> None:
+        """Refuse new proposals (NOT_CONTROLLER: the broker asks another voter) and
+        wait, at most `drain_s`, for the ones made to be committed or fail. Before the
+        listener stops: the peers' acknowledgements arrive through it, and without them
+        a request waiting for its commit (another broker's controlled shutdown, sent to
+        this active controller) held the listener's graceful stop for its whole grace,
+        then failed, and that broker looked for the next controller."""
+        with self._proposal_ended:
+            self._closed = True
+            self._proposal_ended.wait_for(lambda: not self._proposals, drain_s)
+
     def shutdown(self) -> None:
         self.begin_shutdown()
         self._stopped.set()
@@ -164,6 +182,12 @@ class QuorumController(ControllerRequests):
                 t.join(timeout=5)
         for p in self._peers.values():
             p.close()
+        # A request that proposed after the Raft thread's last pass (a broker's
+        # controlled shutdown arrives just then) must not wait out COMMIT_TIMEOUT_S:
+        # its gRPC thread would hold this process's exit that long.
+        with self._propose_lock:
+            self._closed = True
+            self._fail_queued()
         self._fail_pending("NOT_CONTROLLER", "the controller is shutting down")
         if self._storage is not None:
             self._storage.close()
@@ -314,6 +338,19 @@ class QuorumController(ControllerRequests):
             with contextlib.suppress(queue.Full):
                 self._inbound.put_nowait(("compact", (index, snapshot)))
 
+    def _fail_queued(self) -> None:
+        """Fail the proposals still queued (the Raft thread has stopped)."""
+        while True:
+            try:
+                kind, payload = self._inbound.get_nowait()
+            except queue.Empty:
+                return
+            if kind == "propose":
+                _data, future = payload  # type: ignore[misc]
+                future.set_exception(
+                    ControlError("NOT_CONTROLLER", "the controller is shutting down")
+                )
+
     def _fail_pending(self, error: str, message: str) -> None:
         for _term, future in self._pending.values():
             if not future.done():
@@ -333,16 +370,24 @@ class QuorumController(ControllerRequests):
         if not records:
             return self.metadata_offset
         future: Future[int] = Future()
-        try:
-            self._inbound.put(("propose", (encode_entry(records), future)), timeout=1)
-        except queue.Full:
-            raise ControlError("REQUEST_TIMED_OUT", "the controller is overloaded") from None
+        with self._propose_lock:
+            if self._closed:
+                raise ControlError("NOT_CONTROLLER", "the controller is shutting down")
+            try:
+                self._inbound.put(("propose", (encode_entry(records), future)), timeout=1)
+            except queue.Full:
+                raise ControlError("REQUEST_TIMED_OUT", "the controller is overloaded") from None
+            self._proposals.add(future)
         try:
             return future.result(COMMIT_TIMEOUT_S)
         except FutureTimeout:
             raise ControlError(
                 "REQUEST_TIMED_OUT", f"metadata not committed within {COMMIT_TIMEOUT_S}s"
             ) from None
+        finally:
+            with self._proposal_ended:
+                self._proposals.discard(future)
+                self._proposal_ended.notify_all()
 
     def _op(self, decide: Decision) -> int:
         with self._op_lock:

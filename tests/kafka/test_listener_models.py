@@ -66,9 +66,8 @@ def test_both_models_carry_librdkafka_in_order_and_refuse_oversized_frames(
     node, port = start_node(tmp_path, model)
     try:
         bootstrap = f"127.0.0.1:{port}"
-        AdminClient({"bootstrap.servers": bootstrap}).create_topics(
-            [NewTopic("models", PARTITIONS, 1)]
-        )["models"].result(WAIT_S)
+        admin = AdminClient({"bootstrap.servers": bootstrap})  # kept: its futures need it
+        admin.create_topics([NewTopic("models", PARTITIONS, 1)])["models"].result(WAIT_S)
         producer = ck.Producer(
             {
                 "bootstrap.servers": bootstrap,

@@ -4,7 +4,7 @@ of the fetch paths (sessions, wake-ups)."""
 from __future__ import annotations
 
 import random
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -17,8 +17,14 @@ from seglog.storage.partition_metadata import new_topic_id
 
 
 @contextmanager
-def leading(tmp_path: Path, replicas: Sequence[tuple[int, ...]]) -> Iterator[ReplicaManager]:
-    """Node 1 leading partition p of `t` with replicas[p] as its replicas and ISR."""
+def leading(
+    tmp_path: Path,
+    replicas: Sequence[tuple[int, ...]],
+    isr: tuple[int, ...] | None = None,
+    is_replica_eligible: Callable[[int, int], bool] | None = None,
+) -> Iterator[ReplicaManager]:
+    """Node 1 leading partition p of `t` with replicas[p] as its replicas and ISR (or
+    `isr` for every partition); `is_replica_eligible`: the ReplicaManager's (KIP-903)."""
     logs = LogManager(
         (tmp_path / "logs",),
         LogConfig.defaults(),
@@ -27,10 +33,13 @@ def leading(tmp_path: Path, replicas: Sequence[tuple[int, ...]]) -> Iterator[Rep
         rng=random.Random(0),
     )
     logs.load()
-    rm = ReplicaManager(1, logs, lambda _t: LogConfig.defaults())
+    rm = ReplicaManager(
+        1, logs, lambda _t: LogConfig.defaults(), is_replica_eligible=is_replica_eligible
+    )
     topic_id = new_topic_id()
     for p, these in enumerate(replicas):
-        rm._apply(("t", p), topic_id, PartitionState(these, these, 1, 0, 0), LogConfig.defaults())
+        state = PartitionState(these, these if isr is None else isr, 1, 0, 0)
+        rm._apply(("t", p), topic_id, state, LogConfig.defaults())
     try:
         yield rm
     finally:

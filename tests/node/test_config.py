@@ -74,7 +74,9 @@ def test_replication_over_kafka_takes_a_plaintext_or_ssl_kafka_listener() -> Non
     base = {
         "node.id": "1",
         "listeners": "GRPC://127.0.0.1:9192,SECURE://127.0.0.1:9094,PLAINTEXT://127.0.0.1:9092",
-        "listener.security.protocol.map": "GRPC:PLAINTEXT,SECURE:SASL_PLAINTEXT,PLAINTEXT:PLAINTEXT",
+        "listener.security.protocol.map": (
+            "GRPC:PLAINTEXT,SECURE:SASL_PLAINTEXT,PLAINTEXT:PLAINTEXT"
+        ),
         "sasl.enabled.mechanisms": "PLAIN",
     }
     c = NodeConfig.from_properties({**base, "replica.fetch.protocol": "kafka"})
@@ -92,7 +94,11 @@ def test_replication_over_kafka_takes_a_plaintext_or_ssl_kafka_listener() -> Non
         assert inter_broker in str(e.value), why
     with pytest.raises(InvalidConfigError, match="inter.broker.listener.name"):
         NodeConfig.from_properties(
-            {"node.id": "1", "listeners": "GRPC://127.0.0.1:9192", "replica.fetch.protocol": "kafka"}
+            {
+                "node.id": "1",
+                "listeners": "GRPC://127.0.0.1:9192",
+                "replica.fetch.protocol": "kafka",
+            }
         )
 
 

@@ -65,8 +65,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
         Path(tmp_path_factory.mktemp("ctl-shutdown")), {"broker.heartbeat.interval.ms": "100"}
     )
     try:
-        for i in NODE_IDS:
-            c.start(i)
+        c.start_all()
         c.wait("three unfenced brokers", lambda: True if c.all_up_and_unfenced() else None)
         yield c
     finally:

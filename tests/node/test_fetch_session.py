@@ -81,3 +81,50 @@ def test_an_incremental_fetch_carries_and_answers_only_what_changed(leader: Repl
     assert all(not r.records for r in after)
     _sid, quiet = fetch(rm, sid, 4, [])
     assert quiet == []
+
+
+def test_a_new_broker_epoch_reaches_the_idle_partitions_of_a_session(tmp_path: Path) -> None:
+    """A restarted follower fetched with its old broker epoch (its registration came
+    after its first fetch), then with the new one: its idle partitions, never named
+    again by its incremental fetches, still learn the new epoch and it rejoins their
+    ISRs. (It used to stay out, ineligible, until a partition's position moved: the
+    heal in test_acks_all_with_two_of_three_nodes_down_is_not_enough_replicas then
+    waited some 30 s.)"""
+    registered = {2: 13}  # the metadata's epoch of broker 2, the new registration
+
+    def eligible(replica: int, broker_epoch: int) -> bool:
+        return broker_epoch < 0 or broker_epoch == registered.get(replica)
+
+    with leading(tmp_path, [(1, 2)] * 3, isr=(1,), is_replica_eligible=eligible) as rm:
+        old, new = 12, 13
+        sid, first = rm.fetch_in_session(
+            0,
+            0,
+            specs(dict.fromkeys(range(3), 0)),
+            [],
+            replica_id=2,
+            replica_epoch=old,
+            max_wait_ms=0,
+            min_bytes=1,
+            max_bytes=1 << 20,
+        )
+        assert len(first) == 3
+        hosted = [rm.hosted(("t", p)) for p in range(3)]
+        assert all(hp is not None for hp in hosted)
+        # Caught up, but with an epoch the metadata does not hold: not in the ISRs.
+        assert all(hp.replica.pending_isr_change is None for hp in hosted if hp)
+        rm.fetch_in_session(
+            sid,
+            1,
+            [],
+            [],
+            replica_id=2,
+            replica_epoch=new,
+            max_wait_ms=0,
+            min_bytes=1,
+            max_bytes=1 << 20,
+        )
+        for hp in hosted:
+            assert hp is not None
+            change = hp.replica.pending_isr_change
+            assert change is not None and change.new_isr == (1, 2), hp.tp

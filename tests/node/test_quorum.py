@@ -127,8 +127,7 @@ class Cluster(ThreeNodeCluster):
 def _quorum(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     cluster = Cluster(tmp_path_factory.mktemp("quorum"))
     try:
-        for i in NODE_IDS:
-            cluster.start(i)
+        cluster.start_all()
         cluster.wait_healthy()
         yield cluster
     finally:
@@ -729,8 +728,7 @@ def test_restart_all_nodes_replays_the_metadata_log(cluster: Cluster) -> None:
 
     for i in NODE_IDS:
         assert cluster.nodes[i].stop() == 0
-    for i in NODE_IDS:
-        cluster.start(i)
+    cluster.start_all()
     cluster.wait_healthy()
 
     # Each node rebuilt its metadata from its own log (no snapshot this early).

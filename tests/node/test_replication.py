@@ -224,12 +224,7 @@ def cluster(tmp_path: Path) -> Iterator[Cluster]:
     """A fresh cluster per test: a node broken by one test cannot fail the next."""
     c = Cluster(tmp_path / "cluster")
     try:
-        # Started side by side: each start waits for its node's health check.
-        starters = [threading.Thread(target=c.start, args=(i,)) for i in NODE_IDS]
-        for t in starters:
-            t.start()
-        for t in starters:
-            t.join()
+        c.start_all()
         c.heal()
         yield c
     finally:

@@ -106,8 +106,7 @@ class Cluster(ThreeNodeCluster):
 def cluster(tmp_path: Path):
     c = Cluster(tmp_path)
     try:
-        for i in NODE_IDS:
-            c.start(i)
+        c.start_all()
         c.wait("every node up and unfenced", lambda: c.all_up_and_unfenced() or None)
         yield c
     finally:
