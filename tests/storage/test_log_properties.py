@@ -131,6 +131,7 @@ class LogMachine(RuleBasedStateMachine):
         self.epochs = EpochModel()
         self.leo = 0
         self.start = 0
+        self.producer_uncertain = False
         self.hw = 0
 
     # ---- helpers -------------------------------------------------------------------------
@@ -148,6 +149,15 @@ class LogMachine(RuleBasedStateMachine):
         return sorted({b.base for b in self._live_batches() if b.base >= self.start} | {self.leo})
 
     def _next_seq(self) -> int:
+        if self.producer_uncertain:
+            # A truncation rebuilt the producer state from a snapshot and the batches
+            # from the log start on, and the producer's last batch is below the log
+            # start: whether a snapshot at the log start still holds it depends on
+            # where snapshots were taken. The producer continues as the log says; a
+            # producer it has no state for starts again at sequence 0, as a client
+            # does after UNKNOWN_PRODUCER_ID (storage/producer_state.py).
+            entry = self.log.producer_state.last_entry(PID)
+            return entry.last_seq + 1 if entry is not None and not entry.is_empty else 0
         mine = [b for b in self.history if b.idempotent and b.last < self.leo]
         return mine[-1].last_seq + 1 if mine else 0
 
@@ -183,6 +193,8 @@ class LogMachine(RuleBasedStateMachine):
         )
         self.leo = info.last_offset + 1
         self.epochs.assign(self.epoch, info.first_offset)
+        if idempotent:
+            self.producer_uncertain = False
 
     # ---- rules ---------------------------------------------------------------------------
 
@@ -273,6 +285,9 @@ class LogMachine(RuleBasedStateMachine):
         event(f"truncation removed data: {changed}")
         assert changed == (target < self.leo)
         self.history = [b for b in self.history if b.base < target]
+        mine = [b for b in self.history if b.idempotent]
+        if changed and mine and mine[-1].base < self.start:
+            self.producer_uncertain = True
         self.epochs.truncate_from_end(min(target, self.leo))
         self.leo = target
         self.hw = min(self.hw, target)
@@ -284,6 +299,7 @@ class LogMachine(RuleBasedStateMachine):
         assert self.log.truncate_to(target, time_ms=self.now)
         self.history = []
         self.epochs = EpochModel()
+        self.producer_uncertain = False  # a full truncation forgets every producer
         self.leo = self.start = self.hw = target
         assert [s.base_offset for s in self.log.segments] == [target]
 
