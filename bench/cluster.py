@@ -20,8 +20,9 @@ import grpc
 from seglog.bench.measure import CHANNEL_OPTIONS, say
 from seglog.client.admin import Admin, NewTopic
 from seglog.client.errors import error_class
+from seglog.harness.local_cluster import LOCAL_DEFAULTS
 from seglog.harness.node_process import NodeProcess, spawn_node
-from seglog.harness.ports import quorum_ports
+from seglog.harness.ports import free_port, quorum_ports
 from seglog.proto import client_pb2 as pb
 from seglog.proto import client_pb2_grpc
 
@@ -268,3 +269,32 @@ class Cluster:
             c.close()
         self._channels.clear()
         return codes
+
+
+def local_overrides() -> dict[str, str]:
+    """The benchmarks' cluster settings: `seglog local up`'s timings, RF=3,
+    min.insync.replicas=2, and no log retention pass during a run."""
+    local = LOCAL_DEFAULTS
+    return {
+        "broker.session.timeout.ms": local["broker.session.timeout.ms"],
+        "broker.heartbeat.interval.ms": local["broker.heartbeat.interval.ms"],
+        "controller.quorum.election.timeout.ms": local["controller.quorum.election.timeout.ms"],
+        "replica.fetch.backoff.ms": local["replica.fetch.backoff.ms"],
+        "replica.lag.time.max.ms": local["replica.lag.time.max.ms"],
+        "min.insync.replicas": "2",
+        "default.replication.factor": "3",
+        "log.initial.task.delay.ms": "30000",
+    }
+
+
+def add_kafka_listeners(cluster: Cluster) -> str:
+    """A PLAINTEXT listener beside gRPC on every node (before it starts), as `seglog
+    local up` has; the Kafka bootstrap list."""
+    ports = {i: free_port() for i in NODE_IDS}
+    for i, n in cluster.nodes.items():
+        lines = [
+            line + f",PLAINTEXT://127.0.0.1:{ports[i]}" if line.startswith("listeners=") else line
+            for line in n.config_path.read_text().splitlines()
+        ]
+        n.config_path.write_text("\n".join(lines) + "\n")
+    return ",".join(f"127.0.0.1:{p}" for p in ports.values())

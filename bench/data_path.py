@@ -41,8 +41,6 @@ from typing import Any
 from seglog.bench import cluster as bench_cluster
 from seglog.bench.kafka_protocol import TOPIC_KAFKA, Values, kafka_latency
 from seglog.bench.measure import percentile, say
-from seglog.harness.local_cluster import LOCAL_DEFAULTS
-from seglog.harness.ports import free_port
 
 DESIGNS = {
     "threads+grpc": {"kafka.listener.model": "threads", "replica.fetch.protocol": "grpc"},
@@ -59,33 +57,15 @@ def process_cpu_s(pid: int) -> float:
 
 
 def start_cluster(root: Path, design: str) -> tuple[bench_cluster.Cluster, str]:
-    local = LOCAL_DEFAULTS
-    overrides = {
-        "broker.session.timeout.ms": local["broker.session.timeout.ms"],
-        "broker.heartbeat.interval.ms": local["broker.heartbeat.interval.ms"],
-        "controller.quorum.election.timeout.ms": local["controller.quorum.election.timeout.ms"],
-        "replica.fetch.backoff.ms": local["replica.fetch.backoff.ms"],
-        "min.insync.replicas": "2",
-        "default.replication.factor": "3",
-        "log.initial.task.delay.ms": "30000",
-        **DESIGNS[design],
-    }
+    overrides = {**bench_cluster.local_overrides(), **DESIGNS[design]}
     cluster = bench_cluster.Cluster(root, overrides, None)
-    kafka_ports = {i: free_port() for i in bench_cluster.NODE_IDS}
-    for i, n in cluster.nodes.items():  # a PLAINTEXT listener beside gRPC
-        lines = [
-            line + f",PLAINTEXT://127.0.0.1:{kafka_ports[i]}"
-            if line.startswith("listeners=")
-            else line
-            for line in n.config_path.read_text().splitlines()
-        ]
-        n.config_path.write_text("\n".join(lines) + "\n")
+    bootstrap = bench_cluster.add_kafka_listeners(cluster)
     for i in bench_cluster.NODE_IDS:
         cluster.nodes[i].start(timeout_s=bench_cluster.WAIT_S)
     bench_cluster.wait_for("three unfenced brokers", cluster.healthy)
     cluster.create_topics([SEQ_TOPIC], 1)
     cluster.create_topics([TOPIC_KAFKA], 6)
-    return cluster, ",".join(f"127.0.0.1:{p}" for p in kafka_ports.values())
+    return cluster, bootstrap
 
 
 def sequential(ck: Any, cluster: bench_cluster.Cluster, bootstrap: str, n: int) -> dict[str, Any]:

@@ -51,7 +51,6 @@ from types import ModuleType
 from typing import Any
 
 from seglog.bench.measure import MIB, librdkafka_produce_until, say
-from seglog.harness.local_cluster import LOCAL_DEFAULTS
 
 ROOT = Path(__file__).resolve().parents[1]
 TOPIC_KAFKA = "kafka-bench"
@@ -401,37 +400,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     from seglog.bench import cluster as bench_cluster
     from seglog.bench import measure, replication
     from seglog.bench import node as bench_node
-    from seglog.harness.ports import free_port
 
     meter = replication.METER
     if args.dir is not None:
         args.dir.mkdir(parents=True, exist_ok=True)
     root = Path(tempfile.mkdtemp(prefix="seglog-kafka-bench-", dir=args.dir))
-    local = LOCAL_DEFAULTS
-    overrides = {
-        "broker.session.timeout.ms": local["broker.session.timeout.ms"],
-        "broker.heartbeat.interval.ms": local["broker.heartbeat.interval.ms"],
-        "controller.quorum.election.timeout.ms": local["controller.quorum.election.timeout.ms"],
-        "replica.fetch.backoff.ms": local["replica.fetch.backoff.ms"],
-        "replica.lag.time.max.ms": local["replica.lag.time.max.ms"],
-        "min.insync.replicas": "2",
-        "default.replication.factor": "3",
-        "log.initial.task.delay.ms": "30000",
-    }
+    overrides = bench_cluster.local_overrides()
     profile_dir = root / "profiles" if args.profile_node else None
     if profile_dir is not None:
         profile_dir.mkdir()
     cluster = bench_cluster.Cluster(root / "cluster", overrides, profile_dir)
-    kafka_ports = {i: free_port() for i in bench_cluster.NODE_IDS}
-    for i, n in cluster.nodes.items():  # a PLAINTEXT listener beside gRPC, as local up has
-        lines = [
-            line + f",PLAINTEXT://127.0.0.1:{kafka_ports[i]}"
-            if line.startswith("listeners=")
-            else line
-            for line in n.config_path.read_text().splitlines()
-        ]
-        n.config_path.write_text("\n".join(lines) + "\n")
-    bootstrap = ",".join(f"127.0.0.1:{p}" for p in kafka_ports.values())
+    bootstrap = bench_cluster.add_kafka_listeners(cluster)
+    kafka_ports = {
+        i: int(address.rsplit(":", 1)[1])
+        for i, address in zip(bench_cluster.NODE_IDS, bootstrap.split(","), strict=True)
+    }
     values = Values(1024, args.seed)
     results: dict[str, Any] = {"benchmark": "kafka_protocol"}
     say(

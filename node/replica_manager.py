@@ -45,7 +45,7 @@ from .delete_records import delete_records
 from .doubt_refusals import DoubtRefusals
 from .event_log import EventLogger
 from .fetch_session import DEFAULT_SLOTS as DEFAULT_SESSION_SLOTS
-from .fetch_session import FetchSession, FetchSessionCache
+from .fetch_session import FetchSessionCache
 from .fetch_wakeups import FetchWaiter, FetchWakeups
 from .hosted_partition import HostedPartition, PartitionError, TopicPartition
 from .liveness import StallWatchdog
@@ -604,19 +604,18 @@ class ReplicaManager:
         changed since the session last examined them are read, and the answer holds
         only those with records, an error, a diverging epoch or a new HW or log start.
         Raises FetchSessionError for an unknown session or a wrong epoch."""
-        session = self._session(
-            session_id, session_epoch, replica_id, replica_epoch, specs, forgotten
+        fetch = self.park_session_fetch(
+            session_id,
+            session_epoch,
+            specs,
+            forgotten,
+            replica_id=replica_id,
+            min_bytes=min_bytes,
+            max_bytes=max_bytes,
+            replica_epoch=replica_epoch,
         )
+        session = fetch.session
         with session.lock:
-            fetch = SessionFetch(
-                session,
-                self._partitions,
-                self._reads,
-                replica_id=replica_id,
-                replica_epoch=replica_epoch,
-                min_bytes=min_bytes,
-                max_bytes=max_bytes,
-            )
             deadline = plain_monotonic_s() + max(0, max_wait_ms) / 1000
             # Bounded by the deadline: each pass waits for new data or the time left.
             while True:
@@ -627,28 +626,6 @@ class ReplicaManager:
                     break
                 self._wait_for_data(session.waiter, remaining)
             return session.session_id, fetch.answer()
-
-    def _session(
-        self,
-        session_id: int,
-        session_epoch: int,
-        replica_id: int,
-        replica_epoch: int,
-        specs: Sequence[FetchSpec],
-        forgotten: Sequence[TopicPartition],
-    ) -> FetchSession:
-        """The follower's session (a new one for id 0, epoch 0), updated with the
-        request's changes. Raises FetchSessionError."""
-        self._follower_fetched(replica_id)
-        if session_id == 0 and session_epoch == 0:
-            session = self._sessions.open(replica_id)
-        else:
-            session = self._sessions.get(session_id, session_epoch, replica_id)
-        session.update(specs, forgotten)
-        session.new_replica_epoch(replica_epoch)
-        self.wakeups.unwatch(session.waiter, forgotten)
-        self.wakeups.watch(session.waiter, ((spec.topic, spec.partition) for spec in specs))
-        return session
 
     def park_session_fetch(
         self,
@@ -662,10 +639,18 @@ class ReplicaManager:
         max_bytes: int,
         replica_epoch: int = -1,
     ) -> SessionFetch:
-        """fetch_in_session's steps for an event loop (node/kafka/replica_fetch.py)."""
-        session = self._session(
-            session_id, session_epoch, replica_id, replica_epoch, specs, forgotten
-        )
+        """fetch_in_session's steps, for the event loop (node/kafka/replica_fetch.py)
+        too: the follower's session (a new one for id 0, epoch 0) updated with the
+        request's changes. Raises FetchSessionError."""
+        self._follower_fetched(replica_id)
+        if session_id == 0 and session_epoch == 0:
+            session = self._sessions.open(replica_id)
+        else:
+            session = self._sessions.get(session_id, session_epoch, replica_id)
+        session.update(specs, forgotten)
+        session.new_replica_epoch(replica_epoch)
+        self.wakeups.unwatch(session.waiter, forgotten)
+        self.wakeups.watch(session.waiter, ((spec.topic, spec.partition) for spec in specs))
         return SessionFetch(
             session,
             self._partitions,

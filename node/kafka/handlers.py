@@ -20,7 +20,7 @@ from seglog.storage.partition_metadata import uuid_to_topic_id
 from ..event_log import EventLogger
 from ..fetch_wakeups import FetchWaiter
 from ..groups.offsets_records import OFFSETS_TOPIC
-from ..partition_requests import FetchResult, FetchSpec, OffsetResult
+from ..partition_requests import FetchResult, OffsetResult
 from ..security.acls import CLUSTER_NAME, AclOperation, ResourceType
 from ..security.authorizing_node import AuthorizingNode
 from ..security.kafka_gate import allowed, allowed_on_any, authorized_operations
@@ -36,6 +36,7 @@ from .codec import (
 )
 from .deferred import Deferred, Done, OnLoop
 from .errors import error_code
+from .fetch_requests import fetch_spec, split_unknown
 from .groups import KafkaGroupApis
 from .metadata import api_versions, describe_cluster, metadata
 from .node_api import KafkaNode
@@ -266,14 +267,7 @@ class KafkaApis:
         if replica_fetch.replica_of(request)[0] >= 0:
             return replica_fetch.fetch(self, request)
         topics, ids = self.fetch_topics(request)
-        # v13+: a topic id this node does not know (a deleted or recreated topic).
-        denied = [
-            FetchResult(name, p.partition, "UNKNOWN_TOPIC_ID")
-            for name, t in topics
-            if ids is not None and name not in ids
-            for p in t.partitions
-        ]
-        topics = [(name, t) for name, t in topics if ids is None or name in ids]
+        topics, denied = split_unknown(topics, ids)
         denied += [
             FetchResult(name, p.partition, "TOPIC_AUTHORIZATION_FAILED")
             for name, t in topics
@@ -281,15 +275,7 @@ class KafkaApis:
             for p in t.partitions
         ]
         specs = [
-            FetchSpec(
-                name,
-                p.partition,
-                p.fetch_offset,
-                p.current_leader_epoch if request.api_version >= 9 else -1,
-                p.partition_max_bytes if p.partition_max_bytes > 0 else 1 << 20,
-                -1,
-                p.log_start_offset,
-            )
+            fetch_spec(name, p, request.api_version, replica=False)
             for name, t in topics
             if not denied or allowed(self.authorizer, AclOperation.READ, TOPIC, name)
             for p in t.partitions

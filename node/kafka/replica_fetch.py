@@ -17,11 +17,11 @@ from seglog.storage.disk_and_clock import plain_monotonic_s
 from seglog.storage.partition_metadata import topic_id_to_uuid, uuid_to_topic_id
 
 from ..fetch_session import FetchSessionError
-from ..partition_requests import FetchResult, FetchSpec
 from ..security.acls import CLUSTER_NAME, AclOperation, ResourceType
 from ..security.kafka_gate import allowed
 from .codec import KafkaRequest, Part
 from .deferred import Deferred, Done, OnLoop
+from .fetch_requests import fetch_spec, split_unknown
 from .node_api import KafkaNode
 
 MAX_REPLICA_WAIT_MS = 30_000
@@ -62,26 +62,12 @@ def fetch(apis: KafkaApis, request: KafkaRequest) -> list[Part] | Deferred:
     if not allowed(apis.authorizer, AclOperation.CLUSTER_ACTION, CLUSTER, CLUSTER_NAME):
         return apis.fetch_response(request, [], error="CLUSTER_AUTHORIZATION_FAILED")
     topics, ids = apis.fetch_topics(request)
-    # v13+: a topic id this node does not know yet (its metadata is behind the
-    # follower's) is answered UNKNOWN_TOPIC_ID and kept out of the session, so the
-    # follower asks again once it backed off.
-    unknown = [
-        FetchResult(name, p.partition, "UNKNOWN_TOPIC_ID")
-        for name, t in topics
-        if ids is not None and name not in ids
-        for p in t.partitions
-    ]
-    topics = [(name, t) for name, t in topics if ids is None or name in ids]
+    # A topic id this node does not know yet (its metadata is behind the follower's)
+    # is answered UNKNOWN_TOPIC_ID and kept out of the session: the follower asks
+    # again once it backed off.
+    topics, unknown = split_unknown(topics, ids)
     specs = [
-        FetchSpec(
-            name,
-            p.partition,
-            p.fetch_offset,
-            p.current_leader_epoch,
-            p.partition_max_bytes if p.partition_max_bytes > 0 else 1 << 20,
-            p.last_fetched_epoch,
-            p.log_start_offset,
-        )
+        fetch_spec(name, p, request.api_version, replica=True)
         for name, t in topics
         for p in t.partitions
     ]

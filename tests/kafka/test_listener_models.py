@@ -6,16 +6,14 @@ handler pool on the event loop) works alongside. The event loop reports its lag.
 
 from __future__ import annotations
 
-import json
 import socket
 import struct
 import time
-import urllib.request
 from pathlib import Path
 
 import pytest
-from prometheus_client.parser import text_string_to_metric_families
 
+from seglog.harness.metrics_scrape import metrics_port, scrape
 from seglog.harness.node_process import NodeProcess
 from seglog.harness.ports import free_port
 
@@ -43,18 +41,8 @@ def start_node(root: Path, model: str) -> tuple[NodeProcess, int]:
 
 
 def metric(node: NodeProcess, name: str) -> float | None:
-    port = next(
-        int(json.loads(line)["metrics_port"])
-        for line in reversed(node.log_path.read_text().splitlines())
-        if '"event":"node_started"' in line
-    )
-    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as r:
-        text = r.read().decode()
-    for family in text_string_to_metric_families(text):
-        for s in family.samples:
-            if s.name == name:
-                return float(s.value)
-    return None
+    samples = scrape(metrics_port(node))
+    return samples.get((name, ())) if (name, ()) in samples else None
 
 
 @pytest.mark.parametrize("model", ["event-loop", "threads"])

@@ -12,19 +12,18 @@ import signal
 import subprocess
 import sys
 import time
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
 import grpc
 import pytest
 from kafka import KafkaProducer
-from prometheus_client.parser import text_string_to_metric_families
 
 from seglog.client.admin import Admin, NewTopic
 from seglog.client.cluster import TopicPartition
 from seglog.client.producer import Producer
 from seglog.harness.cluster import ThreeNodeCluster, topic_of
+from seglog.harness.metrics_scrape import metrics_port, scrape, value
 from seglog.harness.node_process import NodeProcess
 from seglog.harness.ports import free_port
 from seglog.proto import client_pb2 as pb
@@ -32,28 +31,6 @@ from seglog.proto import client_pb2_grpc, errors_pb2
 from seglog.storage.record_batch import NewRecord, build_batch
 
 WAIT_S = 30.0
-
-
-def scrape(port: int) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
-    """Every sample of the endpoint, by (name, sorted labels)."""
-    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as r:
-        text = r.read().decode()
-    out = {}
-    for family in text_string_to_metric_families(text):
-        for s in family.samples:
-            out[(s.name, tuple(sorted(s.labels.items())))] = s.value
-    return out
-
-
-def value(samples: dict, name: str, **labels: str) -> float:
-    return samples.get((name, tuple(sorted(labels.items()))), 0.0)
-
-
-def metrics_port(node: NodeProcess) -> int:
-    for line in reversed(node.log_path.read_text().splitlines()):
-        if '"event":"node_started"' in line:
-            return int(json.loads(line)["metrics_port"])
-    raise AssertionError("the node logged no node_started")
 
 
 def metrics_node(
