@@ -1,7 +1,8 @@
 """A Fetch that names a replica id is a follower's (replica.fetch.protocol=kafka): with
 ACLs on, Kafka asks CLUSTER_ACTION on the cluster of its principal, and a client
 without it gets CLUSTER_AUTHORIZATION_FAILED and no records; a super user's gets a
-session and the partition's answer (here: node 7 is not one of its replicas). (A consumer's Fetch asks READ on the topic instead.)"""
+session and the partition's answer (here: node 7 is not one of its replicas). A
+consumer's Fetch asks READ on the topic instead."""
 
 from __future__ import annotations
 
