@@ -9,7 +9,6 @@ length prefix before it is rewritten."""
 
 from __future__ import annotations
 
-import io
 import os
 import struct
 from dataclasses import dataclass
@@ -106,6 +105,7 @@ from kafka.protocol.sasl import (
 
 from seglog.storage.file_slice import FileSlice
 
+from . import hot_codec
 from .schemas.messages import (
     ConsumerGroupDescribeRequest,
     ConsumerGroupDescribeResponse,
@@ -317,16 +317,36 @@ def parse_request(frame: bytes | bytearray | memoryview) -> KafkaRequest:
             f"{spec.name} v{api_version} is not supported (served: v{low}-v{high})"
         )
     try:
-        stream = io.BytesIO(data)
-        header = spec.request.parse_header(stream, version=api_version)
-        body = spec.request.decode(memoryview(data)[stream.tell() :], version=api_version)
+        _, _, _, client_id, at = hot_codec.parse_header(data, _flexible(spec, api_version))
+        body = _decode_body(spec, api_version, memoryview(data)[at:])
     except InvalidRequestError:
         raise
     except Exception as e:  # noqa: BLE001 - generated decoders raise anything on bad input
         raise InvalidRequestError(
             f"malformed {spec.name} v{api_version} request: {type(e).__name__}: {e}"
         ) from None
-    return KafkaRequest(api_key, api_version, correlation_id, header.client_id, body, len(data))
+    return KafkaRequest(api_key, api_version, correlation_id, client_id, body, len(data))
+
+
+_FLEXIBLE: dict[tuple[int, int], bool] = {}
+
+
+def _flexible(spec: ApiSpec, version: int) -> bool:
+    """Whether the API's version is flexible (request header v2), asked of kafka-python
+    once per API and version."""
+    known = _FLEXIBLE.get((spec.key, version))
+    if known is None:
+        known = _FLEXIBLE[(spec.key, version)] = bool(spec.request.flexible_version_q(version))
+    return known
+
+
+def _decode_body(spec: ApiSpec, version: int, body: memoryview) -> Any:
+    """The hot APIs through node/kafka/hot_codec.py, the others through kafka-python."""
+    if spec.key == PRODUCE:
+        return hot_codec.decode_produce_request(body, version)
+    if spec.key == FETCH and hot_codec.FETCH_FLEXIBLE[0] <= version <= hot_codec.FETCH_FLEXIBLE[1]:
+        return hot_codec.decode_fetch_request(body, version)
+    return spec.request.decode(body, version=version)
 
 
 def response_header(request: KafkaRequest) -> bytes:

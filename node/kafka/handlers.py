@@ -25,7 +25,16 @@ from ..security.acls import CLUSTER_NAME, AclOperation, ResourceType
 from ..security.authorizing_node import AuthorizingNode
 from ..security.kafka_gate import allowed, allowed_on_any, authorized_operations
 from ..security.node_authorizer import NodeAuthorizer
-from . import admin, log_dirs, quorum, records, replica_fetch, telemetry, topic_partitions
+from . import (
+    admin,
+    hot_codec,
+    log_dirs,
+    quorum,
+    records,
+    replica_fetch,
+    telemetry,
+    topic_partitions,
+)
 from .codec import (
     KafkaRequest,
     Part,
@@ -225,38 +234,30 @@ class KafkaApis:
     def _produce_response(
         self, request: KafkaRequest, errors: dict[tuple[str, int], str], done: dict[Any, Any]
     ) -> list[Part]:
-        req = request.body
-        cls = response_class(request)
         topics = []
-        for t in req.topic_data:
-            partitions = []
+        for t in request.body.topic_data:
+            partitions: list[hot_codec.Produced] = []
             for p in t.partition_data:
                 tp = (t.name, p.index)
                 r = done.get(tp)
                 if r is None:
                     name = errors.get(tp, "UNKNOWN_SERVER_ERROR")
-                    partitions.append(
-                        cls.TopicProduceResponse.PartitionProduceResponse(
-                            index=p.index,
-                            error_code=error_code(name),
-                            base_offset=-1,
-                            error_message=name,
-                        )
-                    )
+                    partitions.append((p.index, error_code(name), -1, -1, -1, name))
                     continue
                 partitions.append(
-                    cls.TopicProduceResponse.PartitionProduceResponse(
-                        index=p.index,
-                        error_code=error_code(r.error_name),
-                        base_offset=r.base_offset,
-                        log_append_time_ms=r.log_append_time,
-                        log_start_offset=r.log_start_offset,
-                        record_errors=[],
-                        error_message=r.error_message or None,
+                    (
+                        p.index,
+                        error_code(r.error_name),
+                        r.base_offset,
+                        r.log_append_time,
+                        r.log_start_offset,
+                        r.error_message or None,
                     )
                 )
-            topics.append(cls.TopicProduceResponse(name=t.name, partition_responses=partitions))
-        return encode_response(request, cls(responses=topics, throttle_time_ms=0))
+            topics.append((t.name, partitions))
+        return [
+            hot_codec.encode_produce_response(request.correlation_id, request.api_version, topics)
+        ]
 
     # --- fetch ---------------------------------------------------------------------
 
@@ -356,6 +357,8 @@ class KafkaApis:
         session_id: int = 0,
         error: str = "NONE",
     ) -> list[Part]:
+        if request.api_version >= hot_codec.FETCH_FLEXIBLE[0]:
+            return self._flexible_fetch_response(request, results, ids, session_id, error)
         req = request.body
         cls = response_class(request)
         slices: dict[bytes, FileSlice] = {}
@@ -403,6 +406,51 @@ class KafkaApis:
         except BaseException:
             for piece in slices.values():
                 piece.close()
+            raise
+
+    def _flexible_fetch_response(
+        self,
+        request: KafkaRequest,
+        results: list[Any],
+        ids: Any,
+        session_id: int,
+        error: str,
+    ) -> list[Part]:
+        """fetch_response at v12+ (node/kafka/hot_codec.py): records as they are, a
+        FileSlice a part of its own."""
+        version = request.api_version
+        read_committed = request.body.isolation_level == 1
+        topics: list[hot_codec.FetchAnswerTopic] = []
+        try:
+            for r in results:
+                records = r.records
+                if isinstance(records, FileSlice) and len(records) == 0:
+                    records.close()
+                    records = b""
+                part = hot_codec.FetchAnswer(
+                    r.partition,
+                    error_code(r.error_name),
+                    r.high_watermark,
+                    r.high_watermark,
+                    r.log_start_offset,
+                    records if records is not None else b"",
+                    aborted_transactions=[] if read_committed else None,
+                    diverging_epoch=r.diverging_epoch,
+                    current_leader=r.leader
+                    if r.error_name != "NONE" and r.leader[0] >= 0
+                    else None,
+                )
+                if topics and topics[-1].topic == r.topic:
+                    topics[-1].partitions.append(part)
+                    continue
+                topic_id = None
+                if ids is not None:  # v13+: by id (an unknown one is its own text)
+                    topic_id = ids.get(r.topic) or uuid.UUID(r.topic)
+                topics.append(hot_codec.FetchAnswerTopic(r.topic, topic_id, [part]))
+            body = hot_codec.FetchResponseBody(0, error_code(error), session_id, topics)
+            return hot_codec.encode_fetch_response(request.correlation_id, version, body)
+        except BaseException:
+            close_slices(results)
             raise
 
     # --- offsets -------------------------------------------------------------------

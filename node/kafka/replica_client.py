@@ -22,8 +22,6 @@ import uuid
 from typing import Any
 
 from kafka.protocol.consumer import (
-    FetchRequest,
-    FetchResponse,
     ListOffsetsRequest,
     ListOffsetsResponse,
     OffsetForLeaderEpochRequest,
@@ -43,6 +41,7 @@ from ..replica_fetcher import (
     FetcherRounds,
     FollowerHost,
 )
+from . import hot_codec
 from .errors import error_name
 
 _log = EventLogger("replica_fetcher")
@@ -169,11 +168,28 @@ class KafkaReplicaFetcher(FetcherRounds):
         writer: asyncio.StreamWriter,
     ) -> Any:
         """Send one request and read its answer (one request in flight at a time)."""
-        correlation_id = next(self._correlation) & 0x7FFFFFFF
-        request.with_header(
-            correlation_id=correlation_id, client_id=f"broker-{self.manager.node_id}-fetcher"
-        )
-        writer.write(bytes(request.encode(header=True, framed=True)))
+        correlation_id = self._next_correlation()
+        request.with_header(correlation_id=correlation_id, client_id=self._client_id)
+        frame = bytes(request.encode(header=True, framed=True))
+        body = await self._send(frame, correlation_id, reader, writer)
+        return response_class.decode(body, version=version)
+
+    def _next_correlation(self) -> int:
+        return next(self._correlation) & 0x7FFFFFFF
+
+    @property
+    def _client_id(self) -> str:
+        return f"broker-{self.manager.node_id}-fetcher"
+
+    async def _send(
+        self,
+        frame: bytes,
+        correlation_id: int,
+        reader: asyncio.StreamReader,
+        writer: asyncio.StreamWriter,
+    ) -> memoryview:
+        """Write a request frame and read its answer's body (after its header v1)."""
+        writer.write(frame)
         await writer.drain()
         (size,) = _SIZE.unpack(await asyncio.wait_for(reader.readexactly(4), ANSWER_TIMEOUT_S))
         if size < 5 or size > STREAM_LIMIT:
@@ -185,7 +201,7 @@ class KafkaReplicaFetcher(FetcherRounds):
                 f"answer for correlation id {got} from node {self.leader}, "
                 f"expected {correlation_id}"
             )
-        return response_class.decode(frame[5:], version=version)
+        return memoryview(frame)[5:]
 
     # --- Fetch ---------------------------------------------------------------------------
 
@@ -207,17 +223,16 @@ class KafkaReplicaFetcher(FetcherRounds):
         full = self._session_id == 0
         # A new session starts with a full fetch of everything outstanding.
         sending = list(self._outstanding.values()) if full else fetches
-        R = FetchRequest
-        by_topic: dict[uuid.UUID, list[Any]] = {}
+        by_topic: dict[uuid.UUID, list[tuple[int, int, int, int, int, int]]] = {}
         for hp, req in sending:
             by_topic.setdefault(self._topic_id(hp), []).append(
-                R.FetchTopic.FetchPartition(
-                    partition=hp.tp[1],
-                    current_leader_epoch=req.current_leader_epoch,
-                    fetch_offset=req.fetch_offset,
-                    last_fetched_epoch=req.last_fetched_epoch,
-                    log_start_offset=req.log_start_offset,
-                    partition_max_bytes=req.max_bytes,
+                (
+                    hp.tp[1],
+                    req.current_leader_epoch,
+                    req.fetch_offset,
+                    req.last_fetched_epoch,
+                    req.log_start_offset,
+                    req.max_bytes,
                 )
             )
         gone: dict[uuid.UUID, list[int]] = {}
@@ -226,23 +241,24 @@ class KafkaReplicaFetcher(FetcherRounds):
                 topic_id = self._ids.get(topic)
                 if topic_id is not None:
                     gone.setdefault(topic_id, []).append(partition)
-        request = R[FETCH_VERSION](
-            replica_state=R[FETCH_VERSION].ReplicaState(
-                replica_id=self.manager.node_id, replica_epoch=self.manager.broker_epoch
-            ),
+        correlation_id = self._next_correlation()
+        frame = hot_codec.encode_fetch_request(
+            correlation_id,
+            self._client_id,
+            FETCH_VERSION,
+            replica_id=self.manager.node_id,
+            replica_epoch=self.manager.broker_epoch,
             max_wait_ms=FETCH_WAIT_MS,
             min_bytes=1,
             max_bytes=FETCH_MAX_BYTES,
             isolation_level=0,
             session_id=self._session_id,
             session_epoch=self._epoch,
-            topics=[R.FetchTopic(topic_id=t, partitions=ps) for t, ps in by_topic.items()],
-            forgotten_topics_data=[
-                R.ForgottenTopic(topic_id=t, partitions=ps) for t, ps in gone.items()
-            ],
-            rack_id="",
+            topics=list(by_topic.items()),
+            forgotten=list(gone.items()),
         )
-        response = await self._exchange(request, FetchResponse, FETCH_VERSION, reader, writer)
+        answer_body = await self._send(frame, correlation_id, reader, writer)
+        response = hot_codec.decode_fetch_response(answer_body, FETCH_VERSION)
         error = error_name(response.error_code)
         if error in SESSION_ERRORS:
             _log.info("fetch_session_reset", leader=self.leader, error=error)
@@ -332,7 +348,7 @@ class KafkaReplicaFetcher(FetcherRounds):
             )
 
 
-def answer(p: Any) -> pr.FetchResponse:
+def answer(p: hot_codec.FetchAnswer) -> pr.FetchResponse:
     """A partition's Fetch answer (correlation id and offset filled in by the rounds)."""
     diverging = p.diverging_epoch
     return pr.FetchResponse(
@@ -342,7 +358,7 @@ def answer(p: Any) -> pr.FetchResponse:
         p.high_watermark,
         p.log_start_offset,
         bytes(p.records or b""),
-        pr.EpochEndOffset(diverging.epoch, diverging.end_offset)
-        if diverging is not None and diverging.epoch >= 0
+        pr.EpochEndOffset(diverging[0], diverging[1])
+        if diverging is not None and diverging[0] >= 0
         else None,
     )

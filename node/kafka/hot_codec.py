@@ -1,0 +1,674 @@
+"""The hot APIs' codec: request headers, Produce (v3-v9) and Fetch at its flexible
+versions (v12-v17), written out field by field from Kafka's message schemas
+(ProduceRequest.json, FetchRequest.json, their responses; the copies kafka-python ships).
+
+Every produce and every replica fetch goes through these: kafka-python's generated
+classes spend ~20 µs decoding a one-partition Fetch and as much again building and
+encoding its answer (docs/perf/data-path.md), here a few µs. The decoded bodies are
+plain slotted objects with kafka-python's attribute names, so handlers read either
+alike. tests/kafka/test_hot_codec.py checks every function against kafka-python's
+classes byte for byte over generated messages; other APIs and versions stay with
+kafka-python (node/kafka/codec.py)."""
+
+from __future__ import annotations
+
+import struct
+import uuid
+from collections.abc import Sequence
+from typing import Any
+
+from seglog.storage.file_slice import FileSlice
+
+Part = bytes | FileSlice
+
+_I8 = struct.Struct(">b")
+_I16 = struct.Struct(">h")
+_I32 = struct.Struct(">i")
+_I64 = struct.Struct(">q")
+_HEADER = struct.Struct(">hhi")  # api key, api version, correlation id
+_PARTITION_V12 = struct.Struct(">ihqqq")  # index, error, HW, LSO, log start
+_PRODUCED = struct.Struct(">ihqq")  # index, error, base offset, log append time
+_FETCH_TOP = struct.Struct(">iiibii")  # max wait, min bytes, max bytes, isolation, session
+_FETCH_PARTITION_V12 = struct.Struct(">iiqiqi")
+_EPOCH_END = struct.Struct(">iq")
+_LEADER = struct.Struct(">ii")
+_REPLICA_STATE = struct.Struct(">iq")
+_FETCH_ANSWER_TOP = struct.Struct(">ihi")  # throttle, error, session id
+_ACKS_TIMEOUT = struct.Struct(">hi")
+
+FETCH_FLEXIBLE = (12, 17)  # the Fetch versions decoded and encoded here
+PRODUCE_FLEXIBLE = 9
+
+
+class Malformed(ValueError):
+    """A message that does not decode (truncated, a negative length, a bad varint)."""
+
+
+# --- reading -------------------------------------------------------------------------
+
+
+class Reader:
+    __slots__ = ("buf", "pos")
+
+    def __init__(self, buf: bytes | memoryview, pos: int = 0) -> None:
+        self.buf = buf
+        self.pos = pos
+
+    def take(self, n: int) -> bytes:
+        end = self.pos + n
+        if n < 0 or end > len(self.buf):
+            raise Malformed(f"{n} bytes wanted at {self.pos}, {len(self.buf)} in the message")
+        out = bytes(self.buf[self.pos : end])
+        self.pos = end
+        return out
+
+    def fixed(self, s: struct.Struct) -> tuple[Any, ...]:
+        try:
+            out = s.unpack_from(self.buf, self.pos)
+        except struct.error:
+            raise Malformed(f"message truncated at {self.pos}") from None
+        self.pos += s.size
+        return out
+
+    def i8(self) -> int:
+        return int(self.fixed(_I8)[0])
+
+    def i16(self) -> int:
+        return int(self.fixed(_I16)[0])
+
+    def i32(self) -> int:
+        return int(self.fixed(_I32)[0])
+
+    def i64(self) -> int:
+        return int(self.fixed(_I64)[0])
+
+    def uvarint(self) -> int:
+        buf, pos, value, shift = self.buf, self.pos, 0, 0
+        # Bounded: at most five bytes for a 32-bit value.
+        for _ in range(5):
+            if pos >= len(buf):
+                raise Malformed(f"varint truncated at {pos}")
+            b = buf[pos]
+            pos += 1
+            value |= (b & 0x7F) << shift
+            if not b & 0x80:
+                self.pos = pos
+                return value
+            shift += 7
+        raise Malformed(f"varint longer than five bytes at {self.pos}")
+
+    def compact_length(self) -> int:
+        """A compact array's or string's length; -1 for null."""
+        return self.uvarint() - 1
+
+    def compact_string(self) -> str | None:
+        n = self.compact_length()
+        return None if n < 0 else self.take(n).decode("utf-8")
+
+    def string(self) -> str | None:
+        n = self.i16()
+        return None if n < 0 else self.take(n).decode("utf-8")
+
+    def uuid(self) -> uuid.UUID:
+        return uuid.UUID(bytes=self.take(16))
+
+    def compact_records(self) -> bytes | None:
+        n = self.compact_length()
+        return None if n < 0 else self.take(n)
+
+    def records(self) -> bytes | None:
+        n = self.i32()
+        return None if n < 0 else self.take(n)
+
+    def tags(self) -> dict[int, bytes]:
+        """A flexible struct's tagged fields, each tag's raw bytes."""
+        count = self.uvarint()
+        out: dict[int, bytes] = {}
+        for _ in range(count):  # bounded by the message's length (each takes bytes)
+            tag = self.uvarint()
+            out[tag] = self.take(self.uvarint())
+        return out
+
+    def skip_tags(self) -> None:
+        for _ in range(self.uvarint()):  # bounded as tags()
+            self.uvarint()
+            self.take(self.uvarint())
+
+
+def parse_header(frame: bytes, flexible: bool) -> tuple[int, int, int, str | None, int]:
+    """(api key, version, correlation id, client id, offset of the body) of a request
+    header v1, or v2 (`flexible`: its tagged fields follow the client id, which
+    stays an INT16-length string in both)."""
+    r = Reader(frame)
+    api_key, api_version, correlation_id = r.fixed(_HEADER)
+    client_id = r.string()
+    if flexible:
+        r.skip_tags()
+    return api_key, api_version, correlation_id, client_id, r.pos
+
+
+# --- Fetch request -------------------------------------------------------------------
+
+
+class ReplicaState:
+    __slots__ = ("replica_epoch", "replica_id")
+
+    def __init__(self, replica_id: int = -1, replica_epoch: int = -1) -> None:
+        self.replica_id = replica_id
+        self.replica_epoch = replica_epoch
+
+
+class FetchPartition:
+    __slots__ = (
+        "current_leader_epoch",
+        "fetch_offset",
+        "high_watermark",
+        "last_fetched_epoch",
+        "log_start_offset",
+        "partition",
+        "partition_max_bytes",
+        "replica_directory_id",
+    )
+
+    def __init__(self, fields: tuple[int, int, int, int, int, int]) -> None:
+        (
+            self.partition,
+            self.current_leader_epoch,
+            self.fetch_offset,
+            self.last_fetched_epoch,
+            self.log_start_offset,
+            self.partition_max_bytes,
+        ) = fields
+        self.replica_directory_id: uuid.UUID | None = None
+        self.high_watermark = (1 << 63) - 1
+
+
+class FetchTopic:
+    __slots__ = ("partitions", "topic", "topic_id")
+
+    def __init__(
+        self, topic: str | None, topic_id: uuid.UUID | None, partitions: list[Any]
+    ) -> None:
+        self.topic = topic
+        self.topic_id = topic_id
+        self.partitions = partitions
+
+
+class FetchRequestBody:
+    __slots__ = (
+        "cluster_id",
+        "forgotten_topics_data",
+        "isolation_level",
+        "max_bytes",
+        "max_wait_ms",
+        "min_bytes",
+        "rack_id",
+        "replica_id",
+        "replica_state",
+        "session_epoch",
+        "session_id",
+        "topics",
+    )
+
+
+def _uvarint_at(buf: bytes | memoryview, pos: int) -> tuple[int, int]:
+    """An unsigned varint at pos: (value, the position after it)."""
+    value = shift = 0
+    # Bounded: at most five bytes for a 32-bit value.
+    for _ in range(5):
+        if pos >= len(buf):
+            raise Malformed(f"varint truncated at {pos}")
+        b = buf[pos]
+        pos += 1
+        value |= (b & 0x7F) << shift
+        if not b & 0x80:
+            return value, pos
+        shift += 7
+    raise Malformed(f"varint longer than five bytes before {pos}")
+
+
+def _skip_tags_at(buf: bytes | memoryview, pos: int) -> int:
+    """The position after a struct's tagged fields (none: one zero byte, the usual)."""
+    if pos < len(buf) and buf[pos] == 0:
+        return pos + 1
+    r = Reader(buf, pos)
+    r.skip_tags()
+    return r.pos
+
+
+def decode_fetch_request(body: bytes | memoryview, version: int) -> FetchRequestBody:
+    """A Fetch request body at v12-v17. The common case (no tagged fields inside the
+    topics, one-byte lengths) is read inline; anything else through Reader."""
+    if not FETCH_FLEXIBLE[0] <= version <= FETCH_FLEXIBLE[1]:
+        raise ValueError(f"Fetch v{version} is not decoded here")
+    buf = body
+    r = Reader(buf)
+    out = FetchRequestBody()
+    out.replica_id = r.i32() if version < 15 else -1
+    (
+        out.max_wait_ms,
+        out.min_bytes,
+        out.max_bytes,
+        out.isolation_level,
+        out.session_id,
+        out.session_epoch,
+    ) = r.fixed(_FETCH_TOP)
+    by_id = version >= 13
+    unpack_partition = _FETCH_PARTITION_V12.unpack_from
+    partition_size = _FETCH_PARTITION_V12.size
+    end = len(buf)
+    topics = []
+    for _ in range(max(r.compact_length(), 0)):  # bounded by the message's length
+        if by_id:
+            name, topic_id = None, r.uuid()
+        else:
+            name, topic_id = r.compact_string(), None
+        n, pos = _uvarint_at(buf, r.pos)
+        partitions = []
+        for _ in range(max(n - 1, 0)):
+            if pos + partition_size >= end:
+                raise Malformed(f"Fetch request truncated at {pos}")
+            p = FetchPartition(unpack_partition(buf, pos))
+            pos += partition_size
+            if buf[pos] == 0:
+                pos += 1
+            else:
+                r.pos = pos
+                for tag, raw in r.tags().items():
+                    if tag == 0 and version >= 17:
+                        p.replica_directory_id = uuid.UUID(bytes=raw[:16])
+                pos = r.pos
+            partitions.append(p)
+        r.pos = _skip_tags_at(buf, pos)
+        topics.append(FetchTopic(name, topic_id, partitions))
+    out.topics = topics
+    forgotten = []
+    for _ in range(max(r.compact_length(), 0)):
+        name = None if by_id else r.compact_string()
+        topic_id = r.uuid() if by_id else None
+        ps = [r.i32() for _ in range(max(r.compact_length(), 0))]
+        r.skip_tags()
+        forgotten.append(FetchTopic(name, topic_id, ps))
+    out.forgotten_topics_data = forgotten
+    out.rack_id = r.compact_string()
+    out.cluster_id = None
+    out.replica_state = ReplicaState() if version >= 15 else None
+    for tag, raw in r.tags().items():
+        if tag == 0:
+            out.cluster_id = Reader(raw).compact_string()
+        elif tag == 1 and version >= 15:
+            state = Reader(raw)
+            out.replica_state = ReplicaState(*state.fixed(_REPLICA_STATE))
+    if r.pos != end:
+        raise Malformed(f"{end - r.pos} bytes after the Fetch request")
+    return out
+
+
+# --- writing -------------------------------------------------------------------------
+
+
+def uvarint(value: int) -> bytes:
+    if value < 0x80:
+        return bytes((value,))
+    out = bytearray()
+    while value >= 0x80:
+        out.append((value & 0x7F) | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)
+
+
+def compact_string(value: str | None) -> bytes:
+    if value is None:
+        return b"\x00"
+    raw = value.encode("utf-8")
+    return uvarint(len(raw) + 1) + raw
+
+
+def string(value: str | None) -> bytes:
+    if value is None:
+        return _I16.pack(-1)
+    raw = value.encode("utf-8")
+    return _I16.pack(len(raw)) + raw
+
+
+def tagged(fields: Sequence[tuple[int, bytes]]) -> bytes:
+    """Tagged fields (in tag order) after their count."""
+    out = uvarint(len(fields))
+    for tag, raw in fields:
+        out += uvarint(tag) + uvarint(len(raw)) + raw
+    return out
+
+
+def encode_fetch_request(
+    correlation_id: int,
+    client_id: str,
+    version: int,
+    *,
+    replica_id: int,
+    replica_epoch: int,
+    max_wait_ms: int,
+    min_bytes: int,
+    max_bytes: int,
+    isolation_level: int,
+    session_id: int,
+    session_epoch: int,
+    topics: Sequence[tuple[uuid.UUID, Sequence[tuple[int, int, int, int, int, int]]]],
+    forgotten: Sequence[tuple[uuid.UUID, Sequence[int]]],
+    rack_id: str = "",
+) -> bytes:
+    """A replica's Fetch (v15-v17: topics by id, ReplicaState), framed with its
+    header v2. Each partition: (index, current leader epoch, fetch offset, last
+    fetched epoch, log start offset, max bytes)."""
+    if not 15 <= version <= FETCH_FLEXIBLE[1]:
+        raise ValueError(f"Fetch v{version} is not encoded here")
+    out = bytearray(_HEADER.pack(1, version, correlation_id))
+    out += string(client_id)
+    out += b"\x00"
+    out += _FETCH_TOP.pack(
+        max_wait_ms, min_bytes, max_bytes, isolation_level, session_id, session_epoch
+    )
+    out += uvarint(len(topics) + 1)
+    for topic_id, partitions in topics:
+        out += topic_id.bytes
+        out += uvarint(len(partitions) + 1)
+        for p in partitions:
+            out += _FETCH_PARTITION_V12.pack(*p)
+            out += b"\x00"
+        out += b"\x00"
+    out += uvarint(len(forgotten) + 1)
+    for topic_id, ps in forgotten:
+        out += topic_id.bytes
+        out += uvarint(len(ps) + 1)
+        for p in ps:
+            out += _I32.pack(p)
+        out += b"\x00"
+    out += compact_string(rack_id)
+    if replica_id == -1 and replica_epoch == -1:
+        out += b"\x00"
+    else:
+        out += tagged([(1, _REPLICA_STATE.pack(replica_id, replica_epoch) + b"\x00")])
+    return _I32.pack(len(out)) + bytes(out)
+
+
+# --- Fetch response ------------------------------------------------------------------
+
+
+class FetchAnswer:
+    """One partition of a Fetch response (encoded by encode_fetch_response, decoded
+    by decode_fetch_response)."""
+
+    __slots__ = (
+        "aborted_transactions",
+        "current_leader",
+        "diverging_epoch",
+        "error_code",
+        "high_watermark",
+        "last_stable_offset",
+        "log_start_offset",
+        "partition_index",
+        "preferred_read_replica",
+        "records",
+    )
+
+    def __init__(
+        self,
+        partition_index: int,
+        error_code: int,
+        high_watermark: int,
+        last_stable_offset: int,
+        log_start_offset: int,
+        records: bytes | FileSlice | None,
+        *,
+        aborted_transactions: Sequence[tuple[int, int]] | None = None,
+        preferred_read_replica: int = -1,
+        diverging_epoch: tuple[int, int] | None = None,
+        current_leader: tuple[int, int] | None = None,
+    ) -> None:
+        self.partition_index = partition_index
+        self.error_code = error_code
+        self.high_watermark = high_watermark
+        self.last_stable_offset = last_stable_offset
+        self.log_start_offset = log_start_offset
+        self.records = records
+        self.aborted_transactions = aborted_transactions
+        self.preferred_read_replica = preferred_read_replica
+        self.diverging_epoch = diverging_epoch
+        self.current_leader = current_leader
+
+
+class FetchAnswerTopic:
+    __slots__ = ("partitions", "topic", "topic_id")
+
+    def __init__(
+        self, topic: str | None, topic_id: uuid.UUID | None, partitions: list[FetchAnswer]
+    ) -> None:
+        self.topic = topic
+        self.topic_id = topic_id
+        self.partitions = partitions
+
+
+class FetchResponseBody:
+    __slots__ = ("error_code", "responses", "session_id", "throttle_time_ms")
+
+    def __init__(
+        self, throttle_time_ms: int, error_code: int, session_id: int, responses: list[Any]
+    ) -> None:
+        self.throttle_time_ms = throttle_time_ms
+        self.error_code = error_code
+        self.session_id = session_id
+        self.responses = responses
+
+
+def encode_fetch_response(correlation_id: int, version: int, body: FetchResponseBody) -> list[Part]:
+    """A Fetch response frame (v12-v17, header v1) as parts: bytes, and each
+    partition's FileSlice records in place (sent with sendfile)."""
+    if not FETCH_FLEXIBLE[0] <= version <= FETCH_FLEXIBLE[1]:
+        raise ValueError(f"Fetch v{version} is not encoded here")
+    by_id = version >= 13
+    parts: list[Part] = []
+    out = bytearray(_I32.pack(correlation_id))
+    out += b"\x00"
+    out += _FETCH_ANSWER_TOP.pack(body.throttle_time_ms, body.error_code, body.session_id)
+    out += uvarint(len(body.responses) + 1)
+    for t in body.responses:
+        if by_id:
+            assert t.topic_id is not None, "Fetch v13+ names its topics by id"
+            out += t.topic_id.bytes
+        else:
+            out += compact_string(t.topic)
+        out += uvarint(len(t.partitions) + 1)
+        for p in t.partitions:
+            out += _PARTITION_V12.pack(
+                p.partition_index,
+                p.error_code,
+                p.high_watermark,
+                p.last_stable_offset,
+                p.log_start_offset,
+            )
+            aborted = p.aborted_transactions
+            if aborted is None:
+                out += b"\x00"
+            else:
+                out += uvarint(len(aborted) + 1)
+                for producer_id, first_offset in aborted:
+                    out += _I64.pack(producer_id) + _I64.pack(first_offset) + b"\x00"
+            out += _I32.pack(p.preferred_read_replica)
+            records = p.records
+            if records is None:
+                out += b"\x00"
+            elif isinstance(records, FileSlice):
+                out += uvarint(len(records) + 1)
+                parts.append(bytes(out))
+                parts.append(records)
+                out = bytearray()
+            else:
+                out += uvarint(len(records) + 1)
+                out += records
+            tags = []
+            if p.diverging_epoch is not None:
+                tags.append((0, _EPOCH_END.pack(*p.diverging_epoch) + b"\x00"))
+            if p.current_leader is not None:
+                tags.append((1, _LEADER.pack(*p.current_leader) + b"\x00"))
+            out += tagged(tags) if tags else b"\x00"
+        out += b"\x00"
+    out += b"\x00"
+    parts.append(bytes(out))
+    size = sum(len(part) for part in parts)
+    first = parts[0]
+    assert isinstance(first, bytes)
+    parts[0] = _I32.pack(size) + first
+    return parts
+
+
+def decode_fetch_response(body: bytes | memoryview, version: int) -> FetchResponseBody:
+    """A Fetch response body (after its header) at v12-v17."""
+    if not FETCH_FLEXIBLE[0] <= version <= FETCH_FLEXIBLE[1]:
+        raise ValueError(f"Fetch v{version} is not decoded here")
+    by_id = version >= 13
+    r = Reader(body)
+    throttle, error, session_id = r.fixed(_FETCH_ANSWER_TOP)
+    responses = []
+    for _ in range(max(r.compact_length(), 0)):  # bounded by the message's length
+        name = None if by_id else r.compact_string()
+        topic_id = r.uuid() if by_id else None
+        partitions = []
+        for _ in range(max(r.compact_length(), 0)):
+            index, err, hw, lso, log_start = r.fixed(_PARTITION_V12)
+            n = r.compact_length()
+            aborted = None
+            if n >= 0:
+                aborted = []
+                for _ in range(n):
+                    aborted.append((r.i64(), r.i64()))
+                    r.skip_tags()
+            preferred = r.i32()
+            records = r.compact_records()
+            p = FetchAnswer(
+                index,
+                err,
+                hw,
+                lso,
+                log_start,
+                records,
+                aborted_transactions=aborted,
+                preferred_read_replica=preferred,
+            )
+            for tag, raw in r.tags().items():
+                if tag == 0:
+                    p.diverging_epoch = Reader(raw).fixed(_EPOCH_END)  # type: ignore[assignment]
+                elif tag == 1:
+                    p.current_leader = Reader(raw).fixed(_LEADER)  # type: ignore[assignment]
+            partitions.append(p)
+        r.skip_tags()
+        responses.append(FetchAnswerTopic(name, topic_id, partitions))
+    r.skip_tags()
+    if r.pos != len(body):
+        raise Malformed(f"{len(body) - r.pos} bytes after the Fetch response")
+    return FetchResponseBody(throttle, error, session_id, responses)
+
+
+# --- Produce ---------------------------------------------------------------------------
+
+
+class PartitionProduceData:
+    __slots__ = ("index", "records")
+
+    def __init__(self, index: int, records: bytes | None) -> None:
+        self.index = index
+        self.records = records
+
+
+class TopicProduceData:
+    __slots__ = ("name", "partition_data", "topic_id")
+
+    def __init__(self, name: str | None, partition_data: list[PartitionProduceData]) -> None:
+        self.name = name
+        self.topic_id = None
+        self.partition_data = partition_data
+
+
+class ProduceRequestBody:
+    __slots__ = ("acks", "timeout_ms", "topic_data", "transactional_id")
+
+    def __init__(
+        self,
+        transactional_id: str | None,
+        acks: int,
+        timeout_ms: int,
+        topic_data: list[TopicProduceData],
+    ) -> None:
+        self.transactional_id = transactional_id
+        self.acks = acks
+        self.timeout_ms = timeout_ms
+        self.topic_data = topic_data
+
+
+def decode_produce_request(body: bytes | memoryview, version: int) -> ProduceRequestBody:
+    """A Produce request body at v3-v9 (flexible from v9)."""
+    if not 3 <= version <= PRODUCE_FLEXIBLE:
+        raise ValueError(f"Produce v{version} is not decoded here")
+    r = Reader(body)
+    flexible = version >= PRODUCE_FLEXIBLE
+    string_ = r.compact_string if flexible else r.string
+    length = r.compact_length if flexible else r.i32
+    records_ = r.compact_records if flexible else r.records
+    transactional_id = string_()
+    acks, timeout = r.fixed(_ACKS_TIMEOUT)
+    topics = []
+    for _ in range(max(length(), 0)):  # bounded by the message's length
+        name = string_()
+        partitions = []
+        for _ in range(max(length(), 0)):
+            index = r.i32()
+            partitions.append(PartitionProduceData(index, records_()))
+            if flexible:
+                r.pos = _skip_tags_at(body, r.pos)
+        if flexible:
+            r.pos = _skip_tags_at(body, r.pos)
+        topics.append(TopicProduceData(name, partitions))
+    if flexible:
+        r.pos = _skip_tags_at(body, r.pos)
+    if r.pos != len(body):
+        raise Malformed(f"{len(body) - r.pos} bytes after the Produce request")
+    return ProduceRequestBody(transactional_id, acks, timeout, topics)
+
+
+# (index, error code, base offset, log append time, log start offset, error message)
+Produced = tuple[int, int, int, int, int, "str | None"]
+
+
+def encode_produce_response(
+    correlation_id: int,
+    version: int,
+    topics: Sequence[tuple[str, Sequence[Produced]]],
+    throttle_time_ms: int = 0,
+) -> bytes:
+    """A Produce response frame at v3-v9 (header v1 from v9)."""
+    if not 3 <= version <= PRODUCE_FLEXIBLE:
+        raise ValueError(f"Produce v{version} is not encoded here")
+    flexible = version >= PRODUCE_FLEXIBLE
+    out = bytearray(_I32.pack(correlation_id))
+    if flexible:
+        out += b"\x00"
+        out += uvarint(len(topics) + 1)
+    else:
+        out += _I32.pack(len(topics))
+    for name, partitions in topics:
+        out += compact_string(name) if flexible else string(name)
+        out += uvarint(len(partitions) + 1) if flexible else _I32.pack(len(partitions))
+        for index, error, base_offset, append_time, log_start, message in partitions:
+            out += _PRODUCED.pack(index, error, base_offset, append_time)
+            if version >= 5:
+                out += _I64.pack(log_start)
+            if version >= 8:
+                if flexible:
+                    out += b"\x01" + compact_string(message) + b"\x00"  # no record errors
+                else:
+                    out += _I32.pack(0) + string(message)
+        if flexible:
+            out += b"\x00"
+    out += _I32.pack(throttle_time_ms)
+    if flexible:
+        out += b"\x00"
+    return _I32.pack(len(out)) + bytes(out)
