@@ -65,6 +65,7 @@ class NodeMetrics:
 
     def __init__(self) -> None:
         self.registry = CollectorRegistry(auto_describe=True)
+        self._children: dict[tuple[int, str, str], Any] = {}
         self.request_time_ms = Histogram(
             "kafka_network_requestmetrics_totaltimems",
             "Time from a request's dispatch to its response being ready, per API and "
@@ -177,19 +178,38 @@ class NodeMetrics:
     ) -> None:
         """One request done: its total time, and its parts where the listener knows
         them (queue: Kafka listeners only)."""
-        self.requests.labels(api, listener).inc()
-        self.request_time_ms.labels(api, listener).observe(seconds * 1000.0)
+        child = self._request_child
+        child(0, api, listener).inc()
+        child(1, api, listener).observe(seconds * 1000.0)
         if queue_s is not None:
-            self.request_queue_ms.labels(api, listener).observe(queue_s * 1000.0)
+            child(2, api, listener).observe(queue_s * 1000.0)
         if local_s is not None:
-            self.request_local_ms.labels(api, listener).observe(local_s * 1000.0)
+            child(3, api, listener).observe(local_s * 1000.0)
         if remote_s is not None:
-            self.request_remote_ms.labels(api, listener).observe(remote_s * 1000.0)
+            child(4, api, listener).observe(remote_s * 1000.0)
         if failed:
-            self.request_errors.labels(api, listener).inc()
+            child(5, api, listener).inc()
+
+    def _request_child(self, which: int, api: str, listener: str) -> Any:
+        """A request metric's child for an API on a listener, bound at its first use: a
+        `labels()` lookup per observation costs as much as the observation."""
+        key = (which, api, listener)
+        child = self._children.get(key)
+        if child is None:
+            metric = (
+                self.requests,
+                self.request_time_ms,
+                self.request_queue_ms,
+                self.request_local_ms,
+                self.request_remote_ms,
+                self.request_errors,
+                self.response_send_ms,
+            )[which]
+            child = self._children[key] = metric.labels(api, listener)
+        return child
 
     def response_sent(self, api: str, listener: str, seconds: float) -> None:
-        self.response_send_ms.labels(api, listener).observe(seconds * 1000.0)
+        self._request_child(6, api, listener).observe(seconds * 1000.0)
 
     def sent_observer(self, listener: str) -> Callable[[str, float], None]:
         """A Kafka listener's response send times, for its socket server."""
@@ -434,11 +454,16 @@ def _gauge(name: str, doc: str, value: float, labels: dict[str, str] | None = No
 
 
 def timed_kafka_handler(
-    handler: Callable[[Any], Any], metrics: NodeMetrics, listener: str, deferred: type[Any]
+    handler: Callable[[Any], Any],
+    metrics: NodeMetrics,
+    listener: str,
+    deferred: type[Any],
+    failed_answer: type[Any] | None = None,
 ) -> Callable[[Any], Any]:
     """The Kafka listener's handler, timing each request when its answer is ready:
     queue time (from its frame being read to a handler taking it), local time (the
-    handler's) and remote time (a deferred answer's wait); the total is their sum."""
+    handler's) and remote time (a deferred answer's wait); the total is their sum. A
+    begun answer that is a `failed_answer` (the handler raised) counts as failed."""
 
     def handle(request: Any) -> Any:
         t0 = plain_perf_s()
@@ -484,7 +509,7 @@ def timed_kafka_handler(
 
                 def begun(done: Callable[[Any], None]) -> None:
                     def timed(parts: Any) -> None:
-                        observe(False)
+                        observe(failed_answer is not None and isinstance(parts, failed_answer))
                         done(parts)
 
                     begin(timed)

@@ -14,6 +14,7 @@ an acks=all produce or a long poll holds no thread while it waits."""
 from __future__ import annotations
 
 import asyncio
+import threading
 from collections.abc import Callable
 from typing import Generic, TypeVar
 
@@ -56,10 +57,11 @@ class OnLoop(Generic[T]):
     at the first `finish(x)` (on the loop), `finish_threadsafe()` (any thread; x is
     None) or the deadline (x None)."""
 
-    __slots__ = ("_answer", "_done", "_timer", "finished", "loop")
+    __slots__ = ("_answer", "_done", "_thread", "_timer", "finished", "loop")
 
     def __init__(self, done: Done, answer: Callable[[T | None], Answer], delay_s: float) -> None:
         self.loop = asyncio.get_running_loop()
+        self._thread = threading.get_ident()
         self._done = done
         self._answer = answer
         self.finished = False
@@ -79,7 +81,15 @@ class OnLoop(Generic[T]):
         self._done(answer)
 
     def finish_threadsafe(self) -> None:
-        self.loop.call_soon_threadsafe(self.finish)
+        self.soon(self.finish)
+
+    def soon(self, fn: Callable[[], None]) -> None:
+        """Run fn on the loop soon, from any thread: from the loop's own thread (an
+        append waking a parked fetch) without call_soon_threadsafe's wake-up write."""
+        if threading.get_ident() == self._thread:
+            self.loop.call_soon(fn)
+        else:
+            self.loop.call_soon_threadsafe(fn)
 
 
 # A handler: request → the parts of its response frame, None for no response (a

@@ -71,6 +71,8 @@ class KafkaApis:
         self.node = node
         self.listener = listener
         self.stopped = stopped or threading.Event()
+        self._ids_image: Any = None
+        self._names_by_uuid: dict[uuid.UUID, str] = {}
         # ACLs (None: off): the listener sets the node's authorizer; `guarded` is the
         # node with each topic operation authorized for the request's connection.
         self.authorizer: NodeAuthorizer | None = None
@@ -331,7 +333,7 @@ class KafkaApis:
                 else:
                     close_slices(results)
 
-            waiter = FetchWaiter(on_wake=lambda: on_loop.loop.call_soon_threadsafe(look))
+            waiter = FetchWaiter(on_wake=lambda: on_loop.soon(look))
             rm.wakeups.watch(waiter, {(spec.topic, spec.partition) for spec in specs})
             on_loop.loop.call_soon(look)  # a change between the first read and the parking
 
@@ -344,9 +346,22 @@ class KafkaApis:
         topics = request.body.topics
         if request.api_version < 13:
             return [(t.topic, t) for t in topics], None
-        names = self.node.metadata_image().topic_names_by_id  # an index: no scan per fetch
-        named = [(names.get(uuid_to_topic_id(t.topic_id), str(t.topic_id)), t) for t in topics]
-        ids = {name: t.topic_id for name, t in named if name != str(t.topic_id)}
+        image = self.node.metadata_image()
+        if image is not self._ids_image:  # names by UUID, remembered per metadata image
+            self._ids_image, self._names_by_uuid = image, {}
+        known = self._names_by_uuid
+        named: list[tuple[str, Any]] = []
+        ids: dict[str, Any] = {}
+        for t in topics:
+            name = known.get(t.topic_id)
+            if name is None:
+                name = image.topic_names_by_id.get(uuid_to_topic_id(t.topic_id))
+                if name is None:
+                    named.append((str(t.topic_id), t))
+                    continue
+                known[t.topic_id] = name  # bounded by the image's topics
+            named.append((name, t))
+            ids[name] = t.topic_id
         return named, ids
 
     def fetch_response(

@@ -14,7 +14,7 @@ from ..event_loop import NodeLoop
 from ..metrics import NodeMetrics, timed_kafka_handler
 from ..security.kafka_gate import KafkaGate
 from ..security.kafka_tls import ListenerTls
-from .deferred import Deferred, Handler
+from .deferred import Deferred, Handler, HandlerFailed
 from .handlers import KafkaApis
 from .loop_server import LoopSocketServer
 from .node_api import KafkaNode
@@ -67,7 +67,9 @@ class KafkaListener:
         self.apis.authorizer = getattr(node, "authorizer", None)
         handler: Handler = self.apis
         if metrics is not None:
-            handler = timed_kafka_handler(self.apis, metrics, listener.name, Deferred)
+            handler = timed_kafka_handler(
+                self.apis, metrics, listener.name, Deferred, HandlerFailed
+            )
         on_sent = metrics.sent_observer(listener.name) if metrics is not None else None
         self.server: SocketServer | LoopSocketServer
         if node_loop is None:

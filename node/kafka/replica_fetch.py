@@ -136,7 +136,7 @@ def fetch(apis: KafkaApis, request: KafkaRequest) -> list[Part] | Deferred:
             if steps.look() or apis.stopped.is_set():
                 on_loop.finish()
 
-        rm.wakeups.park(session.waiter, lambda: on_loop.loop.call_soon_threadsafe(look))
+        rm.wakeups.park(session.waiter, lambda: on_loop.soon(look))
 
     return Deferred(wait, begin)
 
