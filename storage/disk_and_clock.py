@@ -15,6 +15,8 @@ clocks. The file is a JSON object; every key is optional:
     fsync_failure      true: every fsync fails with EIO (Kafka takes the log dir offline)
     write_failure      true: every segment write fails with EIO
     write_delay_ms     sleep this long before each segment write and fsync (a slow disk)
+    fsync_delay_ms     sleep this long before each fsync only (a disk slow to persist,
+                       its page-cache writes fast: what a loaded disk usually is)
     write_block        true: every segment write and fsync blocks until the file no longer
                        says so (a disk that stops answering: no error, no progress)
     disk_free_bytes    segment writes fail with ENOSPC once this many more bytes were
@@ -51,6 +53,7 @@ _KEYS = {
     "fsync_failure": bool,
     "write_failure": bool,
     "write_delay_ms": int,
+    "fsync_delay_ms": int,
     "write_block": bool,
     "disk_free_bytes": int,
     "clock_offset_ms": int,
@@ -69,6 +72,7 @@ class Faults:
     fsync_failure: bool = False
     write_failure: bool = False
     write_delay_ms: int = 0
+    fsync_delay_ms: int = 0
     write_block: bool = False
     disk_free_bytes: int | None = None
     clock_offset_ms: int = 0
@@ -100,7 +104,7 @@ def parse_faults(text: str, node_id: int | None, where: str = "fault file") -> F
         raise FaultFileError(f"{where}: node_ids must be a list of integers, got {nodes!r}")
     if nodes is not None and node_id not in nodes:
         return Faults()
-    for key in ("write_delay_ms", "disk_free_bytes"):
+    for key in ("write_delay_ms", "fsync_delay_ms", "disk_free_bytes"):
         if raw.get(key) is not None and raw[key] < 0:
             raise FaultFileError(f"{where}: {key} must be >= 0, got {raw[key]}")
     if raw.get("clock_skew", 0.0) <= -1.0:
@@ -109,6 +113,7 @@ def parse_faults(text: str, node_id: int | None, where: str = "fault file") -> F
         fsync_failure=raw.get("fsync_failure", False),
         write_failure=raw.get("write_failure", False),
         write_delay_ms=raw.get("write_delay_ms", 0),
+        fsync_delay_ms=raw.get("fsync_delay_ms", 0),
         write_block=raw.get("write_block", False),
         disk_free_bytes=raw.get("disk_free_bytes"),
         clock_offset_ms=raw.get("clock_offset_ms", 0),
@@ -210,8 +215,8 @@ class FaultInjector:
 
     def fsync(self, fd: int) -> None:
         f = self._blocked()
-        if f.write_delay_ms:
-            time.sleep(f.write_delay_ms / 1000)
+        if f.write_delay_ms or f.fsync_delay_ms:
+            time.sleep((f.write_delay_ms + f.fsync_delay_ms) / 1000)
         if f.fsync_failure:
             raise OSError(errno.EIO, "injected fsync failure")
         os.fsync(fd)

@@ -12,12 +12,13 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from . import disk_and_clock
 from .disk_and_clock import plain_perf_s
 from .errors import KafkaStorageError, StorageError
+from .producer_snapshot import fsync_snapshot
 from .segment import LogSegment
 
 
@@ -31,6 +32,9 @@ class FlushJob:
     error: StorageError | None = None
     # Told the seconds a successful run took (the node's log flush histogram).
     observer: Callable[[float], None] | None = None
+    # Producer snapshots written at rolls without fsync (Kafka's takeSnapshot(false)),
+    # made durable before the segments, as Kafka's scheduled flush after a roll does.
+    snapshots: list[Path] = field(default_factory=list)
 
     def run(self) -> bool:
         """fsync the segments and the directory; False (and `error`) if one failed.
@@ -38,6 +42,8 @@ class FlushJob:
         EBADF or a closed index, and end_flush then ignores the job."""
         started = plain_perf_s()
         try:
+            for snapshot in self.snapshots:
+                _fsync_if_present(snapshot)
             for seg in self.segments:
                 seg.flush()
             if self.directory is not None:
@@ -54,3 +60,12 @@ class FlushJob:
         if self.error is None and self.observer is not None:
             self.observer(plain_perf_s() - started)
         return self.error is None
+
+
+def _fsync_if_present(snapshot: Path) -> None:
+    """fsync a producer snapshot; one deleted since (retention, a truncation) needs none."""
+    try:
+        fsync_snapshot(snapshot)
+    except KafkaStorageError as e:
+        if not isinstance(e.__cause__, FileNotFoundError):
+            raise

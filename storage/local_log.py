@@ -91,8 +91,10 @@ class LocalLog:
         self.recently_mapped: deque[LogSegment] = deque()
         self.log_end_offset = 0
         self.recovery_point = 0
-        # A roll's flush of the finished segments, deferred (see flush_pending).
+        # A roll's flush of the finished segments, deferred (see flush_pending), and the
+        # producer snapshots its rolls wrote without fsync (the next flush job's).
         self.pending_flush: int | None = None
+        self.unsynced_snapshots: list[Path] = []
         # Counts truncations, so a FlushJob finishing after one is ignored.
         self.truncations = 0
         self.unflushed_messages = 0
@@ -442,7 +444,12 @@ class LocalLog:
             self.truncations,
             due_to_flush_ms,
             observer=self.flush_observer,
+            snapshots=self._take_unsynced_snapshots(),
         )
+
+    def _take_unsynced_snapshots(self) -> list[Path]:
+        snapshots, self.unsynced_snapshots = self.unsynced_snapshots, []
+        return snapshots
 
     def begin_flush(self, t: int) -> FlushJob | None:
         target = self.pending_flush

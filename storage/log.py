@@ -496,9 +496,12 @@ class Log:
         if seg is None:
             return self._local.segments[-1]
         self.producer_state.update_map_end_offset(new_base)
-        self.producer_state.take_snapshot()
-        # Kafka flushes below the new segment asynchronously: an inline fsync of a
-        # whole segment (~1 GiB) would stall this append for most of a second.
+        # Kafka flushes below the new segment asynchronously, the snapshot too: an
+        # inline fsync (~1 GiB of segment; even a small file on a busy disk) would
+        # stall this append, and on a node's event loop every other partition with it.
+        snapshot = self.producer_state.take_snapshot(sync=False)
+        if snapshot is not None:
+            self._local.unsynced_snapshots.append(snapshot)  # bounded: one per roll
         self._local.defer_flush(new_base, t)
         return seg
 

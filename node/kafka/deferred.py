@@ -14,6 +14,7 @@ an acks=all produce or a long poll holds no thread while it waits."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import threading
 from collections.abc import Callable
 from typing import Generic, TypeVar
@@ -88,8 +89,9 @@ class OnLoop(Generic[T]):
         append waking a parked fetch) without call_soon_threadsafe's wake-up write."""
         if threading.get_ident() == self._thread:
             self.loop.call_soon(fn)
-        else:
-            self.loop.call_soon_threadsafe(fn)
+        elif not self.loop.is_closed():  # closed: the node stopped, its connections too
+            with contextlib.suppress(RuntimeError):  # ... closing between the two calls
+                self.loop.call_soon_threadsafe(fn)
 
 
 # A handler: request → the parts of its response frame, None for no response (a

@@ -1438,3 +1438,34 @@ def test_records_survive_a_round_trip(tmp_path):
         (1, b"key", T0 + 1),
         (2, b"key", T0 + 2),
     ]
+
+
+def test_a_roll_writes_its_producer_snapshot_without_fsync_and_the_flush_job_syncs_it(
+    tmp_path, monkeypatch
+):
+    """Kafka's takeSnapshot(false) at a roll: an fsync there would stall the appending
+    thread (the node's event loop); the roll's deferred flush job makes it durable."""
+    synced: list[str] = []
+    real_fsync = os.fsync
+
+    def fsync(fd: int) -> None:
+        synced.append(os.readlink(f"/proc/self/fd/{fd}"))
+        real_fsync(fd)
+
+    log = open_log(tmp_path, segment_bytes=3000)
+    log.append_as_leader(idem(0, 10), 0, time_ms=T0)
+    monkeypatch.setattr(os, "fsync", fsync)
+    log.append_as_leader(
+        sized_batch(2900, 10, producer_id=1000, producer_epoch=0, base_sequence=10), 0, time_ms=T0
+    )
+    log.append_as_leader(
+        sized_batch(2900, 10, producer_id=1000, producer_epoch=0, base_sequence=20), 0, time_ms=T0
+    )
+    snapshots = sorted(str(p) for p in log.directory.glob("*.snapshot"))
+    assert snapshots, "no roll happened"
+    assert not [s for s in synced if s.endswith(".snapshot")], synced
+    job = log.begin_flush(time_ms=T0)
+    assert job is not None
+    assert job.run(), job.error
+    log.end_flush(job)
+    assert set(snapshots) <= set(synced), (snapshots, synced)

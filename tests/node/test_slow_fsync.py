@@ -1,0 +1,136 @@
+"""A disk slow to persist does not stall a node's event loop (issue 40): with every
+fsync of one node taking FSYNC_DELAY_MS (storage/disk_and_clock.py's `fsync_delay_ms`:
+writes stay fast, as a loaded disk's page cache takes them), one partition rolling
+segments as fast as a producer fills them keeps that node fsyncing (the rolled
+segment, the producer snapshot), while one-record produces to another partition it
+leads go on answering, and the loop's lag stays far below one fsync."""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+import time
+from pathlib import Path
+
+import confluent_kafka as ck
+import pytest
+from kafka.admin import KafkaAdminClient, NewTopic
+
+from seglog.harness.kafka_cluster import KafkaCluster
+from seglog.harness.metrics_scrape import metrics_port, scrape, value
+from seglog.storage.disk_and_clock import ENV
+
+FSYNC_DELAY_MS = 1000
+ROLLING, OTHER = "rolling", "other"
+SEGMENT_BYTES = 16384  # a roll every ~14 records of 1 KiB
+LAG_METRIC = "seglog_node_event_loop_lag_seconds"
+FLUSHES = "kafka_log_logflushstats_logflushrateandtimems"
+
+
+def write_faults(path: Path, faults: dict[str, object]) -> None:
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(faults))
+    os.replace(tmp, path)
+
+
+@pytest.fixture
+def cluster(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> KafkaCluster:
+    faults = tmp_path / "faults.json"
+    write_faults(faults, {})
+    monkeypatch.setenv(ENV, str(faults))  # the nodes inherit it
+    c = KafkaCluster(tmp_path / "cluster", {"metrics.port": "0", "metrics.host": "127.0.0.1"})
+    c.faults_path = faults  # type: ignore[attr-defined]
+    c.start_all()
+    yield c
+    c.stop_all()
+
+
+def test_slow_fsyncs_on_a_node_do_not_stall_its_other_partitions(cluster: KafkaCluster) -> None:
+    leader = 2
+    followers = [n for n in cluster.nodes if n != leader]
+    admin = KafkaAdminClient(bootstrap_servers=cluster.kafka_bootstrap)
+    try:
+        admin.create_topics(
+            [
+                NewTopic(
+                    ROLLING,
+                    replica_assignments={0: [leader, *followers]},
+                    topic_configs={"segment.bytes": str(SEGMENT_BYTES)},
+                ),
+                NewTopic(OTHER, replica_assignments={0: [leader, *followers]}),
+            ]
+        )
+    finally:
+        admin.close()
+    cluster.wait("both topics everywhere", lambda: cluster.known_everywhere(ROLLING, 1))
+    cluster.wait("both topics everywhere", lambda: cluster.known_everywhere(OTHER, 1))
+    assert cluster.leader_of(ROLLING) == leader and cluster.leader_of(OTHER) == leader
+
+    port = metrics_port(cluster.nodes[leader])
+    flushes_before = value(scrape(port), FLUSHES + "_count")
+    write_faults(cluster.faults_path, {"fsync_delay_ms": FSYNC_DELAY_MS, "node_ids": [leader]})  # type: ignore[attr-defined]
+    time.sleep(0.3)  # re-read within 50 ms
+
+    stop = threading.Event()
+    rolled: list[int] = []
+    refused: list[str] = []
+
+    def delivered(err: object, _msg: object) -> None:
+        if err is not None:
+            refused.append(str(err))
+
+    def fill_segments() -> None:
+        # Batches well below segment.bytes (a larger one is RECORD_LIST_TOO_LARGE).
+        p = ck.Producer(
+            {"bootstrap.servers": cluster.kafka_bootstrap, "acks": "1", "batch.size": 4096}
+        )
+        value_ = os.urandom(1024)
+        n = 0
+        while not stop.is_set() and n < 50:  # ~3 rolls: a flush job of that many fsyncs
+            p.produce(ROLLING, value=value_, on_delivery=delivered)
+            p.poll(0)
+            n += 1
+            if n % 50 == 0:
+                p.flush(10)
+        p.flush(10)
+        rolled.append(n)
+
+    filler = threading.Thread(target=fill_segments, daemon=True)
+    filler.start()
+    producer = ck.Producer({"bootstrap.servers": cluster.kafka_bootstrap, "acks": "1"})
+    latencies = []
+    worst_lag = 0.0
+    deadline = time.monotonic() + 8 * FSYNC_DELAY_MS / 1000
+    try:
+        while time.monotonic() < deadline:
+            t0 = time.monotonic()
+            producer.produce(OTHER, value=b"x")
+            assert producer.flush(10) == 0, "a produce to the other partition was not answered"
+            latencies.append(time.monotonic() - t0)
+            if len(latencies) % 20 == 0:
+                worst_lag = max(worst_lag, value(scrape(port), LAG_METRIC))
+            time.sleep(0.01)
+    finally:
+        stop.set()
+        filler.join(30)
+    worst_lag = max(worst_lag, value(scrape(port), LAG_METRIC))
+    # A flush job fsyncs a rolled segment's files one after another: wait for the first.
+    cluster.wait(
+        "a slow flush to finish",
+        lambda: value(scrape(port), FLUSHES + "_count") > flushes_before or None,
+        timeout_s=120,
+    )
+    samples = scrape(port)
+    flushes = value(samples, FLUSHES + "_count") - flushes_before
+    # The fault really slowed the node's fsyncs: the rolling partition's flushes took it.
+    assert rolled == [50] and not refused, (rolled, refused[:3])
+    assert flushes >= 1, "no log flush ran while segments rolled"
+    assert value(samples, FLUSHES + "_sum") >= FSYNC_DELAY_MS * flushes * 0.9
+    # ... and never held the loop: no produce waited for one, the lag stayed low.
+    assert len(latencies) > 50, len(latencies)
+    slowest = max(latencies)
+    assert slowest < FSYNC_DELAY_MS / 1000 / 2, (
+        f"a produce to {OTHER} took {slowest:.2f}s while fsyncs took {FSYNC_DELAY_MS} ms"
+    )
+    assert worst_lag < FSYNC_DELAY_MS / 1000 / 2, f"event loop lag {worst_lag:.2f}s"
