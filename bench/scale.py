@@ -378,7 +378,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         "--clients", default=",".join(CLIENTS), help=f"comma list of {', '.join(CLIENTS)}"
     )
     parser.add_argument("--idle-seconds", type=float, default=10.0)
-    parser.add_argument("--settle-seconds", type=float, default=15.0)
+    parser.add_argument(
+        "--settle-seconds", type=float, default=40.0, help="after the create, before idle (40)"
+    )
     parser.add_argument("--plot", default=str(ROOT / "docs" / "perf" / "scale.png"))
     parser.add_argument("--dir", default=None, help="where the clusters' data goes (kept)")
     args = parser.parse_args(argv)
