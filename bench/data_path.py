@@ -57,12 +57,7 @@ def process_cpu_s(pid: int) -> float:
 
 
 def start_cluster(root: Path, design: str) -> tuple[bench_cluster.Cluster, str]:
-    overrides = {**bench_cluster.local_overrides(), **DESIGNS[design]}
-    cluster = bench_cluster.Cluster(root, overrides, None)
-    bootstrap = bench_cluster.add_kafka_listeners(cluster)
-    for i in bench_cluster.NODE_IDS:
-        cluster.nodes[i].start(timeout_s=bench_cluster.WAIT_S)
-    bench_cluster.wait_for("three unfenced brokers", cluster.healthy)
+    cluster, bootstrap = bench_cluster.start_local_up(root, DESIGNS[design])
     cluster.create_topics([SEQ_TOPIC], 1)
     cluster.create_topics([TOPIC_KAFKA], 6)
     return cluster, bootstrap

@@ -267,7 +267,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     cluster = KafkaCluster(root / "cluster", overrides)
     say(
         f"seglog consumer-group bench: 3 nodes, __consumer_offsets RF=3 acks=all, "
-        f"confluent-kafka {ck.version()[0]} (librdkafka {ck.libversion()[0]}), "
+        f"confluent-kafka {ck.__version__} (librdkafka {ck.libversion()[0]}), "
         f"{os.cpu_count()} CPUs, {args.rounds} rebalance rounds, {args.seconds:g} s of commits"
     )
     try:

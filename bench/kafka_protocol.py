@@ -45,7 +45,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -96,14 +96,24 @@ def cpu_s_per_mib(meter: Any, label: str, seconds: float, mib: float) -> float |
 
 
 def kafka_produce(
-    ck: ModuleType, bootstrap: str, values: Values, seconds: float, meter: Any, linger_ms: int
+    ck: ModuleType,
+    bootstrap: str,
+    values: Values,
+    seconds: float,
+    meter: Any,
+    linger_ms: int,
+    config: dict[str, Any] | None = None,
+    on_ack: Callable[[], None] | None = None,
 ):
+    """`config`: librdkafka settings over the phase's own (e.g. batch.size); `on_ack`
+    is called on each record's successful delivery report, the warm-up's included."""
     producer = ck.Producer(
         {
             "bootstrap.servers": bootstrap,
             "enable.idempotence": True,
             "acks": "all",
             "linger.ms": linger_ms,
+            **(config or {}),
         }
     )
     acked: list[int] = []
@@ -112,6 +122,8 @@ def kafka_produce(
     def report(err, msg):  # noqa: ANN202
         if err is None:
             acked.append(1)
+            if on_ack is not None:
+                on_ack()
         else:
             failed.append(err)
 
@@ -419,7 +431,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     results: dict[str, Any] = {"benchmark": "kafka_protocol"}
     say(
         f"seglog Kafka-protocol bench: RF=3, acks=all, idempotent, 1 KiB records, "
-        f"{args.seconds:g} s per phase, confluent-kafka {ck.version()[0]} "
+        f"{args.seconds:g} s per phase, confluent-kafka {ck.__version__} "
         f"(librdkafka {ck.libversion()[0]}), {os.cpu_count()} CPUs"
     )
 

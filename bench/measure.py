@@ -83,13 +83,19 @@ def produce_for(
 
 
 def librdkafka_produce_until(
-    producer: Any, end: float, produce_one: Callable[[int], None], n: int, undelivered: str
+    producer: Any,
+    end: float,
+    produce_one: Callable[[int], None],
+    n: int,
+    undelivered: str,
+    limit: int | None = None,
 ) -> int:
     """produce_one(n), n counting up, in rounds of 256 until perf_counter time `end`
-    (polling while librdkafka's queue is full), then a flush; the count reached. Raises
-    RuntimeError(`undelivered`) when the flush leaves messages without an outcome."""
-    while time.perf_counter() < end:
-        for _ in range(256):
+    or n reaching `limit` (polling while librdkafka's queue is full), then a flush; the
+    count reached. Raises RuntimeError(`undelivered`) when the flush leaves messages
+    without an outcome."""
+    while time.perf_counter() < end and (limit is None or n < limit):
+        for _ in range(256 if limit is None else min(256, limit - n)):
             try:
                 produce_one(n)
                 n += 1
