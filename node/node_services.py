@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from typing import Protocol
 
 from seglog.controller.metadata_image import MetadataImage
+from seglog.controller.metadata_records import MetadataRecord
 from seglog.controller.reassignment import OngoingReassignment
 from seglog.proto import cluster_pb2 as cpb
 
@@ -68,4 +69,8 @@ class NodeServices(Protocol):
         self, broker: str
     ) -> tuple[dict[str, str], dict[str, str], dict[str, str]]: ...
     def next_producer_id(self) -> int: ...
+    def commit_records(self, records: Sequence[MetadataRecord]) -> list[tuple[str, str]]:
+        """Client quotas and group configs, committed by the active controller:
+        (Kafka's error name, message) per record."""
+        ...
     def find_group_coordinator(self, group_id: str) -> tuple[str, int]: ...

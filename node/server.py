@@ -29,6 +29,7 @@ from seglog.controller.metadata_records import MetadataRecord
 from seglog.controller.reassignment import OngoingReassignment
 from seglog.node import allocator, gc_pauses
 from seglog.node.alter_partition_manager import IsrChangeResult
+from seglog.node.client_quota_manager import ClientQuotas, QuotaWindows
 from seglog.node.config import NodeConfig, int_setting
 from seglog.node.controller.controller_requests import IsrChange
 from seglog.node.controller.local_controller import LocalController
@@ -146,6 +147,14 @@ class Node:
         )
         self.broker_epoch = -1
         self._dynamic_configs: tuple[dict[str, str], dict[str, str]] = ({}, {})
+        # Client quotas, enforced by the Kafka listeners (quota.window.* as Kafka's).
+        self.client_quotas = ClientQuotas(
+            QuotaWindows(
+                int_setting(config.raw, "quota.window.num", 11, at_least=1),
+                int_setting(config.raw, "quota.window.size.seconds", 1, at_least=1),
+            )
+        )
+        self._quotas_seen: dict[Any, dict[str, float]] = {}
         self._pid_lock = threading.Lock()
         self._pid_next = 0
         self._pid_end = 0
@@ -297,6 +306,9 @@ class Node:
         if dynamic != self._dynamic_configs:
             self._dynamic_configs = dynamic
             self._apply_broker_configs(image)
+        if image.client_quotas != self._quotas_seen:
+            self._quotas_seen = {k: dict(v) for k, v in image.client_quotas.items()}
+            self.client_quotas.update(self._quotas_seen)
         if self.remote is None:
             return
         me = image.brokers.get(self.node_id)
@@ -330,6 +342,9 @@ class Node:
         self, broker: str, changes: dict[str, str | None], validate_only: bool
     ) -> None:
         self.controller.alter_broker_configs(broker, changes, validate_only)
+
+    def commit_records(self, records: Sequence[MetadataRecord]) -> list[tuple[str, str]]:
+        return self.security.commit_records(records)
 
     def describe_metadata_quorum(self) -> cpb.DescribeQuorumResponse:
         """The metadata quorum as its leader sees it (each voter's log end and last

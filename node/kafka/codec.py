@@ -16,6 +16,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from kafka.protocol.admin import (
+    AlterClientQuotasRequest,
+    AlterClientQuotasResponse,
     AlterConfigsRequest,
     AlterConfigsResponse,
     AlterPartitionReassignmentsRequest,
@@ -38,6 +40,8 @@ from kafka.protocol.admin import (
     DeleteTopicsResponse,
     DescribeAclsRequest,
     DescribeAclsResponse,
+    DescribeClientQuotasRequest,
+    DescribeClientQuotasResponse,
     DescribeClusterRequest,
     DescribeClusterResponse,
     DescribeConfigsRequest,
@@ -213,6 +217,17 @@ APIS: dict[int, ApiSpec] = {
             DescribeTopicPartitionsResponse,
             (0, 0),
         ),
+        # Client quotas (node/kafka/client_quotas.py).
+        ApiSpec(
+            48,
+            "DescribeClientQuotas",
+            DescribeClientQuotasRequest,
+            DescribeClientQuotasResponse,
+            (0, 1),
+        ),
+        ApiSpec(
+            49, "AlterClientQuotas", AlterClientQuotasRequest, AlterClientQuotasResponse, (0, 1)
+        ),
         ApiSpec(55, "DescribeQuorum", DescribeQuorumRequest, DescribeQuorumResponse, (0, 2)),
         ApiSpec(60, "DescribeCluster", DescribeClusterRequest, DescribeClusterResponse, (0, 2)),
         # Security (node/security/kafka_gate.py answers these). SaslHandshake v1 only
@@ -287,6 +302,7 @@ class KafkaRequest:
     size: int  # bytes in the frame
     client_host: str = ""  # the peer's address (the group coordinator records it)
     received_s: float = 0.0  # perf_counter() when its frame was read (its queue time)
+    throttle_ms: int = 0  # a client quota's throttle: the connection is muted this long
 
     @property
     def spec(self) -> ApiSpec:

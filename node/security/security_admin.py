@@ -67,7 +67,7 @@ class SecurityAdmin:
             principal, host, operation, ResourceType.CLUSTER, CLUSTER_NAME
         )
 
-    def _commit_all(self, records: Sequence[MetadataRecord]) -> list[tuple[str, str]]:
+    def commit_records(self, records: Sequence[MetadataRecord]) -> list[tuple[str, str]]:
         if not records:
             return []
         try:
@@ -126,7 +126,7 @@ class SecurityAdmin:
                 )
             )
             owners.append(name)
-        for owner, (error, message) in zip(owners, self._commit_all(records), strict=True):
+        for owner, (error, message) in zip(owners, self.commit_records(records), strict=True):
             if error != "NONE":
                 errors.setdefault(owner, (error, message))
         _log.info("scram_credentials_altered", principal=principal, users=order)
@@ -191,7 +191,7 @@ class SecurityAdmin:
                 )
             )
             where.append(i)
-        for i, (error, message) in zip(where, self._commit_all(records), strict=True):
+        for i, (error, message) in zip(where, self.commit_records(records), strict=True):
             results[i] = (error, "" if error == "NONE" else message)
         _log.info("acls_created", principal=principal, count=len(records))
         return results
@@ -216,7 +216,7 @@ class SecurityAdmin:
             [r for r in entries if f.matches(binding_of(r))] for f in filters
         ]
         ids = list(dict.fromkeys(r.id for group in matched for r in group))
-        results = self._commit_all([RemoveAccessControlEntryRecord(i) for i in ids])
+        results = self.commit_records([RemoveAccessControlEntryRecord(i) for i in ids])
         failed = {i: res for i, res in zip(ids, results, strict=True) if res[0] != "NONE"}
         out = []
         for group in matched:
