@@ -10,16 +10,19 @@ commit its ClientQuotaRecords, and needs ALTER_CONFIGS on the cluster
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import Any, Protocol
 
 from seglog.controller.client_quotas import (
     NO_ERROR,
+    Entity,
+    Error,
     QuotaFilterError,
     alteration_error,
     describe,
     entity_of,
 )
+from seglog.controller.metadata_image import MetadataImage
 from seglog.controller.metadata_records import ClientQuotaRecord, MetadataRecord
 from seglog.storage.disk_and_clock import plain_monotonic_s
 
@@ -31,34 +34,69 @@ from .errors import error_code
 from .node_api import KafkaNode
 
 
+class QuotaStore(Protocol):
+    """Where quotas are read and committed: the node (Kafka's APIs) or its
+    SecurityAdmin (seglog's gRPC `Security` service)."""
+
+    def metadata_image(self) -> MetadataImage: ...
+    def commit_records(self, records: Sequence[MetadataRecord]) -> list[tuple[str, str]]: ...
+
+
+QuotaOps = list[tuple[str, float, bool]]  # (key, value, remove)
+Pairs = list[tuple[str, str | None]]  # an entity's (type, name); name None: default
+
+
+def describe_entries(
+    node: QuotaStore, components: list[tuple[str, int, str | None]], strict: bool
+) -> tuple[Error, list[tuple[Entity, dict[str, float]]]]:
+    """DescribeClientQuotas on the node's image, whichever listener asked."""
+    try:
+        return NO_ERROR, describe(node.metadata_image().client_quotas, components, strict)
+    except QuotaFilterError as e:
+        return (e.error_name, str(e)), []
+
+
+def alter_entries(
+    node: QuotaStore, entries: list[tuple[Pairs, QuotaOps]], validate_only: bool, allowed: bool
+) -> list[Error]:
+    """AlterClientQuotas, whichever listener asked: each entry checked as Kafka's
+    ClientQuotaControlManager does, the valid ones committed (unless validate_only);
+    an error per entry."""
+    errors: list[Error] = []
+    records: list[MetadataRecord] = []
+    owners: list[int] = []
+    for i, (pairs, ops) in enumerate(entries):
+        if not allowed:
+            error = ("CLUSTER_AUTHORIZATION_FAILED", "not authorized to ALTER_CONFIGS")
+        else:
+            error = alteration_error(pairs, ops)
+        errors.append(error)
+        if error == NO_ERROR and not validate_only:
+            entity = entity_of(pairs)
+            for key, value, remove in ops:
+                records.append(ClientQuotaRecord(entity, key, float(value), remove))
+                owners.append(i)
+    if records:
+        for i, result in zip(owners, node.commit_records(records), strict=True):
+            if result[0] != "NONE" and errors[i] == NO_ERROR:
+                errors[i] = result
+    return errors
+
+
 def describe_client_quotas(
     node: KafkaNode, request: KafkaRequest, may_describe: Callable[[], bool]
 ) -> list[Part]:
     req = request.body
     cls = response_class(request)
     if not may_describe():
-        return encode_response(
-            request,
-            cls(
-                throttle_time_ms=0,
-                error_code=error_code("CLUSTER_AUTHORIZATION_FAILED"),
-                error_message="not authorized to DESCRIBE_CONFIGS on the cluster",
-                entries=None,
-            ),
+        error: Error = (
+            "CLUSTER_AUTHORIZATION_FAILED",
+            "not authorized to DESCRIBE_CONFIGS on the cluster",
         )
-    components = [(c.entity_type, c.match_type, c.match) for c in req.components]
-    try:
-        found = describe(node.metadata_image().client_quotas, components, bool(req.strict))
-    except QuotaFilterError as e:
-        return encode_response(
-            request,
-            cls(
-                throttle_time_ms=0,
-                error_code=error_code(e.error_name),
-                error_message=str(e),
-                entries=None,
-            ),
-        )
+        found: list[tuple[Entity, dict[str, float]]] = []
+    else:
+        components = [(c.entity_type, c.match_type, c.match) for c in req.components]
+        error, found = describe_entries(node, components, bool(req.strict))
     entry_cls = cls.EntryData
     entries = [
         entry_cls(
@@ -68,7 +106,13 @@ def describe_client_quotas(
         for entity, values in found
     ]
     return encode_response(
-        request, cls(throttle_time_ms=0, error_code=0, error_message=None, entries=entries)
+        request,
+        cls(
+            throttle_time_ms=0,
+            error_code=error_code(error[0]),
+            error_message=error[1] or None,
+            entries=entries if error == NO_ERROR else None,
+        ),
     )
 
 
@@ -77,27 +121,18 @@ def alter_client_quotas(
 ) -> list[Part]:
     req = request.body
     cls = response_class(request)
-    allowed = may_alter()
-    answers: list[tuple[Any, tuple[str, str]]] = []
-    records: list[MetadataRecord] = []
-    owners: list[int] = []
-    for i, e in enumerate(req.entries):
-        pairs = [(d.entity_type, d.entity_name) for d in e.entity]
-        if not allowed:
-            error = ("CLUSTER_AUTHORIZATION_FAILED", "not authorized to ALTER_CONFIGS")
-        else:
-            error = alteration_error(pairs, [(o.key, o.value, bool(o.remove)) for o in e.ops])
-        answers.append((e, error))
-        if error == NO_ERROR and not req.validate_only:
-            entity = entity_of(pairs)
-            for o in e.ops:
-                records.append(ClientQuotaRecord(entity, o.key, float(o.value), bool(o.remove)))
-                owners.append(i)
-    if records:
-        results = node.commit_records(records)
-        for i, result in zip(owners, results, strict=True):
-            if result[0] != "NONE" and answers[i][1] == NO_ERROR:
-                answers[i] = (answers[i][0], result)
+    errors = alter_entries(
+        node,
+        [
+            (
+                [(d.entity_type, d.entity_name) for d in e.entity],
+                [(o.key, o.value, bool(o.remove)) for o in e.ops],
+            )
+            for e in req.entries
+        ],
+        bool(req.validate_only),
+        may_alter(),
+    )
     entry_cls = cls.EntryData
     entries = [
         entry_cls(
@@ -108,7 +143,7 @@ def alter_client_quotas(
                 for d in e.entity
             ],
         )
-        for e, error in answers
+        for e, error in zip(req.entries, errors, strict=True)
     ]
     return encode_response(request, cls(throttle_time_ms=0, entries=entries))
 

@@ -47,6 +47,9 @@ class SecurityAdmin:
         self.authorizer = authorizer
         self._new_id = new_id
 
+    def metadata_image(self) -> MetadataImage:
+        return self._image()
+
     # --- lookups for authentication ------------------------------------------------
 
     def scram_credential(self, user: str, mechanism: str) -> ScramCredential | None:
@@ -61,6 +64,10 @@ class SecurityAdmin:
             bytes.fromhex(r.server_key),
             r.iterations,
         )
+
+    def may(self, principal: str, host: str, operation: AclOperation) -> bool:
+        """May the caller do `operation` on the cluster (no authorizer: yes)?"""
+        return self._cluster(principal, host, operation)
 
     def _cluster(self, principal: str, host: str, operation: AclOperation) -> bool:
         return self.authorizer is None or self.authorizer.authorize(

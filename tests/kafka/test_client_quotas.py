@@ -6,6 +6,8 @@ that their throughput stays near the quota."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import time
 
 from confluent_kafka import Consumer, Producer
@@ -223,3 +225,72 @@ def test_a_consumer_over_its_quota_is_throttled_near_the_quota(kafka_cluster):
     finally:
         alter(kp, {"client-id": client_id}, {"consumer_byte_rate": None})
         kp.close()
+
+
+def seglog_configs(cluster, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "seglog.cli", "configs", "--bootstrap-server", cluster.bootstrap]
+        + list(args),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+def test_seglog_configs_alters_and_describes_quotas_as_kafka_configs_does(kafka_cluster):
+    users = ("--entity-type", "users", "--entity-name", "carol")
+    clients = ("--entity-type", "clients", "--entity-name", "etl")
+    done = seglog_configs(
+        kafka_cluster, "--alter", *users, "--add-config", "producer_byte_rate=1048576"
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "Completed updating config for user carol."
+    done = seglog_configs(
+        kafka_cluster, "--alter", *users, *clients, "--add-config", "request_percentage=50"
+    )
+    assert done.returncode == 0, done.stderr
+    done = seglog_configs(
+        kafka_cluster,
+        "--alter",
+        "--entity-type",
+        "clients",
+        "--entity-default",
+        "--add-config",
+        "consumer_byte_rate=2048",
+    )
+    assert done.stdout.strip() == "Completed updating default config for clients in the cluster."
+
+    done = seglog_configs(kafka_cluster, "--describe", *users)
+    assert done.returncode == 0, done.stderr
+    assert "Quota configs for user-principal 'carol' are producer_byte_rate=1048576.0" in (
+        done.stdout
+    )
+    done = seglog_configs(kafka_cluster, "--describe", *users, *clients)
+    assert done.stdout.strip() == (
+        "Quota configs for user-principal 'carol', client-id 'etl' are request_percentage=50.0"
+    )
+    done = seglog_configs(kafka_cluster, "--describe", "--entity-type", "clients")
+    assert "Quota configs for the default client-id are consumer_byte_rate=2048.0" in done.stdout
+
+    # The same quotas through Kafka's API.
+    admin = KafkaAdminClient(bootstrap_servers=kafka_cluster.kafka_bootstrap)
+    try:
+        got = as_dict(describe(admin, [("user", 0, "carol")]))
+        assert got[(("user", "carol"),)] == {"producer_byte_rate": 1048576.0}
+    finally:
+        admin.close()
+
+    # Kafka's refusal, named; then the deletions.
+    done = seglog_configs(
+        kafka_cluster, "--alter", *users, "--add-config", "producer_byte_rate=1.5"
+    )
+    assert done.returncode == 1 and "cannot be a fractional value" in done.stderr
+    for entity, key in (
+        (users, "producer_byte_rate"),
+        ((*users, *clients), "request_percentage"),
+        (("--entity-type", "clients", "--entity-default"), "consumer_byte_rate"),
+    ):
+        done = seglog_configs(kafka_cluster, "--alter", *entity, "--delete-config", key)
+        assert done.returncode == 0, done.stderr
+    done = seglog_configs(kafka_cluster, "--describe", "--entity-type", "users")
+    assert "carol" not in done.stdout
