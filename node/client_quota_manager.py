@@ -24,10 +24,12 @@ from dataclasses import dataclass, field
 
 Entity = tuple[tuple[str, str | None], ...]
 PRODUCE, FETCH, REQUEST = "Produce", "Fetch", "Request"  # Kafka's QuotaType names
+CONTROLLER_MUTATION = "ControllerMutation"
 QUOTA_KEYS = {
     PRODUCE: "producer_byte_rate",
     FETCH: "consumer_byte_rate",
     REQUEST: "request_percentage",
+    CONTROLLER_MUTATION: "controller_mutation_rate",
 }
 INACTIVE_SENSOR_EXPIRATION_MS = 3_600_000
 NANOS_TO_PERCENTAGE = 100.0 / 1e9  # ClientRequestQuotaManager.NanosToPercentagePerSecond
@@ -112,11 +114,35 @@ class Rate:
 
 
 @dataclass
+class TokenBucket:
+    """Kafka's TokenBucket (controller mutations): `quota` tokens a second up to a
+    burst of quota x quota.window.num x quota.window.size.seconds, starting full; a
+    record takes its value, and may leave the bucket below zero."""
+
+    windows: QuotaWindows
+    tokens: float | None = None  # None: full (not used yet)
+    last_ms: int = 0
+
+    def measure(self, quota: float, now_ms: int) -> float:
+        burst = quota * self.windows.num * self.windows.size_s
+        if self.tokens is None:
+            self.tokens = burst
+        else:
+            self.tokens = min(burst, self.tokens + quota * (now_ms - self.last_ms) / 1000)
+        self.last_ms = now_ms
+        return self.tokens
+
+    def record(self, quota: float, value: float, now_ms: int) -> None:
+        self.tokens = self.measure(quota, now_ms) - value
+
+
+@dataclass
 class _Sensors:
     rate: Rate
     throttle_time: Rate  # its average: Kafka's throttle-time Avg
     bound: float | None
     last_record_ms: int = 0
+    bucket: TokenBucket | None = None  # controller mutations only
 
 
 def resolve(
@@ -195,6 +221,32 @@ class ClientQuotaManager:
                 throttle = min(throttle, self.windows.size_ms)
             return int(round(throttle))
 
+    def record_mutation(
+        self, user: str, client_id: str, value: float, now_ms: int, strict: bool
+    ) -> tuple[bool, int]:
+        """Controller mutations (partitions created or deleted), Kafka's
+        ControllerMutationQuotaManager: (taken, throttle ms). Strict (the newer
+        request versions): refused while the bucket is below zero, as Kafka's
+        StrictControllerMutationQuota; permissive: always taken, the throttle time
+        is what the bucket owes afterwards."""
+        if not self.enabled:
+            return True, 0
+        with self._lock:
+            sensors = self._sensors_for(user, client_id, now_ms)
+            bound = sensors.bound
+            if bound is None:
+                return True, 0
+            if sensors.bucket is None:
+                sensors.bucket = TokenBucket(self.windows)
+            bucket = sensors.bucket
+            tokens = bucket.measure(bound, now_ms)
+            if strict and tokens < 0:
+                return False, int(round(-tokens / bound * 1000))
+            bucket.record(bound, value, now_ms)
+            sensors.rate.record(value, now_ms)
+            left = bucket.measure(bound, now_ms)
+            return True, 0 if strict or left >= 0 else int(round(-left / bound * 1000))
+
     def unrecord(self, user: str, client_id: str, value: float, now_ms: int) -> None:
         """Take back a value recorded for an answer that was not sent (Kafka: a
         throttled fetch answers empty)."""
@@ -236,18 +288,23 @@ class ClientQuotaManager:
 
 @dataclass
 class ClientQuotas:
-    """The three managers a Kafka listener enforces."""
+    """The four managers a Kafka listener enforces."""
 
     windows: QuotaWindows = field(default_factory=QuotaWindows)
     produce: ClientQuotaManager = field(init=False)
     fetch: ClientQuotaManager = field(init=False)
     request: ClientQuotaManager = field(init=False)
+    controller_mutation: ClientQuotaManager = field(init=False)
 
     def __post_init__(self) -> None:
         self.produce = ClientQuotaManager(PRODUCE, self.windows)
         self.fetch = ClientQuotaManager(FETCH, self.windows)
         self.request = ClientQuotaManager(REQUEST, self.windows)
+        self.controller_mutation = ClientQuotaManager(CONTROLLER_MUTATION, self.windows)
+
+    def managers(self) -> tuple[ClientQuotaManager, ...]:
+        return (self.produce, self.fetch, self.request, self.controller_mutation)
 
     def update(self, quotas: Mapping[Entity, Mapping[str, float]]) -> None:
-        for manager in (self.produce, self.fetch, self.request):
+        for manager in self.managers():
             manager.update(quotas)

@@ -427,11 +427,13 @@ class NodeStateCollector(Collector):
 def _quota_families(quotas: Any, now_ms: int) -> Iterator[Metric]:
     """Kafka's per (user, client-id) quota metrics as the JMX exporter names them:
     `kafka.server:type=Produce,user=U,client-id=C` byte-rate and throttle-time, the
-    same for Fetch, and Request's request-time and throttle-time."""
+    same for Fetch, Request's request-time and ControllerMutation's mutation-rate, and
+    their throttle-time."""
     for manager, rate_name in (
         (quotas.produce, "byte_rate"),
         (quotas.fetch, "byte_rate"),
         (quotas.request, "request_time"),
+        (quotas.controller_mutation, "mutation_rate"),
     ):
         kind = manager.quota_type.lower()
         rate = GaugeMetricFamily(

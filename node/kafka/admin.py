@@ -21,6 +21,7 @@ from seglog.storage.partition_metadata import topic_id_to_uuid
 
 from ..event_log import EventLogger
 from . import config_entries
+from .client_quotas import THROTTLED_MESSAGE, MutationQuota
 from .codec import KafkaRequest, Part, encode_response, response_class
 from .errors import error_code
 from .node_api import KafkaNode
@@ -32,7 +33,9 @@ SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3  # IncrementalAlterConfigs' operation
 DEFAULT_CONFIG = 5
 
 
-def create_topics(node: KafkaNode, request: KafkaRequest) -> list[Part]:
+def create_topics(
+    node: KafkaNode, request: KafkaRequest, quota: MutationQuota | None = None
+) -> list[Part]:
     req = request.body
     cls = response_class(request)
     names = [t.name for t in req.topics]
@@ -53,6 +56,9 @@ def create_topics(node: KafkaNode, request: KafkaRequest) -> list[Part]:
         if names.count(t.name) > 1:
             result.error_code = error_code("INVALID_REQUEST")
             result.error_message = f"topic {t.name!r} appears more than once in the request"
+        elif not _taken(quota, req, result.num_partitions):
+            result.error_code = error_code("THROTTLING_QUOTA_EXCEEDED")
+            result.error_message = THROTTLED_MESSAGE
         else:
             configs = {c.name: c.value for c in t.configs if c.value is not None}
             try:
@@ -69,10 +75,17 @@ def create_topics(node: KafkaNode, request: KafkaRequest) -> list[Part]:
         if result.error_code:
             result.num_partitions, result.replication_factor = -1, -1
         results.append(result)
-    return encode_response(request, cls(throttle_time_ms=0, topics=results))
+    return encode_response(request, cls(throttle_time_ms=request.throttle_ms, topics=results))
 
 
-def delete_topics(node: KafkaNode, request: KafkaRequest) -> list[Part]:
+def _taken(quota: MutationQuota | None, req: Any, partitions: int) -> bool:
+    """controller_mutation_rate: may these partitions be created or deleted?"""
+    return quota is None or bool(getattr(req, "validate_only", False)) or quota.take(partitions)
+
+
+def delete_topics(
+    node: KafkaNode, request: KafkaRequest, quota: MutationQuota | None = None
+) -> list[Part]:
     req = request.body
     cls = response_class(request)
     image = node.metadata_image()
@@ -101,15 +114,22 @@ def delete_topics(node: KafkaNode, request: KafkaRequest) -> list[Part]:
             topic = image.topics.get(name)
             if topic is not None and request.api_version >= 6 and result.topic_id is None:
                 result.topic_id = topic_id_to_uuid(topic.topic_id)
+            if topic is not None and not _taken(quota, req, len(topic.partitions)):
+                result.error_code = error_code("THROTTLING_QUOTA_EXCEEDED")
+                result.error_message = THROTTLED_MESSAGE
+                results.append(result)
+                continue
             try:
                 node.delete_topic(name)
             except ControlError as e:
                 result.error_code, result.error_message = error_code(e.error_name), str(e)
         results.append(result)
-    return encode_response(request, cls(throttle_time_ms=0, responses=results))
+    return encode_response(request, cls(throttle_time_ms=request.throttle_ms, responses=results))
 
 
-def create_partitions(node: KafkaNode, request: KafkaRequest) -> list[Part]:
+def create_partitions(
+    node: KafkaNode, request: KafkaRequest, quota: MutationQuota | None = None
+) -> list[Part]:
     """Grow topics to the requested partition counts: the new partitions placed as a
     new topic's would be, or by the request's assignments (one replica list per new
     partition, checked as Kafka checks them)."""
@@ -122,9 +142,12 @@ def create_partitions(node: KafkaNode, request: KafkaRequest) -> list[Part]:
         assignments = (
             None if t.assignments is None else [tuple(a.broker_ids) for a in t.assignments]
         )
+        topic = node.metadata_image().topics.get(t.name)
         if names.count(t.name) > 1:
             code = error_code("INVALID_REQUEST")
             message = f"topic {t.name!r} appears more than once in the request"
+        elif topic is not None and not _taken(quota, req, t.count - len(topic.partitions)):
+            code, message = error_code("THROTTLING_QUOTA_EXCEEDED"), THROTTLED_MESSAGE
         else:
             try:
                 node.create_partitions(t.name, t.count, bool(req.validate_only), assignments)
@@ -133,7 +156,7 @@ def create_partitions(node: KafkaNode, request: KafkaRequest) -> list[Part]:
         results.append(
             cls.CreatePartitionsTopicResult(name=t.name, error_code=code, error_message=message)
         )
-    return encode_response(request, cls(throttle_time_ms=0, results=results))
+    return encode_response(request, cls(throttle_time_ms=request.throttle_ms, results=results))
 
 
 def sensitive(name: str) -> bool:

@@ -206,3 +206,39 @@ class FetchQuota:
         self.manager.unrecord(self.user, self.client_id, size, at)
         self.request.throttle_ms = max(self.request.throttle_ms, throttle)
         return True
+
+
+THROTTLED_MESSAGE = "The throttling quota has been exceeded."
+
+
+class MutationQuota:
+    """controller_mutation_rate for one CreateTopics, CreatePartitions or DeleteTopics
+    request: each topic's partitions are taken before it is changed; from the
+    request version Kafka makes strict (6, 3 and 5), a topic is refused
+    THROTTLING_QUOTA_EXCEEDED while the quota is exhausted; before it, the topic is
+    changed and the answer carries the throttle time."""
+
+    def __init__(self, manager: ClientQuotaManager, request: KafkaRequest, strict: bool) -> None:
+        self.manager = manager
+        self.request = request
+        self.strict = strict
+        self.user, self.client_id = who(request)
+
+    @classmethod
+    def of(
+        cls, manager: ClientQuotaManager, request: KafkaRequest, strict_since: int
+    ) -> MutationQuota | None:
+        if not manager.enabled:
+            return None
+        return cls(manager, request, request.api_version >= strict_since)
+
+    def take(self, partitions: int) -> bool:
+        """False: refused (THROTTLING_QUOTA_EXCEEDED); the throttle goes on the request."""
+        at = now_ms()
+        taken, throttle = self.manager.record_mutation(
+            self.user, self.client_id, partitions, at, self.strict
+        )
+        if throttle > 0:
+            self.manager.throttled(self.user, self.client_id, throttle, at)
+            self.request.throttle_ms = max(self.request.throttle_ms, throttle)
+        return taken

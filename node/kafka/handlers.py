@@ -103,8 +103,10 @@ class KafkaApis:
             15: groups.describe_groups,
             16: groups.list_groups,
             18: api_versions,
-            19: lambda r: admin.create_topics(guarded, r),
-            20: lambda r: admin.delete_topics(guarded, r),
+            # controller_mutation_rate: strict from CreateTopics v6, DeleteTopics v5 and
+            # CreatePartitions v3, as Kafka.
+            19: lambda r: admin.create_topics(guarded, r, self._mutations(r, 6)),
+            20: lambda r: admin.delete_topics(guarded, r, self._mutations(r, 5)),
             21: lambda r: records.delete_records(self.node, r, lambda: self.authorizer),
             22: self.init_producer_id,
             23: self.offsets_for_leader_epoch,
@@ -117,7 +119,7 @@ class KafkaApis:
             ),
             33: lambda r: admin.alter_configs(guarded, r),
             35: lambda r: log_dirs.describe_log_dirs(self.node, r, self.authorizer),
-            37: lambda r: admin.create_partitions(guarded, r),
+            37: lambda r: admin.create_partitions(guarded, r, self._mutations(r, 3)),
             42: groups.delete_groups,
             43: lambda r: admin.elect_leaders(
                 self.node,
@@ -176,6 +178,11 @@ class KafkaApis:
         finally:
             spent = (plain_perf_s() - started) * 1e9 * NANOS_TO_PERCENTAGE
             client_quotas.record(self.quotas.request, request, spent)
+
+    def _mutations(self, request: KafkaRequest, strict_since: int) -> Any:
+        return client_quotas.MutationQuota.of(
+            self.quotas.controller_mutation, request, strict_since
+        )
 
     def alter_partition_reassignments(self, request: KafkaRequest) -> list[Part]:
         if not allowed(self.authorizer, AclOperation.ALTER, CLUSTER, CLUSTER_NAME):

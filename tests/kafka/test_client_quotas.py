@@ -9,6 +9,7 @@ from __future__ import annotations
 import subprocess
 import sys
 import time
+from typing import Any
 
 from confluent_kafka import Consumer, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
@@ -187,7 +188,11 @@ def test_a_consumer_over_its_quota_is_throttled_near_the_quota(kafka_cluster):
     admin = AdminClient({"bootstrap.servers": kafka_cluster.kafka_bootstrap})
     admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(TIMEOUT_S)
     kafka_cluster.wait("topic known", lambda: kafka_cluster.known_everywhere(topic, 1))
-    p = Producer({"bootstrap.servers": kafka_cluster.kafka_bootstrap, "linger.ms": 20})
+    # Batches well below what a quota window holds (50 KB/s x 10 s): a batch larger
+    # than that would be throttled on every fetch, in Kafka as here.
+    p = Producer(
+        {"bootstrap.servers": kafka_cluster.kafka_bootstrap, "linger.ms": 20, "batch.size": 16384}
+    )
     total = 6_000
     for i in range(total):
         p.produce(topic, b"y" * 1000)
@@ -294,3 +299,50 @@ def test_seglog_configs_alters_and_describes_quotas_as_kafka_configs_does(kafka_
         assert done.returncode == 0, done.stderr
     done = seglog_configs(kafka_cluster, "--describe", "--entity-type", "users")
     assert "carol" not in done.stdout
+
+
+def test_controller_mutations_are_throttled_and_refused_when_strict(kafka_cluster):
+    from kafka.protocol.admin import CreateTopicsRequest
+
+    client_id = "mutator"
+    admin = KafkaAdminClient(bootstrap_servers=kafka_cluster.kafka_bootstrap, client_id=client_id)
+
+    def create(name: str, partitions: int, version: int) -> Any:
+        t = CreateTopicsRequest.CreatableTopic
+        request = CreateTopicsRequest(
+            topics=[
+                t(
+                    name=name,
+                    num_partitions=partitions,
+                    replication_factor=1,
+                    assignments=[],
+                    configs=[],
+                )
+            ],
+            timeout_ms=10_000,
+            validate_only=False,
+        )
+        request.API_VERSION = version  # the version the test needs
+        return admin._manager.run(admin._manager.send, request)
+
+    try:
+        # 1 partition a second: a full bucket holds 11 (quota.window.num x 1 s).
+        r = alter(admin, {"client-id": client_id}, {"controller_mutation_rate": 1})
+        assert r.error_code == 0
+        time.sleep(1.0)
+        first = create("mutations-a", 10, 7)
+        assert first.topics[0].error_code == 0
+        second = create("mutations-b", 5, 7)  # taken: the bucket goes to -4
+        assert second.topics[0].error_code == 0
+        third = create("mutations-c", 1, 7)  # strict (v6+): refused while below zero
+        assert third.topics[0].error_code == 89, third  # THROTTLING_QUOTA_EXCEEDED
+        assert third.topics[0].error_message == "The throttling quota has been exceeded."
+        assert third.throttle_time_ms > 0
+        for name, partitions in (("mutations-a", 10), ("mutations-b", 5)):
+            kafka_cluster.wait(
+                name, lambda n=name, p=partitions: kafka_cluster.known_everywhere(n, p)
+            )
+        assert "mutations-c" not in admin.list_topics()
+    finally:
+        alter(admin, {"client-id": client_id}, {"controller_mutation_rate": None})
+        admin.close()

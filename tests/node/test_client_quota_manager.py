@@ -99,6 +99,21 @@ def test_the_metrics_carry_kafkas_names_and_tags():
         "kafka_server_fetch_throttle_time",
         "kafka_server_request_request_time",
         "kafka_server_request_throttle_time",
+        "kafka_server_controllermutation_mutation_rate",
+        "kafka_server_controllermutation_throttle_time",
     }
     (sample,) = families["kafka_server_fetch_throttle_time"].samples
     assert sample.labels == {"user": "", "client_id": "app"} and sample.value == throttle > 0
+
+
+def test_controller_mutations_draw_from_a_token_bucket_strict_or_permissive():
+    m = ClientQuotaManager("ControllerMutation", QuotaWindows(num=11, size_s=1))
+    m.update({((C, "app"),): {"controller_mutation_rate": 2.0}})
+    # A full bucket holds 2 x 11 x 1 = 22 partitions; the 30 taken leave it at -8.
+    assert m.record_mutation("u", "app", 30, 0, strict=True) == (True, 0)
+    # Strict: refused while below zero, for as long as 8 tokens take at 2/s.
+    assert m.record_mutation("u", "app", 1, 0, strict=True) == (False, 4_000)
+    assert m.record_mutation("u", "app", 1, 4_000, strict=True) == (True, 0)  # back at 0: -1
+    # Permissive: taken, and throttled for what it owes (6 tokens: 3 s).
+    assert m.record_mutation("u", "app", 5, 4_000, strict=False) == (True, 3_000)
+    assert m.record_mutation("u", "other", 1_000, 0, strict=True) == (True, 0)
