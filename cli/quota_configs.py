@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Callable
 from typing import Any, TextIO
 
 from .broker_configs import parse_add_config
@@ -73,10 +74,17 @@ def describe_line(entity: Any, values: Any) -> str:
     return f"Quota configs for {', '.join(parts)} are {listed}"
 
 
-def run(args: argparse.Namespace, stub: Any, timeout_s: float, out: TextIO) -> int:
+def run(
+    args: argparse.Namespace,
+    stub: Any,
+    timeout_s: float,
+    out: TextIO,
+    rpc: Callable[[Any, Any, float], Any],
+    error_name: Callable[[int], str],
+) -> int:
+    """`rpc(method, request, timeout)` calls the Security service, `error_name` names
+    an error code (cli/security.py's)."""
     from seglog.proto import security_pb2 as spb
-
-    from .security import _error, _rpc
 
     pairs = entities(args)
     if args.describe:
@@ -90,13 +98,13 @@ def run(args: argparse.Namespace, stub: Any, timeout_s: float, out: TextIO) -> i
                 components.append(
                     spb.QuotaFilterComponent(entity_type=kind, match_type=0, match=name)
                 )
-        r = _rpc(
+        r = rpc(
             stub.DescribeClientQuotas,
             spb.DescribeClientQuotasRequest(components=components, strict=True),
             timeout_s,
         )
         if r.error_code:
-            print(f"seglog configs: {_error(r.error_code)}: {r.error_message}", file=sys.stderr)
+            print(f"seglog configs: {error_name(r.error_code)}: {r.error_message}", file=sys.stderr)
             return 1
         for e in r.entries:
             print(describe_line(e.entity, e.values), file=out)
@@ -110,7 +118,7 @@ def run(args: argparse.Namespace, stub: Any, timeout_s: float, out: TextIO) -> i
             part.entity_name = name
         entity.append(part)
     ops = [spb.QuotaOp(key=k, value=v, remove=rm) for k, v, rm in quota_ops(args)]
-    r = _rpc(
+    r = rpc(
         stub.AlterClientQuotas,
         spb.AlterClientQuotasRequest(entries=[spb.QuotaAlteration(entity=entity, ops=ops)]),
         timeout_s,
@@ -118,7 +126,7 @@ def run(args: argparse.Namespace, stub: Any, timeout_s: float, out: TextIO) -> i
     for result in r.results:
         if result.error_code:
             print(
-                f"seglog configs: {_error(result.error_code)}: {result.error_message}",
+                f"seglog configs: {error_name(result.error_code)}: {result.error_message}",
                 file=sys.stderr,
             )
             return 1

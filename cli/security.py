@@ -120,7 +120,7 @@ def run_configs(args: argparse.Namespace, out: TextIO | None = None) -> int:
         from . import quota_configs
 
         stub, timeout = _stub(args)
-        status = quota_configs.run(args, stub, timeout, out)
+        status = quota_configs.run(args, stub, timeout, out, _rpc, _error)
         if not (args.describe and args.entity_type == "users" and len(args.entity_types) == 1):
             return status
         if args.entity_default or status:

@@ -116,8 +116,9 @@ class KafkaApis:
                 lambda: allowed(
                     self.authorizer, AclOperation.DESCRIBE_CONFIGS, CLUSTER, CLUSTER_NAME
                 ),
+                self._may_group_config,
             ),
-            33: lambda r: admin.alter_configs(guarded, r),
+            33: lambda r: admin.alter_configs(guarded, r, self._may_group_config),
             35: lambda r: log_dirs.describe_log_dirs(self.node, r, self.authorizer),
             37: lambda r: admin.create_partitions(guarded, r, self._mutations(r, 3)),
             42: groups.delete_groups,
@@ -139,7 +140,7 @@ class KafkaApis:
                 r,
                 lambda: allowed(self.authorizer, AclOperation.ALTER_CONFIGS, CLUSTER, CLUSTER_NAME),
             ),
-            44: lambda r: admin.incremental_alter_configs(guarded, r),
+            44: lambda r: admin.incremental_alter_configs(guarded, r, self._may_group_config),
             45: self.alter_partition_reassignments,
             46: self.list_partition_reassignments,
             55: lambda r: quorum.describe_quorum(
@@ -178,6 +179,10 @@ class KafkaApis:
         finally:
             spent = (plain_perf_s() - started) * 1e9 * NANOS_TO_PERCENTAGE
             client_quotas.record(self.quotas.request, request, spent)
+
+    def _may_group_config(self, alter: bool, group: str) -> bool:
+        op = AclOperation.ALTER_CONFIGS if alter else AclOperation.DESCRIBE_CONFIGS
+        return allowed(self.authorizer, op, ResourceType.GROUP, group)
 
     def _mutations(self, request: KafkaRequest, strict_since: int) -> Any:
         return client_quotas.MutationQuota.of(
