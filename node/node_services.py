@@ -13,6 +13,7 @@ from seglog.controller.reassignment import OngoingReassignment
 from seglog.proto import cluster_pb2 as cpb
 
 from .groups.offsets_topic import GroupCoordinatorRuntime
+from .log_dir_moves import LogDirMoves
 from .replica_manager import ReplicaManager
 from .security.node_authorizer import NodeAuthorizer
 
@@ -27,6 +28,7 @@ class NodeServices(Protocol):
     auto_create_topics_enable: bool
     groups: GroupCoordinatorRuntime
     authorizer: NodeAuthorizer | None  # ACLs; None: off
+    log_dir_moves: LogDirMoves  # AlterReplicaLogDirs
 
     def metadata_image(self) -> MetadataImage: ...
     def controller_id(self) -> int: ...

@@ -41,6 +41,7 @@ from seglog.node.groups.grpc_servicer import MAX_WAITING_CALLS, GroupCoordinator
 from seglog.node.groups.offsets_records import OFFSETS_TOPIC
 from seglog.node.groups.offsets_topic import GroupCoordinatorRuntime
 from seglog.node.kafka.listener import KafkaListener, start_kafka_listeners
+from seglog.node.log_dir_moves import LogDirMoves
 from seglog.node.log_manager import LogManager
 from seglog.node.metrics import GrpcMetricsInterceptor, NodeMetrics, NodeStateCollector
 from seglog.node.replica_manager import ReplicaManager
@@ -133,6 +134,8 @@ class Node:
             quota_window_size_ms=config.replication_quota_window_size_seconds * 1000,
         )
         self.log_manager.on_dir_offline = self.replica_manager.on_log_dir_offline
+        # AlterReplicaLogDirs: replicas moved between log.dirs entries.
+        self.log_dir_moves = LogDirMoves(self.log_manager, self.replica_manager.hosted)
         if self.remote is not None:
             self.replica_manager.watchdog = self.remote.watchdog
             self.replica_manager.leadership_doubt = self.remote.leadership_doubt
@@ -251,6 +254,7 @@ class Node:
         # After the replica manager: the groups load from replicas it has set up.
         self.controller.add_listener(self.groups.on_metadata)
         self.replica_manager.start()
+        self.log_dir_moves.start()
         self.groups.start()
         if self.remote is not None:
             # Clients are served only from metadata that caught up with the quorum
@@ -423,6 +427,7 @@ class Node:
             ("metrics", lambda: self._metrics_http[0].shutdown() if self._metrics_http else None),
             ("groups", self.groups.shutdown),
             ("server", lambda: self._server.stop(grace=2).wait(5) if self._server else None),
+            ("log_dir_moves", self.log_dir_moves.shutdown),
             ("replica_manager", self.replica_manager.shutdown),
             ("logs", lambda: self.log_manager.shutdown(self.broker_epoch)),
         ]

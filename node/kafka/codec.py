@@ -22,6 +22,8 @@ from kafka.protocol.admin import (
     AlterConfigsResponse,
     AlterPartitionReassignmentsRequest,
     AlterPartitionReassignmentsResponse,
+    AlterReplicaLogDirsRequest,
+    AlterReplicaLogDirsResponse,
     AlterUserScramCredentialsRequest,
     AlterUserScramCredentialsResponse,
     CreateAclsRequest,
@@ -184,6 +186,14 @@ APIS: dict[int, ApiSpec] = {
         ),
         ApiSpec(33, "AlterConfigs", AlterConfigsRequest, AlterConfigsResponse, (0, 2)),
         ApiSpec(32, "DescribeConfigs", DescribeConfigsRequest, DescribeConfigsResponse, (1, 4)),
+        # Kafka 4 (KIP-896) serves AlterReplicaLogDirs from v1.
+        ApiSpec(
+            34,
+            "AlterReplicaLogDirs",
+            AlterReplicaLogDirsRequest,
+            AlterReplicaLogDirsResponse,
+            (1, 2),
+        ),
         ApiSpec(35, "DescribeLogDirs", DescribeLogDirsRequest, DescribeLogDirsResponse, (1, 4)),
         ApiSpec(37, "CreatePartitions", CreatePartitionsRequest, CreatePartitionsResponse, (0, 3)),
         ApiSpec(42, "DeleteGroups", DeleteGroupsRequest, DeleteGroupsResponse, (0, 2)),

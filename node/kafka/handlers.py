@@ -119,6 +119,7 @@ class KafkaApis:
                 self._may_group_config,
             ),
             33: lambda r: admin.alter_configs(guarded, r, self._may_group_config),
+            34: lambda r: log_dirs.alter_replica_log_dirs(self.node, r, self.authorizer),
             35: lambda r: log_dirs.describe_log_dirs(self.node, r, self.authorizer),
             37: lambda r: admin.create_partitions(guarded, r, self._mutations(r, 3)),
             42: groups.delete_groups,
