@@ -65,6 +65,24 @@ def _error(code: int) -> str:
 # --- configs --entity-type users ------------------------------------------------------
 
 
+def _quotas(args: argparse.Namespace) -> bool:
+    """Client quotas (else SCRAM credentials, topics or brokers): clients, users with
+    clients, a users --describe (quotas, then SCRAM credentials, as kafka-configs), or
+    users altered with quota keys."""
+    types = args.entity_types
+    if "clients" in types or len(types) > 1:
+        return True
+    if types != ["users"]:
+        return False
+    if args.describe:
+        return True
+    text = f"{args.add_config or ''},{args.delete_config or ''}"
+    scram = "SCRAM-SHA-" in text
+    if scram and any(key in text for key in ("_rate", "request_percentage")):
+        raise ValueError("give SCRAM credentials and quotas in separate --alter commands")
+    return not scram
+
+
 def parse_scram_items(text: str) -> list[tuple[str, int, str]]:
     """`SCRAM-SHA-256=[iterations=8192,password=p],SCRAM-SHA-512=[password=q]` →
     [(mechanism, iterations, password)]."""
@@ -94,6 +112,19 @@ def run_configs(args: argparse.Namespace, out: TextIO | None = None) -> int:
     from seglog.proto import security_pb2 as spb
 
     out = out or sys.stdout
+    names = list(args.entity_names or [])
+    args.entity_type = args.entity_types[0]
+    args.entity_name = names[0] if names and names[0] is not None else None
+    args.entity_default = bool(names) and names[0] is None
+    if _quotas(args):
+        from . import quota_configs
+
+        stub, timeout = _stub(args)
+        status = quota_configs.run(args, stub, timeout, out, _rpc, _error)
+        if not (args.describe and args.entity_type == "users" and len(args.entity_types) == 1):
+            return status
+        if args.entity_default or status:
+            return status  # the default user has no SCRAM credentials
     if args.entity_type == "brokers":
         from . import broker_configs
 
@@ -112,6 +143,8 @@ def run_configs(args: argparse.Namespace, out: TextIO | None = None) -> int:
         )
         failed = 0
         for u in r.results:
+            if u.error_code and _error(u.error_code) == "RESOURCE_NOT_FOUND":
+                continue  # kafka-configs: a user may have quotas and no credentials
             if u.error_code:
                 print(f"{u.user}: {_error(u.error_code)}: {u.error_message}", file=sys.stderr)
                 failed += 1
@@ -333,20 +366,38 @@ def run_acls(args: argparse.Namespace, out: TextIO | None = None) -> int:
 
 def add_configs_arguments(c: argparse.ArgumentParser) -> None:
     add_actions(c, {"--alter": None, "--describe": None})
-    c.add_argument("--entity-type", required=True, choices=["users", "topics", "brokers"])
-    c.add_argument("--entity-name", help="the user, the topic, or the broker id")
     c.add_argument(
-        "--entity-default", action="store_true", help="brokers: the cluster-wide default"
+        "--entity-type",
+        dest="entity_types",
+        action="append",
+        required=True,
+        choices=["users", "clients", "topics", "brokers"],
+        help="users and clients together: a (user, client-id) quota",
+    )
+    c.add_argument(
+        "--entity-name",
+        dest="entity_names",
+        action="append",
+        help="the user, the client id, the topic, or the broker id",
+    )
+    c.add_argument(
+        "--entity-default",
+        dest="entity_names",
+        action="append_const",
+        const=None,
+        help="brokers: the cluster-wide default; users, clients: the default quota",
     )
     c.add_argument("--all", action="store_true", help="topics, brokers --describe: every config")
     c.add_argument(
         "--add-config",
-        help="users: 'SCRAM-SHA-256=[iterations=8192,password=...]'; topics, brokers: k=v,k2=v2",
+        help="users: 'SCRAM-SHA-256=[iterations=8192,password=...]' or quotas; clients: "
+        "quotas (producer_byte_rate=N,consumer_byte_rate=N,request_percentage=P,"
+        "controller_mutation_rate=R); topics, brokers: k=v,k2=v2",
     )
     c.add_argument(
         "--delete-config",
-        help="users: SCRAM-SHA-256 and/or SCRAM-SHA-512; topics, brokers: config names; "
-        "comma-separated",
+        help="users: SCRAM-SHA-256 and/or SCRAM-SHA-512, or quota keys; clients: quota keys; "
+        "topics, brokers: config names; comma-separated",
     )
 
 

@@ -10,8 +10,10 @@ from dataclasses import dataclass, field, replace
 
 from seglog.controller.metadata_records import (
     BROKER_RESOURCE,
+    GROUP_RESOURCE,
     AccessControlEntryRecord,
     BrokerFenceRecord,
+    ClientQuotaRecord,
     ConfigRecord,
     MetadataRecord,
     PartitionChangeRecord,
@@ -82,6 +84,10 @@ class MetadataImage:
         self.configs: dict[str, dict[str, str]] = {}
         # Dynamic broker configs by broker id ("": the cluster-wide default).
         self.broker_configs: dict[str, dict[str, str]] = {}
+        # Per-group configs (Kafka 4.0's GROUP resource) by group id.
+        self.group_configs: dict[str, dict[str, str]] = {}
+        # Client quotas: entity ((type, name) pairs, name None: default) -> key -> value.
+        self.client_quotas: dict[tuple[tuple[str, str | None], ...], dict[str, float]] = {}
         self.brokers: dict[int, BrokerImage] = {}
         self.next_producer_id = 0
         # Security: SCRAM credentials by (user, mechanism code), ACL entries by id.
@@ -150,11 +156,10 @@ class MetadataImage:
                 del self.topics[name]
                 self.configs.pop(name, None)
             case ConfigRecord():
-                by_name = (
-                    self.broker_configs
-                    if record.resource_type == BROKER_RESOURCE
-                    else self.configs
-                )
+                by_name = {
+                    BROKER_RESOURCE: self.broker_configs,
+                    GROUP_RESOURCE: self.group_configs,
+                }.get(record.resource_type, self.configs)
                 overrides = by_name.setdefault(record.resource_name, {})
                 if record.value is None:
                     overrides.pop(record.name, None)
@@ -162,6 +167,14 @@ class MetadataImage:
                     overrides[record.name] = record.value
                 if not overrides:
                     del by_name[record.resource_name]
+            case ClientQuotaRecord():
+                values = self.client_quotas.setdefault(record.entity, {})
+                if record.remove:
+                    values.pop(record.key, None)
+                else:
+                    values[record.key] = record.value
+                if not values:
+                    del self.client_quotas[record.entity]
             case ProducerIdsRecord():
                 assert record.next_producer_id > self.next_producer_id, "producer ids only rise"
                 self.next_producer_id = record.next_producer_id
@@ -196,6 +209,10 @@ class MetadataImage:
             ),
             tuple(sorted((k, tuple(sorted(v.items()))) for k, v in self.configs.items())),
             tuple(sorted((k, tuple(sorted(v.items()))) for k, v in self.broker_configs.items())),
+            tuple(sorted((k, tuple(sorted(v.items()))) for k, v in self.group_configs.items())),
+            tuple(
+                sorted((str(k), tuple(sorted(v.items()))) for k, v in self.client_quotas.items())
+            ),
             tuple(sorted(self.brokers.items())),
             self.next_producer_id,
             tuple(sorted(self.scram_credentials.items())),
@@ -234,6 +251,12 @@ class MetadataImage:
         for broker, overrides in sorted(self.broker_configs.items()):
             for key, value in sorted(overrides.items()):
                 out.append(ConfigRecord(broker, key, value, BROKER_RESOURCE))
+        for group, overrides in sorted(self.group_configs.items()):
+            for key, value in sorted(overrides.items()):
+                out.append(ConfigRecord(group, key, value, GROUP_RESOURCE))
+        for entity, values in sorted(self.client_quotas.items(), key=lambda kv: str(kv[0])):
+            for key, number in sorted(values.items()):
+                out.append(ClientQuotaRecord(entity, key, number))
         if self.next_producer_id:
             out.append(ProducerIdsRecord(-1, -1, self.next_producer_id))
         out.extend(v for _, v in sorted(self.scram_credentials.items()))

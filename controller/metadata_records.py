@@ -82,20 +82,32 @@ class RemoveTopicRecord:
     topic_id: str
 
 
-TOPIC_RESOURCE, BROKER_RESOURCE = 2, 4  # Kafka's ConfigResource.Type ids
+TOPIC_RESOURCE, BROKER_RESOURCE, GROUP_RESOURCE = 2, 4, 32  # Kafka's ConfigResource.Type ids
 
 
 @dataclass(frozen=True, slots=True)
 class ConfigRecord:
     """A config override; value None removes it. As Kafka's record: a topic's
-    (resource_type 2, the topic's name) or a dynamic broker config (4; the broker's
-    id, or "" for the cluster-wide default)."""
+    (resource_type 2, the topic's name), a dynamic broker config (4; the broker's
+    id, or "" for the cluster-wide default) or a group's (32, the group id)."""
 
     kind: ClassVar[str] = "Config"
     resource_name: str
     name: str
     value: str | None
     resource_type: int = TOPIC_RESOURCE
+
+
+@dataclass(frozen=True, slots=True)
+class ClientQuotaRecord:
+    """Kafka's ClientQuotaRecord: one quota key of one entity ((type, name) pairs
+    sorted by type; name None is the type's default), set to `value` or removed."""
+
+    kind: ClassVar[str] = "ClientQuota"
+    entity: tuple[tuple[str, str | None], ...]
+    key: str
+    value: float
+    remove: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -158,6 +170,7 @@ MetadataRecord = (
     | PartitionChangeRecord
     | RemoveTopicRecord
     | ConfigRecord
+    | ClientQuotaRecord
     | ProducerIdsRecord
     | UserScramCredentialRecord
     | RemoveUserScramCredentialRecord
@@ -175,6 +188,7 @@ _BY_KIND: dict[str, type[MetadataRecord]] = {
         PartitionChangeRecord,
         RemoveTopicRecord,
         ConfigRecord,
+        ClientQuotaRecord,
         ProducerIdsRecord,
         UserScramCredentialRecord,
         RemoveUserScramCredentialRecord,

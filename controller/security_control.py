@@ -1,15 +1,21 @@
-"""The controller's decisions on security records, pure: a broker proposes SCRAM
-credentials and ACL entries (and their removals) already checked for form; the
-controller checks them against its image, in order, and commits those that hold.
-Each proposal gets (Kafka's error name, message): NONE when its record is taken."""
+"""The controller's decisions on security and client records, pure: a broker proposes
+SCRAM credentials and ACL entries (and their removals), client quotas
+(ClientQuotaRecord) and group configs (GROUP ConfigRecords), already checked for
+form; the controller checks them against its image, in order, and commits those that
+hold. Each proposal gets (Kafka's error name, message): NONE when its record is
+taken."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
+from seglog.controller.client_quotas import NO_ERROR, alteration_error
 from seglog.controller.metadata_image import MetadataImage
 from seglog.controller.metadata_records import (
+    GROUP_RESOURCE,
     AccessControlEntryRecord,
+    ClientQuotaRecord,
+    ConfigRecord,
     MetadataRecord,
     RemoveAccessControlEntryRecord,
     RemoveUserScramCredentialRecord,
@@ -85,6 +91,13 @@ def security_records(
                     result = ("NONE", "gone")  # deleted meanwhile: nothing to do
                 else:
                     del acls[r.id]
+            case ClientQuotaRecord():
+                error = alteration_error(r.entity, [(r.key, r.value, r.remove)])
+                if error != NO_ERROR:
+                    result = error
+            case ConfigRecord() if r.resource_type == GROUP_RESOURCE:
+                if not r.resource_name:
+                    result = ("INVALID_REQUEST", "a group config needs a group id")
             case _:
                 result = ("INVALID_REQUEST", f"{type(r).__name__} is not a security record")
         if result == ("NONE", ""):
@@ -105,4 +118,9 @@ def security_applied(image: MetadataImage, r: MetadataRecord) -> bool:
             return r.id in image.acls
         case RemoveAccessControlEntryRecord():
             return r.id not in image.acls
+        case ClientQuotaRecord():
+            held = image.client_quotas.get(r.entity, {}).get(r.key)
+            return held is None if r.remove else held == r.value
+        case ConfigRecord():
+            return image.group_configs.get(r.resource_name, {}).get(r.name) == r.value
     return True

@@ -74,6 +74,8 @@ class LogManager:
         self.flush_observer: Callable[[float], None] | None = None
         self._full_logged_ms: dict[Path, int] = {}
         self._partitions: dict[TopicPartition, PartitionLog] = {}
+        # AlterReplicaLogDirs for a partition not hosted yet: where it is to be created.
+        self.preferred_dirs: dict[TopicPartition, LogDirectory] = {}
         self._lock = threading.Lock()  # guards the partition map, not the logs
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -174,9 +176,13 @@ class LogManager:
             existing = self._partitions.get(tp)
             if existing is not None:
                 return existing
-            # Kafka places a new partition in the online directory holding the fewest.
+            # Kafka places a new partition in the directory an AlterReplicaLogDirs
+            # named, else in the online directory holding the fewest.
             online = [d for d in self.dirs if d.offline_reason is None] or self.dirs
-            directory = min(online, key=lambda d: len(d.logs))
+            preferred = self.preferred_dirs.pop(tp, None)
+            directory = (
+                preferred if preferred in online else min(online, key=lambda d: len(d.logs))
+            )
             log = directory.create_log(tp[0], tp[1], config, topic_id=topic_id)
             log.flush_observer = self.flush_observer
             plog = self._partitions[tp] = PartitionLog(log, directory)

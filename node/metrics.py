@@ -20,7 +20,7 @@ from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from seglog.controller.metadata_image import MetadataImage
-from seglog.storage.disk_and_clock import plain_perf_s
+from seglog.storage.disk_and_clock import plain_monotonic_s, plain_perf_s
 
 from . import request_timing
 from .grpc_wrap import WrappingInterceptor, wrap_handler
@@ -372,6 +372,7 @@ class NodeStateCollector(Collector):
         yield from self._cleaner()
         yield self._group_lag()
         yield from self._idle_ratios()
+        yield from self._client_quotas()
 
     def _cleaner(self) -> Iterator[Metric]:
         lag = self.node.log_manager.cleaner.lag()
@@ -412,6 +413,11 @@ class NodeStateCollector(Collector):
             family.add_metric([group, topic, str(partition)], lag)
         return family
 
+    def _client_quotas(self) -> Iterator[Metric]:
+        quotas = getattr(self.node, "client_quotas", None)
+        if quotas is not None:
+            yield from _quota_families(quotas, int(plain_monotonic_s() * 1000))
+
     def _idle_ratios(self) -> Iterator[Metric]:
         loop = getattr(self.node, "loop", None)
         if loop is not None:
@@ -436,6 +442,35 @@ class NodeStateCollector(Collector):
             "for a request, over the last 30 s",
             _pool_ratio([(s.handler_idle.ratio(), s.handler_idle.threads) for s in servers]),
         )
+
+
+def _quota_families(quotas: Any, now_ms: int) -> Iterator[Metric]:
+    """Kafka's per (user, client-id) quota metrics as the JMX exporter names them:
+    `kafka.server:type=Produce,user=U,client-id=C` byte-rate and throttle-time, the
+    same for Fetch, Request's request-time and ControllerMutation's mutation-rate, and
+    their throttle-time."""
+    for manager, rate_name in (
+        (quotas.produce, "byte_rate"),
+        (quotas.fetch, "byte_rate"),
+        (quotas.request, "request_time"),
+        (quotas.controller_mutation, "mutation_rate"),
+    ):
+        kind = manager.quota_type.lower()
+        rate = GaugeMetricFamily(
+            f"kafka_server_{kind}_{rate_name}",
+            f"{manager.quota_type} quota sensor's rate per user/client-id",
+            labels=["user", "client_id"],
+        )
+        throttle = GaugeMetricFamily(
+            f"kafka_server_{kind}_throttle_time",
+            "Tracking average throttle-time per user/client-id (ms)",
+            labels=["user", "client_id"],
+        )
+        for user, client_id, measured, throttle_ms in manager.snapshot(now_ms):
+            rate.add_metric([user, client_id], measured)
+            throttle.add_metric([user, client_id], throttle_ms)
+        yield rate
+        yield throttle
 
 
 def _pool_ratio(ratios: list[tuple[float, int]]) -> float:

@@ -8,10 +8,12 @@ from collections.abc import Sequence
 from typing import Protocol
 
 from seglog.controller.metadata_image import MetadataImage
+from seglog.controller.metadata_records import MetadataRecord
 from seglog.controller.reassignment import OngoingReassignment
 from seglog.proto import cluster_pb2 as cpb
 
 from .groups.offsets_topic import GroupCoordinatorRuntime
+from .log_dir_moves import LogDirMoves
 from .replica_manager import ReplicaManager
 from .security.node_authorizer import NodeAuthorizer
 
@@ -26,6 +28,7 @@ class NodeServices(Protocol):
     auto_create_topics_enable: bool
     groups: GroupCoordinatorRuntime
     authorizer: NodeAuthorizer | None  # ACLs; None: off
+    log_dir_moves: LogDirMoves  # AlterReplicaLogDirs
 
     def metadata_image(self) -> MetadataImage: ...
     def controller_id(self) -> int: ...
@@ -68,4 +71,8 @@ class NodeServices(Protocol):
         self, broker: str
     ) -> tuple[dict[str, str], dict[str, str], dict[str, str]]: ...
     def next_producer_id(self) -> int: ...
+    def commit_records(self, records: Sequence[MetadataRecord]) -> list[tuple[str, str]]:
+        """Client quotas and group configs, committed by the active controller:
+        (Kafka's error name, message) per record."""
+        ...
     def find_group_coordinator(self, group_id: str) -> tuple[str, int]: ...

@@ -29,6 +29,7 @@ from seglog.controller.metadata_records import MetadataRecord
 from seglog.controller.reassignment import OngoingReassignment
 from seglog.node import allocator, gc_pauses
 from seglog.node.alter_partition_manager import IsrChangeResult
+from seglog.node.client_quota_manager import ClientQuotas, QuotaWindows
 from seglog.node.config import NodeConfig, int_setting
 from seglog.node.controller.controller_requests import IsrChange
 from seglog.node.controller.local_controller import LocalController
@@ -40,6 +41,7 @@ from seglog.node.groups.grpc_servicer import MAX_WAITING_CALLS, GroupCoordinator
 from seglog.node.groups.offsets_records import OFFSETS_TOPIC
 from seglog.node.groups.offsets_topic import GroupCoordinatorRuntime
 from seglog.node.kafka.listener import KafkaListener, start_kafka_listeners
+from seglog.node.log_dir_moves import LogDirMoves
 from seglog.node.log_manager import LogManager
 from seglog.node.metrics import GrpcMetricsInterceptor, NodeMetrics, NodeStateCollector
 from seglog.node.replica_manager import ReplicaManager
@@ -132,6 +134,8 @@ class Node:
             quota_window_size_ms=config.replication_quota_window_size_seconds * 1000,
         )
         self.log_manager.on_dir_offline = self.replica_manager.on_log_dir_offline
+        # AlterReplicaLogDirs: replicas moved between log.dirs entries.
+        self.log_dir_moves = LogDirMoves(self.log_manager, self.replica_manager.hosted)
         if self.remote is not None:
             self.replica_manager.watchdog = self.remote.watchdog
             self.replica_manager.leadership_doubt = self.remote.leadership_doubt
@@ -146,6 +150,14 @@ class Node:
         )
         self.broker_epoch = -1
         self._dynamic_configs: tuple[dict[str, str], dict[str, str]] = ({}, {})
+        # Client quotas, enforced by the Kafka listeners (quota.window.* as Kafka's).
+        self.client_quotas = ClientQuotas(
+            QuotaWindows(
+                int_setting(config.raw, "quota.window.num", 11, at_least=1),
+                int_setting(config.raw, "quota.window.size.seconds", 1, at_least=1),
+            )
+        )
+        self._quotas_seen: dict[Any, dict[str, float]] = {}
         self._pid_lock = threading.Lock()
         self._pid_next = 0
         self._pid_end = 0
@@ -242,6 +254,7 @@ class Node:
         # After the replica manager: the groups load from replicas it has set up.
         self.controller.add_listener(self.groups.on_metadata)
         self.replica_manager.start()
+        self.log_dir_moves.start()
         self.groups.start()
         if self.remote is not None:
             # Clients are served only from metadata that caught up with the quorum
@@ -297,6 +310,9 @@ class Node:
         if dynamic != self._dynamic_configs:
             self._dynamic_configs = dynamic
             self._apply_broker_configs(image)
+        if image.client_quotas != self._quotas_seen:
+            self._quotas_seen = {k: dict(v) for k, v in image.client_quotas.items()}
+            self.client_quotas.update(self._quotas_seen)
         if self.remote is None:
             return
         me = image.brokers.get(self.node_id)
@@ -330,6 +346,9 @@ class Node:
         self, broker: str, changes: dict[str, str | None], validate_only: bool
     ) -> None:
         self.controller.alter_broker_configs(broker, changes, validate_only)
+
+    def commit_records(self, records: Sequence[MetadataRecord]) -> list[tuple[str, str]]:
+        return self.security.commit_records(records)
 
     def describe_metadata_quorum(self) -> cpb.DescribeQuorumResponse:
         """The metadata quorum as its leader sees it (each voter's log end and last
@@ -408,6 +427,7 @@ class Node:
             ("metrics", lambda: self._metrics_http[0].shutdown() if self._metrics_http else None),
             ("groups", self.groups.shutdown),
             ("server", lambda: self._server.stop(grace=2).wait(5) if self._server else None),
+            ("log_dir_moves", self.log_dir_moves.shutdown),
             ("replica_manager", self.replica_manager.shutdown),
             ("logs", lambda: self.log_manager.shutdown(self.broker_epoch)),
         ]

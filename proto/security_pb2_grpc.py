@@ -68,6 +68,16 @@ class SecurityStub:
                 request_serializer=security__pb2.SaslAuthenticateRequest.SerializeToString,
                 response_deserializer=security__pb2.SaslAuthenticateResponse.FromString,
                 _registered_method=True)
+        self.DescribeClientQuotas = channel.unary_unary(
+                '/seglog.v1.Security/DescribeClientQuotas',
+                request_serializer=security__pb2.DescribeClientQuotasRequest.SerializeToString,
+                response_deserializer=security__pb2.DescribeClientQuotasResponse.FromString,
+                _registered_method=True)
+        self.AlterClientQuotas = channel.unary_unary(
+                '/seglog.v1.Security/AlterClientQuotas',
+                request_serializer=security__pb2.AlterClientQuotasRequest.SerializeToString,
+                response_deserializer=security__pb2.AlterClientQuotasResponse.FromString,
+                _registered_method=True)
 
 
 class SecurityServicer:
@@ -118,6 +128,20 @@ class SecurityServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def DescribeClientQuotas(self, request, context):
+        """Client quotas, with the fields and codes of Kafka's DescribeClientQuotas and
+        AlterClientQuotas (`seglog configs --entity-type users/clients`).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def AlterClientQuotas(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_SecurityServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -150,6 +174,16 @@ def add_SecurityServicer_to_server(servicer, server):
                     servicer.SaslAuthenticate,
                     request_deserializer=security__pb2.SaslAuthenticateRequest.FromString,
                     response_serializer=security__pb2.SaslAuthenticateResponse.SerializeToString,
+            ),
+            'DescribeClientQuotas': grpc.unary_unary_rpc_method_handler(
+                    servicer.DescribeClientQuotas,
+                    request_deserializer=security__pb2.DescribeClientQuotasRequest.FromString,
+                    response_serializer=security__pb2.DescribeClientQuotasResponse.SerializeToString,
+            ),
+            'AlterClientQuotas': grpc.unary_unary_rpc_method_handler(
+                    servicer.AlterClientQuotas,
+                    request_deserializer=security__pb2.AlterClientQuotasRequest.FromString,
+                    response_serializer=security__pb2.AlterClientQuotasResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -328,6 +362,60 @@ class Security:
             metadata,
             _registered_method=True)
 
+    @staticmethod
+    def DescribeClientQuotas(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/seglog.v1.Security/DescribeClientQuotas',
+            security__pb2.DescribeClientQuotasRequest.SerializeToString,
+            security__pb2.DescribeClientQuotasResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def AlterClientQuotas(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/seglog.v1.Security/AlterClientQuotas',
+            security__pb2.AlterClientQuotasRequest.SerializeToString,
+            security__pb2.AlterClientQuotasResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
 
 class SecurityControlStub:
     """Missing associated documentation comment in .proto file."""
@@ -350,8 +438,8 @@ class SecurityControlServicer:
 
     def CommitSecurityRecords(self, request, context):
         """Metadata records (UserScramCredential, AccessControlEntry and their removals,
-        encoded as in the metadata log), checked against the controller's image and
-        committed together; one result per record.
+        ClientQuota, and GROUP Config records, encoded as in the metadata log), checked
+        against the controller's image and committed together; one result per record.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

@@ -158,6 +158,13 @@ class PartitionReplica(IsrChanges, LeaderReads):
     def is_leader(self) -> bool:
         return self.role is Role.LEADER
 
+    def replace_log(self, log: ReplicaLog) -> None:
+        """The replica's log moved to another log directory (Kafka's future replica
+        swapped in, AlterReplicaLogDirs): the same offsets, epochs and producer state
+        in new files; its reads and its follower fetches go on from the new one."""
+        self.log = log
+        self.fetcher.log = log
+
     @property
     def high_watermark(self) -> int:
         return self.log.high_watermark

@@ -137,13 +137,16 @@ class Log:
         time_ms: int | None = None,
         clock: Clock = now_ms,
         rng: random.Random | None = None,
+        topic_partition: tuple[str, int] | None = None,
     ) -> Log:
+        """`topic_partition`: for a directory not named `<topic>-<partition>` (a future
+        replica's `<topic>-<partition>.<id>-future`, Kafka's intra-broker move)."""
         t = clock() if time_ms is None else time_ms
         try:
             directory.mkdir(parents=True, exist_ok=True)
         except OSError as e:
             raise KafkaStorageError(f"cannot create partition directory {directory}: {e}") from e
-        topic, partition = parse_partition_dir(directory.name)
+        topic, partition = topic_partition or parse_partition_dir(directory.name)
         rng = rng if rng is not None else random.Random()
         local = LocalLog(directory, directory.name, config, file_segments(directory), rng)
         log = cls(

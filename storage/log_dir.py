@@ -86,7 +86,8 @@ class LogDirectory:
         if self.on_offline is not None:
             self.on_offline(self, e)
 
-    def _adopt(self, log: Log) -> Log:
+    def adopt(self, log: Log) -> Log:
+        """A log of this directory: its I/O errors are the directory's."""
         log.io_error_handler = self.report_io_error
         log.offline_reason = self.offline_reason
         return log
@@ -114,7 +115,7 @@ class LogDirectory:
             if tp[0] in RAFT_MANAGED_TOPICS:
                 continue
             config = (topic_configs or {}).get(tp[0], broker_config)
-            self.logs[tp] = self._adopt(
+            self.logs[tp] = self.adopt(
                 Log.open(
                     entry,
                     config,
@@ -156,7 +157,7 @@ class LogDirectory:
             clock=self.clock,
             rng=self.rng,
         )
-        self.logs[tp] = self._adopt(log)
+        self.logs[tp] = self.adopt(log)
         return log
 
     def delete_log(self, topic: str, partition: int) -> None:

@@ -8,9 +8,13 @@ The sources are not part of this repository: pass the path of a checkout.
 
 - kafka-python (the tag of the pinned kafka-python): `test/integration` with
   KAFKA_VERSION=4.0.0 and KAFKA_URI naming one seglog node whose node.id is 0 (the suite
-  assumes a single broker 0), transactions excluded (`-k "not transaction"`) until seglog
-  has them. The checkout's own `kafka` package is tested (PYTHONPATH), with the
-  checkout's test requirements installed (`pip install -r requirements-dev.txt`).
+  assumes a single broker 0), set up as the suite's own broker config
+  (servers/resources/default/kafka.properties: group.min.session.timeout.ms=1000, two
+  offsets partitions, a static advertised.listeners, an authorizer allowing everyone),
+  KAFKA_ROOT an empty directory (the fixture wants one even for an external broker);
+  transactions excluded until seglog has them, and the SSL tests, which start a broker
+  of their own. The checkout's own `kafka` package is tested (PYTHONPATH), with
+  pytest-mock and pytest-timeout installed (its `testing` extra).
 - librdkafka (the tag of confluent-kafka's bundled librdkafka, 2.16.0 for
   confluent-kafka 2.16): built in the checkout (`./configure && make`, then
   `make -C tests build`), run by `tests/test-runner` against three seglog nodes with a
@@ -54,14 +58,34 @@ SUITE_SETTINGS = {
 }
 
 
-def single_node_zero(root: Path) -> tuple[NodeProcess, int]:
-    """One node, id 0, a voter of a quorum of one, with a PLAINTEXT Kafka listener."""
+# An authorizer as the suites' brokers have (their ACL tests need one), that lets their
+# unauthenticated clients do everything.
+ACLS = {
+    "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+    "allow.everyone.if.no.acl.found": "true",
+    "super.users": "User:ANONYMOUS",
+}
+# kafka-python's servers/resources/default/kafka.properties, where seglog has the config.
+KAFKA_PYTHON_SETTINGS = {
+    "group.min.session.timeout.ms": "1000",
+    "offsets.topic.num.partitions": "2",
+    "replica.lag.time.max.ms": "1000",
+    "log.cleaner.enable": "false",
+}
+
+
+def single_node_zero(
+    root: Path, settings: Mapping[str, str] | None = None
+) -> tuple[NodeProcess, int]:
+    """One node, id 0, a voter of a quorum of one, with a PLAINTEXT Kafka listener that
+    is also advertised (a static `advertised.listeners`, as the suites' brokers have)."""
     controller_port, kafka_port = free_port(), free_port()
     node = NodeProcess(
         root,
         node_id=0,
         overrides={
             **SUITE_SETTINGS,
+            **(settings or {}),
             "controller.quorum.voters": f"0@127.0.0.1:{controller_port}",
         },
         controller_port=controller_port,
@@ -70,6 +94,8 @@ def single_node_zero(root: Path) -> tuple[NodeProcess, int]:
     for line in node.config_path.read_text().splitlines():
         if line.startswith("listeners="):
             line += f",PLAINTEXT://127.0.0.1:{kafka_port}"
+            advertised = [x for x in line.split("=", 1)[1].split(",") if "CONTROLLER" not in x]
+            lines.append("advertised.listeners=" + ",".join(advertised))
         lines.append(line)
     node.config_path.write_text("\n".join(lines) + "\n")
     return node, kafka_port
@@ -81,15 +107,29 @@ def run(command: list[str], cwd: Path, env: Mapping[str, str]) -> int:
 
 
 def kafka_python(checkout: Path, root: Path, extra: list[str]) -> int:
-    node, port = single_node_zero(root)
+    node, port = single_node_zero(root, {**KAFKA_PYTHON_SETTINGS, **ACLS})
     node.start(timeout_s=60)
+    # The suite's fixture insists on a Kafka install (KAFKA_ROOT) even for an external
+    # broker, and never uses it then: an empty directory stands for it.
+    kafka_root = root / "no-kafka-install"
+    kafka_root.mkdir(exist_ok=True)
     try:
         env = {
             "KAFKA_VERSION": KAFKA_VERSION,
             "KAFKA_URI": f"PLAINTEXT://127.0.0.1:{port}",
+            "KAFKA_ROOT": str(kafka_root),
             "PYTHONPATH": str(checkout),
         }
-        pytest = [sys.executable, "-m", "pytest", "test/integration", "-k", "not transaction"]
+        print(
+            "kafka-python: transactions are excluded (seglog has none yet); "
+            "test_ssl_integration.py's TestSSLConnection starts a Kafka broker of its own "
+            "(KafkaFixture with transport='SSL', no external-broker path) and cannot run "
+            "against any external broker: excluded. test_sasl_integration.py skips "
+            "itself on an external broker.",
+            flush=True,
+        )
+        selected = "not transaction and not TestSSLConnection"
+        pytest = [sys.executable, "-m", "pytest", "test/integration", "-k", selected]
         return run(pytest + extra, checkout, env)
     finally:
         node.stop()
@@ -101,14 +141,7 @@ def librdkafka(checkout: Path, root: Path, tests: str | None) -> int:
             code = run(step, checkout, {})
             if code:
                 return code
-    # An authorizer as trivup's brokers have (the ACL tests need one), that lets the
-    # tests' unauthenticated clients do everything.
-    acls = {
-        "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
-        "allow.everyone.if.no.acl.found": "true",
-        "super.users": "User:ANONYMOUS",
-    }
-    cluster = KafkaCluster(root, {**SUITE_SETTINGS, "default.replication.factor": "3", **acls})
+    cluster = KafkaCluster(root, {**SUITE_SETTINGS, "default.replication.factor": "3", **ACLS})
     cluster.start_all()
     try:
         conf = checkout / "tests" / "test.conf"
@@ -141,8 +174,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("suite", choices=("kafka-python", "librdkafka", "aiokafka"))
     parser.add_argument("--checkout", type=Path, required=True, help="the client's sources")
     parser.add_argument("--tests", help="librdkafka: TESTS, e.g. 0001,0081")
-    parser.add_argument("pytest_args", nargs="*", help="kafka-python: after --, for pytest")
-    args = parser.parse_args(argv)
+    argv = sys.argv[1:] if argv is None else argv
+    # kafka-python: what follows `--` goes to pytest (argparse would take a positional
+    # list right after the suite's name, before --checkout).
+    cut = argv.index("--") if "--" in argv else len(argv)
+    args = parser.parse_args(argv[:cut])
+    args.pytest_args = argv[cut + 1 :]
     checkout = args.checkout.expanduser().resolve()
     if not checkout.is_dir():
         parser.error(f"--checkout {checkout} is not a directory")

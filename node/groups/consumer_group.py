@@ -267,7 +267,8 @@ class ConsumerGroup:
                 member.rack_id = req.rack_id
             if changed:
                 self.group_epoch += 1
-        member.session_deadline_ms = now_ms + self.config.session_timeout_ms
+        session_ms = req.session_timeout_ms or self.config.session_timeout_ms
+        member.session_deadline_ms = now_ms + session_ms
         self._refresh_target(topics)
         owned = None if req.owned is None else set(req.owned)
         self._reconcile(member, owned, now_ms)
@@ -284,7 +285,7 @@ class ConsumerGroup:
             NONE,
             member_id=member.member_id,
             member_epoch=member.member_epoch,
-            heartbeat_interval_ms=self.config.heartbeat_interval_ms,
+            heartbeat_interval_ms=req.heartbeat_interval_ms or self.config.heartbeat_interval_ms,
             assignment=assignment,
         )
 

@@ -196,6 +196,9 @@ class ConsumerHeartbeat:
     member_id_from_client: bool = False
     client_id: str = ""
     client_host: str = ""
+    # The group's own configs (Kafka 4.0's GROUP resource), else the broker's.
+    session_timeout_ms: int | None = None
+    heartbeat_interval_ms: int | None = None
 
 
 @dataclass(frozen=True)

@@ -20,7 +20,8 @@ from seglog.storage.log_config import TOPIC_CONFIG_KEYS, ConfigType
 from seglog.storage.partition_metadata import topic_id_to_uuid
 
 from ..event_log import EventLogger
-from . import config_entries
+from . import config_entries, group_configs
+from .client_quotas import THROTTLED_MESSAGE, MutationQuota
 from .codec import KafkaRequest, Part, encode_response, response_class
 from .errors import error_code
 from .node_api import KafkaNode
@@ -28,11 +29,14 @@ from .node_api import KafkaNode
 _log = EventLogger("kafka")
 TOPIC = 2
 BROKER = 4
+GROUP = group_configs.GROUP
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3  # IncrementalAlterConfigs' operations
 DEFAULT_CONFIG = 5
 
 
-def create_topics(node: KafkaNode, request: KafkaRequest) -> list[Part]:
+def create_topics(
+    node: KafkaNode, request: KafkaRequest, quota: MutationQuota | None = None
+) -> list[Part]:
     req = request.body
     cls = response_class(request)
     names = [t.name for t in req.topics]
@@ -53,6 +57,9 @@ def create_topics(node: KafkaNode, request: KafkaRequest) -> list[Part]:
         if names.count(t.name) > 1:
             result.error_code = error_code("INVALID_REQUEST")
             result.error_message = f"topic {t.name!r} appears more than once in the request"
+        elif not _taken(quota, req, result.num_partitions):
+            result.error_code = error_code("THROTTLING_QUOTA_EXCEEDED")
+            result.error_message = THROTTLED_MESSAGE
         else:
             configs = {c.name: c.value for c in t.configs if c.value is not None}
             try:
@@ -69,10 +76,17 @@ def create_topics(node: KafkaNode, request: KafkaRequest) -> list[Part]:
         if result.error_code:
             result.num_partitions, result.replication_factor = -1, -1
         results.append(result)
-    return encode_response(request, cls(throttle_time_ms=0, topics=results))
+    return encode_response(request, cls(throttle_time_ms=request.throttle_ms, topics=results))
 
 
-def delete_topics(node: KafkaNode, request: KafkaRequest) -> list[Part]:
+def _taken(quota: MutationQuota | None, req: Any, partitions: int) -> bool:
+    """controller_mutation_rate: may these partitions be created or deleted?"""
+    return quota is None or bool(getattr(req, "validate_only", False)) or quota.take(partitions)
+
+
+def delete_topics(
+    node: KafkaNode, request: KafkaRequest, quota: MutationQuota | None = None
+) -> list[Part]:
     req = request.body
     cls = response_class(request)
     image = node.metadata_image()
@@ -101,15 +115,22 @@ def delete_topics(node: KafkaNode, request: KafkaRequest) -> list[Part]:
             topic = image.topics.get(name)
             if topic is not None and request.api_version >= 6 and result.topic_id is None:
                 result.topic_id = topic_id_to_uuid(topic.topic_id)
+            if topic is not None and not _taken(quota, req, len(topic.partitions)):
+                result.error_code = error_code("THROTTLING_QUOTA_EXCEEDED")
+                result.error_message = THROTTLED_MESSAGE
+                results.append(result)
+                continue
             try:
                 node.delete_topic(name)
             except ControlError as e:
                 result.error_code, result.error_message = error_code(e.error_name), str(e)
         results.append(result)
-    return encode_response(request, cls(throttle_time_ms=0, responses=results))
+    return encode_response(request, cls(throttle_time_ms=request.throttle_ms, responses=results))
 
 
-def create_partitions(node: KafkaNode, request: KafkaRequest) -> list[Part]:
+def create_partitions(
+    node: KafkaNode, request: KafkaRequest, quota: MutationQuota | None = None
+) -> list[Part]:
     """Grow topics to the requested partition counts: the new partitions placed as a
     new topic's would be, or by the request's assignments (one replica list per new
     partition, checked as Kafka checks them)."""
@@ -122,9 +143,12 @@ def create_partitions(node: KafkaNode, request: KafkaRequest) -> list[Part]:
         assignments = (
             None if t.assignments is None else [tuple(a.broker_ids) for a in t.assignments]
         )
+        topic = node.metadata_image().topics.get(t.name)
         if names.count(t.name) > 1:
             code = error_code("INVALID_REQUEST")
             message = f"topic {t.name!r} appears more than once in the request"
+        elif topic is not None and not _taken(quota, req, t.count - len(topic.partitions)):
+            code, message = error_code("THROTTLING_QUOTA_EXCEEDED"), THROTTLED_MESSAGE
         else:
             try:
                 node.create_partitions(t.name, t.count, bool(req.validate_only), assignments)
@@ -133,7 +157,7 @@ def create_partitions(node: KafkaNode, request: KafkaRequest) -> list[Part]:
         results.append(
             cls.CreatePartitionsTopicResult(name=t.name, error_code=code, error_message=message)
         )
-    return encode_response(request, cls(throttle_time_ms=0, results=results))
+    return encode_response(request, cls(throttle_time_ms=request.throttle_ms, results=results))
 
 
 def sensitive(name: str) -> bool:
@@ -151,6 +175,7 @@ def describe_configs(
     node: KafkaNode,
     request: KafkaRequest,
     may_describe_broker: Callable[[], bool] = lambda: True,
+    may_group: Callable[[bool, str], bool] = lambda _alter, _group: True,
 ) -> list[Part]:
     """Every config of each resource, as Kafka's ConfigHelper answers (config_entries.py):
     a topic's from its overrides, the broker's layers and the defaults; the BROKER
@@ -186,6 +211,15 @@ def describe_configs(
                 entries = config_entries.topic_entries(
                     effective, overrides, config_entries.Layers(*node.broker_config_layers(own_id))
                 )
+            elif resource.resource_type == GROUP:
+                if not may_group(False, resource.resource_name):
+                    raise ControlError(
+                        "GROUP_AUTHORIZATION_FAILED",
+                        f"not authorized to DESCRIBE_CONFIGS on group {resource.resource_name}",
+                    )
+                entries = group_configs.describe_entries(
+                    node, resource.resource_name, node.groups.config.consumer
+                )
             elif resource.resource_type == BROKER and not may_describe_broker():
                 raise ControlError(
                     "CLUSTER_AUTHORIZATION_FAILED",
@@ -207,7 +241,8 @@ def describe_configs(
                 )
             else:
                 raise ControlError(
-                    "INVALID_REQUEST", "only TOPIC and BROKER config resources are supported"
+                    "INVALID_REQUEST",
+                    "only TOPIC, BROKER and GROUP config resources are supported",
                 )
         except ControlError as e:
             result.error_code, result.error_message = error_code(e.error_name), str(e)
@@ -233,12 +268,16 @@ def describe_configs(
     return encode_response(request, cls(throttle_time_ms=0, results=results))
 
 
-def incremental_alter_configs(node: KafkaNode, request: KafkaRequest) -> list[Part]:
+def incremental_alter_configs(
+    node: KafkaNode,
+    request: KafkaRequest,
+    may_group: Callable[[bool, str], bool] = lambda _alter, _group: True,
+) -> list[Part]:
     req = request.body
     cls = response_class(request)
     results = []
     for resource in req.resources:
-        result = _alter_result(cls, resource)
+        result = _alter_result(cls, resource, may_group)
         if result.error_code:
             results.append(result)
             continue
@@ -270,18 +309,22 @@ def incremental_alter_configs(node: KafkaNode, request: KafkaRequest) -> list[Pa
     return encode_response(request, cls(throttle_time_ms=0, responses=results))
 
 
-def _alter_result(cls: Any, resource: Any) -> Any:
+def _alter_result(cls: Any, resource: Any, may_group: Callable[[bool, str], bool]) -> Any:
     """A resource's (Incremental)AlterConfigs answer: INVALID_REQUEST for a resource
-    type that cannot be altered, else no error yet."""
+    type that cannot be altered, GROUP_AUTHORIZATION_FAILED for a group the caller
+    may not ALTER_CONFIGS, else no error yet."""
     result = cls.AlterConfigsResourceResponse(
         error_code=0,
         error_message=None,
         resource_type=resource.resource_type,
         resource_name=resource.resource_name,
     )
-    if resource.resource_type not in (TOPIC, BROKER):
+    if resource.resource_type not in (TOPIC, BROKER, GROUP):
         result.error_code = error_code("INVALID_REQUEST")
-        result.error_message = "only TOPIC and BROKER config resources can be altered"
+        result.error_message = "only TOPIC, BROKER and GROUP config resources can be altered"
+    elif resource.resource_type == GROUP and not may_group(True, resource.resource_name):
+        result.error_code = error_code("GROUP_AUTHORIZATION_FAILED")
+        result.error_message = f"not authorized to ALTER_CONFIGS on group {resource.resource_name}"
     return result
 
 
@@ -291,7 +334,9 @@ def _list_change(
     """APPEND or SUBTRACT on a LIST config, as Kafka: from the value set (earlier in
     this request, else the resource's dynamic one, else the config's default), the
     items added (each once) or removed."""
-    if rtype == TOPIC:
+    if rtype == GROUP:
+        is_list, default, current = False, "", None  # a group's configs are numbers
+    elif rtype == TOPIC:
         key = TOPIC_CONFIG_KEYS.get(c.name)
         is_list = key is not None and key.type is ConfigType.LIST
         default = key.render(key.default) if key is not None and key.default is not None else ""
@@ -326,6 +371,10 @@ def _alter(
     try:
         if rtype == BROKER:
             node.alter_broker_configs(name, changes, bool(validate_only))
+        elif rtype == GROUP:
+            group_configs.alter(
+                node, name, changes, bool(validate_only), node.groups.config.consumer
+            )
         else:
             node.alter_configs(name, changes, bool(validate_only))
     except ControlError as e:
@@ -335,14 +384,18 @@ def _alter(
     return 0, None
 
 
-def alter_configs(node: KafkaNode, request: KafkaRequest) -> list[Part]:
+def alter_configs(
+    node: KafkaNode,
+    request: KafkaRequest,
+    may_group: Callable[[bool, str], bool] = lambda _alter, _group: True,
+) -> list[Part]:
     """AlterConfigs (API 33, the non-incremental one): a resource's dynamic configs
     become exactly the ones given, the others are deleted, as in Kafka."""
     req = request.body
     cls = response_class(request)
     results = []
     for resource in req.resources:
-        result = _alter_result(cls, resource)
+        result = _alter_result(cls, resource, may_group)
         given = {c.name: c.value for c in resource.configs}
         nulls = sorted(k for k, v in given.items() if v is None)
         if nulls and not result.error_code:
@@ -353,6 +406,8 @@ def alter_configs(node: KafkaNode, request: KafkaRequest) -> list[Part]:
             try:
                 if resource.resource_type == TOPIC:
                     current = set(node.metadata_image().configs.get(name, {}))
+                elif resource.resource_type == GROUP:
+                    current = set(node.metadata_image().group_configs.get(name, {}))
                 else:
                     own, default, _static = node.broker_config_layers(name)
                     current = set(own if name else default)

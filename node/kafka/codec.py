@@ -15,10 +15,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from kafka.protocol.admin import (
+    AlterClientQuotasRequest,
+    AlterClientQuotasResponse,
     AlterConfigsRequest,
     AlterConfigsResponse,
     AlterPartitionReassignmentsRequest,
     AlterPartitionReassignmentsResponse,
+    AlterReplicaLogDirsRequest,
+    AlterReplicaLogDirsResponse,
     AlterUserScramCredentialsRequest,
     AlterUserScramCredentialsResponse,
     CreateAclsRequest,
@@ -37,6 +41,8 @@ from kafka.protocol.admin import (
     DeleteTopicsResponse,
     DescribeAclsRequest,
     DescribeAclsResponse,
+    DescribeClientQuotasRequest,
+    DescribeClientQuotasResponse,
     DescribeClusterRequest,
     DescribeClusterResponse,
     DescribeConfigsRequest,
@@ -180,6 +186,14 @@ APIS: dict[int, ApiSpec] = {
         ),
         ApiSpec(33, "AlterConfigs", AlterConfigsRequest, AlterConfigsResponse, (0, 2)),
         ApiSpec(32, "DescribeConfigs", DescribeConfigsRequest, DescribeConfigsResponse, (1, 4)),
+        # Kafka 4 (KIP-896) serves AlterReplicaLogDirs from v1.
+        ApiSpec(
+            34,
+            "AlterReplicaLogDirs",
+            AlterReplicaLogDirsRequest,
+            AlterReplicaLogDirsResponse,
+            (1, 2),
+        ),
         ApiSpec(35, "DescribeLogDirs", DescribeLogDirsRequest, DescribeLogDirsResponse, (1, 4)),
         ApiSpec(37, "CreatePartitions", CreatePartitionsRequest, CreatePartitionsResponse, (0, 3)),
         ApiSpec(42, "DeleteGroups", DeleteGroupsRequest, DeleteGroupsResponse, (0, 2)),
@@ -212,6 +226,17 @@ APIS: dict[int, ApiSpec] = {
             DescribeTopicPartitionsRequest,
             DescribeTopicPartitionsResponse,
             (0, 0),
+        ),
+        # Client quotas (node/kafka/client_quotas.py).
+        ApiSpec(
+            48,
+            "DescribeClientQuotas",
+            DescribeClientQuotasRequest,
+            DescribeClientQuotasResponse,
+            (0, 1),
+        ),
+        ApiSpec(
+            49, "AlterClientQuotas", AlterClientQuotasRequest, AlterClientQuotasResponse, (0, 1)
         ),
         ApiSpec(55, "DescribeQuorum", DescribeQuorumRequest, DescribeQuorumResponse, (0, 2)),
         ApiSpec(60, "DescribeCluster", DescribeClusterRequest, DescribeClusterResponse, (0, 2)),
@@ -287,6 +312,7 @@ class KafkaRequest:
     size: int  # bytes in the frame
     client_host: str = ""  # the peer's address (the group coordinator records it)
     received_s: float = 0.0  # perf_counter() when its frame was read (its queue time)
+    throttle_ms: int = 0  # a client quota's throttle: the connection is muted this long
 
     @property
     def spec(self) -> ApiSpec:

@@ -30,9 +30,10 @@ class Responder(Protocol):
 class Slot:
     """A request's place in its connection's response order."""
 
-    __slots__ = ("api", "close", "done", "parts")
+    __slots__ = ("api", "close", "done", "parts", "throttle_ms")
 
     def __init__(self, api: str = "") -> None:
+        self.throttle_ms = 0  # a client quota's: the connection is muted once answered
         self.done = False
         self.parts: list[Part] | None = None
         self.close = False

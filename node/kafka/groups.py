@@ -46,6 +46,7 @@ from ..security.acls import AclOperation, ResourceType
 from ..security.group_acls import GROUP_DENIED, GuardedGroups, done_future
 from ..security.kafka_gate import allowed, authorized_operations, caller_may
 from ..security.node_authorizer import NodeAuthorizer
+from . import group_configs
 from .codec import KafkaRequest, Part, encode_response, response_class
 from .errors import error_code
 from .metadata import live_brokers
@@ -291,6 +292,10 @@ class KafkaGroupApis:
             client_id=request.client_id or "",
             client_host="/" + request.client_host,
         )
+        own = self.node.metadata_image().group_configs.get(req.group_id)
+        if own:  # the group's configs (Kafka 4.0's GROUP resource)
+            session, interval = group_configs.overrides(self.node.groups.config.consumer, own)
+            beat = replace(beat, session_timeout_ms=session, heartbeat_interval_ms=interval)
         future = self._groups().consumer_group_heartbeat(beat)
         r = expected(wait_answer(future), ConsumerHeartbeatResult, ConsumerHeartbeatResult)
         cls = response_class(request)

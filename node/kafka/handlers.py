@@ -13,10 +13,11 @@ from collections.abc import Callable
 from typing import Any
 
 from seglog.controller.cluster_control import ControlError
-from seglog.storage.disk_and_clock import plain_monotonic_s
+from seglog.storage.disk_and_clock import plain_monotonic_s, plain_perf_s
 from seglog.storage.file_slice import FileSlice
 from seglog.storage.partition_metadata import uuid_to_topic_id
 
+from ..client_quota_manager import NANOS_TO_PERCENTAGE, ClientQuotas
 from ..event_log import EventLogger
 from ..fetch_wakeups import FetchWaiter
 from ..groups.offsets_records import OFFSETS_TOPIC
@@ -27,6 +28,7 @@ from ..security.kafka_gate import allowed, allowed_on_any, authorized_operations
 from ..security.node_authorizer import NodeAuthorizer
 from . import (
     admin,
+    client_quotas,
     hot_codec,
     log_dirs,
     quorum,
@@ -80,6 +82,8 @@ class KafkaApis:
         groups = KafkaGroupApis(node, listener, lambda: self.authorizer)
         self.client_telemetry = telemetry.ClientTelemetry()
         self.quorum_voters: dict[int, tuple[str, int]] = {}  # the listener sets them
+        # Client quotas (node/client_quota_manager.py): the node's, fed by its metadata.
+        self.quotas: ClientQuotas = getattr(node, "client_quotas", None) or ClientQuotas()
         self._apis: dict[int, Callable[[KafkaRequest], list[Part] | None]] = {
             0: self.produce,
             1: self.fetch,
@@ -102,8 +106,10 @@ class KafkaApis:
             15: groups.describe_groups,
             16: groups.list_groups,
             18: api_versions,
-            19: lambda r: admin.create_topics(guarded, r),
-            20: lambda r: admin.delete_topics(guarded, r),
+            # controller_mutation_rate: strict from CreateTopics v6, DeleteTopics v5 and
+            # CreatePartitions v3, as Kafka.
+            19: lambda r: admin.create_topics(guarded, r, self._mutations(r, 6)),
+            20: lambda r: admin.delete_topics(guarded, r, self._mutations(r, 5)),
             21: lambda r: records.delete_records(self.node, r, lambda: self.authorizer),
             22: self.init_producer_id,
             23: self.offsets_for_leader_epoch,
@@ -113,10 +119,12 @@ class KafkaApis:
                 lambda: allowed(
                     self.authorizer, AclOperation.DESCRIBE_CONFIGS, CLUSTER, CLUSTER_NAME
                 ),
+                self._may_group_config,
             ),
-            33: lambda r: admin.alter_configs(guarded, r),
+            33: lambda r: admin.alter_configs(guarded, r, self._may_group_config),
+            34: lambda r: log_dirs.alter_replica_log_dirs(self.node, r, self.authorizer),
             35: lambda r: log_dirs.describe_log_dirs(self.node, r, self.authorizer),
-            37: lambda r: admin.create_partitions(guarded, r),
+            37: lambda r: admin.create_partitions(guarded, r, self._mutations(r, 3)),
             42: groups.delete_groups,
             43: lambda r: admin.elect_leaders(
                 self.node,
@@ -124,7 +132,19 @@ class KafkaApis:
                 lambda: allowed(self.authorizer, AclOperation.ALTER, CLUSTER, CLUSTER_NAME),
             ),
             47: groups.offset_delete,
-            44: lambda r: admin.incremental_alter_configs(guarded, r),
+            48: lambda r: client_quotas.describe_client_quotas(
+                self.node,
+                r,
+                lambda: allowed(
+                    self.authorizer, AclOperation.DESCRIBE_CONFIGS, CLUSTER, CLUSTER_NAME
+                ),
+            ),
+            49: lambda r: client_quotas.alter_client_quotas(
+                self.node,
+                r,
+                lambda: allowed(self.authorizer, AclOperation.ALTER_CONFIGS, CLUSTER, CLUSTER_NAME),
+            ),
+            44: lambda r: admin.incremental_alter_configs(guarded, r, self._may_group_config),
             45: self.alter_partition_reassignments,
             46: self.list_partition_reassignments,
             55: lambda r: quorum.describe_quorum(
@@ -154,7 +174,24 @@ class KafkaApis:
         }
 
     def __call__(self, request: KafkaRequest) -> list[Part] | Deferred | None:
-        return self._apis[request.api_key](request)
+        if not self.quotas.request.enabled:
+            return self._apis[request.api_key](request)
+        # request_percentage: the handler's time on its thread, as Kafka's request quota.
+        started = plain_perf_s()
+        try:
+            return self._apis[request.api_key](request)
+        finally:
+            spent = (plain_perf_s() - started) * 1e9 * NANOS_TO_PERCENTAGE
+            client_quotas.record(self.quotas.request, request, spent)
+
+    def _may_group_config(self, alter: bool, group: str) -> bool:
+        op = AclOperation.ALTER_CONFIGS if alter else AclOperation.DESCRIBE_CONFIGS
+        return allowed(self.authorizer, op, ResourceType.GROUP, group)
+
+    def _mutations(self, request: KafkaRequest, strict_since: int) -> Any:
+        return client_quotas.MutationQuota.of(
+            self.quotas.controller_mutation, request, strict_since
+        )
 
     def alter_partition_reassignments(self, request: KafkaRequest) -> list[Part]:
         if not allowed(self.authorizer, AclOperation.ALTER, CLUSTER, CLUSTER_NAME):
@@ -198,6 +235,7 @@ class KafkaApis:
                 else:
                     seen.add(tp)
                     items.append((tp, bytes(p.records)))
+        client_quotas.record(self.quotas.produce, request, request.size)  # producer_byte_rate
         timeout = req.timeout_ms if req.timeout_ms > 0 else DEFAULT_PRODUCE_TIMEOUT_MS
         rm = self.node.replica_manager
         started = rm.start_produce_all(items, acks, timeout) if items else None
@@ -258,7 +296,9 @@ class KafkaApis:
                 )
             topics.append((t.name, partitions))
         return [
-            hot_codec.encode_produce_response(request.correlation_id, request.api_version, topics)
+            hot_codec.encode_produce_response(
+                request.correlation_id, request.api_version, topics, request.throttle_ms
+            )
         ]
 
     # --- fetch ---------------------------------------------------------------------
@@ -286,6 +326,9 @@ class KafkaApis:
         max_bytes = self.node.fetch_max_bytes
         if req.max_bytes > 0:
             max_bytes = min(req.max_bytes, max_bytes)
+        quota = client_quotas.FetchQuota.of(self.quotas.fetch, request)  # consumer_byte_rate
+        if quota is not None:
+            max_bytes = quota.max_bytes(max_bytes)
         wait_ms = min(max(req.max_wait_ms, 0), MAX_FETCH_WAIT_MS)
         if req.min_bytes <= 0:
             wait_ms = 0
@@ -309,9 +352,15 @@ class KafkaApis:
                 or self.stopped.is_set()
             )
 
+        def respond(results: list[Any]) -> list[Part]:
+            if quota is not None and quota.throttled(results):
+                close_slices(results)
+                return self.fetch_response(request, [], ids)  # Kafka: empty when throttled
+            return self.fetch_response(request, results, ids)
+
         now = read(0)
         if wait_ms == 0 or enough(now):
-            return self.fetch_response(request, now, ids)
+            return respond(now)
         close_slices(now)
         rm = self.node.replica_manager
 
@@ -319,7 +368,7 @@ class KafkaApis:
             # Parked on the loop: each change to the partitions schedules one look.
             def answer(results: list[Any] | None) -> list[Part]:
                 rm.wakeups.forget(waiter)
-                return self.fetch_response(request, read(0) if results is None else results, ids)
+                return respond(read(0) if results is None else results)
 
             on_loop: OnLoop[list[Any]] = OnLoop(done, answer, wait_ms / 1000)
 
@@ -337,7 +386,7 @@ class KafkaApis:
             rm.wakeups.watch(waiter, {(spec.topic, spec.partition) for spec in specs})
             on_loop.loop.call_soon(look)  # a change between the first read and the parking
 
-        return Deferred(lambda: self.fetch_response(request, read(wait_ms), ids), begin)
+        return Deferred(lambda: respond(read(wait_ms)), begin)
 
     def fetch_topics(self, request: KafkaRequest) -> tuple[list[tuple[str, Any]], Any]:
         """The request's topics by name; from v13 they come by id (KIP-516), and the
@@ -412,7 +461,7 @@ class KafkaApis:
                         t.topic_id = ids.get(r.topic) or uuid.UUID(r.topic)
                     topics.append(t)
             body = cls(
-                throttle_time_ms=0,
+                throttle_time_ms=request.throttle_ms,
                 error_code=error_code(error),
                 session_id=session_id,
                 responses=topics,
@@ -462,7 +511,9 @@ class KafkaApis:
                 if ids is not None:  # v13+: by id (an unknown one is its own text)
                     topic_id = ids.get(r.topic) or uuid.UUID(r.topic)
                 topics.append(hot_codec.FetchAnswerTopic(r.topic, topic_id, [part]))
-            body = hot_codec.FetchResponseBody(0, error_code(error), session_id, topics)
+            body = hot_codec.FetchResponseBody(
+                request.throttle_ms, error_code(error), session_id, topics
+            )
             return hot_codec.encode_fetch_response(request.correlation_id, version, body)
         except BaseException:
             close_slices(results)

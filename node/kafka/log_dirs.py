@@ -1,8 +1,12 @@
-"""DescribeLogDirs (API 35, v1-v4) on the Kafka listener: this node's log directories
-with each hosted partition's size and offset lag (how far its log end is behind the
-high watermark, as Kafka reports it), and the volume's total and usable bytes (v4).
-An offline directory answers KAFKA_STORAGE_ERROR with no partitions. Needs DESCRIBE on
-the cluster (else CLUSTER_AUTHORIZATION_FAILED, as Kafka)."""
+"""DescribeLogDirs (API 35, v1-v4) and AlterReplicaLogDirs (API 34, v1-v2) on the Kafka
+listener. Describe: this node's log directories with each hosted partition's size and
+offset lag (how far its log end is behind the high watermark, as Kafka reports it),
+a future replica being filled by a move listed with IsFutureKey (its lag: how far it
+is behind the current log's end), and the volume's total and usable bytes (v4). An
+offline directory answers KAFKA_STORAGE_ERROR with no partitions. Needs DESCRIBE on
+the cluster. Alter moves replicas of this node between its directories
+(node/log_dir_moves.py); needs ALTER on the cluster. Without the permission:
+CLUSTER_AUTHORIZATION_FAILED, as Kafka."""
 
 from __future__ import annotations
 
@@ -46,6 +50,17 @@ def describe_log_dirs(
                 partition_index=tp[1], partition_size=size, offset_lag=lag, is_future_key=False
             )
         )
+        moves = node.log_dir_moves
+        future, dest = moves.futures.get(tp), moves.moving.get(tp)
+        if future is not None and dest is not None:
+            with plog.lock:
+                lag = max(plog.log.log_end_offset - future.log_end_offset, 0)
+                size = future.size_in_bytes
+            by_dir.setdefault(dest.path, {}).setdefault(tp[0], []).append(
+                T.DescribeLogDirsPartition(
+                    partition_index=tp[1], partition_size=size, offset_lag=lag, is_future_key=True
+                )
+            )
     results = []
     for d in lm.dirs:
         offline = d.offline_reason is not None
@@ -66,3 +81,27 @@ def describe_log_dirs(
     body = cls(throttle_time_ms=0, results=results)
     body.error_code = 0
     return encode_response(request, body)
+
+
+def alter_replica_log_dirs(
+    node: KafkaNode, request: KafkaRequest, authorizer: NodeAuthorizer | None
+) -> list[Part]:
+    req = request.body
+    cls = response_class(request)
+    may = allowed(authorizer, AclOperation.ALTER, ResourceType.CLUSTER, CLUSTER_NAME)
+    errors: dict[tuple[str, int], str] = {}
+    for d in req.dirs:
+        for t in d.topics:
+            for p in t.partitions:
+                tp = (t.name, p)
+                errors[tp] = (
+                    node.log_dir_moves.alter(tp, d.path) if may else "CLUSTER_AUTHORIZATION_FAILED"
+                )
+    R = cls.AlterReplicaLogDirTopicResult
+    by_topic: dict[str, list[Any]] = {}
+    for (topic, p), error in errors.items():
+        by_topic.setdefault(topic, []).append(
+            R.AlterReplicaLogDirPartitionResult(partition_index=p, error_code=error_code(error))
+        )
+    results = [R(topic_name=name, partitions=parts) for name, parts in by_topic.items()]
+    return encode_response(request, cls(throttle_time_ms=0, results=results))

@@ -86,6 +86,8 @@ class KafkaConnection(asyncio.Protocol):
         self.write_paused = False
         self.taking = False  # in take_requests: an answer given inline does not re-enter
         self.reading = True
+        self.throttled = False  # muted for a client quota (Kafka's ThrottledChannel)
+        self.unthrottle_at: asyncio.TimerHandle | None = None
         self.closed = False
         self.last_active = plain_monotonic_s()
         self.principal: KafkaPrincipal = ANONYMOUS
@@ -153,7 +155,31 @@ class KafkaConnection(asyncio.Protocol):
     # --- requests ------------------------------------------------------------------------
 
     def muted(self) -> bool:
-        return self.unstarted is not None or len(self.slots) >= MAX_IN_FLIGHT or self.write_paused
+        return (
+            self.unstarted is not None
+            or len(self.slots) >= MAX_IN_FLIGHT
+            or self.write_paused
+            or self.throttled
+        )
+
+    def throttle(self, ms: int) -> None:
+        """KIP-219: the answer went out with its throttle time; the channel is muted
+        that long (a longer throttle already running is kept)."""
+        if self.closed or self.transport is None:
+            return
+        self.throttled = True
+        handle = asyncio.get_running_loop().call_later(ms / 1000, self._unthrottle)
+        if self.unthrottle_at is None or handle.when() > self.unthrottle_at.when():
+            if self.unthrottle_at is not None:
+                self.unthrottle_at.cancel()
+            self.unthrottle_at = handle
+        else:
+            handle.cancel()
+
+    def _unthrottle(self) -> None:
+        self.throttled, self.unthrottle_at = False, None
+        self._update_reading()
+        self.take_requests()
 
     def _update_reading(self) -> None:
         if self.closed or self.transport is None:
@@ -222,6 +248,8 @@ class KafkaConnection(asyncio.Protocol):
         # Bounded by the connection's slots (at most MAX_IN_FLIGHT).
         while self.slots and self.slots[0].done:
             head = self.slots.popleft()
+            if head.throttle_ms > 0:
+                self.throttle(head.throttle_ms)
             if head.parts:  # None: no response (acks=0)
                 self.outq.extend(head.parts)
                 self.parts_queued += len(head.parts)

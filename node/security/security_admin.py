@@ -47,6 +47,9 @@ class SecurityAdmin:
         self.authorizer = authorizer
         self._new_id = new_id
 
+    def metadata_image(self) -> MetadataImage:
+        return self._image()
+
     # --- lookups for authentication ------------------------------------------------
 
     def scram_credential(self, user: str, mechanism: str) -> ScramCredential | None:
@@ -62,12 +65,16 @@ class SecurityAdmin:
             r.iterations,
         )
 
+    def may(self, principal: str, host: str, operation: AclOperation) -> bool:
+        """May the caller do `operation` on the cluster (no authorizer: yes)?"""
+        return self._cluster(principal, host, operation)
+
     def _cluster(self, principal: str, host: str, operation: AclOperation) -> bool:
         return self.authorizer is None or self.authorizer.authorize(
             principal, host, operation, ResourceType.CLUSTER, CLUSTER_NAME
         )
 
-    def _commit_all(self, records: Sequence[MetadataRecord]) -> list[tuple[str, str]]:
+    def commit_records(self, records: Sequence[MetadataRecord]) -> list[tuple[str, str]]:
         if not records:
             return []
         try:
@@ -126,7 +133,7 @@ class SecurityAdmin:
                 )
             )
             owners.append(name)
-        for owner, (error, message) in zip(owners, self._commit_all(records), strict=True):
+        for owner, (error, message) in zip(owners, self.commit_records(records), strict=True):
             if error != "NONE":
                 errors.setdefault(owner, (error, message))
         _log.info("scram_credentials_altered", principal=principal, users=order)
@@ -191,7 +198,7 @@ class SecurityAdmin:
                 )
             )
             where.append(i)
-        for i, (error, message) in zip(where, self._commit_all(records), strict=True):
+        for i, (error, message) in zip(where, self.commit_records(records), strict=True):
             results[i] = (error, "" if error == "NONE" else message)
         _log.info("acls_created", principal=principal, count=len(records))
         return results
@@ -216,7 +223,7 @@ class SecurityAdmin:
             [r for r in entries if f.matches(binding_of(r))] for f in filters
         ]
         ids = list(dict.fromkeys(r.id for group in matched for r in group))
-        results = self._commit_all([RemoveAccessControlEntryRecord(i) for i in ids])
+        results = self.commit_records([RemoveAccessControlEntryRecord(i) for i in ids])
         failed = {i: res for i, res in zip(ids, results, strict=True) if res[0] != "NONE"}
         out = []
         for group in matched:

@@ -10,6 +10,7 @@ import grpc
 
 from seglog.controller.cluster_control import ControlError
 from seglog.controller.metadata_records import MetadataRecordError, decode_record
+from seglog.node.kafka.client_quotas import alter_entries, describe_entries
 from seglog.node.security.acls import (
     AclBinding,
     AclFilter,
@@ -198,6 +199,58 @@ class SecurityServicer(security_pb2_grpc.SecurityServicer):
             bindings=[binding_to_proto(b) for b in bindings],
         )
 
+    def DescribeClientQuotas(
+        self, request: spb.DescribeClientQuotasRequest, context: grpc.ServicerContext
+    ) -> spb.DescribeClientQuotasResponse:
+        principal, host = self._who(context)
+        if not self.admin.may(principal, host, AclOperation.DESCRIBE_CONFIGS):
+            return spb.DescribeClientQuotasResponse(
+                error_code=code("CLUSTER_AUTHORIZATION_FAILED"),
+                error_message="not authorized to DESCRIBE_CONFIGS on the cluster",
+            )
+        (error, message), found = describe_entries(
+            self.admin,
+            [
+                (c.entity_type, c.match_type, c.match if c.HasField("match") else None)
+                for c in request.components
+            ],
+            request.strict,
+        )
+        return spb.DescribeClientQuotasResponse(
+            error_code=code(error),
+            error_message=message,
+            entries=[
+                spb.QuotaEntry(
+                    entity=[_entity_part(t, n) for t, n in entity],
+                    values=[spb.QuotaValue(key=k, value=v) for k, v in sorted(values.items())],
+                )
+                for entity, values in found
+            ],
+        )
+
+    def AlterClientQuotas(
+        self, request: spb.AlterClientQuotasRequest, context: grpc.ServicerContext
+    ) -> spb.AlterClientQuotasResponse:
+        principal, host = self._who(context)
+        errors = alter_entries(
+            self.admin,
+            [
+                (
+                    [
+                        (p.entity_type, p.entity_name if p.HasField("entity_name") else None)
+                        for p in e.entity
+                    ],
+                    [(o.key, o.value, o.remove) for o in e.ops],
+                )
+                for e in request.entries
+            ],
+            request.validate_only,
+            self.admin.may(principal, host, AclOperation.ALTER_CONFIGS),
+        )
+        return spb.AlterClientQuotasResponse(
+            results=[spb.QuotaResult(error_code=code(e), error_message=m) for e, m in errors]
+        )
+
     def DeleteAcls(
         self, request: spb.DeleteAclsRequest, context: grpc.ServicerContext
     ) -> spb.DeleteAclsResponse:
@@ -215,3 +268,10 @@ class SecurityServicer(security_pb2_grpc.SecurityServicer):
                 for e, m, matched in results
             ]
         )
+
+
+def _entity_part(entity_type: str, name: str | None) -> spb.QuotaEntityPart:
+    part = spb.QuotaEntityPart(entity_type=entity_type)
+    if name is not None:
+        part.entity_name = name
+    return part

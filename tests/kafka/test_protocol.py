@@ -283,6 +283,35 @@ def admin_request(api_key: int, v: int) -> object | None:
     if api_key == 35:
         R = a.DescribeLogDirsRequest
         return R[v](topics=[R.DescribableLogDirTopic(topic=TOPIC, partitions=[0])])
+    if api_key == 34:  # a directory that is not one of log.dirs: LOG_DIR_NOT_FOUND
+        R = a.AlterReplicaLogDirsRequest
+        D = R.AlterReplicaLogDir
+        return R[v](
+            dirs=[
+                D(
+                    path="/no-such-dir",
+                    topics=[D.AlterReplicaLogDirTopic(name=TOPIC, partitions=[0])],
+                )
+            ]
+        )
+    if api_key == 48:
+        R = a.DescribeClientQuotasRequest
+        return R[v](
+            components=[R.ComponentData(entity_type="user", match_type=2, match=None)],
+            strict=False,
+        )
+    if api_key == 49:  # validate_only: nothing is stored
+        R = a.AlterClientQuotasRequest
+        E = R.EntryData
+        return R[v](
+            entries=[
+                E(
+                    entity=[E.EntityData(entity_type="client-id", entity_name=f"proto-{v}")],
+                    ops=[E.OpData(key="producer_byte_rate", value=1024.0, remove=False)],
+                )
+            ],
+            validate_only=True,
+        )
     return None
 
 
@@ -553,6 +582,12 @@ def test_every_served_api_and_version_cross_checked_with_kio(leader_port, api_ke
         assert decoded.topics[0].partitions[0].leader_id in (1, 2, 3), decoded
     elif api_key == 35:
         assert len(decoded.results) == 2 and all(r.error_code == 0 for r in decoded.results)
+    elif api_key == 34:
+        assert decoded.results[0].partitions[0].error_code == 57, decoded  # LOG_DIR_NOT_FOUND
+    elif api_key == 48:
+        assert decoded.error_code == 0 and decoded.entries is not None, decoded
+    elif api_key == 49:
+        assert decoded.entries[0].error_code == 0, decoded
     elif api_key == 21:
         assert decoded.topics[0].partitions[0].error_code == 3  # UNKNOWN_TOPIC_OR_PARTITION
     elif api_key == 19:
