@@ -12,7 +12,8 @@ the same state. A "flushed" prefix (the recovery point) models the page cache:
 the epoch cache as its synchronously written checkpoint left it (then truncated to the
 new LEO, as the loader does, 6.1), and the HW from the last HW checkpoint.
 
-Not modelled: indexes, transactions' `.txnindex`, zero-copy reads (`read_slice` with
+The `.txnindex` entries are held in memory and rebuilt by the same replay. Not
+modelled: offset and time indexes, zero-copy reads (`read_slice` with
 batches to send raises StorageError: no file to send them from).
 """
 
