@@ -682,7 +682,12 @@ class ReplicaManager:
     # --- offsets ---------------------------------------------------------------------------
 
     def list_offset(
-        self, tp: TopicPartition, timestamp: int, current_leader_epoch: int, replica_id: int = -1
+        self,
+        tp: TopicPartition,
+        timestamp: int,
+        current_leader_epoch: int,
+        replica_id: int = -1,
+        read_committed: bool = False,
     ) -> OffsetResult:
         try:
             hp = self._hosted_or_error(tp)
@@ -693,7 +698,9 @@ class ReplicaManager:
                         return OffsetResult()
                     timestamp = best
                 r = hp.replica.handle_list_offsets(
-                    pr.ListOffsetsRequest(timestamp, replica_id, current_leader_epoch)
+                    pr.ListOffsetsRequest(
+                        timestamp, replica_id, current_leader_epoch, read_committed=read_committed
+                    )
                 )
             return OffsetResult(r.offset, r.timestamp, r.leader_epoch, r.error)
         except (PartitionError, StorageError) as e:

@@ -32,6 +32,7 @@ class ObservedLog:
         self.read = log.read
         self.read_slice = log.read_slice
         self.offset_for_timestamp = log.offset_for_timestamp
+        self.collect_aborted_transactions = log.collect_aborted_transactions
 
     def _touch(self) -> None:
         self.version += 1
@@ -50,6 +51,10 @@ class ObservedLog:
     @property
     def high_watermark(self) -> int:
         return self.log.high_watermark
+
+    @property
+    def last_stable_offset(self) -> int:
+        return self.log.last_stable_offset
 
     @property
     def latest_epoch(self) -> int | None:

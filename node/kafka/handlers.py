@@ -25,7 +25,16 @@ from ..security.acls import CLUSTER_NAME, AclOperation, ResourceType
 from ..security.authorizing_node import AuthorizingNode
 from ..security.kafka_gate import allowed, allowed_on_any, authorized_operations
 from ..security.node_authorizer import NodeAuthorizer
-from . import admin, log_dirs, quorum, records, replica_fetch, telemetry, topic_partitions
+from . import (
+    admin,
+    log_dirs,
+    quorum,
+    read_committed,
+    records,
+    replica_fetch,
+    telemetry,
+    topic_partitions,
+)
 from .codec import (
     KafkaRequest,
     Part,
@@ -267,6 +276,7 @@ class KafkaApis:
         if replica_fetch.replica_of(request)[0] >= 0:
             return replica_fetch.fetch(self, request)
         topics, ids = self.fetch_topics(request)
+        committed = req.isolation_level == read_committed.READ_COMMITTED
         topics, denied = split_unknown(topics, ids)
         denied += [
             FetchResult(name, p.partition, "TOPIC_AUTHORIZATION_FAILED")
@@ -275,7 +285,7 @@ class KafkaApis:
             for p in t.partitions
         ]
         specs = [
-            fetch_spec(name, p, request.api_version, replica=False)
+            fetch_spec(name, p, request.api_version, replica=False, read_committed=committed)
             for name, t in topics
             if not denied or allowed(self.authorizer, AclOperation.READ, TOPIC, name)
             for p in t.partitions
@@ -372,13 +382,16 @@ class KafkaApis:
                         r.records.close()
                 elif r.records:
                     records = bytes(r.records)
-                part = cls.FetchableTopicResponse.PartitionData(
+                data_cls = cls.FetchableTopicResponse.PartitionData
+                part = data_cls(
                     partition_index=r.partition,
                     error_code=error_code(r.error_name),
                     high_watermark=r.high_watermark,
-                    last_stable_offset=r.high_watermark,
+                    last_stable_offset=read_committed.last_stable_offset(r),
                     log_start_offset=r.log_start_offset,
-                    aborted_transactions=[] if req.isolation_level == 1 else None,
+                    aborted_transactions=read_committed.aborted_transactions(
+                        data_cls, r, req.isolation_level
+                    ),
                     preferred_read_replica=-1,
                     records=records,
                 )
@@ -412,6 +425,8 @@ class KafkaApis:
         cls = response_class(request)
         rm = self.node.replica_manager
         replica = max(req.replica_id, -1)  # a follower's (its log end, not the HW)
+        # v2+: a READ_COMMITTED client's LATEST is the last stable offset.
+        committed = getattr(req, "isolation_level", 0) == read_committed.READ_COMMITTED
         topics = []
         for t in req.topics:
             partitions = []
@@ -423,7 +438,9 @@ class KafkaApis:
                 if timestamp in (EARLIEST_LOCAL_TIMESTAMP, LATEST_TIERED_TIMESTAMP):
                     timestamp = EARLIEST_TIMESTAMP
                 r = (
-                    rm.list_offset((t.name, p.partition_index), timestamp, epoch, replica)
+                    rm.list_offset(
+                        (t.name, p.partition_index), timestamp, epoch, replica, committed
+                    )
                     if allowed(self.authorizer, AclOperation.DESCRIBE, TOPIC, t.name)
                     else OffsetResult(error_name="TOPIC_AUTHORIZATION_FAILED")
                 )
