@@ -5,6 +5,8 @@ build the same `.txnindex` entries (docs/transactions.md)."""
 
 from __future__ import annotations
 
+from test_partition_replica import T0, batch, exchange, three
+
 from seglog.replication.partition_replica import (
     NONE,
     ListOffsetsRequest,
@@ -13,7 +15,6 @@ from seglog.replication.partition_replica import (
 from seglog.storage.producer_state import ControlMarker
 from seglog.storage.record_batch import NewRecord, build_batch, iter_batches
 from seglog.storage.txn_index import AbortedTxn
-from tests.replication.test_partition_replica import T0, batch, exchange, three
 
 LATEST = -1
 

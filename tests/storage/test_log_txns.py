@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from log_fixtures import T0, config
 
 from seglog.storage.dump_log import DumpOptions, dump_files
 from seglog.storage.errors import CorruptIndexError, InvalidProducerEpochError
@@ -21,7 +22,6 @@ from seglog.storage.producer_state import ControlMarker
 from seglog.storage.producer_state_entry import TransactionCoordinatorFencedError
 from seglog.storage.record_batch import NewRecord, build_batch, iter_batches
 from seglog.storage.txn_index import AbortedTxn, TransactionIndex
-from tests.storage.log_fixtures import T0, config
 
 ABORT = ControlMarker("ABORT", 7)
 COMMIT = ControlMarker("COMMIT", 7)
