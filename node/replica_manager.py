@@ -38,6 +38,7 @@ from seglog.storage.disk_and_clock import monotonic_ms as now_ms
 from seglog.storage.disk_and_clock import plain_monotonic_s, plain_perf_s
 from seglog.storage.errors import KafkaStorageError, StorageError
 from seglog.storage.log_config import LogConfig
+from seglog.storage.log_txns import TxnMarkerAppend
 
 from . import request_timing
 from .alter_partition_manager import AlterPartitionManager, BatchSender
@@ -487,6 +488,17 @@ class ReplicaManager:
         self.wakeups.wake(tp for tp, _data in items)  # followers long-poll for new data
         return StartedProduce(started, plain_monotonic_s() + timeout_ms / 1000 + 1)
 
+    def start_markers(
+        self, items: Sequence[tuple[TopicPartition, TxnMarkerAppend]], timeout_ms: int
+    ) -> StartedProduce:
+        """WriteTxnMarkers' appends (docs/transactions.md): each partition's COMMIT/ABORT
+        marker as leader, acks=all; await_produced waits for them."""
+        started = [
+            (tp, self._start_produce(tp, b"", -1, max(timeout_ms, 1), marker=m)) for tp, m in items
+        ]
+        self.wakeups.wake(tp for tp, _m in items)
+        return StartedProduce(started, plain_monotonic_s() + max(timeout_ms, 1) / 1000 + 1)
+
     def when_produced(self, produce: StartedProduce, callback: Callable[[], None]) -> None:
         """Call `callback` (from any thread) once await_produced would not block."""
         self._produces.when_answered(produce, callback)
@@ -503,6 +515,7 @@ class ReplicaManager:
         acks: int,
         timeout_ms: int,
         leader_epoch: int | None = None,
+        marker: TxnMarkerAppend | None = None,
     ) -> Pending | ProduceResult:
         try:
             hp = self._hosted_or_error(tp)
@@ -527,7 +540,7 @@ class ReplicaManager:
                     f"on node {self.node_id} (now {hp.replica.leader_epoch})",
                 )
             end_before = hp.plog.log.log_end_offset
-            actions = hp.replica.produce(request_id, data, acks, timeout_ms, now_ms())
+            actions = hp.replica.produce(request_id, data, acks, timeout_ms, now_ms(), marker)
             self._schedule_isr(hp)
             appended = hp.plog.log.log_end_offset - end_before
             if appended > 0 and self.metrics is not None:

@@ -17,6 +17,7 @@ from seglog.storage.leader_epoch_cache import (
     LeaderEpochCache,
 )
 from seglog.storage.log import FetchDataInfo, LogAppendInfo, TimestampAndOffset
+from seglog.storage.producer_state import ControlMarker
 from seglog.storage.txn_index import AbortedTxn
 
 NONE = "NONE"
@@ -79,6 +80,15 @@ class ReplicaLog(Protocol):
     ) -> LogAppendInfo: ...
     def append_as_follower(
         self, data: bytes | bytearray | memoryview, *, time_ms: int | None = ...
+    ) -> LogAppendInfo: ...
+    def append_marker(
+        self,
+        producer_id: int,
+        producer_epoch: int,
+        marker: ControlMarker,
+        leader_epoch: int,
+        *,
+        time_ms: int | None = ...,
     ) -> LogAppendInfo: ...
     def read(
         self,

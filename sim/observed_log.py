@@ -12,6 +12,7 @@ from __future__ import annotations
 from seglog.storage.leader_epoch_cache import LeaderEpochCache
 from seglog.storage.log import Log, LogAppendInfo
 from seglog.storage.log_config import LogConfig
+from seglog.storage.producer_state import ControlMarker
 
 
 class ObservedLog:
@@ -80,6 +81,21 @@ class ObservedLog:
         self, data: bytes | bytearray | memoryview, *, time_ms: int | None = None
     ) -> LogAppendInfo:
         info = self.log.append_as_follower(data, time_ms=time_ms)
+        self._touch()
+        return info
+
+    def append_marker(
+        self,
+        producer_id: int,
+        producer_epoch: int,
+        marker: ControlMarker,
+        leader_epoch: int,
+        *,
+        time_ms: int | None = None,
+    ) -> LogAppendInfo:
+        info = self.log.append_marker(
+            producer_id, producer_epoch, marker, leader_epoch, time_ms=time_ms
+        )
         self._touch()
         return info
 

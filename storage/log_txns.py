@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Iterator
+from typing import NamedTuple
 
 from .local_log import LocalLog
 from .producer_state import ControlMarker, ProducerStateManager
@@ -26,6 +27,14 @@ _CONTROL_KEY = struct.Struct(">hh")
 _MARKER_VALUE = struct.Struct(">hi")
 CONTROL_RECORD_KEY_VERSION = 0
 END_TXN_MARKER_VERSION = 0
+
+
+class TxnMarkerAppend(NamedTuple):
+    """A coordinator's marker for one partition (a WriteTxnMarkers entry)."""
+
+    producer_id: int
+    producer_epoch: int
+    marker: ControlMarker
 
 
 def marker_batch(

@@ -96,6 +96,8 @@ from kafka.protocol.producer import (
     InitProducerIdResponse,
     ProduceRequest,
     ProduceResponse,
+    WriteTxnMarkersRequest,
+    WriteTxnMarkersResponse,
 )
 from kafka.protocol.sasl import (
     SaslAuthenticateRequest,
@@ -171,6 +173,7 @@ APIS: dict[int, ApiSpec] = {
         ApiSpec(19, "CreateTopics", CreateTopicsRequest, CreateTopicsResponse, (2, 7)),
         ApiSpec(20, "DeleteTopics", DeleteTopicsRequest, DeleteTopicsResponse, (1, 6)),
         ApiSpec(22, "InitProducerId", InitProducerIdRequest, InitProducerIdResponse, (0, 4)),
+        ApiSpec(27, "WriteTxnMarkers", WriteTxnMarkersRequest, WriteTxnMarkersResponse, (1, 2)),
         ApiSpec(
             23,
             "OffsetForLeaderEpoch",

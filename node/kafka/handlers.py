@@ -34,6 +34,7 @@ from . import (
     replica_fetch,
     telemetry,
     topic_partitions,
+    txn_markers,
 )
 from .codec import (
     KafkaRequest,
@@ -105,6 +106,7 @@ class KafkaApis:
             21: lambda r: records.delete_records(self.node, r, lambda: self.authorizer),
             22: self.init_producer_id,
             23: self.offsets_for_leader_epoch,
+            27: lambda r: txn_markers.write_txn_markers(self, r),
             32: lambda r: admin.describe_configs(
                 guarded,
                 r,
@@ -174,8 +176,10 @@ class KafkaApis:
         refuse: str | None = None
         if acks not in (-1, 0, 1):
             refuse = "INVALID_REQUIRED_ACKS"
-        elif req.transactional_id is not None:
-            refuse = "TRANSACTIONAL_ID_AUTHORIZATION_FAILED"  # no transactions in seglog
+        elif req.transactional_id is not None and not allowed(
+            self.authorizer, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, req.transactional_id
+        ):
+            refuse = "TRANSACTIONAL_ID_AUTHORIZATION_FAILED"  # Kafka's rule for a transactional id
         items: list[tuple[tuple[str, int], bytes]] = []
         seen: set[tuple[str, int]] = set()
         errors: dict[tuple[str, int], str] = {}
