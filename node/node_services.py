@@ -14,6 +14,7 @@ from seglog.proto import cluster_pb2 as cpb
 from .groups.offsets_topic import GroupCoordinatorRuntime
 from .replica_manager import ReplicaManager
 from .security.node_authorizer import NodeAuthorizer
+from .transactions.txn_runtime import TransactionCoordinatorRuntime
 
 
 class NodeServices(Protocol):
@@ -25,6 +26,7 @@ class NodeServices(Protocol):
     default_replication_factor: int
     auto_create_topics_enable: bool
     groups: GroupCoordinatorRuntime
+    transactions: TransactionCoordinatorRuntime
     authorizer: NodeAuthorizer | None  # ACLs; None: off
 
     def metadata_image(self) -> MetadataImage: ...
@@ -69,3 +71,4 @@ class NodeServices(Protocol):
     ) -> tuple[dict[str, str], dict[str, str], dict[str, str]]: ...
     def next_producer_id(self) -> int: ...
     def find_group_coordinator(self, group_id: str) -> tuple[str, int]: ...
+    def find_transaction_coordinator(self, transactional_id: str) -> tuple[str, int]: ...

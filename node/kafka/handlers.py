@@ -25,6 +25,7 @@ from ..security.acls import CLUSTER_NAME, AclOperation, ResourceType
 from ..security.authorizing_node import AuthorizingNode
 from ..security.kafka_gate import allowed, allowed_on_any, authorized_operations
 from ..security.node_authorizer import NodeAuthorizer
+from ..transactions.txn_records import TRANSACTION_STATE_TOPIC
 from . import (
     admin,
     log_dirs,
@@ -34,6 +35,7 @@ from . import (
     replica_fetch,
     telemetry,
     topic_partitions,
+    txn_apis,
     txn_markers,
 )
 from .codec import (
@@ -53,7 +55,7 @@ from .node_api import KafkaNode
 
 _log = EventLogger("kafka")
 TOPIC, CLUSTER = ResourceType.TOPIC, ResourceType.CLUSTER
-INTERNAL_TOPICS = frozenset({OFFSETS_TOPIC})
+INTERNAL_TOPICS = frozenset({OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC})
 # ListOffsets' special timestamps (Kafka's ListOffsetsRequest).
 EARLIEST_TIMESTAMP, EARLIEST_LOCAL_TIMESTAMP, LATEST_TIERED_TIMESTAMP = -2, -4, -5
 MAX_FETCH_WAIT_MS = 30_000  # a client's fetch.max.wait.ms is capped at this
@@ -106,7 +108,13 @@ class KafkaApis:
             21: lambda r: records.delete_records(self.node, r, lambda: self.authorizer),
             22: self.init_producer_id,
             23: self.offsets_for_leader_epoch,
+            24: lambda r: txn_apis.add_partitions_to_txn(self, r),
+            25: lambda r: txn_apis.add_offsets_to_txn(self, r),
+            26: lambda r: txn_apis.end_txn(self, r),
             27: lambda r: txn_markers.write_txn_markers(self, r),
+            61: lambda r: txn_apis.describe_producers(self, r),
+            65: lambda r: txn_apis.describe_transactions(self, r),
+            66: lambda r: txn_apis.list_transactions(self, r),
             32: lambda r: admin.describe_configs(
                 guarded,
                 r,
@@ -494,13 +502,7 @@ class KafkaApis:
         req = request.body
         cls = response_class(request)
         if req.transactional_id is not None:
-            body = cls(
-                throttle_time_ms=0,
-                error_code=error_code("TRANSACTIONAL_ID_AUTHORIZATION_FAILED"),
-                producer_id=-1,
-                producer_epoch=-1,
-            )
-            return encode_response(request, body)
+            return txn_apis.init_producer_id(self, request)
         if not allowed(
             self.authorizer, AclOperation.IDEMPOTENT_WRITE, CLUSTER, CLUSTER_NAME
         ) and not allowed_on_any(self.authorizer, AclOperation.WRITE, TOPIC):
