@@ -471,7 +471,7 @@ class ReplicaManager:
 
     def start_produce_all(
         self,
-        items: Sequence[tuple[TopicPartition, bytes]],
+        items: Sequence[tuple[TopicPartition, bytes | TxnMarkerAppend]],
         acks: int,
         timeout_ms: int = 30_000,
         leader_epoch: int | None = None,
@@ -479,7 +479,8 @@ class ReplicaManager:
         """produce_all's first half: the appends, in order, now (a connection's next
         request may be appended as soon as this returns); await_produced waits.
         With `leader_epoch` (the group coordinator's writes) a partition led at any
-        other epoch refuses the append with FENCED_LEADER_EPOCH."""
+        other epoch refuses the append with FENCED_LEADER_EPOCH. An item may be a
+        transaction coordinator's marker instead of batches (WriteTxnMarkers)."""
         timeout_ms = max(timeout_ms, 1)
         started = [
             (tp, self._start_produce(tp, data, acks, timeout_ms, leader_epoch))
@@ -487,17 +488,6 @@ class ReplicaManager:
         ]
         self.wakeups.wake(tp for tp, _data in items)  # followers long-poll for new data
         return StartedProduce(started, plain_monotonic_s() + timeout_ms / 1000 + 1)
-
-    def start_markers(
-        self, items: Sequence[tuple[TopicPartition, TxnMarkerAppend]], timeout_ms: int
-    ) -> StartedProduce:
-        """WriteTxnMarkers' appends (docs/transactions.md): each partition's COMMIT/ABORT
-        marker as leader, acks=all; await_produced waits for them."""
-        started = [
-            (tp, self._start_produce(tp, b"", -1, max(timeout_ms, 1), marker=m)) for tp, m in items
-        ]
-        self.wakeups.wake(tp for tp, _m in items)
-        return StartedProduce(started, plain_monotonic_s() + max(timeout_ms, 1) / 1000 + 1)
 
     def when_produced(self, produce: StartedProduce, callback: Callable[[], None]) -> None:
         """Call `callback` (from any thread) once await_produced would not block."""
@@ -511,12 +501,12 @@ class ReplicaManager:
     def _start_produce(
         self,
         tp: TopicPartition,
-        data: bytes,
+        data: bytes | TxnMarkerAppend,  # or a transaction coordinator's marker
         acks: int,
         timeout_ms: int,
         leader_epoch: int | None = None,
-        marker: TxnMarkerAppend | None = None,
     ) -> Pending | ProduceResult:
+        marker, data = (data, b"") if isinstance(data, TxnMarkerAppend) else (None, data)
         try:
             hp = self._hosted_or_error(tp)
         except PartitionError as e:

@@ -12,16 +12,14 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from concurrent.futures import Future
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ..security.acls import AclOperation, ResourceType
 from ..security.kafka_gate import allowed
 from ..transactions.txn_shard import COORDINATOR_NOT_AVAILABLE, TxnResult
 from .codec import KafkaRequest, Part, encode_response, response_class
 from .errors import error_code
-
-if TYPE_CHECKING:
-    from .handlers import KafkaApis
+from .txn_markers import KafkaApis
 
 TXN_ID = ResourceType.TRANSACTIONAL_ID
 TOPIC = ResourceType.TOPIC
@@ -147,9 +145,10 @@ def describe_transactions(apis: KafkaApis, request: KafkaRequest) -> list[Part]:
     cls = response_class(request)
     states = []
     for tid in request.body.transactional_ids:
+        # Kafka's defaults for an id it cannot describe: zeros and an empty state.
         fields: dict[str, Any] = {
             "transactional_id": tid, "transaction_state": "", "transaction_timeout_ms": 0,
-            "transaction_start_time_ms": -1, "producer_id": -1, "producer_epoch": -1,
+            "transaction_start_time_ms": 0, "producer_id": 0, "producer_epoch": 0,
             "topics": [],
         }  # fmt: skip
         if not allowed(apis.authorizer, AclOperation.DESCRIBE, TXN_ID, tid):

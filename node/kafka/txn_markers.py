@@ -8,7 +8,7 @@ Only the cluster may ask: CLUSTER_ACTION, as Kafka."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from seglog.storage.disk_and_clock import plain_monotonic_s
 from seglog.storage.log_txns import TxnMarkerAppend
@@ -19,14 +19,21 @@ from ..security.kafka_gate import allowed
 from .codec import KafkaRequest, Part, encode_response, response_class
 from .deferred import Deferred, Done, OnLoop
 from .errors import error_code
-
-if TYPE_CHECKING:
-    from .handlers import KafkaApis
+from .node_api import KafkaNode
 
 CLUSTER = ResourceType.CLUSTER
 MARKER_TIMEOUT_MS = 30_000  # Kafka's request.timeout.ms for the coordinator's markers
 
 Key = tuple[int, str, int]  # marker index, topic, partition
+
+
+class KafkaApis(Protocol):
+    """What the transaction APIs need of the listener's handlers (handlers.py)."""
+
+    node: KafkaNode
+
+    @property
+    def authorizer(self) -> Any: ...
 
 
 def write_txn_markers(apis: KafkaApis, request: KafkaRequest) -> list[Part] | Deferred:
@@ -47,7 +54,7 @@ def write_txn_markers(apis: KafkaApis, request: KafkaRequest) -> list[Part] | De
                 keys.append((i, t.name, p))
     if not items:
         return _response(request, {}, {})
-    started = rm.start_markers(items, MARKER_TIMEOUT_MS)
+    started = rm.start_produce_all(items, -1, MARKER_TIMEOUT_MS)
 
     def answer(_: object = None) -> list[Part]:
         results = rm.await_produced(started)

@@ -83,8 +83,8 @@ class MarkerSender:
                 errors.append("NOT_LEADER_OR_FOLLOWER")
             elif leader == self.node_id:
                 append = TxnMarkerAppend(m.producer_id, m.producer_epoch, marker)
-                started = self.replica_manager.start_markers(
-                    [(tp, append) for tp in tps], TIMEOUT_MS
+                started = self.replica_manager.start_produce_all(
+                    [(tp, append) for tp in tps], -1, TIMEOUT_MS
                 )
                 errors += [r.error_name for r in self.replica_manager.await_produced(started)]
             else:
