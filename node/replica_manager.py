@@ -39,6 +39,7 @@ from seglog.storage.disk_and_clock import plain_monotonic_s, plain_perf_s
 from seglog.storage.errors import KafkaStorageError, StorageError
 from seglog.storage.log_config import LogConfig
 from seglog.storage.log_txns import TxnMarkerAppend
+from seglog.storage.producer_state import AppendOrigin
 
 from . import request_timing
 from .alter_partition_manager import AlterPartitionManager, BatchSender
@@ -530,7 +531,11 @@ class ReplicaManager:
                     f"on node {self.node_id} (now {hp.replica.leader_epoch})",
                 )
             end_before = hp.plog.log.log_end_offset
-            actions = hp.replica.produce(request_id, data, acks, timeout_ms, now_ms(), marker)
+            # A coordinator's own write (a leader epoch given): epochs checked, no sequences.
+            origin = AppendOrigin.CLIENT if leader_epoch is None else AppendOrigin.COORDINATOR
+            actions = hp.replica.produce(
+                request_id, data, acks, timeout_ms, now_ms(), marker, origin
+            )
             self._schedule_isr(hp)
             appended = hp.plog.log.log_end_offset - end_before
             if appended > 0 and self.metrics is not None:

@@ -165,6 +165,7 @@ class Node:
                 self._leader_of,
                 self._kafka_address,
                 txn_markers_ssl(config),
+                self.groups.on_txn_marker,
             ),
             config.transaction_abort_timed_out_transaction_cleanup_interval_ms,
         )

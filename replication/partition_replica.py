@@ -94,6 +94,7 @@ from seglog.replication.replica_messages import (
 from seglog.storage.errors import StorageError
 from seglog.storage.leader_epoch_cache import UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET
 from seglog.storage.log_txns import TxnMarkerAppend
+from seglog.storage.producer_state import AppendOrigin
 
 # --- the replica ----------------------------------------------------------------------
 
@@ -301,6 +302,7 @@ class PartitionReplica(IsrChanges, LeaderReads):
         timeout_ms: int,
         now_ms: int,
         marker: TxnMarkerAppend | None = None,
+        origin: AppendOrigin = AppendOrigin.CLIENT,
     ) -> list[Action]:
         """A client's batches for this partition (7.5), or with `marker` a transaction
         coordinator's COMMIT/ABORT marker instead (WriteTxnMarkers). The answer is a
@@ -335,7 +337,7 @@ class PartitionReplica(IsrChanges, LeaderReads):
         try:
             if marker is None:
                 t = self.log_time(now_ms)
-                info = self.log.append_as_leader(data, self.leader_epoch, time_ms=t)
+                info = self.log.append_as_leader(data, self.leader_epoch, time_ms=t, origin=origin)
             else:
                 pid, epoch, end = marker
                 t = self.log_time(now_ms)

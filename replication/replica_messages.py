@@ -17,7 +17,7 @@ from seglog.storage.leader_epoch_cache import (
     LeaderEpochCache,
 )
 from seglog.storage.log import FetchDataInfo, LogAppendInfo, TimestampAndOffset
-from seglog.storage.producer_state import ControlMarker
+from seglog.storage.producer_state import AppendOrigin, ControlMarker
 from seglog.storage.txn_index import AbortedTxn
 
 NONE = "NONE"
@@ -76,7 +76,12 @@ class ReplicaLog(Protocol):
     def last_stable_offset(self) -> int: ...
 
     def append_as_leader(
-        self, data: bytes | bytearray | memoryview, leader_epoch: int, *, time_ms: int | None = ...
+        self,
+        data: bytes | bytearray | memoryview,
+        leader_epoch: int,
+        *,
+        time_ms: int | None = ...,
+        origin: AppendOrigin = ...,
     ) -> LogAppendInfo: ...
     def append_as_follower(
         self, data: bytes | bytearray | memoryview, *, time_ms: int | None = ...

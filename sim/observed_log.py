@@ -12,7 +12,7 @@ from __future__ import annotations
 from seglog.storage.leader_epoch_cache import LeaderEpochCache
 from seglog.storage.log import Log, LogAppendInfo
 from seglog.storage.log_config import LogConfig
-from seglog.storage.producer_state import ControlMarker
+from seglog.storage.producer_state import AppendOrigin, ControlMarker
 
 
 class ObservedLog:
@@ -71,9 +71,14 @@ class ObservedLog:
         return self.log.durable_offset
 
     def append_as_leader(
-        self, data: bytes | bytearray | memoryview, leader_epoch: int, *, time_ms: int | None = None
+        self,
+        data: bytes | bytearray | memoryview,
+        leader_epoch: int,
+        *,
+        time_ms: int | None = None,
+        origin: AppendOrigin = AppendOrigin.CLIENT,
     ) -> LogAppendInfo:
-        info = self.log.append_as_leader(data, leader_epoch, time_ms=time_ms)
+        info = self.log.append_as_leader(data, leader_epoch, time_ms=time_ms, origin=origin)
         self._touch()
         return info
 

@@ -253,6 +253,7 @@ class Log:
         leader_epoch: int,
         *,
         time_ms: int | None = None,
+        origin: AppendOrigin = AppendOrigin.CLIENT,  # COORDINATOR: epochs, no sequences
     ) -> LogAppendInfo:
         """Validate a producer's batches, assign offsets and the leader epoch in place,
         check producer state, and append. Raises before writing anything."""
@@ -268,7 +269,7 @@ class Log:
         )
         if self.offline_reason is not None:
             self._raise_offline()
-        prepared = self.producer_state.prepare_appends(headers, AppendOrigin.CLIENT)
+        prepared = self.producer_state.prepare_appends(headers, origin)
         if isinstance(prepared, DuplicateBatch):
             return LogAppendInfo(
                 first_offset=prepared.first_offset,

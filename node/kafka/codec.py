@@ -108,6 +108,8 @@ from kafka.protocol.producer import (
     InitProducerIdResponse,
     ProduceRequest,
     ProduceResponse,
+    TxnOffsetCommitRequest,
+    TxnOffsetCommitResponse,
     WriteTxnMarkersRequest,
     WriteTxnMarkersResponse,
 )
@@ -191,6 +193,7 @@ APIS: dict[int, ApiSpec] = {
         ApiSpec(25, "AddOffsetsToTxn", AddOffsetsToTxnRequest, AddOffsetsToTxnResponse, (0, 3)),
         ApiSpec(26, "EndTxn", EndTxnRequest, EndTxnResponse, (0, 3)),
         ApiSpec(27, "WriteTxnMarkers", WriteTxnMarkersRequest, WriteTxnMarkersResponse, (1, 2)),
+        ApiSpec(28, "TxnOffsetCommit", TxnOffsetCommitRequest, TxnOffsetCommitResponse, (0, 3)),
         ApiSpec(
             61, "DescribeProducers", DescribeProducersRequest, DescribeProducersResponse, (0, 0)
         ),

@@ -112,6 +112,7 @@ class KafkaApis:
             25: lambda r: txn_apis.add_offsets_to_txn(self, r),
             26: lambda r: txn_apis.end_txn(self, r),
             27: lambda r: txn_markers.write_txn_markers(self, r),
+            28: lambda r: txn_apis.txn_offset_commit(self, r),
             61: lambda r: txn_apis.describe_producers(self, r),
             65: lambda r: txn_apis.describe_transactions(self, r),
             66: lambda r: txn_apis.list_transactions(self, r),

@@ -2,6 +2,7 @@
 translation to the node's transaction coordinator (node/transactions/) and back:
 InitProducerId with a transactional id, AddPartitionsToTxn (v0-3: one transaction per
 request, as clients of transaction version 1 send it), AddOffsetsToTxn, EndTxn,
+TxnOffsetCommit (at the group coordinator),
 DescribeTransactions, ListTransactions, and DescribeProducers (a partition leader's
 producer state). ACLs as Kafka: WRITE on the transactional id for the requests of a
 transaction, DESCRIBE on it to describe or list one, READ on the topic for
@@ -14,7 +15,9 @@ from collections.abc import Callable
 from concurrent.futures import Future
 from typing import Any
 
+from ..groups.listener_results import commit_errors, commit_partitions, wait_answer
 from ..security.acls import AclOperation, ResourceType
+from ..security.group_acls import GROUP_DENIED
 from ..security.kafka_gate import allowed
 from ..transactions.txn_shard import COORDINATOR_NOT_AVAILABLE, TxnResult
 from .codec import KafkaRequest, Part, encode_response, response_class
@@ -26,7 +29,7 @@ TOPIC = ResourceType.TOPIC
 ANSWER_TIMEOUT_S = 30.0
 DENIED = "TRANSACTIONAL_ID_AUTHORIZATION_FAILED"
 # The first version of each API that may answer PRODUCER_FENCED.
-FENCED_SINCE = {22: 4, 24: 2, 25: 2, 26: 2}
+FENCED_SINCE = {22: 4, 24: 2, 25: 2, 26: 2, 28: 3}
 
 
 def _answer(future: Future[TxnResult]) -> TxnResult:
@@ -251,4 +254,52 @@ def describe_producers(apis: KafkaApis, request: KafkaRequest) -> list[Part]:
                 )
             )
         topics.append(cls.TopicResponse(name=t.name, partitions=partitions))
+    return encode_response(request, cls(throttle_time_ms=0, topics=topics))
+
+
+def txn_offset_commit(apis: KafkaApis, request: KafkaRequest) -> list[Part]:
+    """TxnOffsetCommit at the group's coordinator: the offsets are written in the
+    producer's transaction and visible once its COMMIT marker lands (docs/transactions.md).
+    ACLs as Kafka: WRITE on the transactional id, READ on the group and each topic."""
+    req = request.body
+    v = request.api_version
+    partitions = commit_partitions(req.topics, leader_epochs=v >= 2)
+    if not allowed(apis.authorizer, AclOperation.WRITE, TXN_ID, req.transactional_id):
+        errors = dict.fromkeys(((p.topic, p.partition) for p in partitions), DENIED)
+    elif not allowed(apis.authorizer, AclOperation.READ, ResourceType.GROUP, req.group_id):
+        errors = dict.fromkeys(((p.topic, p.partition) for p in partitions), GROUP_DENIED)
+    else:
+        denied = {
+            (p.topic, p.partition)
+            for p in partitions
+            if not allowed(apis.authorizer, AclOperation.READ, TOPIC, p.topic)
+        }
+        allowed_parts = [p for p in partitions if (p.topic, p.partition) not in denied]
+        errors = dict.fromkeys(denied, "TOPIC_AUTHORIZATION_FAILED")
+        if allowed_parts:
+            future = apis.node.groups.txn_offset_commit(
+                req.group_id,
+                (req.producer_id, req.producer_epoch),
+                req.generation_id if v >= 3 else -1,
+                req.member_id if v >= 3 else "",
+                (req.group_instance_id or None) if v >= 3 else None,
+                allowed_parts,
+            )
+            errors.update(commit_errors(wait_answer(future), allowed_parts))
+    cls = response_class(request)
+    topic_cls = cls.TxnOffsetCommitResponseTopic
+    part_cls = topic_cls.TxnOffsetCommitResponsePartition
+    topics = [
+        topic_cls(
+            name=t.name,
+            partitions=[
+                part_cls(
+                    partition_index=p.partition_index,
+                    error_code=_code(request, errors.get((t.name, p.partition_index), "NONE")),
+                )
+                for p in t.partitions
+            ],
+        )
+        for t in req.topics
+    ]
     return encode_response(request, cls(throttle_time_ms=0, topics=topics))

@@ -14,6 +14,7 @@ from seglog.storage.disk_and_clock import plain_monotonic_s
 from seglog.storage.log_txns import TxnMarkerAppend
 from seglog.storage.producer_state import ControlMarker
 
+from ..groups.offsets_records import OFFSETS_TOPIC
 from ..security.acls import CLUSTER_NAME, AclOperation, ResourceType
 from ..security.kafka_gate import allowed
 from .codec import KafkaRequest, Part, encode_response, response_class
@@ -57,8 +58,13 @@ def write_txn_markers(apis: KafkaApis, request: KafkaRequest) -> list[Part] | De
     started = rm.start_produce_all(items, -1, MARKER_TIMEOUT_MS)
 
     def answer(_: object = None) -> list[Part]:
-        results = rm.await_produced(started)
-        return _response(request, {}, dict(zip(keys, (r.error_name for r in results), strict=True)))
+        results = dict(zip(keys, (r.error_name for r in rm.await_produced(started)), strict=True))
+        for (i, topic, partition), error in results.items():
+            if error == "NONE" and topic == OFFSETS_TOPIC:
+                # The group coordinator's pending TxnOffsetCommits become visible or go.
+                m = req.markers[i]
+                apis.node.groups.on_txn_marker(partition, m.producer_id, m.transaction_result)
+        return _response(request, {}, results)
 
     def begin(done: Done) -> None:
         on_loop: OnLoop[None] = OnLoop(done, answer, started.deadline - plain_monotonic_s())

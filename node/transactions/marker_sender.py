@@ -23,6 +23,7 @@ from seglog.storage.log_txns import TxnMarkerAppend
 from seglog.storage.producer_state import ControlMarker
 
 from ..event_log import EventLogger
+from ..groups.offsets_records import OFFSETS_TOPIC
 from ..kafka.errors import error_name
 from ..replica_manager import ReplicaManager
 from .txn_shard import NONE, SendMarkers
@@ -47,12 +48,16 @@ class MarkerSender:
         leader_of: LeaderOf,
         kafka_address_of: AddressOf,
         ssl_context: ssl.SSLContext | None = None,
+        on_offsets_marker: Callable[[int, int, bool], None] = lambda _p, _pid, _c: None,
     ) -> None:
         self.node_id = node_id
         self.replica_manager = replica_manager
         self.leader_of = leader_of
         self.kafka_address_of = kafka_address_of
         self.ssl_context = ssl_context
+        # A marker written here to `__consumer_offsets`-p: (p, producer id, commit), for
+        # the group coordinator's pending TxnOffsetCommits.
+        self.on_offsets_marker = on_offsets_marker
         self._pool = ThreadPoolExecutor(SENDERS, thread_name_prefix="txn-markers")
 
     def shutdown(self) -> None:
@@ -86,7 +91,11 @@ class MarkerSender:
                 started = self.replica_manager.start_produce_all(
                     [(tp, append) for tp in tps], -1, TIMEOUT_MS
                 )
-                errors += [r.error_name for r in self.replica_manager.await_produced(started)]
+                results = self.replica_manager.await_produced(started)
+                for (topic, partition), r in zip(tps, results, strict=True):
+                    if r.error_name == NONE and topic == OFFSETS_TOPIC:
+                        self.on_offsets_marker(partition, m.producer_id, m.commit)
+                errors += [r.error_name for r in results]
             else:
                 errors += self._remote(leader, m, tps)
         failed = [e for e in errors if e != NONE and e not in DONE_ANYWAY]

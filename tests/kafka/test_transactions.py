@@ -94,3 +94,66 @@ def test_a_second_producer_fences_the_first(kafka_cluster):
     error = refused.value.args[0]
     assert error.fatal() or error.txn_requires_abort(), error
     assert consume_all(b, "txn-zombies", 1, "read_committed", 1) == [b"fresh-0"]
+
+
+def test_consume_transform_produce_commits_offsets_with_the_transaction(kafka_cluster):
+    """send_offsets_to_transaction: the input offsets are committed with the output,
+    so an aborted round leaves both the output invisible and the offsets where they were."""
+    ck = pytest.importorskip("confluent_kafka")
+    b = kafka_cluster.kafka_bootstrap
+    for topic in ("ctp-in", "ctp-out"):
+        create(b, topic, 1)
+        kafka_cluster.wait("the topic", lambda t=topic: kafka_cluster.known_everywhere(t, 1))
+    source = ck.Producer({"bootstrap.servers": b})
+    for i in range(10):
+        source.produce("ctp-in", value=b"in-%d" % i)
+    assert source.flush(TIMEOUT_S) == 0
+
+    consumer = ck.Consumer(
+        {
+            "bootstrap.servers": b,
+            "group.id": "ctp-group",
+            "enable.auto.commit": False,
+            "auto.offset.reset": "earliest",
+            "isolation.level": "read_committed",
+        }
+    )
+    consumer.subscribe(["ctp-in"])
+    producer = ck.Producer({"bootstrap.servers": b, "transactional.id": "tx-ctp"})
+    producer.init_transactions(TIMEOUT_S)
+
+    def transform(count: int, commit: bool) -> None:
+        batch = []
+        deadline = time.monotonic() + TIMEOUT_S
+        while len(batch) < count and time.monotonic() < deadline:
+            msg = consumer.poll(0.5)
+            if msg is not None and not msg.error():
+                batch.append(msg)
+        assert len(batch) == count
+        producer.begin_transaction()
+        for msg in batch:
+            producer.produce("ctp-out", value=msg.value().replace(b"in", b"out"))
+        positions = consumer.position(consumer.assignment())
+        producer.send_offsets_to_transaction(
+            positions, consumer.consumer_group_metadata(), TIMEOUT_S
+        )
+        if commit:
+            producer.commit_transaction(TIMEOUT_S)
+        else:
+            assert producer.flush(TIMEOUT_S) == 0
+            producer.abort_transaction(TIMEOUT_S)
+
+    transform(5, commit=True)
+    transform(5, commit=False)
+    consumer.close()
+
+    def committed() -> int | None:
+        c = ck.Consumer({"bootstrap.servers": b, "group.id": "ctp-group"})
+        try:
+            (tp,) = c.committed([ck.TopicPartition("ctp-in", 0)], timeout=10)
+        finally:
+            c.close()
+        return tp.offset if tp.error is None else None
+
+    assert committed() == 5  # the aborted round's offsets were never committed
+    assert consume_all(b, "ctp-out", 1, "read_committed", 5) == [b"out-%d" % i for i in range(5)]

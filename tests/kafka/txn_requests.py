@@ -29,6 +29,17 @@ def txn_request(api_key: int, v: int, topic: str) -> object | None:
         )
     if api_key == 27:
         return p.WriteTxnMarkersRequest[v](markers=[])
+    if api_key == 28:  # no partitions: nothing is written
+        return p.TxnOffsetCommitRequest[v](
+            transactional_id=TXN_ID,
+            group_id="proto-g",
+            producer_id=0,
+            producer_epoch=0,
+            generation_id=-1,
+            member_id="",
+            group_instance_id=None,
+            topics=[],
+        )
     if api_key == 61:
         R = a.DescribeProducersRequest
         return R[v](topics=[R.TopicRequest(name=topic, partition_indexes=[0])])
