@@ -157,3 +157,48 @@ def test_consume_transform_produce_commits_offsets_with_the_transaction(kafka_cl
 
     assert committed() == 5  # the aborted round's offsets were never committed
     assert consume_all(b, "ctp-out", 1, "read_committed", 5) == [b"out-%d" % i for i in range(5)]
+
+
+def test_kafka_python_and_aiokafka_transactional_producers(kafka_cluster):
+    import asyncio
+
+    from kafka import KafkaProducer
+
+    b = kafka_cluster.kafka_bootstrap
+    create(b, "txn-py", 2)
+    kafka_cluster.wait("the topic", lambda: kafka_cluster.known_everywhere("txn-py", 2))
+    kp = KafkaProducer(bootstrap_servers=b.split(","), transactional_id="tx-kafka-python")
+    kp.init_transactions()
+    kp.begin_transaction()
+    for i in range(5):
+        kp.send("txn-py", value=b"kp-commit-%d" % i)
+    kp.commit_transaction()
+    kp.begin_transaction()
+    for i in range(5):
+        kp.send("txn-py", value=b"kp-abort-%d" % i)
+    kp.flush()
+    kp.abort_transaction()
+    kp.close()
+
+    async def aio() -> None:
+        from aiokafka import AIOKafkaProducer
+
+        producer = AIOKafkaProducer(bootstrap_servers=b, transactional_id="tx-aiokafka")
+        await producer.start()
+        try:
+            async with producer.transaction():
+                for i in range(5):
+                    await producer.send("txn-py", value=b"aio-commit-%d" % i)
+            await producer.begin_transaction()
+            for i in range(5):
+                await producer.send_and_wait("txn-py", value=b"aio-abort-%d" % i)
+            await producer.abort_transaction()
+        finally:
+            await producer.stop()
+
+    asyncio.run(aio())
+    got = consume_all(b, "txn-py", 2, "read_committed", 10)
+    assert sorted(got) == sorted(
+        [b"kp-commit-%d" % i for i in range(5)] + [b"aio-commit-%d" % i for i in range(5)]
+    )
+    assert len(consume_all(b, "txn-py", 2, "read_uncommitted", 20)) == 20
