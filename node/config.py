@@ -8,6 +8,7 @@ from pathlib import Path
 
 from seglog.node.groups.consumer_group import ASSIGNORS
 from seglog.node.groups.group_config import ConsumerConfig, GroupConfig
+from seglog.node.transactions.transaction_coordinator import TxnConfig
 from seglog.storage.errors import InvalidConfigError
 from seglog.storage.log_config import BrokerLogSettings, LogConfig
 from seglog.storage.properties_file import parse_properties
@@ -174,9 +175,7 @@ def _names(props: Mapping[str, str], key: str, default: str) -> tuple[str, ...]:
 INTER_BROKER_ADDRESS_OVERRIDES = "seglog.inter.broker.address.overrides"
 
 
-def parse_voters(
-    value: str, key: str = "controller.quorum.voters"
-) -> dict[int, tuple[str, int]]:
+def parse_voters(value: str, key: str = "controller.quorum.voters") -> dict[int, tuple[str, int]]:
     """`controller.quorum.voters=1@h:9292,2@h:9293` → {1: (h, 9292), ...}; `key` is the
     configuration named in errors (the same id@host:port list serves other keys)."""
     voters: dict[int, tuple[str, int]] = {}
@@ -210,6 +209,20 @@ def _consumer_group_config(props: Mapping[str, str]) -> ConsumerConfig:
         session_timeout_ms=_int(props, "group.consumer.session.timeout.ms", 45_000, 1),
         assignors=assignors,
         max_size=_int(props, "group.consumer.max.size", 2**31 - 1, at_least=1),
+    )
+
+
+def _txn_config(props: Mapping[str, str]) -> TxnConfig:
+    """The transaction coordinator's settings (Kafka's names and defaults)."""
+    return TxnConfig(
+        transaction_state_log_num_partitions=_int(
+            props, "transaction.state.log.num.partitions", 50, at_least=1
+        ),
+        transaction_max_timeout_ms=_int(props, "transaction.max.timeout.ms", 900_000, 1),
+        transactional_id_expiration_ms=_int(
+            props, "transactional.id.expiration.ms", 604_800_000, at_least=1
+        ),
+        offsets_topic_num_partitions=_int(props, "offsets.topic.num.partitions", 50, 1),
     )
 
 
@@ -282,6 +295,10 @@ class NodeConfig:
     metrics_host: str = "0.0.0.0"
     group_config: GroupConfig = field(default_factory=GroupConfig)
     offsets_topic_replication_factor: int = 3
+    txn_config: TxnConfig = field(default_factory=TxnConfig)
+    transaction_state_log_replication_factor: int = 3
+    transaction_state_log_min_isr: int = 2
+    transaction_abort_timed_out_transaction_cleanup_interval_ms: int = 10_000
     raw: ConfigProperties = field(default_factory=ConfigProperties, compare=False, repr=False)
 
     @classmethod
@@ -467,6 +484,16 @@ class NodeConfig:
             group_config=_group_config(props),
             offsets_topic_replication_factor=_int(
                 props, "offsets.topic.replication.factor", 3, at_least=1
+            ),
+            txn_config=_txn_config(props),
+            transaction_state_log_replication_factor=_int(
+                props, "transaction.state.log.replication.factor", 3, at_least=1
+            ),
+            transaction_state_log_min_isr=_int(
+                props, "transaction.state.log.min.isr", 2, at_least=1
+            ),
+            transaction_abort_timed_out_transaction_cleanup_interval_ms=_int(
+                props, "transaction.abort.timed.out.transaction.cleanup.interval.ms", 10_000, 1
             ),
             raw=props,
         )

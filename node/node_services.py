@@ -16,6 +16,7 @@ from .groups.offsets_topic import GroupCoordinatorRuntime
 from .log_dir_moves import LogDirMoves
 from .replica_manager import ReplicaManager
 from .security.node_authorizer import NodeAuthorizer
+from .transactions.txn_runtime import TransactionCoordinatorRuntime
 
 
 class NodeServices(Protocol):
@@ -27,6 +28,7 @@ class NodeServices(Protocol):
     default_replication_factor: int
     auto_create_topics_enable: bool
     groups: GroupCoordinatorRuntime
+    transactions: TransactionCoordinatorRuntime
     authorizer: NodeAuthorizer | None  # ACLs; None: off
     log_dir_moves: LogDirMoves  # AlterReplicaLogDirs
 
@@ -76,3 +78,4 @@ class NodeServices(Protocol):
         (Kafka's error name, message) per record."""
         ...
     def find_group_coordinator(self, group_id: str) -> tuple[str, int]: ...
+    def find_transaction_coordinator(self, transactional_id: str) -> tuple[str, int]: ...

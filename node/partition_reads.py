@@ -113,13 +113,19 @@ class PartitionReads:
                             result.diverging_epoch = (d.epoch, d.end_offset)
                     else:
                         consumer = hp.replica.read_for_consumer(
-                            spec.fetch_offset, limit, spec.current_leader_epoch, zero_copy
+                            spec.fetch_offset,
+                            limit,
+                            spec.current_leader_epoch,
+                            zero_copy,
+                            spec.read_committed,
                         )
                         actions = []
                         result.error_name = consumer.error
                         result.high_watermark = consumer.high_watermark
                         result.log_start_offset = consumer.log_start_offset
                         result.records = consumer.records
+                        result.last_stable_offset = consumer.last_stable_offset
+                        result.aborted_transactions = consumer.aborted
                         metrics = self._metrics()
                         if metrics is not None and consumer.records:
                             metrics.sent(spec.topic, len(consumer.records))

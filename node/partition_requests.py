@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from seglog.storage.file_slice import FileSlice
+from seglog.storage.txn_index import AbortedTxn
 
 
 @dataclass(frozen=True, slots=True)
@@ -29,6 +30,7 @@ class FetchSpec:
     max_bytes: int = 1 << 20
     last_fetched_epoch: int = -1
     log_start_offset: int = -1
+    read_committed: bool = False  # a consumer's isolation_level 1 (READ_COMMITTED)
 
 
 @dataclass(slots=True)
@@ -42,6 +44,9 @@ class FetchResult:
     records: bytes | FileSlice = b""  # a FileSlice from a zero_copy fetch
     leader: tuple[int, int] = field(default=(-1, -1))
     diverging_epoch: tuple[int, int] | None = None
+    last_stable_offset: int = -1  # a consumer's read: the partition's LSO
+    # READ_COMMITTED: the aborted transactions the records overlap (None otherwise)
+    aborted_transactions: list[AbortedTxn] | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -38,6 +38,8 @@ from seglog.storage.disk_and_clock import monotonic_ms as now_ms
 from seglog.storage.disk_and_clock import plain_monotonic_s, plain_perf_s
 from seglog.storage.errors import KafkaStorageError, StorageError
 from seglog.storage.log_config import LogConfig
+from seglog.storage.log_txns import TxnMarkerAppend
+from seglog.storage.producer_state import AppendOrigin
 
 from . import request_timing
 from .alter_partition_manager import AlterPartitionManager, BatchSender
@@ -470,7 +472,7 @@ class ReplicaManager:
 
     def start_produce_all(
         self,
-        items: Sequence[tuple[TopicPartition, bytes]],
+        items: Sequence[tuple[TopicPartition, bytes | TxnMarkerAppend]],
         acks: int,
         timeout_ms: int = 30_000,
         leader_epoch: int | None = None,
@@ -478,7 +480,8 @@ class ReplicaManager:
         """produce_all's first half: the appends, in order, now (a connection's next
         request may be appended as soon as this returns); await_produced waits.
         With `leader_epoch` (the group coordinator's writes) a partition led at any
-        other epoch refuses the append with FENCED_LEADER_EPOCH."""
+        other epoch refuses the append with FENCED_LEADER_EPOCH. An item may be a
+        transaction coordinator's marker instead of batches (WriteTxnMarkers)."""
         timeout_ms = max(timeout_ms, 1)
         started = [
             (tp, self._start_produce(tp, data, acks, timeout_ms, leader_epoch))
@@ -499,11 +502,12 @@ class ReplicaManager:
     def _start_produce(
         self,
         tp: TopicPartition,
-        data: bytes,
+        data: bytes | TxnMarkerAppend,  # or a transaction coordinator's marker
         acks: int,
         timeout_ms: int,
         leader_epoch: int | None = None,
     ) -> Pending | ProduceResult:
+        marker, data = (data, b"") if isinstance(data, TxnMarkerAppend) else (None, data)
         try:
             hp = self._hosted_or_error(tp)
         except PartitionError as e:
@@ -527,7 +531,11 @@ class ReplicaManager:
                     f"on node {self.node_id} (now {hp.replica.leader_epoch})",
                 )
             end_before = hp.plog.log.log_end_offset
-            actions = hp.replica.produce(request_id, data, acks, timeout_ms, now_ms())
+            # A coordinator's own write (a leader epoch given): epochs checked, no sequences.
+            origin = AppendOrigin.CLIENT if leader_epoch is None else AppendOrigin.COORDINATOR
+            actions = hp.replica.produce(
+                request_id, data, acks, timeout_ms, now_ms(), marker, origin
+            )
             self._schedule_isr(hp)
             appended = hp.plog.log.log_end_offset - end_before
             if appended > 0 and self.metrics is not None:
@@ -682,7 +690,12 @@ class ReplicaManager:
     # --- offsets ---------------------------------------------------------------------------
 
     def list_offset(
-        self, tp: TopicPartition, timestamp: int, current_leader_epoch: int, replica_id: int = -1
+        self,
+        tp: TopicPartition,
+        timestamp: int,
+        current_leader_epoch: int,
+        replica_id: int = -1,
+        read_committed: bool = False,
     ) -> OffsetResult:
         try:
             hp = self._hosted_or_error(tp)
@@ -693,7 +706,9 @@ class ReplicaManager:
                         return OffsetResult()
                     timestamp = best
                 r = hp.replica.handle_list_offsets(
-                    pr.ListOffsetsRequest(timestamp, replica_id, current_leader_epoch)
+                    pr.ListOffsetsRequest(
+                        timestamp, replica_id, current_leader_epoch, read_committed=read_committed
+                    )
                 )
             return OffsetResult(r.offset, r.timestamp, r.leader_epoch, r.error)
         except (PartitionError, StorageError) as e:

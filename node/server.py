@@ -53,6 +53,11 @@ from seglog.node.security.node_authorizer import NodeAuthorizer
 from seglog.node.security.security_admin import SecurityAdmin
 from seglog.node.security.security_servicer import SecurityServicer
 from seglog.node.servicer import SegLogServicer
+from seglog.node.transactions.marker_sender import MarkerSender
+from seglog.node.transactions.marker_wire import txn_markers_listener, txn_markers_ssl
+from seglog.node.transactions.transaction_coordinator import TransactionCoordinator
+from seglog.node.transactions.txn_records import TRANSACTION_STATE_TOPIC
+from seglog.node.transactions.txn_runtime import TransactionCoordinatorRuntime
 from seglog.proto import client_pb2_grpc, cluster_pb2_grpc, groups_pb2_grpc, security_pb2_grpc
 from seglog.proto import cluster_pb2 as cpb
 from seglog.replication.throttle import LONG_MAX
@@ -68,6 +73,12 @@ MAX_MESSAGE_BYTES = 64 * 1024 * 1024
 OFFSETS_TOPIC_CONFIGS = {
     "cleanup.policy": "compact",
     "compression.type": "producer",
+    "segment.bytes": "104857600",
+}
+# Kafka's transaction.state.log.segment.bytes; min.insync.replicas is added per node.
+TXN_TOPIC_CONFIGS = {
+    "cleanup.policy": "compact",
+    "compression.type": "uncompressed",
     "segment.bytes": "104857600",
 }
 SERVICE_NAME = "seglog.v1.SegLog"
@@ -147,6 +158,20 @@ class Node:
         self.metrics_port = -1
         self.groups = GroupCoordinatorRuntime(
             config.node_id, self.replica_manager, config.group_config
+        )
+        self.transactions = TransactionCoordinatorRuntime(
+            config.node_id,
+            self.replica_manager,
+            TransactionCoordinator(config.txn_config, self.next_producer_id),
+            MarkerSender(
+                config.node_id,
+                self.replica_manager,
+                self._leader_of,
+                self._kafka_address,
+                txn_markers_ssl(config),
+                self.groups.on_txn_marker,
+            ),
+            config.transaction_abort_timed_out_transaction_cleanup_interval_ms,
         )
         self.broker_epoch = -1
         self._dynamic_configs: tuple[dict[str, str], dict[str, str]] = ({}, {})
@@ -253,9 +278,11 @@ class Node:
         self.controller.add_listener(self.replica_manager.on_metadata)
         # After the replica manager: the groups load from replicas it has set up.
         self.controller.add_listener(self.groups.on_metadata)
+        self.controller.add_listener(self.transactions.on_metadata)
         self.replica_manager.start()
         self.log_dir_moves.start()
         self.groups.start()
+        self.transactions.start()
         if self.remote is not None:
             # Clients are served only from metadata that caught up with the quorum
             # (Kafka enables its data-plane listeners after the same wait).
@@ -426,6 +453,7 @@ class Node:
             ("event_loop", lambda: self.loop.stop() if self.loop is not None else None),
             ("metrics", lambda: self._metrics_http[0].shutdown() if self._metrics_http else None),
             ("groups", self.groups.shutdown),
+            ("transactions", self.transactions.shutdown),
             ("server", lambda: self._server.stop(grace=2).wait(5) if self._server else None),
             ("log_dir_moves", self.log_dir_moves.shutdown),
             ("replica_manager", self.replica_manager.shutdown),
@@ -456,6 +484,18 @@ class Node:
         if override is not None:
             return override
         return b.endpoint(self.config.inter_broker_listener_name) or (b.host, b.port)
+
+    def _leader_of(self, tp: tuple[str, int]) -> int:
+        topic = self.controller.image.topics.get(tp[0])
+        state = topic.partitions.get(tp[1]) if topic is not None else None
+        return state.leader if state is not None else -1
+
+    def _kafka_address(self, node: int) -> tuple[str, int] | None:
+        """Where this node reaches another's Kafka listener (WriteTxnMarkers)."""
+        b = self.controller.image.brokers.get(node)
+        if b is None:
+            return None
+        return b.endpoint(txn_markers_listener(self.config))
 
     def _eligible(self, replica: int, broker_epoch: int) -> bool:
         """KIP-903: an ISR candidate is registered, unfenced and fetching with the
@@ -515,25 +555,49 @@ class Node:
         """(error, node id) of the group's coordinator: the leader of its
         `__consumer_offsets` partition. The topic is created on first use, as Kafka
         does (offsets.topic.replication.factor, at most the live brokers)."""
+        return self._find_coordinator(
+            OFFSETS_TOPIC,
+            self.config.group_config.offsets_topic_num_partitions,
+            self.config.offsets_topic_replication_factor,
+            dict(OFFSETS_TOPIC_CONFIGS),
+            self.groups.coordinator.partition_for(group_id),
+        )
+
+    def find_transaction_coordinator(self, transactional_id: str) -> tuple[str, int]:
+        """(error, node id) of the transactional id's coordinator: the leader of its
+        `__transaction_state` partition, the topic created on first use
+        (transaction.state.log.*; docs/transactions.md)."""
+        rf = self.config.transaction_state_log_replication_factor
+        configs = {
+            **TXN_TOPIC_CONFIGS,
+            "min.insync.replicas": str(min(self.config.transaction_state_log_min_isr, rf)),
+        }
+        return self._find_coordinator(
+            TRANSACTION_STATE_TOPIC,
+            self.config.txn_config.transaction_state_log_num_partitions,
+            rf,
+            configs,
+            self.transactions.coordinator.partition_for(transactional_id),
+        )
+
+    def _find_coordinator(
+        self, name: str, partitions: int, rf: int, configs: dict[str, str], partition: int
+    ) -> tuple[str, int]:
         image = self.controller.image
-        topic = image.topics.get(OFFSETS_TOPIC)
+        topic = image.topics.get(name)
         if topic is None:
             live = sum(1 for b in image.brokers.values() if not b.fenced)
-            rf = max(1, min(self.config.offsets_topic_replication_factor, live))
+            rf = max(1, min(rf, live))
+            if "min.insync.replicas" in configs:
+                configs["min.insync.replicas"] = str(min(int(configs["min.insync.replicas"]), rf))
             try:
-                self.controller.create_topic(
-                    OFFSETS_TOPIC,
-                    self.config.group_config.offsets_topic_num_partitions,
-                    rf,
-                    dict(OFFSETS_TOPIC_CONFIGS),
-                    False,
-                )
+                self.controller.create_topic(name, partitions, rf, configs, False)
             except ControlError as e:
                 if e.error_name != "TOPIC_ALREADY_EXISTS":
-                    _log.info("offsets_topic_not_created", error=e.error_name, why=str(e))
+                    _log.info("internal_topic_not_created", topic=name, error=e.error_name)
                     return "COORDINATOR_NOT_AVAILABLE", -1
             return "COORDINATOR_NOT_AVAILABLE", -1  # leaders are being elected
-        state = topic.partitions.get(self.groups.coordinator.partition_for(group_id))
+        state = topic.partitions.get(partition)
         if state is None or state.leader < 0:
             return "COORDINATOR_NOT_AVAILABLE", -1
         broker = image.brokers.get(state.leader)

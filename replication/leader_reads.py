@@ -5,6 +5,8 @@ each stays one idea."""
 
 from __future__ import annotations
 
+from seglog.storage.file_slice import FileSlice
+
 from .replica_messages import (
     EARLIEST_TIMESTAMP,
     FENCED_LEADER_EPOCH,
@@ -32,9 +34,10 @@ class LeaderReads:
     leader_epoch: int
     epoch_start_offset: int
 
-    def consumer_read_bound(self) -> int:
-        """Consumers (READ_UNCOMMITTED) read below this offset only: the HW (8.1)."""
-        return self.log.high_watermark
+    def consumer_read_bound(self, read_committed: bool = False) -> int:
+        """Consumers read below this offset only: the HW (8.1), or for READ_COMMITTED
+        the last stable offset (docs/transactions.md)."""
+        return self.log.last_stable_offset if read_committed else self.log.high_watermark
 
     def _fence(self, current_leader_epoch: int, *, require_leader: bool = True) -> str | None:
         """Leader-epoch fencing of a request (7.6)."""
@@ -58,16 +61,21 @@ class LeaderReads:
         return OffsetsForLeaderEpochResponse(NONE, epoch, end, req.correlation_id)
 
     def handle_list_offsets(self, req: ListOffsetsRequest) -> ListOffsetsResponse:
-        """8.3 for LATEST, EARLIEST and timestamps >= 0; replicas get the LEO for LATEST."""
+        """8.3 for LATEST, EARLIEST and timestamps >= 0; replicas get the LEO for LATEST,
+        READ_COMMITTED clients the LSO."""
         cid = req.correlation_id
         fenced = self._fence(req.current_leader_epoch)
         if fenced is not None:
             return ListOffsetsResponse(fenced, correlation_id=cid)
         from_client = req.replica_id < 0
-        hw = self.log.high_watermark
-        if from_client and req.timestamp != EARLIEST_TIMESTAMP and hw < self.epoch_start_offset:
+        if (
+            from_client
+            and req.timestamp != EARLIEST_TIMESTAMP
+            and self.log.high_watermark < self.epoch_start_offset
+        ):
             # 7.4 last paragraph: a new leader's HW is still below its epoch start.
             return ListOffsetsResponse(OFFSET_NOT_AVAILABLE, correlation_id=cid)
+        hw = self.consumer_read_bound(req.read_committed)  # the LSO for READ_COMMITTED
         if req.timestamp == LATEST_TIMESTAMP:
             offset = hw if from_client else self.log.log_end_offset
             return ListOffsetsResponse(NONE, offset, -1, self.leader_epoch, cid)
@@ -93,18 +101,30 @@ class LeaderReads:
         max_bytes: int,
         current_leader_epoch: int = -1,
         zero_copy: bool = False,
+        read_committed: bool = False,
     ) -> ConsumerFetchResponse:
-        """A consumer fetch (READ_UNCOMMITTED): whole batches below the HW (8.1, 8.2).
-        `zero_copy`: the records as a FileSlice of the segment (for sendfile)."""
+        """A consumer fetch: whole batches below the HW (8.1, 8.2), or for READ_COMMITTED
+        below the last stable offset, with the aborted transactions they overlap (from
+        the `.txnindex`). `zero_copy`: the records as a FileSlice of the segment."""
         fenced = self._fence(current_leader_epoch)
         if fenced is not None:
             return ConsumerFetchResponse(fenced)
-        hw = self.log.high_watermark
-        start = self.log.log_start_offset
-        if fetch_offset < start or fetch_offset > self.log.log_end_offset:
+        log = self.log
+        hw = log.high_watermark
+        start = log.log_start_offset
+        if fetch_offset < start or fetch_offset > log.log_end_offset:
             return ConsumerFetchResponse(OFFSET_OUT_OF_RANGE, hw, start)
+        lso = log.last_stable_offset
+        bound = lso if read_committed else hw
+        records: bytes | FileSlice
         if zero_copy:
-            piece = self.log.read_slice(fetch_offset, max_bytes, upper_bound=hw)
-            return ConsumerFetchResponse(NONE, hw, start, piece)
-        data = self.log.read(fetch_offset, max_bytes, upper_bound=hw, min_one_batch=True)
-        return ConsumerFetchResponse(NONE, hw, start, bytes(data.records))
+            records = log.read_slice(fetch_offset, max_bytes, upper_bound=bound)
+        else:
+            data = log.read(fetch_offset, max_bytes, upper_bound=bound, min_one_batch=True)
+            records = bytes(data.records)
+        aborted = None
+        if read_committed:
+            # Bounded by the LSO, not the fetched range's end: a few more entries than
+            # the records need, which a client ignores (Kafka's bound is per segment too).
+            aborted = log.collect_aborted_transactions(fetch_offset, bound) if records else []
+        return ConsumerFetchResponse(NONE, hw, start, records, lso, aborted)

@@ -93,6 +93,8 @@ from seglog.replication.replica_messages import (
 )
 from seglog.storage.errors import StorageError
 from seglog.storage.leader_epoch_cache import UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET
+from seglog.storage.log_txns import TxnMarkerAppend
+from seglog.storage.producer_state import AppendOrigin
 
 # --- the replica ----------------------------------------------------------------------
 
@@ -186,8 +188,7 @@ class PartitionReplica(IsrChanges, LeaderReads):
     def apply_metadata(self, state: PartitionState, now_ms: int) -> list[Action]:
         """The controller's registration of this partition (7.6, 7.7)."""
         if state.partition_epoch < self.partition_epoch or (
-            state.partition_epoch == self.partition_epoch
-            and tuple(state.replicas) == self.replicas
+            state.partition_epoch == self.partition_epoch and tuple(state.replicas) == self.replicas
         ):
             # Stale (or already applied): partition epochs rise on every change (7.6).
             # An equal epoch with other replicas is news: the leader took the epoch
@@ -301,11 +302,19 @@ class PartitionReplica(IsrChanges, LeaderReads):
     # ------------------------------------------------------------------ leader: produce
 
     def produce(
-        self, request_id: int, data: bytes, acks: int, timeout_ms: int, now_ms: int
+        self,
+        request_id: int,
+        data: bytes,
+        acks: int,
+        timeout_ms: int,
+        now_ms: int,
+        marker: TxnMarkerAppend | None = None,
+        origin: AppendOrigin = AppendOrigin.CLIENT,
     ) -> list[Action]:
-        """A client's batches for this partition (7.5). The answer is a ProduceCompleted
-        action, now or - for acks=-1 - once the HW passes the append, on leadership loss,
-        or on timeout (via `tick`)."""
+        """A client's batches for this partition (7.5), or with `marker` a transaction
+        coordinator's COMMIT/ABORT marker instead (WriteTxnMarkers). The answer is a
+        ProduceCompleted action, now or - for acks=-1 - once the HW passes the append,
+        on leadership loss, or on timeout (via `tick`)."""
         actions: list[Action] = []
 
         def fail(error: str) -> list[Action]:
@@ -333,7 +342,13 @@ class PartitionReplica(IsrChanges, LeaderReads):
             )
         self.fold_session_fetches()
         try:
-            info = self.log.append_as_leader(data, self.leader_epoch, time_ms=self.log_time(now_ms))
+            if marker is None:
+                t = self.log_time(now_ms)
+                info = self.log.append_as_leader(data, self.leader_epoch, time_ms=t, origin=origin)
+            else:
+                pid, epoch, end = marker
+                t = self.log_time(now_ms)
+                info = self.log.append_marker(pid, epoch, end, self.leader_epoch, time_ms=t)
         except StorageError as exc:
             # As Kafka: a refused batch's answer carries the log start offset, which tells a
             # client whether its producer state may have gone with removed segments.

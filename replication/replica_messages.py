@@ -17,6 +17,8 @@ from seglog.storage.leader_epoch_cache import (
     LeaderEpochCache,
 )
 from seglog.storage.log import FetchDataInfo, LogAppendInfo, TimestampAndOffset
+from seglog.storage.producer_state import AppendOrigin, ControlMarker
+from seglog.storage.txn_index import AbortedTxn
 
 NONE = "NONE"
 OFFSET_OUT_OF_RANGE = "OFFSET_OUT_OF_RANGE"
@@ -70,12 +72,28 @@ class ReplicaLog(Protocol):
     def high_watermark(self) -> int: ...
     @property
     def epoch_cache(self) -> LeaderEpochCache: ...
+    @property
+    def last_stable_offset(self) -> int: ...
 
     def append_as_leader(
-        self, data: bytes | bytearray | memoryview, leader_epoch: int, *, time_ms: int | None = ...
+        self,
+        data: bytes | bytearray | memoryview,
+        leader_epoch: int,
+        *,
+        time_ms: int | None = ...,
+        origin: AppendOrigin = ...,
     ) -> LogAppendInfo: ...
     def append_as_follower(
         self, data: bytes | bytearray | memoryview, *, time_ms: int | None = ...
+    ) -> LogAppendInfo: ...
+    def append_marker(
+        self,
+        producer_id: int,
+        producer_epoch: int,
+        marker: ControlMarker,
+        leader_epoch: int,
+        *,
+        time_ms: int | None = ...,
     ) -> LogAppendInfo: ...
     def read(
         self,
@@ -98,6 +116,9 @@ class ReplicaLog(Protocol):
     def update_high_watermark(self, offset: int) -> int: ...
     def maybe_increment_log_start_offset(self, offset: int) -> bool: ...
     def offset_for_timestamp(self, timestamp: int) -> TimestampAndOffset | None: ...
+    def collect_aborted_transactions(
+        self, fetch_offset: int, upper_bound: int
+    ) -> list[AbortedTxn]: ...
 
 
 # --- configuration ------------------------------------------------------------------
@@ -177,6 +198,7 @@ class ListOffsetsRequest:
     replica_id: int = NO_REPLICA  # >= 0: a follower (LATEST then means the LEO)
     current_leader_epoch: int = -1
     correlation_id: int = 0
+    read_committed: bool = False  # a client's READ_COMMITTED: LATEST is the LSO
 
 
 @dataclass(frozen=True, slots=True)
@@ -194,6 +216,9 @@ class ConsumerFetchResponse:
     high_watermark: int = -1
     log_start_offset: int = -1
     records: bytes | FileSlice = b""  # a FileSlice when read with zero_copy
+    last_stable_offset: int = -1
+    # READ_COMMITTED: the aborted transactions overlapping the records (None otherwise)
+    aborted: list[AbortedTxn] | None = None
 
 
 @dataclass(frozen=True, slots=True)

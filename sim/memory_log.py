@@ -12,7 +12,8 @@ the same state. A "flushed" prefix (the recovery point) models the page cache:
 the epoch cache as its synchronously written checkpoint left it (then truncated to the
 new LEO, as the loader does, 6.1), and the HW from the last HW checkpoint.
 
-Not modelled: indexes, transactions' `.txnindex`, zero-copy reads (`read_slice` with
+The `.txnindex` entries are held in memory and rebuilt by the same replay. Not
+modelled: offset and time indexes, zero-copy reads (`read_slice` with
 batches to send raises StorageError: no file to send them from).
 """
 
@@ -28,7 +29,7 @@ from seglog.storage.leader_epoch_cache import LeaderEpochCache
 from seglog.storage.local_log import LocalLog
 from seglog.storage.log import Log, LogAppendInfo
 from seglog.storage.log_config import LogConfig
-from seglog.storage.producer_state import ProducerStateManager
+from seglog.storage.producer_state import AppendOrigin, ProducerStateManager
 from seglog.storage.record_batch import BatchHeader
 
 # What the log calls its directory in messages; nothing is ever read or written there
@@ -64,11 +65,16 @@ class MemoryLog(ObservedLog):
         super().__init__(name, config, log, checkpointed_high_watermark)
 
     def append_as_leader(
-        self, data: bytes | bytearray | memoryview, leader_epoch: int, *, time_ms: int | None = None
+        self,
+        data: bytes | bytearray | memoryview,
+        leader_epoch: int,
+        *,
+        time_ms: int | None = None,
+        origin: AppendOrigin = AppendOrigin.CLIENT,
     ) -> LogAppendInfo:
         if time_ms is None:
             raise ValueError(f"append to {self.name} without the time: pass time_ms")
-        return super().append_as_leader(data, leader_epoch, time_ms=time_ms)
+        return super().append_as_leader(data, leader_epoch, time_ms=time_ms, origin=origin)
 
     def _segments(self) -> list[MemorySegment]:
         return cast(list[MemorySegment], self.log.segments)

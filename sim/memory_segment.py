@@ -1,7 +1,8 @@
 """A log segment held in memory: what `storage/segment.py`'s `LogSegment` answers, for
 the lookups, appends, rolls and truncations production's `Log` makes of its segments,
 with its batches in a list instead of a `.log` file and no indexes (a batch is found by
-bisecting the batches' last offsets, where a file segment looks in its offset index).
+bisecting the batches' last offsets, where a file segment looks in its offset index); its
+aborted-transaction index is storage/txn_index.py's, without a file.
 
 The simulators' in-memory replica log (memory_log.py) is production's `Log` over a
 `LocalLog` of these. Nothing is written anywhere: flushing, renaming and deleting only
@@ -25,6 +26,7 @@ from seglog.storage.record_batch import (
     check_batch,
 )
 from seglog.storage.segment import BatchPosition, LogSegment, SegmentRead
+from seglog.storage.txn_index import TransactionIndex
 
 _MAX_TIMESTAMP = struct.Struct(">q")
 
@@ -46,6 +48,7 @@ class MemorySegment(LogSegment):
         self._offset_of_max_timestamp = base_offset
         self._rolling_base_timestamp: int | None = None
         self._closed = False
+        self.txn_index = TransactionIndex(base_offset, None)
 
     @staticmethod
     def factory(base_offset: int, config: LogConfig, jitter_ms: int, now_ms: int) -> LogSegment:
@@ -60,6 +63,9 @@ class MemorySegment(LogSegment):
         keep = bisect.bisect_left(self._last_offsets, offset)
         for data in self._batches[:keep]:
             copy._add(data)
+        for txn in self.txn_index.entries:
+            if txn.last_offset < offset:
+                copy.txn_index.append(txn)
         return copy
 
     def batches_below(self, offset: int) -> list[bytes]:
@@ -244,6 +250,7 @@ class MemorySegment(LogSegment):
     # --- truncation and lifecycle ---------------------------------------------------
 
     def truncate_to(self, offset: int) -> int:
+        self.txn_index.truncate_to(offset)
         i = bisect.bisect_left(self._last_offsets, offset)
         if i == len(self._batches):
             return 0

@@ -12,6 +12,7 @@ from __future__ import annotations
 from seglog.storage.leader_epoch_cache import LeaderEpochCache
 from seglog.storage.log import Log, LogAppendInfo
 from seglog.storage.log_config import LogConfig
+from seglog.storage.producer_state import AppendOrigin, ControlMarker
 
 
 class ObservedLog:
@@ -32,6 +33,7 @@ class ObservedLog:
         self.read = log.read
         self.read_slice = log.read_slice
         self.offset_for_timestamp = log.offset_for_timestamp
+        self.collect_aborted_transactions = log.collect_aborted_transactions
 
     def _touch(self) -> None:
         self.version += 1
@@ -52,6 +54,10 @@ class ObservedLog:
         return self.log.high_watermark
 
     @property
+    def last_stable_offset(self) -> int:
+        return self.log.last_stable_offset
+
+    @property
     def latest_epoch(self) -> int | None:
         return self.log.epoch_cache.latest_epoch
 
@@ -65,9 +71,14 @@ class ObservedLog:
         return self.log.durable_offset
 
     def append_as_leader(
-        self, data: bytes | bytearray | memoryview, leader_epoch: int, *, time_ms: int | None = None
+        self,
+        data: bytes | bytearray | memoryview,
+        leader_epoch: int,
+        *,
+        time_ms: int | None = None,
+        origin: AppendOrigin = AppendOrigin.CLIENT,
     ) -> LogAppendInfo:
-        info = self.log.append_as_leader(data, leader_epoch, time_ms=time_ms)
+        info = self.log.append_as_leader(data, leader_epoch, time_ms=time_ms, origin=origin)
         self._touch()
         return info
 
@@ -75,6 +86,21 @@ class ObservedLog:
         self, data: bytes | bytearray | memoryview, *, time_ms: int | None = None
     ) -> LogAppendInfo:
         info = self.log.append_as_follower(data, time_ms=time_ms)
+        self._touch()
+        return info
+
+    def append_marker(
+        self,
+        producer_id: int,
+        producer_epoch: int,
+        marker: ControlMarker,
+        leader_epoch: int,
+        *,
+        time_ms: int | None = None,
+    ) -> LogAppendInfo:
+        info = self.log.append_marker(
+            producer_id, producer_epoch, marker, leader_epoch, time_ms=time_ms
+        )
         self._touch()
         return info
 

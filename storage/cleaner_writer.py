@@ -31,6 +31,7 @@ from .segment import (
     INDEX_SUFFIX,
     LOG_SUFFIX,
     TIME_INDEX_SUFFIX,
+    TXN_INDEX_SUFFIX,
     LogSegment,
     file_prefix,
 )
@@ -91,7 +92,7 @@ class GroupWriter:
         step: Callable[[str], None],
     ) -> None:
         prefix = directory / file_prefix(base_offset)
-        for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX):
+        for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX):
             Path(f"{prefix}{suffix}{CLEANED_SUFFIX}").unlink(missing_ok=True)  # a stale try
         self.segment = LogSegment(
             directory,

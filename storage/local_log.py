@@ -62,6 +62,14 @@ def file_segments(directory: Path) -> SegmentFactory:
     return new_segment
 
 
+def parse_partition_dir(name: str) -> tuple[str, int]:
+    """`<topic>-<partition>`; topics may contain '-', so split on the last one."""
+    topic, sep, partition = name.rpartition("-")
+    if not sep or not topic or not partition.isdigit():
+        raise StorageError(f"{name!r} is not a partition directory name (<topic>-<partition>)")
+    return topic, int(partition)
+
+
 @dataclass(slots=True)
 class PendingDeletion:
     segment: LogSegment
@@ -246,6 +254,8 @@ class LocalLog:
                     break
                 if h.last_offset >= start:
                     yield h, view, p
+            if self.recently_mapped:
+                self.unload_idle_indexes()  # a replay of many segments maps them one by one
 
     def find_by_timestamp(self, timestamp: int, start: int) -> tuple[Record, int] | None:
         """The first record at or after `start` with timestamp >= `timestamp`, and its

@@ -10,11 +10,12 @@ Not thread-safe: the node serialises calls per partition. Time is an argument
 from __future__ import annotations
 
 import random
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
 
+from . import log_txns
 from .checkpoint_file import LeaderEpochCheckpointFile
 
 # The default `Clock` of a log (Kafka's Time.SYSTEM): the plain wall clock, read when the
@@ -24,32 +25,20 @@ from .errors import (
     KafkaStorageError,
     LogDirFullError,
     OffsetOutOfRangeError,
-    StorageError,
 )
 from .file_slice import FileSlice
 from .flush_job import FlushJob
 from .leader_epoch_cache import LeaderEpochCache
-from .local_log import MAX_MAPPED_INACTIVE, LocalLog, file_segments
+from .local_log import MAX_MAPPED_INACTIVE, LocalLog, file_segments, parse_partition_dir
 from .log_config import LogConfig
 from .log_loader import LogLoader, loaded_offsets
-from .log_validator import validate_follower_append, validate_leader_append
+from .log_validator import max_timestamp_of, validate_follower_append, validate_leader_append
 from .producer_state import AppendOrigin, ControlMarker, DuplicateBatch, ProducerStateManager
-from .record_batch import (
-    BatchHeader,
-    ControlType,
-    control_record_type,
-)
+from .record_batch import BatchHeader, check_batch
 from .segment import LogSegment
+from .txn_index import AbortedTxn
 
 Clock = Callable[[], int]  # ms; a simulator passes its own
-
-
-def parse_partition_dir(name: str) -> tuple[str, int]:
-    """`<topic>-<partition>`; topics may contain '-', so split on the last one."""
-    topic, sep, partition = name.rpartition("-")
-    if not sep or not topic or not partition.isdigit():
-        raise StorageError(f"{name!r} is not a partition directory name (<topic>-<partition>)")
-    return topic, int(partition)
 
 
 # LogAppendInfo and FetchDataInfo are built on every append / read: named tuples
@@ -202,6 +191,7 @@ class Log:
         self.high_watermark = min(
             max(high_watermark, self.log_start_offset), self._local.log_end_offset
         )
+        self.producer_state.on_high_watermark_updated(self.high_watermark)
         self._local.last_flush_ms = t
 
     # --- properties -----------------------------------------------------------------
@@ -266,6 +256,7 @@ class Log:
         leader_epoch: int,
         *,
         time_ms: int | None = None,
+        origin: AppendOrigin = AppendOrigin.CLIENT,  # COORDINATOR: epochs, no sequences
     ) -> LogAppendInfo:
         """Validate a producer's batches, assign offsets and the leader epoch in place,
         check producer state, and append. Raises before writing anything."""
@@ -281,7 +272,7 @@ class Log:
         )
         if self.offline_reason is not None:
             self._raise_offline()
-        prepared = self.producer_state.prepare_appends(headers, AppendOrigin.CLIENT)
+        prepared = self.producer_state.prepare_appends(headers, origin)
         if isinstance(prepared, DuplicateBatch):
             return LogAppendInfo(
                 first_offset=prepared.first_offset,
@@ -309,32 +300,37 @@ class Log:
             self._raise_offline()
         headers = validate_follower_append(data, self._local.log_end_offset, self._local.name)
         info = self._append_batches_or_undo(data, headers, t, False)
-        for h, view, p in self._iter_with_positions(data, headers):
-            self.producer_state.replay_batch(h, self._marker_of(view, p, h))
+        log_txns.replay(self._local, self.producer_state, log_txns.with_positions(data, headers))
         self.producer_state.update_map_end_offset(self._local.log_end_offset)
         return info
 
-    @staticmethod
-    def _iter_with_positions(
-        data: bytes | bytearray | memoryview, headers: list[BatchHeader]
-    ) -> Iterator[tuple[BatchHeader, memoryview, int]]:
-        view = memoryview(data)
-        pos = 0
-        for h in headers:
-            if h.has_producer_id:
-                yield h, view, pos
-            pos += h.size
-
-    @staticmethod
-    def _marker_of(view: memoryview, pos: int, h: BatchHeader) -> ControlMarker | None:
-        if not h.is_control:
-            return None
-        control = control_record_type(view, pos, h)
-        if control is None or control[0] not in (ControlType.ABORT, ControlType.COMMIT):
-            return None
-        if control[0] == ControlType.COMMIT:
-            return ControlMarker("COMMIT", control[1])
-        return ControlMarker("ABORT", control[1])
+    def append_marker(
+        self,
+        producer_id: int,
+        producer_epoch: int,
+        marker: ControlMarker,
+        leader_epoch: int,
+        *,
+        time_ms: int | None = None,
+    ) -> LogAppendInfo:
+        """A transaction coordinator's COMMIT/ABORT marker, appended as leader (Kafka's
+        appendAsLeader with origin COORDINATOR): producer epoch and coordinator epoch
+        are checked, the `.txnindex` entry written (storage/log_txns.py)."""
+        t = self.clock() if time_ms is None else time_ms
+        if self.offline_reason is not None:
+            self._raise_offline()
+        data = log_txns.marker_batch(
+            producer_id, producer_epoch, marker,
+            base_offset=self._local.log_end_offset, leader_epoch=leader_epoch, now_ms=t,
+        )  # fmt: skip
+        h = check_batch(data, 0)
+        prepared = self.producer_state.prepare_append(h, AppendOrigin.COORDINATOR, marker)
+        assert not isinstance(prepared, DuplicateBatch)  # never for COORDINATOR
+        info = self._append_batches_or_undo(data, [h], t, False)
+        self.producer_state.update(prepared)
+        log_txns.record_completed(self._local, self.producer_state, prepared.completed_txns)
+        self.producer_state.update_map_end_offset(self._local.log_end_offset)
+        return info
 
     def _append_batches_or_undo(
         self,
@@ -388,7 +384,7 @@ class Log:
                 group_start, group_bytes = i, 0
             group_bytes += h.size
         self._append_group(view[start : start + group_bytes], headers[group_start:], t)
-        max_ts, offset_of_max = _max_timestamp(headers)
+        max_ts, offset_of_max = max_timestamp_of(headers)
         return LogAppendInfo(
             first_offset=headers[0].base_offset,
             last_offset=headers[-1].last_offset,
@@ -431,7 +427,7 @@ class Log:
         )
 
     def _append_group(self, chunk: memoryview, headers: list[BatchHeader], t: int) -> None:
-        max_ts, offset_of_max = _max_timestamp(headers)
+        max_ts, offset_of_max = max_timestamp_of(headers)
         self._append_chunk(
             chunk, headers[0].base_offset, headers[-1].last_offset, max_ts, offset_of_max, t
         )
@@ -618,18 +614,33 @@ class Log:
         self.producer_state.truncate_fully_and_start_at(offset)
 
     def _rebuild_producer_state(self, end_offset: int, t: int) -> None:
+        """Producer state from its snapshot and a replay to `end_offset`; the replay
+        rewrites the `.txnindex` entries of the batches it covers."""
         start = self.producer_state.truncate_and_reload(self.log_start_offset, end_offset, t)
-        for h, view, p in self._local.batches_between(start, end_offset):
-            if h.has_producer_id:
-                self.producer_state.replay_batch(h, self._marker_of(view, p, h))
+        log_txns.truncate_indexes(self._local, start)
+        batches = self._local.batches_between(start, end_offset)
+        log_txns.replay(self._local, self.producer_state, batches)
         self.producer_state.update_map_end_offset(end_offset)
         self.producer_state.take_snapshot()
+        self.producer_state.on_high_watermark_updated(self.high_watermark)
+
+    # --- transactions (storage/log_txns.py) ------------------------------------------
+
+    @property
+    def last_stable_offset(self) -> int:
+        """The LSO: what a read_committed consumer may read up to."""
+        return log_txns.last_stable_offset(self.producer_state, self.high_watermark)
+
+    def collect_aborted_transactions(self, fetch_offset: int, upper_bound: int) -> list[AbortedTxn]:
+        """The aborted transactions overlapping [fetch_offset, upper_bound)."""
+        return log_txns.collect_aborted(self._local, fetch_offset, upper_bound)
 
     # --- high watermark, log start offset --------------------------------------------
 
     def update_high_watermark(self, offset: int) -> int:
         """Set the HW, clamped into [log start offset, LEO]; returns the value kept."""
         self.high_watermark = min(max(offset, self.log_start_offset), self._local.log_end_offset)
+        self.producer_state.on_high_watermark_updated(self.high_watermark)
         return self.high_watermark
 
     def maybe_increment_log_start_offset(self, offset: int) -> bool:
@@ -778,15 +789,6 @@ class Log:
             f"Log({self._local.name}, start={self.log_start_offset}, hw={self.high_watermark}, "
             f"leo={self._local.log_end_offset}, segments={len(self._local.segments)})"
         )
-
-
-def _max_timestamp(headers: list[BatchHeader]) -> tuple[int, int]:
-    """(max timestamp, the last offset of the batch holding it) of `headers`."""
-    max_ts, offset_of_max = -1, headers[-1].last_offset
-    for h in headers:
-        if h.max_timestamp > max_ts:
-            max_ts, offset_of_max = h.max_timestamp, h.last_offset
-    return max_ts, offset_of_max
 
 
 __all__ = [

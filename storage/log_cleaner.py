@@ -392,6 +392,8 @@ def _rename_segment(seg: LogSegment, old_suffix: str, new_suffix: str) -> None:
 
     offset_index_path, time_index_path = seg.index_paths
     seg.rename_indexes(renamed(offset_index_path), renamed(time_index_path))
+    if seg.txn_index.path is not None:
+        seg.txn_index.rename_to(renamed(seg.txn_index.path))
     new_log = renamed(seg.log_path)
     os.rename(seg.log_path, new_log)
     seg.log_path = new_log

@@ -3,7 +3,9 @@ behind (`.deleted`, `.cleaned`, `.tmp`, orphan indexes), the commit of a finishe
 cleaner `.swap`, and recovery: every segment from the recovery point on (all of them
 after an unclean shutdown) is validated batch by batch, a torn tail cut off with the
 segments after it, indexes rebuilt, and the leader-epoch cache taken back to what
-survived. The result is the loaded segment list and the offsets `Log` starts from.
+survived (the producer-state replay `Log` runs next then starts at or below the first
+recovered segment, rebuilding its `.txnindex` entries). The result is the loaded
+segment list and the offsets `Log` starts from.
 """
 
 from __future__ import annotations
@@ -80,6 +82,7 @@ class LogLoader:
         start_index = 0
         if not clean:
             start_index = max(0, bisect.bisect_right(local.base_offsets, recovery_point) - 1)
+        first_recovered: int | None = None
         i = 0
         while i < len(local.segments):
             seg = local.segments[i]
@@ -90,6 +93,8 @@ class LogLoader:
                 except StorageError:
                     recover = True  # indexes are disposable: rebuild from the .log
             if recover:
+                if first_recovered is None:
+                    first_recovered = seg.base_offset
                 truncated = seg.recover(self._recovery_visitor)
                 if truncated and i + 1 < len(local.segments):
                     # Nothing after a torn batch can be trusted.
@@ -102,6 +107,10 @@ class LogLoader:
         local.resize_active_indexes()
         offsets = loaded_offsets(local, self.epoch_cache, log_start_offset, recovery_point, clean)
         self.producer_state.delete_stray_snapshots(local.base_offsets)
+        if first_recovered is not None:
+            # The producer-state replay rebuilds the `.txnindex` entries of what it
+            # replays: make it start at or below the first recovered segment.
+            self.producer_state.delete_snapshots_after(first_recovered)
         return offsets
 
     def _recovery_visitor(self, view: memoryview, pos: int, header: BatchHeader) -> None:

@@ -98,6 +98,15 @@ def validate_leader_append(
     return ValidatedAppend(buf, headers, log_append_time)
 
 
+def max_timestamp_of(headers: list[BatchHeader]) -> tuple[int, int]:
+    """(max timestamp, the last offset of the batch holding it) of `headers`."""
+    max_ts, offset_of_max = -1, headers[-1].last_offset
+    for h in headers:
+        if h.max_timestamp > max_ts:
+            max_ts, offset_of_max = h.max_timestamp, h.last_offset
+    return max_ts, offset_of_max
+
+
 def validate_follower_append(data: Buffer, log_end_offset: int, log_name: str) -> list[BatchHeader]:
     """A leader's batches as a follower appends them verbatim: each whole with a valid
     CRC, offsets rising from at least `log_end_offset`."""

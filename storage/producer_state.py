@@ -44,6 +44,7 @@ from seglog.storage.producer_state_entry import (
     AppendOrigin,
     BatchInfo,
     BatchMetadata,
+    CompletedTxn,
     ControlMarker,
     DuplicateBatch,
     ProducerAppendInfo,
@@ -92,6 +93,11 @@ class ProducerStateManager:
         self._expired: dict[int, ProducerStateEntry] = {}
         self._map_end_offset = 0
         self._last_snapshot_offset = 0
+        # Kafka's ongoingTxns (producer id -> first offset of its open transaction) and
+        # unreplicatedTxns (closed by a marker the high watermark has not passed yet):
+        # together they bound the last stable offset.
+        self._ongoing: dict[int, int] = {}
+        self._unreplicated: list[CompletedTxn] = []
         # Bumped on every change to the map so a stale ProducerAppendInfo is refused.
         self._version = 0
         self._remove_stale_tmp_files()
@@ -120,13 +126,37 @@ class ProducerStateManager:
         return not self._producers
 
     def first_undecided_offset(self) -> int | None:
-        """First offset of the oldest open transaction (bounds the LSO), if any."""
-        opens = [
-            e.current_txn_first_offset
-            for e in self._producers.values()
-            if e.current_txn_first_offset is not None
-        ]
-        return min(opens) if opens else None
+        """First offset of the oldest open transaction, if any (the cleaner's bound)."""
+        return min(self._ongoing.values()) if self._ongoing else None
+
+    @property
+    def ongoing_txns(self) -> Mapping[int, int]:
+        """Read-only view of producer id -> first offset of its open transaction."""
+        return MappingProxyType(self._ongoing)
+
+    def first_unstable_offset(self) -> int | None:
+        """Kafka's firstUnstableOffset: the first offset of the oldest transaction that
+        is open or whose marker is not yet replicated (below the high watermark)."""
+        first = self.first_undecided_offset()
+        for txn in self._unreplicated:
+            if first is None or txn.first_offset < first:
+                first = txn.first_offset
+        return first
+
+    def last_stable_offset(self, completed: CompletedTxn) -> int:
+        """The lastStableOffset of a transaction's `.txnindex` entry: the first offset
+        of another producer's open transaction, else the offset after its marker."""
+        others = [first for pid, first in self._ongoing.items() if pid != completed.producer_id]
+        return min(others) if others else completed.last_offset + 1
+
+    def complete_txn(self, completed: CompletedTxn) -> None:
+        """A marker closed `completed` (its entry is written): it stays unstable until the
+        high watermark passes the marker."""
+        self._unreplicated.append(completed)
+
+    def on_high_watermark_updated(self, high_watermark: int) -> None:
+        if self._unreplicated:
+            self._unreplicated = [t for t in self._unreplicated if t.last_offset >= high_watermark]
 
     def update_partition_dir(self, partition_dir: Path | str) -> None:
         """Follow a renamed partition directory (e.g. marked for deletion)."""
@@ -288,6 +318,12 @@ class ProducerStateManager:
             assert entry.batch_metadata.maxlen == NUM_BATCHES_TO_RETAIN
             self._producers[pid] = entry
             self._expired.pop(pid, None)
+        if append_info._started_txns or append_info._completed_txns:
+            for txn in append_info._completed_txns:
+                self._ongoing.pop(txn.producer_id, None)
+            for pid, first_offset in append_info._started_txns:
+                if append_info._entries[pid].current_txn_first_offset == first_offset:
+                    self._ongoing[pid] = first_offset
         append_info._committed = True
         if append_info._entries:
             self._version += 1
@@ -301,11 +337,15 @@ class ProducerStateManager:
             )
         self._map_end_offset = offset
 
-    def replay_batch(self, batch: BatchInfo, marker: ControlMarker | None = None) -> None:
-        """Apply a batch read back from the log, unvalidated (REPLICATION origin)."""
+    def replay_batch(
+        self, batch: BatchInfo, marker: ControlMarker | None = None
+    ) -> list[CompletedTxn]:
+        """Apply a batch read back from the log, unvalidated (REPLICATION origin);
+        returns the transaction its marker closed, if any (for the `.txnindex`)."""
         result = self.prepare_append(batch, AppendOrigin.REPLICATION, marker)
         assert isinstance(result, ProducerAppendInfo)  # no duplicate check outside CLIENT
         self.update(result)
+        return result._completed_txns
 
     def _check_usable(self, info: ProducerAppendInfo) -> None:
         if info._committed:
@@ -348,6 +388,8 @@ class ProducerStateManager:
         """Forget every producer (offsets and snapshot files are untouched)."""
         self._producers.clear()
         self._expired.clear()
+        self._ongoing.clear()
+        self._unreplicated.clear()
         self._version += 1
 
     # ------------------------------------------------------------------ snapshots
@@ -388,6 +430,8 @@ class ProducerStateManager:
         """
         self._producers.clear()
         self._expired.clear()
+        self._ongoing.clear()
+        self._unreplicated.clear()
         self._version += 1
         for snap_offset, path in reversed(list_snapshots(self.partition_dir)):
             if snap_offset > offset:
@@ -407,6 +451,8 @@ class ProducerStateManager:
                     expired.append(entry)
                 else:
                     self._producers[entry.producer_id] = entry
+                    if entry.current_txn_first_offset is not None:
+                        self._ongoing[entry.producer_id] = entry.current_txn_first_offset
             for entry in sorted(expired, key=lambda e: e.last_timestamp):
                 self._remember_expired(entry)
             self._map_end_offset = snap_offset
@@ -421,6 +467,15 @@ class ProducerStateManager:
         deleted = []
         for snap_offset, path in list_snapshots(self.partition_dir):
             if snap_offset > end_offset or snap_offset <= log_start_offset:
+                self._delete_file(path)
+                deleted.append(snap_offset)
+        return deleted
+
+    def delete_snapshots_after(self, offset: int) -> list[int]:
+        """Delete snapshots with offset > `offset`."""
+        deleted = []
+        for snap_offset, path in list_snapshots(self.partition_dir):
+            if snap_offset > offset:
                 self._delete_file(path)
                 deleted.append(snap_offset)
         return deleted
@@ -489,6 +544,8 @@ class ProducerStateManager:
         """Forget everything and delete every snapshot; the state restarts empty at `offset`."""
         self._producers.clear()
         self._expired.clear()
+        self._ongoing.clear()
+        self._unreplicated.clear()
         self._version += 1
         for _, path in list_snapshots(self.partition_dir):
             self._delete_file(path)

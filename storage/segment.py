@@ -43,6 +43,7 @@ from .record_batch import (
 )
 from .segment_recovery import BatchVisitor
 from .time_index import TimeIndex, last_entry_at_rest
+from .txn_index import TransactionIndex
 
 LOG_SUFFIX = ".log"
 INDEX_SUFFIX = ".index"
@@ -116,6 +117,9 @@ class LogSegment:
         self.max_index_size = max_index_size
         self._offset_index_path = Path(f"{prefix}{INDEX_SUFFIX}{file_suffix}")
         self._time_index_path = Path(f"{prefix}{TIME_INDEX_SUFFIX}{file_suffix}")
+        self.txn_index = TransactionIndex(
+            base_offset, Path(f"{prefix}{TXN_INDEX_SUFFIX}{file_suffix}")
+        )
         self._offset_index: OffsetIndex | None = None
         self._time_index: TimeIndex | None = None
         # Serialises loading and unloading the indexes with a flush, which runs outside
@@ -615,6 +619,7 @@ class LogSegment:
 
     def truncate_to(self, offset: int) -> int:
         """Drop every batch at or after `offset`; returns the bytes removed."""
+        self.txn_index.truncate_to(offset)
         found = self.translate_offset(offset)
         if found is None:
             return 0
@@ -665,6 +670,7 @@ class LogSegment:
             disk_and_clock.disk_fsync(self._fd)
         except OSError as e:
             raise KafkaStorageError(f"cannot fsync {self.log_path}: {e}") from e
+        self.txn_index.flush()
         with self._index_lock:
             if self._offset_index is not None and self._time_index is not None:
                 self._offset_index.flush()
@@ -684,6 +690,7 @@ class LogSegment:
             self.offset_index.close()
             self.time_index.close()
         # Unloaded: closed (trimmed, final time entry) when it last was.
+        self.txn_index.close()
         os.close(self._fd)
         self._closed = True
 
@@ -695,6 +702,7 @@ class LogSegment:
             self._offset_index.abandon()
         if self._time_index is not None:
             self._time_index.abandon()
+        self.txn_index.close()
         os.close(self._fd)
         self._closed = True
 
@@ -732,6 +740,8 @@ class LogSegment:
         self.log_path = new_log
         offset_path, time_path = self.index_paths
         self.rename_indexes(Path(str(offset_path) + suffix), Path(str(time_path) + suffix))
+        if self.txn_index.path is not None:
+            self.txn_index.rename_to(Path(str(self.txn_index.path) + suffix))
 
     def delete(self) -> None:
         with self._index_lock:
@@ -748,6 +758,7 @@ class LogSegment:
                     pass
                 except OSError as e:
                     raise KafkaStorageError(f"Error while deleting index {path}: {e}") from e
+        self.txn_index.delete()
         if not self._closed:
             os.close(self._fd)
             self._closed = True

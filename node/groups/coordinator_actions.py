@@ -34,6 +34,9 @@ class Append:
     leader_epoch: int
     write_id: int
     records: tuple[Record, ...]
+    # TxnOffsetCommit: (producer id, epoch) of the transaction the records belong to
+    # (a transactional batch, made visible by its COMMIT marker; docs/transactions.md).
+    producer: tuple[int, int] | None = None
 
 
 Action = Respond | Append
@@ -56,15 +59,17 @@ class ShardActions:
     def respond(self, request_id: int, result: Result) -> None:
         self._out.append(Respond(request_id, result))
 
-    def append(self, records: Iterable[Record], done: WriteDone) -> bool:
-        """An append of `records`; `done` runs with its outcome. False (nothing
-        appended) when too many are in flight already."""
+    def append(
+        self, records: Iterable[Record], done: WriteDone, producer: tuple[int, int] | None = None
+    ) -> bool:
+        """An append of `records` (in `producer`'s transaction, if given); `done` runs
+        with its outcome. False (nothing appended) when too many are in flight already."""
         if len(self.writes) >= MAX_PENDING_WRITES:
             return False
         self._next_write += 1
         self.writes[self._next_write] = done
         self._out.append(
-            Append(self.partition, self.leader_epoch, self._next_write, tuple(records))
+            Append(self.partition, self.leader_epoch, self._next_write, tuple(records), producer)
         )
         return True
 

@@ -53,6 +53,10 @@ from .offset_metadata_manager import OffsetMetadataManager
 class _Loading:
     offsets: dict[str, dict[TopicPartition, rec.OffsetCommitValue]] = field(default_factory=dict)
     groups: dict[str, rec.GroupMetadataValue] = field(default_factory=dict)
+    # Transactional offset commits by producer id, until their marker is replayed.
+    pending: dict[int, dict[str, dict[TopicPartition, rec.OffsetCommitValue]]] = field(
+        default_factory=dict
+    )
 
 
 class CoordinatorShard:
@@ -87,14 +91,19 @@ class CoordinatorShard:
 
     # --- loading ------------------------------------------------------------------
 
-    def replay(self, key: bytes, value: bytes | None) -> None:
-        """One record of the partition, in log order, while loading."""
+    def replay(self, key: bytes, value: bytes | None, producer_id: int | None = None) -> None:
+        """One record of the partition, in log order, while loading; `producer_id`: a
+        record of that producer's transaction (TxnOffsetCommit), held until its marker."""
         assert self.loading is not None, "replay after loading finished"
         k = rec.decode_key(key)
         v = rec.decode_value(k, value)
         if isinstance(k, rec.OffsetCommitKey):
             tp = (k.topic, k.partition)
-            if v is None:
+            if producer_id is not None:
+                if isinstance(v, rec.OffsetCommitValue):
+                    held = self.loading.pending.setdefault(producer_id, {})
+                    held.setdefault(k.group, {})[tp] = v
+            elif v is None:
                 self.loading.offsets.get(k.group, {}).pop(tp, None)
             else:
                 assert isinstance(v, rec.OffsetCommitValue)
@@ -106,6 +115,22 @@ class CoordinatorShard:
                 assert isinstance(v, rec.GroupMetadataValue)
                 self.loading.groups[k.group] = v
 
+    def complete_txn(self, producer_id: int, commit: bool) -> None:
+        """A COMMIT/ABORT marker of `producer_id` on this partition: replayed while
+        loading, or appended since (WriteTxnMarkers)."""
+        if self.loading is None:
+            self.offset_manager.complete_txn(producer_id, commit)
+            return
+        for group_id, values in self.loading.pending.pop(producer_id, {}).items():
+            if commit:
+                self.loading.offsets.setdefault(group_id, {}).update(values)
+
+    def txn_commit(
+        self, request_id: int, req: OffsetCommitRequest, producer: tuple[int, int], now_ms: int
+    ) -> list[Action]:
+        """TxnOffsetCommit (docs/transactions.md)."""
+        return self.offset_manager.commit(request_id, req, now_ms, producer)
+
     def finish_loading(self, now_ms: int) -> None:
         """The replayed state becomes the served state: a group with members is
         Stable at its last generation (its members' sessions start now), one
@@ -114,6 +139,7 @@ class CoordinatorShard:
         assert loaded is not None
         self.loading = None
         self.offset_manager.load(loaded.offsets)
+        self.offset_manager.pending = loaded.pending
         self.group_manager.load(loaded.groups, self.offsets, now_ms)
 
     def unload(self) -> list[Action]:
@@ -124,6 +150,7 @@ class CoordinatorShard:
         self.actions.abandon_writes()
         self.group_manager.clear()
         self.offsets.clear()
+        self.offset_manager.pending.clear()
         return out + self.actions.take()
 
     def on_write_done(self, write_id: int, error: str, now_ms: int) -> list[Action]:

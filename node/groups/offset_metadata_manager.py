@@ -43,6 +43,9 @@ class OffsetMetadataManager:
         self.manager = manager
         self.config, self.actions = manager.config, manager.actions
         self.offsets: dict[str, dict[TopicPartition, rec.OffsetCommitValue]] = {}
+        # TxnOffsetCommit: producer id -> group -> offsets, visible once its transaction
+        # commits (the COMMIT marker on this partition), dropped if it aborts.
+        self.pending: dict[int, dict[str, dict[TopicPartition, rec.OffsetCommitValue]]] = {}
         self._expiring: set[tuple[str, TopicPartition | None]] = set()
         self._next_expiry_check = 0
 
@@ -60,7 +63,21 @@ class OffsetMetadataManager:
 
     # --- OffsetCommit, OffsetFetch, OffsetDelete ------------------------------------
 
-    def commit(self, request_id: int, req: OffsetCommitRequest, now_ms: int) -> list[Action]:
+    def complete_txn(self, producer_id: int, commit: bool) -> None:
+        """A COMMIT or ABORT marker of `producer_id` landed on this partition."""
+        for group_id, values in self.pending.pop(producer_id, {}).items():
+            if commit:
+                self.offsets.setdefault(group_id, {}).update(values)
+
+    def commit(
+        self,
+        request_id: int,
+        req: OffsetCommitRequest,
+        now_ms: int,
+        producer: tuple[int, int] | None = None,
+    ) -> list[Action]:
+        """OffsetCommit, or with `producer` TxnOffsetCommit: the offsets are written in
+        the producer's transaction and held pending until it ends."""
         group_id, partitions, retention_ms = req.group_id, req.partitions, req.retention_ms
 
         def fail(error: str) -> list[Action]:
@@ -100,7 +117,11 @@ class OffsetMetadataManager:
         def stored(error: str, _now: int) -> None:
             if error == NONE:
                 # In log order: the last append for a partition is its committed offset.
-                self.offsets.setdefault(group_id, {}).update(values)
+                if producer is None:
+                    self.offsets.setdefault(group_id, {}).update(values)
+                else:
+                    held = self.pending.setdefault(producer[0], {})
+                    held.setdefault(group_id, {}).update(values)
                 manager = self.manager
                 if group_id not in manager.groups and group_id not in manager.consumer_groups:
                     manager.groups[group_id] = group
@@ -108,7 +129,7 @@ class OffsetMetadataManager:
             else:
                 answer(append_error(error))
 
-        if not self.actions.append(records, stored):
+        if not self.actions.append(records, stored, producer):
             return fail(COORDINATOR_NOT_AVAILABLE)
         return self.actions.take()
 

@@ -28,6 +28,7 @@ from seglog.controller.metadata_records import MetadataRecord
 # stamps stay off the node's clock faults (docs/disk-and-clock-faults.md, Clocks).
 from seglog.storage.disk_and_clock import plain_monotonic_s
 from seglog.storage.disk_and_clock import plain_wall_ms as now_ms
+from seglog.storage.log_txns import marker_of
 from seglog.storage.record_batch import NewRecord, build_batch, decode_records, iter_batches
 
 from ..event_log import EventLogger
@@ -48,6 +49,7 @@ from .group_messages import (
     ErrorResult,
     JoinRequest,
     ListedGroup,
+    OffsetCommitRequest,
     Result,
     SyncRequest,
 )
@@ -202,13 +204,19 @@ class GroupCoordinatorRuntime:
             data = bytes(result.records)
             if not data:
                 break
-            batch: list[tuple[bytes, bytes | None]] = []
+            # (key, value, producer id of a transactional record) or a marker
+            # (producer id, commit): TxnOffsetCommit's records wait for their marker.
+            batch: list[tuple[bytes, bytes | None, int | None] | tuple[int, bool]] = []
             for pos, header in iter_batches(data):
                 if header.last_offset < offset:
                     continue
                 offset = header.last_offset + 1
                 if header.is_control:
+                    marker = marker_of(memoryview(data), pos, header)
+                    if marker is not None:
+                        batch.append((header.producer_id, marker.kind == "COMMIT"))
                     continue
+                txn = header.producer_id if header.is_transactional else None
                 for r in decode_records(data, pos, header):
                     if r.key is None:
                         _log.error(
@@ -217,13 +225,16 @@ class GroupCoordinatorRuntime:
                             offset=r.offset,
                         )
                         continue
-                    batch.append((r.key, r.value))
+                    batch.append((r.key, r.value, txn))
             with self._lock:
                 if not self._current(shard):
                     return
-                for key, value in batch:
+                for item in batch:
                     try:
-                        shard.replay(key, value)
+                        if len(item) == 2:
+                            shard.complete_txn(*item)
+                        else:
+                            shard.replay(*item)
                     except OffsetsRecordError as e:
                         _log.error(
                             "offsets_record_undecodable", partition=shard.partition, why=str(e)
@@ -326,6 +337,27 @@ class GroupCoordinatorRuntime:
             group_id, lambda s, rid, _now: s.delete_offsets(rid, group_id, partitions)
         )
 
+    def txn_offset_commit(
+        self,
+        group_id: str,
+        producer: tuple[int, int],
+        generation: int,
+        member_id: str,
+        instance: str | None,
+        partitions: list[CommitPartition],
+    ) -> Future[Result]:
+        """TxnOffsetCommit: offsets pending in the producer's transaction."""
+        req = OffsetCommitRequest(group_id, generation, member_id, instance, tuple(partitions))
+        return self.submit(group_id, lambda s, rid, now: s.txn_commit(rid, req, producer, now))
+
+    def on_txn_marker(self, partition: int, producer_id: int, commit: bool) -> None:
+        """A COMMIT/ABORT marker was written to `__consumer_offsets`-`partition`
+        (WriteTxnMarkers): the producer's pending offsets there become visible or go."""
+        with self._lock:
+            shard = self.coordinator.shards.get(partition)
+            if shard is not None:
+                shard.complete_txn(producer_id, commit)
+
     def list_groups(self, states: set[str]) -> tuple[str, list[ListedGroup]]:
         with self._lock:
             return self.coordinator.list_groups(states)
@@ -347,7 +379,14 @@ class GroupCoordinatorRuntime:
 
     def _append(self, a: Append) -> None:
         records = [NewRecord(value, key) for key, value in a.records]
-        data = build_batch(records, now_ms=now_ms())
+        if a.producer is None:
+            data = build_batch(records, now_ms=now_ms())
+        else:  # TxnOffsetCommit: a batch of the producer's transaction
+            pid, epoch = a.producer
+            data = build_batch(
+                records, now_ms=now_ms(), producer_id=pid, producer_epoch=epoch,
+                base_sequence=0, is_transactional=True,
+            )  # fmt: skip
         started = self.replica_manager.start_produce_all(
             [((OFFSETS_TOPIC, a.partition), data)],
             -1,

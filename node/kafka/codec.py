@@ -51,10 +51,14 @@ from kafka.protocol.admin import (
     DescribeGroupsResponse,
     DescribeLogDirsRequest,
     DescribeLogDirsResponse,
+    DescribeProducersRequest,
+    DescribeProducersResponse,
     DescribeQuorumRequest,
     DescribeQuorumResponse,
     DescribeTopicPartitionsRequest,
     DescribeTopicPartitionsResponse,
+    DescribeTransactionsRequest,
+    DescribeTransactionsResponse,
     DescribeUserScramCredentialsRequest,
     DescribeUserScramCredentialsResponse,
     ElectLeadersRequest,
@@ -65,6 +69,8 @@ from kafka.protocol.admin import (
     ListGroupsResponse,
     ListPartitionReassignmentsRequest,
     ListPartitionReassignmentsResponse,
+    ListTransactionsRequest,
+    ListTransactionsResponse,
 )
 from kafka.protocol.consumer import (
     FetchRequest,
@@ -97,10 +103,20 @@ from kafka.protocol.metadata import (
     MetadataResponse,
 )
 from kafka.protocol.producer import (
+    AddOffsetsToTxnRequest,
+    AddOffsetsToTxnResponse,
+    AddPartitionsToTxnRequest,
+    AddPartitionsToTxnResponse,
+    EndTxnRequest,
+    EndTxnResponse,
     InitProducerIdRequest,
     InitProducerIdResponse,
     ProduceRequest,
     ProduceResponse,
+    TxnOffsetCommitRequest,
+    TxnOffsetCommitResponse,
+    WriteTxnMarkersRequest,
+    WriteTxnMarkersResponse,
 )
 from kafka.protocol.sasl import (
     SaslAuthenticateRequest,
@@ -177,6 +193,24 @@ APIS: dict[int, ApiSpec] = {
         ApiSpec(19, "CreateTopics", CreateTopicsRequest, CreateTopicsResponse, (2, 7)),
         ApiSpec(20, "DeleteTopics", DeleteTopicsRequest, DeleteTopicsResponse, (1, 6)),
         ApiSpec(22, "InitProducerId", InitProducerIdRequest, InitProducerIdResponse, (0, 4)),
+        ApiSpec(
+            24, "AddPartitionsToTxn", AddPartitionsToTxnRequest, AddPartitionsToTxnResponse, (0, 3)
+        ),
+        ApiSpec(25, "AddOffsetsToTxn", AddOffsetsToTxnRequest, AddOffsetsToTxnResponse, (0, 3)),
+        ApiSpec(26, "EndTxn", EndTxnRequest, EndTxnResponse, (0, 3)),
+        ApiSpec(27, "WriteTxnMarkers", WriteTxnMarkersRequest, WriteTxnMarkersResponse, (1, 2)),
+        ApiSpec(28, "TxnOffsetCommit", TxnOffsetCommitRequest, TxnOffsetCommitResponse, (0, 3)),
+        ApiSpec(
+            61, "DescribeProducers", DescribeProducersRequest, DescribeProducersResponse, (0, 0)
+        ),
+        ApiSpec(
+            65,
+            "DescribeTransactions",
+            DescribeTransactionsRequest,
+            DescribeTransactionsResponse,
+            (0, 0),
+        ),
+        ApiSpec(66, "ListTransactions", ListTransactionsRequest, ListTransactionsResponse, (0, 1)),
         ApiSpec(
             23,
             "OffsetForLeaderEpoch",

@@ -11,9 +11,12 @@ from ..partition_requests import FetchResult, FetchSpec
 DEFAULT_PARTITION_MAX_BYTES = 1 << 20
 
 
-def fetch_spec(name: str, p: Any, version: int, replica: bool) -> FetchSpec:
+def fetch_spec(
+    name: str, p: Any, version: int, replica: bool, read_committed: bool = False
+) -> FetchSpec:
     """A partition of a Fetch: a follower's carries its last fetched epoch (KIP-320's
-    divergence check); a consumer's current leader epoch counts from v9."""
+    divergence check); a consumer's current leader epoch counts from v9, and its
+    isolation level (v4+) is `read_committed`."""
     return FetchSpec(
         name,
         p.partition,
@@ -22,6 +25,7 @@ def fetch_spec(name: str, p: Any, version: int, replica: bool) -> FetchSpec:
         p.partition_max_bytes if p.partition_max_bytes > 0 else DEFAULT_PARTITION_MAX_BYTES,
         p.last_fetched_epoch if replica else -1,
         p.log_start_offset,
+        read_committed,
     )
 
 

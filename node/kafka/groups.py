@@ -97,19 +97,17 @@ class KafkaGroupApis:
         """(error, node id, host, port, message) for one coordinator key."""
         if key_type not in (GROUP_KEY, TRANSACTION_KEY):
             return "INVALID_REQUEST", -1, "", -1, f"key type {key_type} is not served"
-        if key_type != GROUP_KEY:
-            return (
-                "COORDINATOR_NOT_AVAILABLE",
-                -1,
-                "",
-                -1,
-                "transactions are not supported",
-            )
         if not key:
-            return "INVALID_REQUEST", -1, "", -1, "empty group id"
-        if not allowed(self._authorizer(), AclOperation.DESCRIBE, ResourceType.GROUP, key):
+            return "INVALID_REQUEST", -1, "", -1, "empty coordinator key"
+        if key_type == TRANSACTION_KEY:
+            resource = ResourceType.TRANSACTIONAL_ID
+            if not allowed(self._authorizer(), AclOperation.DESCRIBE, resource, key):
+                return "TRANSACTIONAL_ID_AUTHORIZATION_FAILED", -1, "", -1, None
+            error, node_id = self.node.find_transaction_coordinator(key)
+        elif not allowed(self._authorizer(), AclOperation.DESCRIBE, ResourceType.GROUP, key):
             return GROUP_DENIED, -1, "", -1, None
-        error, node_id = self.node.find_group_coordinator(key)
+        else:
+            error, node_id = self.node.find_group_coordinator(key)
         if error != NONE:
             return error, -1, "", -1, None
         live = live_brokers(self.node.metadata_image(), self.listener)

@@ -26,16 +26,20 @@ from ..security.acls import CLUSTER_NAME, AclOperation, ResourceType
 from ..security.authorizing_node import AuthorizingNode
 from ..security.kafka_gate import allowed, allowed_on_any, authorized_operations
 from ..security.node_authorizer import NodeAuthorizer
+from ..transactions.txn_records import TRANSACTION_STATE_TOPIC
 from . import (
     admin,
     client_quotas,
     hot_codec,
     log_dirs,
     quorum,
+    read_committed,
     records,
     replica_fetch,
     telemetry,
     topic_partitions,
+    txn_apis,
+    txn_markers,
 )
 from .codec import (
     KafkaRequest,
@@ -54,7 +58,7 @@ from .node_api import KafkaNode
 
 _log = EventLogger("kafka")
 TOPIC, CLUSTER = ResourceType.TOPIC, ResourceType.CLUSTER
-INTERNAL_TOPICS = frozenset({OFFSETS_TOPIC})
+INTERNAL_TOPICS = frozenset({OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC})
 # ListOffsets' special timestamps (Kafka's ListOffsetsRequest).
 EARLIEST_TIMESTAMP, EARLIEST_LOCAL_TIMESTAMP, LATEST_TIERED_TIMESTAMP = -2, -4, -5
 MAX_FETCH_WAIT_MS = 30_000  # a client's fetch.max.wait.ms is capped at this
@@ -113,6 +117,14 @@ class KafkaApis:
             21: lambda r: records.delete_records(self.node, r, lambda: self.authorizer),
             22: self.init_producer_id,
             23: self.offsets_for_leader_epoch,
+            24: lambda r: txn_apis.add_partitions_to_txn(self, r),
+            25: lambda r: txn_apis.add_offsets_to_txn(self, r),
+            26: lambda r: txn_apis.end_txn(self, r),
+            27: lambda r: txn_markers.write_txn_markers(self, r),
+            28: lambda r: txn_apis.txn_offset_commit(self, r),
+            61: lambda r: txn_apis.describe_producers(self, r),
+            65: lambda r: txn_apis.describe_transactions(self, r),
+            66: lambda r: txn_apis.list_transactions(self, r),
             32: lambda r: admin.describe_configs(
                 guarded,
                 r,
@@ -213,8 +225,10 @@ class KafkaApis:
         refuse: str | None = None
         if acks not in (-1, 0, 1):
             refuse = "INVALID_REQUIRED_ACKS"
-        elif req.transactional_id is not None:
-            refuse = "TRANSACTIONAL_ID_AUTHORIZATION_FAILED"  # no transactions in seglog
+        elif req.transactional_id is not None and not allowed(
+            self.authorizer, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, req.transactional_id
+        ):
+            refuse = "TRANSACTIONAL_ID_AUTHORIZATION_FAILED"  # Kafka's rule for a transactional id
         items: list[tuple[tuple[str, int], bytes]] = []
         seen: set[tuple[str, int]] = set()
         errors: dict[tuple[str, int], str] = {}
@@ -310,6 +324,7 @@ class KafkaApis:
         if replica_fetch.replica_of(request)[0] >= 0:
             return replica_fetch.fetch(self, request)
         topics, ids = self.fetch_topics(request)
+        committed = req.isolation_level == read_committed.READ_COMMITTED
         topics, denied = split_unknown(topics, ids)
         denied += [
             FetchResult(name, p.partition, "TOPIC_AUTHORIZATION_FAILED")
@@ -318,7 +333,7 @@ class KafkaApis:
             for p in t.partitions
         ]
         specs = [
-            fetch_spec(name, p, request.api_version, replica=False)
+            fetch_spec(name, p, request.api_version, replica=False, read_committed=committed)
             for name, t in topics
             if not denied or allowed(self.authorizer, AclOperation.READ, TOPIC, name)
             for p in t.partitions
@@ -439,13 +454,16 @@ class KafkaApis:
                         r.records.close()
                 elif r.records:
                     records = bytes(r.records)
-                part = cls.FetchableTopicResponse.PartitionData(
+                data_cls = cls.FetchableTopicResponse.PartitionData
+                part = data_cls(
                     partition_index=r.partition,
                     error_code=error_code(r.error_name),
                     high_watermark=r.high_watermark,
-                    last_stable_offset=r.high_watermark,
+                    last_stable_offset=read_committed.last_stable_offset(r),
                     log_start_offset=r.log_start_offset,
-                    aborted_transactions=[] if req.isolation_level == 1 else None,
+                    aborted_transactions=read_committed.aborted_transactions(
+                        data_cls, r, req.isolation_level
+                    ),
                     preferred_read_replica=-1,
                     records=records,
                 )
@@ -483,7 +501,7 @@ class KafkaApis:
         """fetch_response at v12+ (node/kafka/hot_codec.py): records as they are, a
         FileSlice a part of its own."""
         version = request.api_version
-        read_committed = request.body.isolation_level == 1
+        isolation = request.body.isolation_level
         topics: list[hot_codec.FetchAnswerTopic] = []
         try:
             for r in results:
@@ -495,10 +513,10 @@ class KafkaApis:
                     r.partition,
                     error_code(r.error_name),
                     r.high_watermark,
-                    r.high_watermark,
+                    read_committed.last_stable_offset(r),
                     r.log_start_offset,
                     records if records is not None else b"",
-                    aborted_transactions=[] if read_committed else None,
+                    aborted_transactions=read_committed.aborted_pairs(r, isolation),
                     diverging_epoch=r.diverging_epoch,
                     current_leader=r.leader
                     if r.error_name != "NONE" and r.leader[0] >= 0
@@ -526,6 +544,8 @@ class KafkaApis:
         cls = response_class(request)
         rm = self.node.replica_manager
         replica = max(req.replica_id, -1)  # a follower's (its log end, not the HW)
+        # v2+: a READ_COMMITTED client's LATEST is the last stable offset.
+        committed = getattr(req, "isolation_level", 0) == read_committed.READ_COMMITTED
         topics = []
         for t in req.topics:
             partitions = []
@@ -537,7 +557,9 @@ class KafkaApis:
                 if timestamp in (EARLIEST_LOCAL_TIMESTAMP, LATEST_TIERED_TIMESTAMP):
                     timestamp = EARLIEST_TIMESTAMP
                 r = (
-                    rm.list_offset((t.name, p.partition_index), timestamp, epoch, replica)
+                    rm.list_offset(
+                        (t.name, p.partition_index), timestamp, epoch, replica, committed
+                    )
                     if allowed(self.authorizer, AclOperation.DESCRIBE, TOPIC, t.name)
                     else OffsetResult(error_name="TOPIC_AUTHORIZATION_FAILED")
                 )
@@ -587,13 +609,7 @@ class KafkaApis:
         req = request.body
         cls = response_class(request)
         if req.transactional_id is not None:
-            body = cls(
-                throttle_time_ms=0,
-                error_code=error_code("TRANSACTIONAL_ID_AUTHORIZATION_FAILED"),
-                producer_id=-1,
-                producer_epoch=-1,
-            )
-            return encode_response(request, body)
+            return txn_apis.init_producer_id(self, request)
         if not allowed(
             self.authorizer, AclOperation.IDEMPOTENT_WRITE, CLUSTER, CLUSTER_NAME
         ) and not allowed_on_any(self.authorizer, AclOperation.WRITE, TOPIC):

@@ -14,6 +14,7 @@ from seglog.storage.partition_metadata import topic_id_to_uuid
 
 from ..groups.offsets_records import OFFSETS_TOPIC
 from ..security.acls import AclOperation
+from ..transactions.txn_records import TRANSACTION_STATE_TOPIC
 from .codec import API_VERSIONS, APIS, KafkaRequest, Part, encode_response, response_class
 from .errors import error_code
 from .node_api import KafkaNode
@@ -157,7 +158,7 @@ def metadata(
             error_code=0,
             name=name,
             topic_id=_topic_uuid(topic.topic_id),
-            is_internal=name == OFFSETS_TOPIC,
+            is_internal=name in (OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC),
             partitions=partitions,
         )
         if v >= 8 and req.include_topic_authorized_operations and topic_operations:

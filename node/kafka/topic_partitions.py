@@ -14,6 +14,7 @@ from typing import Any
 from seglog.storage.partition_metadata import topic_id_to_uuid
 
 from ..groups.offsets_records import OFFSETS_TOPIC
+from ..transactions.txn_records import TRANSACTION_STATE_TOPIC
 from .codec import KafkaRequest, Part, encode_response, response_class
 from .errors import error_code
 from .metadata import live_brokers, partition_leadership
@@ -76,7 +77,7 @@ def describe_topic_partitions(
                     error_code=error_code("UNKNOWN_TOPIC_OR_PARTITION"),
                     name=name,
                     topic_id=ZERO_UUID,
-                    is_internal=name == OFFSETS_TOPIC,
+                    is_internal=name in (OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC),
                 )
             )
             continue
@@ -100,7 +101,7 @@ def describe_topic_partitions(
                 error_code=0,
                 name=name,
                 topic_id=topic_id_to_uuid(topic.topic_id),
-                is_internal=name == OFFSETS_TOPIC,
+                is_internal=name in (OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC),
                 partitions=partitions,
                 # KIP-430's bit field (this codec takes it as an int here).
                 topic_authorized_operations=sum(1 << op for op in topic_operations(name)),

@@ -42,6 +42,7 @@ from kafka.protocol.consumer import (
 )
 from kafka.protocol.metadata import ApiVersionsRequest, FindCoordinatorRequest, MetadataRequest
 from kafka.protocol.producer import InitProducerIdRequest, ProduceRequest
+from txn_requests import txn_request
 
 from seglog.harness.kafka_cluster import KafkaConnection
 from seglog.node.kafka.codec import APIS
@@ -224,6 +225,9 @@ def requests_for(api_key: int, v: int):
     more = admin_request(api_key, v)
     if more is not None:
         return more
+    txn = txn_request(api_key, v, TOPIC)
+    if txn is not None:
+        return txn
     return security_request(api_key, v)
 
 

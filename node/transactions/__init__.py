@@ -1,0 +1,1 @@
+"""Kafka's transaction coordinator (docs/transactions.md)."""
