@@ -33,13 +33,13 @@ import platform
 import shutil
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from seglog.bench.options import add_options, positive_ints, save_plot, work_dir
 from seglog.harness.ports import free_ports
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -281,6 +281,7 @@ def run_seglog(root: Path, args: argparse.Namespace) -> dict[str, Any]:
     from seglog.bench.measure import pace
     from seglog.client.producer import Producer
     from seglog.harness.local_cluster import LOCAL_DEFAULTS
+
     overrides = {
         "broker.session.timeout.ms": LOCAL_DEFAULTS["broker.session.timeout.ms"],
         "broker.heartbeat.interval.ms": LOCAL_DEFAULTS["broker.heartbeat.interval.ms"],
@@ -442,9 +443,7 @@ def plot(path: Path, nats: dict[str, Any], seglog: dict[str, Any], rates: list[i
     right.set_ylabel("ms (log)")
     right.set_title("send-to-ack latency at fixed rates")
     right.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
+    save_plot(fig, path)
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
@@ -457,15 +456,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         "--tuned-batch-size", type=int, default=262144, help="tuned phase's batch_size (0: skip)"
     )
     parser.add_argument("--tuned-linger-ms", type=int, default=20, help="tuned phase's linger")
-    parser.add_argument("--plot", type=Path, default=None, help="write a PNG here")
-    parser.add_argument("--dir", type=Path, default=None, help="parent of the temp dir")
+    add_options(parser, "--plot", "--dir")
     args = parser.parse_args(argv)
-    try:
-        args.rates = [int(r) for r in args.rates.split(",") if r.strip()]
-    except ValueError:
-        parser.error(f"--rates must be a comma list of ints, got {args.rates!r}")
-    if not args.rates or any(r <= 0 for r in args.rates):
-        parser.error("--rates needs at least one positive rate")
+    args.rates = positive_ints(parser, "--rates", args.rates)
     if args.seconds <= 0 or args.latency_seconds <= 0:
         parser.error("--seconds and --latency-seconds must be positive")
     if args.tuned_batch_size < 0 or args.tuned_linger_ms < 0:
@@ -475,7 +468,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
-    root = Path(tempfile.mkdtemp(prefix="seglog-compare-", dir=args.dir))
+    root = work_dir(args.dir, "seglog-compare-")
     load_before = os.getloadavg()
     try:
         say(f"NATS JetStream R3 (3 servers) ... [data in {root}]")

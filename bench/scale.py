@@ -39,6 +39,7 @@ import threading
 import time
 from pathlib import Path
 
+from seglog.bench.options import save_plot
 from seglog.client.admin import Admin, NewTopic
 from seglog.client.producer import Producer
 from seglog.harness.local_cluster import bootstrap_servers
@@ -239,9 +240,7 @@ def plot(results: list[dict[str, object]], path: Path) -> None:
         ax.set_xlabel("partitions (RF=3, 3 nodes)")
         ax.grid(True, alpha=0.3)
     fig.suptitle("seglog at scale (bench/scale.py)")
-    fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=90)
+    save_plot(fig, path, dpi=90)
 
 
 def main() -> int:
