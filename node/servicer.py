@@ -11,7 +11,7 @@ import grpc
 
 from seglog.controller.cluster_control import DYNAMIC_BROKER_CONFIGS, ControlError
 from seglog.proto import client_pb2 as pb
-from seglog.proto import client_pb2_grpc, errors_pb2
+from seglog.proto import client_pb2_grpc
 from seglog.storage.disk_and_clock import plain_perf_s
 from seglog.storage.errors import InvalidConfigError
 
@@ -19,23 +19,11 @@ from . import request_timing
 from .event_log import EventLogger
 from .fetch_session import FetchSessionError
 from .groups.offsets_records import OFFSETS_TOPIC
+from .grpc_errors import E, code, refused
 from .node_services import NodeServices
 from .partition_requests import FetchSpec, ProduceResult
 
 _log = EventLogger("servicer")
-E = errors_pb2.ErrorCode
-
-
-def code(name: str) -> int:
-    try:
-        return E.Value(name)
-    except ValueError:
-        return E.Value("UNKNOWN_SERVER_ERROR")
-
-
-def refused(e: ControlError) -> dict[str, Any]:
-    """A response entry's error fields for the controller's refusal."""
-    return {"error_code": code(e.error_name), "error_message": str(e)}
 
 
 def config_results(

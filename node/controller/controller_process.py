@@ -48,6 +48,7 @@ from seglog.node.controller.controller_client import ControllerClient
 from seglog.node.controller.controller_servicer import ControllerServicer
 from seglog.node.controller.quorum_controller import QuorumController
 from seglog.node.event_log import EventLogger, configure
+from seglog.node.grpc_errors import code
 from seglog.node.liveness import (
     PulseGate,
     parse_pulse,
@@ -60,7 +61,6 @@ from seglog.node.security.grpc_gate import AuthorizingInterceptor
 from seglog.node.security.internode import controller_credentials
 from seglog.node.security.node_authorizer import NodeAuthorizer
 from seglog.node.security.security_servicer import SecurityControlServicer
-from seglog.node.servicer import code
 from seglog.proto import cluster_pb2 as cpb
 from seglog.proto import cluster_pb2_grpc, security_pb2_grpc
 from seglog.storage.disk_and_clock import plain_monotonic_s
