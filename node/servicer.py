@@ -5,7 +5,7 @@ of its own beyond request shape checks."""
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator
-from typing import Any
+from typing import Any, TypeVar
 
 import grpc
 
@@ -24,6 +24,7 @@ from .node_services import NodeServices
 from .partition_requests import FetchSpec, ProduceResult
 
 _log = EventLogger("servicer")
+R = TypeVar("R")
 
 
 def config_results(
@@ -49,6 +50,25 @@ def answer_partitions(
         tr = response_topics.add(name=t.name)
         for p in t.partitions:
             tr.partitions.add(partition=p.partition, **answer(t.name, p))
+
+
+def answer_election(
+    elect: Callable[[], dict[tuple[str, int], str]],
+    response: Callable[..., R],
+    result: Callable[..., Any],
+) -> R:
+    """ElectLeaders on the broker's and the controller's service: the controller's
+    refusal, or each partition's error (`elect` decides; their messages differ)."""
+    try:
+        results = elect()
+    except ControlError as e:
+        return response(**refused(e))
+    return response(
+        results=[
+            result(topic=t, partition=p, error_code=code(error))
+            for (t, p), error in sorted(results.items())
+        ]
+    )
 
 
 def answer_reassignments(
@@ -201,15 +221,10 @@ class SegLogServicer(client_pb2_grpc.SegLogServicer):
         wanted = (
             [(t.topic, p) for t in request.topics for p in t.partitions] if request.topics else None
         )
-        try:
-            results = self.node.elect_leaders(request.election_type, wanted)
-        except ControlError as e:
-            return pb.ElectLeadersResponse(**refused(e))
-        return pb.ElectLeadersResponse(
-            results=[
-                pb.ElectLeadersResult(topic=t, partition=p, error_code=code(error))
-                for (t, p), error in sorted(results.items())
-            ]
+        return answer_election(
+            lambda: self.node.elect_leaders(request.election_type, wanted),
+            pb.ElectLeadersResponse,
+            pb.ElectLeadersResult,
         )
 
     def DeleteTopics(

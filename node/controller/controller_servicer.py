@@ -18,7 +18,7 @@ from seglog.node.controller.quorum_controller import QuorumController
 from seglog.node.controller.raft_transport import from_proto
 from seglog.node.event_log import EventLogger
 from seglog.node.grpc_errors import code, refused
-from seglog.node.servicer import answer_reassignments
+from seglog.node.servicer import answer_election, answer_reassignments
 from seglog.proto import client_pb2 as pb
 from seglog.proto import cluster_pb2 as cpb
 from seglog.proto import cluster_pb2_grpc
@@ -177,15 +177,10 @@ class ControllerServicer(cluster_pb2_grpc.ControllerServicer):
             if request.all_partitions
             else [(p.topic, p.partition) for p in request.partitions]
         )
-        try:
-            results = self.controller.elect_leaders(request.election_type, wanted)
-        except ControlError as e:
-            return cpb.ElectLeadersControlResponse(**refused(e))
-        return cpb.ElectLeadersControlResponse(
-            results=[
-                cpb.ElectionPartition(topic=t, partition=p, error_code=code(error))
-                for (t, p), error in sorted(results.items())
-            ]
+        return answer_election(
+            lambda: self.controller.elect_leaders(request.election_type, wanted),
+            cpb.ElectLeadersControlResponse,
+            cpb.ElectionPartition,
         )
 
     def AlterPartitionReassignments(
