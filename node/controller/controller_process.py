@@ -49,6 +49,7 @@ from seglog.node.controller.controller_servicer import ControllerServicer
 from seglog.node.controller.quorum_controller import QuorumController
 from seglog.node.event_log import EventLogger, configure
 from seglog.node.grpc_errors import code
+from seglog.node.grpc_wrap import SERVER_OPTIONS
 from seglog.node.liveness import (
     PulseGate,
     parse_pulse,
@@ -131,14 +132,7 @@ class ControllerProcess:
             interceptors=[AuthorizingInterceptor(authorizer, controller_listener=True)]
             if (authorizer := NodeAuthorizer.from_properties(self.config.raw, self._image))
             else None,
-            options=[
-                ("grpc.max_send_message_length", 64 << 20),
-                ("grpc.max_receive_message_length", 64 << 20),
-                ("grpc.so_reuseport", 0),
-                ("grpc.http2.min_recv_ping_interval_without_data_ms", 500),
-                ("grpc.http2.max_ping_strikes", 0),
-                ("grpc.keepalive_permit_without_calls", 1),
-            ],
+            options=SERVER_OPTIONS,
         )
         self._servicer = ControllerServicer(
             self.quorum, self.config.cluster_id, self.on_broker_applied
