@@ -354,36 +354,29 @@ class SegLogServicer(client_pb2_grpc.SegLogServicer):
             request.max_bytes if request.max_bytes > 0 else self.node.fetch_max_bytes,
             self.node.fetch_max_bytes,
         )
+        # Who fetches, and how long and for how many bytes it waits: either kind of fetch.
+        wait: dict[str, Any] = {
+            "replica_id": request.replica_id,
+            "max_wait_ms": request.max_wait_ms,
+            "min_bytes": max(request.min_bytes, 1),
+            "max_bytes": max_bytes,
+            "replica_epoch": request.replica_epoch,
+            "cancelled": lambda: not context.is_active(),
+        }
         response = pb.FetchResponse()
+        rm = self.node.replica_manager
         if request.replica_id >= 0:
             # Followers fetch in KIP-227 sessions; consumers' fetches are sessionless.
             forgotten = [(t.name, p.partition) for t in request.forgotten for p in t.partitions]
             try:
-                response.session_id, results = self.node.replica_manager.fetch_in_session(
-                    request.session_id,
-                    request.session_epoch,
-                    specs,
-                    forgotten,
-                    replica_id=request.replica_id,
-                    max_wait_ms=request.max_wait_ms,
-                    min_bytes=max(request.min_bytes, 1),
-                    max_bytes=max_bytes,
-                    replica_epoch=request.replica_epoch,
-                    cancelled=lambda: not context.is_active(),
+                response.session_id, results = rm.fetch_in_session(
+                    request.session_id, request.session_epoch, specs, forgotten, **wait
                 )
             except FetchSessionError as e:
                 response.error_code = code(e.error_name)
                 return response
         else:
-            results = self.node.replica_manager.fetch(
-                specs,
-                replica_id=request.replica_id,
-                max_wait_ms=request.max_wait_ms,
-                min_bytes=max(request.min_bytes, 1),
-                max_bytes=max_bytes,
-                replica_epoch=request.replica_epoch,
-                cancelled=lambda: not context.is_active(),
-            )
+            results = rm.fetch(specs, **wait)
         by_topic: dict[str, pb.FetchTopicResponse] = {}
         for r in results:
             tr = by_topic.get(r.topic)
