@@ -38,7 +38,7 @@ from typing import Any
 
 import grpc
 
-from seglog.bench.options import add_options, known_names, save_plot
+from seglog.bench.options import add_options, known_names, quick_or_full, save_plot
 
 SHAPES = ("unary-sync", "unary-aio", "stream-sync", "stream-aio")
 SERVICE = "floor.Echo"
@@ -243,10 +243,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     add_options(parser, "--plot")
     parser.add_argument("--serve", choices=("sync", "aio"), help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
-    if args.exchanges is None:
-        args.exchanges = 300 if args.quick else 4000
-    if args.rounds is None:
-        args.rounds = 1 if args.quick else 3
+    quick_or_full(args, exchanges=(300, 4000), rounds=(1, 3))
     args.shapes = known_names(parser, "--shapes", args.shapes, SHAPES)
     if args.exchanges < 1 or args.rounds < 1:
         parser.error("--exchanges and --rounds must be at least 1")

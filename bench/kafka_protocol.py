@@ -50,7 +50,14 @@ from types import ModuleType
 from typing import Any
 
 from seglog.bench.measure import MIB, librdkafka_produce_until, say
-from seglog.bench.options import add_options, add_phases, add_profile_node, known_names, work_dir
+from seglog.bench.options import (
+    add_options,
+    add_phases,
+    add_profile_node,
+    known_names,
+    quick_or_full,
+    work_dir,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 TOPIC_KAFKA = "kafka-bench"
@@ -381,8 +388,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     add_profile_node(parser, top=False)
     args = parser.parse_args(argv)
     args.phases = known_names(parser, "--phases", args.phases, PHASES)
-    if args.seconds is None:
-        args.seconds = 1.5 if args.quick else 8.0
+    quick_or_full(args, seconds=(1.5, 8.0))
     return args
 
 

@@ -468,8 +468,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     options.add_options(parser, "--dir", "--keep", "--plot", "--seed")
     parser.add_argument("--serve-echo", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
-    if args.seconds is None:
-        args.seconds = 1.0 if args.quick else 8.0
+    options.quick_or_full(args, seconds=(1.0, 8.0))
     args.phases = options.known_names(parser, "--phases", args.phases, PHASES)
     return args
 

@@ -1,7 +1,7 @@
 """What the benchmarks' command lines and outputs share: the options every bench means
-the same by (--dir, --keep, --plot, --seed, --phases, --profile-node), comma lists of
-positive integers or of known names, the temp directory a run works in, and writing a
-plot."""
+the same by (--dir, --keep, --plot, --seed, --phases, --profile-node), the values of
+unset options with and without --quick, comma lists of positive integers or of known
+names, the temp directory a run works in, and writing a plot."""
 
 from __future__ import annotations
 
@@ -35,6 +35,14 @@ def add_profile_node(parser: argparse.ArgumentParser, top: bool = True) -> None:
     parser.add_argument("--profile-node", action="store_true", help="cProfile the nodes")
     if top:
         parser.add_argument("--profile-top", type=int, default=30)
+
+
+def quick_or_full(args: argparse.Namespace, **values: tuple[Any, Any]) -> None:
+    """Options left unset (None) take their --quick value or their full-run one:
+    `quick_or_full(args, seconds=(1.5, 8.0))`."""
+    for name, (quick, full) in values.items():
+        if getattr(args, name) is None:
+            setattr(args, name, quick if args.quick else full)
 
 
 def known_names(

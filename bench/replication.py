@@ -370,10 +370,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     options.add_profile_node(parser)
     options.add_options(parser, "--dir", "--keep", "--seed", "--plot")
     args = parser.parse_args(argv)
-    if args.seconds is None:
-        args.seconds = 1.5 if args.quick else 8.0
-    if args.kills is None:
-        args.kills = 3 if args.quick else 20
+    options.quick_or_full(args, seconds=(1.5, 8.0), kills=(3, 20))
     if args.kills < 0:
         parser.error("--kills must be at least 0")
     phases = options.known_names(parser, "--phases", args.phases, PHASES)

@@ -43,7 +43,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-from seglog.bench.options import add_options, work_dir
+from seglog.bench.options import add_options, quick_or_full, work_dir
 from seglog.storage.log import Log
 from seglog.storage.log_config import LogConfig
 from seglog.storage.record_batch import NewRecord, build_batch
@@ -243,10 +243,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--profile-top", type=int, default=15)
     add_options(parser, "--keep")
     args = parser.parse_args(argv)
-    if args.size_mb is None:
-        args.size_mb = 32 if args.quick else 1024
-    if args.lookups is None:
-        args.lookups = 5_000 if args.quick else 200_000
+    quick_or_full(args, size_mb=(32, 1024), lookups=(5_000, 200_000))
     if args.segment_mb is None and args.quick:
         args.segment_mb = 8  # several segments, so lookups cross segment boundaries
     if args.quick:

@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from seglog.bench.measure import librdkafka_produce_until
-from seglog.bench.options import add_options, work_dir
+from seglog.bench.options import add_options, quick_or_full, work_dir
 from seglog.harness.node_process import NodeProcess
 from seglog.harness.ports import free_port, quorum_ports
 
@@ -209,10 +209,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--rounds", type=int, default=None, help="phases per mode (4)")
     add_options(parser, "--dir")
     args = parser.parse_args(argv)
-    if args.seconds is None:
-        args.seconds = 2.0 if args.quick else 8.0
-    if args.rounds is None:
-        args.rounds = 1 if args.quick else 4
+    quick_or_full(args, seconds=(2.0, 8.0), rounds=(1, 4))
     if args.rounds < 1 or args.seconds <= 0:
         parser.error("--rounds must be at least 1 and --seconds positive")
     return args
