@@ -72,6 +72,7 @@ from seglog.bench.measure import (
     CpuMeter,
     check_produce,
     produce_for,
+    run_lanes_together,
     say,
 )
 from seglog.client.admin import Admin, NewTopic
@@ -207,31 +208,16 @@ def run_lanes(
 
     def timed(duration: float, label: str | None) -> float:
         totals = [0] * lanes
-        barrier = threading.Barrier(lanes + 1)
-        end = [0.0]
 
-        def lane(i: int) -> None:
-            barrier.wait()
+        def lane(i: int, end: float) -> None:
             n = 0
             call = calls[i]
-            while time.perf_counter() < end[0]:
+            while time.perf_counter() < end:
                 n += call()
             totals[i] = n
 
-        threads = [threading.Thread(target=lane, args=(i,), daemon=True) for i in range(lanes)]
-        for t in threads:
-            t.start()
-        if label is not None:
-            METER.start()
-        start = time.perf_counter()
-        end[0] = start + duration
-        barrier.wait()
-        for t in threads:
-            t.join()
-        mb_s = sum(totals) / MIB / (time.perf_counter() - start)
-        if label is not None:
-            METER.stop(label)
-        return mb_s
+        elapsed = run_lanes_together(lanes, lane, duration, METER, label)
+        return sum(totals) / MIB / elapsed
 
     timed(min(1.0, seconds / 4), None)  # warm-up: connection, allocations, page cache
     return timed(seconds, label)

@@ -76,6 +76,7 @@ from seglog.bench.measure import (
     pace,
     percentile,
     produce_for,
+    run_lanes_together,
     say,
     settle_disk,
     summary_ms,
@@ -140,16 +141,13 @@ def measure_produce_raw(
         moved = [0] * len(lanes)
         records = [0] * len(lanes)
         latencies: list[list[float]] = [[] for _ in lanes]
-        barrier = threading.Barrier(len(lanes) + 1)
-        end = [0.0]
         failures: list[BaseException] = []
 
-        def lane(i: int) -> None:
+        def lane(i: int, end: float) -> None:
             produce, requests = lanes[i]
-            barrier.wait()
             k = i
             try:
-                while time.perf_counter() < end[0]:
+                while time.perf_counter() < end:
                     data, carried, n = requests[k % len(requests)]
                     k += 1
                     t = time.perf_counter()
@@ -160,19 +158,7 @@ def measure_produce_raw(
             except BaseException as e:  # noqa: BLE001 - reported by the main thread
                 failures.append(e)
 
-        threads = [threading.Thread(target=lane, args=(i,), daemon=True) for i in range(len(lanes))]
-        for t in threads:
-            t.start()
-        if label:
-            METER.start()
-        start = time.perf_counter()
-        end[0] = start + seconds
-        barrier.wait()
-        for t in threads:
-            t.join()
-        elapsed = time.perf_counter() - start
-        if label:
-            METER.stop(label)
+        elapsed = run_lanes_together(len(lanes), lane, seconds, METER, label)
         if failures:
             raise failures[0]
         return (
