@@ -34,10 +34,10 @@ import resource
 import shutil
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
+from seglog.bench.options import add_options, work_dir
 from seglog.storage.log import Log
 from seglog.storage.log_cleaner import CleanerConfig, CleanResult, clean_log
 from seglog.storage.log_config import LogConfig
@@ -181,7 +181,7 @@ def run_child(directory: Path, hw: int, segment_mb: int, dedupe: int, rate: floa
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
-    ap.add_argument("--dir", type=Path, default=None)
+    add_options(ap, "--dir")
     ap.add_argument("--size-mb", type=int, default=256)
     ap.add_argument("--full", action="store_true", help="1 GiB of dirty log (the issue's size)")
     ap.add_argument("--quick", action="store_true", help="a few MiB: a smoke run")
@@ -200,7 +200,7 @@ def main() -> None:
     throttle_mb = 4 if args.quick else args.throttle_log_mb
     throttle_rate = (2.0 if args.quick else args.throttle_mb_s) * MIB
     dedupe = args.dedupe_mb * MIB
-    root = Path(tempfile.mkdtemp(prefix="seglog-cleaner-bench-", dir=args.dir))
+    root = work_dir(args.dir, "seglog-cleaner-bench-")
     try:
         print(f"building {size_mb} MiB of dirty log in {root}", flush=True)
         main_info = build(root / "bench-0", size_mb, args.distinct_pct, args.segment_mb)

@@ -33,6 +33,7 @@ import time
 import urllib.request
 from pathlib import Path
 
+from seglog.bench.options import save_plot
 from seglog.client.admin import Admin, NewTopic
 from seglog.harness.browser import browser
 from seglog.harness.ports import consecutive_free_ports, free_ports
@@ -106,9 +107,7 @@ def plot(pages: dict[str, dict[str, float]], path: Path, partitions: int) -> Non
     ax.set_ylabel("ms")
     ax.set_title(f"seglog console, {partitions:,} partitions on 3 nodes")
     ax.legend()
-    fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=100)
+    save_plot(fig, path)
 
 
 def main() -> int:

@@ -49,7 +49,6 @@ import shutil
 import signal
 import statistics
 import sys
-import tempfile
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -59,6 +58,7 @@ import grpc
 
 from seglog.bench.cluster import wait_for
 from seglog.bench.measure import percentile, say
+from seglog.bench.options import add_options, save_plot, work_dir
 from seglog.harness.local_cluster import LOCAL_DEFAULTS
 from seglog.harness.node_process import NodeProcess
 from seglog.harness.ports import quorum_ports
@@ -299,9 +299,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         help="give up on one kill's creation after this long, then restart every node",
     )
     parser.add_argument("--seed", type=int, default=1)
-    parser.add_argument("--dir", type=Path, default=None, help="parent of the temp dir (/tmp)")
-    parser.add_argument("--keep", action="store_true", help="keep the nodes' data directory")
-    parser.add_argument("--plot", type=Path, default=None, help="write a PNG of the CDFs here")
+    add_options(parser, "--dir", "--keep", "--plot")
     args = parser.parse_args(argv)
     if args.quick:
         args.kills = 3
@@ -312,9 +310,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
-    if args.dir is not None:
-        args.dir.mkdir(parents=True, exist_ok=True)
-    root = Path(tempfile.mkdtemp(prefix="seglog-controller-bench-", dir=args.dir))
+    root = work_dir(args.dir, "seglog-controller-bench-")
     overrides = {
         "broker.session.timeout.ms": str(args.session_timeout_ms),
         "broker.heartbeat.interval.ms": str(args.heartbeat_interval_ms),
@@ -424,9 +420,7 @@ def plot(path: Path, failover: list[float], elections: list[float], timeout_ms: 
     ax.set_ylabel("share of kills")
     ax.set_title(f"controller failover, {len(failover)} kills, election timeout {timeout_ms} ms")
     ax.legend(fontsize=8, loc="lower right")
-    fig.tight_layout()
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
+    save_plot(fig, path)
 
 
 if __name__ == "__main__":

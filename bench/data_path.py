@@ -32,7 +32,6 @@ import json
 import os
 import shutil
 import statistics
-import tempfile
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -41,6 +40,7 @@ from typing import Any
 from seglog.bench import cluster as bench_cluster
 from seglog.bench.kafka_protocol import TOPIC_KAFKA, Values, kafka_latency
 from seglog.bench.measure import percentile, say
+from seglog.bench.options import add_options, known_names, positive_ints, save_plot, work_dir
 
 DESIGNS = {
     "threads+grpc": {"kafka.listener.model": "threads", "replica.fetch.protocol": "grpc"},
@@ -149,8 +149,7 @@ def plot(summary: dict[str, Any], rates: Sequence[int], path: Path) -> None:
     )
     ax2.set_ylabel("leader CPU µs per one-record produce")
     ax2.set_title("leader broker process CPU")
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    save_plot(fig, path, dpi=110)
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
@@ -162,16 +161,10 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--rates", default="1000,5000", help="records/s, comma list")
     parser.add_argument("--seconds", type=float, default=4.0, help="per paced rate (4)")
     parser.add_argument("--sequential", type=int, default=300, help="round trips (300)")
-    parser.add_argument("--plot", type=Path, default=None, help="write a PNG here")
-    parser.add_argument("--dir", type=Path, default=None, help="parent of the temp dir")
+    add_options(parser, "--plot", "--dir")
     args = parser.parse_args(argv)
-    try:
-        args.rates = [int(r) for r in args.rates.split(",") if r.strip()]
-    except ValueError:
-        parser.error(f"--rates must be a comma list of ints, got {args.rates!r}")
-    args.designs = [d for d in args.designs.split(",") if d.strip()]
-    if not args.designs or any(d not in DESIGNS for d in args.designs):
-        parser.error(f"--designs must name some of {', '.join(DESIGNS)}")
+    args.rates = positive_ints(parser, "--rates", args.rates)
+    args.designs = known_names(parser, "--designs", args.designs, DESIGNS)
     if args.rounds < 1 or args.sequential < 1 or args.seconds <= 0:
         parser.error("--rounds, --sequential and --seconds must be positive")
     return args
@@ -181,7 +174,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     import confluent_kafka as ck
 
     args = parse_args(argv)
-    root = Path(tempfile.mkdtemp(prefix="seglog-data-path-", dir=args.dir))
+    root = work_dir(args.dir, "seglog-data-path-")
     load_before = os.getloadavg()
     runs: dict[str, list[dict[str, Any]]] = {m: [] for m in args.designs}
     try:

@@ -30,10 +30,11 @@ import json
 import os
 import statistics
 import sys
-import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
+
+from seglog.bench.options import add_options, work_dir
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -97,54 +98,79 @@ def rebalance_round(bootstrap: str, group: str, timeout_s: float = 60.0) -> floa
             m.close()
 
 
+class _Commits:
+    """Asynchronous commits: how many are in flight, acknowledged and failed."""
+
+    def __init__(self) -> None:
+        self.pending = 0
+        self.acked = 0
+        self.errors: list[str] = []
+
+    def done(self, error: object) -> None:
+        self.pending -= 1
+        if error is None:
+            self.acked += 1
+        else:
+            self.errors.append(str(error))
+
+    def run(
+        self,
+        seconds: float,
+        in_flight: int,
+        commit: Callable[[int], None],
+        poll: Callable[[float], None],
+    ) -> tuple[int, float]:
+        """Commit offsets 1, 2, ... with at most `in_flight` unanswered for `seconds`,
+        then wait for the answers: (the last offset committed, the seconds it took)."""
+        offset = 0
+        started = time.monotonic()
+        end = started + seconds
+        while time.monotonic() < end:
+            if self.pending < in_flight:
+                offset += 1
+                self.pending += 1
+                commit(offset)
+            else:
+                poll(0.001)
+        while self.pending > 0 and time.monotonic() < end + 30:
+            poll(0.01)
+        return offset, time.monotonic() - started
+
+    def result(self, client: str, last: int, committed: int, elapsed: float) -> dict[str, object]:
+        if self.errors:
+            raise RuntimeError(f"{client}: {len(self.errors)} commits failed: {self.errors[:3]}")
+        if committed != last:
+            raise RuntimeError(f"{client}: committed {committed} after the last commit of {last}")
+        per_s = round(self.acked / elapsed, 1)
+        return {"commits_per_s": per_s, "commits": self.acked, "last": last}
+
+
 def commit_throughput(bootstrap: str, seconds: float, in_flight: int) -> dict[str, object]:
     from confluent_kafka import Consumer, TopicPartition
 
-    acked = 0
-    errors: list[str] = []
-    pending = 0
-
-    def on_commit(err: object, _partitions: object) -> None:
-        nonlocal acked, pending
-        pending -= 1
-        if err is None:
-            acked += 1
-        else:
-            errors.append(str(err))
-
+    commits = _Commits()
     c = Consumer(
         {
             "bootstrap.servers": bootstrap,
             "group.id": "bench-commits",
             "enable.auto.commit": False,
-            "on_commit": on_commit,
+            "on_commit": lambda err, _partitions: commits.done(err),
         }
     )
     try:
         c.assign([TopicPartition(TOPIC, 0)])
         # The first commit finds the coordinator; the timing starts after it.
         c.commit(offsets=[TopicPartition(TOPIC, 0, 0)], asynchronous=False)
-        offset = 0
-        started = time.monotonic()
-        end = started + seconds
-        while time.monotonic() < end:
-            if pending < in_flight:
-                offset += 1
-                pending += 1
-                c.commit(offsets=[TopicPartition(TOPIC, 0, offset)], asynchronous=True)
-            else:
-                c.poll(0.001)
-        while pending > 0 and time.monotonic() < end + 30:
-            c.poll(0.01)
-        elapsed = time.monotonic() - started
+        last, elapsed = commits.run(
+            seconds,
+            in_flight,
+            lambda offset: c.commit(offsets=[TopicPartition(TOPIC, 0, offset)], asynchronous=True),
+            c.poll,
+        )
         committed = c.committed([TopicPartition(TOPIC, 0)], timeout=30)[0].offset
     finally:
         c.close()
-    if errors:
-        raise RuntimeError(f"{len(errors)} commits failed: {errors[:3]}")
-    if committed != offset:
-        raise RuntimeError(f"committed {committed} after the last commit of {offset}")
-    return {"commits_per_s": round(acked / elapsed, 1), "commits": acked, "last": committed}
+    return commits.result("librdkafka", last, committed, elapsed)
 
 
 def seglog_consumer(bootstrap: str, group: str, **config: object) -> object:
@@ -198,17 +224,10 @@ def seglog_commit_throughput(bootstrap: str, seconds: float, in_flight: int) -> 
     callbacks run by poll() (the partition paused: nothing is fetched)."""
     from seglog.client.cluster import TopicPartition
 
-    acked = 0
-    errors: list[str] = []
-    pending = 0
+    commits = _Commits()
 
     def on_commit(_offsets: object, outcome: object) -> None:
-        nonlocal acked, pending
-        pending -= 1
-        if isinstance(outcome, Exception):
-            errors.append(str(outcome))
-        else:
-            acked += 1
+        commits.done(outcome if isinstance(outcome, Exception) else None)
 
     tp = TopicPartition(TOPIC, 0)
     c = seglog_consumer(bootstrap, "bench-seglog-commits")
@@ -216,27 +235,16 @@ def seglog_commit_throughput(bootstrap: str, seconds: float, in_flight: int) -> 
         c.assign([tp])
         c.pause(tp)
         c.commit({tp: 0})  # finds the coordinator; the timing starts after it
-        offset = 0
-        started = time.monotonic()
-        end = started + seconds
-        while time.monotonic() < end:
-            if pending < in_flight:
-                offset += 1
-                pending += 1
-                c.commit_async({tp: offset}, callback=on_commit)
-            else:
-                c.poll(timeout_ms=1)
-        while pending > 0 and time.monotonic() < end + 30:
-            c.poll(timeout_ms=10)
-        elapsed = time.monotonic() - started
+        last, elapsed = commits.run(
+            seconds,
+            in_flight,
+            lambda offset: c.commit_async({tp: offset}, callback=on_commit),
+            lambda timeout_s: c.poll(timeout_ms=round(timeout_s * 1000)),
+        )
         committed = c.committed(tp)
     finally:
         c.close()
-    if errors:
-        raise RuntimeError(f"{len(errors)} seglog commits failed: {errors[:3]}")
-    if committed != offset:
-        raise RuntimeError(f"seglog: committed {committed} after the last commit of {offset}")
-    return {"commits_per_s": round(acked / elapsed, 1), "commits": acked, "last": committed}
+    return commits.result("seglog", last, committed, elapsed)
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
@@ -245,12 +253,26 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--rounds", type=int, default=20)
     parser.add_argument("--seconds", type=float, default=10.0)
     parser.add_argument("--in-flight", type=int, default=50)
-    parser.add_argument("--dir", type=Path, default=None)
+    add_options(parser, "--dir")
     args = parser.parse_args(argv)
     if args.quick:
         args.rounds = min(args.rounds, 3)
         args.seconds = min(args.seconds, 2.0)
     return args
+
+
+def _figures(rebalance_ms: list[float], commits: dict[str, object], in_flight: int) -> dict:
+    """One client's figures: its rebalances to a Stable group of 3 and its commit rate."""
+    return {
+        "rebalance_to_stable_of_3_ms": {
+            "median": round(statistics.median(rebalance_ms), 1),
+            "p99": round(percentile(rebalance_ms, 0.99), 1),
+            "rounds": len(rebalance_ms),
+        },
+        "commits_per_s": commits["commits_per_s"],
+        "commits": commits["commits"],
+        "in_flight": in_flight,
+    }
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -260,9 +282,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     from seglog.harness.kafka_cluster import KafkaCluster
 
-    if args.dir is not None:
-        args.dir.mkdir(parents=True, exist_ok=True)
-    root = Path(tempfile.mkdtemp(prefix="seglog-groups-bench-", dir=args.dir))
+    root = work_dir(args.dir, "seglog-groups-bench-")
     overrides = {"group.initial.rebalance.delay.ms": "0", "min.insync.replicas": "2"}
     cluster = KafkaCluster(root / "cluster", overrides)
     say(
@@ -307,24 +327,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
         result = {
             "benchmark": "groups",
-            "seglog_consumer": {
-                "rebalance_to_stable_of_3_ms": {
-                    "median": round(statistics.median(seglog_times), 1),
-                    "p99": round(percentile(seglog_times, 0.99), 1),
-                    "rounds": len(seglog_times),
-                },
-                "commits_per_s": seglog_commits["commits_per_s"],
-                "commits": seglog_commits["commits"],
-                "in_flight": seglog_in_flight,
-            },
-            "rebalance_to_stable_of_3_ms": {
-                "median": round(statistics.median(ms), 1),
-                "p99": round(percentile(ms, 0.99), 1),
-                "rounds": len(ms),
-            },
-            "commits_per_s": commits["commits_per_s"],
-            "commits": commits["commits"],
-            "in_flight": args.in_flight,
+            "seglog_consumer": _figures(seglog_times, seglog_commits, seglog_in_flight),
+            **_figures(ms, commits, args.in_flight),
             "quick": args.quick,
         }
     finally:

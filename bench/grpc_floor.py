@@ -38,6 +38,8 @@ from typing import Any
 
 import grpc
 
+from seglog.bench.options import add_options, known_names, quick_or_full, save_plot
+
 SHAPES = ("unary-sync", "unary-aio", "stream-sync", "stream-aio")
 SERVICE = "floor.Echo"
 PAYLOAD = b"\xa5" * 1024
@@ -227,9 +229,7 @@ def plot(path: Path, figures: dict[str, dict[str, float]]) -> None:
     ax.set_ylabel("µs of CPU (user+sys), median of rounds")
     ax.set_title("one 1 KiB gRPC exchange in Python (grpcio " + grpc.__version__ + ")")
     ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
+    save_plot(fig, path)
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
@@ -240,17 +240,11 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         "--shapes", default=",".join(SHAPES), help="comma list of " + ",".join(SHAPES)
     )
     parser.add_argument("--quick", action="store_true", help="few exchanges, for a smoke run")
-    parser.add_argument("--plot", type=Path, default=None, help="write a PNG here")
+    add_options(parser, "--plot")
     parser.add_argument("--serve", choices=("sync", "aio"), help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
-    if args.exchanges is None:
-        args.exchanges = 300 if args.quick else 4000
-    if args.rounds is None:
-        args.rounds = 1 if args.quick else 3
-    args.shapes = [s.strip() for s in args.shapes.split(",") if s.strip()]
-    unknown = [s for s in args.shapes if s not in SHAPES]
-    if unknown or not args.shapes:
-        parser.error(f"unknown or no shape(s) {unknown}; choose from {list(SHAPES)}")
+    quick_or_full(args, exchanges=(300, 4000), rounds=(1, 3))
+    args.shapes = known_names(parser, "--shapes", args.shapes, SHAPES)
     if args.exchanges < 1 or args.rounds < 1:
         parser.error("--exchanges and --rounds must be at least 1")
     return args

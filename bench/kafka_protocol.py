@@ -42,7 +42,6 @@ import random
 import shutil
 import struct
 import sys
-import tempfile
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -51,6 +50,14 @@ from types import ModuleType
 from typing import Any
 
 from seglog.bench.measure import MIB, librdkafka_produce_until, say
+from seglog.bench.options import (
+    add_options,
+    add_phases,
+    add_profile_node,
+    known_names,
+    quick_or_full,
+    work_dir,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 TOPIC_KAFKA = "kafka-bench"
@@ -388,20 +395,12 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--produce-linger-ms", type=int, default=20, help="kafka_produce's linger.ms (20)"
     )
-    parser.add_argument("--dir", type=Path, default=None, help="parent of the temp dir")
-    parser.add_argument("--keep", action="store_true", help="keep the nodes' data")
-    parser.add_argument("--seed", type=int, default=42)
-    parser.add_argument(
-        "--phases", default=",".join(PHASES), help="comma list of " + ",".join(PHASES)
-    )
-    parser.add_argument("--profile-node", action="store_true", help="cProfile the nodes")
+    add_options(parser, "--dir", "--keep", "--seed")
+    add_phases(parser, PHASES)
+    add_profile_node(parser, top=False)
     args = parser.parse_args(argv)
-    args.phases = [p.strip() for p in args.phases.split(",") if p.strip()]
-    unknown = [p for p in args.phases if p not in PHASES]
-    if unknown:
-        parser.error(f"unknown phase(s) {unknown}; choose from {list(PHASES)}")
-    if args.seconds is None:
-        args.seconds = 1.5 if args.quick else 8.0
+    args.phases = known_names(parser, "--phases", args.phases, PHASES)
+    quick_or_full(args, seconds=(1.5, 8.0))
     return args
 
 
@@ -414,9 +413,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     from seglog.bench import node as bench_node
 
     meter = replication.METER
-    if args.dir is not None:
-        args.dir.mkdir(parents=True, exist_ok=True)
-    root = Path(tempfile.mkdtemp(prefix="seglog-kafka-bench-", dir=args.dir))
+    root = work_dir(args.dir, "seglog-kafka-bench-")
     overrides = bench_cluster.local_overrides()
     profile_dir = root / "profiles" if args.profile_node else None
     if profile_dir is not None:

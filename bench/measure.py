@@ -9,6 +9,7 @@ import math
 import os
 import random
 import statistics
+import threading
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -169,6 +170,40 @@ class CpuMeter:
             self.name: None if servers is None else round(servers, 2),
             "client_cores": round((time.process_time() - own0) / wall, 2),
         }
+
+
+def run_lanes_together(
+    lanes: int,
+    lane: Callable[[int, float], None],
+    seconds: float,
+    meter: CpuMeter,
+    label: str | None,
+) -> float:
+    """`lane(i, end)` on `lanes` threads released at once; each starts no new call once
+    time.perf_counter() passes `end`, `seconds` after the release. The CPU of the window
+    goes to `meter` under `label` (None: an untimed warm-up). The seconds from the
+    release until the last lane ended."""
+    barrier = threading.Barrier(lanes + 1)
+    end = [0.0]
+
+    def run(i: int) -> None:
+        barrier.wait()
+        lane(i, end[0])
+
+    threads = [threading.Thread(target=run, args=(i,), daemon=True) for i in range(lanes)]
+    for t in threads:
+        t.start()
+    if label is not None:
+        meter.start()
+    start = time.perf_counter()
+    end[0] = start + seconds
+    barrier.wait()
+    for t in threads:
+        t.join()
+    elapsed = time.perf_counter() - start
+    if label is not None:
+        meter.stop(label)
+    return elapsed
 
 
 class Batches:

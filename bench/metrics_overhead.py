@@ -31,7 +31,6 @@ import shutil
 import statistics
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 import urllib.request
@@ -40,6 +39,7 @@ from pathlib import Path
 from prometheus_client.parser import text_string_to_metric_families
 
 from seglog.bench.measure import Batches, say
+from seglog.bench.options import add_options, work_dir
 from seglog.client.admin import Admin, NewTopic
 from seglog.harness.node_process import NodeProcess
 
@@ -193,7 +193,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--request-bytes", type=int, default=128 * 1024)
     ap.add_argument("--in-flight", type=int, default=4)
     ap.add_argument("--quick", action="store_true", help="2 rounds of 2 s phases")
-    ap.add_argument("--dir", type=Path, default=None, help="where the node's data goes")
+    add_options(ap, "--dir")
     args = ap.parse_args(argv)
     if args.quick:
         args.seconds, args.rounds = 2.0, 2
@@ -205,9 +205,7 @@ def main(argv: list[str] | None = None) -> int:
 
     batches = Batches(1024, 16384, seed=7)
     requests = node_bench.produce_requests(batches, args.partitions, args.request_bytes, distinct=8)
-    if args.dir is not None:
-        args.dir.mkdir(parents=True, exist_ok=True)
-    root = Path(tempfile.mkdtemp(prefix="seglog-metrics-bench-", dir=args.dir))
+    root = work_dir(args.dir, "seglog-metrics-bench-")
     node = NodeProcess(
         root,
         overrides={

@@ -54,7 +54,6 @@ import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -63,6 +62,7 @@ from pathlib import Path
 
 import grpc
 
+from seglog.bench import options
 from seglog.bench.cluster import ProfiledNode, profile_report
 from seglog.bench.measure import (
     CHANNEL_OPTIONS,
@@ -72,6 +72,7 @@ from seglog.bench.measure import (
     CpuMeter,
     check_produce,
     produce_for,
+    run_lanes_together,
     say,
 )
 from seglog.client.admin import Admin, NewTopic
@@ -207,31 +208,16 @@ def run_lanes(
 
     def timed(duration: float, label: str | None) -> float:
         totals = [0] * lanes
-        barrier = threading.Barrier(lanes + 1)
-        end = [0.0]
 
-        def lane(i: int) -> None:
-            barrier.wait()
+        def lane(i: int, end: float) -> None:
             n = 0
             call = calls[i]
-            while time.perf_counter() < end[0]:
+            while time.perf_counter() < end:
                 n += call()
             totals[i] = n
 
-        threads = [threading.Thread(target=lane, args=(i,), daemon=True) for i in range(lanes)]
-        for t in threads:
-            t.start()
-        if label is not None:
-            METER.start()
-        start = time.perf_counter()
-        end[0] = start + duration
-        barrier.wait()
-        for t in threads:
-            t.join()
-        mb_s = sum(totals) / MIB / (time.perf_counter() - start)
-        if label is not None:
-            METER.stop(label)
-        return mb_s
+        elapsed = run_lanes_together(lanes, lane, duration, METER, label)
+        return sum(totals) / MIB / elapsed
 
     timed(min(1.0, seconds / 4), None)  # warm-up: connection, allocations, page cache
     return timed(seconds, label)
@@ -463,24 +449,13 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--record-bytes", type=int, default=1024)
     parser.add_argument("--batch-bytes", type=int, default=16384)
     parser.add_argument("--request-bytes", type=int, default=MIB)
-    parser.add_argument(
-        "--phases", default=",".join(PHASES), help="comma list of " + ",".join(PHASES)
-    )
-    parser.add_argument("--profile-node", action="store_true", help="cProfile the node process")
-    parser.add_argument("--profile-top", type=int, default=30)
-    parser.add_argument("--dir", type=Path, default=None, help="parent of the temp dir (/tmp)")
-    parser.add_argument("--keep", action="store_true", help="keep the node's data directory")
-    parser.add_argument("--plot", type=Path, default=None, help="write a PNG here")
-    parser.add_argument("--seed", type=int, default=42)
+    options.add_phases(parser, PHASES)
+    options.add_profile_node(parser)
+    options.add_options(parser, "--dir", "--keep", "--plot", "--seed")
     parser.add_argument("--serve-echo", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
-    if args.seconds is None:
-        args.seconds = 1.0 if args.quick else 8.0
-    phases = [p.strip() for p in args.phases.split(",") if p.strip()]
-    unknown = [p for p in phases if p not in PHASES]
-    if unknown:
-        parser.error(f"unknown phase(s) {unknown}; choose from {list(PHASES)}")
-    args.phases = phases
+    options.quick_or_full(args, seconds=(1.0, 8.0))
+    args.phases = options.known_names(parser, "--phases", args.phases, PHASES)
     return args
 
 
@@ -550,9 +525,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     echo_phases("before", floor="floor" in phases)
 
     request_size = len(requests[0][0])
-    if args.dir is not None:
-        args.dir.mkdir(parents=True, exist_ok=True)
-    root = Path(tempfile.mkdtemp(prefix="seglog-node-bench-", dir=args.dir))
+    root = options.work_dir(args.dir, "seglog-node-bench-")
     profile_path = root / "node.prof" if args.profile_node else None
     node = ProfiledNode(root / "cluster", overrides={"log.initial.task.delay.ms": "30000"})
     node.profile_path = profile_path
@@ -749,9 +722,7 @@ def plot(
     ax.set_ylabel("MiB/s")
     ax.set_title("one node, 1 KiB records: rate and share of the gRPC ceiling")
     ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
+    options.save_plot(fig, path)
 
 
 if __name__ == "__main__":

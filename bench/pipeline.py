@@ -62,6 +62,7 @@ from typing import Any
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
+from seglog.bench.options import positive_ints, quick_or_full
 from seglog.client.admin import Admin, NewTopic
 from seglog.client.cluster import TopicPartition
 from seglog.client.consumer import Consumer
@@ -206,22 +207,15 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     )
     parser.add_argument("--quick", action="store_true", help="small sizes, for a smoke run")
     args = parser.parse_args(argv)
-    if args.repeat is None:
-        args.repeat = 1 if args.quick else 3
-    if args.records is None:
-        args.records = "20000" if args.quick else "500000,2000000"
-    try:
-        args.sizes = sorted({int(n) for n in str(args.records).split(",")})
-    except ValueError:
-        parser.error(f"--records must be comma-separated integers, got {args.records!r}")
-    if not args.sizes or min(args.sizes) <= 0:
-        parser.error(f"--records must be positive, got {args.records!r}")
-    if args.partitions is None:
-        args.partitions = 2 if args.quick else 4
-    if args.stream_seconds is None:
-        args.stream_seconds = 8.0 if args.quick else 30.0
-    if args.stream_warmup is None:
-        args.stream_warmup = 2.0 if args.quick else 5.0
+    quick_or_full(
+        args,
+        repeat=(1, 3),
+        records=("20000", "500000,2000000"),
+        partitions=(2, 4),
+        stream_seconds=(8.0, 30.0),
+        stream_warmup=(2.0, 5.0),
+    )
+    args.sizes = sorted(set(positive_ints(parser, "--records", str(args.records))))
     if args.stream_seconds and args.stream_warmup >= args.stream_seconds:
         parser.error("--stream-warmup must be shorter than --stream-seconds")
     if args.stream_rate <= 0:

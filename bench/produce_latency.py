@@ -24,7 +24,6 @@ import json
 import os
 import shutil
 import sys
-import tempfile
 import time
 import urllib.request
 from collections.abc import Sequence
@@ -35,6 +34,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from seglog.bench import cluster as bench_cluster
 from seglog.bench import measure
+from seglog.bench.options import add_options, positive_ints, save_plot, work_dir
 from seglog.client.producer import Producer
 from seglog.harness.local_cluster import LOCAL_DEFAULTS
 from seglog.harness.ports import free_port
@@ -222,8 +222,7 @@ def plot(path: Path, curves: dict[str, list[float]]) -> None:
     ax.set_ylabel("fraction of records")
     ax.grid(True, which="both", alpha=0.3)
     ax.legend()
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    save_plot(fig, path, dpi=110)
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
@@ -232,16 +231,10 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--partitions", default="1,6", help="topics' partitions, comma list")
     parser.add_argument("--seconds", type=float, default=4.0, help="per paced run")
     parser.add_argument("--sequential", type=int, default=400, help="round trips per kind")
-    parser.add_argument("--plot", type=Path, default=None, help="write a PNG here")
-    parser.add_argument("--dir", type=Path, default=None, help="parent of the temp dir")
+    add_options(parser, "--plot", "--dir")
     args = parser.parse_args(argv)
-    try:
-        args.rates = [int(r) for r in args.rates.split(",")]
-        args.partitions = [int(p) for p in args.partitions.split(",")]
-    except ValueError as e:
-        parser.error(f"--rates and --partitions are comma lists of integers: {e}")
-    if any(r <= 0 for r in args.rates) or any(p <= 0 for p in args.partitions):
-        parser.error("--rates and --partitions must be positive")
+    args.rates = positive_ints(parser, "--rates", args.rates)
+    args.partitions = positive_ints(parser, "--partitions", args.partitions)
     if args.seconds <= 0 or args.sequential < 4:
         parser.error("--seconds must be positive and --sequential at least 4")
     return args
@@ -249,7 +242,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
-    root = Path(tempfile.mkdtemp(prefix="seglog-produce-latency-", dir=args.dir))
+    root = work_dir(args.dir, "seglog-produce-latency-")
     overrides = {
         "replica.fetch.backoff.ms": LOCAL_DEFAULTS["replica.fetch.backoff.ms"],
         "min.insync.replicas": "2",

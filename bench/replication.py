@@ -53,13 +53,13 @@ import shutil
 import signal
 import statistics
 import sys
-import tempfile
 import threading
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from seglog.bench import options
 from seglog.bench.cluster import (
     NODE_IDS,
     WAIT_S,
@@ -76,6 +76,7 @@ from seglog.bench.measure import (
     pace,
     percentile,
     produce_for,
+    run_lanes_together,
     say,
     settle_disk,
     summary_ms,
@@ -140,16 +141,13 @@ def measure_produce_raw(
         moved = [0] * len(lanes)
         records = [0] * len(lanes)
         latencies: list[list[float]] = [[] for _ in lanes]
-        barrier = threading.Barrier(len(lanes) + 1)
-        end = [0.0]
         failures: list[BaseException] = []
 
-        def lane(i: int) -> None:
+        def lane(i: int, end: float) -> None:
             produce, requests = lanes[i]
-            barrier.wait()
             k = i
             try:
-                while time.perf_counter() < end[0]:
+                while time.perf_counter() < end:
                     data, carried, n = requests[k % len(requests)]
                     k += 1
                     t = time.perf_counter()
@@ -160,19 +158,7 @@ def measure_produce_raw(
             except BaseException as e:  # noqa: BLE001 - reported by the main thread
                 failures.append(e)
 
-        threads = [threading.Thread(target=lane, args=(i,), daemon=True) for i in range(len(lanes))]
-        for t in threads:
-            t.start()
-        if label:
-            METER.start()
-        start = time.perf_counter()
-        end[0] = start + seconds
-        barrier.wait()
-        for t in threads:
-            t.join()
-        elapsed = time.perf_counter() - start
-        if label:
-            METER.stop(label)
+        elapsed = run_lanes_together(len(lanes), lane, seconds, METER, label)
         if failures:
             raise failures[0]
         return (
@@ -366,26 +352,14 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--lag-time-max-ms", type=int, default=int(LOCAL_DEFAULTS["replica.lag.time.max.ms"])
     )
-    parser.add_argument(
-        "--phases", default=",".join(PHASES), help="comma list of " + ",".join(PHASES)
-    )
-    parser.add_argument("--profile-node", action="store_true", help="cProfile the nodes")
-    parser.add_argument("--profile-top", type=int, default=30)
-    parser.add_argument("--dir", type=Path, default=None, help="parent of the temp dir (/tmp)")
-    parser.add_argument("--keep", action="store_true", help="keep the nodes' data directory")
-    parser.add_argument("--seed", type=int, default=42)
-    parser.add_argument("--plot", type=Path, default=None, help="write a PNG here")
+    options.add_phases(parser, PHASES)
+    options.add_profile_node(parser)
+    options.add_options(parser, "--dir", "--keep", "--seed", "--plot")
     args = parser.parse_args(argv)
-    if args.seconds is None:
-        args.seconds = 1.5 if args.quick else 8.0
-    if args.kills is None:
-        args.kills = 3 if args.quick else 20
+    options.quick_or_full(args, seconds=(1.5, 8.0), kills=(3, 20))
     if args.kills < 0:
         parser.error("--kills must be at least 0")
-    phases = [p.strip() for p in args.phases.split(",") if p.strip()]
-    unknown = [p for p in phases if p not in PHASES]
-    if unknown:
-        parser.error(f"unknown phase(s) {unknown}; choose from {list(PHASES)}")
+    phases = options.known_names(parser, "--phases", args.phases, PHASES)
     if args.profile_node and "failover" in phases:
         phases.remove("failover")
     if "failover" in phases and args.kills == 0:
@@ -397,9 +371,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     phases = set(args.phases)
-    if args.dir is not None:
-        args.dir.mkdir(parents=True, exist_ok=True)
-    root = Path(tempfile.mkdtemp(prefix="seglog-replication-bench-", dir=args.dir))
+    root = options.work_dir(args.dir, "seglog-replication-bench-")
     profile_dir = root / "profiles" if args.profile_node else None
     if profile_dir is not None:
         profile_dir.mkdir()
@@ -650,9 +622,7 @@ def plot(
         ax.set_title(title)
         ax.legend(fontsize=8, loc="lower right")
     left.set_xscale("log")
-    fig.tight_layout()
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
+    options.save_plot(fig, path)
 
 
 def _median(values: list[float]) -> float | None:

@@ -39,11 +39,11 @@ import pstats
 import random
 import shutil
 import sys
-import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
+from seglog.bench.options import add_options, quick_or_full, work_dir
 from seglog.storage.log import Log
 from seglog.storage.log_config import LogConfig
 from seglog.storage.record_batch import NewRecord, build_batch
@@ -223,7 +223,7 @@ def rate(fn, targets: list[int]) -> float:
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--dir", type=Path, default=None, help="parent of the temp dir (/tmp)")
+    add_options(parser, "--dir")
     parser.add_argument("--size-mb", type=int, default=None, help="log size in MiB (1024)")
     parser.add_argument("--lookups", type=int, default=None, help="lookups per kind (200000)")
     parser.add_argument("--quick", action="store_true", help="small sizes, for a smoke run")
@@ -238,15 +238,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         help="idempotent (Kafka's producer default) or plain (no producer id)",
     )
     parser.add_argument("--chunk-mb", type=int, default=128, help="batches pre-built per chunk")
-    parser.add_argument("--seed", type=int, default=42)
+    add_options(parser, "--seed")
     parser.add_argument("--profile", action="store_true", help="cProfile each timed phase")
     parser.add_argument("--profile-top", type=int, default=15)
-    parser.add_argument("--keep", action="store_true", help="keep the log directory")
+    add_options(parser, "--keep")
     args = parser.parse_args(argv)
-    if args.size_mb is None:
-        args.size_mb = 32 if args.quick else 1024
-    if args.lookups is None:
-        args.lookups = 5_000 if args.quick else 200_000
+    quick_or_full(args, size_mb=(32, 1024), lookups=(5_000, 200_000))
     if args.segment_mb is None and args.quick:
         args.segment_mb = 8  # several segments, so lookups cross segment boundaries
     if args.quick:
@@ -267,9 +264,7 @@ def main(argv: list[str] | None = None) -> int:
     chunk_batches = max(1, args.chunk_mb * MIB // source.batch_size)
     total_bytes = n_batches * source.batch_size
 
-    if args.dir is not None:
-        args.dir.mkdir(parents=True, exist_ok=True)
-    root = Path(tempfile.mkdtemp(prefix="seglog-bench-", dir=args.dir))
+    root = work_dir(args.dir, "seglog-bench-")
     free = shutil.disk_usage(root).free
     say(
         f"seglog storage bench in {root}: {n_batches:,} batches x {source.batch_size:,} B "

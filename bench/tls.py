@@ -23,13 +23,13 @@ import os
 import shutil
 import statistics
 import sys
-import tempfile
 import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from seglog.bench.measure import librdkafka_produce_until
+from seglog.bench.options import add_options, quick_or_full, work_dir
 from seglog.harness.node_process import NodeProcess
 from seglog.harness.ports import free_port, quorum_ports
 
@@ -207,12 +207,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--seconds", type=float, default=None, help="per produce phase (8)")
     parser.add_argument("--partitions", type=int, default=6)
     parser.add_argument("--rounds", type=int, default=None, help="phases per mode (4)")
-    parser.add_argument("--dir", type=Path, default=None, help="parent of the temp dir")
+    add_options(parser, "--dir")
     args = parser.parse_args(argv)
-    if args.seconds is None:
-        args.seconds = 2.0 if args.quick else 8.0
-    if args.rounds is None:
-        args.rounds = 1 if args.quick else 4
+    quick_or_full(args, seconds=(2.0, 8.0), rounds=(1, 4))
     if args.rounds < 1 or args.seconds <= 0:
         parser.error("--rounds must be at least 1 and --seconds positive")
     return args
@@ -230,7 +227,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     import confluent_kafka as ck
 
-    root = Path(tempfile.mkdtemp(prefix="seglog-tls-bench-", dir=args.dir))
+    root = work_dir(args.dir, "seglog-tls-bench-")
     results: dict[str, Any] = {
         "benchmark": "tls",
         "seconds": args.seconds,

@@ -427,13 +427,24 @@ def _check(path: Path) -> int:
     return EXIT_OK if result.ok else EXIT_VIOLATION
 
 
+def _add_target_and_client(p: argparse.ArgumentParser) -> None:
+    """Where a workload runs and with which clients (run, soak, calibrate)."""
+    p.add_argument("--target", choices=["compose", "local"], required=True)
+    p.add_argument(
+        "--client",
+        choices=["seglog", "librdkafka"],
+        default="seglog",
+        help="the workload's clients: seglog's own (gRPC) or confluent-kafka (Kafka protocol)",
+    )
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m seglog.chaos", description=__doc__.split("\n\n")[0]
     )
     sub = parser.add_subparsers(dest="command", required=True)
     r = sub.add_parser("run", help="one chaos run")
-    r.add_argument("--target", choices=["compose", "local"], required=True)
+    _add_target_and_client(r)
     r.add_argument("--scenario", choices=sorted(SCENARIOS), required=True)
     r.add_argument("--seed", type=int, default=0)
     r.add_argument("--duration", type=float, default=60.0, help="seconds of faults")
@@ -455,12 +466,6 @@ def main(argv: list[str] | None = None) -> int:
         help="a compacted topic: records keyed over this many keys (0: plain topic)",
     )
     r.add_argument("--keep", action="store_true", help="leave the cluster running")
-    r.add_argument(
-        "--client",
-        choices=["seglog", "librdkafka"],
-        default="seglog",
-        help="the workload's clients: seglog's own (gRPC) or confluent-kafka (Kafka protocol)",
-    )
     r.add_argument("--build", action="store_true", help="compose: run build-image.sh first")
     r.add_argument("--project", help="compose: the project name (default: a unique one)")
     r.add_argument(
@@ -477,7 +482,7 @@ def main(argv: list[str] | None = None) -> int:
     c = sub.add_parser("check", help="re-check a history file")
     c.add_argument("history", type=Path)
     k = sub.add_parser("soak", help="every scenario in a seeded sequence on one cluster")
-    k.add_argument("--target", choices=["compose", "local"], required=True)
+    _add_target_and_client(k)
     k.add_argument("--seed", type=int, default=0)
     k.add_argument("--duration", type=float, default=3600.0, help="seconds of faults in all")
     k.add_argument("--each", type=float, default=90.0, help="seconds of faults per scenario")
@@ -487,15 +492,13 @@ def main(argv: list[str] | None = None) -> int:
     )
     k.add_argument("--out", type=Path, help="run directory (default chaos-runs/<stamp>-soak-...)")
     k.add_argument("--rate", type=float, default=60.0, help="sends per second per producer")
-    k.add_argument("--client", choices=["seglog", "librdkafka"], default="seglog")
     k.add_argument("--settle-timeout", type=float, default=120.0)
     c2 = sub.add_parser(
         "calibrate", help="the maximum acknowledged rate of the workload, without faults"
     )
-    c2.add_argument("--target", choices=["compose", "local"], required=True)
+    _add_target_and_client(c2)
     c2.add_argument("--duration", type=float, default=60.0)
     c2.add_argument("--producers", type=int, default=3)
-    c2.add_argument("--client", choices=["seglog", "librdkafka"], default="seglog")
     c2.add_argument("--out", type=Path, help="run directory (default chaos-runs/<stamp>-calibrate)")
     sub.add_parser("list", help="the scenario names")
     g = sub.add_parser(

@@ -19,8 +19,9 @@ from __future__ import annotations
 import random
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 from seglog.client.errors import KafkaError
@@ -77,6 +78,32 @@ class FaultContext:
         """Wait until every partition is led with a full ISR (bounded)."""
         return self.view.wait_converged(self.partitions, timeout_s)
 
+    def victim(self, leader_share: float = 1.0) -> tuple[int, int]:
+        """(a random partition, a node to strike): the partition's leader (with a
+        probability of `leader_share`) when it has one, else a random node."""
+        p, leader = self.leader()
+        if leader >= 0 and (leader_share >= 1.0 or self.rng.random() < leader_share):
+            return p, leader
+        return p, self.rng.choice(self.target.node_ids)
+
+    def hold(
+        self,
+        name: str,
+        node: int | None,
+        seconds: float,
+        begin: Callable[[], object],
+        undo: Callable[[], object],
+        start: dict[str, Any] | None = None,
+        **detail: Any,
+    ) -> None:
+        """One fault for `seconds`: recorded as started (with `detail`, the seconds and
+        `start`), begun, undone after the seconds, recorded as ended (with `detail`)."""
+        self.fault(name, "start", node, **detail, seconds=round(seconds, 1), **(start or {}))
+        begin()
+        self.sleep(seconds)
+        undo()
+        self.fault(name, "end", node, **detail)
+
 
 def _kill_and_restart(
     ctx: FaultContext, name: str, sig: str, partition: int | None, down_s: float
@@ -124,11 +151,8 @@ def _pause(ctx: FaultContext, seconds: float, partition: int | None = None) -> N
     p, leader = ctx.leader(partition)
     if leader < 0:
         return
-    ctx.fault("pause-leader", "start", leader, partition=p, seconds=round(seconds, 1))
-    ctx.target.pause(leader)
-    ctx.sleep(seconds)
-    ctx.target.resume(leader)
-    ctx.fault("pause-leader", "end", leader, partition=p)
+    pause, resume = partial(ctx.target.pause, leader), partial(ctx.target.resume, leader)
+    ctx.hold("pause-leader", leader, seconds, pause, resume, partition=p)
 
 
 def pause_leader(ctx: FaultContext) -> None:
@@ -146,11 +170,8 @@ def _isolate(ctx: FaultContext, seconds: float, partition: int | None = None) ->
     if leader < 0:
         return
     how = "network disconnect" if ctx.target.name == "compose" else "SIGSTOP (loopback)"
-    ctx.fault("partition-leader", "start", leader, partition=p, seconds=round(seconds, 1), how=how)
-    ctx.target.isolate(leader)
-    ctx.sleep(seconds)
-    ctx.target.reconnect(leader)
-    ctx.fault("partition-leader", "end", leader, partition=p)
+    isolate, reconnect = partial(ctx.target.isolate, leader), partial(ctx.target.reconnect, leader)
+    ctx.hold("partition-leader", leader, seconds, isolate, reconnect, {"how": how}, partition=p)
 
 
 def partition_leader(ctx: FaultContext) -> None:
@@ -319,22 +340,27 @@ def many_partitions(ctx: FaultContext) -> None:
 
 def _faults_on(ctx: FaultContext, name: str, node: int, seconds: float, **faults: Any) -> None:
     """Give `node` these faults for `seconds`, then clear them."""
-    ctx.fault(name, "start", node, seconds=round(seconds, 1), **faults)
-    ctx.target.inject({"node_ids": [node], **faults})
-    ctx.sleep(seconds)
-    ctx.target.inject({})
-    ctx.fault(name, "end", node)
+    inject = partial(ctx.target.inject, {"node_ids": [node], **faults})
+    ctx.hold(name, node, seconds, inject, partial(ctx.target.inject, {}), faults)
+
+
+def _leaders(ctx: FaultContext, min_left_s: float) -> Iterator[tuple[int, int]]:
+    """After a short warm-up, a random partition and its leader, again each time the
+    caller is done with one, while the run has more than `min_left_s` left (none once
+    a partition has no leader)."""
+    ctx.sleep(min(3.0, ctx.remaining() / 4))
+    while ctx.remaining() > min_left_s:
+        p, leader = ctx.leader()
+        if leader < 0:
+            return
+        yield p, leader
 
 
 def disk_full(ctx: FaultContext) -> None:
     """The leader's disk fills up (ENOSPC, the write that crosses the limit partial):
     its produces fail with KAFKA_STORAGE_ERROR and nothing of them stays, its reads go
     on, it stays up; when space returns it takes writes again. Repeatedly."""
-    ctx.sleep(min(3.0, ctx.remaining() / 4))
-    while ctx.remaining() > 12:
-        p, leader = ctx.leader()
-        if leader < 0:
-            return
+    for p, leader in _leaders(ctx, 12):
         free = ctx.rng.choice([0, 1_000, 20_000, 200_000])
         _faults_on(ctx, "disk-full", leader, ctx.rng.uniform(5, 12), disk_free_bytes=free)
         ctx.fault("disk-full", "info", leader, partition=p, still_up=not ctx.target.is_down(leader))
@@ -347,11 +373,7 @@ def fsync_failure(ctx: FaultContext) -> None:
     the node halts with exit code 1 (Kafka's log.dir failure handling); leaders move,
     no acknowledged record is lost. The disk is replaced (faults cleared), the node
     restarts and recovers its log. Repeatedly."""
-    ctx.sleep(min(3.0, ctx.remaining() / 4))
-    while ctx.remaining() > 20:
-        p, leader = ctx.leader()
-        if leader < 0:
-            return
+    for p, leader in _leaders(ctx, 20):
         ctx.fault("fsync-failure", "start", leader, partition=p)
         ctx.target.inject({"node_ids": [leader], "fsync_failure": True})
         deadline = time.monotonic() + 30
@@ -390,10 +412,7 @@ def clock_jump(ctx: FaultContext) -> None:
     so fetches go on and no ISR shrinks for it."""
     steps = [-120_000, 120_000, -3_600_000, 3_600_000]
     while ctx.remaining() > 8:
-        p, leader = ctx.leader()
-        node = leader if leader >= 0 and ctx.rng.random() < 0.6 else None
-        if node is None:
-            node = ctx.rng.choice(ctx.target.node_ids)
+        _p, node = ctx.victim(leader_share=0.6)
         step = ctx.rng.choice(steps)
         _faults_on(ctx, "clock-jump", node, ctx.rng.uniform(5, 12), clock_offset_ms=step)
         ctx.fault("clock-jump", "info", None, converged=ctx.settle(15))
@@ -419,15 +438,10 @@ def clock_skew(ctx: FaultContext) -> None:
 
 def _freeze_process(ctx: FaultContext, name: str, role: str, seconds: float) -> None:
     """Freeze one process of a node (the leader's, mostly), the other running on."""
-    p, leader = ctx.leader()
-    node = leader if leader >= 0 and ctx.rng.random() < 0.7 else None
-    if node is None:
-        node = ctx.rng.choice(ctx.target.node_ids)
-    ctx.fault(name, "start", node, partition=p, process=role, seconds=round(seconds, 1))
-    ctx.target.pause_process(node, role)
-    ctx.sleep(seconds)
-    ctx.target.resume_process(node, role)
-    ctx.fault(name, "end", node, partition=p, process=role)
+    p, node = ctx.victim(leader_share=0.7)
+    freeze = partial(ctx.target.pause_process, node, role)
+    thaw = partial(ctx.target.resume_process, node, role)
+    ctx.hold(name, node, seconds, freeze, thaw, partition=p, process=role)
 
 
 def broker_frozen(ctx: FaultContext) -> None:
@@ -458,8 +472,7 @@ def slow_node(ctx: FaultContext) -> None:
     500-800 ms) for a while, then runs freely. Some of its sessions may run out (fenced,
     then back); nothing acknowledged may be lost."""
     while ctx.remaining() > 10:
-        p, leader = ctx.leader()
-        node = leader if leader >= 0 else ctx.rng.choice(ctx.target.node_ids)
+        p, node = ctx.victim()
         stopped_ms = ctx.rng.choice([100, 200, 300, 400])
         period_ms = stopped_ms + ctx.rng.choice([400, 600])
         seconds = ctx.rng.uniform(6, 12)
@@ -491,11 +504,7 @@ def blocked_disk(ctx: FaultContext) -> None:
     failing nor progressing (the fault file's write_block). Past its stall bound the
     broker says so and is fenced, so its leaderships move; when the disk answers again
     it is unfenced and rejoins. Repeatedly."""
-    ctx.sleep(min(3.0, ctx.remaining() / 4))
-    while ctx.remaining() > 20:
-        p, leader = ctx.leader()
-        if leader < 0:
-            return
+    for _p, leader in _leaders(ctx, 20):
         _faults_on(ctx, "blocked-disk", leader, ctx.rng.uniform(7, 12), write_block=True)
         ctx.fault("blocked-disk", "info", None, converged=ctx.settle(30))
         ctx.sleep(ctx.rng.uniform(1, 3))
@@ -508,8 +517,7 @@ def frozen_clock_jump(ctx: FaultContext) -> None:
     the step as if time had passed (sessions, lag, retention run on the monotonic
     clock). Repeatedly, a leader among the victims."""
     while ctx.remaining() > 12:
-        p, leader = ctx.leader()
-        node = leader if leader >= 0 else ctx.rng.choice(ctx.target.node_ids)
+        p, node = ctx.victim()
         seconds = ctx.rng.uniform(2, 5)
         step_ms = ctx.rng.choice([-300_000, -30_000, 30_000, 300_000])
         ctx.fault(

@@ -19,6 +19,7 @@ import functools
 import logging
 import threading
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any, Generic, NamedTuple, TypeVar
 
 from .cluster import TopicPartition
@@ -222,29 +223,19 @@ def _index_of(item: tuple[int, bool, Callable[[Any], Any]]) -> int:
     return item[0]
 
 
+@dataclass(slots=True, eq=False, repr=False)
 class FutureRecordMetadata:
     """What `Producer.send` returns: a light handle on one record of a batch (its index
     and sizes), resolved from the batch's shared outcome. Shaped like kafka-python's
     FutureRecordMetadata: `.get(timeout)`, `.is_done`, `.succeeded()`, `.failed()`,
     `.value`, `.exception`, `add_callback(fn)`, `add_errback(fn)`, `add_both(fn)`."""
 
-    __slots__ = ("_outcome", "_index", "_timestamp", "_key_size", "_value_size", "_header_size")
-
-    def __init__(
-        self,
-        outcome: BatchOutcome,
-        index: int,
-        timestamp: int,
-        key_size: int,
-        value_size: int,
-        header_size: int,
-    ) -> None:
-        self._outcome = outcome
-        self._index = index
-        self._timestamp = timestamp
-        self._key_size = key_size
-        self._value_size = value_size
-        self._header_size = header_size
+    _outcome: BatchOutcome
+    _index: int
+    _timestamp: int
+    _key_size: int
+    _value_size: int
+    _header_size: int
 
     @property
     def is_done(self) -> bool:

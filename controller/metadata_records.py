@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, fields
-from typing import Any, ClassVar
+from typing import Any, ClassVar, get_args
 
 
 @dataclass(frozen=True, slots=True)
@@ -178,24 +178,7 @@ MetadataRecord = (
     | RemoveAccessControlEntryRecord
 )
 
-_BY_KIND: dict[str, type[MetadataRecord]] = {
-    cls.kind: cls
-    for cls in (
-        RegisterBrokerRecord,
-        BrokerFenceRecord,
-        TopicRecord,
-        PartitionRecord,
-        PartitionChangeRecord,
-        RemoveTopicRecord,
-        ConfigRecord,
-        ClientQuotaRecord,
-        ProducerIdsRecord,
-        UserScramCredentialRecord,
-        RemoveUserScramCredentialRecord,
-        AccessControlEntryRecord,
-        RemoveAccessControlEntryRecord,
-    )
-}
+_BY_KIND: dict[str, type[MetadataRecord]] = {cls.kind: cls for cls in get_args(MetadataRecord)}
 
 
 class MetadataRecordError(ValueError):

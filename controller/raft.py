@@ -307,22 +307,22 @@ class RaftNode(RaftLeader):
 
     def _start_pre_vote(self) -> None:
         assert self.is_voter, "observers never campaign"
-        self._role = Role.PRE_CANDIDATE
-        self._leader = None
-        self._reset_timers()
-        self._votes = {self.id: True}
-        if not self._tally():
-            self._request_votes(pre_vote=True)
+        self._campaign(Role.PRE_CANDIDATE)
 
     def _start_election(self) -> None:
         self._set_term(self._term + 1)
         self._vote_for(self.id)
-        self._role = Role.CANDIDATE
+        self._campaign(Role.CANDIDATE)
+
+    def _campaign(self, role: Role) -> None:
+        """Become `role` with this node's own vote and ask the other voters for theirs
+        (a pre-candidate for a pre-vote, without a new term: etcd's campaign)."""
+        self._role = role
         self._leader = None
         self._reset_timers()
         self._votes = {self.id: True}
         if not self._tally():
-            self._request_votes(pre_vote=False)
+            self._request_votes(pre_vote=role == Role.PRE_CANDIDATE)
 
     def _request_votes(self, *, pre_vote: bool) -> None:
         term = self._term + 1 if pre_vote else self._term

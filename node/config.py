@@ -124,13 +124,16 @@ class Listener:
         return self.host, self.port
 
 
+def parse_csv_list(value: str) -> list[str]:
+    """The entries of a comma-separated list, stripped, empty ones dropped (Kafka's
+    CoreUtils.parseCsvList)."""
+    return [item.strip() for item in value.split(",") if item.strip()]
+
+
 def parse_listeners(key: str, value: str) -> dict[str, Listener]:
     """`NAME://host:port,...` with unique names (Kafka's listener syntax)."""
     out: dict[str, Listener] = {}
-    for item in value.split(","):
-        item = item.strip()
-        if not item:
-            continue
+    for item in parse_csv_list(value):
         name, sep, address = item.partition("://")
         host, colon, port = address.rpartition(":")
         if not sep or not name or not colon or not port.isdigit() or not 0 <= int(port) <= 65535:
@@ -153,10 +156,7 @@ def parse_listeners(key: str, value: str) -> dict[str, Listener]:
 def parse_protocol_map(value: str) -> dict[str, str]:
     """`listener.security.protocol.map=NAME:PROTOCOL,...`."""
     out: dict[str, str] = {}
-    for item in value.split(","):
-        item = item.strip()
-        if not item:
-            continue
+    for item in parse_csv_list(value):
         name, colon, protocol = item.partition(":")
         protocol = protocol.strip().upper()
         if not colon or protocol not in SECURITY_PROTOCOLS:
@@ -169,7 +169,7 @@ def parse_protocol_map(value: str) -> dict[str, str]:
 
 
 def _names(props: Mapping[str, str], key: str, default: str) -> tuple[str, ...]:
-    return tuple(n.strip().upper() for n in props.get(key, default).split(",") if n.strip())
+    return tuple(n.upper() for n in parse_csv_list(props.get(key, default)))
 
 
 INTER_BROKER_ADDRESS_OVERRIDES = "seglog.inter.broker.address.overrides"
@@ -179,10 +179,7 @@ def parse_voters(value: str, key: str = "controller.quorum.voters") -> dict[int,
     """`controller.quorum.voters=1@h:9292,2@h:9293` → {1: (h, 9292), ...}; `key` is the
     configuration named in errors (the same id@host:port list serves other keys)."""
     voters: dict[int, tuple[str, int]] = {}
-    for item in value.split(","):
-        item = item.strip()
-        if not item:
-            continue
+    for item in parse_csv_list(value):
         node, at, address = item.partition("@")
         host, colon, port = address.rpartition(":")
         if not at or not node.strip().isdigit() or not colon or not port.isdigit():
@@ -197,7 +194,7 @@ def parse_voters(value: str, key: str = "controller.quorum.voters") -> dict[int,
 def _consumer_group_config(props: Mapping[str, str]) -> ConsumerConfig:
     """KIP-848's group.consumer.* settings."""
     names = props.get("group.consumer.assignors", "uniform,range")
-    assignors = tuple(a.strip() for a in names.split(",") if a.strip())
+    assignors = tuple(parse_csv_list(names))
     unknown = [a for a in assignors if a not in ASSIGNORS]
     if not assignors or unknown:
         raise InvalidConfigError(
@@ -384,7 +381,7 @@ class NodeConfig:
             ) or next((n for n in listeners if n in grpc_names), "GRPC")
         inter_broker = props.get("inter.broker.listener.name", default_inter_broker).strip().upper()
         dirs_raw = props.get("log.dirs", props.get("log.dir", "/tmp/kafka-logs"))
-        log_dirs = tuple(Path(d.strip()) for d in dirs_raw.split(",") if d.strip())
+        log_dirs = tuple(Path(d) for d in parse_csv_list(dirs_raw))
         if not log_dirs:
             raise InvalidConfigError("Invalid value for configuration log.dirs: no directory given")
         roles = tuple(r.strip() for r in props.get("process.roles", "broker,controller").split(","))

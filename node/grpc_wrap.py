@@ -1,6 +1,7 @@
-"""The node's gRPC server interceptors (ACL checks, a SASL token's principal, request
-timing): which calls they intercept, and a method handler of any kind wrapped so
-that each call runs inside a context."""
+"""The node's gRPC servers: the options both (the broker's and the controller
+process's) run with, and their interceptors (ACL checks, a SASL token's principal,
+request timing): which calls they intercept, and a method handler of any kind wrapped
+so that each call runs inside a context."""
 
 from __future__ import annotations
 
@@ -9,6 +10,18 @@ from contextlib import AbstractContextManager
 from typing import Any
 
 import grpc
+
+MAX_MESSAGE_BYTES = 64 * 1024 * 1024
+SERVER_OPTIONS = [
+    ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
+    ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
+    ("grpc.so_reuseport", 0),
+    # Clients and followers ping every second during long polls to notice a frozen
+    # peer: never answer that with GOAWAY (too_many_pings).
+    ("grpc.http2.min_recv_ping_interval_without_data_ms", 500),
+    ("grpc.http2.max_ping_strikes", 0),
+    ("grpc.keepalive_permit_without_calls", 1),
+]
 
 # A call's context, given its request (None for a client stream) and its gRPC context.
 Around = Callable[[Any, grpc.ServicerContext], AbstractContextManager[object]]

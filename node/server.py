@@ -40,6 +40,7 @@ from seglog.node.follower_wire import new_fetcher
 from seglog.node.groups.grpc_servicer import MAX_WAITING_CALLS, GroupCoordinatorServicer
 from seglog.node.groups.offsets_records import OFFSETS_TOPIC
 from seglog.node.groups.offsets_topic import GroupCoordinatorRuntime
+from seglog.node.grpc_wrap import SERVER_OPTIONS
 from seglog.node.kafka.listener import KafkaListener, start_kafka_listeners
 from seglog.node.log_dir_moves import LogDirMoves
 from seglog.node.log_manager import LogManager
@@ -68,7 +69,6 @@ from seglog.storage.log_config import LogConfig
 _log = EventLogger("node")
 
 
-MAX_MESSAGE_BYTES = 64 * 1024 * 1024
 # Kafka's configs of the offsets topic (offsets.topic.segment.bytes: 100 MiB).
 OFFSETS_TOPIC_CONFIGS = {
     "cleanup.policy": "compact",
@@ -239,16 +239,7 @@ class Node:
                 *([SaslTokenInterceptor(self.grpc_sasl)] if self.grpc_sasl else []),
                 *([AuthorizingInterceptor(self.authorizer)] if self.authorizer else []),
             ],
-            options=[
-                ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
-                ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
-                ("grpc.so_reuseport", 0),
-                # Clients and followers ping every second during long polls to notice
-                # a frozen peer: never answer that with GOAWAY (too_many_pings).
-                ("grpc.http2.min_recv_ping_interval_without_data_ms", 500),
-                ("grpc.http2.max_ping_strikes", 0),
-                ("grpc.keepalive_permit_without_calls", 1),
-            ],
+            options=SERVER_OPTIONS,
         )
         client_pb2_grpc.add_SegLogServicer_to_server(SegLogServicer(self), self._server)
         groups_pb2_grpc.add_GroupCoordinatorServicer_to_server(

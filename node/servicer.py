@@ -5,13 +5,13 @@ of its own beyond request shape checks."""
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator
-from typing import Any
+from typing import Any, TypeVar
 
 import grpc
 
 from seglog.controller.cluster_control import DYNAMIC_BROKER_CONFIGS, ControlError
 from seglog.proto import client_pb2 as pb
-from seglog.proto import client_pb2_grpc, errors_pb2
+from seglog.proto import client_pb2_grpc
 from seglog.storage.disk_and_clock import plain_perf_s
 from seglog.storage.errors import InvalidConfigError
 
@@ -19,23 +19,12 @@ from . import request_timing
 from .event_log import EventLogger
 from .fetch_session import FetchSessionError
 from .groups.offsets_records import OFFSETS_TOPIC
+from .grpc_errors import E, code, refused
 from .node_services import NodeServices
 from .partition_requests import FetchSpec, ProduceResult
 
 _log = EventLogger("servicer")
-E = errors_pb2.ErrorCode
-
-
-def code(name: str) -> int:
-    try:
-        return E.Value(name)
-    except ValueError:
-        return E.Value("UNKNOWN_SERVER_ERROR")
-
-
-def refused(e: ControlError) -> dict[str, Any]:
-    """A response entry's error fields for the controller's refusal."""
-    return {"error_code": code(e.error_name), "error_message": str(e)}
+R = TypeVar("R")
 
 
 def config_results(
@@ -61,6 +50,25 @@ def answer_partitions(
         tr = response_topics.add(name=t.name)
         for p in t.partitions:
             tr.partitions.add(partition=p.partition, **answer(t.name, p))
+
+
+def answer_election(
+    elect: Callable[[], dict[tuple[str, int], str]],
+    response: Callable[..., R],
+    result: Callable[..., Any],
+) -> R:
+    """ElectLeaders on the broker's and the controller's service: the controller's
+    refusal, or each partition's error (`elect` decides; their messages differ)."""
+    try:
+        results = elect()
+    except ControlError as e:
+        return response(**refused(e))
+    return response(
+        results=[
+            result(topic=t, partition=p, error_code=code(error))
+            for (t, p), error in sorted(results.items())
+        ]
+    )
 
 
 def answer_reassignments(
@@ -213,15 +221,10 @@ class SegLogServicer(client_pb2_grpc.SegLogServicer):
         wanted = (
             [(t.topic, p) for t in request.topics for p in t.partitions] if request.topics else None
         )
-        try:
-            results = self.node.elect_leaders(request.election_type, wanted)
-        except ControlError as e:
-            return pb.ElectLeadersResponse(**refused(e))
-        return pb.ElectLeadersResponse(
-            results=[
-                pb.ElectLeadersResult(topic=t, partition=p, error_code=code(error))
-                for (t, p), error in sorted(results.items())
-            ]
+        return answer_election(
+            lambda: self.node.elect_leaders(request.election_type, wanted),
+            pb.ElectLeadersResponse,
+            pb.ElectLeadersResult,
         )
 
     def DeleteTopics(
@@ -351,36 +354,29 @@ class SegLogServicer(client_pb2_grpc.SegLogServicer):
             request.max_bytes if request.max_bytes > 0 else self.node.fetch_max_bytes,
             self.node.fetch_max_bytes,
         )
+        # Who fetches, and how long and for how many bytes it waits: either kind of fetch.
+        wait: dict[str, Any] = {
+            "replica_id": request.replica_id,
+            "max_wait_ms": request.max_wait_ms,
+            "min_bytes": max(request.min_bytes, 1),
+            "max_bytes": max_bytes,
+            "replica_epoch": request.replica_epoch,
+            "cancelled": lambda: not context.is_active(),
+        }
         response = pb.FetchResponse()
+        rm = self.node.replica_manager
         if request.replica_id >= 0:
             # Followers fetch in KIP-227 sessions; consumers' fetches are sessionless.
             forgotten = [(t.name, p.partition) for t in request.forgotten for p in t.partitions]
             try:
-                response.session_id, results = self.node.replica_manager.fetch_in_session(
-                    request.session_id,
-                    request.session_epoch,
-                    specs,
-                    forgotten,
-                    replica_id=request.replica_id,
-                    max_wait_ms=request.max_wait_ms,
-                    min_bytes=max(request.min_bytes, 1),
-                    max_bytes=max_bytes,
-                    replica_epoch=request.replica_epoch,
-                    cancelled=lambda: not context.is_active(),
+                response.session_id, results = rm.fetch_in_session(
+                    request.session_id, request.session_epoch, specs, forgotten, **wait
                 )
             except FetchSessionError as e:
                 response.error_code = code(e.error_name)
                 return response
         else:
-            results = self.node.replica_manager.fetch(
-                specs,
-                replica_id=request.replica_id,
-                max_wait_ms=request.max_wait_ms,
-                min_bytes=max(request.min_bytes, 1),
-                max_bytes=max_bytes,
-                replica_epoch=request.replica_epoch,
-                cancelled=lambda: not context.is_active(),
-            )
+            results = rm.fetch(specs, **wait)
         by_topic: dict[str, pb.FetchTopicResponse] = {}
         for r in results:
             tr = by_topic.get(r.topic)

@@ -20,7 +20,7 @@ from __future__ import annotations
 import json
 import logging
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -37,34 +37,42 @@ DEFAULT_MAX_TRIGGER_DELAY_MS = 15 * 60 * 1000  # Spark's maxTriggerDelay default
 _DURATION = re.compile(r"^\s*(\d+)\s*(us|ms|s|m|min|h|d)?\s*$", re.IGNORECASE)
 _DURATION_MS = {"us": 0.001, "ms": 1, "s": 1000, "m": 60_000, "min": 60_000, "h": 3_600_000}
 
-# kafka.<name> → the seglog client's keyword argument.
+def _kwargs(convert: Callable[[str], Any], *names: str) -> dict[str, tuple[str, Callable]]:
+    """kafka.<name> → the seglog client's keyword argument of that name (dots as
+    underscores) and the conversion of the option's string."""
+    return {name: (name.replace(".", "_"), convert) for name in names}
+
+
+# The configs both clients take (Kafka's CommonClientConfigs).
+_COMMON_CONFIGS = _kwargs(int, "request.timeout.ms", "retry.backoff.ms", "metadata.max.age.ms")
 CONSUMER_CONFIGS = {
-    "client.id": ("client_id", str),
-    "fetch.min.bytes": ("fetch_min_bytes", int),
-    "fetch.max.wait.ms": ("fetch_max_wait_ms", int),
-    "fetch.max.bytes": ("fetch_max_bytes", int),
-    "max.partition.fetch.bytes": ("max_partition_fetch_bytes", int),
-    "max.poll.records": ("max_poll_records", int),
-    "request.timeout.ms": ("request_timeout_ms", int),
-    "retry.backoff.ms": ("retry_backoff_ms", int),
-    "retry.backoff.max.ms": ("retry_backoff_max_ms", int),
-    "metadata.max.age.ms": ("metadata_max_age_ms", int),
+    **_kwargs(str, "client.id"),
+    **_kwargs(
+        int,
+        "fetch.min.bytes",
+        "fetch.max.wait.ms",
+        "fetch.max.bytes",
+        "max.partition.fetch.bytes",
+        "max.poll.records",
+        "retry.backoff.max.ms",
+    ),
+    **_COMMON_CONFIGS,
 }
 PRODUCER_CONFIGS = {
-    "acks": ("acks", str),
-    "linger.ms": ("linger_ms", int),
-    "batch.size": ("batch_size", int),
-    "max.request.size": ("max_request_size", int),
-    "compression.type": ("compression_type", str),
-    "enable.idempotence": ("enable_idempotence", lambda v: _parse_bool("enable.idempotence", v)),
-    "retries": ("retries", int),
-    "retry.backoff.ms": ("retry_backoff_ms", int),
-    "request.timeout.ms": ("request_timeout_ms", int),
-    "delivery.timeout.ms": ("delivery_timeout_ms", int),
-    "max.in.flight.requests.per.connection": ("max_in_flight_requests_per_connection", int),
-    "buffer.memory": ("buffer_memory", int),
-    "max.block.ms": ("max_block_ms", int),
-    "metadata.max.age.ms": ("metadata_max_age_ms", int),
+    **_kwargs(str, "acks", "compression.type"),
+    **_kwargs(
+        int,
+        "linger.ms",
+        "batch.size",
+        "max.request.size",
+        "retries",
+        "delivery.timeout.ms",
+        "max.in.flight.requests.per.connection",
+        "buffer.memory",
+        "max.block.ms",
+    ),
+    **_kwargs(lambda v: _parse_bool("enable.idempotence", v), "enable.idempotence"),
+    **_COMMON_CONFIGS,
 }
 # What Spark's Kafka source refuses, with its reasons.
 _REFUSED = {

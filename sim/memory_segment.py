@@ -136,26 +136,8 @@ class MemorySegment(LogSegment):
         if self._rolling_base_timestamp is None:
             self._rolling_base_timestamp = max_ts
 
-    def should_roll(
-        self,
-        size: int,
-        last_offset: int,
-        max_timestamp: int,
-        now_ms: int,
-        segment_bytes: int,
-        max_segment_ms: int,
-    ) -> bool:
-        """LogSegment.should_roll without indexes to fill up."""
-        base_ts = self._rolling_base_timestamp
-        if base_ts is not None and base_ts >= 0 and max_timestamp >= 0:
-            waited = max_timestamp - base_ts
-        else:
-            waited = now_ms - self.created_ms
-        return (
-            self.size > segment_bytes - size
-            or waited > max_segment_ms - self.roll_jitter_ms
-            or not self.can_hold_offset(last_offset)
-        )
+    def _indexes_full(self) -> bool:
+        return False  # no index to fill up
 
     def on_becoming_inactive(self) -> None:
         pass

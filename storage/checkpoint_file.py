@@ -169,6 +169,17 @@ class CheckpointFile(ABC, Generic[T]):
         return entries
 
 
+def _int_and_long(int_field: str, long_field: str) -> tuple[int, int] | None:
+    """Both entry formats end in a Java int and a Java long; None if either is not one."""
+    a = parse_java_int(int_field, INT32_MIN, INT32_MAX)
+    b = parse_java_int(long_field, INT64_MIN, INT64_MAX)
+    return None if a is None or b is None else (a, b)
+
+
+def _fits_int_and_long(a: int, b: int) -> bool:
+    return INT32_MIN <= a <= INT32_MAX and INT64_MIN <= b <= INT64_MAX
+
+
 def _check_no_whitespace(topic: str) -> None:
     # A blank would shift the fields and make the file unreadable (Kafka topic names are
     # [a-zA-Z0-9._-]+, so this only guards against programming errors).
@@ -183,17 +194,17 @@ class OffsetCheckpointFile(CheckpointFile[tuple[tuple[str, int], int]]):
     def _format_entry(self, entry: tuple[tuple[str, int], int]) -> str:
         (topic, partition), offset = entry
         _check_no_whitespace(topic)
-        if not INT32_MIN <= partition <= INT32_MAX or not INT64_MIN <= offset <= INT64_MAX:
+        if not _fits_int_and_long(partition, offset):
             raise ValueError(f"entry {entry!r} out of range for a checkpoint file")
         return f"{topic} {partition} {offset}"
 
     def _parse_entry(self, fields: list[str]) -> tuple[tuple[str, int], int] | None:
         if len(fields) != 3:
             return None
-        partition = parse_java_int(fields[1], INT32_MIN, INT32_MAX)
-        offset = parse_java_int(fields[2], INT64_MIN, INT64_MAX)
-        if partition is None or offset is None:
+        numbers = _int_and_long(fields[1], fields[2])
+        if numbers is None:
             return None
+        partition, offset = numbers
         return (fields[0], partition), offset
 
     def write(self, entries: Mapping[tuple[str, int], int]) -> None:
@@ -214,18 +225,12 @@ class LeaderEpochCheckpointFile(CheckpointFile[tuple[int, int]]):
 
     def _format_entry(self, entry: tuple[int, int]) -> str:
         epoch, start_offset = entry
-        if not INT32_MIN <= epoch <= INT32_MAX or not INT64_MIN <= start_offset <= INT64_MAX:
+        if not _fits_int_and_long(epoch, start_offset):
             raise ValueError(f"epoch entry {entry!r} out of range for a checkpoint file")
         return f"{epoch} {start_offset}"
 
     def _parse_entry(self, fields: list[str]) -> tuple[int, int] | None:
-        if len(fields) != 2:
-            return None
-        epoch = parse_java_int(fields[0], INT32_MIN, INT32_MAX)
-        start_offset = parse_java_int(fields[1], INT64_MIN, INT64_MAX)
-        if epoch is None or start_offset is None:
-            return None
-        return epoch, start_offset
+        return _int_and_long(fields[0], fields[1]) if len(fields) == 2 else None
 
     def write(self, entries: Sequence[tuple[int, int]]) -> None:
         self.write_entries(list(entries))

@@ -112,26 +112,18 @@ class AbortedTxnCollector:
             self._open[pid] = header.base_offset
 
 
+@dataclass(kw_only=True, eq=False)
 class BatchFilter:
     """The rules for one pass: the map's end, the clock, the producers that must keep
     their last batch, and the aborted transactions. Feed batches in offset order."""
 
-    def __init__(
-        self,
-        *,
-        map_end: int,
-        now_ms: int,
-        delete_retention_ms: int,
-        last_records: Mapping[int, LastRecord],
-        aborted: AbortedTxns,
-    ) -> None:
-        self.map_end = map_end
-        self.now_ms = now_ms
-        self.delete_retention_ms = delete_retention_ms
-        self.last_records = last_records
-        self.aborted = aborted
-        # Producer id -> whether its current transaction kept a record this pass.
-        self._txn_kept: dict[int, bool] = {}
+    map_end: int
+    now_ms: int
+    delete_retention_ms: int
+    last_records: Mapping[int, LastRecord]
+    aborted: AbortedTxns
+    # Producer id -> whether its current transaction kept a record this pass.
+    _txn_kept: dict[int, bool] = field(default_factory=dict, init=False)
 
     def _is_last_of_producer(self, h: BatchHeader) -> bool:
         last = self.last_records.get(h.producer_id)

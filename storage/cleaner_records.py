@@ -64,6 +64,31 @@ def batch_payload(buf: Buffer, pos: int, header: BatchHeader) -> bytes | memoryv
     return payload
 
 
+def _length_beyond_data(base_offset: int, length: int) -> CorruptRecordError:
+    return CorruptRecordError(
+        f"record in batch at offset {base_offset} declares length {length} beyond the batch's data"
+    )
+
+
+def _past_its_length(base_offset: int) -> CorruptRecordError:
+    return CorruptRecordError(
+        f"record in batch at offset {base_offset} runs past its declared length"
+    )
+
+
+def _cut_short(base_offset: int) -> CorruptRecordError:
+    return CorruptRecordError(f"records of batch at offset {base_offset} are cut short")
+
+
+def _check_all_read(p: int, n: int, base_offset: int, count: int) -> None:
+    """The `count` records ended at `p`: exactly where the `n` bytes of the section do."""
+    if p != n:
+        raise CorruptRecordError(
+            f"incorrect declared batch size: batch at offset {base_offset} holds "
+            f"{n - p} bytes after its {count} records"
+        )
+
+
 def scan_records(payload: Buffer, count: int, base_offset: int = 0) -> list[ScannedRecord]:
     """The `count` records of a decompressed records section, checked for framing."""
     out: list[ScannedRecord] = []
@@ -78,10 +103,7 @@ def scan_records(payload: Buffer, count: int, base_offset: int = 0) -> list[Scan
             length, p = varint(payload, p, 5)
             end = p + length
             if length < 1 or end > n:
-                raise CorruptRecordError(
-                    f"record in batch at offset {base_offset} declares length {length} "
-                    f"beyond the batch's data"
-                )
+                raise _length_beyond_data(base_offset, length)
             ts_delta, p = varint(payload, p + 1, 10)
             ts_end = p
             offset_delta, p = varint(payload, p, 5)
@@ -93,9 +115,7 @@ def scan_records(payload: Buffer, count: int, base_offset: int = 0) -> list[Scan
                 p += key_len
             value_len, p = varint(payload, p, 5)
             if p > end or (value_len > 0 and p + value_len > end):
-                raise CorruptRecordError(
-                    f"record in batch at offset {base_offset} runs past its declared length"
-                )
+                raise _past_its_length(base_offset)
             append(
                 new(
                     ScannedRecord,
@@ -104,12 +124,8 @@ def scan_records(payload: Buffer, count: int, base_offset: int = 0) -> list[Scan
             )
             p = end
     except IndexError as e:
-        raise CorruptRecordError(f"records of batch at offset {base_offset} are cut short") from e
-    if p != n:
-        raise CorruptRecordError(
-            f"incorrect declared batch size: batch at offset {base_offset} holds "
-            f"{n - p} bytes after its {count} records"
-        )
+        raise _cut_short(base_offset) from e
+    _check_all_read(p, n, base_offset, count)
     return out
 
 
@@ -128,28 +144,19 @@ def scan_keys(
             length, p = varint(payload, p, 5)
             end = p + length
             if length < 1 or end > n:
-                raise CorruptRecordError(
-                    f"record in batch at offset {base_offset} declares length {length} "
-                    f"beyond the batch's data"
-                )
+                raise _length_beyond_data(base_offset, length)
             _ts, p = varint(payload, p + 1, 10)
             offset_delta, p = varint(payload, p, 5)
             key_len, p = varint(payload, p, 5)
             if key_len >= 0:
                 if p + key_len > end:
-                    raise CorruptRecordError(
-                        f"record in batch at offset {base_offset} runs past its declared length"
-                    )
+                    raise _past_its_length(base_offset)
                 kappend(bytes(payload[p : p + key_len]))
                 oappend(base_offset + offset_delta)
             p = end
     except IndexError as e:
-        raise CorruptRecordError(f"records of batch at offset {base_offset} are cut short") from e
-    if p != n:
-        raise CorruptRecordError(
-            f"incorrect declared batch size: batch at offset {base_offset} holds "
-            f"{n - p} bytes after its {count} records"
-        )
+        raise _cut_short(base_offset) from e
+    _check_all_read(p, n, base_offset, count)
 
 
 def first_null_key(buf: Buffer, pos: int, header: BatchHeader) -> int | None:

@@ -79,54 +79,23 @@ def increment_sequence(sequence: int, delta: int) -> int:
     return sequence + delta
 
 
+@dataclass(slots=True, eq=False)
 class BatchHeader:
     """The 61-byte header of one batch, parsed."""
 
-    __slots__ = (
-        "base_offset",
-        "batch_length",
-        "partition_leader_epoch",
-        "magic",
-        "crc",
-        "attributes",
-        "last_offset_delta",
-        "base_timestamp",
-        "max_timestamp",
-        "producer_id",
-        "producer_epoch",
-        "base_sequence",
-        "records_count",
-    )
-
-    def __init__(
-        self,
-        base_offset: int,
-        batch_length: int,
-        partition_leader_epoch: int,
-        magic: int,
-        crc: int,
-        attributes: int,
-        last_offset_delta: int,
-        base_timestamp: int,
-        max_timestamp: int,
-        producer_id: int,
-        producer_epoch: int,
-        base_sequence: int,
-        records_count: int,
-    ) -> None:
-        self.base_offset = base_offset
-        self.batch_length = batch_length
-        self.partition_leader_epoch = partition_leader_epoch
-        self.magic = magic
-        self.crc = crc
-        self.attributes = attributes
-        self.last_offset_delta = last_offset_delta
-        self.base_timestamp = base_timestamp
-        self.max_timestamp = max_timestamp
-        self.producer_id = producer_id
-        self.producer_epoch = producer_epoch
-        self.base_sequence = base_sequence
-        self.records_count = records_count
+    base_offset: int
+    batch_length: int
+    partition_leader_epoch: int
+    magic: int
+    crc: int
+    attributes: int
+    last_offset_delta: int
+    base_timestamp: int
+    max_timestamp: int
+    producer_id: int
+    producer_epoch: int
+    base_sequence: int
+    records_count: int
 
     @classmethod
     def parse(cls, buf: Buffer, pos: int = 0) -> BatchHeader:

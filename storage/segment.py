@@ -370,10 +370,12 @@ class LogSegment:
         return (
             self.size > segment_bytes - size
             or waited > max_segment_ms - self.roll_jitter_ms
-            or self.offset_index.is_full()
-            or self.time_index.is_full()
-            or not 0 <= last_offset - self.base_offset <= MAX_RELATIVE_OFFSET
+            or self._indexes_full()
+            or not self.can_hold_offset(last_offset)
         )
+
+    def _indexes_full(self) -> bool:
+        return self.offset_index.is_full() or self.time_index.is_full()
 
     def can_hold_offset(self, offset: int) -> bool:
         return 0 <= offset - self.base_offset <= MAX_RELATIVE_OFFSET

@@ -48,6 +48,8 @@ from seglog.node.controller.controller_client import ControllerClient
 from seglog.node.controller.controller_servicer import ControllerServicer
 from seglog.node.controller.quorum_controller import QuorumController
 from seglog.node.event_log import EventLogger, configure
+from seglog.node.grpc_errors import code
+from seglog.node.grpc_wrap import SERVER_OPTIONS
 from seglog.node.liveness import (
     PulseGate,
     parse_pulse,
@@ -60,7 +62,6 @@ from seglog.node.security.grpc_gate import AuthorizingInterceptor
 from seglog.node.security.internode import controller_credentials
 from seglog.node.security.node_authorizer import NodeAuthorizer
 from seglog.node.security.security_servicer import SecurityControlServicer
-from seglog.node.servicer import code
 from seglog.proto import cluster_pb2 as cpb
 from seglog.proto import cluster_pb2_grpc, security_pb2_grpc
 from seglog.storage.disk_and_clock import plain_monotonic_s
@@ -131,14 +132,7 @@ class ControllerProcess:
             interceptors=[AuthorizingInterceptor(authorizer, controller_listener=True)]
             if (authorizer := NodeAuthorizer.from_properties(self.config.raw, self._image))
             else None,
-            options=[
-                ("grpc.max_send_message_length", 64 << 20),
-                ("grpc.max_receive_message_length", 64 << 20),
-                ("grpc.so_reuseport", 0),
-                ("grpc.http2.min_recv_ping_interval_without_data_ms", 500),
-                ("grpc.http2.max_ping_strikes", 0),
-                ("grpc.keepalive_permit_without_calls", 1),
-            ],
+            options=SERVER_OPTIONS,
         )
         self._servicer = ControllerServicer(
             self.quorum, self.config.cluster_id, self.on_broker_applied

@@ -34,6 +34,8 @@ from seglog.storage.partition_metadata import new_topic_id
 
 _log = EventLogger("controller")
 Decision = Callable[[MetadataImage], list[MetadataRecord]]
+# Told of every change a controller applies: the image after it and its records.
+Listener = Callable[[MetadataImage, list[MetadataRecord]], None]
 
 
 class ControllerRequests:

@@ -17,7 +17,8 @@ from seglog.node.controller.controller_requests import IsrChange
 from seglog.node.controller.quorum_controller import QuorumController
 from seglog.node.controller.raft_transport import from_proto
 from seglog.node.event_log import EventLogger
-from seglog.node.servicer import answer_reassignments, code
+from seglog.node.grpc_errors import code, refused
+from seglog.node.servicer import answer_election, answer_reassignments
 from seglog.proto import client_pb2 as pb
 from seglog.proto import cluster_pb2 as cpb
 from seglog.proto import cluster_pb2_grpc
@@ -75,7 +76,7 @@ class ControllerServicer(cluster_pb2_grpc.ControllerServicer):
             )
             return cpb.RegisterBrokerResponse(broker_epoch=epoch)
         except ControlError as e:
-            return cpb.RegisterBrokerResponse(error_code=code(e.error_name), error_message=str(e))
+            return cpb.RegisterBrokerResponse(**refused(e))
 
     def BrokerHeartbeat(
         self, request: cpb.BrokerHeartbeatRequest, context: grpc.ServicerContext
@@ -89,7 +90,7 @@ class ControllerServicer(cluster_pb2_grpc.ControllerServicer):
             )
             return cpb.BrokerHeartbeatResponse(fenced=fenced)
         except ControlError as e:
-            return cpb.BrokerHeartbeatResponse(error_code=code(e.error_name), error_message=str(e))
+            return cpb.BrokerHeartbeatResponse(**refused(e))
 
     def AlterPartition(
         self, request: cpb.AlterPartitionRequest, context: grpc.ServicerContext
@@ -117,7 +118,7 @@ class ControllerServicer(cluster_pb2_grpc.ControllerServicer):
                 request.broker_id, request.broker_epoch, changes
             )
         except ControlError as e:
-            return cpb.AlterPartitionResponse(error_code=code(e.error_name), error_message=str(e))
+            return cpb.AlterPartitionResponse(**refused(e))
         response = cpb.AlterPartitionResponse()
         image = self.controller.image
         for change, (error, message) in zip(changes, answers, strict=True):
@@ -176,17 +177,10 @@ class ControllerServicer(cluster_pb2_grpc.ControllerServicer):
             if request.all_partitions
             else [(p.topic, p.partition) for p in request.partitions]
         )
-        try:
-            results = self.controller.elect_leaders(request.election_type, wanted)
-        except ControlError as e:
-            return cpb.ElectLeadersControlResponse(
-                error_code=code(e.error_name), error_message=str(e)
-            )
-        return cpb.ElectLeadersControlResponse(
-            results=[
-                cpb.ElectionPartition(topic=t, partition=p, error_code=code(error))
-                for (t, p), error in sorted(results.items())
-            ]
+        return answer_election(
+            lambda: self.controller.elect_leaders(request.election_type, wanted),
+            cpb.ElectLeadersControlResponse,
+            cpb.ElectionPartition,
         )
 
     def AlterPartitionReassignments(
@@ -213,7 +207,7 @@ class ControllerServicer(cluster_pb2_grpc.ControllerServicer):
         try:
             result = op()
         except ControlError as e:
-            return cpb.ControlResponse(error_code=code(e.error_name), error_message=str(e))
+            return cpb.ControlResponse(**refused(e))
         except InvalidConfigError as e:
             return cpb.ControlResponse(error_code=code("INVALID_CONFIG"), error_message=str(e))
         return cpb.ControlResponse(topic_id=result if isinstance(result, str) else "")
@@ -277,9 +271,7 @@ class ControllerServicer(cluster_pb2_grpc.ControllerServicer):
             )
             return cpb.AllocateProducerIdsResponse(first_producer_id=first, end_producer_id=end)
         except ControlError as e:
-            return cpb.AllocateProducerIdsResponse(
-                error_code=code(e.error_name), error_message=str(e)
-            )
+            return cpb.AllocateProducerIdsResponse(**refused(e))
 
     def DescribeQuorum(
         self, request: cpb.DescribeQuorumRequest, context: grpc.ServicerContext

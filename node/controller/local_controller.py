@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import random
 import threading
-from collections.abc import Callable
 from pathlib import Path
 
 from seglog.controller.cluster_control import METADATA_TOPIC, ControlError
@@ -21,14 +20,13 @@ from seglog.controller.metadata_records import (
     decode_record,
     encode_record,
 )
-from seglog.node.controller.controller_requests import ControllerRequests, Decision
+from seglog.node.controller.controller_requests import ControllerRequests, Decision, Listener
 from seglog.node.event_log import EventLogger
 from seglog.storage.log import Log
 from seglog.storage.log_config import LogConfig
 from seglog.storage.record_batch import NewRecord, build_batch, decode_records, iter_batches
 
 _log = EventLogger("controller")
-Listener = Callable[[MetadataImage, list[MetadataRecord]], None]
 # The metadata log keeps everything: the image is rebuilt from it at start.
 METADATA_LOG_CONFIG = {
     "retention.ms": "-1",

@@ -13,7 +13,7 @@ import contextlib
 import queue
 import random
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
 from pathlib import Path
@@ -38,7 +38,7 @@ from seglog.controller.metadata_records import (
     encode_entry,
 )
 from seglog.controller.raft import Message, NotLeaderError, PersistentState, RaftNode, Role
-from seglog.node.controller.controller_requests import ControllerRequests, Decision
+from seglog.node.controller.controller_requests import ControllerRequests, Decision, Listener
 from seglog.node.controller.raft_storage import RaftStorage
 from seglog.node.controller.raft_transport import PeerSender
 from seglog.node.event_log import EventLogger
@@ -46,7 +46,6 @@ from seglog.storage.disk_and_clock import plain_monotonic_s, plain_wall_s
 from seglog.storage.log_config import LogConfig
 
 _log = EventLogger("controller")
-Listener = Callable[[MetadataImage, list[MetadataRecord]], None]
 
 TICK_S = 0.05  # idle cost: each tick wakes the Raft thread
 DEFAULT_ELECTION_TIMEOUT_MS = 1_000  # Kafka's controller.quorum.election.timeout.ms

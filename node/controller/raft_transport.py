@@ -5,7 +5,9 @@ tolerates loss, so a full queue drops the oldest message instead of blocking).""
 from __future__ import annotations
 
 import collections
+import dataclasses
 import threading
+from typing import Any
 
 import grpc
 
@@ -36,93 +38,42 @@ CHANNEL_OPTIONS = [
 ]
 
 
+# Each message: its field in RaftMessage's `body` and its proto, whose fields are the
+# dataclass's after src and dst, by the same names (the entries as RaftEntry).
+_BODIES: dict[type[Message], tuple[str, Any]] = {
+    VoteRequest: ("vote_request", cpb.RaftVoteRequest),
+    VoteResponse: ("vote_response", cpb.RaftVoteResponse),
+    AppendRequest: ("append_request", cpb.RaftAppendRequest),
+    AppendResponse: ("append_response", cpb.RaftAppendResponse),
+    InstallSnapshotRequest: ("snapshot_request", cpb.RaftSnapshotRequest),
+    InstallSnapshotResponse: ("snapshot_response", cpb.RaftSnapshotResponse),
+}
+_KINDS = {body: kind for kind, (body, _proto) in _BODIES.items()}
+_FIELDS = {kind: [f.name for f in dataclasses.fields(kind)][2:] for kind in _BODIES}
+
+
 def to_proto(m: Message) -> cpb.RaftMessage:
+    body, proto = _BODIES[type(m)]
+    values = {name: getattr(m, name) for name in _FIELDS[type(m)]}
+    if isinstance(m, AppendRequest):
+        values["entries"] = [
+            cpb.RaftEntry(index=e.index, term=e.term, data=e.data) for e in m.entries
+        ]
     out = cpb.RaftMessage(src=m.src, dst=m.dst)
-    match m:
-        case VoteRequest():
-            out.vote_request.CopyFrom(
-                cpb.RaftVoteRequest(
-                    term=m.term, last_index=m.last_index, last_term=m.last_term, pre_vote=m.pre_vote
-                )
-            )
-        case VoteResponse():
-            out.vote_response.CopyFrom(
-                cpb.RaftVoteResponse(term=m.term, granted=m.granted, pre_vote=m.pre_vote)
-            )
-        case AppendRequest():
-            out.append_request.CopyFrom(
-                cpb.RaftAppendRequest(
-                    term=m.term,
-                    prev_index=m.prev_index,
-                    prev_term=m.prev_term,
-                    entries=[
-                        cpb.RaftEntry(index=e.index, term=e.term, data=e.data) for e in m.entries
-                    ],
-                    leader_commit=m.leader_commit,
-                )
-            )
-        case AppendResponse():
-            out.append_response.CopyFrom(
-                cpb.RaftAppendResponse(
-                    term=m.term,
-                    success=m.success,
-                    match_index=m.match_index,
-                    reject_index=m.reject_index,
-                    hint_index=m.hint_index,
-                    hint_term=m.hint_term,
-                )
-            )
-        case InstallSnapshotRequest():
-            out.snapshot_request.CopyFrom(
-                cpb.RaftSnapshotRequest(
-                    term=m.term,
-                    snapshot_index=m.snapshot_index,
-                    snapshot_term=m.snapshot_term,
-                    data=m.data,
-                )
-            )
-        case InstallSnapshotResponse():
-            out.snapshot_response.CopyFrom(
-                cpb.RaftSnapshotResponse(term=m.term, match_index=m.match_index)
-            )
+    getattr(out, body).CopyFrom(proto(**values))
     return out
 
 
 def from_proto(p: cpb.RaftMessage) -> Message:
-    kind = p.WhichOneof("body")
-    if kind == "vote_request":
-        b = p.vote_request
-        return VoteRequest(p.src, p.dst, b.term, b.last_index, b.last_term, b.pre_vote)
-    if kind == "vote_response":
-        b = p.vote_response
-        return VoteResponse(p.src, p.dst, b.term, b.granted, b.pre_vote)
-    if kind == "append_request":
-        b = p.append_request
-        entries = tuple(Entry(e.index, e.term, e.data) for e in b.entries)
-        return AppendRequest(
-            p.src, p.dst, b.term, b.prev_index, b.prev_term, entries, b.leader_commit
-        )
-    if kind == "append_response":
-        b = p.append_response
-        return AppendResponse(
-            p.src,
-            p.dst,
-            b.term,
-            b.success,
-            b.match_index,
-            b.reject_index,
-            b.hint_index,
-            b.hint_term,
-        )
-    if kind == "snapshot_request":
-        b = p.snapshot_request
-        return InstallSnapshotRequest(
-            p.src, p.dst, b.term, b.snapshot_index, b.snapshot_term, b.data
-        )
-    if kind == "snapshot_response":
-        b = p.snapshot_response
-        return InstallSnapshotResponse(p.src, p.dst, b.term, b.match_index)
-    raise ValueError(f"empty Raft message from node {p.src}")
+    body = p.WhichOneof("body")
+    if body is None:
+        raise ValueError(f"empty Raft message from node {p.src}")
+    kind = _KINDS[body]
+    b = getattr(p, body)
+    values = {name: getattr(b, name) for name in _FIELDS[kind]}
+    if kind is AppendRequest:
+        values["entries"] = tuple(Entry(e.index, e.term, e.data) for e in b.entries)
+    return kind(p.src, p.dst, **values)
 
 
 class PeerSender:

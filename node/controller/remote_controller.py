@@ -32,7 +32,7 @@ from seglog.node.alter_partition_manager import IsrChangeResult
 from seglog.node.broker_pulse import BrokerPulse
 from seglog.node.config import NodeConfig
 from seglog.node.controller.controller_client import ControllerClient
-from seglog.node.controller.controller_requests import IsrChange
+from seglog.node.controller.controller_requests import IsrChange, Listener
 from seglog.node.event_log import EventLogger
 from seglog.node.liveness import StallWatchdog, parse_pulse, pulse_interval_s
 from seglog.node.security.grpc_tls import open_channel
@@ -46,7 +46,6 @@ from seglog.storage.errors import InvalidConfigError
 from seglog.storage.log_config import LogConfig
 
 _log = EventLogger("remote_controller")
-Listener = Callable[[MetadataImage, list[MetadataRecord]], None]
 START_TIMEOUT_S = 60.0
 # A watched loop of the broker that has not gone round for this long (or a session,
 # when longer) means it cannot serve: longer than any pause a healthy broker takes
@@ -589,34 +588,28 @@ class RemoteController:
     def alter_configs(
         self, topic: str, changes: Mapping[str, str | None], validate_only: bool = False
     ) -> None:
-        request = cpb.AlterTopicConfigsRequest(
-            topic=topic,
-            set={k: v for k, v in changes.items() if v is not None},
-            delete=[k for k, v in changes.items() if v is None],
-            validate_only=validate_only,
-        )
-        self._control(
-            lambda n: self.client.controller_stub(n).AlterTopicConfigs(
-                request, timeout=RPC_TIMEOUT_S
-            )
-        )
-        if not validate_only:
-            wanted = {k: v for k, v in changes.items()}
-            self._await(
-                lambda image: all(
-                    image.configs.get(topic, {}).get(k) == v for k, v in wanted.items()
-                )
-            )
+        self._alter_configs(topic, changes, validate_only, broker_resource=False)
 
     def alter_broker_configs(
         self, broker: str, changes: Mapping[str, str | None], validate_only: bool = False
     ) -> None:
+        self._alter_configs(broker, changes, validate_only, broker_resource=True)
+
+    def _alter_configs(
+        self,
+        name: str,
+        changes: Mapping[str, str | None],
+        validate_only: bool,
+        broker_resource: bool,
+    ) -> None:
+        """A topic's (or, broker_resource, a broker's) config overrides: None deletes
+        one. Unless validate_only, returns once this broker's image holds them."""
         request = cpb.AlterTopicConfigsRequest(
-            topic=broker,
+            topic=name,
             set={k: v for k, v in changes.items() if v is not None},
             delete=[k for k, v in changes.items() if v is None],
             validate_only=validate_only,
-            broker_resource=True,
+            broker_resource=broker_resource,
         )
         self._control(
             lambda n: self.client.controller_stub(n).AlterTopicConfigs(
@@ -624,11 +617,14 @@ class RemoteController:
             )
         )
         if not validate_only:
-            self._await(
-                lambda image: all(
-                    image.broker_configs.get(broker, {}).get(k) == v for k, v in changes.items()
-                )
-            )
+            wanted = dict(changes)
+
+            def applied(image: MetadataImage) -> bool:
+                configs = image.broker_configs if broker_resource else image.configs
+                held = configs.get(name, {})
+                return all(held.get(k) == v for k, v in wanted.items())
+
+            self._await(applied)
 
     def commit_security(self, proposed: Sequence[MetadataRecord]) -> list[tuple[str, str]]:
         """SCRAM credentials and ACL entries, committed by the active controller; the

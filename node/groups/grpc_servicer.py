@@ -12,9 +12,10 @@ from typing import TYPE_CHECKING, Any
 
 import grpc
 
-from seglog.proto import errors_pb2, groups_pb2_grpc
 from seglog.proto import groups_pb2 as gpb
+from seglog.proto import groups_pb2_grpc
 
+from ..grpc_errors import code
 from ..security.acls import AclOperation, ResourceType
 from ..security.group_acls import GROUP_DENIED, GuardedGroups
 from ..security.grpc_auth import grpc_principal
@@ -46,17 +47,9 @@ from .listener_results import (
 if TYPE_CHECKING:
     from ..node_services import NodeServices
 
-E = errors_pb2.ErrorCode
 # Group calls waiting at once on one node's gRPC workers (server.py sizes the pool at
 # twice this at least), so that the rest stay free for fetches and produces.
 MAX_WAITING_CALLS = 32
-
-
-def code(name: str) -> int:
-    try:
-        return E.Value(name)
-    except ValueError:
-        return E.Value("UNKNOWN_SERVER_ERROR")
 
 
 def _peer_host(context: grpc.ServicerContext) -> str:

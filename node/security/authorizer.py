@@ -60,6 +60,15 @@ def _grants(b: AclBinding, operation: AclOperation) -> bool:
     return False
 
 
+def _speaks_of(b: AclBinding, principal: str, host: str, operation: AclOperation) -> bool:
+    """Is binding `b` about this principal on this host, for (or implying) `operation`?"""
+    return (
+        b.principal in (principal, WILDCARD_PRINCIPAL)
+        and b.host in (host, WILDCARD)
+        and _grants(b, operation)
+    )
+
+
 def authorize(
     settings: AuthorizerSettings,
     bindings: Iterable[AclBinding],
@@ -77,11 +86,7 @@ def authorize(
         if b.resource_type != resource_type or not applies(b, resource_name):
             continue
         on_resource = True
-        if b.principal not in (principal, WILDCARD_PRINCIPAL):
-            continue
-        if b.host not in (host, WILDCARD):
-            continue
-        if not _grants(b, operation):
+        if not _speaks_of(b, principal, host, operation):
             continue
         if b.permission == PermissionType.DENY:
             return False
@@ -115,13 +120,7 @@ def allowed_on_any(
     if principal in settings.super_users:
         return True
     of_type = [b for b in bindings if b.resource_type == resource_type]
-    relevant = [
-        b
-        for b in of_type
-        if b.principal in (principal, WILDCARD_PRINCIPAL)
-        and b.host in (host, WILDCARD)
-        and _grants(b, operation)
-    ]
+    relevant = [b for b in of_type if _speaks_of(b, principal, host, operation)]
     denies = [b for b in relevant if b.permission == PermissionType.DENY]
     for allow in relevant:
         if allow.permission == PermissionType.ALLOW and not any(_covers(d, allow) for d in denies):

@@ -109,11 +109,16 @@ class ScramServer:
         self._auth_prefix = ""
         self._state = "first"
 
+    def _step(self, state: str, then: str, what: str, message: bytes) -> str:
+        """The exchange's order: the `what` message is expected in `state` (then it is
+        in `then`); its text."""
+        if self._state != state:
+            raise ScramError(f"unexpected {what} message")
+        self._state = then
+        return _decode(message)
+
     def first(self, message: bytes) -> bytes:
-        if self._state != "first":
-            raise ScramError("unexpected client-first message")
-        self._state = "final"
-        text = _decode(message)
+        text = self._step("first", "final", "client-first", message)
         # gs2 header: "n,," or "y,," (no channel binding), optionally "a=authzid".
         flag, _, rest = text.partition(",")
         authzid, _, bare = rest.partition(",")
@@ -135,10 +140,7 @@ class ScramServer:
         return server_first.encode()
 
     def final(self, message: bytes) -> bytes:
-        if self._state != "final":
-            raise ScramError("unexpected client-final message")
-        self._state = "done"
-        text = _decode(message)
+        text = self._step("final", "done", "client-final", message)
         without_proof, sep, proof_b64 = text.rpartition(",p=")
         if not sep:
             raise ScramError("client-final message without a proof")

@@ -10,6 +10,7 @@ import grpc
 
 from seglog.controller.cluster_control import ControlError
 from seglog.controller.metadata_records import MetadataRecordError, decode_record
+from seglog.node.grpc_errors import code, refused
 from seglog.node.kafka.client_quotas import alter_entries, describe_entries
 from seglog.node.security.acls import (
     AclBinding,
@@ -20,20 +21,13 @@ from seglog.node.security.acls import (
     ResourceType,
 )
 from seglog.node.security.grpc_auth import grpc_principal, peer_host
-from seglog.proto import errors_pb2, security_pb2_grpc
 from seglog.proto import security_pb2 as spb
+from seglog.proto import security_pb2_grpc
 
 if TYPE_CHECKING:
     from seglog.node.controller.quorum_controller import QuorumController
     from seglog.node.security.grpc_sasl import GrpcSasl
     from seglog.node.security.security_admin import SecurityAdmin
-
-
-def code(name: str) -> int:
-    try:
-        return int(errors_pb2.ErrorCode.Value(name))
-    except ValueError:
-        return int(errors_pb2.ErrorCode.Value("UNKNOWN_SERVER_ERROR"))
 
 
 class SecurityControlServicer(security_pb2_grpc.SecurityControlServicer):
@@ -52,9 +46,7 @@ class SecurityControlServicer(security_pb2_grpc.SecurityControlServicer):
         try:
             results = self.quorum.commit_security(records)
         except ControlError as e:
-            return spb.SecurityRecordResults(
-                results=[spb.AclResult(error_code=code(e.error_name), error_message=str(e))]
-            )
+            return spb.SecurityRecordResults(results=[spb.AclResult(**refused(e))])
         return spb.SecurityRecordResults(
             results=[spb.AclResult(error_code=code(e), error_message=m) for e, m in results]
         )
