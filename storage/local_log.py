@@ -410,9 +410,12 @@ class LocalLog:
             self.pending_flush = None
             self._sync_below(target)
 
-    def defer_flush(self, up_to: int, t: int) -> None:
+    def defer_flush(self, up_to: int, t: int, snapshot: Path | None = None) -> None:
         """flush(up_to), but the fsyncs and the recovery point wait for flush_pending;
-        the flush.messages / flush.ms clocks restart now, as the inline flush did."""
+        the flush.messages / flush.ms clocks restart now, as the inline flush did. A
+        producer snapshot the roll wrote without fsync goes with the next flush job."""
+        if snapshot is not None:
+            self.unsynced_snapshots.append(snapshot)  # bounded: one per roll until a flush
         target = min(up_to, self.log_end_offset)
         flushed = self.recovery_point if self.pending_flush is None else self.pending_flush
         if target <= flushed:

@@ -495,13 +495,10 @@ class Log:
         if seg is None:
             return self._local.segments[-1]
         self.producer_state.update_map_end_offset(new_base)
-        # Kafka flushes below the new segment asynchronously, the snapshot too: an
-        # inline fsync (~1 GiB of segment; even a small file on a busy disk) would
-        # stall this append, and on a node's event loop every other partition with it.
+        # Kafka flushes below the new segment asynchronously, the snapshot too: an inline
+        # fsync would stall this append (on a node's event loop, every partition).
         snapshot = self.producer_state.take_snapshot(sync=False)
-        if snapshot is not None:
-            self._local.unsynced_snapshots.append(snapshot)  # bounded: one per roll
-        self._local.defer_flush(new_base, t)
+        self._local.defer_flush(new_base, t, snapshot)
         return seg
 
     # --- reading --------------------------------------------------------------------
