@@ -59,10 +59,6 @@ def as_dict(response) -> dict[tuple, dict[str, float]]:
     }
 
 
-def wait_for(cluster, what: str, check) -> None:
-    cluster.wait(what, check)
-
-
 def test_quotas_are_altered_and_described_as_kafka_does(kafka_cluster):
     admin = KafkaAdminClient(bootstrap_servers=kafka_cluster.kafka_bootstrap)
     try:
