@@ -15,7 +15,7 @@ from seglog.storage.file_slice import FileSlice
 
 from ..security.kafka_gate import KafkaSession
 from ..security.principal import ANONYMOUS, KafkaPrincipal
-from .codec import Part
+from .codec import KafkaRequest, Part
 
 
 class Responder(Protocol):
@@ -30,10 +30,12 @@ class Responder(Protocol):
 class Slot:
     """A request's place in its connection's response order."""
 
-    __slots__ = ("api", "close", "done", "parts", "throttle_ms")
+    __slots__ = ("api", "close", "done", "parts", "request")
 
-    def __init__(self, api: str = "") -> None:
-        self.throttle_ms = 0  # a client quota's: the connection is muted once answered
+    def __init__(self, api: str = "", request: KafkaRequest | None = None) -> None:
+        # Its request: a client quota's throttle (request.throttle_ms, set by its handler
+        # up to the answer) mutes the connection once it is answered.
+        self.request = request
         self.done = False
         self.parts: list[Part] | None = None
         self.close = False

@@ -226,7 +226,7 @@ class KafkaConnection(asyncio.Protocol):
                 return
             request.client_host = self.host.strip("[]")
             request.received_s = plain_perf_s()
-            slot = Slot(request.spec.name)
+            slot = Slot(request.spec.name, request)
             self.slots.append(slot)
             self.server.dispatch(self, request, slot)
 
@@ -248,8 +248,8 @@ class KafkaConnection(asyncio.Protocol):
         # Bounded by the connection's slots (at most MAX_IN_FLIGHT).
         while self.slots and self.slots[0].done:
             head = self.slots.popleft()
-            if head.throttle_ms > 0:
-                self.throttle(head.throttle_ms)
+            if head.request is not None and head.request.throttle_ms > 0:
+                self.throttle(head.request.throttle_ms)
             if head.parts:  # None: no response (acks=0)
                 self.outq.extend(head.parts)
                 self.parts_queued += len(head.parts)

@@ -179,9 +179,7 @@ class LoopSocketServer:
         """On the loop: handle now, or queue for the handler pool (the connection is
         muted until the pool has started it)."""
         if request.spec.name in ON_LOOP:
-            outcome = self._handle(conn, request)
-            slot.throttle_ms = request.throttle_ms  # a client quota's (0 almost always)
-            self._answered(conn, slot, outcome)
+            self._answered(conn, slot, self._handle(conn, request))
             return
         conn.unstarted = slot
         if self._in_pool >= self.settings.queued_max_requests:
@@ -199,7 +197,6 @@ class LoopSocketServer:
         self.handler_idle.busy(index)
         try:
             outcome = self._handle(conn, request)
-            slot.throttle_ms = request.throttle_ms  # a client quota's
         finally:
             self.handler_idle.idle(index)
             with self._slots_lock:

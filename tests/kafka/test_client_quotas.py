@@ -59,10 +59,6 @@ def as_dict(response) -> dict[tuple, dict[str, float]]:
     }
 
 
-def wait_for(cluster, what: str, check) -> None:
-    cluster.wait(what, check)
-
-
 def test_quotas_are_altered_and_described_as_kafka_does(kafka_cluster):
     admin = KafkaAdminClient(bootstrap_servers=kafka_cluster.kafka_bootstrap)
     try:
@@ -346,3 +342,68 @@ def test_controller_mutations_are_throttled_and_refused_when_strict(kafka_cluste
     finally:
         alter(admin, {"client-id": client_id}, {"controller_mutation_rate": None})
         admin.close()
+
+
+def test_a_client_that_ignores_its_throttle_is_muted(kafka_cluster):
+    """KIP-219: the broker mutes the channel for the throttle time it answered, so a
+    client that sends again at once is not read until then."""
+    import socket
+    import struct
+
+    from kafka.protocol.metadata import ApiVersionsRequest
+    from kafka.protocol.producer import ProduceRequest
+
+    from seglog.harness.kafka_cluster import response_class
+    from seglog.storage.record_batch import NewRecord, build_batch
+
+    topic, client_id = "quota-mute", "mute-check"
+    admin = AdminClient({"bootstrap.servers": kafka_cluster.kafka_bootstrap})
+    admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(TIMEOUT_S)
+    kafka_cluster.wait("topic known", lambda: kafka_cluster.known_everywhere(topic, 1))
+    leader = kafka_cluster.wait("a leader", lambda: kafka_cluster.leader_of(topic))
+    kp = KafkaAdminClient(bootstrap_servers=kafka_cluster.kafka_bootstrap)
+    sock = socket.create_connection(("127.0.0.1", kafka_cluster.kafka_ports[leader]), timeout=30)
+    try:
+        # 1,000 B/s: a 12 kB produce measures about 1,200 B/s over the ten windows a new
+        # sensor counts, so it is throttled for about two seconds.
+        assert alter(kp, {"client-id": client_id}, {"producer_byte_rate": 1000}).error_code == 0
+        time.sleep(1.0)
+
+        def call(request: Any, cid: int) -> Any:
+            request.with_header(correlation_id=cid, client_id=client_id)
+            sock.sendall(bytes(request.encode(header=True, framed=True)))
+            size = struct.unpack(">i", sock.recv(4, socket.MSG_WAITALL))[0]
+            frame = sock.recv(size, socket.MSG_WAITALL)
+            flexible = request.flexible_version_q(request.API_VERSION) and request.API_KEY != 18
+            body = frame[5:] if flexible else frame[4:]
+            return response_class(request).decode(body, version=request.API_VERSION)
+
+        records = build_batch([NewRecord(b"x" * 12_000)], base_offset=0)
+        R = ProduceRequest
+        produce = R[9](
+            transactional_id=None,
+            acks=1,
+            timeout_ms=10_000,
+            topic_data=[
+                R.TopicProduceData(
+                    name=topic,
+                    partition_data=[
+                        R.TopicProduceData.PartitionProduceData(index=0, records=records)
+                    ],
+                )
+            ],
+        )
+        answer = call(produce, 1)
+        assert answer.responses[0].partition_responses[0].error_code == 0
+        throttle_ms = answer.throttle_time_ms
+        assert 1_000 <= throttle_ms <= 4_000, throttle_ms
+        sent = time.monotonic()
+        call(ApiVersionsRequest[3](client_software_name="t", client_software_version="1"), 2)
+        waited_ms = (time.monotonic() - sent) * 1000
+        # Muted for the throttle time (a generous bound: the mute began when the
+        # answer was queued, a little before the client read it).
+        assert waited_ms >= throttle_ms * 0.5, (waited_ms, throttle_ms)
+    finally:
+        sock.close()
+        alter(kp, {"client-id": client_id}, {"producer_byte_rate": None})
+        kp.close()

@@ -120,8 +120,11 @@ def test_a_kip_848_member_gets_its_groups_heartbeat_interval(kafka_cluster):
     assert coordinator is not None
     beat = None
     # Retriable while the coordinator loads its shard (COORDINATOR_NOT_AVAILABLE, 15;
-    # COORDINATOR_LOAD_IN_PROGRESS, 14).
-    while (beat is None or beat.error_code in (14, 15)) and time.monotonic() < deadline:
+    # COORDINATOR_LOAD_IN_PROGRESS, 14), and until the coordinator's node has applied
+    # the config record (the describe above may have asked another node).
+    while (
+        beat is None or beat.error_code in (14, 15) or beat.heartbeat_interval_ms != 7000
+    ) and time.monotonic() < deadline:
         time.sleep(0 if beat is None else 0.2)
         with KafkaConnection(coordinator) as conn:
             _, beat = conn.request(

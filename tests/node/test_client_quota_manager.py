@@ -117,3 +117,30 @@ def test_controller_mutations_draw_from_a_token_bucket_strict_or_permissive():
     # Permissive: taken, and throttled for what it owes (6 tokens: 3 s).
     assert m.record_mutation("u", "app", 5, 4_000, strict=False) == (True, 3_000)
     assert m.record_mutation("u", "other", 1_000, 0, strict=True) == (True, 0)
+
+
+def test_quota_and_group_config_records_survive_a_metadata_snapshot():
+    from seglog.controller.metadata_image import MetadataImage
+    from seglog.controller.metadata_records import (
+        GROUP_RESOURCE,
+        ClientQuotaRecord,
+        ConfigRecord,
+        decode_entry,
+        encode_entry,
+    )
+
+    image = MetadataImage()
+    records = [
+        ClientQuotaRecord(((C, None), (U, "alice")), "producer_byte_rate", 1024.0),
+        ClientQuotaRecord(((U, None),), "request_percentage", 12.5),
+        ClientQuotaRecord(((U, None),), "request_percentage", 0.0, remove=True),
+        ConfigRecord("g1", "consumer.session.timeout.ms", "50000", GROUP_RESOURCE),
+    ]
+    for r in decode_entry(encode_entry(records)):  # through the metadata log's JSON
+        image.apply(r)
+    assert image.client_quotas == {((C, None), (U, "alice")): {"producer_byte_rate": 1024.0}}
+    assert image.group_configs == {"g1": {"consumer.session.timeout.ms": "50000"}}
+    again = MetadataImage()
+    for r in image.to_records():
+        again.apply(r)
+    assert again.canonical() == image.canonical()
