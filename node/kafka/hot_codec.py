@@ -40,6 +40,21 @@ FETCH_FLEXIBLE = (12, 17)  # the Fetch versions decoded and encoded here
 PRODUCE_FLEXIBLE = 9
 
 
+_UUIDS: dict[bytes, uuid.UUID] = {}  # topic ids seen: a handful, bounded below
+_UUIDS_MAX = 4096
+
+
+def uuid_of(raw: bytes) -> uuid.UUID:
+    """The UUID of 16 bytes, remembered: every fetch names the same few topic ids, and
+    uuid.UUID() costs more than the rest of a partition's decoding."""
+    known = _UUIDS.get(raw)
+    if known is None:
+        if len(_UUIDS) >= _UUIDS_MAX:
+            _UUIDS.clear()
+        known = _UUIDS[raw] = uuid.UUID(bytes=raw)
+    return known
+
+
 class Malformed(ValueError):
     """A message that does not decode (truncated, a negative length, a bad varint)."""
 
@@ -110,7 +125,7 @@ class Reader:
         return None if n < 0 else self.take(n).decode("utf-8")
 
     def uuid(self) -> uuid.UUID:
-        return uuid.UUID(bytes=self.take(16))
+        return uuid_of(self.take(16))
 
     def compact_records(self) -> bytes | None:
         n = self.compact_length()
