@@ -435,7 +435,7 @@ class KafkaApis:
         FileSlice a part of its own."""
         version = request.api_version
         read_committed = request.body.isolation_level == 1
-        topics: list[hot_codec.FetchAnswerTopic] = []
+        topics: list[hot_codec.FetchTopic] = []
         try:
             for r in results:
                 records = r.records
@@ -461,7 +461,7 @@ class KafkaApis:
                 topic_id = None
                 if ids is not None:  # v13+: by id (an unknown one is its own text)
                     topic_id = ids.get(r.topic) or uuid.UUID(r.topic)
-                topics.append(hot_codec.FetchAnswerTopic(r.topic, topic_id, [part]))
+                topics.append(hot_codec.FetchTopic(r.topic, topic_id, [part]))
             body = hot_codec.FetchResponseBody(0, error_code(error), session_id, topics)
             return hot_codec.encode_fetch_response(request.correlation_id, version, body)
         except BaseException:

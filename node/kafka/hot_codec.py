@@ -199,6 +199,9 @@ class FetchPartition:
 
 
 class FetchTopic:
+    """A topic of a Fetch (by name before v13, by id from it) and its partitions: the
+    request's topics and forgotten topics, and the response's topics."""
+
     __slots__ = ("partitions", "topic", "topic_id")
 
     def __init__(
@@ -452,17 +455,6 @@ class FetchAnswer:
         self.current_leader = current_leader
 
 
-class FetchAnswerTopic:
-    __slots__ = ("partitions", "topic", "topic_id")
-
-    def __init__(
-        self, topic: str | None, topic_id: uuid.UUID | None, partitions: list[FetchAnswer]
-    ) -> None:
-        self.topic = topic
-        self.topic_id = topic_id
-        self.partitions = partitions
-
-
 class FetchResponseBody:
     __slots__ = ("error_code", "responses", "session_id", "throttle_time_ms")
 
@@ -576,7 +568,7 @@ def decode_fetch_response(body: bytes | memoryview, version: int) -> FetchRespon
                     p.current_leader = Reader(raw).fixed(_LEADER)  # type: ignore[assignment]
             partitions.append(p)
         r.skip_tags()
-        responses.append(FetchAnswerTopic(name, topic_id, partitions))
+        responses.append(FetchTopic(name, topic_id, partitions))
     r.skip_tags()
     if r.pos != len(body):
         raise Malformed(f"{len(body) - r.pos} bytes after the Fetch response")
