@@ -15,6 +15,7 @@ from __future__ import annotations
 import struct
 import uuid
 from collections.abc import Sequence
+from dataclasses import KW_ONLY, dataclass
 from typing import Any
 
 from seglog.storage.file_slice import FileSlice
@@ -165,12 +166,10 @@ def parse_header(frame: bytes, flexible: bool) -> tuple[int, int, int, str | Non
 # --- Fetch request -------------------------------------------------------------------
 
 
+@dataclass(slots=True)
 class ReplicaState:
-    __slots__ = ("replica_epoch", "replica_id")
-
-    def __init__(self, replica_id: int = -1, replica_epoch: int = -1) -> None:
-        self.replica_id = replica_id
-        self.replica_epoch = replica_epoch
+    replica_id: int = -1
+    replica_epoch: int = -1
 
 
 class FetchPartition:
@@ -198,18 +197,14 @@ class FetchPartition:
         self.high_watermark = (1 << 63) - 1
 
 
+@dataclass(slots=True)
 class FetchTopic:
     """A topic of a Fetch (by name before v13, by id from it) and its partitions: the
     request's topics and forgotten topics, and the response's topics."""
 
-    __slots__ = ("partitions", "topic", "topic_id")
-
-    def __init__(
-        self, topic: str | None, topic_id: uuid.UUID | None, partitions: list[Any]
-    ) -> None:
-        self.topic = topic
-        self.topic_id = topic_id
-        self.partitions = partitions
+    topic: str | None
+    topic_id: uuid.UUID | None
+    partitions: list[Any]
 
 
 class FetchRequestBody:
@@ -412,59 +407,30 @@ def encode_fetch_request(
 # --- Fetch response ------------------------------------------------------------------
 
 
+@dataclass(slots=True)
 class FetchAnswer:
     """One partition of a Fetch response (encoded by encode_fetch_response, decoded
     by decode_fetch_response)."""
 
-    __slots__ = (
-        "aborted_transactions",
-        "current_leader",
-        "diverging_epoch",
-        "error_code",
-        "high_watermark",
-        "last_stable_offset",
-        "log_start_offset",
-        "partition_index",
-        "preferred_read_replica",
-        "records",
-    )
-
-    def __init__(
-        self,
-        partition_index: int,
-        error_code: int,
-        high_watermark: int,
-        last_stable_offset: int,
-        log_start_offset: int,
-        records: bytes | FileSlice | None,
-        *,
-        aborted_transactions: Sequence[tuple[int, int]] | None = None,
-        preferred_read_replica: int = -1,
-        diverging_epoch: tuple[int, int] | None = None,
-        current_leader: tuple[int, int] | None = None,
-    ) -> None:
-        self.partition_index = partition_index
-        self.error_code = error_code
-        self.high_watermark = high_watermark
-        self.last_stable_offset = last_stable_offset
-        self.log_start_offset = log_start_offset
-        self.records = records
-        self.aborted_transactions = aborted_transactions
-        self.preferred_read_replica = preferred_read_replica
-        self.diverging_epoch = diverging_epoch
-        self.current_leader = current_leader
+    partition_index: int
+    error_code: int
+    high_watermark: int
+    last_stable_offset: int
+    log_start_offset: int
+    records: bytes | FileSlice | None
+    _: KW_ONLY
+    aborted_transactions: Sequence[tuple[int, int]] | None = None
+    preferred_read_replica: int = -1
+    diverging_epoch: tuple[int, int] | None = None
+    current_leader: tuple[int, int] | None = None
 
 
+@dataclass(slots=True)
 class FetchResponseBody:
-    __slots__ = ("error_code", "responses", "session_id", "throttle_time_ms")
-
-    def __init__(
-        self, throttle_time_ms: int, error_code: int, session_id: int, responses: list[Any]
-    ) -> None:
-        self.throttle_time_ms = throttle_time_ms
-        self.error_code = error_code
-        self.session_id = session_id
-        self.responses = responses
+    throttle_time_ms: int
+    error_code: int
+    session_id: int
+    responses: list[FetchTopic]
 
 
 def encode_fetch_response(correlation_id: int, version: int, body: FetchResponseBody) -> list[Part]:
@@ -578,37 +544,25 @@ def decode_fetch_response(body: bytes | memoryview, version: int) -> FetchRespon
 # --- Produce ---------------------------------------------------------------------------
 
 
+@dataclass(slots=True)
 class PartitionProduceData:
-    __slots__ = ("index", "records")
-
-    def __init__(self, index: int, records: bytes | None) -> None:
-        self.index = index
-        self.records = records
+    index: int
+    records: bytes | None
 
 
+@dataclass(slots=True)
 class TopicProduceData:
-    __slots__ = ("name", "partition_data", "topic_id")
-
-    def __init__(self, name: str | None, partition_data: list[PartitionProduceData]) -> None:
-        self.name = name
-        self.topic_id = None
-        self.partition_data = partition_data
+    name: str | None
+    partition_data: list[PartitionProduceData]
+    topic_id: uuid.UUID | None = None
 
 
+@dataclass(slots=True)
 class ProduceRequestBody:
-    __slots__ = ("acks", "timeout_ms", "topic_data", "transactional_id")
-
-    def __init__(
-        self,
-        transactional_id: str | None,
-        acks: int,
-        timeout_ms: int,
-        topic_data: list[TopicProduceData],
-    ) -> None:
-        self.transactional_id = transactional_id
-        self.acks = acks
-        self.timeout_ms = timeout_ms
-        self.topic_data = topic_data
+    transactional_id: str | None
+    acks: int
+    timeout_ms: int
+    topic_data: list[TopicProduceData]
 
 
 def decode_produce_request(body: bytes | memoryview, version: int) -> ProduceRequestBody:
