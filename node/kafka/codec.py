@@ -436,19 +436,10 @@ def placeholder() -> bytes:
     return b"\xfeSEGLOG" + os.urandom(9)
 
 
-def _varint(value: int) -> bytes:
-    out = bytearray()
-    while value >= 0x80:
-        out.append((value & 0x7F) | 0x80)
-        value >>= 7
-    out.append(value)
-    return bytes(out)
-
-
 def _length_prefix(size: int, flexible: bool) -> bytes:
     """A records field's length: INT32 before flexible versions, else compact
     (unsigned varint of length + 1)."""
-    return _varint(size + 1) if flexible else _INT32.pack(size)
+    return hot_codec.uvarint(size + 1) if flexible else _INT32.pack(size)
 
 
 def encode_with_slices(

@@ -502,7 +502,7 @@ class KafkaApis:
         FileSlice a part of its own."""
         version = request.api_version
         isolation = request.body.isolation_level
-        topics: list[hot_codec.FetchAnswerTopic] = []
+        topics: list[hot_codec.FetchTopic] = []
         try:
             for r in results:
                 records = r.records
@@ -528,7 +528,7 @@ class KafkaApis:
                 topic_id = None
                 if ids is not None:  # v13+: by id (an unknown one is its own text)
                     topic_id = ids.get(r.topic) or uuid.UUID(r.topic)
-                topics.append(hot_codec.FetchAnswerTopic(r.topic, topic_id, [part]))
+                topics.append(hot_codec.FetchTopic(r.topic, topic_id, [part]))
             body = hot_codec.FetchResponseBody(
                 request.throttle_ms, error_code(error), session_id, topics
             )

@@ -15,6 +15,7 @@ from __future__ import annotations
 import struct
 import uuid
 from collections.abc import Sequence
+from dataclasses import KW_ONLY, dataclass
 from typing import Any
 
 from seglog.storage.file_slice import FileSlice
@@ -38,6 +39,21 @@ _ACKS_TIMEOUT = struct.Struct(">hi")
 
 FETCH_FLEXIBLE = (12, 17)  # the Fetch versions decoded and encoded here
 PRODUCE_FLEXIBLE = 9
+
+
+_UUIDS: dict[bytes, uuid.UUID] = {}  # topic ids seen: a handful, bounded below
+_UUIDS_MAX = 4096
+
+
+def uuid_of(raw: bytes) -> uuid.UUID:
+    """The UUID of 16 bytes, remembered: every fetch names the same few topic ids, and
+    uuid.UUID() costs more than the rest of a partition's decoding."""
+    known = _UUIDS.get(raw)
+    if known is None:
+        if len(_UUIDS) >= _UUIDS_MAX:
+            _UUIDS.clear()
+        known = _UUIDS[raw] = uuid.UUID(bytes=raw)
+    return known
 
 
 class Malformed(ValueError):
@@ -110,7 +126,7 @@ class Reader:
         return None if n < 0 else self.take(n).decode("utf-8")
 
     def uuid(self) -> uuid.UUID:
-        return uuid.UUID(bytes=self.take(16))
+        return uuid_of(self.take(16))
 
     def compact_records(self) -> bytes | None:
         n = self.compact_length()
@@ -150,12 +166,10 @@ def parse_header(frame: bytes, flexible: bool) -> tuple[int, int, int, str | Non
 # --- Fetch request -------------------------------------------------------------------
 
 
+@dataclass(slots=True)
 class ReplicaState:
-    __slots__ = ("replica_epoch", "replica_id")
-
-    def __init__(self, replica_id: int = -1, replica_epoch: int = -1) -> None:
-        self.replica_id = replica_id
-        self.replica_epoch = replica_epoch
+    replica_id: int = -1
+    replica_epoch: int = -1
 
 
 class FetchPartition:
@@ -183,15 +197,14 @@ class FetchPartition:
         self.high_watermark = (1 << 63) - 1
 
 
+@dataclass(slots=True)
 class FetchTopic:
-    __slots__ = ("partitions", "topic", "topic_id")
+    """A topic of a Fetch (by name before v13, by id from it) and its partitions: the
+    request's topics and forgotten topics, and the response's topics."""
 
-    def __init__(
-        self, topic: str | None, topic_id: uuid.UUID | None, partitions: list[Any]
-    ) -> None:
-        self.topic = topic
-        self.topic_id = topic_id
-        self.partitions = partitions
+    topic: str | None
+    topic_id: uuid.UUID | None
+    partitions: list[Any]
 
 
 class FetchRequestBody:
@@ -394,70 +407,30 @@ def encode_fetch_request(
 # --- Fetch response ------------------------------------------------------------------
 
 
+@dataclass(slots=True)
 class FetchAnswer:
     """One partition of a Fetch response (encoded by encode_fetch_response, decoded
     by decode_fetch_response)."""
 
-    __slots__ = (
-        "aborted_transactions",
-        "current_leader",
-        "diverging_epoch",
-        "error_code",
-        "high_watermark",
-        "last_stable_offset",
-        "log_start_offset",
-        "partition_index",
-        "preferred_read_replica",
-        "records",
-    )
-
-    def __init__(
-        self,
-        partition_index: int,
-        error_code: int,
-        high_watermark: int,
-        last_stable_offset: int,
-        log_start_offset: int,
-        records: bytes | FileSlice | None,
-        *,
-        aborted_transactions: Sequence[tuple[int, int]] | None = None,
-        preferred_read_replica: int = -1,
-        diverging_epoch: tuple[int, int] | None = None,
-        current_leader: tuple[int, int] | None = None,
-    ) -> None:
-        self.partition_index = partition_index
-        self.error_code = error_code
-        self.high_watermark = high_watermark
-        self.last_stable_offset = last_stable_offset
-        self.log_start_offset = log_start_offset
-        self.records = records
-        self.aborted_transactions = aborted_transactions
-        self.preferred_read_replica = preferred_read_replica
-        self.diverging_epoch = diverging_epoch
-        self.current_leader = current_leader
+    partition_index: int
+    error_code: int
+    high_watermark: int
+    last_stable_offset: int
+    log_start_offset: int
+    records: bytes | FileSlice | None
+    _: KW_ONLY
+    aborted_transactions: Sequence[tuple[int, int]] | None = None
+    preferred_read_replica: int = -1
+    diverging_epoch: tuple[int, int] | None = None
+    current_leader: tuple[int, int] | None = None
 
 
-class FetchAnswerTopic:
-    __slots__ = ("partitions", "topic", "topic_id")
-
-    def __init__(
-        self, topic: str | None, topic_id: uuid.UUID | None, partitions: list[FetchAnswer]
-    ) -> None:
-        self.topic = topic
-        self.topic_id = topic_id
-        self.partitions = partitions
-
-
+@dataclass(slots=True)
 class FetchResponseBody:
-    __slots__ = ("error_code", "responses", "session_id", "throttle_time_ms")
-
-    def __init__(
-        self, throttle_time_ms: int, error_code: int, session_id: int, responses: list[Any]
-    ) -> None:
-        self.throttle_time_ms = throttle_time_ms
-        self.error_code = error_code
-        self.session_id = session_id
-        self.responses = responses
+    throttle_time_ms: int
+    error_code: int
+    session_id: int
+    responses: list[FetchTopic]
 
 
 def encode_fetch_response(correlation_id: int, version: int, body: FetchResponseBody) -> list[Part]:
@@ -561,7 +534,7 @@ def decode_fetch_response(body: bytes | memoryview, version: int) -> FetchRespon
                     p.current_leader = Reader(raw).fixed(_LEADER)  # type: ignore[assignment]
             partitions.append(p)
         r.skip_tags()
-        responses.append(FetchAnswerTopic(name, topic_id, partitions))
+        responses.append(FetchTopic(name, topic_id, partitions))
     r.skip_tags()
     if r.pos != len(body):
         raise Malformed(f"{len(body) - r.pos} bytes after the Fetch response")
@@ -571,37 +544,25 @@ def decode_fetch_response(body: bytes | memoryview, version: int) -> FetchRespon
 # --- Produce ---------------------------------------------------------------------------
 
 
+@dataclass(slots=True)
 class PartitionProduceData:
-    __slots__ = ("index", "records")
-
-    def __init__(self, index: int, records: bytes | None) -> None:
-        self.index = index
-        self.records = records
+    index: int
+    records: bytes | None
 
 
+@dataclass(slots=True)
 class TopicProduceData:
-    __slots__ = ("name", "partition_data", "topic_id")
-
-    def __init__(self, name: str | None, partition_data: list[PartitionProduceData]) -> None:
-        self.name = name
-        self.topic_id = None
-        self.partition_data = partition_data
+    name: str | None
+    partition_data: list[PartitionProduceData]
+    topic_id: uuid.UUID | None = None
 
 
+@dataclass(slots=True)
 class ProduceRequestBody:
-    __slots__ = ("acks", "timeout_ms", "topic_data", "transactional_id")
-
-    def __init__(
-        self,
-        transactional_id: str | None,
-        acks: int,
-        timeout_ms: int,
-        topic_data: list[TopicProduceData],
-    ) -> None:
-        self.transactional_id = transactional_id
-        self.acks = acks
-        self.timeout_ms = timeout_ms
-        self.topic_data = topic_data
+    transactional_id: str | None
+    acks: int
+    timeout_ms: int
+    topic_data: list[TopicProduceData]
 
 
 def decode_produce_request(body: bytes | memoryview, version: int) -> ProduceRequestBody:

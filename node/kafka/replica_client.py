@@ -191,10 +191,13 @@ class KafkaReplicaFetcher(FetcherRounds):
         """Write a request frame and read its answer's body (after its header v1)."""
         writer.write(frame)
         await writer.drain()
-        (size,) = _SIZE.unpack(await asyncio.wait_for(reader.readexactly(4), ANSWER_TIMEOUT_S))
-        if size < 5 or size > STREAM_LIMIT:
-            raise ReplicaFetchError(f"answer frame of {size} bytes from node {self.leader}")
-        frame = await asyncio.wait_for(reader.readexactly(size), ANSWER_TIMEOUT_S)
+        # One deadline for the whole answer (asyncio.timeout: no task per read, as
+        # wait_for makes).
+        async with asyncio.timeout(ANSWER_TIMEOUT_S):
+            (size,) = _SIZE.unpack(await reader.readexactly(4))
+            if size < 5 or size > STREAM_LIMIT:
+                raise ReplicaFetchError(f"answer frame of {size} bytes from node {self.leader}")
+            frame = await reader.readexactly(size)
         (got,) = _SIZE.unpack_from(frame)
         if got != correlation_id or frame[4] != 0:  # response header v1: no tagged fields
             raise ReplicaFetchError(

@@ -199,7 +199,7 @@ def fetch_responses(draw: Any) -> tuple[int, Any, list[Any]]:
                 )
             )
         topics.append(
-            hc.FetchAnswerTopic(
+            hc.FetchTopic(
                 None if by_id else draw(names), draw(uuids) if by_id else None, parts
             )
         )
@@ -312,7 +312,7 @@ def test_file_slices_are_parts_of_their_own_in_the_response(tmp_path: Any) -> No
             0,
             0,
             7,
-            [hc.FetchAnswerTopic(None, uuid.uuid4(), [hc.FetchAnswer(0, 0, 9, 9, 0, piece)])],
+            [hc.FetchTopic(None, uuid.uuid4(), [hc.FetchAnswer(0, 0, 9, 9, 0, piece)])],
         )
         parts = hc.encode_fetch_response(3, 15, body)
         assert len(parts) == 3 and parts[1] is piece
