@@ -17,9 +17,8 @@ from __future__ import annotations
 
 import random
 import threading
-import time
 from collections.abc import Callable
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
 
 from seglog.controller.metadata_image import MetadataImage
 from seglog.controller.metadata_records import MetadataRecord
@@ -31,8 +30,15 @@ from seglog.storage.disk_and_clock import plain_wall_ms as now_ms
 from seglog.storage.log_txns import marker_of
 from seglog.storage.record_batch import NewRecord, build_batch, decode_records, iter_batches
 
+from ..coordinator_shell import (
+    PartitionWaiters,
+    follow_leadership,
+    led_partitions,
+    loadable_range,
+    read_at,
+)
 from ..event_log import EventLogger
-from ..replica_manager import FetchSpec, ReplicaManager
+from ..replica_manager import ReplicaManager
 from .coordinator_actions import Action, Append, Respond
 from .group_config import GroupConfig
 from .group_coordinator import GroupCoordinator
@@ -58,8 +64,6 @@ from .offsets_records import OFFSETS_TOPIC, OffsetsRecordError
 _log = EventLogger("group_coordinator")
 
 TICK_S = 0.1
-LOAD_POLL_S = 0.05
-LOAD_READ_BYTES = 1 << 20
 OFFSETS_COMMIT_TIMEOUT_MS = 5_000  # Kafka's offsets.commit.timeout.ms
 MAX_WAITING = 50_000  # requests awaiting an answer; beyond: COORDINATOR_NOT_AVAILABLE
 
@@ -80,7 +84,7 @@ class GroupCoordinatorRuntime:
         self.coordinator = GroupCoordinator(config, random.Random())
         self._answers: dict[int, Future[Result]] = {}
         self._next_request = 0
-        self._waiters: dict[int, ThreadPoolExecutor] = {}  # per partition, one thread
+        self._waiters = PartitionWaiters("group-writes")
         self._stopped = threading.Event()
         self._ticker: threading.Thread | None = None
         # Whether this node's metadata has the offsets topic yet: a group request that
@@ -104,8 +108,7 @@ class GroupCoordinatorRuntime:
             self._carry_out(out)
         if self._ticker is not None:
             self._ticker.join(timeout=5)
-        for waiter in list(self._waiters.values()):
-            waiter.shutdown(wait=False, cancel_futures=True)
+        self._waiters.shutdown()
 
     def committed_offsets(self, limit: int) -> list[tuple[str, tuple[str, int], int]]:
         """(group, partition, committed offset) of the groups this node coordinates (the
@@ -132,26 +135,13 @@ class GroupCoordinatorRuntime:
     def on_metadata(self, image: MetadataImage, _records: list[MetadataRecord]) -> None:
         """Load the partitions this node now leads, unload those it no longer does
         (called after the replica manager applied the same image)."""
-        topic = image.topics.get(OFFSETS_TOPIC)
         sizes = {name: len(t.partitions) for name, t in image.topics.items()}
-        led: dict[int, int] = {}
-        if topic is not None:
-            for p, state in topic.partitions.items():
-                if state.leader == self.node_id:
-                    led[p] = state.leader_epoch
+        led = led_partitions(image, OFFSETS_TOPIC, self.node_id)
         with self._lock:
-            out: list[Action] = []
-            for p in [p for p in self.coordinator.shards if p not in led]:
-                _log.info("unload_groups", partition=p)
-                out += self.coordinator.unload(p)
-            to_load = []
-            for p, epoch in led.items():
-                shard = self.coordinator.shards.get(p)
-                if shard is None or shard.leader_epoch != epoch:
-                    shard, unloaded = self.coordinator.begin_loading(p, epoch)
-                    out += unloaded
-                    to_load.append(shard)
-            self._offsets_topic_known = topic is not None  # with its shards, atomically
+            out, to_load = follow_leadership(
+                self.coordinator, led or {}, lambda p: _log.info("unload_groups", partition=p)
+            )
+            self._offsets_topic_known = led is not None  # with its shards, atomically
             self._topic_sizes = sizes
             self._carry_out(out)
         for shard in to_load:
@@ -167,35 +157,18 @@ class GroupCoordinatorRuntime:
         leader found (everything a previous leader acknowledged is then below it)."""
         tp = (OFFSETS_TOPIC, shard.partition)
         started = plain_monotonic_s()
-        end = -1
         records = 0
-        # Bounded by the shard being replaced or unloaded (each pass checks it).
-        while not self._stopped.is_set():
+
+        def current() -> bool:
             with self._lock:
-                if not self._current(shard):
-                    return
-            hp = self.replica_manager.hosted(tp)
-            if hp is None or not hp.replica.is_leader or hp.leader_epoch != shard.leader_epoch:
-                time.sleep(LOAD_POLL_S)
-                continue
-            with hp.plog.lock:
-                if end < 0:
-                    end = hp.plog.log.log_end_offset
-                hw = hp.plog.log.high_watermark
-                offset = hp.plog.log.log_start_offset
-            if hw >= end:
-                break
-            time.sleep(LOAD_POLL_S)
-        else:
+                return self._current(shard)
+
+        found = loadable_range(self.replica_manager, tp, shard.leader_epoch, current, self._stopped)
+        if found is None:
             return
+        offset, end = found
         while offset < end:
-            result = self.replica_manager.fetch(
-                [FetchSpec(tp[0], tp[1], offset, shard.leader_epoch, LOAD_READ_BYTES)],
-                replica_id=-1,
-                max_wait_ms=0,
-                min_bytes=0,
-                max_bytes=LOAD_READ_BYTES,
-            )[0]
+            result = read_at(self.replica_manager, tp, shard.leader_epoch, offset)
             if result.error_name != NONE:
                 _log.warning(
                     "load_groups_failed", partition=shard.partition, error=result.error_name
@@ -414,11 +387,4 @@ class GroupCoordinatorRuntime:
                     )
                 )
 
-        waiter = self._waiters.get(a.partition)
-        if waiter is None:
-            waiter = ThreadPoolExecutor(1, thread_name_prefix=f"group-writes-{a.partition}")
-            self._waiters[a.partition] = waiter
-        try:
-            waiter.submit(wait)
-        except RuntimeError:  # shut down: the answer is never acknowledged
-            pass
+        self._waiters.submit(a.partition, wait)

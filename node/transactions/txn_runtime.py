@@ -14,9 +14,8 @@ every transaction.abort.timed.out.transaction.cleanup.interval.ms."""
 from __future__ import annotations
 
 import threading
-import time
 from collections.abc import Callable
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
 
 from seglog.controller.metadata_image import MetadataImage
 from seglog.controller.metadata_records import MetadataRecord
@@ -25,8 +24,15 @@ from seglog.controller.metadata_records import MetadataRecord
 from seglog.storage.disk_and_clock import plain_wall_ms as now_ms
 from seglog.storage.record_batch import NewRecord, build_batch, decode_records, iter_batches
 
+from ..coordinator_shell import (
+    PartitionWaiters,
+    follow_leadership,
+    led_partitions,
+    loadable_range,
+    read_at,
+)
 from ..event_log import EventLogger
-from ..replica_manager import FetchSpec, ReplicaManager
+from ..replica_manager import ReplicaManager
 from .marker_sender import MarkerSender
 from .transaction_coordinator import TransactionCoordinator
 from .txn_metadata import TxnMetadata
@@ -45,8 +51,6 @@ from .txn_shard import (
 
 _log = EventLogger("txn_coordinator")
 
-LOAD_POLL_S = 0.05
-LOAD_READ_BYTES = 1 << 20
 WRITE_TIMEOUT_MS = 5_000
 MAX_WAITING = 50_000  # requests awaiting an answer; beyond: COORDINATOR_NOT_AVAILABLE
 
@@ -70,7 +74,7 @@ class TransactionCoordinatorRuntime:
         self._lock = threading.Lock()
         self._answers: dict[int, Future[TxnResult]] = {}
         self._next_request = 0
-        self._waiters: dict[int, ThreadPoolExecutor] = {}
+        self._waiters = PartitionWaiters("txn-writes")
         self._stopped = threading.Event()
         self._ticker: threading.Thread | None = None
         self.topic_known = False  # whether the metadata has __transaction_state yet
@@ -91,8 +95,7 @@ class TransactionCoordinatorRuntime:
         if self._ticker is not None:
             self._ticker.join(timeout=5)
         self.markers.shutdown()
-        for waiter in list(self._waiters.values()):
-            waiter.shutdown(wait=False, cancel_futures=True)
+        self._waiters.shutdown()
 
     def _tick_loop(self) -> None:
         while not self._stopped.wait(self.tick_interval_ms / 1000):
@@ -102,25 +105,12 @@ class TransactionCoordinatorRuntime:
     # --- following the metadata -----------------------------------------------------
 
     def on_metadata(self, image: MetadataImage, _records: list[MetadataRecord]) -> None:
-        topic = image.topics.get(TRANSACTION_STATE_TOPIC)
-        led: dict[int, int] = {}
-        if topic is not None:
-            for p, state in topic.partitions.items():
-                if state.leader == self.node_id:
-                    led[p] = state.leader_epoch
-        to_load = []
+        led = led_partitions(image, TRANSACTION_STATE_TOPIC, self.node_id)
         with self._lock:
-            out: list[Action] = []
-            for p in [p for p in self.coordinator.shards if p not in led]:
-                _log.info("unload_transactions", partition=p)
-                out += self.coordinator.unload(p)
-            for p, epoch in led.items():
-                shard = self.coordinator.shards.get(p)
-                if shard is None or shard.leader_epoch != epoch:
-                    shard, unloaded = self.coordinator.begin_loading(p, epoch)
-                    out += unloaded
-                    to_load.append(shard)
-            self.topic_known = topic is not None
+            out, to_load = follow_leadership(
+                self.coordinator, led or {}, lambda p: _log.info("unload_transactions", partition=p)
+            )
+            self.topic_known = led is not None
             self._carry_out(out)
         for shard in to_load:
             threading.Thread(
@@ -131,38 +121,25 @@ class TransactionCoordinatorRuntime:
         return self.coordinator.shards.get(shard.partition) is shard
 
     def _load(self, shard: TxnShard) -> None:
-        """Replay the partition into the shard once the HW reached the log end this
-        leader found; aborted writes (none are transactional here) do not occur."""
+        """Replay the partition into the shard (coordinator_shell.loadable_range)."""
         tp = (TRANSACTION_STATE_TOPIC, shard.partition)
-        end = -1
-        offset = 0
-        while not self._stopped.is_set():
+
+        def current() -> bool:
             with self._lock:
-                if not self._current(shard):
-                    return
-            hp = self.replica_manager.hosted(tp)
-            if hp is not None and hp.replica.is_leader and hp.leader_epoch == shard.leader_epoch:
-                with hp.plog.lock:
-                    end = hp.plog.log.log_end_offset if end < 0 else end
-                    hw, offset = hp.plog.log.high_watermark, hp.plog.log.log_start_offset
-                if hw >= end:
-                    break
-            time.sleep(LOAD_POLL_S)
-        else:
+                return self._current(shard)
+
+        found = loadable_range(self.replica_manager, tp, shard.leader_epoch, current, self._stopped)
+        if found is None:
             return
+        offset, end = found
         records = 0
         while offset < end:
-            spec = FetchSpec(tp[0], tp[1], offset, shard.leader_epoch, LOAD_READ_BYTES)
-            result = self.replica_manager.fetch(
-                [spec], replica_id=-1, max_wait_ms=0, min_bytes=0, max_bytes=LOAD_READ_BYTES
-            )[0]
+            result = read_at(self.replica_manager, tp, shard.leader_epoch, offset)
+            if result.error_name != NONE:
+                _log.warning("load_transactions_failed", partition=tp[1], error=result.error_name)
+                return  # a newer leadership loads again (or unloads)
             data = bytes(result.records)
-            if result.error_name != NONE or not data:
-                if result.error_name != NONE:
-                    _log.warning(
-                        "load_transactions_failed", partition=tp[1], error=result.error_name
-                    )
-                    return  # a newer leadership loads again (or unloads)
+            if not data:
                 break
             with self._lock:
                 if not self._current(shard):
@@ -201,49 +178,13 @@ class TransactionCoordinatorRuntime:
             self._carry_out(call(rid, now_ms()))
         return answer
 
-    def init_producer_id(
-        self, transactional_id: str, timeout_ms: int, producer_id: int, producer_epoch: int
-    ) -> Future[TxnResult]:
-        c = self.coordinator
+    def request(self, transactional_id: str, method: str, *args: object) -> Future[TxnResult]:
+        """One of the coordinator's requests — init_producer_id, add_partitions,
+        add_offsets, end_txn — with its arguments after the transactional id (the
+        request id before it and the time after them are added here)."""
+        call = getattr(self.coordinator, method)
         return self.submit(
-            transactional_id,
-            lambda rid, now: c.init_producer_id(
-                rid, transactional_id, timeout_ms, producer_id, producer_epoch, now
-            ),
-        )
-
-    def add_partitions(
-        self, transactional_id: str, producer_id: int, producer_epoch: int,
-        partitions: list[tuple[str, int]],
-    ) -> Future[TxnResult]:  # fmt: skip
-        c = self.coordinator
-        return self.submit(
-            transactional_id,
-            lambda rid, now: c.add_partitions(
-                rid, transactional_id, producer_id, producer_epoch, partitions, now
-            ),
-        )
-
-    def add_offsets(
-        self, transactional_id: str, producer_id: int, producer_epoch: int, group_id: str
-    ) -> Future[TxnResult]:
-        c = self.coordinator
-        return self.submit(
-            transactional_id,
-            lambda rid, now: c.add_offsets(
-                rid, transactional_id, producer_id, producer_epoch, group_id, now
-            ),
-        )
-
-    def end_txn(
-        self, transactional_id: str, producer_id: int, producer_epoch: int, commit: bool
-    ) -> Future[TxnResult]:
-        c = self.coordinator
-        return self.submit(
-            transactional_id,
-            lambda rid, now: c.end_txn(
-                rid, transactional_id, producer_id, producer_epoch, commit, now
-            ),
+            transactional_id, lambda rid, now: call(rid, transactional_id, *args, now)
         )
 
     def describe(self, transactional_id: str) -> tuple[str, TxnMetadata | None]:
@@ -308,11 +249,4 @@ class TransactionCoordinatorRuntime:
                     )
                 )
 
-        waiter = self._waiters.get(a.partition)
-        if waiter is None:
-            waiter = ThreadPoolExecutor(1, thread_name_prefix=f"txn-writes-{a.partition}")
-            self._waiters[a.partition] = waiter
-        try:
-            waiter.submit(wait)
-        except RuntimeError:  # shut down: never acknowledged
-            pass
+        self._waiters.submit(a.partition, wait)

@@ -1,0 +1,124 @@
+"""What the shells of the group coordinator (node/groups/offsets_topic.py) and the
+transaction coordinator (node/transactions/txn_runtime.py) share: following the
+leadership of their internal topic's partitions (a shard per led partition, loaded
+under the leader epoch it was led at, unloaded when led elsewhere), waiting until a
+new leader may load (its high watermark reached the log end it found, so everything a
+previous leader acknowledged is below it), reading the partition, and one waiter
+thread per partition that awaits its appends in order."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, Protocol, TypeVar
+
+from seglog.controller.metadata_image import MetadataImage
+
+from .partition_requests import FetchResult, FetchSpec
+from .replica_manager import ReplicaManager
+
+LOAD_POLL_S = 0.05
+LOAD_READ_BYTES = 1 << 20
+
+S = TypeVar("S")
+
+
+class Shard(Protocol):
+    partition: int
+    leader_epoch: int
+
+
+class Coordinator(Protocol[S]):
+    shards: dict[int, S]
+
+    def unload(self, partition: int) -> list[Any]: ...
+    def begin_loading(self, partition: int, leader_epoch: int) -> tuple[S, list[Any]]: ...
+
+
+def led_partitions(image: MetadataImage, topic: str, node_id: int) -> dict[int, int] | None:
+    """Partition -> leader epoch of `topic`'s partitions `node_id` leads; None while the
+    metadata has no such topic."""
+    t = image.topics.get(topic)
+    if t is None:
+        return None
+    return {p: s.leader_epoch for p, s in t.partitions.items() if s.leader == node_id}
+
+
+def follow_leadership(
+    coordinator: Coordinator[S], led: dict[int, int], on_unload: Callable[[int], None]
+) -> tuple[list[Any], list[S]]:
+    """Unload the shards of partitions no longer led; start a shard (loading) for each
+    partition led at an epoch without one. Returns (actions, shards to load)."""
+    out: list[Any] = []
+    for p in [p for p in coordinator.shards if p not in led]:
+        on_unload(p)
+        out += coordinator.unload(p)
+    to_load = []
+    for p, epoch in led.items():
+        shard: Any = coordinator.shards.get(p)
+        if shard is None or shard.leader_epoch != epoch:
+            shard, unloaded = coordinator.begin_loading(p, epoch)
+            out += unloaded
+            to_load.append(shard)
+    return out, to_load
+
+
+def loadable_range(
+    replica_manager: ReplicaManager,
+    tp: tuple[str, int],
+    leader_epoch: int,
+    current: Callable[[], bool],
+    stopped: threading.Event,
+) -> tuple[int, int] | None:
+    """(log start, the log end found) once this node leads `tp` at `leader_epoch` and
+    its high watermark reached that end; None if the shard stopped being `current`
+    (replaced or unloaded) or the node stops first."""
+    end = -1
+    # Bounded by the shard being replaced or unloaded (each pass checks it).
+    while not stopped.is_set():
+        if not current():
+            return None
+        hp = replica_manager.hosted(tp)
+        if hp is not None and hp.replica.is_leader and hp.leader_epoch == leader_epoch:
+            with hp.plog.lock:
+                end = hp.plog.log.log_end_offset if end < 0 else end
+                hw, start = hp.plog.log.high_watermark, hp.plog.log.log_start_offset
+            if hw >= end:
+                return start, end
+        time.sleep(LOAD_POLL_S)
+    return None
+
+
+def read_at(
+    replica_manager: ReplicaManager, tp: tuple[str, int], leader_epoch: int, offset: int
+) -> FetchResult:
+    """A loader's read of `tp` from `offset` (below the high watermark)."""
+    spec = FetchSpec(tp[0], tp[1], offset, leader_epoch, LOAD_READ_BYTES)
+    return replica_manager.fetch(
+        [spec], replica_id=-1, max_wait_ms=0, min_bytes=0, max_bytes=LOAD_READ_BYTES
+    )[0]
+
+
+class PartitionWaiters:
+    """One thread per partition awaiting its appends, in the order they were made (so
+    their outcomes are applied in log order, as a replay after a failover would)."""
+
+    def __init__(self, name: str) -> None:
+        self._name = name
+        self._waiters: dict[int, ThreadPoolExecutor] = {}
+
+    def submit(self, partition: int, wait: Callable[[], None]) -> None:
+        waiter = self._waiters.get(partition)
+        if waiter is None:
+            waiter = ThreadPoolExecutor(1, thread_name_prefix=f"{self._name}-{partition}")
+            self._waiters[partition] = waiter
+        try:
+            waiter.submit(wait)
+        except RuntimeError:  # shut down: the append is never acknowledged
+            pass
+
+    def shutdown(self) -> None:
+        for waiter in list(self._waiters.values()):
+            waiter.shutdown(wait=False, cancel_futures=True)
