@@ -323,6 +323,16 @@ class GroupCoordinatorRuntime:
         req = OffsetCommitRequest(group_id, generation, member_id, instance, tuple(partitions))
         return self.submit(group_id, lambda s, rid, now: s.txn_commit(rid, req, producer, now))
 
+    def pending_txn_offsets(self, group_id: str) -> set[tuple[str, int]]:
+        """The group's partitions whose offsets wait in an open transaction
+        (OffsetFetch's require_stable answers them UNSTABLE_OFFSET_COMMIT)."""
+        with self._lock:
+            shard, _error = self.coordinator.shard_for(group_id)
+            if shard is None:
+                return set()
+            held = shard.offset_manager.pending.values()
+            return {tp for by_group in held for tp in by_group.get(group_id, {})}
+
     def on_txn_marker(self, partition: int, producer_id: int, commit: bool) -> None:
         """A COMMIT/ABORT marker was written to `__consumer_offsets`-`partition`
         (WriteTxnMarkers): the producer's pending offsets there become visible or go."""

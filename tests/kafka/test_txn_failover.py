@@ -13,6 +13,7 @@ import time
 
 import pytest
 from kafka.protocol.metadata import FindCoordinatorRequest
+from test_transactions import consume_all
 
 from seglog.harness.kafka_cluster import KafkaCluster, KafkaConnection
 
@@ -30,31 +31,6 @@ def coordinator_of(cluster: KafkaCluster) -> int | None:
         if r.error_code == 0:
             return int(r.node_id)
     return None
-
-
-def read_committed(bootstrap: str, want: int) -> list[bytes]:
-    c = ck.Consumer(
-        {
-            "bootstrap.servers": bootstrap,
-            "group.id": "failover-reader",
-            "enable.auto.commit": False,
-            "isolation.level": "read_committed",
-        }
-    )
-    c.assign([ck.TopicPartition(TOPIC, p, 0) for p in range(PARTITIONS)])
-    out: list[bytes] = []
-    deadline = time.monotonic() + TIMEOUT_S
-    while len(out) < want and time.monotonic() < deadline:
-        msg = c.poll(0.5)
-        if msg is not None and not msg.error():
-            out.append(msg.value())
-    quiet = time.monotonic() + 3  # nothing more: a half-visible transaction would show
-    while time.monotonic() < quiet:
-        msg = c.poll(0.2)
-        if msg is not None and not msg.error():
-            out.append(msg.value())
-    c.close()
-    return out
 
 
 def test_sigkill_of_the_coordinator_mid_commit_is_all_or_nothing(tmp_path):
@@ -109,7 +85,7 @@ def test_sigkill_of_the_coordinator_mid_commit_is_all_or_nothing(tmp_path):
         producer.commit_transaction(TIMEOUT_S)
 
         expected = (first if outcome == ["committed"] else []) + second
-        got = read_committed(b, len(expected))
+        got = consume_all(b, TOPIC, PARTITIONS, "read_committed", len(expected))
         assert sorted(got) == sorted(expected), outcome
     finally:
         cluster.stop_all()
