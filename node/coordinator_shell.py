@@ -11,8 +11,8 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Protocol, TypeVar
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Any, Generic, Protocol, TypeVar
 
 from seglog.controller.metadata_image import MetadataImage
 
@@ -122,3 +122,68 @@ class PartitionWaiters:
     def shutdown(self) -> None:
         for waiter in list(self._waiters.values()):
             waiter.shutdown(wait=False, cancel_futures=True)
+
+
+R = TypeVar("R")
+MAX_WAITING = 50_000  # requests awaiting an answer; beyond: COORDINATOR_NOT_AVAILABLE
+
+
+class CoordinatorShell(Generic[R]):
+    """The threads and bookkeeping around a coordinator's core: one lock, the answers
+    awaited (request id -> Future), a ticker thread and the per-partition waiters.
+    A subclass has `coordinator` (with `shards` and `unload`) and gives `_tick` (the
+    timers' actions) and `_carry_out` (under the lock)."""
+
+    coordinator: Any
+
+    def __init__(self, name: str, tick_s: float) -> None:
+        self._name = name
+        self._tick_s = tick_s
+        self._lock = threading.Lock()
+        self._answers: dict[int, Future[R]] = {}
+        self._next_request = 0
+        self._waiters = PartitionWaiters(f"{name}-writes")
+        self._stopped = threading.Event()
+        self._ticker: threading.Thread | None = None
+
+    def _tick(self) -> list[Any]:
+        raise NotImplementedError
+
+    def _carry_out(self, actions: list[Any]) -> None:
+        raise NotImplementedError
+
+    def start(self) -> None:
+        self._ticker = threading.Thread(
+            target=self._tick_loop, name=f"{self._name}-ticks", daemon=True
+        )
+        self._ticker.start()
+
+    def _tick_loop(self) -> None:
+        while not self._stopped.wait(self._tick_s):
+            with self._lock:
+                self._carry_out(self._tick())
+
+    def shutdown(self) -> None:
+        """Stop the timers and unload every shard (their waiting requests are answered)."""
+        self._stopped.set()
+        with self._lock:
+            out: list[Any] = []
+            for p in list(self.coordinator.shards):
+                out += self.coordinator.unload(p)
+            self._carry_out(out)
+        if self._ticker is not None:
+            self._ticker.join(timeout=5)
+        self._waiters.shutdown()
+
+    def _park(self, answer: Future[R]) -> int | None:
+        """Under the lock: a request id for `answer`, None when too many wait."""
+        if len(self._answers) >= MAX_WAITING:
+            return None
+        self._next_request += 1
+        self._answers[self._next_request] = answer
+        return self._next_request
+
+    def _resolve(self, request_id: int, result: R) -> None:
+        future = self._answers.pop(request_id, None)
+        if future is not None and not future.done():
+            future.set_result(result)

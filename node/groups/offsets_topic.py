@@ -31,7 +31,7 @@ from seglog.storage.log_txns import marker_of
 from seglog.storage.record_batch import NewRecord, build_batch, decode_records, iter_batches
 
 from ..coordinator_shell import (
-    PartitionWaiters,
+    CoordinatorShell,
     follow_leadership,
     led_partitions,
     loadable_range,
@@ -65,50 +65,29 @@ _log = EventLogger("group_coordinator")
 
 TICK_S = 0.1
 OFFSETS_COMMIT_TIMEOUT_MS = 5_000  # Kafka's offsets.commit.timeout.ms
-MAX_WAITING = 50_000  # requests awaiting an answer; beyond: COORDINATOR_NOT_AVAILABLE
 
 Call = Callable[[CoordinatorShard, int, int], list[Action]]  # shard, request id, now
 
 
-class GroupCoordinatorRuntime:
+class GroupCoordinatorRuntime(CoordinatorShell[Result]):
     def __init__(
         self,
         node_id: int,
         replica_manager: ReplicaManager,
         config: GroupConfig,
     ) -> None:
+        super().__init__("group", TICK_S)
         self.node_id = node_id
         self.replica_manager = replica_manager
         self.config = config
-        self._lock = threading.Lock()
         self.coordinator = GroupCoordinator(config, random.Random())
-        self._answers: dict[int, Future[Result]] = {}
-        self._next_request = 0
-        self._waiters = PartitionWaiters("group-writes")
-        self._stopped = threading.Event()
-        self._ticker: threading.Thread | None = None
         # Whether this node's metadata has the offsets topic yet: a group request that
         # comes (from a client that learnt the coordinator elsewhere) before it has
         # is answered COORDINATOR_NOT_AVAILABLE — retriable — not NOT_COORDINATOR.
         self._offsets_topic_known = False
         self._topic_sizes: dict[str, int] = {}  # partition counts, for KIP-848's assignors
 
-    # --- lifecycle ------------------------------------------------------------------
-
-    def start(self) -> None:
-        self._ticker = threading.Thread(target=self._tick_loop, name="group-ticks", daemon=True)
-        self._ticker.start()
-
-    def shutdown(self) -> None:
-        self._stopped.set()
-        with self._lock:
-            out: list[Action] = []
-            for p in list(self.coordinator.shards):
-                out += self.coordinator.unload(p)
-            self._carry_out(out)
-        if self._ticker is not None:
-            self._ticker.join(timeout=5)
-        self._waiters.shutdown()
+    # --- lifecycle (coordinator_shell.CoordinatorShell: start, shutdown, the ticker) ---
 
     def committed_offsets(self, limit: int) -> list[tuple[str, tuple[str, int], int]]:
         """(group, partition, committed offset) of the groups this node coordinates (the
@@ -125,10 +104,8 @@ class GroupCoordinatorRuntime:
                         out.append((group, tp, value.offset))
         return out
 
-    def _tick_loop(self) -> None:
-        while not self._stopped.wait(TICK_S):
-            with self._lock:
-                self._carry_out(self.coordinator.tick(now_ms()))
+    def _tick(self) -> list[Action]:
+        return self.coordinator.tick(now_ms())
 
     # --- following the metadata -----------------------------------------------------
 
@@ -239,12 +216,10 @@ class GroupCoordinatorRuntime:
                     error = COORDINATOR_NOT_AVAILABLE
                 answer.set_result(ErrorResult(error))
                 return answer
-            if len(self._answers) >= MAX_WAITING:
+            rid = self._park(answer)
+            if rid is None:
                 answer.set_result(ErrorResult(COORDINATOR_NOT_AVAILABLE))
                 return answer
-            self._next_request += 1
-            rid = self._next_request
-            self._answers[rid] = answer
             self._carry_out(call(shard, rid, now_ms()))
         return answer
 
@@ -354,9 +329,7 @@ class GroupCoordinatorRuntime:
         order, and awaited on the write pool."""
         for a in actions:
             if isinstance(a, Respond):
-                future = self._answers.pop(a.request_id, None)
-                if future is not None and not future.done():
-                    future.set_result(a.result)
+                self._resolve(a.request_id, a.result)
             else:
                 self._append(a)
 

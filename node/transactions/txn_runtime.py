@@ -25,7 +25,7 @@ from seglog.storage.disk_and_clock import plain_wall_ms as now_ms
 from seglog.storage.record_batch import NewRecord, build_batch, decode_records, iter_batches
 
 from ..coordinator_shell import (
-    PartitionWaiters,
+    CoordinatorShell,
     follow_leadership,
     led_partitions,
     loadable_range,
@@ -52,12 +52,11 @@ from .txn_shard import (
 _log = EventLogger("txn_coordinator")
 
 WRITE_TIMEOUT_MS = 5_000
-MAX_WAITING = 50_000  # requests awaiting an answer; beyond: COORDINATOR_NOT_AVAILABLE
 
 Call = Callable[[int, int], list[Action]]  # request id, now
 
 
-class TransactionCoordinatorRuntime:
+class TransactionCoordinatorRuntime(CoordinatorShell[TxnResult]):
     def __init__(
         self,
         node_id: int,
@@ -66,41 +65,21 @@ class TransactionCoordinatorRuntime:
         markers: MarkerSender,
         tick_interval_ms: int = 10_000,
     ) -> None:
+        super().__init__("txn", tick_interval_ms / 1000)
         self.node_id = node_id
         self.replica_manager = replica_manager
         self.coordinator = coordinator
         self.markers = markers
-        self.tick_interval_ms = tick_interval_ms
-        self._lock = threading.Lock()
-        self._answers: dict[int, Future[TxnResult]] = {}
-        self._next_request = 0
-        self._waiters = PartitionWaiters("txn-writes")
-        self._stopped = threading.Event()
-        self._ticker: threading.Thread | None = None
         self.topic_known = False  # whether the metadata has __transaction_state yet
 
     # --- lifecycle ------------------------------------------------------------------
 
-    def start(self) -> None:
-        self._ticker = threading.Thread(target=self._tick_loop, name="txn-ticks", daemon=True)
-        self._ticker.start()
-
     def shutdown(self) -> None:
-        self._stopped.set()
-        with self._lock:
-            out: list[Action] = []
-            for p in list(self.coordinator.shards):
-                out += self.coordinator.unload(p)
-            self._carry_out(out)
-        if self._ticker is not None:
-            self._ticker.join(timeout=5)
+        super().shutdown()
         self.markers.shutdown()
-        self._waiters.shutdown()
 
-    def _tick_loop(self) -> None:
-        while not self._stopped.wait(self.tick_interval_ms / 1000):
-            with self._lock:
-                self._carry_out(self.coordinator.tick(now_ms()))
+    def _tick(self) -> list[Action]:
+        return self.coordinator.tick(now_ms())
 
     # --- following the metadata -----------------------------------------------------
 
@@ -166,15 +145,10 @@ class TransactionCoordinatorRuntime:
     def submit(self, transactional_id: str, call: Call) -> Future[TxnResult]:
         answer: Future[TxnResult] = Future()
         with self._lock:
-            if len(self._answers) >= MAX_WAITING:
+            rid = self._park(answer) if self.topic_known else None
+            if rid is None:
                 answer.set_result(TxnResult(COORDINATOR_NOT_AVAILABLE))
                 return answer
-            if not self.topic_known:
-                answer.set_result(TxnResult(COORDINATOR_NOT_AVAILABLE))
-                return answer
-            self._next_request += 1
-            rid = self._next_request
-            self._answers[rid] = answer
             self._carry_out(call(rid, now_ms()))
         return answer
 
@@ -207,9 +181,7 @@ class TransactionCoordinatorRuntime:
         order, and awaited on the partition's waiter; markers go to the sender."""
         for a in actions:
             if isinstance(a, Respond):
-                future = self._answers.pop(a.request_id, None)
-                if future is not None and not future.done():
-                    future.set_result(a.result)
+                self._resolve(a.request_id, a.result)
             elif isinstance(a, Append):
                 self._append(a)
             elif isinstance(a, SendMarkers):
