@@ -16,6 +16,11 @@ from typing import Any, Generic, Protocol, TypeVar
 
 from seglog.controller.metadata_image import MetadataImage
 
+# The plain wall clock, not the faulted one: the coordinators' timers and stamps stay off
+# the node's clock faults (docs/disk-and-clock-faults.md, Clocks).
+from seglog.storage.disk_and_clock import plain_wall_ms as now_ms
+
+from .event_log import EventLogger
 from .partition_requests import FetchResult, FetchSpec
 from .replica_manager import ReplicaManager
 
@@ -187,3 +192,40 @@ class CoordinatorShell(Generic[R]):
         future = self._answers.pop(request_id, None)
         if future is not None and not future.done():
             future.set_result(result)
+
+    def _append_and_report(
+        self,
+        replica_manager: ReplicaManager,
+        tp: tuple[str, int],
+        leader_epoch: int,
+        write_id: int,
+        data: bytes,
+        timeout_ms: int,
+    ) -> None:
+        """Append a coordinator's batch as leader of `leader_epoch` only, acks=all; its
+        outcome goes to the coordinator's on_write_done in append order (the
+        partition's waiter), under the lock."""
+        started = replica_manager.start_produce_all(
+            [(tp, data)], -1, timeout_ms, leader_epoch=leader_epoch
+        )
+        log = EventLogger(f"{self._name}_coordinator")
+
+        def wait() -> None:
+            try:
+                error = replica_manager.await_produced(started)[0].error_name
+            except Exception:  # noqa: BLE001 - reported to the coordinator as a failure
+                log.error(f"{self._name}_write_failed", exc=True, partition=tp[1])
+                error = "UNKNOWN_SERVER_ERROR"
+            if error != "NONE":
+                log.info(
+                    f"{self._name}_write_not_acknowledged",
+                    partition=tp[1],
+                    leader_epoch=leader_epoch,
+                    error=error,
+                )
+            with self._lock:
+                self._carry_out(
+                    self.coordinator.on_write_done(tp[1], leader_epoch, write_id, error, now_ms())
+                )
+
+        self._waiters.submit(tp[1], wait)

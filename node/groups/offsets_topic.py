@@ -343,31 +343,7 @@ class GroupCoordinatorRuntime(CoordinatorShell[Result]):
                 records, now_ms=now_ms(), producer_id=pid, producer_epoch=epoch,
                 base_sequence=0, is_transactional=True,
             )  # fmt: skip
-        started = self.replica_manager.start_produce_all(
-            [((OFFSETS_TOPIC, a.partition), data)],
-            -1,
-            OFFSETS_COMMIT_TIMEOUT_MS,
-            leader_epoch=a.leader_epoch,
+        tp = (OFFSETS_TOPIC, a.partition)
+        self._append_and_report(
+            self.replica_manager, tp, a.leader_epoch, a.write_id, data, OFFSETS_COMMIT_TIMEOUT_MS
         )
-
-        def wait() -> None:
-            try:
-                error = self.replica_manager.await_produced(started)[0].error_name
-            except Exception:  # noqa: BLE001 - reported to the coordinator as a failure
-                _log.error("group_write_failed", exc=True, partition=a.partition)
-                error = "UNKNOWN_SERVER_ERROR"
-            if error != NONE:
-                _log.info(
-                    "group_write_not_acknowledged",
-                    partition=a.partition,
-                    leader_epoch=a.leader_epoch,
-                    error=error,
-                )
-            with self._lock:
-                self._carry_out(
-                    self.coordinator.on_write_done(
-                        a.partition, a.leader_epoch, a.write_id, error, now_ms()
-                    )
-                )
-
-        self._waiters.submit(a.partition, wait)

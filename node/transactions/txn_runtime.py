@@ -201,24 +201,7 @@ class TransactionCoordinatorRuntime(CoordinatorShell[TxnResult]):
 
     def _append(self, a: Append) -> None:
         data = build_batch([NewRecord(a.value, a.key)], now_ms=now_ms())
-        started = self.replica_manager.start_produce_all(
-            [((TRANSACTION_STATE_TOPIC, a.partition), data)],
-            -1,
-            WRITE_TIMEOUT_MS,
-            leader_epoch=a.leader_epoch,
+        tp = (TRANSACTION_STATE_TOPIC, a.partition)
+        self._append_and_report(
+            self.replica_manager, tp, a.leader_epoch, a.write_id, data, WRITE_TIMEOUT_MS
         )
-
-        def wait() -> None:
-            try:
-                error = self.replica_manager.await_produced(started)[0].error_name
-            except Exception:  # noqa: BLE001 - reported to the coordinator as a failure
-                _log.error("txn_write_failed", exc=True, partition=a.partition)
-                error = "UNKNOWN_SERVER_ERROR"
-            with self._lock:
-                self._carry_out(
-                    self.coordinator.on_write_done(
-                        a.partition, a.leader_epoch, a.write_id, error, now_ms()
-                    )
-                )
-
-        self._waiters.submit(a.partition, wait)
