@@ -448,6 +448,9 @@ class SegLogServicer(client_pb2_grpc.SegLogServicer):
         if request.transactional_id:
             return pb.InitProducerIdResponse(
                 error_code=E.INVALID_REQUEST,
-                error_message="transactions are not supported; use an idempotent producer",
+                error_message=(
+                    "transactions are served on the Kafka listener only (docs/transactions.md);"
+                    " use an idempotent producer here"
+                ),
             )
         return pb.InitProducerIdResponse(producer_id=self.node.next_producer_id(), producer_epoch=0)

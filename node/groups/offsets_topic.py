@@ -17,9 +17,8 @@ from __future__ import annotations
 
 import random
 import threading
-import time
 from collections.abc import Callable
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
 
 from seglog.controller.metadata_image import MetadataImage
 from seglog.controller.metadata_records import MetadataRecord
@@ -31,8 +30,15 @@ from seglog.storage.disk_and_clock import plain_wall_ms as now_ms
 from seglog.storage.log_txns import marker_of
 from seglog.storage.record_batch import NewRecord, build_batch, decode_records, iter_batches
 
+from ..coordinator_shell import (
+    CoordinatorShell,
+    follow_leadership,
+    led_partitions,
+    loadable_range,
+    read_at,
+)
 from ..event_log import EventLogger
-from ..replica_manager import FetchSpec, ReplicaManager
+from ..replica_manager import ReplicaManager
 from .coordinator_actions import Action, Append, Respond
 from .group_config import GroupConfig
 from .group_coordinator import GroupCoordinator
@@ -58,54 +64,30 @@ from .offsets_records import OFFSETS_TOPIC, OffsetsRecordError
 _log = EventLogger("group_coordinator")
 
 TICK_S = 0.1
-LOAD_POLL_S = 0.05
-LOAD_READ_BYTES = 1 << 20
 OFFSETS_COMMIT_TIMEOUT_MS = 5_000  # Kafka's offsets.commit.timeout.ms
-MAX_WAITING = 50_000  # requests awaiting an answer; beyond: COORDINATOR_NOT_AVAILABLE
 
 Call = Callable[[CoordinatorShard, int, int], list[Action]]  # shard, request id, now
 
 
-class GroupCoordinatorRuntime:
+class GroupCoordinatorRuntime(CoordinatorShell[Result]):
     def __init__(
         self,
         node_id: int,
         replica_manager: ReplicaManager,
         config: GroupConfig,
     ) -> None:
+        super().__init__("group", TICK_S)
         self.node_id = node_id
         self.replica_manager = replica_manager
         self.config = config
-        self._lock = threading.Lock()
         self.coordinator = GroupCoordinator(config, random.Random())
-        self._answers: dict[int, Future[Result]] = {}
-        self._next_request = 0
-        self._waiters: dict[int, ThreadPoolExecutor] = {}  # per partition, one thread
-        self._stopped = threading.Event()
-        self._ticker: threading.Thread | None = None
         # Whether this node's metadata has the offsets topic yet: a group request that
         # comes (from a client that learnt the coordinator elsewhere) before it has
         # is answered COORDINATOR_NOT_AVAILABLE — retriable — not NOT_COORDINATOR.
         self._offsets_topic_known = False
         self._topic_sizes: dict[str, int] = {}  # partition counts, for KIP-848's assignors
 
-    # --- lifecycle ------------------------------------------------------------------
-
-    def start(self) -> None:
-        self._ticker = threading.Thread(target=self._tick_loop, name="group-ticks", daemon=True)
-        self._ticker.start()
-
-    def shutdown(self) -> None:
-        self._stopped.set()
-        with self._lock:
-            out: list[Action] = []
-            for p in list(self.coordinator.shards):
-                out += self.coordinator.unload(p)
-            self._carry_out(out)
-        if self._ticker is not None:
-            self._ticker.join(timeout=5)
-        for waiter in list(self._waiters.values()):
-            waiter.shutdown(wait=False, cancel_futures=True)
+    # --- lifecycle (coordinator_shell.CoordinatorShell: start, shutdown, the ticker) ---
 
     def committed_offsets(self, limit: int) -> list[tuple[str, tuple[str, int], int]]:
         """(group, partition, committed offset) of the groups this node coordinates (the
@@ -122,36 +104,21 @@ class GroupCoordinatorRuntime:
                         out.append((group, tp, value.offset))
         return out
 
-    def _tick_loop(self) -> None:
-        while not self._stopped.wait(TICK_S):
-            with self._lock:
-                self._carry_out(self.coordinator.tick(now_ms()))
+    def _tick(self) -> list[Action]:
+        return self.coordinator.tick(now_ms())
 
     # --- following the metadata -----------------------------------------------------
 
     def on_metadata(self, image: MetadataImage, _records: list[MetadataRecord]) -> None:
         """Load the partitions this node now leads, unload those it no longer does
         (called after the replica manager applied the same image)."""
-        topic = image.topics.get(OFFSETS_TOPIC)
         sizes = {name: len(t.partitions) for name, t in image.topics.items()}
-        led: dict[int, int] = {}
-        if topic is not None:
-            for p, state in topic.partitions.items():
-                if state.leader == self.node_id:
-                    led[p] = state.leader_epoch
+        led = led_partitions(image, OFFSETS_TOPIC, self.node_id)
         with self._lock:
-            out: list[Action] = []
-            for p in [p for p in self.coordinator.shards if p not in led]:
-                _log.info("unload_groups", partition=p)
-                out += self.coordinator.unload(p)
-            to_load = []
-            for p, epoch in led.items():
-                shard = self.coordinator.shards.get(p)
-                if shard is None or shard.leader_epoch != epoch:
-                    shard, unloaded = self.coordinator.begin_loading(p, epoch)
-                    out += unloaded
-                    to_load.append(shard)
-            self._offsets_topic_known = topic is not None  # with its shards, atomically
+            out, to_load = follow_leadership(
+                self.coordinator, led or {}, lambda p: _log.info("unload_groups", partition=p)
+            )
+            self._offsets_topic_known = led is not None  # with its shards, atomically
             self._topic_sizes = sizes
             self._carry_out(out)
         for shard in to_load:
@@ -167,35 +134,18 @@ class GroupCoordinatorRuntime:
         leader found (everything a previous leader acknowledged is then below it)."""
         tp = (OFFSETS_TOPIC, shard.partition)
         started = plain_monotonic_s()
-        end = -1
         records = 0
-        # Bounded by the shard being replaced or unloaded (each pass checks it).
-        while not self._stopped.is_set():
+
+        def current() -> bool:
             with self._lock:
-                if not self._current(shard):
-                    return
-            hp = self.replica_manager.hosted(tp)
-            if hp is None or not hp.replica.is_leader or hp.leader_epoch != shard.leader_epoch:
-                time.sleep(LOAD_POLL_S)
-                continue
-            with hp.plog.lock:
-                if end < 0:
-                    end = hp.plog.log.log_end_offset
-                hw = hp.plog.log.high_watermark
-                offset = hp.plog.log.log_start_offset
-            if hw >= end:
-                break
-            time.sleep(LOAD_POLL_S)
-        else:
+                return self._current(shard)
+
+        found = loadable_range(self.replica_manager, tp, shard.leader_epoch, current, self._stopped)
+        if found is None:
             return
+        offset, end = found
         while offset < end:
-            result = self.replica_manager.fetch(
-                [FetchSpec(tp[0], tp[1], offset, shard.leader_epoch, LOAD_READ_BYTES)],
-                replica_id=-1,
-                max_wait_ms=0,
-                min_bytes=0,
-                max_bytes=LOAD_READ_BYTES,
-            )[0]
+            result = read_at(self.replica_manager, tp, shard.leader_epoch, offset)
             if result.error_name != NONE:
                 _log.warning(
                     "load_groups_failed", partition=shard.partition, error=result.error_name
@@ -266,12 +216,10 @@ class GroupCoordinatorRuntime:
                     error = COORDINATOR_NOT_AVAILABLE
                 answer.set_result(ErrorResult(error))
                 return answer
-            if len(self._answers) >= MAX_WAITING:
+            rid = self._park(answer)
+            if rid is None:
                 answer.set_result(ErrorResult(COORDINATOR_NOT_AVAILABLE))
                 return answer
-            self._next_request += 1
-            rid = self._next_request
-            self._answers[rid] = answer
             self._carry_out(call(shard, rid, now_ms()))
         return answer
 
@@ -350,6 +298,16 @@ class GroupCoordinatorRuntime:
         req = OffsetCommitRequest(group_id, generation, member_id, instance, tuple(partitions))
         return self.submit(group_id, lambda s, rid, now: s.txn_commit(rid, req, producer, now))
 
+    def pending_txn_offsets(self, group_id: str) -> set[tuple[str, int]]:
+        """The group's partitions whose offsets wait in an open transaction
+        (OffsetFetch's require_stable answers them UNSTABLE_OFFSET_COMMIT)."""
+        with self._lock:
+            shard, _error = self.coordinator.shard_for(group_id)
+            if shard is None:
+                return set()
+            held = shard.offset_manager.pending.values()
+            return {tp for by_group in held for tp in by_group.get(group_id, {})}
+
     def on_txn_marker(self, partition: int, producer_id: int, commit: bool) -> None:
         """A COMMIT/ABORT marker was written to `__consumer_offsets`-`partition`
         (WriteTxnMarkers): the producer's pending offsets there become visible or go."""
@@ -371,9 +329,7 @@ class GroupCoordinatorRuntime:
         order, and awaited on the write pool."""
         for a in actions:
             if isinstance(a, Respond):
-                future = self._answers.pop(a.request_id, None)
-                if future is not None and not future.done():
-                    future.set_result(a.result)
+                self._resolve(a.request_id, a.result)
             else:
                 self._append(a)
 
@@ -387,38 +343,7 @@ class GroupCoordinatorRuntime:
                 records, now_ms=now_ms(), producer_id=pid, producer_epoch=epoch,
                 base_sequence=0, is_transactional=True,
             )  # fmt: skip
-        started = self.replica_manager.start_produce_all(
-            [((OFFSETS_TOPIC, a.partition), data)],
-            -1,
-            OFFSETS_COMMIT_TIMEOUT_MS,
-            leader_epoch=a.leader_epoch,
+        tp = (OFFSETS_TOPIC, a.partition)
+        self._append_and_report(
+            self.replica_manager, tp, a.leader_epoch, a.write_id, data, OFFSETS_COMMIT_TIMEOUT_MS
         )
-
-        def wait() -> None:
-            try:
-                error = self.replica_manager.await_produced(started)[0].error_name
-            except Exception:  # noqa: BLE001 - reported to the coordinator as a failure
-                _log.error("group_write_failed", exc=True, partition=a.partition)
-                error = "UNKNOWN_SERVER_ERROR"
-            if error != NONE:
-                _log.info(
-                    "group_write_not_acknowledged",
-                    partition=a.partition,
-                    leader_epoch=a.leader_epoch,
-                    error=error,
-                )
-            with self._lock:
-                self._carry_out(
-                    self.coordinator.on_write_done(
-                        a.partition, a.leader_epoch, a.write_id, error, now_ms()
-                    )
-                )
-
-        waiter = self._waiters.get(a.partition)
-        if waiter is None:
-            waiter = ThreadPoolExecutor(1, thread_name_prefix=f"group-writes-{a.partition}")
-            self._waiters[a.partition] = waiter
-        try:
-            waiter.submit(wait)
-        except RuntimeError:  # shut down: the answer is never acknowledged
-            pass

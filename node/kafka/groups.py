@@ -430,14 +430,24 @@ class KafkaGroupApis:
         return unknown
 
     def _fetch_group(
-        self, group_id: str, topics: list[Any] | None
+        self, group_id: str, topics: list[Any] | None, require_stable: bool = False
     ) -> tuple[str, list[tuple[str, list[FetchedOffset]]]]:
-        """(group error, [(topic, its fetched offsets)])."""
+        """(group error, [(topic, its fetched offsets)]). With `require_stable` (v7+) a
+        partition whose offset is pending in a transaction is UNSTABLE_OFFSET_COMMIT."""
         wanted = (
             None if topics is None else [(t.name, p) for t in topics for p in t.partition_indexes]
         )
         future = self._groups().offset_fetch(group_id, wanted)
         r = expected(wait_answer(future), OffsetFetchResult, OffsetFetchResult)
+        if require_stable and r.error == NONE:
+            pending = self.node.groups.pending_txn_offsets(group_id)
+            if pending:
+                unstable = "UNSTABLE_OFFSET_COMMIT"
+                offsets = tuple(
+                    replace(f, error=unstable) if (f.topic, f.partition) in pending else f
+                    for f in r.offsets
+                )
+                r = replace(r, offsets=offsets)
         return r.error, offsets_by_topic(r)
 
     def offset_fetch(self, request: KafkaRequest) -> list[Part]:
@@ -449,7 +459,7 @@ class KafkaGroupApis:
             T = G.OffsetFetchResponseTopics
             groups = []
             for g in req.groups:
-                error, topics = self._fetch_group(g.group_id, g.topics)
+                error, topics = self._fetch_group(g.group_id, g.topics, req.require_stable)
                 groups.append(
                     G(
                         group_id=g.group_id,
@@ -458,7 +468,8 @@ class KafkaGroupApis:
                     )
                 )
             return encode_response(request, cls(throttle_time_ms=0, groups=groups))
-        error, topics = self._fetch_group(req.group_id, req.topics)
+        stable = bool(getattr(req, "require_stable", False))
+        error, topics = self._fetch_group(req.group_id, req.topics, stable)
         if v < 2 and error != NONE:
             # Before v2 there is no top-level error: each partition carries it.
             wanted = [(t.name, p) for t in req.topics or [] for p in t.partition_indexes]

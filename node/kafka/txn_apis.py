@@ -11,7 +11,6 @@ producer hears INVALID_PRODUCER_EPOCH."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from concurrent.futures import Future
 from typing import Any
 
@@ -46,11 +45,12 @@ def _code(request: KafkaRequest, error: str) -> int:
 
 
 def _call(
-    apis: KafkaApis, request: KafkaRequest, tid: str, call: Callable[[], Future[TxnResult]]
+    apis: KafkaApis, request: KafkaRequest, tid: str, method: str, *args: object
 ) -> TxnResult:
+    """A transaction request, if the caller may WRITE its transactional id."""
     if not allowed(apis.authorizer, AclOperation.WRITE, TXN_ID, tid):
         return TxnResult(DENIED)
-    return _answer(call())
+    return _answer(apis.node.transactions.request(tid, method, *args))
 
 
 def init_producer_id(apis: KafkaApis, request: KafkaRequest) -> list[Part]:
@@ -61,9 +61,10 @@ def init_producer_id(apis: KafkaApis, request: KafkaRequest) -> list[Part]:
         apis,
         request,
         req.transactional_id,
-        lambda: apis.node.transactions.init_producer_id(
-            req.transactional_id, req.transaction_timeout_ms, pid, epoch
-        ),
+        "init_producer_id",
+        req.transaction_timeout_ms,
+        pid,
+        epoch,
     )
     cls = response_class(request)
     body = cls(
@@ -91,9 +92,10 @@ def add_partitions_to_txn(apis: KafkaApis, request: KafkaRequest) -> list[Part]:
             apis,
             request,
             tid,
-            lambda: apis.node.transactions.add_partitions(
-                tid, req.v3_and_below_producer_id, req.v3_and_below_producer_epoch, wanted
-            ),
+            "add_partitions",
+            req.v3_and_below_producer_id,
+            req.v3_and_below_producer_epoch,
+            wanted,
         )
         errors = {tp: r.error for tp in wanted}
     topic_cls = cls.AddPartitionsToTxnTopicResult
@@ -122,9 +124,10 @@ def add_offsets_to_txn(apis: KafkaApis, request: KafkaRequest) -> list[Part]:
             apis,
             request,
             req.transactional_id,
-            lambda: apis.node.transactions.add_offsets(
-                req.transactional_id, req.producer_id, req.producer_epoch, req.group_id
-            ),
+            "add_offsets",
+            req.producer_id,
+            req.producer_epoch,
+            req.group_id,
         )
     cls = response_class(request)
     return encode_response(request, cls(throttle_time_ms=0, error_code=_code(request, r.error)))
@@ -136,9 +139,10 @@ def end_txn(apis: KafkaApis, request: KafkaRequest) -> list[Part]:
         apis,
         request,
         req.transactional_id,
-        lambda: apis.node.transactions.end_txn(
-            req.transactional_id, req.producer_id, req.producer_epoch, req.committed
-        ),
+        "end_txn",
+        req.producer_id,
+        req.producer_epoch,
+        req.committed,
     )
     cls = response_class(request)
     return encode_response(request, cls(throttle_time_ms=0, error_code=_code(request, r.error)))

@@ -23,7 +23,7 @@ from ..groups.offsets_records import OFFSETS_TOPIC
 from ..groups.offsets_records import partition_for as offsets_partition_for
 from . import txn_records as rec
 from .txn_metadata import NO_PRODUCER_EPOCH, TxnMetadata
-from .txn_records import TxnState
+from .txn_records import TxnLogValue, TxnState
 from .txn_shard import (
     CONCURRENT_TRANSACTIONS,
     COORDINATOR_LOAD_IN_PROGRESS,
@@ -163,17 +163,25 @@ class TransactionCoordinator:
                 S.EMPTY, now_ms, partitions=set(), producer_id=pid, producer_epoch=epoch,
                 timeout_ms=timeout_ms,
             )  # fmt: skip
-
-            def done(error: str, _now: int) -> None:
-                if error == NONE:
-                    meta.complete()
-                    shard.respond(request_id, NONE, meta)
-                else:
-                    meta.abandon_pending()
-                    shard.respond(request_id, write_error(error))
-
-            shard.write(meta, value, done)
+            self._write_then_answer(shard, meta, value, request_id)
         return shard.take()
+
+    @staticmethod
+    def _write_then_answer(
+        shard: TxnShard, meta: TxnMetadata, value: TxnLogValue, request_id: int
+    ) -> None:
+        """Write `meta`'s pending transition; answer with its producer id and epoch once
+        acknowledged, or with the append's error (the state stays what it was)."""
+
+        def done(error: str, _now: int) -> None:
+            if error == NONE:
+                meta.complete()
+                shard.respond(request_id, NONE, meta)
+            else:
+                meta.abandon_pending()
+                shard.respond(request_id, write_error(error))
+
+        shard.write(meta, value, done)
 
     # --- AddPartitionsToTxn, AddOffsetsToTxn -------------------------------------------
 
@@ -209,16 +217,7 @@ class TransactionCoordinator:
             shard.respond(request_id, NONE, meta)
             return shard.take()
         value = meta.prepare(S.ONGOING, now_ms, partitions=meta.partitions | wanted)
-
-        def done(error: str, _now: int) -> None:
-            if error == NONE:
-                meta.complete()
-                shard.respond(request_id, NONE, meta)
-            else:
-                meta.abandon_pending()
-                shard.respond(request_id, write_error(error))
-
-        shard.write(meta, value, done)
+        self._write_then_answer(shard, meta, value, request_id)
         return shard.take()
 
     def add_offsets(

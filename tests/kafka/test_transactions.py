@@ -202,3 +202,56 @@ def test_kafka_python_and_aiokafka_transactional_producers(kafka_cluster):
         [b"kp-commit-%d" % i for i in range(5)] + [b"aio-commit-%d" % i for i in range(5)]
     )
     assert len(consume_all(b, "txn-py", 2, "read_uncommitted", 20)) == 20
+
+
+def test_offsets_pending_in_a_transaction_are_unstable_for_require_stable(kafka_cluster):
+    """OffsetFetch v7+ with require_stable: UNSTABLE_OFFSET_COMMIT while the transaction
+    holding the group's offsets is open, the offset once it commits."""
+    from kafka.protocol.consumer import OffsetFetchRequest
+    from kafka.protocol.metadata import FindCoordinatorRequest
+
+    from seglog.harness.kafka_cluster import KafkaConnection
+
+    ck = pytest.importorskip("confluent_kafka")
+    b = kafka_cluster.kafka_bootstrap
+    create(b, "txn-stable", 1)
+    kafka_cluster.wait("the topic", lambda: kafka_cluster.known_everywhere("txn-stable", 1))
+    group = "stable-group"
+
+    def coordinator_port() -> int | None:
+        for port in kafka_cluster.kafka_ports.values():
+            with KafkaConnection(port) as conn:
+                _, r = conn.request(FindCoordinatorRequest[3](key=group, key_type=0))
+            if r.error_code == 0:
+                return int(r.port)
+        return None
+
+    def fetched(require_stable: bool) -> tuple[int, int]:
+        R = OffsetFetchRequest
+        request = R[7](
+            group_id=group,
+            topics=[R.OffsetFetchRequestTopic(name="txn-stable", partition_indexes=[0])],
+            require_stable=require_stable,
+        )
+        with KafkaConnection(port) as conn:
+            _, r = conn.request(request)
+        p = r.topics[0].partitions[0]
+        return int(p.error_code), int(p.committed_offset)
+
+    port = kafka_cluster.wait("the group coordinator", coordinator_port)
+    producer = ck.Producer({"bootstrap.servers": b, "transactional.id": "tx-stable"})
+    producer.init_transactions(TIMEOUT_S)
+    producer.begin_transaction()
+    producer.produce("txn-stable", value=b"v")
+    metadata = ck.Consumer({"bootstrap.servers": b, "group.id": group}).consumer_group_metadata()
+    offsets = [ck.TopicPartition("txn-stable", 0, 42)]
+    producer.send_offsets_to_transaction(offsets, metadata, TIMEOUT_S)
+    assert fetched(require_stable=True)[0] == 88  # UNSTABLE_OFFSET_COMMIT
+    assert fetched(require_stable=False) == (0, -1)  # nothing committed yet
+    producer.commit_transaction(TIMEOUT_S)
+    # EndTxn is answered once the decision is written; the marker reaches the group's
+    # partition just after, and until then the offset stays unstable.
+    stable = kafka_cluster.wait(
+        "the committed offset", lambda: fetched(True) if fetched(True)[0] == 0 else None
+    )
+    assert stable == (0, 42)
