@@ -154,6 +154,25 @@ class CoordinatorShell(Generic[R]):
     def _tick(self) -> list[Any]:
         raise NotImplementedError
 
+    def _load(self, shard: Any) -> None:
+        """Replay the shard's partition (a subclass's; runs on a thread of its own)."""
+        raise NotImplementedError
+
+    def _start_loads(self, shards: list[Any]) -> None:
+        """One loading thread per shard that follow_leadership says to load."""
+        for shard in shards:
+            threading.Thread(
+                target=self._load,
+                args=(shard,),
+                name=f"{self._name}-load-{shard.partition}",
+                daemon=True,
+            ).start()
+
+    def _current(self, shard: Any) -> bool:
+        """Whether the shard is still the coordinator's for its partition (not
+        unloaded or replaced by a newer leadership's meanwhile)."""
+        return self.coordinator.shards.get(shard.partition) is shard
+
     def _carry_out(self, actions: list[Any]) -> None:
         raise NotImplementedError
 

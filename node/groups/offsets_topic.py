@@ -16,7 +16,6 @@ Both front ends (the Kafka handlers and the gRPC GroupCoordinator servicer) call
 from __future__ import annotations
 
 import random
-import threading
 from collections.abc import Callable
 from concurrent.futures import Future
 
@@ -121,13 +120,7 @@ class GroupCoordinatorRuntime(CoordinatorShell[Result]):
             self._offsets_topic_known = led is not None  # with its shards, atomically
             self._topic_sizes = sizes
             self._carry_out(out)
-        for shard in to_load:
-            threading.Thread(
-                target=self._load, args=(shard,), name=f"group-load-{shard.partition}", daemon=True
-            ).start()
-
-    def _current(self, shard: CoordinatorShard) -> bool:
-        return self.coordinator.shards.get(shard.partition) is shard
+        self._start_loads(to_load)
 
     def _load(self, shard: CoordinatorShard) -> None:
         """Replay the partition into the shard: once the HW reached the log end this

@@ -13,7 +13,6 @@ every transaction.abort.timed.out.transaction.cleanup.interval.ms."""
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable
 from concurrent.futures import Future
 
@@ -91,13 +90,7 @@ class TransactionCoordinatorRuntime(CoordinatorShell[TxnResult]):
             )
             self.topic_known = led is not None
             self._carry_out(out)
-        for shard in to_load:
-            threading.Thread(
-                target=self._load, args=(shard,), name=f"txn-load-{shard.partition}", daemon=True
-            ).start()
-
-    def _current(self, shard: TxnShard) -> bool:
-        return self.coordinator.shards.get(shard.partition) is shard
+        self._start_loads(to_load)
 
     def _load(self, shard: TxnShard) -> None:
         """Replay the partition into the shard (coordinator_shell.loadable_range)."""
