@@ -464,3 +464,17 @@ def test_truncated_or_overlong_messages_are_refused_by_name(raw: bytes) -> None:
         hc.decode_fetch_request(raw, 15)
     with pytest.raises(hc.Malformed):
         hc.decode_produce_request(raw[:10], 9) if raw else hc.decode_produce_request(raw, 9)
+
+
+def test_large_records_are_a_part_of_their_own_and_the_frame_is_unchanged() -> None:
+    big = bytes(range(256)) * (hc.OWN_PART_BYTES // 256 + 1)
+    body = hc.FetchResponseBody(
+        0,
+        0,
+        7,
+        [hc.FetchTopic(None, uuid.uuid4(), [hc.FetchAnswer(0, 0, 9, 9, 0, big)])],
+    )
+    parts = hc.encode_fetch_response(3, 15, body)
+    assert len(parts) == 3 and parts[1] is big  # not copied into the frame
+    frame = b"".join(bytes(p) for p in parts)
+    assert frame[9:] == bytes(kafka_python_fetch_response(15, body).encode(version=15))
