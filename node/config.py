@@ -13,6 +13,7 @@ from seglog.storage.errors import InvalidConfigError
 from seglog.storage.log_config import BrokerLogSettings, LogConfig
 from seglog.storage.properties_file import parse_properties
 
+from .security.inter_broker_sasl import inter_broker_login
 from .security.listener_security import check_listener_security
 
 
@@ -287,7 +288,8 @@ class NodeConfig:
     controller_listener_names: tuple[str, ...] = ("CONTROLLER",)
     grpc_listener_names: tuple[str, ...] = ("GRPC", "REPLICATION")
     inter_broker_listener_name: str = "GRPC"
-    replica_fetch_protocol: str = "grpc"  # how followers fetch: "grpc" or "kafka"
+    # How followers fetch: "kafka" (the default when the node has a Kafka listener) or "grpc".
+    replica_fetch_protocol: str = "grpc"
     metrics_port: int = -1  # -1: no /metrics endpoint
     metrics_host: str = "0.0.0.0"
     group_config: GroupConfig = field(default_factory=GroupConfig)
@@ -358,28 +360,9 @@ class NodeConfig:
                         f"advertised.listeners: {n} is not among listeners"
                     )
                 advertised[n] = lst
-        replica_fetch_protocol = _choice(
-            props, "replica.fetch.protocol", "grpc", REPLICA_FETCH_PROTOCOLS
+        replica_fetch_protocol, inter_broker = _replication_wire(
+            props, list(listeners), grpc_names, controller_names, protocol_map
         )
-        # Kafka listeners able to carry replication: neither gRPC nor the controller's,
-        # mapped to PLAINTEXT or SSL (a follower does not authenticate with SASL yet).
-        kafka_replication = [
-            n
-            for n in listeners
-            if n not in grpc_names
-            and n not in controller_names
-            and protocol_map.get(n, "PLAINTEXT") in ("PLAINTEXT", "SSL")
-        ]
-        if replica_fetch_protocol == "kafka":
-            default_inter_broker = next(
-                (n for n in kafka_replication if n == "REPLICATION"),
-                kafka_replication[0] if kafka_replication else "",
-            )
-        else:
-            default_inter_broker = next(
-                (n for n in listeners if n in grpc_names and n != "REPLICATION"), ""
-            ) or next((n for n in listeners if n in grpc_names), "GRPC")
-        inter_broker = props.get("inter.broker.listener.name", default_inter_broker).strip().upper()
         dirs_raw = props.get("log.dirs", props.get("log.dir", "/tmp/kafka-logs"))
         log_dirs = tuple(Path(d) for d in parse_csv_list(dirs_raw))
         if not log_dirs:
@@ -397,12 +380,16 @@ class NodeConfig:
                 f"Invalid value {props.get('listeners')} for configuration listeners: "
                 f"no gRPC listener (one named in grpc.listener.names: {', '.join(grpc_names)})"
             )
+        kafka_replication = _kafka_replication_listeners(listeners, grpc_names, controller_names)
         if replica_fetch_protocol == "kafka" and inter_broker not in kafka_replication:
             raise InvalidConfigError(
                 f"Invalid value {inter_broker or '(none)'} for configuration "
                 "inter.broker.listener.name: with replica.fetch.protocol=kafka it must name "
-                "a Kafka listener among listeners mapped to PLAINTEXT or SSL"
+                "a Kafka listener among listeners"
             )
+        if replica_fetch_protocol == "kafka":
+            # Fails here, at start, when the follower's SASL login is not configured.
+            inter_broker_login(props, inter_broker, protocol_map.get(inter_broker, "PLAINTEXT"))
         if replica_fetch_protocol == "grpc" and (
             inter_broker not in listeners or inter_broker not in grpc_names
         ):
@@ -544,3 +531,47 @@ class NodeConfig:
                 raise InvalidConfigError(f"override {item!r} is not key=value")
             props[key.strip()] = value.strip()
         return cls.from_properties(props)
+
+
+def _kafka_replication_listeners(
+    listeners: Sequence[str], grpc_names: Sequence[str], controller_names: Sequence[str]
+) -> list[str]:
+    """Kafka listeners able to carry replication: neither gRPC nor the controller's."""
+    return [n for n in listeners if n not in grpc_names and n not in controller_names]
+
+
+def _replication_wire(
+    props: Mapping[str, str],
+    listeners: Sequence[str],
+    grpc_names: Sequence[str],
+    controller_names: Sequence[str],
+    protocol_map: Mapping[str, str],
+) -> tuple[str, str]:
+    """replica.fetch.protocol and inter.broker.listener.name. Followers fetch over
+    Kafka's protocol, as Kafka's do, unless told otherwise or the node has no Kafka
+    listener they can use: an explicit inter.broker.listener.name decides by its kind,
+    else a PLAINTEXT or SSL Kafka listener (REPLICATION first), or a SASL one whose
+    login (sasl.mechanism.inter.broker.protocol, its JAAS username) is configured. A
+    node with gRPC listeners only fetches over gRPC."""
+    kafka = _kafka_replication_listeners(listeners, grpc_names, controller_names)
+    named = props.get("inter.broker.listener.name", "").strip().upper()
+
+    def usable(name: str) -> bool:
+        try:
+            inter_broker_login(props, name, protocol_map.get(name, "PLAINTEXT"))
+        except InvalidConfigError:
+            return False
+        return True
+
+    if named:
+        derived = "kafka" if named in kafka else "grpc"
+    else:
+        derived = "kafka" if any(usable(n) for n in kafka) else "grpc"
+    protocol = _choice(props, "replica.fetch.protocol", derived, REPLICA_FETCH_PROTOCOLS)
+    if named:
+        return protocol, named
+    if protocol == "kafka":
+        ordered = sorted(kafka, key=lambda n: (not usable(n), n != "REPLICATION"))
+        return protocol, ordered[0] if ordered else ""
+    grpc = [n for n in listeners if n in grpc_names]
+    return protocol, next((n for n in grpc if n != "REPLICATION"), grpc[0] if grpc else "GRPC")

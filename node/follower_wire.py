@@ -1,7 +1,8 @@
 """Which wire a node's followers fetch over (replica.fetch.protocol): gRPC's Fetch on
 the inter-broker gRPC listener (node/replica_fetcher.py), or Kafka's inter-broker
 Fetch on the inter-broker Kafka listener from the node's event loop
-(node/kafka/replica_client.py), with that listener's TLS material when it is SSL."""
+(node/kafka/replica_client.py), with that listener's TLS material when it is SSL or
+SASL_SSL and its SASL login when it is SASL_PLAINTEXT or SASL_SSL."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from .config import NodeConfig
 from .event_loop import NodeLoop
 from .kafka.replica_client import KafkaReplicaFetcher
 from .replica_fetcher import CarryOut, FetcherRounds, FollowerHost, NewFetcher, grpc_fetcher
+from .security.inter_broker_sasl import inter_broker_login
 from .security.internode import inter_broker_credentials
 from .security.ssl_config import load_ssl_config
 
@@ -19,13 +21,15 @@ def new_fetcher(config: NodeConfig, loop: NodeLoop | None) -> NewFetcher:
     assert loop is not None, "replica.fetch.protocol=kafka runs on the node's event loop"
     listener = config.inter_broker_listener_name
     context = None
-    if config.security_protocol_map.get(listener, "PLAINTEXT") == "SSL":
+    protocol = config.security_protocol_map.get(listener, "PLAINTEXT")
+    login = inter_broker_login(config.raw, listener, protocol)
+    if protocol in ("SSL", "SASL_SSL"):
         identify = config.raw.get("ssl.endpoint.identification.algorithm", "https")
         context = load_ssl_config(config.raw, listener).client_context(bool(identify.strip()))
 
     def new(
         manager: FollowerHost, carry_out: CarryOut, leader: int, address: tuple[str, int]
     ) -> FetcherRounds:
-        return KafkaReplicaFetcher(manager, carry_out, leader, address, loop, context)
+        return KafkaReplicaFetcher(manager, carry_out, leader, address, loop, context, login)
 
     return new

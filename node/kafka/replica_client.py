@@ -27,6 +27,12 @@ from kafka.protocol.consumer import (
     OffsetForLeaderEpochRequest,
     OffsetForLeaderEpochResponse,
 )
+from kafka.protocol.sasl import (
+    SaslAuthenticateRequest,
+    SaslAuthenticateResponse,
+    SaslHandshakeRequest,
+    SaslHandshakeResponse,
+)
 
 from seglog.replication import partition_replica as pr
 from seglog.storage.partition_metadata import topic_id_to_uuid
@@ -41,6 +47,7 @@ from ..replica_fetcher import (
     FetcherRounds,
     FollowerHost,
 )
+from ..security.inter_broker_sasl import InterBrokerLogin, InterBrokerLoginError
 from . import hot_codec
 from .errors import error_name
 
@@ -49,9 +56,12 @@ _SIZE = struct.Struct(">i")
 FETCH_VERSION = 15
 OFFSET_FOR_LEADER_EPOCH_VERSION = 4
 LIST_OFFSETS_VERSION = 7
+SASL_HANDSHAKE_VERSION = 1  # then SaslAuthenticate frames (KIP-152)
+SASL_AUTHENTICATE_VERSION = 2
 CONNECT_TIMEOUT_S = 5.0
 ANSWER_TIMEOUT_S = FETCH_WAIT_MS / 1000 + 10
 RECONNECT_S = 0.2
+LOGIN_RETRY_S = 1.0  # after a refused SASL login
 IDLE_WAIT_S = 0.05  # between rounds with nothing to send (backoffs are re-asked)
 STREAM_LIMIT = 64 << 20  # the largest answer frame read (FETCH_MAX_BYTES and then some)
 SESSION_ERRORS = ("FETCH_SESSION_ID_NOT_FOUND", "INVALID_FETCH_SESSION_EPOCH")
@@ -70,11 +80,13 @@ class KafkaReplicaFetcher(FetcherRounds):
         address: tuple[str, int],
         node_loop: NodeLoop,
         ssl_context: ssl.SSLContext | None = None,
+        login: InterBrokerLogin | None = None,
     ) -> None:
         super().__init__(manager, carry_out, leader)
         self._address = address
         self._node_loop = node_loop
         self._ssl = ssl_context
+        self._login = login
         self._stopped = False
         self._wakeup: asyncio.Event | None = None
         self._task: asyncio.Task[None] | None = None
@@ -120,6 +132,8 @@ class KafkaReplicaFetcher(FetcherRounds):
                 sock = writer.get_extra_info("socket")
                 if sock is not None:
                     sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+                if self._login is not None:
+                    await self._authenticate(self._login, reader, writer)
                 # Bounded by stop(): each pass sends a round or waits a little.
                 while not self._stopped:
                     if not await self._round(reader, writer):
@@ -130,6 +144,11 @@ class KafkaReplicaFetcher(FetcherRounds):
                             pass
             except asyncio.CancelledError:
                 raise
+            except InterBrokerLoginError as e:
+                # Wrong credentials or mechanism: an operator must act, so say it loudly.
+                _log.error("fetcher_login_failed", leader=self.leader, error=str(e))
+                self._fail_outstanding()
+                await asyncio.sleep(LOGIN_RETRY_S)
             except (OSError, TimeoutError, asyncio.IncompleteReadError, ReplicaFetchError) as e:
                 # The leader is down, moved or refused: metadata will tell.
                 _log.info("fetcher_disconnected", leader=self.leader, error=str(e))
@@ -166,13 +185,59 @@ class KafkaReplicaFetcher(FetcherRounds):
         version: int,
         reader: asyncio.StreamReader,
         writer: asyncio.StreamWriter,
+        flexible: bool = True,
     ) -> Any:
         """Send one request and read its answer (one request in flight at a time)."""
         correlation_id = self._next_correlation()
         request.with_header(correlation_id=correlation_id, client_id=self._client_id)
         frame = bytes(request.encode(header=True, framed=True))
-        body = await self._send(frame, correlation_id, reader, writer)
+        body = await self._send(frame, correlation_id, reader, writer, flexible)
         return response_class.decode(body, version=version)
+
+    async def _authenticate(
+        self,
+        login: InterBrokerLogin,
+        reader: asyncio.StreamReader,
+        writer: asyncio.StreamWriter,
+    ) -> None:
+        """Kafka's SASL exchange on a new connection, before any fetch: SaslHandshake
+        names the mechanism, then SaslAuthenticate carries each of its tokens. A refusal
+        is logged as such and the connection is tried again after a pause; the partitions
+        stay with the leader meanwhile, as Kafka's fetcher does."""
+        v = SASL_HANDSHAKE_VERSION
+        shake = await self._exchange(
+            SaslHandshakeRequest(version=v, mechanism=login.mechanism),
+            SaslHandshakeResponse,
+            v,
+            reader,
+            writer,
+            flexible=False,
+        )
+        if shake.error_code != 0:
+            raise InterBrokerLoginError(
+                f"node {self.leader} refused SASL mechanism {login.mechanism} "
+                f"({error_name(shake.error_code)}; it offers {', '.join(shake.mechanisms)})"
+            )
+        steps = login.steps()
+        token = next(steps)
+        while True:
+            v = SASL_AUTHENTICATE_VERSION
+            answer = await self._exchange(
+                SaslAuthenticateRequest(version=v, auth_bytes=token),
+                SaslAuthenticateResponse,
+                v,
+                reader,
+                writer,
+            )
+            if answer.error_code != 0:
+                raise InterBrokerLoginError(
+                    f"node {self.leader} refused the login of {login!r}: "
+                    f"{error_name(answer.error_code)} {answer.error_message or ''}".rstrip()
+                )
+            try:
+                token = steps.send(answer.auth_bytes)
+            except StopIteration:
+                return
 
     def _next_correlation(self) -> int:
         return next(self._correlation) & 0x7FFFFFFF
@@ -187,8 +252,10 @@ class KafkaReplicaFetcher(FetcherRounds):
         correlation_id: int,
         reader: asyncio.StreamReader,
         writer: asyncio.StreamWriter,
+        flexible: bool = True,
     ) -> memoryview:
-        """Write a request frame and read its answer's body (after its header v1)."""
+        """Write a request frame and read its answer's body (after its header: v1 for a
+        flexible answer, v0 for SaslHandshake's)."""
         writer.write(frame)
         await writer.drain()
         # One deadline for the whole answer (asyncio.timeout: no task per read, as
@@ -199,12 +266,13 @@ class KafkaReplicaFetcher(FetcherRounds):
                 raise ReplicaFetchError(f"answer frame of {size} bytes from node {self.leader}")
             frame = await reader.readexactly(size)
         (got,) = _SIZE.unpack_from(frame)
-        if got != correlation_id or frame[4] != 0:  # response header v1: no tagged fields
+        # Response header v1 ends with its tagged fields: none.
+        if got != correlation_id or (flexible and frame[4] != 0):
             raise ReplicaFetchError(
                 f"answer for correlation id {got} from node {self.leader}, "
                 f"expected {correlation_id}"
             )
-        return memoryview(frame)[5:]
+        return memoryview(frame)[5 if flexible else 4 :]
 
     # --- Fetch ---------------------------------------------------------------------------
 

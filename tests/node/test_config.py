@@ -70,7 +70,7 @@ def test_bad_values_name_the_setting(key: str, value: str, says: str) -> None:
 # --- named listeners ----------------------------------------------------------------
 
 
-def test_replication_over_kafka_takes_a_plaintext_or_ssl_kafka_listener() -> None:
+def test_replication_over_kafka_takes_a_kafka_listener() -> None:
     base = {
         "node.id": "1",
         "listeners": "GRPC://127.0.0.1:9192,SECURE://127.0.0.1:9094,PLAINTEXT://127.0.0.1:9092",
@@ -81,17 +81,19 @@ def test_replication_over_kafka_takes_a_plaintext_or_ssl_kafka_listener() -> Non
     }
     c = NodeConfig.from_properties({**base, "replica.fetch.protocol": "kafka"})
     assert (c.replica_fetch_protocol, c.inter_broker_listener_name) == ("kafka", "PLAINTEXT")
-    assert NodeConfig.from_properties(base).inter_broker_listener_name == "GRPC"  # the default
-    for inter_broker, why in (("SECURE", "SASL: no follower login yet"), ("GRPC", "gRPC")):
-        with pytest.raises(InvalidConfigError, match="a Kafka listener among listeners") as e:
-            NodeConfig.from_properties(
-                {
-                    **base,
-                    "replica.fetch.protocol": "kafka",
-                    "inter.broker.listener.name": inter_broker,
-                }
-            )
-        assert inter_broker in str(e.value), why
+    # The default: Kafka's protocol over the Kafka listener the followers can use.
+    c = NodeConfig.from_properties(base)
+    assert (c.replica_fetch_protocol, c.inter_broker_listener_name) == ("kafka", "PLAINTEXT")
+    # A gRPC inter-broker listener named, or none but gRPC listeners: over gRPC.
+    c = NodeConfig.from_properties({**base, "inter.broker.listener.name": "GRPC"})
+    assert (c.replica_fetch_protocol, c.inter_broker_listener_name) == ("grpc", "GRPC")
+    c = NodeConfig.from_properties({"node.id": "1", "listeners": "GRPC://127.0.0.1:9192"})
+    assert (c.replica_fetch_protocol, c.inter_broker_listener_name) == ("grpc", "GRPC")
+    with pytest.raises(InvalidConfigError, match="a Kafka listener among listeners") as e:
+        NodeConfig.from_properties(
+            {**base, "replica.fetch.protocol": "kafka", "inter.broker.listener.name": "GRPC"}
+        )
+    assert "GRPC" in str(e.value)
     with pytest.raises(InvalidConfigError, match="inter.broker.listener.name"):
         NodeConfig.from_properties(
             {
@@ -100,6 +102,31 @@ def test_replication_over_kafka_takes_a_plaintext_or_ssl_kafka_listener() -> Non
                 "replica.fetch.protocol": "kafka",
             }
         )
+
+
+def test_replication_over_a_sasl_listener_needs_the_followers_login() -> None:
+    base = {
+        "node.id": "1",
+        "listeners": "GRPC://127.0.0.1:9192,SECURE://127.0.0.1:9094",
+        "listener.security.protocol.map": "GRPC:PLAINTEXT,SECURE:SASL_PLAINTEXT",
+        "sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-256",
+        "replica.fetch.protocol": "kafka",
+    }
+    # Kafka's default mechanism, GSSAPI, is named in the refusal.
+    with pytest.raises(InvalidConfigError, match="GSSAPI for configuration sasl.mechanism"):
+        NodeConfig.from_properties(base)
+    scram = {**base, "sasl.mechanism.inter.broker.protocol": "SCRAM-SHA-256"}
+    with pytest.raises(InvalidConfigError, match="listener.name.secure.scram-sha-256.sasl.jaas"):
+        NodeConfig.from_properties(scram)
+    jaas = 'ScramLoginModule required username="broker" password="b-secret";'
+    c = NodeConfig.from_properties(
+        {**scram, "listener.name.secure.scram-sha-256.sasl.jaas.config": jaas}
+    )
+    assert (c.replica_fetch_protocol, c.inter_broker_listener_name) == ("kafka", "SECURE")
+    # Without the login configured, the default stays gRPC rather than failing the start.
+    del base["replica.fetch.protocol"]
+    c = NodeConfig.from_properties(base)
+    assert (c.replica_fetch_protocol, c.inter_broker_listener_name) == ("grpc", "GRPC")
 
 
 def listeners_config(**props: str) -> NodeConfig:

@@ -5,7 +5,9 @@ passing through. The followers store the records (read back from their segment
 files), and the recorded replication traffic holds none of the payload. The same
 cluster in plaintext shows the relay does see the payload when it is in clear. With
 replica.fetch.protocol=kafka, REPLICATION is a Kafka listener and the followers'
-fetchers present their node's certificate to it."""
+fetchers present their node's certificate to it; on a SASL_PLAINTEXT REPLICATION
+listener behind an authorizer they log in as the broker user (a super user), and a
+node with a wrong inter-broker password replicates nothing and says why."""
 
 from __future__ import annotations
 
@@ -90,7 +92,14 @@ class Relay:
 
 
 class Cluster:
-    def __init__(self, root: Path, tls: bool, fetch_protocol: str = "grpc") -> None:
+    def __init__(
+        self,
+        root: Path,
+        tls: bool,
+        fetch_protocol: str = "grpc",
+        sasl: bool = False,
+        passwords: dict[int, str] | None = None,
+    ) -> None:
         ids = (1, 2, 3)
         self.grpc = {i: free_port() for i in ids}
         replication = {i: free_port() for i in ids}
@@ -109,6 +118,18 @@ class Cluster:
         }
         if fetch_protocol == "kafka":
             common["grpc.listener.names"] = "GRPC"  # REPLICATION speaks Kafka's protocol
+        if sasl:  # followers log in as User:broker, a super user behind an authorizer
+            common.update(
+                {
+                    "listener.security.protocol.map": (
+                        "GRPC:PLAINTEXT,REPLICATION:SASL_PLAINTEXT,CONTROLLER:PLAINTEXT"
+                    ),
+                    "sasl.enabled.mechanisms": "PLAIN",
+                    "sasl.mechanism.inter.broker.protocol": "PLAIN",
+                    "authorizer.class.name": "StandardAuthorizer",
+                    "super.users": "User:broker;User:ANONYMOUS",
+                }
+            )
         credentials = None
         if tls:
             certs = root / "certs"
@@ -141,6 +162,12 @@ class Cluster:
                 "advertised.listeners": f"GRPC://127.0.0.1:{self.grpc[i]},"
                 f"REPLICATION://127.0.0.1:{self.relays[i].port}",
             }
+            if sasl:
+                password = (passwords or {}).get(i, "b-secret")
+                props["listener.name.replication.plain.sasl.jaas.config"] = (
+                    "org.apache.kafka.common.security.plain.PlainLoginModule required "
+                    f'username="broker" password="{password}" user_broker="b-secret";'
+                )
             if tls:
                 props["ssl.keystore.location"] = str(
                     ca.issue(f"node-{i}", ["127.0.0.1"]).write(certs / f"node-{i}.pem")
@@ -182,10 +209,15 @@ class Cluster:
         return b"".join(p.read_bytes() for d in n.log_dirs for p in d.glob(f"{topic}-0/*.log"))
 
 
-@pytest.fixture(params=["SSL", "PLAINTEXT", "SSL-kafka"])
+@pytest.fixture(params=["SSL", "PLAINTEXT", "SSL-kafka", "SASL_PLAINTEXT-kafka"])
 def cluster(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[str, Cluster]]:
     protocol, _, fetch = request.param.partition("-")
-    c = Cluster(tmp_path, tls=protocol == "SSL", fetch_protocol=fetch or "grpc")
+    c = Cluster(
+        tmp_path,
+        tls=protocol == "SSL",
+        fetch_protocol=fetch or "grpc",
+        sasl=protocol == "SASL_PLAINTEXT",
+    )
     try:
         c.start()
         yield protocol, c
@@ -193,9 +225,7 @@ def cluster(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[st
         c.stop()
 
 
-def test_replication_traffic_holds_no_payload_in_clear(cluster):
-    protocol, c = cluster
-    topic = "capture"
+def create_topic(c: Cluster, topic: str) -> None:
     deadline = time.monotonic() + 60
     with Admin(c.bootstrap, **c.options) as admin:
         while True:
@@ -206,6 +236,12 @@ def test_replication_traffic_holds_no_payload_in_clear(cluster):
                 if time.monotonic() > deadline:
                     raise
                 time.sleep(0.5)
+
+
+def test_replication_traffic_holds_no_payload_in_clear(cluster):
+    protocol, c = cluster
+    topic = "capture"
+    create_topic(c, topic)
     producer = Producer(c.bootstrap, acks="all", linger_ms=0, **c.options)
     for i in range(20):
         producer.send(topic, MARKER + str(i).encode()).get(timeout=30)
@@ -223,3 +259,33 @@ def test_replication_traffic_holds_no_payload_in_clear(cluster):
         assert MARKER not in captured
     else:
         assert MARKER in captured  # the capture does see a payload in clear
+
+
+def test_a_follower_with_a_wrong_password_replicates_nothing_and_says_why(tmp_path):
+    c = Cluster(tmp_path, tls=False, fetch_protocol="kafka", sasl=True, passwords={3: "Wr0ngPa55"})
+
+    def records_on(node: int) -> int:
+        n = c.nodes[node]
+        files = [p for d in n.log_dirs for p in d.glob("refused-*/*.log")]
+        return sum(p.read_bytes().count(MARKER) for p in files)
+
+    try:
+        c.start()
+        with Admin(c.bootstrap) as admin:
+            admin.create_topics([NewTopic("refused", 3, 3)])
+        producer = Producer(c.bootstrap, acks=1, linger_ms=0)
+        for i in range(30):
+            producer.send("refused", MARKER + str(i).encode(), partition=i % 3).get(timeout=30)
+        producer.close()
+        # Nodes 1 and 2 log in with the right password: they hold every partition.
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and min(records_on(1), records_on(2)) < 30:
+            time.sleep(0.3)
+        assert (records_on(1), records_on(2)) == (30, 30)
+        # Node 3 holds only what it leads (about a third), and its log says why.
+        assert records_on(3) < 30
+        text = c.nodes[3].log_path.read_text(errors="replace")
+        assert "fetcher_login_failed" in text and "SASL_AUTHENTICATION_FAILED" in text
+        assert "Wr0ngPa55" not in text  # never the password
+    finally:
+        c.stop()
