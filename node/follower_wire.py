@@ -7,6 +7,7 @@ SASL_SSL and its SASL login when it is SASL_PLAINTEXT or SASL_SSL."""
 from __future__ import annotations
 
 from .config import NodeConfig
+from .event_log import EventLogger
 from .event_loop import NodeLoop
 from .kafka.replica_client import KafkaReplicaFetcher
 from .replica_fetcher import CarryOut, FetcherRounds, FollowerHost, NewFetcher, grpc_fetcher
@@ -15,7 +16,17 @@ from .security.internode import inter_broker_credentials
 from .security.ssl_config import load_ssl_config
 
 
+_log = EventLogger("replica_fetcher")
+
+
 def new_fetcher(config: NodeConfig, loop: NodeLoop | None) -> NewFetcher:
+    # Said at start: the default depends on the listeners (node/config.py).
+    _log.info(
+        "replica_fetch_protocol",
+        protocol=config.replica_fetch_protocol,
+        listener=config.inter_broker_listener_name,
+        configured="replica.fetch.protocol" in config.raw,
+    )
     if config.replica_fetch_protocol != "kafka":
         return grpc_fetcher(inter_broker_credentials(config))
     assert loop is not None, "replica.fetch.protocol=kafka runs on the node's event loop"
