@@ -15,7 +15,6 @@ from .security.inter_broker_sasl import inter_broker_login
 from .security.internode import inter_broker_credentials
 from .security.ssl_config import load_ssl_config
 
-
 _log = EventLogger("replica_fetcher")
 
 
