@@ -97,6 +97,7 @@ def run(
     secure: bool = False,
     plan: list[tuple[str, float]] | None = None,
     group_consumers: int = 2,
+    fetch_protocol: str = "kafka",
 ) -> tuple[int, str, Path]:
     """One chaos run; (exit code, summary line, report path). `plan` (the soak) runs
     several scenarios in turn on the same cluster and workload, healing and settling
@@ -109,9 +110,14 @@ def run(
     run_dir.mkdir(parents=True, exist_ok=True)
     target: Target
     if target_name == "local":
-        target = LocalTarget(run_dir / "cluster", seed, links=any(s.links for s in scenarios))
+        target = LocalTarget(
+            run_dir / "cluster",
+            seed,
+            links=any(s.links for s in scenarios),
+            fetch_protocol=fetch_protocol,
+        )
     else:
-        target = ComposeTarget(project, build=build, secure=secure)
+        target = ComposeTarget(project, build=build, secure=secure, fetch_protocol=fetch_protocol)
     topic = f"chaos-{scenario_name}-{seed}"
     configs = run_topic_configs(scenarios, rate, compact_keys)
     history = History(run_dir / "history.jsonl")
@@ -132,6 +138,7 @@ def run(
         "command": command,
         "client": client,
         "secure": secure,
+        "replica_fetch_protocol": fetch_protocol,
         "started_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         "bootstrap": target.bootstrap,
     }
@@ -436,6 +443,13 @@ def _add_target_and_client(p: argparse.ArgumentParser) -> None:
         default="seglog",
         help="the workload's clients: seglog's own (gRPC) or confluent-kafka (Kafka protocol)",
     )
+    p.add_argument(
+        "--replica-fetch-protocol",
+        choices=["kafka", "grpc"],
+        default="kafka",
+        help="how the nodes' followers fetch (replica.fetch.protocol): Kafka's inter-broker "
+        "protocol or gRPC",
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -548,6 +562,7 @@ def main(argv: list[str] | None = None) -> int:
             producers=args.producers,
             rate=0.0,  # unpaced: each producer as fast as its in-flight bound allows
             client=args.client,
+            fetch_protocol=args.replica_fetch_protocol,
         )
         print(line, flush=True)
         maximum = acknowledged_rate(out.resolve() / "history.jsonl")
@@ -591,6 +606,7 @@ def main(argv: list[str] | None = None) -> int:
             command="python -m seglog.chaos "
             + " ".join(shlex.quote(a) for a in (argv if argv is not None else sys.argv[1:])),
             client=args.client,
+            fetch_protocol=args.replica_fetch_protocol,
             plan=plan,
         )
         print(line, flush=True)
@@ -628,6 +644,7 @@ def main(argv: list[str] | None = None) -> int:
         compact_keys=args.compact_keys,
         client=args.client,
         secure=args.secure,
+        fetch_protocol=args.replica_fetch_protocol,
     )
     print(line, flush=True)
     return code

@@ -61,6 +61,7 @@ with tarfile.open(fileobj=sys.stdout.buffer, mode="w|") as t:
         t.add(path, arcname=path[len(root) + 1:])
 """
 
+
 def netem_available() -> bool:
     """Whether this kernel can delay packets with tc netem (the compose target's delays;
     containers share the host's kernel): a netem qdisc on loopback in a namespace of
@@ -126,10 +127,15 @@ class ComposeTarget(FreezesOneProcess, WritesFaultFile):
     node_ids = NODE_IDS
 
     def __init__(
-        self, project: str | None = None, build: bool = False, secure: bool = False
+        self,
+        project: str | None = None,
+        build: bool = False,
+        secure: bool = False,
+        fetch_protocol: str = "kafka",
     ) -> None:
         self.project = project or f"seglog-chaos-{uuid.uuid4().hex[:8]}"
         self.secure = secure
+        self.fetch_protocol = fetch_protocol  # replica.fetch.protocol: kafka or grpc
         self.files = [COMPOSE_FILE, *([SECURE_FILE] if secure else []), FAULTS_FILE]
         # The fault file every node reads (docker-compose.faults.yml mounts its folder).
         fault_dir = Path(tempfile.mkdtemp(prefix=f"{self.project}-faults-"))
@@ -153,6 +159,13 @@ class ComposeTarget(FreezesOneProcess, WritesFaultFile):
             **{f"SEGLOG_PORT_{n}": str(self.ports[n - 1]) for n in NODE_IDS},
             **{f"SEGLOG_KAFKA_PORT_{n}": str(self.kafka_ports[n - 1]) for n in NODE_IDS},
             FAULT_DIR_ENV: str(fault_dir),
+            # REPLICATION a gRPC listener: the followers fetch over gRPC (the compose
+            # file's comment says how replica.fetch.protocol follows it).
+            **(
+                {"SEGLOG_GRPC_LISTENER_NAMES": "GRPC,REPLICATION"}
+                if fetch_protocol == "grpc"
+                else {}
+            ),
         }
         self.build = build
         self.containers: dict[int, str] = {}

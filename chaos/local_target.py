@@ -43,8 +43,11 @@ class LocalTarget(FreezesOneProcess, WritesFaultFile):
     name = "local"
     node_ids = NODE_IDS
 
-    def __init__(self, data_dir: Path, seed: int = 0, links: bool = False) -> None:
+    def __init__(
+        self, data_dir: Path, seed: int = 0, links: bool = False, fetch_protocol: str = "kafka"
+    ) -> None:
         self.data_dir = data_dir.resolve()
+        self.fetch_protocol = fetch_protocol  # replica.fetch.protocol: kafka or grpc
         self.base_port = consecutive_free_ports(len(NODE_IDS), random.Random(f"ports-{seed}"))
         # With `links`, what each node sends another goes through a proxy of its own
         # (chaos/link_proxy.py), so a scenario can cut, delay or one-way-drop it while
@@ -57,7 +60,7 @@ class LocalTarget(FreezesOneProcess, WritesFaultFile):
                     for n in NODE_IDS
                     for kind, name in (
                         ("controller", "CONTROLLER"),
-                        ("replication", local_cluster.replication_listener()),
+                        ("replication", local_cluster.replication_listener(fetch_protocol)),
                     )
                 },
                 random.Random(f"links-{seed}"),
@@ -79,8 +82,14 @@ class LocalTarget(FreezesOneProcess, WritesFaultFile):
     def address(self, node: int) -> str:
         return f"127.0.0.1:{listener_port(self.base_port, node, 'GRPC')}"
 
+    def _overrides(self) -> dict[int, dict[str, str]]:
+        """The followers' wire, and each node dialing every other one through the proxy
+        of that link when the target has them."""
+        wire = local_cluster.fetch_protocol_overrides(self.fetch_protocol)
+        links = self._link_overrides()
+        return {n: {**wire, **links.get(n, {})} for n in NODE_IDS}
+
     def _link_overrides(self) -> dict[int, dict[str, str]]:
-        """Each node dials every other one through the proxy of that link."""
         if self.links is None:
             return {}
         out = {}
@@ -111,7 +120,7 @@ class LocalTarget(FreezesOneProcess, WritesFaultFile):
             self.base_port,
             detach=True,
             out=io.StringIO(),
-            overrides=self._link_overrides(),
+            overrides=self._overrides(),
             env=self.env,
         )
         state = json.loads((self.data_dir / "cluster.json").read_text())
@@ -282,5 +291,3 @@ class LocalTarget(FreezesOneProcess, WritesFaultFile):
             "forwarded_bytes": sum(self.links.forwarded().values()),
             "refused_connections": self.links.refused,  # past MAX_CONNECTIONS
         }
-
-

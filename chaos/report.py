@@ -419,6 +419,8 @@ def summary_line(
     verdict = "OK" if result.ok else "FAIL(" + ",".join(result.failed_invariants()) + ")"
     return (
         f"{verdict} {meta['scenario']}/{meta['target']} seed={meta['seed']} "
+        f"client={meta.get('client', 'seglog')} "
+        f"replica.fetch.protocol={meta.get('replica_fetch_protocol', 'kafka')} "
         f"sent={result.sent} acknowledged={result.acknowledged} "
         f"acknowledged_without_offset={result.acknowledged_without_offset} lost={result.lost} "
         f"duplicated={result.duplicated}{_origins(result)} divergent={result.divergent} "

@@ -62,10 +62,20 @@ LOCAL_DEFAULTS = {
 }
 
 
-def replication_listener() -> str:
+def replication_listener(fetch_protocol: str | None = None) -> str:
     """The listener a local cluster's followers dial their leaders on: PLAINTEXT when
-    they fetch over Kafka's protocol (LOCAL_DEFAULTS), else GRPC."""
-    return "PLAINTEXT" if LOCAL_DEFAULTS["replica.fetch.protocol"] == "kafka" else "GRPC"
+    they fetch over Kafka's protocol (LOCAL_DEFAULTS, or `fetch_protocol`), else GRPC."""
+    protocol = fetch_protocol or LOCAL_DEFAULTS["replica.fetch.protocol"]
+    return "PLAINTEXT" if protocol == "kafka" else "GRPC"
+
+
+def fetch_protocol_overrides(fetch_protocol: str) -> dict[str, str]:
+    """The settings that make a local cluster's followers fetch over `fetch_protocol`
+    ("kafka" or "grpc") from the listener replication_listener names."""
+    return {
+        "replica.fetch.protocol": fetch_protocol,
+        "inter.broker.listener.name": replication_listener(fetch_protocol),
+    }
 
 
 def node_properties(node_id: int, nodes: int, base_port: int, data_dir: Path) -> dict[str, str]:
