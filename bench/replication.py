@@ -64,6 +64,7 @@ from seglog.bench.cluster import (
     NODE_IDS,
     WAIT_S,
     Cluster,
+    add_kafka_listeners,
     report_profiles,
     wait_for,
 )
@@ -352,6 +353,13 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--lag-time-max-ms", type=int, default=int(LOCAL_DEFAULTS["replica.lag.time.max.ms"])
     )
+    parser.add_argument(
+        "--replica-fetch-protocol",
+        choices=["kafka", "grpc"],
+        default="kafka",
+        help="how followers fetch (replica.fetch.protocol; kafka: over a PLAINTEXT listener "
+        "each node gets, as `seglog local up` runs them)",
+    )
     options.add_phases(parser, PHASES)
     options.add_profile_node(parser)
     options.add_options(parser, "--dir", "--keep", "--seed", "--plot")
@@ -385,7 +393,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         "default.replication.factor": "3",
         "log.initial.task.delay.ms": "30000",
     }
+    overrides["replica.fetch.protocol"] = args.replica_fetch_protocol
     cluster = Cluster(root / "cluster", overrides, profile_dir)
+    if args.replica_fetch_protocol == "kafka":
+        add_kafka_listeners(cluster)  # the followers' Kafka listener
     batches = Batches(args.record_bytes, args.batch_bytes, args.seed)
     results: dict[str, Any] = dict.fromkeys(
         (
@@ -402,6 +413,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     profile_lines: list[str] = []
     say(
         f"seglog replication bench: RF=3, acks=-1, min.insync.replicas=2, "
+        f"replica.fetch.protocol={args.replica_fetch_protocol}, "
         f"{args.record_bytes} B records, {args.seconds:g} s per phase, phases {args.phases}, "
         f"{args.kills if 'failover' in phases else 0} kills, {os.cpu_count()} CPUs"
     )
