@@ -48,7 +48,9 @@ class LocalTarget(FreezesOneProcess, WritesFaultFile):
     ) -> None:
         self.data_dir = data_dir.resolve()
         self.fetch_protocol = fetch_protocol  # replica.fetch.protocol: kafka or grpc
-        self.base_port = consecutive_free_ports(len(NODE_IDS), random.Random(f"ports-{seed}"))
+        self.base_port = consecutive_free_ports(
+            len(NODE_IDS), random.Random(f"ports-{seed}"), above_ephemeral=True
+        )
         # With `links`, what each node sends another goes through a proxy of its own
         # (chaos/link_proxy.py), so a scenario can cut, delay or one-way-drop it while
         # clients still reach every node; without, node traffic is direct.

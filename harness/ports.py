@@ -5,10 +5,14 @@ port per node, and what each is for). Imported by `seglog --help`: nothing heavy
 
 from __future__ import annotations
 
+import os
 import random
 import socket
+import tempfile
 from collections.abc import Iterable
 from pathlib import Path
+
+from .processes import pid_alive
 
 # Each listener's ports start this far above --base-port (node 1 at the start, node 2
 # one above, ...): the Kafka protocol at the base itself, as clients expect 9092.
@@ -98,6 +102,34 @@ def _below_ephemeral(span: int) -> tuple[int, int] | None:
     return (PORTS_LOWEST, high) if high - PORTS_LOWEST >= 2000 else None
 
 
+# Ports handed out are claimed machine-wide for the life of the process that took them:
+# a node that a test or chaos run has stopped for a while leaves its ports unbound, and
+# another process (a parallel run, a second checkout's tests) must not take them before
+# it starts again ("Address already in use" at the restart). A claim is a file named
+# after the port holding the claimer's pid; a dead claimer's claim is taken over.
+CLAIMS_DIR = Path(tempfile.gettempdir()) / "seglog-port-claims"
+
+
+def _claim(port: int) -> bool:
+    """Claim `port` for this process; False when a live other process holds it."""
+    mine = str(os.getpid())
+    path = CLAIMS_DIR / str(port)
+    try:
+        CLAIMS_DIR.mkdir(exist_ok=True)
+        try:
+            holder = path.read_text().strip()
+        except FileNotFoundError:
+            holder = ""
+        if holder and holder != mine and holder.isdigit() and pid_alive(int(holder)):
+            return False
+        fresh = CLAIMS_DIR / f".{port}.{mine}"
+        fresh.write_text(mine)
+        os.replace(fresh, path)
+        return path.read_text().strip() == mine  # a racing claimer may have won
+    except OSError:
+        return True  # no claims on this machine (read-only tmp): the bind check stays
+
+
 def _any_free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -112,7 +144,7 @@ def free_ports(n: int) -> list[int]:
     ports: list[int] = []
     for _ in range(1000 * n):
         port = draw()
-        if port not in _handed_out and _bindable(port):
+        if port not in _handed_out and _bindable(port) and _claim(port):
             _handed_out.add(port)
             ports.append(port)
             if len(ports) == n:
@@ -136,11 +168,24 @@ def quorum_ports(node_ids: Iterable[int]) -> tuple[dict[int, int], dict[int, int
     return ports, controller_ports, voters
 
 
-def consecutive_free_ports(n: int, rng: random.Random) -> int:
+def ephemeral_high() -> int:
+    """The last port of the kernel's ephemeral range (Linux's default if unreadable)."""
+    try:
+        return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[1])
+    except (OSError, ValueError, IndexError):
+        return 60999
+
+
+def consecutive_free_ports(n: int, rng: random.Random, above_ephemeral: bool = False) -> int:
     """A base port with n free consecutive ports after it and after each of the other
     listeners' offsets (local up wants a base, `PORT_OFFSETS`), all below the
-    ephemeral range when it leaves room."""
-    low, high = _below_ephemeral(max(PORT_OFFSETS.values()) + n) or (20000, 40000)
+    ephemeral range when it leaves room. `above_ephemeral`: above it instead, where
+    free_ports never looks, for a long-lived cluster whose nodes stop and start
+    again (a chaos run) while other processes take ports below."""
+    span = max(PORT_OFFSETS.values()) + n
+    low, high = _below_ephemeral(span) or (20000, 40000)
+    if above_ephemeral and 65535 - span - (ephemeral_high() + 1) >= 500:
+        low, high = ephemeral_high() + 1, 65535 - span
     for _ in range(200):
         base = rng.randrange(low, high)
         socks = []
@@ -150,7 +195,8 @@ def consecutive_free_ports(n: int, rng: random.Random) -> int:
                     s = socket.socket()
                     socks.append(s)
                     s.bind(("127.0.0.1", base + offset + i))
-            return base
+            if all(_claim(base + offset + i) for offset in PORT_OFFSETS.values() for i in range(n)):
+                return base
         except OSError:
             continue
         finally:

@@ -308,3 +308,24 @@ def test_a_foreground_cluster_whose_nodes_all_die_exits_1(tmp_path: Path) -> Non
     finally:
         cluster.kill()
         kill_leftovers(pids)
+
+
+def test_a_port_handed_out_stays_claimed_while_its_process_lives(tmp_path) -> None:
+    """Another process's free_ports never returns a port this one was handed, even
+    once nothing is bound to it (a stopped node's), and takes over a dead one's."""
+    from seglog.harness import ports
+
+    mine = set(ports.free_ports(40))
+    script = (
+        "from seglog.harness import ports; import json; "
+        "print(json.dumps(ports.free_ports(2000)))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=120, check=True
+    )
+    theirs = set(json.loads(out.stdout))
+    assert len(theirs) == 2000 and not mine & theirs
+    # The child is gone: its claims are taken over by the next one who asks.
+    dead = sorted(theirs)[0]
+    assert ports._claim(dead)
+    assert (ports.CLAIMS_DIR / str(dead)).read_text().strip() == str(os.getpid())
