@@ -360,8 +360,9 @@ class NodeConfig:
                         f"advertised.listeners: {n} is not among listeners"
                     )
                 advertised[n] = lst
+        listener_model = _choice(props, "kafka.listener.model", "event-loop", KAFKA_LISTENER_MODELS)
         replica_fetch_protocol, inter_broker = _replication_wire(
-            props, list(listeners), grpc_names, controller_names, protocol_map
+            props, list(listeners), grpc_names, controller_names, protocol_map, listener_model
         )
         dirs_raw = props.get("log.dirs", props.get("log.dir", "/tmp/kafka-logs"))
         log_dirs = tuple(Path(d) for d in parse_csv_list(dirs_raw))
@@ -428,9 +429,7 @@ class NodeConfig:
             fetch_max_bytes=_int(props, "fetch.max.bytes", 57_671_680, at_least=1024),
             num_io_threads=_int(props, "num.io.threads", 8, at_least=1),
             queued_max_requests=_int(props, "queued.max.requests", 500, at_least=1),
-            kafka_listener_model=_choice(
-                props, "kafka.listener.model", "event-loop", KAFKA_LISTENER_MODELS
-            ),
+            kafka_listener_model=listener_model,
             process_roles=roles,
             controller_quorum_voters=voters,
             inter_broker_address_overrides=parse_voters(
@@ -546,13 +545,15 @@ def _replication_wire(
     grpc_names: Sequence[str],
     controller_names: Sequence[str],
     protocol_map: Mapping[str, str],
+    listener_model: str,
 ) -> tuple[str, str]:
     """replica.fetch.protocol and inter.broker.listener.name. Followers fetch over
     Kafka's protocol, as Kafka's do, unless told otherwise or the node has no Kafka
     listener they can use: an explicit inter.broker.listener.name decides by its kind,
     else a PLAINTEXT or SSL Kafka listener (REPLICATION first), or a SASL one whose
     login (sasl.mechanism.inter.broker.protocol, its JAAS username) is configured. A
-    node with gRPC listeners only fetches over gRPC."""
+    node with gRPC listeners only fetches over gRPC, and so does the threaded listener
+    model (kept whole as the design the event loop replaced, for comparison)."""
     kafka = _kafka_replication_listeners(listeners, grpc_names, controller_names)
     named = props.get("inter.broker.listener.name", "").strip().upper()
 
@@ -563,7 +564,9 @@ def _replication_wire(
             return False
         return True
 
-    if named:
+    if listener_model == "threads" and not named:
+        derived = "grpc"
+    elif named:
         derived = "kafka" if named in kafka else "grpc"
     else:
         derived = "kafka" if any(usable(n) for n in kafka) else "grpc"

@@ -84,6 +84,9 @@ def test_replication_over_kafka_takes_a_kafka_listener() -> None:
     # The default: Kafka's protocol over the Kafka listener the followers can use.
     c = NodeConfig.from_properties(base)
     assert (c.replica_fetch_protocol, c.inter_broker_listener_name) == ("kafka", "PLAINTEXT")
+    # The threaded listener model keeps the design it was: followers over gRPC.
+    c = NodeConfig.from_properties({**base, "kafka.listener.model": "threads"})
+    assert (c.replica_fetch_protocol, c.inter_broker_listener_name) == ("grpc", "GRPC")
     # A gRPC inter-broker listener named, or none but gRPC listeners: over gRPC.
     c = NodeConfig.from_properties({**base, "inter.broker.listener.name": "GRPC"})
     assert (c.replica_fetch_protocol, c.inter_broker_listener_name) == ("grpc", "GRPC")
