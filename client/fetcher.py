@@ -109,6 +109,7 @@ class FetchConfig:
     retry_backoff_max_ms: int
     key_deserializer: Deserializer | None
     value_deserializer: Deserializer | None
+    isolation_level: int = 0  # 1: read_committed (records below the LSO, no aborted ones)
 
 
 def _error_name(code: int) -> str:
@@ -143,7 +144,11 @@ class Fetcher:
         }
         self.on_metadata: Callable[[], bool] = lambda: False
         self.offsets = OffsetFetcher(
-            metadata, self.backoff, self.request_timeout_s, lambda: self.topics_of_interest()
+            metadata,
+            self.backoff,
+            self.request_timeout_s,
+            lambda: self.topics_of_interest(),
+            config.isolation_level,
         )
         # Partitions whose start is the group's committed offset, not yet fetched:
         # not reset to auto_offset_reset meanwhile (the consumer fills and clears it).
@@ -316,7 +321,7 @@ class Fetcher:
                 max_wait_ms=self.config.fetch_max_wait_ms,
                 min_bytes=self.config.fetch_min_bytes,
                 max_bytes=self.config.fetch_max_bytes,
-                isolation_level=0,
+                isolation_level=self.config.isolation_level,
             )
             topics: dict[str, pb.FetchTopic] = {}
             sent: dict[TopicPartition, tuple[int, int]] = {}
@@ -434,7 +439,8 @@ class Fetcher:
                 st.highwater = p.high_watermark
                 st.log_start_offset = p.log_start_offset
                 if p.records:
-                    fetched = FetchedBatches(tp, p.records, offset)
+                    aborted = [(a.producer_id, a.first_offset) for a in p.aborted_transactions]
+                    fetched = FetchedBatches(tp, p.records, offset, aborted)
                     if fetched.useful:
                         st.buffers.append(fetched)
         for tp, (st, _offset) in mine.items():
