@@ -141,7 +141,8 @@ class TransactionAdmin(AdminRequests):
             raise error
         info = self._metadata.partition(tp)
         if info is None:
-            raise for_code(E.UNKNOWN_TOPIC_OR_PARTITION, f"{tp.topic}-{tp.partition} does not exist")
+            missing = f"{tp.topic}-{tp.partition} does not exist"
+            raise for_code(E.UNKNOWN_TOPIC_OR_PARTITION, missing)
         address = self._metadata.address(info.leader)
         if address is None:
             raise StaleLeadership(for_code(E.LEADER_NOT_AVAILABLE, f"{tp.topic}-{tp.partition}"))
@@ -204,4 +205,3 @@ class TransactionAdmin(AdminRequests):
                 )
 
         self._retrying(attempt)
-
