@@ -1,0 +1,19 @@
+from collections.abc import Iterator
+
+import pytest
+
+from seglog.harness.kafka_cluster import GROUP_OVERRIDES, KafkaCluster
+
+
+@pytest.fixture(scope="session")
+def txn_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaCluster]:
+    """Three real nodes for seglog's own transactional clients, which speak gRPC; the
+    Kafka listener is there for the coordinators' WriteTxnMarkers between nodes.
+    Shared by the tests (each uses topics and transactional ids of its own)."""
+    cluster = KafkaCluster(tmp_path_factory.mktemp("txn-cluster"), GROUP_OVERRIDES)
+    try:
+        cluster.start_all()
+        yield cluster
+        assert not cluster.crashes(), cluster.crashes()
+    finally:
+        cluster.stop_all()
