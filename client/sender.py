@@ -164,8 +164,9 @@ class Sender(threading.Thread):
             "records_failed": 0,
             "producer_id_resets": 0,
         }
-        # A transactional producer's transaction hears of each failed batch (its thread).
-        self.on_batch_failed: Callable[[BaseException], None] | None = None
+        # A transactional producer's transaction hears of each failed batch (its thread)
+        # and says what the batch fails with (ProducerFencedError when fenced).
+        self.on_batch_failed: Callable[[BaseException], BaseException] | None = None
         self._request_timeout_s = config.request_timeout_ms / 1000
         self._in_flight_total = 0
         self._calls = _CallThreads()
@@ -551,7 +552,7 @@ class Sender(threading.Thread):
 
     def _fail_batches(self, batches: Sequence[ProducerBatch], error: BaseException) -> None:
         if batches and self.on_batch_failed is not None:
-            self.on_batch_failed(error)
+            error = self.on_batch_failed(error)
         for batch in batches:
             if batch.done:
                 continue

@@ -139,17 +139,20 @@ class TransactionManager:
                 f"begin_transaction() first (state {self.state.value})"
             )
 
-    def batch_failed(self, error: BaseException) -> None:
-        """The sender failed a batch of the open transaction (its thread)."""
+    def batch_failed(self, error: BaseException) -> BaseException:
+        """The sender fails a batch of the open transaction (its thread): fenced, the
+        producer is done and the batch fails with ProducerFencedError; otherwise the
+        transaction can only be aborted. Returns what the batch fails with."""
         name = getattr(error, "message", "")
         cause = error.__cause__
         if name in FENCING or getattr(cause, "message", "") in FENCING:
-            self._fence(name or "INVALID_PRODUCER_EPOCH", str(error))
-            return
+            fenced = self._fence("PRODUCER_FENCED", str(error))
+            return fenced
         if self._abortable is None:
             self._abortable = error
         if self.state is TxnState.IN_TRANSACTION:
             self.state = TxnState.ABORTABLE_ERROR
+        return error
 
     def _fence(self, name: str, detail: str) -> KafkaError:
         if self._fatal is None:
