@@ -13,6 +13,11 @@ partitions among its members, positions start at the group's committed offsets
     for record in consumer:
         ...
 
+`isolation_level="read_committed"` reads only committed transactional records: up to
+the last stable offset, without the aborted transactions' records (fetched_batches.py;
+docs/transactions.md); `group_metadata()` is what a transactional Producer's
+send_offsets_to_transaction takes.
+
 What it reads is in subscription_state.py, positions and fetching in fetcher.py,
 the argument checks in consumer_args.py. The membership logic is a state machine
 in group_membership.py; the I/O with the coordinator in group_coordinator.py; the
