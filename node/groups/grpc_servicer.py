@@ -41,6 +41,7 @@ from .listener_results import (
     expected,
     join_timeout_s,
     offsets_by_topic,
+    stable_only,
     wait_answer,
 )
 
@@ -278,6 +279,8 @@ class GroupCoordinatorServicer(groups_pb2_grpc.GroupCoordinatorServicer):
             OffsetFetchResult,
             OffsetFetchResult,
         )
+        if request.require_stable:
+            r = stable_only(r, self.node.groups.pending_txn_offsets(request.group_id))
         response = gpb.OffsetFetchResponse(error_code=code(r.error))
         for name, offsets in offsets_by_topic(r):
             topic = response.topics.add(name=name)

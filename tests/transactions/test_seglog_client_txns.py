@@ -3,9 +3,13 @@
 Consumer see them, the LSO holding read_committed reads behind an open transaction,
 a zombie Producer fenced by a newer one with its transactional id, and
 consume-transform-produce with send_offsets_to_transaction (an aborted round
-commits neither its output nor its offsets)."""
+commits neither its output nor its offsets), and committed offsets held back while a
+transaction holds them (require_stable)."""
 
 from __future__ import annotations
+
+import time
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
@@ -175,3 +179,28 @@ def test_transactional_calls_refuse_bad_use(txn_cluster):
         pytest.raises(KafkaError, match="transactional_id"),
     ):
         plain.begin_transaction()
+
+
+def test_offsets_pending_in_a_transaction_are_fetched_once_it_commits(txn_cluster):
+    create(txn_cluster, "stx-stable", 1)
+    tp = TopicPartition("stx-stable", 0)
+    p = Producer(txn_cluster.bootstrap, transactional_id="stx-stable")
+    p.init_transactions()
+    p.begin_transaction()
+    p.send_offsets_to_transaction({tp: 5}, "stx-stable")  # a group id alone
+    c = Consumer(
+        bootstrap_servers=txn_cluster.bootstrap,
+        group_id="stx-stable",
+        isolation_level="read_committed",
+        enable_auto_commit=False,
+    )
+    with ThreadPoolExecutor(1) as pool:
+        # OffsetFetch's require_stable: UNSTABLE_OFFSET_COMMIT while the transaction
+        # holds the offset, so the consumer asks again instead of reading none.
+        committed = pool.submit(c.committed, tp)
+        time.sleep(3)
+        assert not committed.done()
+        p.commit_transaction()
+        assert committed.result(timeout=60) == 5
+    c.close(autocommit=False)
+    p.close()
