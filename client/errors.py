@@ -139,6 +139,14 @@ def _make_classes() -> dict[int, type[BrokerResponseError]]:
 _BY_CODE = _make_classes()
 
 
+def error_name(code: int) -> str:
+    """Kafka's name of an ErrorCode (UNKNOWN_SERVER_ERROR for one seglog does not know)."""
+    try:
+        return errors_pb2.ErrorCode.Name(code)
+    except ValueError:
+        return "UNKNOWN_SERVER_ERROR"
+
+
 def for_code(code: int, message: str = "") -> BrokerResponseError:
     """The exception for an ErrorCode a node returned (code != NONE)."""
     cls = _BY_CODE.get(code)

@@ -25,7 +25,7 @@ from seglog.proto import errors_pb2
 
 from .backoff import Backoff
 from .cluster import FATAL_ERRORS, ClusterMetadata, TopicPartition, call
-from .errors import IllegalStateError, KafkaError, error_class, for_code
+from .errors import IllegalStateError, KafkaError, error_class, error_name, for_code
 from .fetched_batches import ConsumerRecord, Deserializer, FetchedBatches, record_maker
 from .offset_fetcher import OffsetFetcher
 from .reachability import Reachability
@@ -110,13 +110,6 @@ class FetchConfig:
     key_deserializer: Deserializer | None
     value_deserializer: Deserializer | None
     isolation_level: int = 0  # 1: read_committed (records below the LSO, no aborted ones)
-
-
-def _error_name(code: int) -> str:
-    try:
-        return E.Name(code)
-    except ValueError:
-        return "UNKNOWN_SERVER_ERROR"
 
 
 class Fetcher:
@@ -428,7 +421,7 @@ class Fetcher:
                 if st.fetch_offset() != offset:
                     continue  # the buffers moved on; this answer no longer fits
                 if p.error_code:
-                    name = _error_name(p.error_code)
+                    name = error_name(p.error_code)
                     error = for_code(p.error_code, f"{tp.topic}-{tp.partition}: {p.error_message}")
                     if name == "OFFSET_OUT_OF_RANGE":
                         self._out_of_range(tp, st, offset, error)

@@ -35,6 +35,7 @@ from .errors import (
     KafkaTimeoutError,
     NodeNotReadyError,
     error_class,
+    error_name,
     for_code,
 )
 from .group_coordinator import OffsetAndMetadata
@@ -76,13 +77,6 @@ class TxnState(enum.Enum):
     IN_TRANSACTION = "IN_TRANSACTION"
     ABORTABLE_ERROR = "ABORTABLE_ERROR"
     FATAL_ERROR = "FATAL_ERROR"
-
-
-def _error_name(error_code: int) -> str:
-    try:
-        return E.Name(error_code)
-    except ValueError:
-        return "UNKNOWN_SERVER_ERROR"
 
 
 class TransactionManager:
@@ -256,7 +250,7 @@ class TransactionManager:
         def send(address: tuple[str, int]) -> tuple[str, str, pb.InitProducerIdResponse]:
             r = call(self.metadata.connections.stub(address).InitProducerId, request,
                      self.request_timeout_s)  # fmt: skip
-            return _error_name(r.error_code), r.error_message, r
+            return error_name(r.error_code), r.error_message, r
 
         r = self._at_coordinator(deadline, "InitProducerId", send)
         self.producer_id, self.producer_epoch = r.producer_id, r.producer_epoch
@@ -289,7 +283,7 @@ class TransactionManager:
                 r = call(self._stub(address).AddPartitionsToTxn, request, self.request_timeout_s)
                 for result in r.results:
                     if result.error_code != E.NONE:
-                        return _error_name(result.error_code), result.error_message, None
+                        return error_name(result.error_code), result.error_message, None
                 return "NONE", "", None
 
             self._at_coordinator(time.monotonic() + timeout_s, "AddPartitionsToTxn", send)
@@ -313,7 +307,7 @@ class TransactionManager:
 
             def send_add(address: tuple[str, int]) -> tuple[str, str, None]:
                 r = call(self._stub(address).AddOffsetsToTxn, add, self.request_timeout_s)
-                return _error_name(r.error_code), r.error_message, None
+                return error_name(r.error_code), r.error_message, None
 
             self._at_coordinator(deadline, "AddOffsetsToTxn", send_add)
             self._offsets_added = True
@@ -361,7 +355,7 @@ class TransactionManager:
                 failed = [x for x in r.results if x.error_code != E.NONE]
                 if not failed:
                     return
-                name = _error_name(failed[0].error_code)
+                name = error_name(failed[0].error_code)
                 if name in FATAL:
                     raise self._fence(name, failed[0].error_message)
                 error: KafkaError = for_code(failed[0].error_code, failed[0].error_message)
@@ -408,7 +402,7 @@ class TransactionManager:
 
                 def send(address: tuple[str, int]) -> tuple[str, str, None]:
                     r = call(self._stub(address).EndTxn, request, self.request_timeout_s)
-                    return _error_name(r.error_code), r.error_message, None
+                    return error_name(r.error_code), r.error_message, None
 
                 self._at_coordinator(deadline, "EndTxn", send)
             if self._abortable is not None:
