@@ -20,6 +20,7 @@ from . import (
     reassign_partitions,
     security,
     topics,
+    transactions,
     web_console,
 )
 from .arguments import add_connection_args
@@ -141,6 +142,14 @@ TOOLS = (
         security.run_acls,
         help="add, list and remove ACLs (like kafka-acls)",
         description="Like kafka-acls: add, list and remove ACL bindings.",
+    ),
+    Tool(
+        "transactions",
+        transactions.add_arguments,
+        transactions.run,
+        help="list, describe, find hanging and abort transactions (like kafka-transactions)",
+        description="Like kafka-transactions: list and describe transactions, describe a "
+        "partition's producers, find hanging transactions and abort one.",
     ),
     Tool(
         "console",

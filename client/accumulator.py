@@ -113,6 +113,9 @@ _NO_HEADERS = b"\x00"  # header count 0
 Rec = tuple[int, bytes | None, bytes | None, Sequence[tuple[str, bytes | None]]]
 
 
+TRANSACTIONAL_BIT = 0x10
+
+
 class ProducerBatch:
     """Records bound for one partition, sent (and retried) as one RecordBatch.
 
@@ -183,8 +186,10 @@ class ProducerBatch:
         producer_id: int,
         producer_epoch: int,
         base_sequence: int,
+        transactional: bool = False,
     ) -> bytes:
-        """The batch's bytes under the given producer id and sequence."""
+        """The batch's bytes under the given producer id and sequence; `transactional`
+        sets the attribute bit of a transactional producer's batch (docs/transactions.md)."""
         if not self.count:
             raise ValueError("a batch needs at least one record")
         body = bytes(self.body)  # one copy, from which the header's CRC is computed
@@ -192,7 +197,8 @@ class ProducerBatch:
             compress(compression, body),
             base_offset=0,
             partition_leader_epoch=NO_PARTITION_LEADER_EPOCH,
-            attributes=int(compression),  # CreateTime, not transactional, not control
+            # CreateTime, not control; bit 4: transactional
+            attributes=int(compression) | (TRANSACTIONAL_BIT if transactional else 0),
             last_offset_delta=self.count - 1,
             base_timestamp=self.base_timestamp,
             max_timestamp=self.max_timestamp,

@@ -1,7 +1,8 @@
 """Cluster administration, shaped like kafka-python's KafkaAdminClient: one `Admin`
 over the per-area operations — topics (admin_topics.py), partitions: leader
 elections, reassignments and offsets (admin_partitions.py), configs
-(admin_configs.py) and consumer groups (admin_groups.py) — that share the retry
+(admin_configs.py), consumer groups (admin_groups.py) and transactions
+(admin_transactions.py) — that share the retry
 loop of admin_requests.py. The arguments and answers are in admin_types.py.
 
 Error policy: a per-topic error the node returns is raised as the matching
@@ -24,6 +25,7 @@ from .admin_configs import ConfigAdmin
 from .admin_groups import GroupAdmin
 from .admin_partitions import PartitionAdmin
 from .admin_topics import TopicAdmin
+from .admin_transactions import TransactionAdmin
 from .admin_types import (
     EARLIEST_TIMESTAMP,
     LATEST_TIMESTAMP,
@@ -47,7 +49,7 @@ from .group_coordinator import OffsetAndMetadata
 from .security import ClientSecurity
 
 
-class Admin(TopicAdmin, PartitionAdmin, ConfigAdmin, GroupAdmin):
+class Admin(TopicAdmin, PartitionAdmin, ConfigAdmin, GroupAdmin, TransactionAdmin):
     """`Admin(bootstrap_servers="127.0.0.1:9192")`; thread-safe; `close()` when done
     (or use it as a context manager)."""
 

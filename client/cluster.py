@@ -14,7 +14,7 @@ from typing import TypeVar
 import grpc
 
 from seglog.proto import client_pb2 as pb
-from seglog.proto import client_pb2_grpc, groups_pb2_grpc
+from seglog.proto import client_pb2_grpc, groups_pb2_grpc, transactions_pb2_grpc
 
 from . import bootstrap_probe
 from .errors import (
@@ -126,6 +126,7 @@ class Connections:
         self._channels: dict[tuple[str, int], grpc.Channel] = {}
         self._stubs: dict[tuple[str, int], client_pb2_grpc.SegLogStub] = {}
         self._group_stubs: dict[tuple[str, int], groups_pb2_grpc.GroupCoordinatorStub] = {}
+        self._txn_stubs: dict[tuple[str, int], transactions_pb2_grpc.TransactionsStub] = {}
 
     def _channel(self, address: tuple[str, int]) -> grpc.Channel:
         channel = self._channels.get(address)
@@ -150,6 +151,15 @@ class Connections:
                 self._group_stubs[address] = stub
             return stub
 
+    def txn_stub(self, address: tuple[str, int]) -> transactions_pb2_grpc.TransactionsStub:
+        """The Transactions service, on the same channel as the node's SegLog."""
+        with self._lock:
+            stub = self._txn_stubs.get(address)
+            if stub is None:
+                stub = transactions_pb2_grpc.TransactionsStub(self._channel(address))
+                self._txn_stubs[address] = stub
+            return stub
+
     def close(self) -> None:
         with self._lock:
             for channel in self._channels.values():
@@ -157,6 +167,7 @@ class Connections:
             self._channels.clear()
             self._stubs.clear()
             self._group_stubs.clear()
+            self._txn_stubs.clear()
 
 
 class ClusterMetadata:

@@ -13,6 +13,11 @@ partitions among its members, positions start at the group's committed offsets
     for record in consumer:
         ...
 
+`isolation_level="read_committed"` reads only committed transactional records: up to
+the last stable offset, without the aborted transactions' records (fetched_batches.py;
+docs/transactions.md); `group_metadata()` is what a transactional Producer's
+send_offsets_to_transaction takes.
+
 What it reads is in subscription_state.py, positions and fetching in fetcher.py,
 the argument checks in consumer_args.py. The membership logic is a state machine
 in group_membership.py; the I/O with the coordinator in group_coordinator.py; the
@@ -32,6 +37,7 @@ from typing import Any
 from .assignors import make_assignors
 from .cluster import ClusterMetadata, Connections, TopicPartition
 from .consumer_args import (
+    ISOLATION_LEVELS,
     RESET_POLICIES,
     as_tp,
     check_timestamp_ms,
@@ -57,6 +63,7 @@ from .group_coordinator import ConsumerCoordinator, OffsetAndMetadata
 from .group_membership import Assign, GroupMembership, Lost, MembershipConfig, PrepareJoin
 from .security import ClientSecurity
 from .subscription_state import ConsumerRebalanceListener, SubscriptionState
+from .transaction_manager import ConsumerGroupMetadata
 
 _log = logging.getLogger(__name__)
 # The iterator waits in slices so an infinite consumer_timeout_ms stays bounded per wait.
@@ -102,9 +109,15 @@ class Consumer:
         retry_backoff_max_ms: int = 1000,
         metadata_max_age_ms: int = 300000,
         consumer_timeout_ms: float = float("inf"),
+        isolation_level: str = "read_uncommitted",
         **security: str | None,
     ) -> None:
         client_security = ClientSecurity.from_options(security)
+        if isolation_level not in ISOLATION_LEVELS:
+            raise ValueError(
+                f"isolation_level must be 'read_uncommitted' or 'read_committed', "
+                f"got {isolation_level!r}"
+            )
         if group_id is not None and (not isinstance(group_id, str) or not group_id):
             raise ValueError(f"group_id must be a non-empty string, got {group_id!r}")
         if group_instance_id is not None and group_id is None:
@@ -142,6 +155,7 @@ class Consumer:
             retry_backoff_max_ms=positive_int("retry_backoff_max_ms", retry_backoff_max_ms),
             key_deserializer=key_deserializer,
             value_deserializer=value_deserializer,
+            isolation_level=ISOLATION_LEVELS[isolation_level],
         )
         self._metadata = ClusterMetadata(
             bootstrap_servers,
@@ -616,6 +630,13 @@ class Consumer:
             quiet = outcome.retriable or outcome.message == "REBALANCE_IN_PROGRESS"
             level = logging.DEBUG if quiet else logging.WARNING
             _log.log(level, "group %s: auto-commit failed: %s", self.group_id, outcome)
+
+    def group_metadata(self) -> ConsumerGroupMetadata:
+        """Kafka's ConsumerGroupMetadata, for Producer.send_offsets_to_transaction: the
+        group, and the member and generation its TxnOffsetCommit is checked against."""
+        c = self._require_group("group_metadata()")
+        generation, member_id, instance = c.generation()
+        return ConsumerGroupMetadata(self.group_id or "", generation, member_id, instance or None)
 
     def commit(self, offsets: Mapping[TopicPartition, object] | None = None) -> None:
         """Commit `offsets` (the next offset to read, per partition), or every

@@ -24,6 +24,10 @@ MIN_PLAUSIBLE_TIMESTAMP_MS = 10**11
 MAX_PLAUSIBLE_TIMESTAMP_MS = 10**14
 
 
+# Kafka's isolation.level values, as the Fetch and ListOffsets requests carry them.
+ISOLATION_LEVELS = {"read_uncommitted": 0, "read_committed": 1}
+
+
 def as_tp(obj: object) -> TopicPartition:
     """Ours, or anything with .topic and .partition (kafka-python's namedtuple)."""
     if isinstance(obj, TopicPartition):

@@ -95,6 +95,7 @@ _RETRIABLE = {
     "COORDINATOR_LOAD_IN_PROGRESS",
     "NOT_COORDINATOR",
     "UNSTABLE_OFFSET_COMMIT",
+    "CONCURRENT_TRANSACTIONS",
 }
 _INVALID_METADATA = {
     "UNKNOWN_TOPIC_OR_PARTITION",
@@ -136,6 +137,14 @@ def _make_classes() -> dict[int, type[BrokerResponseError]]:
 
 
 _BY_CODE = _make_classes()
+
+
+def error_name(code: int) -> str:
+    """Kafka's name of an ErrorCode (UNKNOWN_SERVER_ERROR for one seglog does not know)."""
+    try:
+        return errors_pb2.ErrorCode.Name(code)
+    except ValueError:
+        return "UNKNOWN_SERVER_ERROR"
 
 
 def for_code(code: int, message: str = "") -> BrokerResponseError:

@@ -78,6 +78,17 @@ def record_maker(
     return make
 
 
+def _is_abort_marker(data: bytes, pos: int) -> bool:
+    """A control batch's record key is Kafka's ControlRecordType: int16 version, int16
+    type (0 ABORT, 1 COMMIT)."""
+    try:
+        records = decode_record_fields(data, pos)
+    except StorageError:
+        return False  # a corrupt marker fails where the records are decoded
+    key = records[0][2] if records else None
+    return key is not None and len(key) >= 4 and int.from_bytes(key[2:4], "big") == 0
+
+
 class FetchedBatches:
     """The records one partition got in one Fetch response, drained lazily.
 
@@ -86,8 +97,19 @@ class FetchedBatches:
     it, so a corrupt batch fails at its own position, after the good ones.
     """
 
-    def __init__(self, tp: TopicPartition, data: bytes, fetch_offset: int) -> None:
+    def __init__(
+        self,
+        tp: TopicPartition,
+        data: bytes,
+        fetch_offset: int,
+        aborted: list[tuple[int, int]] | None = None,
+    ) -> None:
         self.tp = tp
+        # read_committed: the aborted transactions (producer id, first offset) the
+        # records overlap, by first offset; a producer's records are dropped from its
+        # aborted transaction's first offset until its ABORT marker (Kafka's rule).
+        self._aborted = sorted((first, pid) for pid, first in aborted or ())
+        self._aborted_pids: set[int] = set()
         self.data = data
         self.fetch_offset = fetch_offset
         self.position = fetch_offset  # the next offset the application should see
@@ -131,11 +153,24 @@ class FetchedBatches:
             self.position = max(self.position, self._current.next_offset)
             self._current, self._records, self._record_index = None, [], 0
         while self._current is None and self._batch_index < len(self.batches):
-            header = self.batches[self._batch_index][1]
-            if not (header.is_control or header.next_offset <= self.position):
+            pos, header = self.batches[self._batch_index]
+            if not (self._skipped(pos, header) or header.next_offset <= self.position):
                 break
             self.position = max(self.position, header.next_offset)
             self._batch_index += 1
+
+    def _skipped(self, pos: int, header: BatchHeader) -> bool:
+        """A control batch, or a batch of an aborted transaction (read_committed)."""
+        while self._aborted and self._aborted[0][0] <= header.last_offset:
+            self._aborted_pids.add(self._aborted.pop(0)[1])
+        if not self._aborted_pids:
+            return header.is_control
+        pid = header.producer_id
+        if header.is_control:
+            if pid in self._aborted_pids and _is_abort_marker(self.data, pos):
+                self._aborted_pids.discard(pid)
+            return True
+        return header.is_transactional and pid in self._aborted_pids
 
     def take(
         self, limit: int, make: Callable[[RecordFields, BatchHeader], ConsumerRecord]

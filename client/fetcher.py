@@ -25,7 +25,7 @@ from seglog.proto import errors_pb2
 
 from .backoff import Backoff
 from .cluster import FATAL_ERRORS, ClusterMetadata, TopicPartition, call
-from .errors import IllegalStateError, KafkaError, error_class, for_code
+from .errors import IllegalStateError, KafkaError, error_class, error_name, for_code
 from .fetched_batches import ConsumerRecord, Deserializer, FetchedBatches, record_maker
 from .offset_fetcher import OffsetFetcher
 from .reachability import Reachability
@@ -109,13 +109,7 @@ class FetchConfig:
     retry_backoff_max_ms: int
     key_deserializer: Deserializer | None
     value_deserializer: Deserializer | None
-
-
-def _error_name(code: int) -> str:
-    try:
-        return E.Name(code)
-    except ValueError:
-        return "UNKNOWN_SERVER_ERROR"
+    isolation_level: int = 0  # 1: read_committed (records below the LSO, no aborted ones)
 
 
 class Fetcher:
@@ -143,7 +137,11 @@ class Fetcher:
         }
         self.on_metadata: Callable[[], bool] = lambda: False
         self.offsets = OffsetFetcher(
-            metadata, self.backoff, self.request_timeout_s, lambda: self.topics_of_interest()
+            metadata,
+            self.backoff,
+            self.request_timeout_s,
+            lambda: self.topics_of_interest(),
+            config.isolation_level,
         )
         # Partitions whose start is the group's committed offset, not yet fetched:
         # not reset to auto_offset_reset meanwhile (the consumer fills and clears it).
@@ -316,7 +314,7 @@ class Fetcher:
                 max_wait_ms=self.config.fetch_max_wait_ms,
                 min_bytes=self.config.fetch_min_bytes,
                 max_bytes=self.config.fetch_max_bytes,
-                isolation_level=0,
+                isolation_level=self.config.isolation_level,
             )
             topics: dict[str, pb.FetchTopic] = {}
             sent: dict[TopicPartition, tuple[int, int]] = {}
@@ -423,7 +421,7 @@ class Fetcher:
                 if st.fetch_offset() != offset:
                     continue  # the buffers moved on; this answer no longer fits
                 if p.error_code:
-                    name = _error_name(p.error_code)
+                    name = error_name(p.error_code)
                     error = for_code(p.error_code, f"{tp.topic}-{tp.partition}: {p.error_message}")
                     if name == "OFFSET_OUT_OF_RANGE":
                         self._out_of_range(tp, st, offset, error)
@@ -434,7 +432,8 @@ class Fetcher:
                 st.highwater = p.high_watermark
                 st.log_start_offset = p.log_start_offset
                 if p.records:
-                    fetched = FetchedBatches(tp, p.records, offset)
+                    aborted = [(a.producer_id, a.first_offset) for a in p.aborted_transactions]
+                    fetched = FetchedBatches(tp, p.records, offset, aborted)
                     if fetched.useful:
                         st.buffers.append(fetched)
         for tp, (st, _offset) in mine.items():

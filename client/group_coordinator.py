@@ -299,7 +299,7 @@ class ConsumerCoordinator:
             c = self.m.coordinator
         return self.metadata.connections.group_stub((c.host, c.port))
 
-    def _generation(self) -> tuple[int, str, str]:
+    def generation(self) -> tuple[int, str, str]:
         """(generation, member id, instance id) to commit with; raises when a group
         member is between generations (Kafka's CommitFailed / RebalanceInProgress)."""
         with self.cond:
@@ -325,7 +325,7 @@ class ConsumerCoordinator:
     def _commit_request(
         self, offsets: Mapping[TopicPartition, OffsetAndMetadata]
     ) -> gpb.OffsetCommitRequest:
-        generation, member_id, instance = self._generation()
+        generation, member_id, instance = self.generation()
         request = gpb.OffsetCommitRequest(
             group_id=self.group_id,
             generation_id=generation,

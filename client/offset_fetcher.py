@@ -20,8 +20,11 @@ class OffsetFetcher:
         backoff: Backoff,
         request_timeout_s: float,
         topics_of_interest: Callable[[], set[str] | None],
+        isolation_level: int = 0,
     ) -> None:
         self.metadata = metadata
+        # 1 (read_committed): the latest offset is the last stable offset (the LSO).
+        self.isolation_level = isolation_level
         self.backoff = backoff
         self.request_timeout_s = request_timeout_s
         # The topics a metadata refresh asks for besides the partitions' own (None: all).
@@ -45,7 +48,7 @@ class OffsetFetcher:
                 continue
             by_node.setdefault(info.leader, []).append((tp, ts, info.leader_epoch))
         for node_id, parts in by_node.items():
-            request = pb.ListOffsetsRequest(replica_id=-1, isolation_level=0)
+            request = pb.ListOffsetsRequest(replica_id=-1, isolation_level=self.isolation_level)
             topics: dict[str, pb.ListOffsetsTopic] = {}
             for tp, ts, epoch in parts:
                 t = topics.get(tp.topic)

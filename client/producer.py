@@ -7,6 +7,12 @@ partition led by one node into a single Produce request (up to
 in flight per node, and retries retriable failures until `delivery_timeout_ms`.
 Ordering and sequence numbers are the sender's; see its docstring.
 
+Transactions (kafka-python's names; docs/transactions.md): with `transactional_id`,
+`init_transactions()` once, then `begin_transaction()`, sends, optionally
+`send_offsets_to_transaction(offsets, consumer.group_metadata())`, and
+`commit_transaction()` or `abort_transaction()`. A newer producer with the same id
+fences this one: its calls raise ProducerFencedError (transaction_manager.py).
+
 Idempotence (Kafka 3.x defaults and rules). `acks` defaults to 'all' and
 idempotence is on unless a setting conflicts with it: acks other than 'all',
 retries=0 or more than 5 requests in flight. Such a setting silently disables
@@ -19,7 +25,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from seglog.storage.compression import CompressionType
@@ -27,6 +33,7 @@ from seglog.storage.record_batch import HEADER_SIZE
 
 from .accumulator import RecordAccumulator, estimate_record_size
 from .cluster import FATAL_ERRORS, ClusterMetadata, Connections, PartitionInfo, TopicPartition
+from .consumer_args import offsets_arg
 from .errors import (
     IllegalStateError,
     KafkaConfigurationError,
@@ -38,6 +45,7 @@ from .future import FutureRecordMetadata, failed_future
 from .partitioner import Partitioner, as_partitioner
 from .security import ClientSecurity
 from .sender import Sender
+from .transaction_manager import ConsumerGroupMetadata, TransactionManager
 
 _log = logging.getLogger(__name__)
 
@@ -78,9 +86,22 @@ class Producer:
         value_serializer: Serializer | None = None,
         allow_auto_create_topics: bool = True,
         metadata_max_age_ms: int = 300000,
+        transactional_id: str | None = None,
+        transaction_timeout_ms: int = 60000,
         **security: str | None,
     ) -> None:
         client_security = ClientSecurity.from_options(security)
+        if transactional_id is not None:
+            if not isinstance(transactional_id, str) or not transactional_id:
+                raise KafkaConfigurationError(
+                    f"transactional_id must be a non-empty str, got {transactional_id!r}"
+                )
+            if enable_idempotence is False:
+                raise KafkaConfigurationError(
+                    "transactional_id needs idempotence: enable_idempotence=False conflicts"
+                )
+            enable_idempotence = True  # a conflicting setting is an error, as in Kafka
+        _check_int("transaction_timeout_ms", transaction_timeout_ms, 1)
         self.acks = _parse_acks(acks)
         _check_int("linger_ms", linger_ms, 0)
         _check_int("batch_size", batch_size, 0)
@@ -113,6 +134,7 @@ class Producer:
         self.idempotent = _resolve_idempotence(
             enable_idempotence, self.acks, retries, max_in_flight_requests_per_connection
         )
+        self.transactional = transactional_id is not None
         self.linger_ms = linger_ms
         self.batch_size = batch_size
         self.max_request_size = max_request_size
@@ -153,6 +175,17 @@ class Producer:
             topics=self._topics_snapshot,
             on_metadata_refreshed=self._metadata_refreshed,
         )
+        self._txn: TransactionManager | None = None
+        if transactional_id is not None:
+            self._txn = TransactionManager(
+                transactional_id,
+                transaction_timeout_ms,
+                self._metadata,
+                request_timeout_ms / 1000,
+                self.retry_backoff_s,
+                self._sender.set_producer,
+            )
+            self._sender.on_batch_failed = self._txn.batch_failed
         self._sender.start()
 
     # --- sending -----------------------------------------------------------------------
@@ -175,6 +208,8 @@ class Producer:
         """
         if self._closed:
             raise IllegalStateError("cannot send after the producer is closed")
+        if self._txn is not None:
+            self._txn.check_send()
         if not isinstance(topic, str) or not topic:
             raise ValueError(f"topic must be a non-empty str, got {topic!r}")
         if partition is not None and (not isinstance(partition, int) or partition < 0):
@@ -205,6 +240,8 @@ class Producer:
         if chosen is None:
             chosen = self._choose(topic, key_bytes, ids, available)
 
+        if self._txn is not None:
+            self._txn.add_partition(info.tps[chosen], deadline - time.monotonic())
         size = estimate_record_size(key_bytes, value_bytes, header_list)
         if size + HEADER_SIZE > self.max_request_size or size > self.buffer_memory:
             return failed_future(
@@ -232,6 +269,8 @@ class Producer:
                 assert self._on_new_batch is not None
                 self._on_new_batch(topic, chosen, ids, available)
                 chosen = self._choose(topic, key_bytes, ids, available)
+                if self._txn is not None:
+                    self._txn.add_partition(info.tps[chosen], deadline - time.monotonic())
                 result = self._accumulator.append(info.tps[chosen], record, size, size, sizes, now)
         except BaseException:
             self._accumulator.release(size)
@@ -288,6 +327,59 @@ class Producer:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+    # --- transactions ------------------------------------------------------------------
+
+    def _transactions(self, what: str) -> TransactionManager:
+        if self._txn is None:
+            raise IllegalStateError(f"{what} needs a Producer with a transactional_id")
+        if self._closed:
+            raise IllegalStateError(f"{what} after the producer is closed")
+        return self._txn
+
+    def init_transactions(self) -> None:
+        """Take this transactional id's producer id and a new epoch, fencing every older
+        producer with the id (an open transaction of it is aborted first). Waits up to
+        max_block_ms."""
+        self._transactions("init_transactions()").init_transactions(self.max_block_s)
+
+    def begin_transaction(self) -> None:
+        self._transactions("begin_transaction()").begin()
+
+    def send_offsets_to_transaction(
+        self, offsets: Mapping[TopicPartition, object], consumer_group_metadata: object
+    ) -> None:
+        """Commit a consumer's offsets in this transaction (consume-transform-produce):
+        `consumer_group_metadata` is `Consumer.group_metadata()` (the member and
+        generation are checked) or a group id. The offsets become the group's committed
+        offsets when the transaction commits, and never if it aborts."""
+        txn = self._transactions("send_offsets_to_transaction()")
+        if isinstance(consumer_group_metadata, str):
+            group = ConsumerGroupMetadata(consumer_group_metadata)
+        elif isinstance(consumer_group_metadata, ConsumerGroupMetadata):
+            group = consumer_group_metadata
+        else:
+            raise TypeError(
+                f"consumer_group_metadata must be Consumer.group_metadata() or a group id "
+                f"str, got {consumer_group_metadata!r}"
+            )
+        if not group.group_id:
+            raise ValueError("consumer_group_metadata has an empty group id")
+        txn.send_offsets(offsets_arg(offsets), group, self.max_block_s)
+
+    def commit_transaction(self) -> None:
+        """Deliver every record of the transaction, then commit it (EndTxn). A record
+        that failed makes this raise; abort_transaction() then."""
+        txn = self._transactions("commit_transaction()")
+        txn.end(True, self.flush, self.max_block_s)
+
+    def abort_transaction(self) -> None:
+        """End the transaction aborted: no read_committed consumer sees its records."""
+        txn = self._transactions("abort_transaction()")
+        txn.end(False, self._flush_quietly, self.max_block_s)
+
+    def _flush_quietly(self) -> None:
+        self.flush(self.max_block_s)
 
     # --- metadata ----------------------------------------------------------------------
 

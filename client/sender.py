@@ -110,6 +110,7 @@ class SenderConfig(Protocol):
 
     acks: int
     idempotent: bool
+    transactional: bool  # the producer id comes from init_transactions(), not the sender
     retries: int
     retry_backoff_s: float
     max_in_flight: int
@@ -163,6 +164,9 @@ class Sender(threading.Thread):
             "records_failed": 0,
             "producer_id_resets": 0,
         }
+        # A transactional producer's transaction hears of each failed batch (its thread)
+        # and says what the batch fails with (ProducerFencedError when fenced).
+        self.on_batch_failed: Callable[[BaseException], BaseException] | None = None
         self._request_timeout_s = config.request_timeout_ms / 1000
         self._in_flight_total = 0
         self._calls = _CallThreads()
@@ -217,7 +221,12 @@ class Sender(threading.Thread):
         now = time.monotonic()
         self._expire(now)
         delays: list[float] = [1.0]
-        if self.p.idempotent and self.producer_id < 0 and self.acc.has_undrained():
+        if (
+            self.p.idempotent
+            and not self.p.transactional
+            and self.producer_id < 0
+            and self.acc.has_undrained()
+        ):
             if now >= self._pid_retry_at and not self._init_producer_id():
                 self._pid_retry_at = time.monotonic() + (self.p.retry_backoff_s or 0.05)
             delays.append(max(self._pid_retry_at - now, 0.001))
@@ -252,8 +261,17 @@ class Sender(threading.Thread):
         _log.debug("producer id %d epoch %d", self.producer_id, self.producer_epoch)
         return True
 
+    def set_producer(self, producer_id: int, producer_epoch: int) -> None:
+        """A transactional producer's id and epoch (init_transactions, or the bump after
+        an abort), given while nothing of it is queued or in flight; sequences restart."""
+        self._next_seq.clear()
+        self.producer_id, self.producer_epoch = producer_id, producer_epoch
+        self.wakeup()
+
     def _reset_producer_id(self, reason: BaseException) -> None:
-        if self.producer_id < 0:
+        if self.producer_id < 0 or self.p.transactional:
+            # A transactional producer keeps its id: the transaction is aborted and the
+            # epoch bumped by its TransactionManager (on_batch_failed).
             return
         _log.warning("resetting producer id %d after a failed batch: %s", self.producer_id, reason)
         self.producer_id = self.producer_epoch = -1
@@ -372,7 +390,7 @@ class Sender(threading.Thread):
         compression = self.p.compression
         parts: list[bytes] = []
         for batch in batches:
-            parts.append(batch.encode(compression, pid, epoch, seq))
+            parts.append(batch.encode(compression, pid, epoch, seq, self.p.transactional))
             if pid >= 0:
                 seq = increment_sequence(seq, batch.record_count)
         if pid >= 0:
@@ -533,6 +551,8 @@ class Sender(threading.Thread):
             self._next_seq[s.tp] = s.base_sequence
 
     def _fail_batches(self, batches: Sequence[ProducerBatch], error: BaseException) -> None:
+        if batches and self.on_batch_failed is not None:
+            error = self.on_batch_failed(error)
         for batch in batches:
             if batch.done:
                 continue

@@ -29,9 +29,7 @@ TopicPartition = tuple[str, int]
 class FetchWaiter:
     __slots__ = ("_event", "_on_wake", "partitions", "retired", "hw_moves")
 
-    def __init__(
-        self, hw_moves: bool = True, on_wake: Callable[[], None] | None = None
-    ) -> None:
+    def __init__(self, hw_moves: bool = True, on_wake: Callable[[], None] | None = None) -> None:
         """`hw_moves`: whether a high-watermark move wakes it (a consumer's fetch) or
         only new records do (a follower's session). `on_wake`: instead of a thread
         blocking in FetchWakeups.wait, a fetch parked on an event loop is called (from

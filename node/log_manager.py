@@ -180,9 +180,7 @@ class LogManager:
             # named, else in the online directory holding the fewest.
             online = [d for d in self.dirs if d.offline_reason is None] or self.dirs
             preferred = self.preferred_dirs.pop(tp, None)
-            directory = (
-                preferred if preferred in online else min(online, key=lambda d: len(d.logs))
-            )
+            directory = preferred if preferred in online else min(online, key=lambda d: len(d.logs))
             log = directory.create_log(tp[0], tp[1], config, topic_id=topic_id)
             log.flush_observer = self.flush_observer
             plog = self._partitions[tp] = PartitionLog(log, directory)

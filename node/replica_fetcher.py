@@ -236,6 +236,7 @@ class FetcherRounds:
         self._session_id, self._epoch = 0, 0
         self._in_session.clear()
 
+
 class ReplicaFetcher(FetcherRounds):
     def __init__(
         self,

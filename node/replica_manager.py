@@ -70,7 +70,6 @@ TIMER_LOOP = "replica timer loop"  # its name in the broker's stall watchdog
 DUE_PER_TICK = 10_000  # partitions ticked for their ISR timers per round, at most
 
 
-
 class ReplicaManager:
     def __init__(
         self,

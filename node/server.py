@@ -54,12 +54,19 @@ from seglog.node.security.node_authorizer import NodeAuthorizer
 from seglog.node.security.security_admin import SecurityAdmin
 from seglog.node.security.security_servicer import SecurityServicer
 from seglog.node.servicer import SegLogServicer
+from seglog.node.transactions.grpc_servicer import TransactionsServicer
 from seglog.node.transactions.marker_sender import MarkerSender
 from seglog.node.transactions.marker_wire import txn_markers_listener, txn_markers_ssl
 from seglog.node.transactions.transaction_coordinator import TransactionCoordinator
 from seglog.node.transactions.txn_records import TRANSACTION_STATE_TOPIC
 from seglog.node.transactions.txn_runtime import TransactionCoordinatorRuntime
-from seglog.proto import client_pb2_grpc, cluster_pb2_grpc, groups_pb2_grpc, security_pb2_grpc
+from seglog.proto import (
+    client_pb2_grpc,
+    cluster_pb2_grpc,
+    groups_pb2_grpc,
+    security_pb2_grpc,
+    transactions_pb2_grpc,
+)
 from seglog.proto import cluster_pb2 as cpb
 from seglog.replication.throttle import LONG_MAX
 from seglog.storage import disk_and_clock
@@ -242,8 +249,10 @@ class Node:
             options=SERVER_OPTIONS,
         )
         client_pb2_grpc.add_SegLogServicer_to_server(SegLogServicer(self), self._server)
-        groups_pb2_grpc.add_GroupCoordinatorServicer_to_server(
-            GroupCoordinatorServicer(self), self._server
+        group_servicer = GroupCoordinatorServicer(self)
+        groups_pb2_grpc.add_GroupCoordinatorServicer_to_server(group_servicer, self._server)
+        transactions_pb2_grpc.add_TransactionsServicer_to_server(
+            TransactionsServicer(self, group_servicer.slots), self._server
         )
         health_pb2_grpc.add_HealthServicer_to_server(self._health, self._server)
         security_pb2_grpc.add_SecurityServicer_to_server(

@@ -20,8 +20,10 @@ from .event_log import EventLogger
 from .fetch_session import FetchSessionError
 from .groups.offsets_records import OFFSETS_TOPIC
 from .grpc_errors import E, code, refused
+from .kafka.read_committed import READ_COMMITTED, last_stable_offset
 from .node_services import NodeServices
 from .partition_requests import FetchSpec, ProduceResult
+from .transactions.grpc_servicer import init_transactional_producer
 
 _log = EventLogger("servicer")
 R = TypeVar("R")
@@ -346,6 +348,7 @@ class SegLogServicer(client_pb2_grpc.SegLogServicer):
                 p.partition_max_bytes if p.partition_max_bytes > 0 else 1 << 20,
                 p.last_fetched_epoch if request.replica_id >= 0 else -1,
                 p.log_start_offset,
+                read_committed=request.isolation_level == READ_COMMITTED,
             )
             for t in request.topics
             for p in t.partitions
@@ -387,10 +390,15 @@ class SegLogServicer(client_pb2_grpc.SegLogServicer):
                 error_code=code(r.error_name),
                 error_message=r.error_message,
                 high_watermark=r.high_watermark,
-                last_stable_offset=r.high_watermark,
+                last_stable_offset=last_stable_offset(r),
                 log_start_offset=r.log_start_offset,
                 records=r.records,
             )
+            if request.isolation_level == READ_COMMITTED:
+                for a in r.aborted_transactions or ():
+                    pr.aborted_transactions.add(
+                        producer_id=a.producer_id, first_offset=a.first_offset
+                    )
             pr.current_leader.leader_id, pr.current_leader.leader_epoch = r.leader
             if r.diverging_epoch is not None:
                 pr.diverging_epoch.epoch, pr.diverging_epoch.end_offset = r.diverging_epoch
@@ -404,8 +412,9 @@ class SegLogServicer(client_pb2_grpc.SegLogServicer):
 
         def answer(topic: str, p: pb.ListOffsetsPartition) -> dict[str, Any]:
             r = rm.list_offset(
-                (topic, p.partition), p.timestamp, p.current_leader_epoch, request.replica_id
-            )
+                (topic, p.partition), p.timestamp, p.current_leader_epoch, request.replica_id,
+                read_committed=request.isolation_level == READ_COMMITTED,
+            )  # fmt: skip
             return {
                 "error_code": code(r.error_name),
                 "error_message": r.error_message,
@@ -446,11 +455,5 @@ class SegLogServicer(client_pb2_grpc.SegLogServicer):
         self, request: pb.InitProducerIdRequest, context: grpc.ServicerContext
     ) -> pb.InitProducerIdResponse:
         if request.transactional_id:
-            return pb.InitProducerIdResponse(
-                error_code=E.INVALID_REQUEST,
-                error_message=(
-                    "transactions are served on the Kafka listener only (docs/transactions.md);"
-                    " use an idempotent producer here"
-                ),
-            )
+            return init_transactional_producer(self.node, request, context)
         return pb.InitProducerIdResponse(producer_id=self.node.next_producer_id(), producer_epoch=0)

@@ -80,4 +80,3 @@ class SessionFetch:
             if r.error_name == "NONE":
                 self.session.told[tp] = (r.high_watermark, r.log_start_offset)
         return list(self.out.values())
-

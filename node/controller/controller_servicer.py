@@ -173,9 +173,7 @@ class ControllerServicer(cluster_pb2_grpc.ControllerServicer):
         self, request: cpb.ElectLeadersControlRequest, context: grpc.ServicerContext
     ) -> cpb.ElectLeadersControlResponse:
         wanted = (
-            None
-            if request.all_partitions
-            else [(p.topic, p.partition) for p in request.partitions]
+            None if request.all_partitions else [(p.topic, p.partition) for p in request.partitions]
         )
         return answer_election(
             lambda: self.controller.elect_leaders(request.election_type, wanted),

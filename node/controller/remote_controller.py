@@ -494,8 +494,9 @@ class RemoteController:
         )
         if not validate_only:
             self._await(
-                lambda image: name in image.topics
-                and len(image.topics[name].partitions) >= total_count
+                lambda image: (
+                    name in image.topics and len(image.topics[name].partitions) >= total_count
+                )
             )
 
     def elect_leaders(
@@ -521,8 +522,7 @@ class RemoteController:
             # Answer once this broker's metadata shows the new leaders too.
             self._await(
                 lambda image: all(
-                    k[0] in image.topics
-                    and image.topics[k[0]].partitions[k[1]].leader >= 0
+                    k[0] in image.topics and image.topics[k[0]].partitions[k[1]].leader >= 0
                     for k in elected
                 )
             )
@@ -673,9 +673,7 @@ class RemoteController:
             ],
         )
         r = self.client.call(
-            lambda n: self.client.controller_stub(n).AlterPartition(
-                request, timeout=RPC_TIMEOUT_S
-            ),
+            lambda n: self.client.controller_stub(n).AlterPartition(request, timeout=RPC_TIMEOUT_S),
             lambda r: (r.error_code, r.error_message),
             deadline_s=ALTER_PARTITION_DEADLINE_S,
         )

@@ -41,6 +41,7 @@ from .listener_results import (
     expected,
     join_timeout_s,
     offsets_by_topic,
+    stable_only,
     wait_answer,
 )
 
@@ -62,7 +63,7 @@ def _peer_host(context: grpc.ServicerContext) -> str:
 class GroupCoordinatorServicer(groups_pb2_grpc.GroupCoordinatorServicer):
     def __init__(self, node: NodeServices) -> None:
         self.node = node
-        self._slots = threading.BoundedSemaphore(MAX_WAITING_CALLS)
+        self.slots = threading.BoundedSemaphore(MAX_WAITING_CALLS)
 
     def _groups(self, context: grpc.ServicerContext) -> Any:
         """The coordinator, behind Kafka's group ACLs for this caller when an
@@ -87,7 +88,7 @@ class GroupCoordinatorServicer(groups_pb2_grpc.GroupCoordinatorServicer):
         waiting would leave none for the follower fetches that replication needs.
         Beyond the bound the call is refused with RESOURCE_EXHAUSTED, which seglog's
         clients retry after a backoff (as for queued.max.requests)."""
-        if not self._slots.acquire(blocking=False):
+        if not self.slots.acquire(blocking=False):
             context.abort(
                 grpc.StatusCode.RESOURCE_EXHAUSTED,
                 f"{MAX_WAITING_CALLS} group calls already wait on this node; retry",
@@ -95,33 +96,37 @@ class GroupCoordinatorServicer(groups_pb2_grpc.GroupCoordinatorServicer):
         try:
             return wait_answer(submit(), timeout)
         finally:
-            self._slots.release()
+            self.slots.release()
 
     def FindCoordinator(
         self, request: gpb.FindCoordinatorRequest, context: grpc.ServicerContext
     ) -> gpb.FindCoordinatorResponse:
-        if request.key_type != 0:
+        if request.key_type not in (0, 1):
             return gpb.FindCoordinatorResponse(
-                error_code=code("COORDINATOR_NOT_AVAILABLE"),
-                error_message="only group coordinators (key type 0) are served",
+                error_code=code("INVALID_REQUEST"),
+                error_message=f"key type {request.key_type} is not served (0 group, 1 transaction)",
                 node_id=-1,
             )
+        txn = request.key_type == 1
         if not request.key:
             return gpb.FindCoordinatorResponse(
-                error_code=code("INVALID_GROUP_ID"), error_message="empty group id", node_id=-1
+                error_code=code("INVALID_REQUEST" if txn else "INVALID_GROUP_ID"),
+                error_message="empty transactional id" if txn else "empty group id",
+                node_id=-1,
             )
+        rtype = ResourceType.TRANSACTIONAL_ID if txn else ResourceType.GROUP
         authorizer = self.node.authorizer
         if authorizer is not None:
             principal, host = grpc_principal(context)
-            if not authorizer.authorize(
-                principal, host, AclOperation.DESCRIBE, ResourceType.GROUP, request.key
-            ):
+            if not authorizer.authorize(principal, host, AclOperation.DESCRIBE, rtype, request.key):
+                denied = "TRANSACTIONAL_ID_AUTHORIZATION_FAILED" if txn else GROUP_DENIED
                 return gpb.FindCoordinatorResponse(
-                    error_code=code(GROUP_DENIED),
-                    error_message=f"{principal} may not DESCRIBE group {request.key}",
+                    error_code=code(denied),
+                    error_message=f"{principal} may not DESCRIBE {rtype.name} {request.key}",
                     node_id=-1,
                 )
-        error, node_id = self.node.find_group_coordinator(request.key)
+        find = self.node.find_transaction_coordinator if txn else self.node.find_group_coordinator
+        error, node_id = find(request.key)
         if error != NONE:
             return gpb.FindCoordinatorResponse(error_code=code(error), node_id=-1)
         broker = self.node.metadata_image().brokers.get(node_id)
@@ -274,6 +279,8 @@ class GroupCoordinatorServicer(groups_pb2_grpc.GroupCoordinatorServicer):
             OffsetFetchResult,
             OffsetFetchResult,
         )
+        if request.require_stable:
+            r = stable_only(r, self.node.groups.pending_txn_offsets(request.group_id))
         response = gpb.OffsetFetchResponse(error_code=code(r.error))
         for name, offsets in offsets_by_topic(r):
             topic = response.topics.add(name=name)

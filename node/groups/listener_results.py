@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from concurrent.futures import Future
+from dataclasses import replace
 from typing import Any, TypeVar
 
 from .group_config import GroupConfig
@@ -97,3 +98,16 @@ def errors_by_topic(
     for t, p, e in errors:
         out.setdefault(t, []).append((p, e))
     return list(out.items())
+
+
+def stable_only(result: OffsetFetchResult, pending: set[TopicPartition]) -> OffsetFetchResult:
+    """OffsetFetch with require_stable (a read_committed consumer's): a partition whose
+    offset is pending in an open transaction (`pending`) answers UNSTABLE_OFFSET_COMMIT,
+    and the client asks again once the transaction ended."""
+    if result.error != NONE or not pending:
+        return result
+    offsets = tuple(
+        replace(f, error="UNSTABLE_OFFSET_COMMIT") if (f.topic, f.partition) in pending else f
+        for f in result.offsets
+    )
+    return replace(result, offsets=offsets)

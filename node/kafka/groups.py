@@ -40,6 +40,7 @@ from ..groups.listener_results import (
     expected,
     join_timeout_s,
     offsets_by_topic,
+    stable_only,
     wait_answer,
 )
 from ..security.acls import AclOperation, ResourceType
@@ -439,15 +440,8 @@ class KafkaGroupApis:
         )
         future = self._groups().offset_fetch(group_id, wanted)
         r = expected(wait_answer(future), OffsetFetchResult, OffsetFetchResult)
-        if require_stable and r.error == NONE:
-            pending = self.node.groups.pending_txn_offsets(group_id)
-            if pending:
-                unstable = "UNSTABLE_OFFSET_COMMIT"
-                offsets = tuple(
-                    replace(f, error=unstable) if (f.topic, f.partition) in pending else f
-                    for f in r.offsets
-                )
-                r = replace(r, offsets=offsets)
+        if require_stable:
+            r = stable_only(r, self.node.groups.pending_txn_offsets(group_id))
         return r.error, offsets_by_topic(r)
 
     def offset_fetch(self, request: KafkaRequest) -> list[Part]:

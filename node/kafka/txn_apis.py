@@ -18,6 +18,7 @@ from ..groups.listener_results import commit_errors, commit_partitions, wait_ans
 from ..security.acls import AclOperation, ResourceType
 from ..security.group_acls import GROUP_DENIED
 from ..security.kafka_gate import allowed
+from ..transactions.partition_producers import active_producers
 from ..transactions.txn_shard import COORDINATOR_NOT_AVAILABLE, TxnResult
 from .codec import KafkaRequest, Part, encode_response, response_class
 from .errors import error_code
@@ -225,28 +226,18 @@ def describe_producers(apis: KafkaApis, request: KafkaRequest) -> list[Part]:
             if not allowed(apis.authorizer, AclOperation.READ, TOPIC, t.name):
                 error = "TOPIC_AUTHORIZATION_FAILED"
             else:
-                hp = rm.hosted((t.name, index))
-                if hp is None:
-                    error = "UNKNOWN_TOPIC_OR_PARTITION"
-                elif not hp.replica.is_leader:
-                    error = "NOT_LEADER_OR_FOLLOWER"
-                else:
-                    with hp.plog.lock:
-                        entries = list(hp.plog.log.producer_state.active_producers.values())
-                    active = [
-                        cls.TopicResponse.PartitionResponse.ProducerState(
-                            producer_id=e.producer_id,
-                            producer_epoch=e.producer_epoch,
-                            last_sequence=e.last_seq,
-                            last_timestamp=e.last_timestamp,
-                            coordinator_epoch=e.coordinator_epoch,
-                            current_txn_start_offset=(
-                                -1 if e.current_txn_first_offset is None
-                                else e.current_txn_first_offset
-                            ),
-                        )
-                        for e in entries
-                    ]  # fmt: skip
+                error, found = active_producers(rm, t.name, index)
+                active = [
+                    cls.TopicResponse.PartitionResponse.ProducerState(
+                        producer_id=e.producer_id,
+                        producer_epoch=e.producer_epoch,
+                        last_sequence=e.last_sequence,
+                        last_timestamp=e.last_timestamp,
+                        coordinator_epoch=e.coordinator_epoch,
+                        current_txn_start_offset=e.current_txn_start_offset,
+                    )
+                    for e in found
+                ]
             if error != "NONE":
                 message = f"{error} for {t.name}-{index}"
             partitions.append(

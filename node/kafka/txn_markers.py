@@ -11,19 +11,17 @@ from __future__ import annotations
 from typing import Any, Protocol
 
 from seglog.storage.disk_and_clock import plain_monotonic_s
-from seglog.storage.log_txns import TxnMarkerAppend
-from seglog.storage.producer_state import ControlMarker
 
 from ..groups.offsets_records import OFFSETS_TOPIC
 from ..security.acls import CLUSTER_NAME, AclOperation, ResourceType
 from ..security.kafka_gate import allowed
+from ..transactions.partition_producers import MARKER_TIMEOUT_MS, marker_appends
 from .codec import KafkaRequest, Part, encode_response, response_class
 from .deferred import Deferred, Done, OnLoop
 from .errors import error_code
 from .node_api import KafkaNode
 
 CLUSTER = ResourceType.CLUSTER
-MARKER_TIMEOUT_MS = 30_000  # Kafka's request.timeout.ms for the coordinator's markers
 
 Key = tuple[int, str, int]  # marker index, topic, partition
 
@@ -46,12 +44,12 @@ def write_txn_markers(apis: KafkaApis, request: KafkaRequest) -> list[Part] | De
     items = []
     keys = []
     for i, m in enumerate(req.markers):
-        marker = ControlMarker("COMMIT" if m.transaction_result else "ABORT", m.coordinator_epoch)
+        append = marker_appends(
+            m.producer_id, m.producer_epoch, m.transaction_result, m.coordinator_epoch
+        )
         for t in m.topics:
             for p in t.partition_indexes:
-                items.append(
-                    ((t.name, p), TxnMarkerAppend(m.producer_id, m.producer_epoch, marker))
-                )
+                items.append(((t.name, p), append))
                 keys.append((i, t.name, p))
     if not items:
         return _response(request, {}, {})
