@@ -8,9 +8,10 @@ import selectors
 import socket
 import ssl
 from collections import deque
+from collections.abc import Callable
 from typing import Protocol
 
-from seglog.storage.disk_and_clock import plain_monotonic_s
+from seglog.storage.disk_and_clock import plain_monotonic_s, plain_perf_s
 from seglog.storage.file_slice import FileSlice
 
 from ..security.kafka_gate import KafkaSession
@@ -25,6 +26,36 @@ class Responder(Protocol):
         self, conn: Connection, slot: Slot, parts: list[Part] | None, close: bool = False
     ) -> None: ...
     def started(self, conn: Connection) -> None: ...
+
+
+# Told a request's API name and the seconds its response took to be written out.
+SentObserver = Callable[[str, float], None]
+
+
+class SendTimes:
+    """When a connection's responses went out: the parts queued and sent so far, and per
+    queued response the parts count that completes it, its API and when it was queued."""
+
+    __slots__ = ("parts_queued", "parts_sent", "pending")
+
+    def __init__(self) -> None:
+        self.parts_queued = 0
+        self.parts_sent = 0
+        self.pending: deque[tuple[int, str, float]] = deque()
+
+    def queued(self, api: str, parts: int) -> None:
+        self.parts_queued += parts
+        self.pending.append((self.parts_queued, api, plain_perf_s()))
+
+    def part_sent(self, on_sent: SentObserver | None) -> None:
+        """One more part written out: each response it completes is told to `on_sent`."""
+        self.parts_sent += 1
+        pending = self.pending
+        # Bounded by the responses queued on the connection.
+        while pending and pending[0][0] <= self.parts_sent:
+            _, api, queued = pending.popleft()
+            if on_sent is not None:
+                on_sent(api, plain_perf_s() - queued)
 
 
 class Slot:
@@ -67,11 +98,7 @@ class Connection:
         self.principal: KafkaPrincipal = ANONYMOUS  # a TLS client's certificate subject
         self.host = conn_id.rsplit("-", 2)[0].rpartition(":")[0]
         self.session: KafkaSession | None = None  # the security gate's, from the first request
-        # Response send times: parts queued and sent so far, and per response in
-        # outq (the parts count that completes it, its API, when it was queued).
-        self.parts_queued = 0
-        self.parts_sent = 0
-        self.sending: deque[tuple[int, str, float]] = deque()
+        self.send_times = SendTimes()
 
     def set_tls(self, context: ssl.SSLContext) -> None:
         self.tls = context.wrap_bio(self.tls_in, self.tls_out, server_side=True)

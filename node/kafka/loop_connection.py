@@ -40,8 +40,7 @@ from ..security.kafka_tls import ListenerTls
 from ..security.principal import ANONYMOUS, KafkaPrincipal, certificate_principal
 from ..security.tls_records import RecordReader
 from .codec import InvalidRequestError, KafkaRequest, Part, parse_request
-from .connection import Slot, close_parts
-from .processor import SentObserver
+from .connection import SendTimes, SentObserver, Slot, close_parts
 from .socket_settings import SocketSettings
 
 _log = EventLogger("kafka")
@@ -79,10 +78,7 @@ class KafkaConnection(asyncio.Protocol):
         self.unstarted: Slot | None = None  # waiting for the handler pool to start it
         self.outq: deque[Part] = deque()
         self.out_pos = 0  # bytes of outq[0] already written
-        # Response send times: (parts written when it is done, its API, queued at).
-        self.parts_queued = 0
-        self.parts_sent = 0
-        self.sending: deque[tuple[int, str, float]] = deque()
+        self.send_times = SendTimes()
         self.write_paused = False
         self.taking = False  # in take_requests: an answer given inline does not re-enter
         self.reading = True
@@ -252,8 +248,7 @@ class KafkaConnection(asyncio.Protocol):
                 self.throttle(head.request.throttle_ms)
             if head.parts:  # None: no response (acks=0)
                 self.outq.extend(head.parts)
-                self.parts_queued += len(head.parts)
-                self.sending.append((self.parts_queued, head.api, plain_perf_s()))
+                self.send_times.queued(head.api, len(head.parts))
         self._pump()
         self._update_reading()
         self.take_requests()
@@ -334,13 +329,7 @@ class KafkaConnection(asyncio.Protocol):
             self.out_pos = 0
             if isinstance(part, FileSlice):
                 part.close()
-            self.parts_sent += 1
-            on_sent = self.server.on_sent
-            # Bounded by the responses queued on the connection.
-            while self.sending and self.sending[0][0] <= self.parts_sent:
-                _, api, queued = self.sending.popleft()
-                if on_sent is not None:
-                    on_sent(api, plain_perf_s() - queued)
+            self.send_times.part_sent(self.server.on_sent)
 
     # --- TLS -----------------------------------------------------------------------------
 

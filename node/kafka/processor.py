@@ -15,7 +15,6 @@ import ssl
 import struct
 import threading
 from collections import deque
-from collections.abc import Callable
 from typing import Protocol
 
 from seglog.storage.disk_and_clock import plain_monotonic_s, plain_perf_s
@@ -27,7 +26,7 @@ from ..security.kafka_tls import ListenerTls
 from ..security.principal import certificate_principal
 from ..security.tls_records import RecordReader
 from .codec import InvalidRequestError, Part, parse_request
-from .connection import Connection, Slot, close_parts
+from .connection import Connection, SentObserver, Slot, close_parts
 from .request_channel import RequestChannel
 from .socket_settings import SocketSettings
 
@@ -48,8 +47,6 @@ TLS_RECV_CHUNK = 256 * 1024  # ciphertext bytes taken per recv on a TLS connecti
 MAX_RCVLOWAT = 32 * 1024
 TLS_MAX_RECORD = 5 + 2**14 + 2048  # a TLS record's header and longest ciphertext (RFC 5246)
 
-# Told a request's API name and the seconds its response took to be written out.
-SentObserver = Callable[[str, float], None]
 
 
 class NetworkServer(Protocol):
@@ -265,8 +262,7 @@ class Processor(threading.Thread):
                     if head.parts:  # None: no response (acks=0)
                         conn.outq.extend(head.parts)
                         if self.server.on_sent is not None:
-                            conn.parts_queued += len(head.parts)
-                            conn.sending.append((conn.parts_queued, head.api, plain_perf_s()))
+                            conn.send_times.queued(head.api, len(head.parts))
             if conn.outq:
                 self._write(conn)
             else:
@@ -438,8 +434,8 @@ class Processor(threading.Thread):
             conn.out_pos = 0
             if isinstance(part, FileSlice):
                 part.close()
-            if conn.sending:
-                self._sent_part(conn)
+            if conn.send_times.pending:
+                conn.send_times.part_sent(self.server.on_sent)
 
     def _write_tls(self, conn: Connection) -> None:
         """Encrypt the queued parts a chunk at a time, each once the ciphertext of the
@@ -476,15 +472,6 @@ class Processor(threading.Thread):
             self._advance(conn, part, n)
         self._interest(conn)
         self._next_request(conn)
-
-    def _sent_part(self, conn: Connection) -> None:
-        conn.parts_sent += 1
-        on_sent = self.server.on_sent
-        # Bounded by the responses queued on the connection.
-        while conn.sending and conn.sending[0][0] <= conn.parts_sent:
-            _, api, queued = conn.sending.popleft()
-            if on_sent is not None:
-                on_sent(api, plain_perf_s() - queued)
 
     def _close_idle(self) -> None:
         limit = self.settings.connections_max_idle_ms / 1000
