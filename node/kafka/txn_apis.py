@@ -118,34 +118,28 @@ def add_partitions_to_txn(apis: KafkaApis, request: KafkaRequest) -> list[Part]:
 def add_offsets_to_txn(apis: KafkaApis, request: KafkaRequest) -> list[Part]:
     req = request.body
     if not allowed(apis.authorizer, AclOperation.READ, ResourceType.GROUP, req.group_id):
-        r = TxnResult("GROUP_AUTHORIZATION_FAILED")
-    else:
-        r = _call(
-            apis,
-            request,
-            req.transactional_id,
-            "add_offsets",
-            req.producer_id,
-            req.producer_epoch,
-            req.group_id,
-        )
-    cls = response_class(request)
-    return encode_response(request, cls(throttle_time_ms=0, error_code=_code(request, r.error)))
+        return _error_only(request, "GROUP_AUTHORIZATION_FAILED")
+    return _error_only(request, _producer_call(apis, request, "add_offsets", req.group_id).error)
 
 
 def end_txn(apis: KafkaApis, request: KafkaRequest) -> list[Part]:
-    req = request.body
-    r = _call(
-        apis,
-        request,
-        req.transactional_id,
-        "end_txn",
-        req.producer_id,
-        req.producer_epoch,
-        req.committed,
+    return _error_only(
+        request, _producer_call(apis, request, "end_txn", request.body.committed).error
     )
+
+
+def _producer_call(apis: KafkaApis, request: KafkaRequest, method: str, arg: object) -> TxnResult:
+    """`_call` with the request's transactional id, producer id and epoch, then `arg`."""
+    req = request.body
+    return _call(
+        apis, request, req.transactional_id, method, req.producer_id, req.producer_epoch, arg
+    )
+
+
+def _error_only(request: KafkaRequest, error: str) -> list[Part]:
+    """The answer of an API that answers with its error alone."""
     cls = response_class(request)
-    return encode_response(request, cls(throttle_time_ms=0, error_code=_code(request, r.error)))
+    return encode_response(request, cls(throttle_time_ms=0, error_code=_code(request, error)))
 
 
 def describe_transactions(apis: KafkaApis, request: KafkaRequest) -> list[Part]:
