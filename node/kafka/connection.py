@@ -7,6 +7,7 @@ from __future__ import annotations
 import selectors
 import socket
 import ssl
+import struct
 from collections import deque
 from collections.abc import Callable
 from typing import Protocol
@@ -14,9 +15,40 @@ from typing import Protocol
 from seglog.storage.disk_and_clock import plain_monotonic_s, plain_perf_s
 from seglog.storage.file_slice import FileSlice
 
+from ..event_log import EventLogger
 from ..security.kafka_gate import KafkaSession
 from ..security.principal import ANONYMOUS, KafkaPrincipal
-from .codec import KafkaRequest, Part
+from .codec import InvalidRequestError, KafkaRequest, Part, parse_request
+
+_log = EventLogger("kafka")
+_SIZE = struct.Struct(">i")
+
+
+class FrameRefused(Exception):
+    """A frame the connection must be closed for (logged already); says why."""
+
+
+def take_request(inbuf: bytearray, limit: int, conn_id: str, host: str) -> KafkaRequest | None:
+    """The request of the buffer's first whole 4-byte-length frame, taken off it (None
+    while the frame is incomplete). A frame over `limit` (socket.request.max.bytes), or
+    one that does not parse, raises FrameRefused."""
+    (size,) = _SIZE.unpack_from(inbuf)
+    if size < 0 or size > limit:
+        _log.warning("kafka_frame_refused", connection=conn_id, size=size, max=limit)
+        raise FrameRefused("frame size out of range")
+    if len(inbuf) < 4 + size:
+        return None
+    with memoryview(inbuf) as view:  # one copy, released before the del
+        frame = bytes(view[4 : 4 + size])
+    del inbuf[: 4 + size]
+    try:
+        request = parse_request(frame)
+    except InvalidRequestError as e:
+        _log.warning("kafka_request_refused", connection=conn_id, reason=str(e))
+        raise FrameRefused("invalid request") from None
+    request.client_host = host.strip("[]")
+    request.received_s = plain_perf_s()
+    return request
 
 
 class Responder(Protocol):

@@ -27,11 +27,10 @@ import contextlib
 import os
 import socket
 import ssl
-import struct
 from collections import deque
 from typing import Protocol, cast
 
-from seglog.storage.disk_and_clock import plain_monotonic_s, plain_perf_s
+from seglog.storage.disk_and_clock import plain_monotonic_s
 from seglog.storage.file_slice import FileSlice
 
 from ..event_log import EventLogger
@@ -39,12 +38,11 @@ from ..security.kafka_gate import KafkaSession
 from ..security.kafka_tls import ListenerTls
 from ..security.principal import ANONYMOUS, KafkaPrincipal, certificate_principal
 from ..security.tls_records import RecordReader
-from .codec import InvalidRequestError, KafkaRequest, Part, parse_request
-from .connection import SendTimes, SentObserver, Slot, close_parts
+from .codec import KafkaRequest, Part
+from .connection import FrameRefused, SendTimes, SentObserver, Slot, close_parts, take_request
 from .socket_settings import SocketSettings
 
 _log = EventLogger("kafka")
-_SIZE = struct.Struct(">i")
 MAX_IN_FLIGHT = 5  # requests of one connection being handled or awaiting their turn
 WRITE_HIGH = 1 << 20  # the transport's write buffer above which reading pauses
 WRITE_CHUNK = 256 * 1024  # bytes of a FileSlice read (or encrypted) at a time
@@ -203,25 +201,15 @@ class KafkaConnection(asyncio.Protocol):
     def _take_frames(self) -> None:
         # Bounded by the buffer: each pass takes a frame or returns.
         while not self.closed and not self.muted() and len(self.inbuf) >= 4:
-            (size,) = _SIZE.unpack_from(self.inbuf)
-            limit = self.server.settings.socket_request_max_bytes
-            if size < 0 or size > limit:
-                _log.warning("kafka_frame_refused", connection=self.id, size=size, max=limit)
-                self.close("frame size out of range")
-                return
-            if len(self.inbuf) < 4 + size:
-                break
-            with memoryview(self.inbuf) as view:  # one copy, released before the del
-                frame = bytes(view[4 : 4 + size])
-            del self.inbuf[: 4 + size]
             try:
-                request = parse_request(frame)
-            except InvalidRequestError as e:
-                _log.warning("kafka_request_refused", connection=self.id, reason=str(e))
-                self.close("invalid request")
+                request = take_request(
+                    self.inbuf, self.server.settings.socket_request_max_bytes, self.id, self.host
+                )
+            except FrameRefused as e:
+                self.close(str(e))
                 return
-            request.client_host = self.host.strip("[]")
-            request.received_s = plain_perf_s()
+            if request is None:
+                break
             slot = Slot(request.spec.name, request)
             self.slots.append(slot)
             self.server.dispatch(self, request, slot)

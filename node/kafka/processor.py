@@ -17,7 +17,7 @@ import threading
 from collections import deque
 from typing import Protocol
 
-from seglog.storage.disk_and_clock import plain_monotonic_s, plain_perf_s
+from seglog.storage.disk_and_clock import plain_monotonic_s
 from seglog.storage.file_slice import FileSlice
 
 from ..event_log import EventLogger
@@ -25,8 +25,8 @@ from ..idle_meter import IdleMeter
 from ..security.kafka_tls import ListenerTls
 from ..security.principal import certificate_principal
 from ..security.tls_records import RecordReader
-from .codec import InvalidRequestError, Part, parse_request
-from .connection import Connection, SentObserver, Slot, close_parts
+from .codec import Part
+from .connection import Connection, FrameRefused, SentObserver, Slot, close_parts, take_request
 from .request_channel import RequestChannel
 from .socket_settings import SocketSettings
 
@@ -46,7 +46,6 @@ TLS_RECV_CHUNK = 256 * 1024  # ciphertext bytes taken per recv on a TLS connecti
 # stays under it and still wakes the loop once per 32 KiB instead of once per record.
 MAX_RCVLOWAT = 32 * 1024
 TLS_MAX_RECORD = 5 + 2**14 + 2048  # a TLS record's header and longest ciphertext (RFC 5246)
-
 
 
 class NetworkServer(Protocol):
@@ -368,28 +367,17 @@ class Processor(threading.Thread):
         """Take one whole frame off the connection's buffer, if there is one."""
         if self._muted(conn) or conn.closed or len(conn.inbuf) < 4:
             return
-        (size,) = _SIZE.unpack_from(conn.inbuf)
-        if size < 0 or size > self.settings.socket_request_max_bytes:
-            _log.warning(
-                "kafka_frame_refused",
-                connection=conn.id,
-                size=size,
-                max=self.settings.socket_request_max_bytes,
-            )
-            self._close(conn, "frame size out of range")
-            return
-        if len(conn.inbuf) < 4 + size:
-            return
-        with memoryview(conn.inbuf) as view:  # one copy, released before the del
-            frame = bytes(view[4 : 4 + size])
-        del conn.inbuf[: 4 + size]
         try:
-            request = parse_request(frame)
-            request.client_host = conn.id.rpartition(":")[0].strip("[]")
-            request.received_s = plain_perf_s()
-        except InvalidRequestError as e:
-            _log.warning("kafka_request_refused", connection=conn.id, reason=str(e))
-            self._close(conn, "invalid request")
+            request = take_request(
+                conn.inbuf,
+                self.settings.socket_request_max_bytes,
+                conn.id,
+                conn.id.rpartition(":")[0],
+            )
+        except FrameRefused as e:
+            self._close(conn, str(e))
+            return
+        if request is None:
             return
         slot = Slot(request.spec.name)
         conn.slots.append(slot)
