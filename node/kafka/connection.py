@@ -24,6 +24,29 @@ _log = EventLogger("kafka")
 _SIZE = struct.Struct(">i")
 
 
+class Outgoing(Protocol):
+    """A connection's queue of response parts, as both listener models keep it."""
+
+    outq: deque[Part]
+    out_pos: int  # bytes of outq[0] already sent
+    last_active: float
+    send_times: SendTimes
+
+
+def advance(conn: Outgoing, part: Part, n: int, on_sent: SentObserver | None) -> None:
+    """`n` more bytes of the queue's first part are on their way: past its end, the
+    part is done (its file closed, its send time recorded)."""
+    conn.out_pos += n
+    conn.last_active = plain_monotonic_s()
+    if conn.out_pos >= len(part):
+        conn.outq.popleft()
+        conn.out_pos = 0
+        if isinstance(part, FileSlice):
+            part.close()
+        if conn.send_times.pending:  # else every part queued is sent (or none is timed)
+            conn.send_times.part_sent(on_sent)
+
+
 class FrameRefused(Exception):
     """A frame the connection must be closed for (logged already); says why."""
 

@@ -39,7 +39,15 @@ from ..security.kafka_tls import ListenerTls
 from ..security.principal import ANONYMOUS, KafkaPrincipal, certificate_principal
 from ..security.tls_records import RecordReader
 from .codec import KafkaRequest, Part
-from .connection import FrameRefused, SendTimes, SentObserver, Slot, close_parts, take_request
+from .connection import (
+    FrameRefused,
+    SendTimes,
+    SentObserver,
+    Slot,
+    advance,
+    close_parts,
+    take_request,
+)
 from .socket_settings import SocketSettings
 
 _log = EventLogger("kafka")
@@ -259,7 +267,7 @@ class KafkaConnection(asyncio.Protocol):
                 view = memoryview(part)[self.out_pos :]
                 self._write(view)
                 n = len(view)
-            self._advance(part, n)
+            advance(self, part, n, self.server.on_sent)
 
     def _write_slice(self, part: FileSlice) -> int:
         """Bytes of the slice handed on now (-1: closed): sendfile straight to the
@@ -308,16 +316,6 @@ class KafkaConnection(asyncio.Protocol):
     def _flush_tls(self) -> None:
         if self.tls_out.pending and self.transport is not None:
             self.transport.write(self.tls_out.read())
-
-    def _advance(self, part: Part, n: int) -> None:
-        self.out_pos += n
-        self.last_active = plain_monotonic_s()
-        if self.out_pos >= len(part):
-            self.outq.popleft()
-            self.out_pos = 0
-            if isinstance(part, FileSlice):
-                part.close()
-            self.send_times.part_sent(self.server.on_sent)
 
     # --- TLS -----------------------------------------------------------------------------
 

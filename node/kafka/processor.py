@@ -26,7 +26,15 @@ from ..security.kafka_tls import ListenerTls
 from ..security.principal import certificate_principal
 from ..security.tls_records import RecordReader
 from .codec import Part
-from .connection import Connection, FrameRefused, SentObserver, Slot, close_parts, take_request
+from .connection import (
+    Connection,
+    FrameRefused,
+    SentObserver,
+    Slot,
+    advance,
+    close_parts,
+    take_request,
+)
 from .request_channel import RequestChannel
 from .socket_settings import SocketSettings
 
@@ -408,22 +416,9 @@ class Processor(threading.Thread):
             except OSError as e:
                 self._close(conn, f"write failed: {e}")
                 return
-            self._advance(conn, part, n)
+            advance(conn, part, n, self.server.on_sent)
         self._interest(conn)
         self._next_request(conn)
-
-    def _advance(self, conn: Connection, part: Part, n: int) -> None:
-        """`n` more bytes of the queue's first part are on their way: past its end, the
-        part is done (its file closed, its send time recorded)."""
-        conn.out_pos += n
-        conn.last_active = plain_monotonic_s()
-        if conn.out_pos >= len(part):
-            conn.outq.popleft()
-            conn.out_pos = 0
-            if isinstance(part, FileSlice):
-                part.close()
-            if conn.send_times.pending:
-                conn.send_times.part_sent(self.server.on_sent)
 
     def _write_tls(self, conn: Connection) -> None:
         """Encrypt the queued parts a chunk at a time, each once the ciphertext of the
@@ -457,7 +452,7 @@ class Processor(threading.Thread):
                 self._close(conn, f"write failed: {e}")
                 return
             conn.take_ciphertext()
-            self._advance(conn, part, n)
+            advance(conn, part, n, self.server.on_sent)
         self._interest(conn)
         self._next_request(conn)
 
