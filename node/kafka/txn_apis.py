@@ -19,7 +19,7 @@ from ..security.acls import AclOperation, ResourceType
 from ..security.group_acls import GROUP_DENIED
 from ..security.kafka_gate import allowed
 from ..transactions.txn_shard import COORDINATOR_NOT_AVAILABLE, TxnResult
-from .codec import KafkaRequest, Part, encode_response, response_class
+from .codec import KafkaRequest, Part, encode_response, partition_errors, response_class
 from .errors import error_code
 from .txn_markers import KafkaApis
 
@@ -286,18 +286,10 @@ def txn_offset_commit(apis: KafkaApis, request: KafkaRequest) -> list[Part]:
             errors.update(commit_errors(wait_answer(future), allowed_parts))
     cls = response_class(request)
     topic_cls = cls.TxnOffsetCommitResponseTopic
-    part_cls = topic_cls.TxnOffsetCommitResponsePartition
-    topics = [
-        topic_cls(
-            name=t.name,
-            partitions=[
-                part_cls(
-                    partition_index=p.partition_index,
-                    error_code=_code(request, errors.get((t.name, p.partition_index), "NONE")),
-                )
-                for p in t.partitions
-            ],
-        )
-        for t in req.topics
-    ]
+    topics = partition_errors(
+        req.topics,
+        topic_cls,
+        topic_cls.TxnOffsetCommitResponsePartition,
+        lambda t, p: _code(request, errors.get((t, p), "NONE")),
+    )
     return encode_response(request, cls(throttle_time_ms=0, topics=topics))
