@@ -4,6 +4,7 @@ order."""
 
 from __future__ import annotations
 
+import os
 import selectors
 import socket
 import ssl
@@ -45,6 +46,23 @@ def advance(conn: Outgoing, part: Part, n: int, on_sent: SentObserver | None) ->
             part.close()
         if conn.send_times.pending:  # else every part queued is sent (or none is timed)
             conn.send_times.part_sent(on_sent)
+
+
+class SendFailed(Exception):
+    """A response part that cannot be sent: the connection closes; says why."""
+
+
+def slice_chunk(part: FileSlice, pos: int, limit: int) -> bytes:
+    """Up to `limit` bytes of a FileSlice from `pos` on, read from its segment file (for
+    TLS to encrypt, or a transport to buffer). SendFailed if the file does not give them."""
+    left = part.size - pos
+    try:
+        chunk = os.pread(part.fd, min(left, limit), part.position + pos)
+    except OSError as e:
+        raise SendFailed(f"write failed: {e}") from None
+    if not chunk and left > 0:
+        raise SendFailed("segment file truncated during a fetch response")
+    return chunk
 
 
 class FrameRefused(Exception):

@@ -41,11 +41,13 @@ from ..security.tls_records import RecordReader
 from .codec import KafkaRequest, Part
 from .connection import (
     FrameRefused,
+    SendFailed,
     SendTimes,
     SentObserver,
     Slot,
     advance,
     close_parts,
+    slice_chunk,
     take_request,
 )
 from .socket_settings import SocketSettings
@@ -288,12 +290,9 @@ class KafkaConnection(asyncio.Protocol):
             if n > 0:
                 return n
         try:
-            chunk = os.pread(part.fd, min(left, WRITE_CHUNK), at)
-        except OSError as e:
-            self.close(f"write failed: {e}")
-            return -1
-        if not chunk and left > 0:
-            self.close("segment file truncated during a fetch response")
+            chunk = slice_chunk(part, self.out_pos, WRITE_CHUNK)
+        except SendFailed as e:
+            self.close(str(e))
             return -1
         self._write(chunk)
         return len(chunk)

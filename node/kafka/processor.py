@@ -29,10 +29,12 @@ from .codec import Part
 from .connection import (
     Connection,
     FrameRefused,
+    SendFailed,
     SentObserver,
     Slot,
     advance,
     close_parts,
+    slice_chunk,
     take_request,
 )
 from .request_channel import RequestChannel
@@ -433,16 +435,10 @@ class Processor(threading.Thread):
                 break
             part = conn.outq[0]
             if isinstance(part, FileSlice):
-                left = part.size - conn.out_pos
                 try:
-                    chunk: bytes | memoryview = os.pread(
-                        part.fd, min(left, TLS_CHUNK), part.position + conn.out_pos
-                    )
-                except OSError as e:
-                    self._close(conn, f"write failed: {e}")
-                    return
-                if not chunk and left > 0:
-                    self._close(conn, "segment file truncated during a fetch response")
+                    chunk: bytes | memoryview = slice_chunk(part, conn.out_pos, TLS_CHUNK)
+                except SendFailed as e:
+                    self._close(conn, str(e))
                     return
             else:
                 chunk = memoryview(part)[conn.out_pos : conn.out_pos + TLS_CHUNK]
