@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Protocol
 
@@ -336,37 +336,34 @@ class LogCleanerManager:
             return
         truncations = r.truncations
         self._checkpoint_for(plog.directory.path).update(tp, r.map_end)
+        summary = PassSummary(
+            finished_ms=self._clock(),
+            first_dirty=r.first_dirty,
+            checkpoint=r.map_end,
+            records_read=r.records_read,
+            records_kept=r.records_kept,
+            bytes_read=r.bytes_read,
+            bytes_written=r.bytes_written,
+            segments_cleaned=r.segments_cleaned,
+            seconds=round(r.elapsed_s, 3),
+        )
         with self._cond:
             self._truncations[tp] = truncations
             if r.horizon_due_ms is None:
                 self._horizons.pop(tp, None)
             else:
                 self._horizons[tp] = r.horizon_due_ms
-            self.last_pass[tp] = PassSummary(
-                finished_ms=self._clock(),
-                first_dirty=r.first_dirty,
-                checkpoint=r.map_end,
-                records_read=r.records_read,
-                records_kept=r.records_kept,
-                bytes_read=r.bytes_read,
-                bytes_written=r.bytes_written,
-                segments_cleaned=r.segments_cleaned,
-                seconds=round(r.elapsed_s, 3),
-            )
+            self.last_pass[tp] = summary
+        # The event holds the summary's figures (`segments` its segments_cleaned).
+        stats = asdict(summary)
+        del stats["finished_ms"]
+        stats["segments"] = stats.pop("segments_cleaned")
         _log.info(
             "log_cleaned",
             topic=tp[0],
             partition=tp[1],
-            first_dirty=r.first_dirty,
-            checkpoint=r.map_end,
             dirty_ratio=round(r.dirty_ratio, 3),
-            records_read=r.records_read,
-            records_kept=r.records_kept,
-            bytes_read=r.bytes_read,
-            bytes_written=r.bytes_written,
-            segments=r.segments_cleaned,
-            seconds=round(r.elapsed_s, 3),
+            **stats,
         )
-
 
 __all__ = ["CleanerLag", "LogCleanerManager", "PassSummary"]

@@ -36,11 +36,9 @@ its old state (as in Kafka); those answers are not checked against newer commits
 
 from __future__ import annotations
 
-import argparse
 import heapq
 import random
 import sys
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import partial
@@ -61,6 +59,7 @@ from seglog.node.groups.group_messages import (
     SyncResult,
 )
 from seglog.node.groups.group_state import GroupState
+from seglog.sim.seed_runs import SimInvariantError, seeds_main
 
 NODES = (1, 2, 3)
 TOPIC = "t"
@@ -70,10 +69,6 @@ REBALANCE_MS = 8_000
 HEARTBEAT_MS = 2_000
 FAULT_MS = 60_000  # faults stop after this much simulated time
 SETTLE_MS = 90_000  # then every live consumer must settle within this
-
-
-class SimInvariantError(AssertionError):
-    pass
 
 
 @dataclass
@@ -705,24 +700,7 @@ def run_seed(seed: int, verbose: bool = False) -> GroupSim:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m seglog.sim.group_sim")
-    parser.add_argument("--seed", type=int, help="replay one seed")
-    parser.add_argument("--seeds", type=int, default=1000, help="run seeds 0..N-1")
-    parser.add_argument("--start", type=int, default=0)
-    parser.add_argument("--verbose", action="store_true")
-    args = parser.parse_args(argv)
-    seeds = [args.seed] if args.seed is not None else range(args.start, args.start + args.seeds)
-    started = time.monotonic()
-    failed = 0
-    for seed in seeds:
-        try:
-            run_seed(seed, args.verbose)
-        except SimInvariantError as e:
-            failed += 1
-            print(f"FAIL {e}", file=sys.stderr)
-    n = len(seeds)
-    print(f"{n - failed}/{n} seeds passed in {time.monotonic() - started:.1f}s")
-    return 1 if failed else 0
+    return seeds_main("python -m seglog.sim.group_sim", run_seed, argv)
 
 
 if __name__ == "__main__":

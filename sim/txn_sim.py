@@ -28,7 +28,6 @@ Empty, CompleteCommit or CompleteAbort, its markers written.
 
 from __future__ import annotations
 
-import argparse
 import random
 import sys
 from dataclasses import dataclass, field
@@ -39,6 +38,7 @@ from seglog.node.transactions.transaction_coordinator import TransactionCoordina
 from seglog.node.transactions.txn_metadata import VALID_PREVIOUS
 from seglog.node.transactions.txn_records import TxnLogValue, TxnState
 from seglog.node.transactions.txn_shard import Action, Append, Respond, SendMarkers, TxnResult
+from seglog.sim.seed_runs import SimInvariantError, seeds_main
 
 S = TxnState
 NODES = (1, 2, 3)
@@ -47,10 +47,6 @@ PARTITIONS = [("orders", p) for p in range(3)]
 TIMEOUT_MS = 3_000
 STEPS = 400
 DONE_STATES = (S.EMPTY, S.COMPLETE_COMMIT, S.COMPLETE_ABORT)
-
-
-class SimInvariantError(AssertionError):
-    """An invariant broke: the message names the seed and the step."""
 
 
 @dataclass
@@ -296,21 +292,7 @@ def run_seed(seed: int, verbose: bool = False) -> TxnSim:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--seed", type=int, default=None, help="run one seed")
-    parser.add_argument("--seeds", type=int, default=1000, help="run seeds 0..N-1")
-    parser.add_argument("--verbose", action="store_true")
-    args = parser.parse_args(argv)
-    seeds = [args.seed] if args.seed is not None else range(args.seeds)
-    failed = 0
-    for seed in seeds:
-        try:
-            run_seed(seed, args.verbose)
-        except SimInvariantError as e:
-            failed += 1
-            print(e)
-    print(f"{len(seeds) - failed} passed, {failed} failed")
-    return 1 if failed else 0
+    return seeds_main("python -m seglog.sim.txn_sim", run_seed, argv)
 
 
 if __name__ == "__main__":

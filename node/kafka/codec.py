@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import struct
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -428,6 +429,25 @@ def encode_response(request: KafkaRequest, body: Any, version: int | None = None
     encoded = bytes(body.encode(version=request.api_version if version is None else version))
     header = response_header(request)
     return [_INT32.pack(len(header) + len(encoded)) + header + encoded]
+
+
+def partition_errors(
+    topics: Any, topic_cls: Any, part_cls: Any, code: Callable[[str, int], int]
+) -> list[Any]:
+    """An error-per-partition answer's topics (OffsetCommit's, TxnOffsetCommit's): every
+    requested partition, in request order, with `code(topic, partition)` as its error."""
+    return [
+        topic_cls(
+            name=t.name,
+            partitions=[
+                part_cls(
+                    partition_index=p.partition_index, error_code=code(t.name, p.partition_index)
+                )
+                for p in t.partitions
+            ],
+        )
+        for t in topics
+    ]
 
 
 def placeholder() -> bytes:

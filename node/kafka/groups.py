@@ -48,7 +48,7 @@ from ..security.group_acls import GROUP_DENIED, GuardedGroups, done_future
 from ..security.kafka_gate import allowed, authorized_operations, caller_may
 from ..security.node_authorizer import NodeAuthorizer
 from . import group_configs
-from .codec import KafkaRequest, Part, encode_response, response_class
+from .codec import KafkaRequest, Part, encode_response, partition_errors, response_class
 from .errors import error_code
 from .metadata import live_brokers
 from .node_api import KafkaNode
@@ -394,19 +394,12 @@ class KafkaGroupApis:
             cls = response_class(request)
             errors = commit_errors(wait_answer(future), known)
             errors.update(dict.fromkeys(unknown, UNKNOWN_TOPIC_OR_PARTITION))
-            topics = [
-                cls.OffsetCommitResponseTopic(
-                    name=t.name,
-                    partitions=[
-                        cls.OffsetCommitResponseTopic.OffsetCommitResponsePartition(
-                            partition_index=p.partition_index,
-                            error_code=error_code(errors.get((t.name, p.partition_index), NONE)),
-                        )
-                        for p in t.partitions
-                    ],
-                )
-                for t in req.topics
-            ]
+            topics = partition_errors(
+                req.topics,
+                cls.OffsetCommitResponseTopic,
+                cls.OffsetCommitResponseTopic.OffsetCommitResponsePartition,
+                lambda t, p: error_code(errors.get((t, p), NONE)),
+            )
             return encode_response(request, cls(throttle_time_ms=0, topics=topics))
 
         return Deferred(answer)

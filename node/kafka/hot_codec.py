@@ -102,19 +102,8 @@ class Reader:
         return int(self.fixed(_I64)[0])
 
     def uvarint(self) -> int:
-        buf, pos, value, shift = self.buf, self.pos, 0, 0
-        # Bounded: at most five bytes for a 32-bit value.
-        for _ in range(5):
-            if pos >= len(buf):
-                raise Malformed(f"varint truncated at {pos}")
-            b = buf[pos]
-            pos += 1
-            value |= (b & 0x7F) << shift
-            if not b & 0x80:
-                self.pos = pos
-                return value
-            shift += 7
-        raise Malformed(f"varint longer than five bytes at {self.pos}")
+        value, self.pos = _uvarint_at(self.buf, self.pos)
+        return value
 
     def compact_length(self) -> int:
         """A compact array's or string's length; -1 for null."""

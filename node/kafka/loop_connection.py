@@ -27,11 +27,10 @@ import contextlib
 import os
 import socket
 import ssl
-import struct
 from collections import deque
 from typing import Protocol, cast
 
-from seglog.storage.disk_and_clock import plain_monotonic_s, plain_perf_s
+from seglog.storage.disk_and_clock import plain_monotonic_s
 from seglog.storage.file_slice import FileSlice
 
 from ..event_log import EventLogger
@@ -39,13 +38,21 @@ from ..security.kafka_gate import KafkaSession
 from ..security.kafka_tls import ListenerTls
 from ..security.principal import ANONYMOUS, KafkaPrincipal, certificate_principal
 from ..security.tls_records import RecordReader
-from .codec import InvalidRequestError, KafkaRequest, Part, parse_request
-from .connection import Slot, close_parts
-from .processor import SentObserver
+from .codec import KafkaRequest, Part
+from .connection import (
+    FrameRefused,
+    SendFailed,
+    SendTimes,
+    SentObserver,
+    Slot,
+    advance,
+    close_parts,
+    slice_chunk,
+    take_request,
+)
 from .socket_settings import SocketSettings
 
 _log = EventLogger("kafka")
-_SIZE = struct.Struct(">i")
 MAX_IN_FLIGHT = 5  # requests of one connection being handled or awaiting their turn
 WRITE_HIGH = 1 << 20  # the transport's write buffer above which reading pauses
 WRITE_CHUNK = 256 * 1024  # bytes of a FileSlice read (or encrypted) at a time
@@ -79,10 +86,7 @@ class KafkaConnection(asyncio.Protocol):
         self.unstarted: Slot | None = None  # waiting for the handler pool to start it
         self.outq: deque[Part] = deque()
         self.out_pos = 0  # bytes of outq[0] already written
-        # Response send times: (parts written when it is done, its API, queued at).
-        self.parts_queued = 0
-        self.parts_sent = 0
-        self.sending: deque[tuple[int, str, float]] = deque()
+        self.send_times = SendTimes()
         self.write_paused = False
         self.taking = False  # in take_requests: an answer given inline does not re-enter
         self.reading = True
@@ -207,25 +211,15 @@ class KafkaConnection(asyncio.Protocol):
     def _take_frames(self) -> None:
         # Bounded by the buffer: each pass takes a frame or returns.
         while not self.closed and not self.muted() and len(self.inbuf) >= 4:
-            (size,) = _SIZE.unpack_from(self.inbuf)
-            limit = self.server.settings.socket_request_max_bytes
-            if size < 0 or size > limit:
-                _log.warning("kafka_frame_refused", connection=self.id, size=size, max=limit)
-                self.close("frame size out of range")
-                return
-            if len(self.inbuf) < 4 + size:
-                break
-            with memoryview(self.inbuf) as view:  # one copy, released before the del
-                frame = bytes(view[4 : 4 + size])
-            del self.inbuf[: 4 + size]
             try:
-                request = parse_request(frame)
-            except InvalidRequestError as e:
-                _log.warning("kafka_request_refused", connection=self.id, reason=str(e))
-                self.close("invalid request")
+                request = take_request(
+                    self.inbuf, self.server.settings.socket_request_max_bytes, self.id, self.host
+                )
+            except FrameRefused as e:
+                self.close(str(e))
                 return
-            request.client_host = self.host.strip("[]")
-            request.received_s = plain_perf_s()
+            if request is None:
+                break
             slot = Slot(request.spec.name, request)
             self.slots.append(slot)
             self.server.dispatch(self, request, slot)
@@ -252,8 +246,7 @@ class KafkaConnection(asyncio.Protocol):
                 self.throttle(head.request.throttle_ms)
             if head.parts:  # None: no response (acks=0)
                 self.outq.extend(head.parts)
-                self.parts_queued += len(head.parts)
-                self.sending.append((self.parts_queued, head.api, plain_perf_s()))
+                self.send_times.queued(head.api, len(head.parts))
         self._pump()
         self._update_reading()
         self.take_requests()
@@ -276,7 +269,7 @@ class KafkaConnection(asyncio.Protocol):
                 view = memoryview(part)[self.out_pos :]
                 self._write(view)
                 n = len(view)
-            self._advance(part, n)
+            advance(self, part, n, self.server.on_sent)
 
     def _write_slice(self, part: FileSlice) -> int:
         """Bytes of the slice handed on now (-1: closed): sendfile straight to the
@@ -297,12 +290,9 @@ class KafkaConnection(asyncio.Protocol):
             if n > 0:
                 return n
         try:
-            chunk = os.pread(part.fd, min(left, WRITE_CHUNK), at)
-        except OSError as e:
-            self.close(f"write failed: {e}")
-            return -1
-        if not chunk and left > 0:
-            self.close("segment file truncated during a fetch response")
+            chunk = slice_chunk(part, self.out_pos, WRITE_CHUNK)
+        except SendFailed as e:
+            self.close(str(e))
             return -1
         self._write(chunk)
         return len(chunk)
@@ -325,22 +315,6 @@ class KafkaConnection(asyncio.Protocol):
     def _flush_tls(self) -> None:
         if self.tls_out.pending and self.transport is not None:
             self.transport.write(self.tls_out.read())
-
-    def _advance(self, part: Part, n: int) -> None:
-        self.out_pos += n
-        self.last_active = plain_monotonic_s()
-        if self.out_pos >= len(part):
-            self.outq.popleft()
-            self.out_pos = 0
-            if isinstance(part, FileSlice):
-                part.close()
-            self.parts_sent += 1
-            on_sent = self.server.on_sent
-            # Bounded by the responses queued on the connection.
-            while self.sending and self.sending[0][0] <= self.parts_sent:
-                _, api, queued = self.sending.popleft()
-                if on_sent is not None:
-                    on_sent(api, plain_perf_s() - queued)
 
     # --- TLS -----------------------------------------------------------------------------
 

@@ -15,10 +15,9 @@ import ssl
 import struct
 import threading
 from collections import deque
-from collections.abc import Callable
 from typing import Protocol
 
-from seglog.storage.disk_and_clock import plain_monotonic_s, plain_perf_s
+from seglog.storage.disk_and_clock import plain_monotonic_s
 from seglog.storage.file_slice import FileSlice
 
 from ..event_log import EventLogger
@@ -26,8 +25,18 @@ from ..idle_meter import IdleMeter
 from ..security.kafka_tls import ListenerTls
 from ..security.principal import certificate_principal
 from ..security.tls_records import RecordReader
-from .codec import InvalidRequestError, Part, parse_request
-from .connection import Connection, Slot, close_parts
+from .codec import Part
+from .connection import (
+    Connection,
+    FrameRefused,
+    SendFailed,
+    SentObserver,
+    Slot,
+    advance,
+    close_parts,
+    slice_chunk,
+    take_request,
+)
 from .request_channel import RequestChannel
 from .socket_settings import SocketSettings
 
@@ -47,9 +56,6 @@ TLS_RECV_CHUNK = 256 * 1024  # ciphertext bytes taken per recv on a TLS connecti
 # stays under it and still wakes the loop once per 32 KiB instead of once per record.
 MAX_RCVLOWAT = 32 * 1024
 TLS_MAX_RECORD = 5 + 2**14 + 2048  # a TLS record's header and longest ciphertext (RFC 5246)
-
-# Told a request's API name and the seconds its response took to be written out.
-SentObserver = Callable[[str, float], None]
 
 
 class NetworkServer(Protocol):
@@ -265,8 +271,7 @@ class Processor(threading.Thread):
                     if head.parts:  # None: no response (acks=0)
                         conn.outq.extend(head.parts)
                         if self.server.on_sent is not None:
-                            conn.parts_queued += len(head.parts)
-                            conn.sending.append((conn.parts_queued, head.api, plain_perf_s()))
+                            conn.send_times.queued(head.api, len(head.parts))
             if conn.outq:
                 self._write(conn)
             else:
@@ -372,28 +377,17 @@ class Processor(threading.Thread):
         """Take one whole frame off the connection's buffer, if there is one."""
         if self._muted(conn) or conn.closed or len(conn.inbuf) < 4:
             return
-        (size,) = _SIZE.unpack_from(conn.inbuf)
-        if size < 0 or size > self.settings.socket_request_max_bytes:
-            _log.warning(
-                "kafka_frame_refused",
-                connection=conn.id,
-                size=size,
-                max=self.settings.socket_request_max_bytes,
-            )
-            self._close(conn, "frame size out of range")
-            return
-        if len(conn.inbuf) < 4 + size:
-            return
-        with memoryview(conn.inbuf) as view:  # one copy, released before the del
-            frame = bytes(view[4 : 4 + size])
-        del conn.inbuf[: 4 + size]
         try:
-            request = parse_request(frame)
-            request.client_host = conn.id.rpartition(":")[0].strip("[]")
-            request.received_s = plain_perf_s()
-        except InvalidRequestError as e:
-            _log.warning("kafka_request_refused", connection=conn.id, reason=str(e))
-            self._close(conn, "invalid request")
+            request = take_request(
+                conn.inbuf,
+                self.settings.socket_request_max_bytes,
+                conn.id,
+                conn.id.rpartition(":")[0],
+            )
+        except FrameRefused as e:
+            self._close(conn, str(e))
+            return
+        if request is None:
             return
         slot = Slot(request.spec.name)
         conn.slots.append(slot)
@@ -424,22 +418,9 @@ class Processor(threading.Thread):
             except OSError as e:
                 self._close(conn, f"write failed: {e}")
                 return
-            self._advance(conn, part, n)
+            advance(conn, part, n, self.server.on_sent)
         self._interest(conn)
         self._next_request(conn)
-
-    def _advance(self, conn: Connection, part: Part, n: int) -> None:
-        """`n` more bytes of the queue's first part are on their way: past its end, the
-        part is done (its file closed, its send time recorded)."""
-        conn.out_pos += n
-        conn.last_active = plain_monotonic_s()
-        if conn.out_pos >= len(part):
-            conn.outq.popleft()
-            conn.out_pos = 0
-            if isinstance(part, FileSlice):
-                part.close()
-            if conn.sending:
-                self._sent_part(conn)
 
     def _write_tls(self, conn: Connection) -> None:
         """Encrypt the queued parts a chunk at a time, each once the ciphertext of the
@@ -454,16 +435,10 @@ class Processor(threading.Thread):
                 break
             part = conn.outq[0]
             if isinstance(part, FileSlice):
-                left = part.size - conn.out_pos
                 try:
-                    chunk: bytes | memoryview = os.pread(
-                        part.fd, min(left, TLS_CHUNK), part.position + conn.out_pos
-                    )
-                except OSError as e:
-                    self._close(conn, f"write failed: {e}")
-                    return
-                if not chunk and left > 0:
-                    self._close(conn, "segment file truncated during a fetch response")
+                    chunk: bytes | memoryview = slice_chunk(part, conn.out_pos, TLS_CHUNK)
+                except SendFailed as e:
+                    self._close(conn, str(e))
                     return
             else:
                 chunk = memoryview(part)[conn.out_pos : conn.out_pos + TLS_CHUNK]
@@ -473,18 +448,9 @@ class Processor(threading.Thread):
                 self._close(conn, f"write failed: {e}")
                 return
             conn.take_ciphertext()
-            self._advance(conn, part, n)
+            advance(conn, part, n, self.server.on_sent)
         self._interest(conn)
         self._next_request(conn)
-
-    def _sent_part(self, conn: Connection) -> None:
-        conn.parts_sent += 1
-        on_sent = self.server.on_sent
-        # Bounded by the responses queued on the connection.
-        while conn.sending and conn.sending[0][0] <= conn.parts_sent:
-            _, api, queued = conn.sending.popleft()
-            if on_sent is not None:
-                on_sent(api, plain_perf_s() - queued)
 
     def _close_idle(self) -> None:
         limit = self.settings.connections_max_idle_ms / 1000

@@ -20,7 +20,7 @@ from ..security.group_acls import GROUP_DENIED
 from ..security.kafka_gate import allowed
 from ..transactions.partition_producers import active_producers
 from ..transactions.txn_shard import COORDINATOR_NOT_AVAILABLE, TxnResult
-from .codec import KafkaRequest, Part, encode_response, response_class
+from .codec import KafkaRequest, Part, encode_response, partition_errors, response_class
 from .errors import error_code
 from .txn_markers import KafkaApis
 
@@ -119,34 +119,28 @@ def add_partitions_to_txn(apis: KafkaApis, request: KafkaRequest) -> list[Part]:
 def add_offsets_to_txn(apis: KafkaApis, request: KafkaRequest) -> list[Part]:
     req = request.body
     if not allowed(apis.authorizer, AclOperation.READ, ResourceType.GROUP, req.group_id):
-        r = TxnResult("GROUP_AUTHORIZATION_FAILED")
-    else:
-        r = _call(
-            apis,
-            request,
-            req.transactional_id,
-            "add_offsets",
-            req.producer_id,
-            req.producer_epoch,
-            req.group_id,
-        )
-    cls = response_class(request)
-    return encode_response(request, cls(throttle_time_ms=0, error_code=_code(request, r.error)))
+        return _error_only(request, "GROUP_AUTHORIZATION_FAILED")
+    return _error_only(request, _producer_call(apis, request, "add_offsets", req.group_id).error)
 
 
 def end_txn(apis: KafkaApis, request: KafkaRequest) -> list[Part]:
-    req = request.body
-    r = _call(
-        apis,
-        request,
-        req.transactional_id,
-        "end_txn",
-        req.producer_id,
-        req.producer_epoch,
-        req.committed,
+    return _error_only(
+        request, _producer_call(apis, request, "end_txn", request.body.committed).error
     )
+
+
+def _producer_call(apis: KafkaApis, request: KafkaRequest, method: str, arg: object) -> TxnResult:
+    """`_call` with the request's transactional id, producer id and epoch, then `arg`."""
+    req = request.body
+    return _call(
+        apis, request, req.transactional_id, method, req.producer_id, req.producer_epoch, arg
+    )
+
+
+def _error_only(request: KafkaRequest, error: str) -> list[Part]:
+    """The answer of an API that answers with its error alone."""
     cls = response_class(request)
-    return encode_response(request, cls(throttle_time_ms=0, error_code=_code(request, r.error)))
+    return encode_response(request, cls(throttle_time_ms=0, error_code=_code(request, error)))
 
 
 def describe_transactions(apis: KafkaApis, request: KafkaRequest) -> list[Part]:
@@ -283,18 +277,10 @@ def txn_offset_commit(apis: KafkaApis, request: KafkaRequest) -> list[Part]:
             errors.update(commit_errors(wait_answer(future), allowed_parts))
     cls = response_class(request)
     topic_cls = cls.TxnOffsetCommitResponseTopic
-    part_cls = topic_cls.TxnOffsetCommitResponsePartition
-    topics = [
-        topic_cls(
-            name=t.name,
-            partitions=[
-                part_cls(
-                    partition_index=p.partition_index,
-                    error_code=_code(request, errors.get((t.name, p.partition_index), "NONE")),
-                )
-                for p in t.partitions
-            ],
-        )
-        for t in req.topics
-    ]
+    topics = partition_errors(
+        req.topics,
+        topic_cls,
+        topic_cls.TxnOffsetCommitResponsePartition,
+        lambda t, p: _code(request, errors.get((t, p), "NONE")),
+    )
     return encode_response(request, cls(throttle_time_ms=0, topics=topics))
