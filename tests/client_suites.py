@@ -178,10 +178,29 @@ def librdkafka(checkout: Path, root: Path, args: argparse.Namespace) -> int:
         (tests_dir / "test.conf").write_text(
             f"metadata.broker.list={cluster.kafka_bootstrap}\ntest.timeout.multiplier=3\n"
         )
+        # Some tests run Kafka's own tools from $KAFKA_PATH/bin with BROKERS (trivup's
+        # Kafka install): seglog's tools of the same names and flags stand in for them.
+        env = {**env, "KAFKA_PATH": str(kafka_tools(root)), "BROKERS": cluster.kafka_bootstrap}
         command = ["./test-runner", "-L", "-s", args.scenario, *flags]
         return run_bounded(command, tests_dir, env, args.timeout)
     finally:
         cluster.stop_all()
+
+
+# Kafka's shell tools that librdkafka's tests call (test_kafka_topics, test_kafka_cmd),
+# and the seglog commands that take the same arguments.
+KAFKA_TOOLS = {"kafka-topics.sh": "topics", "kafka-acls.sh": "acls", "kafka-configs.sh": "configs"}
+
+
+def kafka_tools(root: Path) -> Path:
+    """A directory laid out as a Kafka install's bin/, each tool running seglog's own."""
+    home = root / "kafka-tools"
+    (home / "bin").mkdir(parents=True, exist_ok=True)
+    for tool, verb in KAFKA_TOOLS.items():
+        script = home / "bin" / tool
+        script.write_text(f'#!/bin/sh\nexec {sys.executable} -m seglog.cli {verb} "$@"\n')
+        script.chmod(0o755)
+    return home
 
 
 def run_bounded(command: list[str], cwd: Path, env: Mapping[str, str], timeout_s: float) -> int:
