@@ -180,7 +180,8 @@ def librdkafka(checkout: Path, root: Path, args: argparse.Namespace) -> int:
         )
         # Some tests run Kafka's own tools from $KAFKA_PATH/bin with BROKERS (trivup's
         # Kafka install): seglog's tools of the same names and flags stand in for them.
-        env = {**env, "KAFKA_PATH": str(kafka_tools(root)), "BROKERS": cluster.kafka_bootstrap}
+        tools = kafka_tools(root, cluster.bootstrap)
+        env = {**env, "KAFKA_PATH": str(tools), "BROKERS": cluster.kafka_bootstrap}
         command = ["./test-runner", "-L", "-s", args.scenario, *flags]
         return run_bounded(command, tests_dir, env, args.timeout)
     finally:
@@ -192,13 +193,18 @@ def librdkafka(checkout: Path, root: Path, args: argparse.Namespace) -> int:
 KAFKA_TOOLS = {"kafka-topics.sh": "topics", "kafka-acls.sh": "acls", "kafka-configs.sh": "configs"}
 
 
-def kafka_tools(root: Path) -> Path:
-    """A directory laid out as a Kafka install's bin/, each tool running seglog's own."""
+def kafka_tools(root: Path, grpc_bootstrap: str) -> Path:
+    """A directory laid out as a Kafka install's bin/, each tool running seglog's own.
+    seglog's tools speak gRPC: the tests name the Kafka listeners in --bootstrap-server,
+    so the gRPC listeners are given after the test's arguments (the last one counts)."""
     home = root / "kafka-tools"
     (home / "bin").mkdir(parents=True, exist_ok=True)
     for tool, verb in KAFKA_TOOLS.items():
         script = home / "bin" / tool
-        script.write_text(f'#!/bin/sh\nexec {sys.executable} -m seglog.cli {verb} "$@"\n')
+        script.write_text(
+            f"#!/bin/sh\nexec {sys.executable} -m seglog.cli {verb} "
+            f'"$@" --bootstrap-server {grpc_bootstrap}\n'
+        )
         script.chmod(0o755)
     return home
 
