@@ -153,12 +153,13 @@ def librdkafka(checkout: Path, root: Path, args: argparse.Namespace) -> int:
         # the test-runner links the checkout's own library, as run-test.sh sets it up
         "LD_LIBRARY_PATH": f"{checkout / 'src'}:{checkout / 'src-cpp'}",
         **({"TESTS": args.tests} if args.tests else {}),
-        **({"SUBTESTS": args.subtests} if args.subtests else {}),
     }
+    subtests = args.subtests.split(",") if args.subtests else [""]
     if args.local:
         # -l: only the tests flagged TEST_F_LOCAL (no broker; mock clusters), no nodes.
         (tests_dir / "test.conf").write_text("test.timeout.multiplier=3\n")
-        return run_bounded(["./test-runner", "-l", *flags], tests_dir, env, args.timeout)
+        local = ["./test-runner", "-l", *flags]
+        return run_bounded(local, tests_dir, {**env, "SUBTESTS": subtests[0]}, args.timeout)
     # librdkafka's trivup scenarios (tests/scenarios/*.json): 3 brokers, 4 partitions,
     # replication factor 3, topics auto-created except in `noautocreate`.
     autocreate = "false" if args.scenario == "noautocreate" else "true"
@@ -183,7 +184,13 @@ def librdkafka(checkout: Path, root: Path, args: argparse.Namespace) -> int:
         tools = kafka_tools(root, cluster.bootstrap)
         env = {**env, "KAFKA_PATH": str(tools), "BROKERS": cluster.kafka_bootstrap}
         command = ["./test-runner", "-L", "-s", args.scenario, *flags]
-        return run_bounded(command, tests_dir, env, args.timeout)
+        # One run per SUBTESTS value, on the same nodes: a test stops at its first
+        # failing sub-test, so the ones after it are picked by name.
+        codes = [
+            run_bounded(command, tests_dir, {**env, "SUBTESTS": sub}, args.timeout)
+            for sub in subtests
+        ]
+        return next((c for c in codes if c), 0)
     finally:
         cluster.stop_all()
 
@@ -241,7 +248,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("suite", choices=("kafka-python", "librdkafka", "aiokafka"))
     parser.add_argument("--checkout", type=Path, required=True, help="the client's sources")
     parser.add_argument("--tests", help="librdkafka: TESTS, e.g. 0001,0081")
-    parser.add_argument("--subtests", help="librdkafka: SUBTESTS, a sub-test name's part")
+    parser.add_argument(
+        "--subtests",
+        help="librdkafka: SUBTESTS, a sub-test name's part (several, comma-separated: "
+        "one run each on the same nodes)",
+    )
     parser.add_argument(
         "--scenario",
         choices=("default", "noautocreate"),
