@@ -169,7 +169,9 @@ def librdkafka(checkout: Path, root: Path, args: argparse.Namespace) -> int:
             **SUITE_SETTINGS,
             "auto.create.topics.enable": autocreate,
             "default.replication.factor": "3",
-            **ACLS,
+            # No super user: 0109, 0115 and 0119 deny `User:*` (the clients' ANONYMOUS)
+            # topics with kafka-acls.sh and expect the denials to hold.
+            **{k: v for k, v in ACLS.items() if k != "super.users"},
         },
     )
     # A shared, loaded machine can take more than the harness's 30 s to start a node.
