@@ -169,6 +169,9 @@ def librdkafka(checkout: Path, root: Path, args: argparse.Namespace) -> int:
             **SUITE_SETTINGS,
             "auto.create.topics.enable": autocreate,
             "default.replication.factor": "3",
+            # Kafka's default: 0089's two consumers join one first generation (with 0
+            # the first one is assigned alone, then the partition moves on a rebalance).
+            "group.initial.rebalance.delay.ms": "3000",
             # No super user: 0109, 0115 and 0119 deny `User:*` (the clients' ANONYMOUS)
             # topics with kafka-acls.sh and expect the denials to hold.
             **{k: v for k, v in ACLS.items() if k != "super.users"},
