@@ -20,7 +20,8 @@ The sources are not part of this repository: pass the path of a checkout.
   with its tests (its `tests/test-runner`; the script builds nothing), run by that
   test-runner against three seglog nodes set up as librdkafka's trivup scenarios
   (tests/scenarios/*.json: 4 partitions, replication factor 3, topics auto-created
-  except with `--scenario noautocreate`), a `tests/test.conf` naming them and
+  except with `--scenario noautocreate`; an authorizer without super users, Kafka's
+  default group.initial.rebalance.delay.ms), a `tests/test.conf` naming them and
   TEST_KAFKA_VERSION=4.0.0; `-L` leaves out the local tests, which `--local` runs alone
   (`-l`, no nodes). `--quick` is the test-runner's `-Q`; `--timeout` bounds the run.
 - aiokafka: its functional tests start Kafka in Docker (`--docker-image`) and take no
