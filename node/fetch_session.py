@@ -16,7 +16,7 @@ from __future__ import annotations
 import itertools
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from seglog.storage.disk_and_clock import plain_wall_s
@@ -44,14 +44,26 @@ class FetchSession:
     told: dict[TopicPartition, tuple[int, int]] = field(default_factory=dict)
     # The follower's broker epoch (KIP-903) the session last read its partitions with.
     replica_epoch: int = -1
+    # Fetch v13+ (KIP-516): each held topic's id, as the follower named it. A deleted
+    # topic's partitions stay in the session until the follower forgets them by that id,
+    # which the metadata no longer knows: the session answers and forgets them by it.
+    topic_ids: dict[str, object] = field(default_factory=dict)
     # One fetch at a time per session: a follower never overlaps its own.
     lock: threading.Lock = field(default_factory=threading.Lock)
     # Watches the partitions the session holds, for the session's life (fetch_wakeups).
     # New records wake it, high-watermark moves do not (node/fetch_wakeups.py).
     waiter: FetchWaiter = field(default_factory=lambda: FetchWaiter(hw_moves=False))
 
-    def update(self, specs: Sequence[FetchSpec], forgotten: Sequence[TopicPartition]) -> None:
-        for tp in forgotten:
+    def update(
+        self,
+        specs: Sequence[FetchSpec],
+        forgotten: Sequence[TopicPartition],
+        topic_ids: Mapping[str, object] | None = None,
+    ) -> None:
+        """`forgotten` names a topic the metadata no longer knows by its id's text."""
+        names = {str(i): name for name, i in self.topic_ids.items()}
+        for topic, partition in forgotten:
+            tp = (names.get(topic, topic), partition)
             self.specs.pop(tp, None)
             self.seen.pop(tp, None)
             self.told.pop(tp, None)
@@ -59,6 +71,11 @@ class FetchSession:
             tp = (spec.topic, spec.partition)
             self.specs[tp] = spec
             self.seen.pop(tp, None)  # a new position: read it whatever the state
+        if topic_ids:
+            self.topic_ids.update(topic_ids)
+        if forgotten:  # bounded by the topics the session holds
+            held = {topic for topic, _ in self.specs}
+            self.topic_ids = {n: i for n, i in self.topic_ids.items() if n in held}
 
     def new_replica_epoch(self, replica_epoch: int) -> None:
         """The follower fetches with another broker epoch (it registered after the

@@ -19,6 +19,7 @@ class ProduceResult:
     log_start_offset: int = -1
     error_name: str = "NONE"
     error_message: str = ""
+    record_errors: tuple[tuple[int, str], ...] = ()  # KIP-467, with INVALID_RECORD
 
 
 @dataclass(frozen=True, slots=True)

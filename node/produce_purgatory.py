@@ -98,6 +98,7 @@ class ProducePurgatory:
                         error_name=done.error,
                         error_message=f"{done.error} for {tp[0]}-{tp[1]} on node {node_id}"
                         + (f": {done.error_message}" if done.error_message else ""),
+                        record_errors=done.record_errors,
                     )
                 )
             else:

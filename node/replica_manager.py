@@ -11,7 +11,7 @@ controller. Followers pull with one fetcher thread per leader node.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 
 from seglog.controller.metadata_image import MetadataImage, PartitionState
@@ -645,6 +645,7 @@ class ReplicaManager:
         min_bytes: int,
         max_bytes: int,
         replica_epoch: int = -1,
+        topic_ids: Mapping[str, object] | None = None,
     ) -> SessionFetch:
         """fetch_in_session's steps, for the event loop (node/kafka/replica_fetch.py)
         too: the follower's session (a new one for id 0, epoch 0) updated with the
@@ -654,7 +655,7 @@ class ReplicaManager:
             session = self._sessions.open(replica_id)
         else:
             session = self._sessions.get(session_id, session_epoch, replica_id)
-        session.update(specs, forgotten)
+        session.update(specs, forgotten, topic_ids)
         session.new_replica_epoch(replica_epoch)
         self.wakeups.unwatch(session.waiter, forgotten)
         self.wakeups.watch(session.waiter, ((spec.topic, spec.partition) for spec in specs))

@@ -359,6 +359,7 @@ class PartitionReplica(IsrChanges, LeaderReads):
                     acks,
                     log_start_offset=self.log.log_start_offset,
                     error_message=str(exc),
+                    record_errors=getattr(exc, "record_errors", ()),
                 )
             )
             return actions

@@ -259,6 +259,8 @@ class ProduceCompleted:
     log_start_offset: int = -1
     # Why a refused batch was refused (the storage error's text); empty otherwise.
     error_message: str = field(default="", compare=False)
+    # KIP-467: the refused records' indexes in the batch and why (INVALID_RECORD).
+    record_errors: tuple[tuple[int, str], ...] = field(default=(), compare=False)
 
 
 @dataclass(frozen=True, slots=True)

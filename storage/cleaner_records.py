@@ -169,14 +169,23 @@ def first_null_key(buf: Buffer, pos: int, header: BatchHeader) -> int | None:
 
 
 def check_keys_for_compaction(buf: Buffer, headers: Sequence[BatchHeader], topic: str) -> None:
-    """A compacted topic refuses records without a key (Kafka's INVALID_RECORD)."""
+    """A compacted topic refuses records without a key (Kafka's INVALID_RECORD), each
+    one named as Kafka's LogValidator does (KIP-467's record errors: its index in the
+    batch)."""
     pos = 0
     for h in headers:
-        delta = first_null_key(buf, pos, h)
-        if delta is not None:
+        payload = batch_payload(buf, pos, h)
+        keyless = [
+            i
+            for i, r in enumerate(scan_records(payload, h.records_count, h.base_offset))
+            if r.key is None
+        ]
+        if keyless:
+            why = f"Compacted topic cannot accept message without key in topic partition {topic}."
             raise InvalidRecordError(
                 f"Compacted topic {topic} cannot accept a message without a key: record "
-                f"{delta} of the batch at position {pos} has none"
+                f"{keyless[0]} of the batch at position {pos} has none",
+                tuple((i, why) for i in keyless),
             )
         pos += h.size
 

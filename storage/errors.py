@@ -16,7 +16,13 @@ class CorruptRecordError(StorageError):
 
 
 class InvalidRecordError(StorageError):
-    """A batch is well-formed but breaks a rule a leader enforces (e.g. baseOffset != 0)."""
+    """A batch is well-formed but breaks a rule a leader enforces (e.g. baseOffset != 0).
+    `record_errors` (KIP-467): the offending records' indexes in their batch and why,
+    when the rule is a record's; a Produce answer (v8+) lists them."""
+
+    def __init__(self, message: str, record_errors: tuple[tuple[int, str], ...] = ()) -> None:
+        super().__init__(message)
+        self.record_errors = record_errors
 
     error_name = "INVALID_RECORD"
 

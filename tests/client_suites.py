@@ -4,6 +4,7 @@ The sources are not part of this repository: pass the path of a checkout.
 
     python3 tests/client_suites.py kafka-python --checkout ~/src/kafka-python [-- PYTEST ARGS]
     python3 tests/client_suites.py librdkafka --checkout ~/src/librdkafka [--tests 0001,0081]
+        [--subtests NAME] [--quick] [--scenario noautocreate] [--local] [--timeout S]
     python3 tests/client_suites.py aiokafka --checkout ~/src/aiokafka
 
 - kafka-python (the tag of the pinned kafka-python): `test/integration` with
@@ -12,23 +13,23 @@ The sources are not part of this repository: pass the path of a checkout.
   (servers/resources/default/kafka.properties: group.min.session.timeout.ms=1000, two
   offsets partitions, a static advertised.listeners, an authorizer allowing everyone),
   KAFKA_ROOT an empty directory (the fixture wants one even for an external broker);
-  transactions excluded until seglog has them, and the SSL tests, which start a broker
-  of their own. The checkout's own `kafka` package is tested (PYTHONPATH), with
-  pytest-mock and pytest-timeout installed (its `testing` extra).
-- librdkafka (the tag of confluent-kafka's bundled librdkafka, 2.16.0 for
-  confluent-kafka 2.16): built in the checkout (`./configure && make`, then
-  `make -C tests build`), run by `tests/test-runner` against three seglog nodes with a
-  `tests/test.conf` naming them, TEST_KAFKA_VERSION=4.0.0, topics auto-created with 4
-  partitions (librdkafka's default trivup scenario). Mock-cluster tests (`_mock`) and
-  local-only ones run too. Tests written for another trivup scenario (SASL or SSL
-  brokers, `noautocreate`) meet a cluster that is not set up for them; pick tests with
-  --tests.
+  the SSL tests, which start a broker of their own, excluded. The checkout's own `kafka`
+  package is tested (PYTHONPATH), with pytest-mock and pytest-timeout installed (its
+  `testing` extra).
+- librdkafka (the tag of confluent-kafka's bundled librdkafka): a checkout already built
+  with its tests (its `tests/test-runner`; the script builds nothing), run by that
+  test-runner against three seglog nodes set up as librdkafka's trivup scenarios
+  (tests/scenarios/*.json: 4 partitions, replication factor 3, topics auto-created
+  except with `--scenario noautocreate`; an authorizer without super users, Kafka's
+  default group.initial.rebalance.delay.ms), a `tests/test.conf` naming them and
+  TEST_KAFKA_VERSION=4.0.0; `-L` leaves out the local tests, which `--local` runs alone
+  (`-l`, no nodes). `--quick` is the test-runner's `-Q`; `--timeout` bounds the run.
 - aiokafka: its functional tests start Kafka in Docker (`--docker-image`) and take no
   external broker, so none of them can run against seglog; the script runs the unit
   tests (those without the `kafka_server` fixture) and says so.
 
 The nodes' data and logs go to a temporary directory that is kept when the suite fails.
-The exit code is the suite's.
+The exit code is the suite's (124 when --timeout stopped it).
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -121,42 +123,120 @@ def kafka_python(checkout: Path, root: Path, extra: list[str]) -> int:
             "PYTHONPATH": str(checkout),
         }
         print(
-            "kafka-python: transactions are excluded (seglog has none yet); "
-            "test_ssl_integration.py's TestSSLConnection starts a Kafka broker of its own "
-            "(KafkaFixture with transport='SSL', no external-broker path) and cannot run "
-            "against any external broker: excluded. test_sasl_integration.py skips "
+            "kafka-python: test_ssl_integration.py's TestSSLConnection starts a Kafka "
+            "broker of its own (KafkaFixture with transport='SSL', no external-broker "
+            "path) and cannot run against any external broker: excluded. "
+            "test_sasl_integration.py skips "
             "itself on an external broker.",
             flush=True,
         )
-        selected = "not transaction and not TestSSLConnection"
+        selected = "not TestSSLConnection"
         pytest = [sys.executable, "-m", "pytest", "test/integration", "-k", selected]
         return run(pytest + extra, checkout, env)
     finally:
         node.stop()
 
 
-def librdkafka(checkout: Path, root: Path, tests: str | None) -> int:
-    if not (checkout / "tests" / "test-runner").exists():
-        for step in (["./configure"], ["make", "-j2"], ["make", "-C", "tests", "build"]):
-            code = run(step, checkout, {})
-            if code:
-                return code
-    cluster = KafkaCluster(root, {**SUITE_SETTINGS, "default.replication.factor": "3", **ACLS})
-    cluster.start_all()
+def librdkafka(checkout: Path, root: Path, args: argparse.Namespace) -> int:
+    tests_dir = checkout / "tests"
+    if not (tests_dir / "test-runner").exists():
+        print(
+            f"{tests_dir / 'test-runner'} is missing: build the checkout and its tests as "
+            "its own README.md and tests/README.md say, then run this again",
+            file=sys.stderr,
+        )
+        return 2
+    flags = ["-p1"]
+    if args.quick:
+        flags.append("-Q")
+    env = {
+        "TEST_KAFKA_VERSION": KAFKA_VERSION,
+        # the test-runner links the checkout's own library, as run-test.sh sets it up
+        "LD_LIBRARY_PATH": f"{checkout / 'src'}:{checkout / 'src-cpp'}",
+        **({"TESTS": args.tests} if args.tests else {}),
+    }
+    subtests = args.subtests.split(",") if args.subtests else [""]
+    if args.local:
+        # -l: only the tests flagged TEST_F_LOCAL (no broker; mock clusters), no nodes.
+        (tests_dir / "test.conf").write_text("test.timeout.multiplier=3\n")
+        local = ["./test-runner", "-l", *flags]
+        return run_bounded(local, tests_dir, {**env, "SUBTESTS": subtests[0]}, args.timeout)
+    # librdkafka's trivup scenarios (tests/scenarios/*.json): 3 brokers, 4 partitions,
+    # replication factor 3, topics auto-created except in `noautocreate`.
+    autocreate = "false" if args.scenario == "noautocreate" else "true"
+    cluster = KafkaCluster(
+        root,
+        {
+            **SUITE_SETTINGS,
+            "auto.create.topics.enable": autocreate,
+            "default.replication.factor": "3",
+            # Kafka's default: 0089's two consumers join one first generation (with 0
+            # the first one is assigned alone, then the partition moves on a rebalance).
+            "group.initial.rebalance.delay.ms": "3000",
+            # No super user: 0109, 0115 and 0119 deny `User:*` (the clients' ANONYMOUS)
+            # topics with kafka-acls.sh and expect the denials to hold.
+            **{k: v for k, v in ACLS.items() if k != "super.users"},
+        },
+    )
+    # A shared, loaded machine can take more than the harness's 30 s to start a node.
+    cluster.start_timeout_s = 180.0
     try:
-        conf = checkout / "tests" / "test.conf"
-        conf.write_text(
+        cluster.start_all()
+        (tests_dir / "test.conf").write_text(
             f"metadata.broker.list={cluster.kafka_bootstrap}\ntest.timeout.multiplier=3\n"
         )
-        env = {
-            "TEST_KAFKA_VERSION": KAFKA_VERSION,
-            # the test-runner links the checkout's own library, as run-test.sh sets it up
-            "LD_LIBRARY_PATH": f"{checkout / 'src'}:{checkout / 'src-cpp'}",
-            **({"TESTS": tests} if tests else {}),
-        }
-        return run(["./test-runner", "-p1"], checkout / "tests", env)
+        # Some tests run Kafka's own tools from $KAFKA_PATH/bin with BROKERS (trivup's
+        # Kafka install): seglog's tools of the same names and flags stand in for them.
+        tools = kafka_tools(root, cluster.bootstrap)
+        env = {**env, "KAFKA_PATH": str(tools), "BROKERS": cluster.kafka_bootstrap}
+        command = ["./test-runner", "-L", "-s", args.scenario, *flags]
+        # One run per SUBTESTS value, on the same nodes: a test stops at its first
+        # failing sub-test, so the ones after it are picked by name.
+        codes = [
+            run_bounded(command, tests_dir, {**env, "SUBTESTS": sub}, args.timeout)
+            for sub in subtests
+        ]
+        return next((c for c in codes if c), 0)
     finally:
         cluster.stop_all()
+
+
+# Kafka's shell tools that librdkafka's tests call (test_kafka_topics, test_kafka_cmd),
+# and the seglog commands that take the same arguments.
+KAFKA_TOOLS = {"kafka-topics.sh": "topics", "kafka-acls.sh": "acls", "kafka-configs.sh": "configs"}
+
+
+def kafka_tools(root: Path, grpc_bootstrap: str) -> Path:
+    """A directory laid out as a Kafka install's bin/, each tool running seglog's own.
+    seglog's tools speak gRPC: the tests name the Kafka listeners in --bootstrap-server,
+    so the gRPC listeners are given after the test's arguments (the last one counts)."""
+    home = root / "kafka-tools"
+    (home / "bin").mkdir(parents=True, exist_ok=True)
+    for tool, verb in KAFKA_TOOLS.items():
+        script = home / "bin" / tool
+        script.write_text(
+            f"#!/bin/sh\nexec {sys.executable} -m seglog.cli {verb} "
+            f'"$@" --bootstrap-server {grpc_bootstrap}\n'
+        )
+        script.chmod(0o755)
+    return home
+
+
+def run_bounded(command: list[str], cwd: Path, env: Mapping[str, str], timeout_s: float) -> int:
+    """`run`, ended (SIGTERM to its process group, then SIGKILL) after `timeout_s`."""
+    print("+", " ".join(command), f"(in {cwd}, at most {timeout_s:.0f} s)", flush=True)
+    proc = subprocess.Popen(command, cwd=cwd, env={**os.environ, **env}, start_new_session=True)
+    try:
+        return proc.wait(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        print(f"{command[0]} still running after {timeout_s:.0f} s: stopped", flush=True)
+        os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+        return 124
 
 
 def aiokafka(checkout: Path) -> int:
@@ -174,6 +254,24 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("suite", choices=("kafka-python", "librdkafka", "aiokafka"))
     parser.add_argument("--checkout", type=Path, required=True, help="the client's sources")
     parser.add_argument("--tests", help="librdkafka: TESTS, e.g. 0001,0081")
+    parser.add_argument(
+        "--subtests",
+        help="librdkafka: SUBTESTS, a sub-test name's part (several, comma-separated: "
+        "one run each on the same nodes)",
+    )
+    parser.add_argument(
+        "--scenario",
+        choices=("default", "noautocreate"),
+        default="default",
+        help="librdkafka: the trivup scenario the nodes are set up as (tests/scenarios/)",
+    )
+    parser.add_argument("--quick", action="store_true", help="librdkafka: -Q, quick mode")
+    parser.add_argument(
+        "--local", action="store_true", help="librdkafka: -l, the local tests only (no nodes)"
+    )
+    parser.add_argument(
+        "--timeout", type=float, default=1800.0, help="librdkafka: stop the run after this (s)"
+    )
     argv = sys.argv[1:] if argv is None else argv
     # kafka-python: what follows `--` goes to pytest (argparse would take a positional
     # list right after the suite's name, before --checkout).
@@ -187,7 +285,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.suite == "kafka-python":
         code = kafka_python(checkout, root, args.pytest_args)
     elif args.suite == "librdkafka":
-        code = librdkafka(checkout, root, args.tests)
+        code = librdkafka(checkout, root, args)
     else:
         code = aiokafka(checkout)
     if code == 0:

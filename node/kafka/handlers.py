@@ -296,7 +296,7 @@ class KafkaApis:
                 r = done.get(tp)
                 if r is None:
                     name = errors.get(tp, "UNKNOWN_SERVER_ERROR")
-                    partitions.append((p.index, error_code(name), -1, -1, -1, name))
+                    partitions.append((p.index, error_code(name), -1, -1, -1, name, ()))
                     continue
                 partitions.append(
                     (
@@ -306,6 +306,7 @@ class KafkaApis:
                         r.log_append_time,
                         r.log_start_offset,
                         r.error_message or None,
+                        r.record_errors,
                     )
                 )
             topics.append((t.name, partitions))

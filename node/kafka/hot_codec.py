@@ -589,7 +589,9 @@ def decode_produce_request(body: bytes | memoryview, version: int) -> ProduceReq
 
 
 # (index, error code, base offset, log append time, log start offset, error message)
-Produced = tuple[int, int, int, int, int, "str | None"]
+# (partition, error code, base offset, log append time, log start offset, error message,
+# KIP-467's record errors: (batch index, message) of each refused record).
+Produced = tuple[int, int, int, int, int, "str | None", "tuple[tuple[int, str], ...]"]
 
 
 def encode_produce_response(
@@ -611,15 +613,21 @@ def encode_produce_response(
     for name, partitions in topics:
         out += compact_string(name) if flexible else string(name)
         out += uvarint(len(partitions) + 1) if flexible else _I32.pack(len(partitions))
-        for index, error, base_offset, append_time, log_start, message in partitions:
+        for index, error, base_offset, append_time, log_start, message, bad in partitions:
             out += _PRODUCED.pack(index, error, base_offset, append_time)
             if version >= 5:
                 out += _I64.pack(log_start)
             if version >= 8:
                 if flexible:
-                    out += b"\x01" + compact_string(message) + b"\x00"  # no record errors
+                    out += uvarint(len(bad) + 1)
+                    for batch_index, why in bad:
+                        out += _I32.pack(batch_index) + compact_string(why) + b"\x00"
+                    out += compact_string(message) + b"\x00"
                 else:
-                    out += _I32.pack(0) + string(message)
+                    out += _I32.pack(len(bad))
+                    for batch_index, why in bad:
+                        out += _I32.pack(batch_index) + string(why)
+                    out += string(message)
         if flexible:
             out += b"\x00"
     out += _I32.pack(throttle_time_ms)

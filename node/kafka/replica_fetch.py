@@ -88,6 +88,7 @@ def fetch(apis: KafkaApis, request: KafkaRequest) -> list[Part] | Deferred:
             min_bytes=max(req.min_bytes, 1),
             max_bytes=max_bytes,
             replica_epoch=replica_epoch,
+            topic_ids=ids,
         )
     except FetchSessionError as e:
         return apis.fetch_response(request, [], error=e.error_name)
@@ -99,7 +100,11 @@ def fetch(apis: KafkaApis, request: KafkaRequest) -> list[Part] | Deferred:
         if ids is not None:  # v13+: every answered topic by id, the session's too
             topics = apis.node.metadata_image().topics
             for r in results:
-                if r.topic not in ids and r.topic in topics:
+                if r.topic in ids:
+                    continue
+                if r.topic in session.topic_ids:  # a deleted topic's, by its old id
+                    ids[r.topic] = session.topic_ids[r.topic]
+                elif r.topic in topics:
                     ids[r.topic] = topic_id_to_uuid(topics[r.topic].topic_id)
         return apis.fetch_response(request, results, ids, session_id=session.session_id)
 

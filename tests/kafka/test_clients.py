@@ -217,3 +217,33 @@ def test_kafka_python_create_partitions_grows_a_topic_that_then_serves(kafka_clu
         consumer.close()
     finally:
         admin.close()
+
+
+def test_confluent_kafka_learns_which_records_a_compacted_topic_refused(kafka_cluster):
+    """KIP-467: a batch with records without a key, sent to a compacted topic, is
+    refused INVALID_RECORD, and the Produce answer (v8+) names the keyless records, so
+    librdkafka fails those with INVALID_RECORD and the others of the batch with
+    _INVALID_DIFFERENT_RECORD (librdkafka's 0011_produce_batch checks the same)."""
+    from confluent_kafka import KafkaError, Producer
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    topic = "kip467-compacted"
+    admin = AdminClient({"bootstrap.servers": kafka_cluster.kafka_bootstrap})
+    new = NewTopic(topic, 1, 3, config={"cleanup.policy": "compact"})
+    admin.create_topics([new])[topic].result(TIMEOUT_S)
+    _wait("the topic on every node", lambda: kafka_cluster.known_everywhere(topic, 1))
+    producer = Producer(
+        {"bootstrap.servers": kafka_cluster.kafka_bootstrap, "linger.ms": 500, "acks": "all"}
+    )
+    errors: dict[int, int] = {}
+
+    def report(err, msg) -> None:
+        errors[int(msg.value())] = err.code() if err is not None else 0
+
+    for i in range(20):  # one batch: every fifth record has no key
+        key = None if i % 5 == 0 else b"k%d" % i
+        producer.produce(topic, b"%d" % i, key=key, partition=0, on_delivery=report)
+    assert producer.flush(TIMEOUT_S) == 0
+    assert sorted(i for i, e in errors.items() if e == KafkaError.INVALID_RECORD) == [0, 5, 10, 15]
+    others = [i for i, e in errors.items() if e == KafkaError._INVALID_DIFFERENT_RECORD]
+    assert len(others) == 16

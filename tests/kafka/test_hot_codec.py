@@ -383,7 +383,15 @@ def test_produce_requests_parse_as_kafka_python_encodes_them(
     assert parsed.body.acks == message.acks
 
 
-produced = st.tuples(i32, i16, i64, i64, i64, st.none() | st.text(max_size=10))
+produced = st.tuples(
+    i32,
+    i16,
+    i64,
+    i64,
+    i64,
+    st.none() | st.text(max_size=10),
+    st.lists(st.tuples(i32, st.text(max_size=10)), max_size=2).map(tuple),  # KIP-467
+)
 
 
 @EXAMPLES
@@ -409,10 +417,15 @@ def test_produce_responses_are_encoded_byte_for_byte_as_kafka_python_does(
                         base_offset=b,
                         log_append_time_ms=t,
                         log_start_offset=s,
-                        record_errors=[],
+                        record_errors=[
+                            P.BatchIndexAndErrorMessage(
+                                batch_index=bi, batch_index_error_message=why
+                            )
+                            for bi, why in bad
+                        ],
                         error_message=m,
                     )
-                    for i, e, b, t, s, m in parts
+                    for i, e, b, t, s, m, bad in parts
                 ],
             )
             for name, parts in topics

@@ -3,6 +3,7 @@ follower's incremental fetch against a real ReplicaManager over real logs."""
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -128,3 +129,26 @@ def test_a_new_broker_epoch_reaches_the_idle_partitions_of_a_session(tmp_path: P
             assert hp is not None
             change = hp.replica.pending_isr_change
             assert change is not None and change.new_isr == (1, 2), hp.tp
+
+
+def test_a_deleted_topics_partitions_are_answered_and_forgotten_by_their_old_id() -> None:
+    """Fetch v13+ names topics by id (KIP-516). Once a topic is deleted the metadata no
+    longer knows its id, so the follower's forget names it by the id's text: the session
+    maps it back to the partitions it holds (librdkafka's 0107_topic_recreate left them
+    in the session, whose answers then failed to encode, and replication stalled)."""
+    old, new = uuid.uuid4(), uuid.uuid4()
+    cache = FetchSessionCache(slots=2)
+    s = cache.open(replica_id=2)
+    s.update([FetchSpec("t", p, 0, 0, 1 << 20, -1) for p in range(3)], [], {"t": old})
+    s.update([FetchSpec("u", 0, 0, 0, 1 << 20, -1)], [], {"u": uuid.uuid4()})
+    assert s.topic_ids["t"] == old  # what the answers name a deleted "t" by
+    s.update([], [(str(old), 0), (str(old), 1)])  # forgotten by id after the delete
+    assert sorted(s.specs) == [("t", 2), ("u", 0)]
+    # Recreated under the same name: the new id replaces the old one, whose late
+    # forgets then leave the new partitions alone.
+    s.update([FetchSpec("t", 0, 0, 0, 1 << 20, -1)], [], {"t": new})
+    s.update([], [(str(old), 2)])
+    assert sorted(s.specs) == [("t", 0), ("t", 2), ("u", 0)]
+    assert s.topic_ids["t"] == new
+    s.update([], [(str(new), 0), (str(new), 2)])
+    assert sorted(s.specs) == [("u", 0)] and "t" not in s.topic_ids
