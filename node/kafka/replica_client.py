@@ -105,7 +105,13 @@ class KafkaReplicaFetcher(FetcherRounds):
 
     def stop(self) -> None:
         self._stopped = True
-        self._node_loop.call(self._cancel)
+        try:
+            self._node_loop.call(self._cancel)
+        except RuntimeError:
+            # The node's loop closed first (its shutdown step runs before the replica
+            # manager's): the fetch task went with it.
+            if not self._node_loop.loop.is_closed():
+                raise
 
     def _cancel(self) -> None:
         if self._task is not None:
