@@ -325,7 +325,7 @@ def _cycles(
         inside = [(a, b, k) for a in scc for b, k in edges[a].items() if b in scc]
         kind = "G1c" if any(k == "wr" for _a, _b, k in inside) else "G0"
         result.anomalies[kind].append(
-            {"transactions": sorted(scc)[:10], "size": len(scc), "cycle": _a_cycle(scc, edges)}
+            {"transactions": sorted(scc)[:1000], "size": len(scc), "cycle": _a_cycle(scc, edges)}
         )
 
 
