@@ -119,7 +119,7 @@ def run_txn(
         workload.stop_workers(settle_s)
         extra["committed_after_heal"] = _committed_after(out / "history.jsonl", history, healed_at)
         history.append({"type": "phase", "name": "final-read"})
-        final_complete = workload.final_read(max(60.0, settle_s))
+        final_complete = workload.final_read(max(120.0, settle_s * 1.5))
         workload.stop()
     except Exception as e:  # noqa: BLE001 - reported with whatever history exists
         extra["harness_error"] = "".join(traceback.format_exception(e))

@@ -30,6 +30,7 @@ from typing import Any
 from .workload import History
 
 OPERATION_TIMEOUT_S = 30.0
+FINAL_STALL_S = 20.0
 
 
 @dataclass
@@ -54,6 +55,7 @@ class TxnWorkload:
     _stop_observer: threading.Event = field(default_factory=threading.Event)
     _threads: list[threading.Thread] = field(default_factory=list)
     _observer: threading.Thread | None = None
+    _final_records: int = 0  # records the final read returned (its progress)
 
     def start(self) -> None:
         for i in range(self.config.workers):
@@ -287,6 +289,7 @@ class TxnWorkload:
                 "enable.partition.eof": eof,
                 "fetch.wait.max.ms": 200,
                 "log_level": 3,
+                "error_cb": lambda err: self._error(f"{name}: {err}"[:300]),
             }
         )
         consumer.assign([ck.TopicPartition(c.topic, p, 0) for p in range(c.partitions)])
@@ -302,6 +305,8 @@ class TxnWorkload:
             err = m.error()
             if err is None:
                 value = m.value()
+                if name == "final":
+                    self._final_records += 1
                 self.history.append(
                     {
                         "type": "read",
@@ -374,23 +379,44 @@ class TxnWorkload:
 
     def final_read(self, timeout_s: float) -> bool:
         """Read every partition read_committed from 0 to its end (a `final` event says
-        whether every partition was read to its end offset)."""
+        whether every partition was read to its end offset). A reader that gets nothing
+        for FINAL_STALL_S is replaced by a new one, which starts over (a `reset`)."""
         ends = self.end_offsets(timeout_s / 2)
         if ends is None:
             self.history.append({"type": "final", "complete": False, "why": "LSO below HW"})
             return False
-        consumer = self._reader("final", eof=True)
         done: dict[int, int] = {}
         deadline = time.monotonic() + timeout_s / 2
-        try:
-            while time.monotonic() < deadline and len(done) < len(ends):
-                for m in self._read("final", consumer, 0.5):
-                    if m.offset() >= ends[m.partition()]:
-                        done[m.partition()] = m.offset()
-        finally:
-            consumer.close()
+        attempts = 0
+        while time.monotonic() < deadline and len(done) < len(ends):
+            attempts += 1
+            if attempts > 1:
+                for p in range(self.config.partitions):
+                    self.history.append({"type": "reset", "process": "final", "partition": p})
+            done = {}
+            consumer = self._reader("final", eof=True)
+            progress = time.monotonic()
+            try:
+                while time.monotonic() < deadline and len(done) < len(ends):
+                    before = self._final_records
+                    for m in self._read("final", consumer, 0.5):
+                        if m.offset() >= ends[m.partition()]:
+                            done[m.partition()] = m.offset()
+                    if self._final_records > before or done:
+                        progress = time.monotonic()
+                    elif time.monotonic() - progress > FINAL_STALL_S:
+                        self._error(f"final read: nothing for {FINAL_STALL_S:.0f} s, a new reader")
+                        break
+            finally:
+                consumer.close()
         complete = len(done) == len(ends)
         self.history.append(
-            {"type": "final", "complete": complete, "end_offsets": ends, "reached": done}
+            {
+                "type": "final",
+                "complete": complete,
+                "end_offsets": ends,
+                "reached": done,
+                "attempts": attempts,
+            }
         )
         return complete
