@@ -452,7 +452,12 @@ def _txn(args: argparse.Namespace, argv: list[str] | None) -> int:
     name = "table" if args.table else args.scenario
     out = args.out or Path("chaos-runs") / f"{time.strftime('%Y%m%d-%H%M%S')}-txn-{name}"
     if args.table:
-        return table(args.target, args.seed, args.duration, out, command)
+        only = [n.strip() for n in (args.scenarios or "").split(",") if n.strip()]
+        unknown = sorted(set(only) - set(SCENARIOS))
+        if unknown:
+            print(f"chaos txn: unknown scenario(s) {', '.join(unknown)}", file=sys.stderr)
+            return 2
+        return table(args.target, args.seed, args.duration, out, command, only)
     why_not = runnable(args.scenario, args.target, args.target != "compose" or netem_available())
     if why_not is not None:
         print(f"chaos txn: {why_not}", file=sys.stderr)
@@ -538,6 +543,7 @@ def main(argv: list[str] | None = None) -> int:
     x.add_argument("--target", choices=["compose", "local"], required=True)
     x.add_argument("--scenario", choices=sorted(SCENARIOS))
     x.add_argument("--table", action="store_true", help="every scenario the target runs")
+    x.add_argument("--scenarios", help="with --table: these (comma-separated) only")
     x.add_argument("--seed", type=int, default=0)
     x.add_argument("--duration", type=float, default=30.0, help="seconds of faults")
     x.add_argument("--rate", type=float, default=5.0, help="transactions per second per worker")

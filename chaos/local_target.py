@@ -282,5 +282,3 @@ class LocalTarget(FreezesOneProcess, WritesFaultFile):
             "forwarded_bytes": sum(self.links.forwarded().values()),
             "refused_connections": self.links.refused,  # past MAX_CONNECTIONS
         }
-
-

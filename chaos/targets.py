@@ -143,5 +143,3 @@ class FreezesOneProcess:
         if pid is not None:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGCONT)
-
-

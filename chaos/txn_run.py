@@ -230,11 +230,14 @@ def render(report: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def table(target_name: str, seed: int, duration: float, out: Path, command: str) -> int:
-    """Every scenario the target runs, one after another; prints a Markdown table."""
+def table(
+    target_name: str, seed: int, duration: float, out: Path, command: str, only: list[str]
+) -> int:
+    """Every scenario the target runs (or those of `only`, in that order), one after
+    another; prints a Markdown table."""
     rows = []
     worst = EXIT_OK
-    names = [n for n, s in SCENARIOS.items() if target_name in s.targets and n != "calm"]
+    names = [n for n in (only or SCENARIOS) if target_name in SCENARIOS[n].targets and n != "calm"]
     for name in names:
         code, line, report = run_txn(target_name, name, seed, duration, out / name, command=command)
         print(line, flush=True)
