@@ -134,7 +134,12 @@ def run_txn(
             target.save_logs(out / "node-logs")
         except Exception as e:  # noqa: BLE001
             extra["save_logs_error"] = repr(e)
-        target.down()
+        for attempt in (1, 2):  # a loaded machine may need longer than down's own wait
+            try:
+                target.down()
+                break
+            except Exception as e:  # noqa: BLE001 - reported; the verdict stands
+                extra.setdefault("down_errors", []).append(f"attempt {attempt}: {e!r}")
         history.close()
     events = [json.loads(line) for line in (out / "history.jsonl").read_text().splitlines()]
     result = check(events)
