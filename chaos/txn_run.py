@@ -8,7 +8,8 @@ report.json into the run directory.
 
 Prints one summary line; exits 0 when no anomaly was found, 1 when one was, 3 when the
 evidence is incomplete (the final read did not reach every partition's end, or no
-transaction committed after healing), 2 on a harness error.
+transaction committed after healing, or the scenario injected no fault in the time
+given), 2 on a harness error.
 
 `python -m seglog.chaos txn --table local --duration S` runs every scenario the target
 has, one after another, and prints the Markdown table of their results.
@@ -161,7 +162,12 @@ def run_txn(
         code = EXIT_ERROR
     elif not result.ok:
         code = EXIT_VIOLATION
-    elif not final_complete or not extra.get("committed_after_heal"):
+    elif (
+        not final_complete
+        or not extra.get("committed_after_heal")
+        or not any(f.get("phase") == "start" for f in faults)
+    ):
+        # A scenario needs enough seconds for its first fault (some 15 s or more).
         code = EXIT_INCOMPLETE
     else:
         code = EXIT_OK
