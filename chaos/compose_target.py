@@ -61,7 +61,6 @@ with tarfile.open(fileobj=sys.stdout.buffer, mode="w|") as t:
         t.add(path, arcname=path[len(root) + 1:])
 """
 
-
 def netem_available() -> bool:
     """Whether this kernel can delay packets with tc netem (the compose target's delays;
     containers share the host's kernel): a netem qdisc on loopback in a namespace of

@@ -282,3 +282,5 @@ class LocalTarget(FreezesOneProcess, WritesFaultFile):
             "forwarded_bytes": sum(self.links.forwarded().values()),
             "refused_connections": self.links.refused,  # past MAX_CONNECTIONS
         }
+
+

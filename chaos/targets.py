@@ -143,3 +143,5 @@ class FreezesOneProcess:
         if pid is not None:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGCONT)
+
+
