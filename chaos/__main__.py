@@ -22,6 +22,8 @@ producer that is 25% of it, the load chaos runs are made at.
 `python -m seglog.chaos check HISTORY` re-checks a history file (no replicas).
 `python -m seglog.chaos groups --seed N --duration S` runs consumer groups while their
 coordinator is SIGKILLed (chaos/group_workload.py).
+`python -m seglog.chaos txn --target local|compose --scenario NAME` runs the transactional
+workload under a scenario (chaos/txn_run.py); `--table` runs it under every scenario.
 `python -m seglog.chaos list` names the scenarios.
 """
 
@@ -452,6 +454,35 @@ def _add_target_and_client(p: argparse.ArgumentParser) -> None:
     )
 
 
+def _txn(args: argparse.Namespace, argv: list[str] | None) -> int:
+    from .txn_run import run_txn, table
+
+    if args.table == (args.scenario is not None):
+        print("chaos txn: give --scenario NAME or --table", file=sys.stderr)
+        return 2
+    command = "python -m seglog.chaos " + " ".join(
+        shlex.quote(a) for a in (argv if argv is not None else sys.argv[1:])
+    )
+    name = "table" if args.table else args.scenario
+    out = args.out or Path("chaos-runs") / f"{time.strftime('%Y%m%d-%H%M%S')}-txn-{name}"
+    if args.table:
+        only = [n.strip() for n in (args.scenarios or "").split(",") if n.strip()]
+        unknown = sorted(set(only) - set(SCENARIOS))
+        if unknown:
+            print(f"chaos txn: unknown scenario(s) {', '.join(unknown)}", file=sys.stderr)
+            return 2
+        return table(args.target, args.seed, args.duration, out, command, only)
+    why_not = runnable(args.scenario, args.target, args.target != "compose" or netem_available())
+    if why_not is not None:
+        print(f"chaos txn: {why_not}", file=sys.stderr)
+        return 2
+    code, line, _report = run_txn(
+        args.target, args.scenario, args.seed, args.duration, out, rate=args.rate, command=command
+    )
+    print(line, flush=True)
+    return code
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m seglog.chaos", description=__doc__.split("\n\n")[0]
@@ -522,7 +553,18 @@ def main(argv: list[str] | None = None) -> int:
     g.add_argument("--duration", type=float, default=60.0, help="seconds of faults")
     g.add_argument("--out", type=Path, help="run directory (default chaos-runs/<stamp>-groups)")
     g.add_argument("--rate", type=float, default=100.0, help="sends per second per producer")
+    x = sub.add_parser("txn", help="the transactional workload under a scenario (txn_run.py)")
+    x.add_argument("--target", choices=["compose", "local"], required=True)
+    x.add_argument("--scenario", choices=sorted(SCENARIOS))
+    x.add_argument("--table", action="store_true", help="every scenario the target runs")
+    x.add_argument("--scenarios", help="with --table: these (comma-separated) only")
+    x.add_argument("--seed", type=int, default=0)
+    x.add_argument("--duration", type=float, default=30.0, help="seconds of faults")
+    x.add_argument("--rate", type=float, default=5.0, help="transactions per second per worker")
+    x.add_argument("--out", type=Path, help="run directory (default chaos-runs/<stamp>-txn-...)")
     args = parser.parse_args(argv)
+    if args.command == "txn":
+        return _txn(args, argv)
     if args.command == "groups":
         from .group_workload import run_groups
 

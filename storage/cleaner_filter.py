@@ -5,15 +5,20 @@ For a data batch, a record is kept unless
 * its key is null (a compacted topic never accepts one; older data may hold it),
 * a later record with the same key lies in the offset map (it is superseded),
 * it is a tombstone (null value) whose batch's delete horizon has passed, or
-* it belongs to an aborted transaction.
+* it belongs to an aborted transaction (Kafka's: the aborted transactions come from
+  the segments' `.txnindex` files, see `AbortedTxns`).
 
 Records at or above the map's end offset are always kept: the map says nothing
 about them. A batch holding a kept tombstone gets a delete horizon (now +
 delete.retention.ms) the first time the cleaner passes it; the tombstone goes in
 the first pass after that time.
 
-A COMMIT/ABORT marker may go once no record of its transaction is left and its
-own delete horizon (set the same way) has passed. A batch whose records all go
+A COMMIT marker may go once no record of its transaction is left and its own delete
+horizon (set the same way) has passed. An ABORT marker is kept as it is by the pass
+that drops its transaction's data, and its `.txnindex` entry goes into the cleaned
+segment's index (Kafka's CleanedTransactionMetadata: "retain the marker until all
+batches from the transaction have been removed"); a later pass, finding no data of
+it, gives it a horizon and then drops it, without the entry. A batch whose records all go
 is kept empty when it holds the last data of a producer that is still active
 (its sequence and epoch must survive for idempotence), and when the caller asks
 (the last batch of a cleaned group, which bounds the group's `.swap` for
@@ -24,14 +29,15 @@ from __future__ import annotations
 
 import bisect
 import enum
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
 from .record_batch import BatchHeader, ControlType
+from .txn_index import AbortedTxn
 
 # A log holding more aborted transactions than this is not cleaned (the list is
-# held in memory for a pass); Kafka reads them from the .txnindex instead.
+# held in memory for a pass).
 MAX_ABORTED_TXNS = 1_000_000
 
 
@@ -58,6 +64,9 @@ class Verdict(NamedTuple):
     kept: tuple[int, ...]  # indexes of the records kept (REWRITE)
     delete_horizon_ms: int | None  # horizon to stamp on a REWRITE, None to keep the batch's
     horizon_ms: int | None  # when a tombstone/marker kept in this batch can next go
+    # A kept ABORT marker whose transaction's data this pass dropped: its `.txnindex`
+    # entry, for the cleaned segment's index.
+    aborted_txn: AbortedTxn | None = None
 
 
 class RecordView(NamedTuple):
@@ -71,45 +80,41 @@ class RecordView(NamedTuple):
 
 @dataclass
 class AbortedTxns:
-    """Aborted transactions as (first offset, marker offset) ranges per producer."""
+    """The aborted transactions of a log, from its segments' `.txnindex` entries (Kafka's
+    collectAbortedTransactions): per producer, (first offset, marker offset) ranges and
+    the entries themselves."""
 
     ranges: dict[int, list[tuple[int, int]]] = field(default_factory=dict)
+    entries: dict[int, list[AbortedTxn]] = field(default_factory=dict)
     count: int = 0
 
-    def add(self, producer_id: int, first_offset: int, last_offset: int) -> None:
+    @classmethod
+    def of(cls, txns: Iterable[AbortedTxn]) -> AbortedTxns:
+        out = cls()
+        for txn in sorted(txns, key=lambda t: (t.producer_id, t.first_offset)):
+            out.add(txn)
+        return out
+
+    def add(self, txn: AbortedTxn) -> None:
+        """Add an entry (a producer's in offset order)."""
         if self.count >= MAX_ABORTED_TXNS:
             raise CleanerError(f"more than {MAX_ABORTED_TXNS} aborted transactions in one log")
-        self.ranges.setdefault(producer_id, []).append((first_offset, last_offset))
+        self.ranges.setdefault(txn.producer_id, []).append((txn.first_offset, txn.last_offset))
+        self.entries.setdefault(txn.producer_id, []).append(txn)
         self.count += 1
 
-    def is_aborted(self, producer_id: int, offset: int) -> bool:
+    def find(self, producer_id: int, offset: int) -> AbortedTxn | None:
+        """The aborted transaction of the producer that holds `offset`, if any."""
         spans = self.ranges.get(producer_id)
         if not spans:
-            return False
+            return None
         i = bisect.bisect_right(spans, (offset, 2**63)) - 1
-        return i >= 0 and spans[i][0] <= offset <= spans[i][1]
+        if i >= 0 and spans[i][0] <= offset <= spans[i][1]:
+            return self.entries[producer_id][i]
+        return None
 
-
-class AbortedTxnCollector:
-    """Feeds on every batch header of a log in offset order (plus the control type
-    of markers) and collects the aborted transactions, as the `.txnindex` would."""
-
-    def __init__(self) -> None:
-        self._open: dict[int, int] = {}  # producer id -> first offset of its open txn
-        self.aborted = AbortedTxns()
-
-    def feed(self, header: BatchHeader, control_type: int | None) -> None:
-        if not header.is_transactional or not header.has_producer_id:
-            return
-        pid = header.producer_id
-        if header.is_control:
-            first = self._open.pop(pid, None)
-            if first is not None and control_type == ControlType.ABORT:
-                self.aborted.add(pid, first, header.base_offset)
-        elif pid not in self._open:
-            if len(self._open) >= MAX_ABORTED_TXNS:
-                raise CleanerError(f"more than {MAX_ABORTED_TXNS} open transactions in one log")
-            self._open[pid] = header.base_offset
+    def is_aborted(self, producer_id: int, offset: int) -> bool:
+        return self.find(producer_id, offset) is not None
 
 
 @dataclass(kw_only=True, eq=False)
@@ -124,6 +129,8 @@ class BatchFilter:
     aborted: AbortedTxns
     # Producer id -> whether its current transaction kept a record this pass.
     _txn_kept: dict[int, bool] = field(default_factory=dict, init=False)
+    # Producer id -> its aborted transaction whose data this pass dropped (until its marker).
+    _aborted_dropped: dict[int, AbortedTxn] = field(default_factory=dict, init=False)
 
     def _is_last_of_producer(self, h: BatchHeader) -> bool:
         last = self.last_records.get(h.producer_id)
@@ -148,7 +155,9 @@ class BatchFilter:
         if h.is_control:
             return self._decide_marker(h, records, control_type, keep_empty)
         if h.is_transactional and h.has_producer_id:
-            if self.aborted.is_aborted(h.producer_id, h.base_offset):
+            txn = self.aborted.find(h.producer_id, h.base_offset)
+            if txn is not None:
+                self._aborted_dropped[h.producer_id] = txn
                 kept: list[int] = []
                 return self._verdict(h, records, kept, False, keep_empty)
         kept = []
@@ -185,6 +194,10 @@ class BatchFilter:
             if records or keep_empty:
                 return Verdict(Action.COPY, tuple(range(len(records))), None, None)
             return Verdict(Action.DROP, (), None, None)
+        dropped = self._aborted_dropped.pop(h.producer_id, None)
+        if control_type == ControlType.ABORT and dropped is not None:
+            # Kept as it is while this pass drops the data; its entry goes on.
+            return Verdict(Action.COPY, (0,), None, None, dropped)
         txn_kept = self._txn_kept.pop(h.producer_id, False)
         if txn_kept:
             return Verdict(Action.COPY, (0,), None, None)  # its records still need it
@@ -231,7 +244,6 @@ def mappable(h: BatchHeader, aborted: AbortedTxns) -> bool:
 
 __all__ = [
     "MAX_ABORTED_TXNS",
-    "AbortedTxnCollector",
     "AbortedTxns",
     "Action",
     "BatchFilter",

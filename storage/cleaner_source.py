@@ -16,7 +16,7 @@ from pathlib import Path
 
 from .cleaner_filter import CleanerError
 from .cleaner_plan import SegmentView
-from .record_batch import HEADER_SIZE, BatchHeader, batch_size_at, check_batch, control_record_type
+from .record_batch import HEADER_SIZE, BatchHeader, batch_size_at, check_batch
 from .segment import LogSegment
 
 
@@ -73,33 +73,6 @@ class SourceSegment:
                 pos += p
         finally:
             os.close(fd)
-
-    def headers(self) -> Iterator[tuple[int, BatchHeader]]:
-        """(position, header) of every batch, reading 61 bytes a batch."""
-        fd = self._open()
-        try:
-            pos = 0
-            while pos + HEADER_SIZE <= self.size:
-                raw = os.pread(fd, HEADER_SIZE, pos)
-                if len(raw) < HEADER_SIZE:
-                    raise SourceGone(f"{self.path} is shorter than {self.size} bytes")
-                h = BatchHeader.parse(raw)
-                if h.size < HEADER_SIZE or pos + h.size > self.size:
-                    raise CleanerError(f"bad batch header at {pos} of {self.path}")
-                yield pos, h
-                pos += h.size
-        finally:
-            os.close(fd)
-
-    def control_type(self, pos: int, h: BatchHeader) -> int | None:
-        """The control type of the (control) batch at `pos`."""
-        fd = self._open()
-        try:
-            data = os.pread(fd, h.size, pos)
-        finally:
-            os.close(fd)
-        control = control_record_type(data, 0, h)
-        return None if control is None else control[0]
 
 
 __all__ = ["SourceGone", "SourceSegment"]

@@ -183,6 +183,8 @@ class GroupWriter:
             action = verdict.action
             if action is Action.DROP:
                 continue
+            if verdict.aborted_txn is not None:
+                self.segment.txn_index.append(verdict.aborted_txn)
             if action is Action.COPY:
                 out = bytes(view[p : p + h.size])
                 max_ts = h.max_timestamp

@@ -8,8 +8,9 @@ One pass over a compacted log:
 1. Under the partition lock: a view of the log (`log_view`), its cleanable range,
    and what the pass must know of the log then (segments, sizes, truncation
    count, active producers).
-2. Without the lock: every batch header of the log is walked for aborted
-   transactions; the offset map is filled from the dirty range, batch by batch,
+   The aborted transactions are read from the segments' `.txnindex` files then
+   (Kafka's collectAbortedTransactions).
+2. Without the lock: the offset map is filled from the dirty range, batch by batch,
    until it is full or the range ends (`map_end`; a later pass goes on from there).
 3. Without the lock, a group of segments at a time: every segment below `map_end`
    is rewritten into `<base>.log.cleaned` (plus indexes), fsynced.
@@ -43,7 +44,6 @@ import numpy as np
 
 from .atomic_file import fsync_dir
 from .cleaner_filter import (
-    AbortedTxnCollector,
     AbortedTxns,
     BatchFilter,
     CleanerError,
@@ -218,14 +218,12 @@ class CleaningJob:
     # --- step 2: aborted transactions and the offset map -------------------------------
 
     def collect_aborted_transactions(self) -> None:
-        collector = AbortedTxnCollector()
-        for src in self.sources:
-            self._check_abort()
-            for pos, h in src.headers():
-                if h.is_transactional and h.has_producer_id:
-                    ctype = src.control_type(pos, h) if h.is_control else None
-                    collector.feed(h, ctype)
-        self.aborted = collector.aborted
+        """Under the partition lock: every entry of the segments' `.txnindex` files (an
+        index is appended to under the lock; a transaction still open then lies above
+        the cleanable range)."""
+        self.aborted = AbortedTxns.of(
+            txn for src in self.sources for txn in src.segment.txn_index.entries
+        )
 
     def build_offset_map(self) -> None:
         """Map keys from the first dirty offset until the map is full or the range ends;
@@ -434,7 +432,7 @@ def clean_log(
             should_abort=should_abort,
             step_hook=step_hook,
         )
-    job.collect_aborted_transactions()
+        job.collect_aborted_transactions()
     job.build_offset_map()
     batch_filter = BatchFilter(
         map_end=job.map_end,

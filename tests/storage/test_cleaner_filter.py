@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from seglog.storage.cleaner_filter import (
-    AbortedTxnCollector,
     AbortedTxns,
     Action,
     BatchFilter,
@@ -12,6 +11,7 @@ from seglog.storage.cleaner_filter import (
     mappable,
 )
 from seglog.storage.record_batch import BatchHeader, ControlType
+from seglog.storage.txn_index import AbortedTxn
 
 NOW = 1_000_000
 RETENTION = 500
@@ -118,18 +118,44 @@ def test_markers_wait_for_their_data_then_for_their_horizon() -> None:
     assert gone.action is Action.DROP
 
 
-def test_aborted_transactions_are_collected_from_headers_and_dropped() -> None:
-    c = AbortedTxnCollector()
-    c.feed(header(0, 1, pid=5, epoch=0, attrs=0x10), None)
-    c.feed(header(1, 1, pid=6, epoch=0, attrs=0x10), None)
-    c.feed(header(2, 1, pid=5, epoch=0, attrs=0x10), None)
-    c.feed(header(3, 1, pid=5, epoch=0, attrs=0x30), ControlType.ABORT)
-    c.feed(header(4, 1, pid=6, epoch=0, attrs=0x30), ControlType.COMMIT)
-    a = c.aborted
+def test_aborted_transactions_come_from_txnindex_entries_and_are_dropped() -> None:
+    # Producer 5 aborted [0, 3] and [7, 9]; producer 6 committed what it wrote at 1.
+    a = AbortedTxns.of([AbortedTxn(5, 7, 9, 10), AbortedTxn(5, 0, 3, 4)])
     assert a.is_aborted(5, 0) and a.is_aborted(5, 2) and not a.is_aborted(6, 1)
-    assert not a.is_aborted(5, 4)
+    assert not a.is_aborted(5, 4) and a.is_aborted(5, 8)
+    assert a.find(5, 8) == AbortedTxn(5, 7, 9, 10)
     assert not mappable(header(2, 1, pid=5, epoch=0, attrs=0x10), a)
     assert mappable(header(1, 1, pid=6, epoch=0, attrs=0x10), a)
     assert not mappable(header(4, 1, pid=6, epoch=0, attrs=0x30), a)
     v = flt(aborted=a).decide(header(2, 1, pid=5, epoch=0, attrs=0x10), [rec(2)])
     assert v.action is Action.DROP
+
+
+def test_an_abort_marker_stays_with_its_index_entry_while_its_data_goes() -> None:
+    """Kafka's CleanedTransactionMetadata: the pass that drops an aborted transaction's
+    data keeps its ABORT marker as it is and hands on its `.txnindex` entry; a pass
+    that finds no data of it treats the marker like any finished one (a horizon, then
+    gone) and hands on no entry."""
+    txn, marker = 0x10, 0x30
+    entry = AbortedTxn(5, 0, 2, 3)
+    f = flt(aborted=AbortedTxns.of([entry]))
+    assert f.decide(header(0, 2, pid=5, epoch=0, attrs=txn), [rec(0), rec(1)]).action is (
+        Action.DROP
+    )
+    kept = f.decide(
+        header(2, 1, pid=5, epoch=0, attrs=marker), [rec(2)], control_type=ControlType.ABORT
+    )
+    assert kept == (Action.COPY, (0,), None, None, entry)
+    later = flt(aborted=AbortedTxns.of([entry]))
+    v = later.decide(
+        header(2, 1, pid=5, epoch=0, attrs=marker), [rec(2)], control_type=ControlType.ABORT
+    )
+    assert v.action is Action.REWRITE and v.delete_horizon_ms == NOW + RETENTION
+    assert v.aborted_txn is None
+    # A COMMIT marker never carries an entry.
+    c = flt(aborted=AbortedTxns.of([entry]))
+    c.decide(header(0, 1, pid=5, epoch=0, attrs=txn), [rec(0)])
+    done = c.decide(
+        header(1, 1, pid=6, epoch=0, attrs=marker), [rec(1)], control_type=ControlType.COMMIT
+    )
+    assert done.aborted_txn is None

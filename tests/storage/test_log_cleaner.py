@@ -36,6 +36,7 @@ from seglog.storage.log import Log
 from seglog.storage.log_cleaner import clean_log
 from seglog.storage.offset_map import BYTES_PER_ENTRY, OffsetMap
 from seglog.storage.record_batch import NewRecord, build_batch, decode_records, iter_batches
+from seglog.storage.txn_index import AbortedTxn, decode_entries
 
 Row = tuple[int, bytes | None, bytes | None]
 
@@ -286,6 +287,10 @@ def test_a_superseded_last_batch_of_a_producer_is_kept_empty(tmp_path: Path) -> 
 
 
 def test_aborted_transactions_and_their_markers_go(tmp_path: Path) -> None:
+    """As Kafka's cleaner does: the aborted transactions come from the `.txnindex`; the
+    pass that drops an aborted transaction's data keeps its ABORT marker as it is, with
+    its entry in the cleaned segment's `.txnindex`; the next pass gives the marker a
+    delete horizon and drops the entry; the one after the horizon drops the marker."""
     log = open_compacted(tmp_path / "t-0", segment_bytes=100_000)
     pid, epoch = 42, 1
     data = [
@@ -311,19 +316,50 @@ def test_aborted_transactions_and_their_markers_go(tmp_path: Path) -> None:
     ]
     log.append_as_follower(b"".join(data), time_ms=T0)
     seal(log)
+    entry = AbortedTxn(pid, 2, 3, 4)
+    assert log.segments[0].txn_index.entries == [entry]
     m = OffsetMap(1 << 16)
-    cp, _ = clean_fully(log, T0, m)
+    clean_fully(log, T0, m)
     got = rows(log)
     # the aborted record is gone and did not hide the committed value
     assert (0, b"a", b"committed") in got and all(v != b"aborted" for _o, _k, v in got)
     hs = {h.base_offset: h for h, _ in batches_on_disk(log)}
     assert hs[1].is_control and hs[1].records_count == 1  # its data is still there
-    assert hs[3].is_control and hs[3].has_delete_horizon  # no data left: horizon set
-    clean_fully(log, T0 + RETENTION_MS, m, cp)
+    assert hs[3].is_control and not hs[3].has_delete_horizon  # kept as it was
+    index = log.segments[0].txn_index
+    assert index.path is not None and index.path.name == "00000000000000000000.txnindex"
+    assert decode_entries(index.path.read_bytes(), "test") == [entry]
+    # Every later pass starts from the log start (as new dirty data makes it do).
+    # The producer's last batch is the emptied aborted one: Kafka's cleaner still sees a
+    # batch of the transaction, so the marker and its entry stay.
+    clean_fully(log, T0, m)
+    assert {h.base_offset for h, _ in batches_on_disk(log)} >= {2, 3}
+    assert log.segments[0].txn_index.entries == [entry]
+    # The producer writes again: the emptied batch goes (seen one last time)...
+    log.append_as_follower(
+        keyed_batch(
+            [(b"c", b"later")],
+            producer_id=pid,
+            producer_epoch=epoch,
+            base_sequence=2,
+            base_offset=log.log_end_offset,
+        ),
+        time_ms=T0,
+    )
+    seal(log)
+    clean_fully(log, T0, m)
     hs = {h.base_offset: h for h, _ in batches_on_disk(log)}
-    # The marker went; the aborted batch holds the producer's last sequence: kept empty.
-    assert 3 not in hs
-    assert (hs[2].records_count, hs[2].producer_id, hs[2].base_sequence) == (0, pid, 1)
+    assert 2 not in hs and not hs[3].has_delete_horizon
+    # ...then no data of the transaction is left: a horizon, and no entry handed on.
+    clean_fully(log, T0, m)
+    hs = {h.base_offset: h for h, _ in batches_on_disk(log)}
+    assert hs[3].is_control and hs[3].has_delete_horizon
+    assert log.segments[0].txn_index.entries == []
+    assert log.collect_aborted_transactions(0, log.log_end_offset) == []
+    clean_fully(log, T0 + RETENTION_MS, m)
+    hs = {h.base_offset: h for h, _ in batches_on_disk(log)}
+    assert 3 not in hs  # the marker went
+    assert (0, b"a", b"committed") in rows(log)
     log.close()
 
 
