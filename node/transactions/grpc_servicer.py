@@ -63,6 +63,13 @@ def _message(error: str, transactional_id: str) -> str:
     return "" if error == "NONE" else f"{error} for transactional id {transactional_id!r}"
 
 
+def _error_response(error: str, transactional_id: str) -> tpb.TxnErrorResponse:
+    """The answer of a call whose only outcome is its error (AddOffsetsToTxn, EndTxn)."""
+    return tpb.TxnErrorResponse(
+        error_code=code(error), error_message=_message(error, transactional_id)
+    )
+
+
 def init_transactional_producer(
     node: NodeServices, request: pb.InitProducerIdRequest, context: grpc.ServicerContext
 ) -> pb.InitProducerIdResponse:
@@ -164,9 +171,7 @@ class TransactionsServicer(transactions_pb2_grpc.TransactionsServicer):
                 context, request.transactional_id, "add_offsets",
                 request.producer_id, request.producer_epoch, request.group_id,
             )  # fmt: skip
-        return tpb.TxnErrorResponse(
-            error_code=code(r.error), error_message=_message(r.error, request.transactional_id)
-        )
+        return _error_response(r.error, request.transactional_id)
 
     def EndTxn(
         self, request: tpb.EndTxnRequest, context: grpc.ServicerContext
@@ -175,9 +180,7 @@ class TransactionsServicer(transactions_pb2_grpc.TransactionsServicer):
             context, request.transactional_id, "end_txn",
             request.producer_id, request.producer_epoch, request.committed,
         )  # fmt: skip
-        return tpb.TxnErrorResponse(
-            error_code=code(r.error), error_message=_message(r.error, request.transactional_id)
-        )
+        return _error_response(r.error, request.transactional_id)
 
     def DescribeTransactions(
         self, request: tpb.DescribeTransactionsRequest, context: grpc.ServicerContext
