@@ -392,8 +392,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         "min.insync.replicas": "2",
         "default.replication.factor": "3",
         "log.initial.task.delay.ms": "30000",
+        "replica.fetch.protocol": args.replica_fetch_protocol,
     }
-    overrides["replica.fetch.protocol"] = args.replica_fetch_protocol
     cluster = Cluster(root / "cluster", overrides, profile_dir)
     if args.replica_fetch_protocol == "kafka":
         add_kafka_listeners(cluster)  # the followers' Kafka listener
