@@ -85,17 +85,20 @@ class ProfiledNode(NodeProcess):
     """A NodeProcess that runs under PROFILED_NODE when given a `profile_path`."""
 
     profile_path: Path | None = None
+    # Over the environment the node starts with (a benchmark's PYTHONPATH of a compiled
+    # build, bench/build_compiled.py).
+    extra_env: dict[str, str] | None = None
 
     def start(self, timeout_s: float = WAIT_S) -> ProfiledNode:
-        if self.profile_path is None:
+        if self.profile_path is None and not self.extra_env:
             super().start(timeout_s)
             return self
-        env = {
-            **os.environ,
-            "PYTHONUNBUFFERED": "1",
-            "SEGLOG_BENCH_PROFILE": str(self.profile_path),
-        }
-        self.proc, _ = spawn_node(self.config_path, self.log_path, env, ("-c", PROFILED_NODE))
+        env = {**os.environ, "PYTHONUNBUFFERED": "1", **(self.extra_env or {})}
+        args: tuple[str, ...] = ("-m", "seglog.cli")
+        if self.profile_path is not None:
+            env["SEGLOG_BENCH_PROFILE"] = str(self.profile_path)
+            args = ("-c", PROFILED_NODE)
+        self.proc, _ = spawn_node(self.config_path, self.log_path, env, args)
         self.wait_healthy(timeout_s)
         return self
 
@@ -132,7 +135,14 @@ def report_profiles(profile_dir: Path, top: int) -> list[str]:
 class Cluster:
     """Three node processes with pre-chosen ports (optionally under cProfile)."""
 
-    def __init__(self, root: Path, overrides: dict[str, str], profile_dir: Path | None) -> None:
+    def __init__(
+        self,
+        root: Path,
+        overrides: dict[str, str],
+        profile_dir: Path | None,
+        env: dict[str, str] | None = None,
+    ) -> None:
+        """`env`: over the nodes' environment (ours)."""
         ports, controller_ports, voters = quorum_ports(NODE_IDS)
         overrides = {"controller.quorum.voters": voters, **overrides}
         self.nodes: dict[int, ProfiledNode] = {
@@ -140,6 +150,7 @@ class Cluster:
         }
         for i, node in self.nodes.items():
             node.profile_path = None if profile_dir is None else profile_dir / f"node-{i}.prof"
+            node.extra_env = env
         self._channels: dict[int, grpc.Channel] = {}
         self.anomalies: list[str] = []
 
@@ -309,13 +320,17 @@ LOCAL_UP_DATA_PATH = {
 
 
 def start_local_up(
-    root: Path, extra: dict[str, str] | None = None, profile_dir: Path | None = None
+    root: Path,
+    extra: dict[str, str] | None = None,
+    profile_dir: Path | None = None,
+    env: dict[str, str] | None = None,
 ) -> tuple[Cluster, str]:
     """Three nodes as `seglog local up` runs them (local_overrides(), LOCAL_UP_DATA_PATH,
-    a PLAINTEXT listener beside gRPC on each; `extra` settings over those), started and
-    all unfenced: the cluster and its Kafka bootstrap list. Stopped again on failure."""
+    a PLAINTEXT listener beside gRPC on each; `extra` settings over those; `env` over
+    their environment), started and all unfenced: the cluster and its Kafka bootstrap
+    list. Stopped again on failure."""
     overrides = {**local_overrides(), **LOCAL_UP_DATA_PATH, **(extra or {})}
-    cluster = Cluster(root, overrides, profile_dir)
+    cluster = Cluster(root, overrides, profile_dir, env)
     bootstrap = add_kafka_listeners(cluster)
     try:
         for i in NODE_IDS:

@@ -5,7 +5,11 @@
 - loop+grpc: `kafka.listener.model=event-loop` (one uvloop loop per node,
   node/kafka/loop_server.py), followers fetching over gRPC;
 - loop+kafka: the same loop, followers fetching over Kafka's inter-broker protocol
-  from it (`replica.fetch.protocol=kafka`, node/kafka/replica_client.py).
+  from it (`replica.fetch.protocol=kafka`, node/kafka/replica_client.py);
+- loop+kafka+mypyc (only with --compiled DIR, not among the default designs): loop+kafka
+  with the node processes importing seglog from DIR, a build whose hot path is compiled
+  by mypyc (bench/build_compiled.py; PYTHONPATH=DIR and PYTHONSAFEPATH=1 in the nodes'
+  environment).
 
 Per round and design, a fresh 3-node cluster (RF=3, min.insync.replicas=2, a PLAINTEXT
 listener beside gRPC on each node, as `seglog local up` runs them) and confluent-kafka
@@ -14,7 +18,7 @@ listener beside gRPC on each node, as `seglog local up` runs them) and confluent
 1. sequential: --sequential single-record round trips (produce, flush) to a
    1-partition topic; p50/p99 of each, and the leader broker process's CPU
    (user+sys from /proc) per produce — the issue's "leader CPU per one-record acks=all
-   Produce";
+   Produce" — and each follower's;
 2. paced: at each of --rates records/s for --seconds over a 6-partition topic;
    p50/p99 of produce()-to-delivery-report.
 
@@ -22,7 +26,13 @@ Rounds alternate the designs (each in turn, then again) so that the machine's lo
 falls on all alike; each figure is the median over the rounds. The last line is JSON;
 `--plot out.png` draws each design's p50/p99 per rate and its CPU per produce.
 
-    python bench/data_path.py [--rounds 2] [--rates 1000,5000] [--plot out.png]
+    python bench/data_path.py [--rounds 2] [--rates 1000,5000|none] [--plot out.png]
+
+Interpreted against compiled, alternately (--rates none: the sequential part only):
+
+    python bench/build_compiled.py --target /tmp/seglog-compiled
+    python bench/data_path.py --designs loop+kafka,loop+kafka+mypyc \
+        --compiled /tmp/seglog-compiled --rounds 3 --sequential 3000 --rates none
 """
 
 from __future__ import annotations
@@ -47,6 +57,8 @@ DESIGNS = {
     "loop+grpc": {"kafka.listener.model": "event-loop", "replica.fetch.protocol": "grpc"},
     "loop+kafka": {"kafka.listener.model": "event-loop", "replica.fetch.protocol": "kafka"},
 }
+COMPILED = "loop+kafka+mypyc"  # loop+kafka's settings, seglog from --compiled DIR
+ALL_DESIGNS = (*DESIGNS, COMPILED)
 SEQ_TOPIC = "seq"
 
 
@@ -56,19 +68,37 @@ def process_cpu_s(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def start_cluster(root: Path, design: str) -> tuple[bench_cluster.Cluster, str]:
-    cluster, bootstrap = bench_cluster.start_local_up(root, DESIGNS[design])
+def compiled_libraries(pid: int, directory: Path) -> int:
+    """How many extension modules from `directory` process `pid` has mapped."""
+    prefix = str(directory.resolve()) + "/"
+    maps = Path(f"/proc/{pid}/maps").read_text().splitlines()
+    return len({line.split()[-1] for line in maps if line.split()[-1].startswith(prefix)})
+
+
+def start_cluster(
+    root: Path, design: str, compiled: Path | None
+) -> tuple[bench_cluster.Cluster, str]:
+    settings = DESIGNS["loop+kafka"] if design == COMPILED else DESIGNS[design]
+    # PYTHONSAFEPATH: `python -m` in the repository would put its seglog/ first on sys.path.
+    env = (
+        {"PYTHONPATH": str(compiled), "PYTHONSAFEPATH": "1"}
+        if design == COMPILED and compiled
+        else None
+    )
+    cluster, bootstrap = bench_cluster.start_local_up(root, settings, env=env)
     cluster.create_topics([SEQ_TOPIC], 1)
     cluster.create_topics([TOPIC_KAFKA], 6)
     return cluster, bootstrap
 
 
 def sequential(ck: Any, cluster: bench_cluster.Cluster, bootstrap: str, n: int) -> dict[str, Any]:
-    """n one-record round trips; latency percentiles and the leader's CPU per produce."""
+    """n one-record round trips; latency percentiles and the leader's and each
+    follower's CPU per produce."""
     parts = cluster.partitions(1, SEQ_TOPIC)
     assert parts is not None
-    leader = cluster.nodes[parts[0].leader_id]
-    assert leader.proc is not None
+    leader_id = parts[0].leader_id
+    pids = {i: node.proc.pid for i, node in cluster.nodes.items() if node.proc is not None}
+    assert len(pids) == len(bench_cluster.NODE_IDS)
     producer = ck.Producer(
         {"bootstrap.servers": bootstrap, "enable.idempotence": True, "acks": "all", "linger.ms": 0}
     )
@@ -77,25 +107,41 @@ def sequential(ck: Any, cluster: bench_cluster.Cluster, bootstrap: str, n: int) 
         producer.produce(SEQ_TOPIC, value=value)
         producer.flush(30)
     latencies = []
-    cpu0 = process_cpu_s(leader.proc.pid)
+    cpu0 = {i: process_cpu_s(pid) for i, pid in pids.items()}
     for _ in range(n):
         t0 = time.perf_counter()
         producer.produce(SEQ_TOPIC, value=value)
         if producer.flush(30) != 0:
             raise RuntimeError("sequential: a produce was not delivered in 30 s")
         latencies.append((time.perf_counter() - t0) * 1000)
-    cpu = process_cpu_s(leader.proc.pid) - cpu0
+    cpu = {i: process_cpu_s(pid) - cpu0[i] for i, pid in pids.items()}
     return {
         "p50_ms": round(percentile(latencies, 50), 2),
         "p99_ms": round(percentile(latencies, 99), 2),
-        "leader_cpu_us_per_produce": round(cpu / n * 1e6),
+        "leader_cpu_us_per_produce": round(cpu[leader_id] / n * 1e6),
+        "followers_cpu_us_per_produce": [
+            round(cpu[i] / n * 1e6) for i in sorted(pids) if i != leader_id
+        ],
     }
 
 
 def one_round(ck: Any, root: Path, model: str, args: argparse.Namespace) -> dict[str, Any]:
-    cluster, bootstrap = start_cluster(root, model)
+    load = os.getloadavg()[0]
+    cluster, bootstrap = start_cluster(root, model, args.compiled)
     try:
-        out: dict[str, Any] = {"sequential": sequential(ck, cluster, bootstrap, args.sequential)}
+        out: dict[str, Any] = {"load_1m": round(load, 2)}
+        if args.compiled is not None:
+            # The compiled build's extension modules each node process has loaded: none
+            # for the interpreted designs; the build's count for the compiled one.
+            mapped = {
+                i: compiled_libraries(n.proc.pid, args.compiled)
+                for i, n in cluster.nodes.items()
+                if n.proc is not None
+            }
+            if (model == COMPILED) != all(mapped.values()):
+                raise RuntimeError(f"{model}: compiled modules mapped per node {mapped}")
+            out["compiled_libraries"] = max(mapped.values())
+        out["sequential"] = sequential(ck, cluster, bootstrap, args.sequential)
         values = Values(1024, 42)
         first = 0
         for rate in args.rates:
@@ -120,14 +166,19 @@ def median_of(rounds: list[dict[str, Any]], *path: str) -> float:
     return round(statistics.median(values), 2)
 
 
-def plot(summary: dict[str, Any], rates: Sequence[int], path: Path) -> None:
+def plot(
+    summary: dict[str, Any],
+    rates: Sequence[int],
+    path: Path,
+    runs: dict[str, list[dict[str, Any]]],
+) -> None:
     designs = list(summary)
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 4))
+    fig, (ax1, ax2, ax3) = plt.subplots(1, 3, figsize=(16, 4))
     labels = ["sequential", *(f"{r}/s" for r in rates)]
     width = 0.2
     for k, model in enumerate(designs):
@@ -142,13 +193,46 @@ def plot(summary: dict[str, Any], rates: Sequence[int], path: Path) -> None:
     ax1.set_ylabel("ms, produce to delivery (log)")
     ax1.set_title("confluent-kafka acks=all, RF=3, 1 KiB")
     ax1.legend(fontsize=7)
+    xs = list(range(len(designs)))
     ax2.bar(
-        list(designs),
+        [x - 0.2 for x in xs],
         [summary[m]["sequential"]["leader_cpu_us_per_produce"] for m in designs],
-        color=["tab:gray", "tab:blue", "tab:green"][: len(designs)],
+        0.4,
+        label="leader",
+        color="tab:blue",
     )
-    ax2.set_ylabel("leader CPU µs per one-record produce")
-    ax2.set_title("leader broker process CPU")
+    ax2.bar(
+        [x + 0.2 for x in xs],
+        [summary[m]["sequential"]["follower_cpu_us_per_produce"] for m in designs],
+        0.4,
+        label="a follower (mean of two)",
+        color="tab:green",
+    )
+    ax2.axhline(300, color="tab:red", linestyle="--", linewidth=1, label="300 µs (issue 40)")
+    ax2.set_xticks(xs, designs)
+    ax2.set_ylabel("CPU µs per one-record produce")
+    ax2.set_title("node process CPU (median of rounds)")
+    ax2.legend(fontsize=7)
+    # Every round in the order it ran (designs alternate), with the load it started at:
+    # what the medians hide on a shared machine.
+    for k, model in enumerate(designs):
+        rounds = runs[model]
+        xs = [r * len(designs) + k + 1 for r in range(len(rounds))]
+        ax3.plot(
+            xs,
+            [r["sequential"]["leader_cpu_us_per_produce"] for r in rounds],
+            "o",
+            label=f"{model} leader",
+        )
+        for x, r in zip(xs, rounds, strict=True):
+            if "load_1m" in r:
+                ax3.annotate(f"load {r['load_1m']:.1f}", (x, 0), fontsize=6, ha="center")
+    ax3.axhline(300, color="tab:red", linestyle="--", linewidth=1)
+    ax3.set_ylim(bottom=-40)
+    ax3.set_xlabel("round, in the order run")
+    ax3.set_ylabel("leader CPU µs per produce")
+    ax3.set_title("each round")
+    ax3.legend(fontsize=7)
     save_plot(fig, path, dpi=110)
 
 
@@ -156,15 +240,29 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=2, help="rounds of every design (2)")
     parser.add_argument(
-        "--designs", default=",".join(DESIGNS), help=f"comma list of {', '.join(DESIGNS)}"
+        "--designs", default=",".join(DESIGNS), help=f"comma list of {', '.join(ALL_DESIGNS)}"
     )
-    parser.add_argument("--rates", default="1000,5000", help="records/s, comma list")
+    parser.add_argument(
+        "--compiled",
+        type=Path,
+        default=None,
+        help=f"a build from bench/build_compiled.py, for {COMPILED} (its PYTHONPATH)",
+    )
+    parser.add_argument(
+        "--rates", default="1000,5000", help="records/s, comma list; none: no paced runs"
+    )
     parser.add_argument("--seconds", type=float, default=4.0, help="per paced rate (4)")
     parser.add_argument("--sequential", type=int, default=300, help="round trips (300)")
     add_options(parser, "--plot", "--dir")
     args = parser.parse_args(argv)
-    args.rates = positive_ints(parser, "--rates", args.rates)
-    args.designs = known_names(parser, "--designs", args.designs, DESIGNS)
+    args.rates = [] if args.rates == "none" else positive_ints(parser, "--rates", args.rates)
+    args.designs = known_names(parser, "--designs", args.designs, ALL_DESIGNS)
+    if (COMPILED in args.designs) != (args.compiled is not None):
+        parser.error(f"--compiled DIR goes with the design {COMPILED} (and it needs one)")
+    if args.compiled is not None:
+        args.compiled = args.compiled.resolve()
+        if not any(args.compiled.glob("seglog/**/*.so")):
+            parser.error(f"--compiled: no compiled modules under {args.compiled}/seglog")
     if args.rounds < 1 or args.sequential < 1 or args.seconds <= 0:
         parser.error("--rounds, --sequential and --seconds must be positive")
     return args
@@ -189,10 +287,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     summary: dict[str, Any] = {}
     for model in args.designs:
         rs = runs[model]
+        for r in rs:  # each follower's CPU alike: their mean, for the median
+            seq = r["sequential"]
+            seq["follower_cpu_us_per_produce"] = statistics.mean(
+                seq["followers_cpu_us_per_produce"]
+            )
         summary[model] = {
             "sequential": {
                 k: median_of(rs, "sequential", k)
-                for k in ("p50_ms", "p99_ms", "leader_cpu_us_per_produce")
+                for k in (
+                    "p50_ms",
+                    "p99_ms",
+                    "leader_cpu_us_per_produce",
+                    "follower_cpu_us_per_produce",
+                )
             },
             **{
                 str(rate): {k: median_of(rs, str(rate), k) for k in ("p50_ms", "p99_ms")}
@@ -200,7 +308,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             },
         }
     if args.plot is not None:
-        plot(summary, args.rates, args.plot)
+        plot(summary, args.rates, args.plot, runs)
     out = {
         "benchmark": "data_path",
         "rounds": args.rounds,
@@ -209,6 +317,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "load_after": [round(x, 2) for x in os.getloadavg()],
         "median": summary,
         "runs": runs,
+        "compiled": None if args.compiled is None else str(args.compiled),
     }
     print(json.dumps(out))
     return 0

@@ -1,5 +1,5 @@
 """Transactional throughput (issue 34): `python -m seglog.bench.transactions [--seconds S]
-[--sizes 10,100,1000] [--plot PATH]`.
+[--sizes 10,100,1000] [--producers 4] [--plot PATH]`.
 
 Three nodes as `seglog local up` runs them (bench/cluster.py's start_local_up), a topic of
 6 partitions (RF=3, min.insync.replicas=2) per phase, 1 KiB values (bench/kafka_protocol.py's
@@ -9,7 +9,10 @@ Values), confluent-kafka on the Kafka listeners, acks=all and idempotent in ever
   64 KiB), the baseline;
 * transactional, N records per transaction for each N of --sizes: one producer with a
   transactional.id repeating begin_transaction, N sends (partitioned by librdkafka's
-  sticky partitioner), commit_transaction; records/s counts committed records only.
+  sticky partitioner), commit_transaction; records/s counts committed records only;
+* at the middle size once more, --producers (4) transactional producers at once, each
+  with its own transactional.id: one producer has one transaction open at a time, so
+  this is how a Kafka user scales transactional throughput.
 
 While the transactions at the middle size run, a sampler reads every partition's high
 watermark (read_uncommitted) and last stable offset (read_committed ListOffsets) five
@@ -17,8 +20,12 @@ times a second: how far the LSO trails the HW in records, and in time (how long 
 HW first reached the offset the LSO is at now).
 
 Prints the figures, then one JSON line (the last line); --plot writes a PNG of records/s
-per mode and the LSO's lag over time. The target: transactional throughput at 100
-records per transaction at least 0.7x the non-transactional one.
+per mode and the LSO's lag over time. --trace adds a phase at the middle size with
+librdkafka's debug=eos,protocol (slower; not in the figures above): each request kind
+per transaction with its round trips, and how often AddPartitionsToTxn was refused
+CONCURRENT_TRANSACTIONS (each refusal costs librdkafka's 20 ms backoff). The target:
+transactional throughput at 100 records per transaction at least 0.7x the
+non-transactional one.
 """
 
 from __future__ import annotations
@@ -26,7 +33,9 @@ from __future__ import annotations
 import argparse
 import bisect
 import json
+import logging
 import os
+import re
 import shutil
 import tempfile
 import threading
@@ -83,10 +92,21 @@ def plain(ck: Any, bootstrap: str, topic: str, values: Any, seconds: float) -> d
 
 
 def transactional(
-    ck: Any, bootstrap: str, topic: str, values: Any, per_txn: int, seconds: float
+    ck: Any,
+    bootstrap: str,
+    topic: str,
+    values: Any,
+    per_txn: int,
+    seconds: float,
+    extra: dict[str, Any] | None = None,
+    name: str = "",
 ) -> dict[str, Any]:
     producer = ck.Producer(
-        {**produce_config(bootstrap), "transactional.id": f"bench-{topic}-{per_txn}"}
+        {
+            **produce_config(bootstrap),
+            "transactional.id": f"bench-{topic}-{per_txn}{name}",
+            **(extra or {}),
+        }
     )
     producer.init_transactions(60)
     committed = transactions = 0
@@ -106,6 +126,7 @@ def transactional(
         t0 = time.perf_counter()
         producer.commit_transaction(60)  # flushes the sends, then EndTxn
         commit_ms.append((time.perf_counter() - t0) * 1000)
+        producer.poll(0)  # serves the logger, if any
         committed += per_txn
         transactions += 1
     elapsed = time.perf_counter() - start
@@ -116,8 +137,96 @@ def transactional(
         "transactions_s": round(transactions / elapsed, 1),
         "commit_p50_ms": round(percentile(commit_ms, 50), 1),
         "commit_p99_ms": round(percentile(commit_ms, 99), 1),
+        "commit_ms": commit_ms,
         "seconds": elapsed,
     }
+
+
+def parallel(
+    ck: Any, bootstrap: str, topic: str, values: Any, per_txn: int, seconds: float, n: int
+) -> dict[str, Any]:
+    """`n` transactional producers at once, each its own transactional.id and thread:
+    how Kafka users scale transactions, since one producer has one open at a time."""
+    results: list[dict[str, Any]] = []
+    errors: list[BaseException] = []
+
+    def run(i: int) -> None:
+        try:
+            results.append(
+                transactional(ck, bootstrap, topic, values, per_txn, seconds, name=f"-p{i}")
+            )
+        except BaseException as e:  # noqa: BLE001 - reported below, after the join
+            errors.append(e)
+
+    threads = [threading.Thread(target=run, args=(i,), name=f"txn-{i}") for i in range(n)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    if errors:
+        raise RuntimeError(f"{len(errors)} of {n} transactional producers failed") from errors[0]
+    commit_ms = [ms for r in results for ms in r["commit_ms"]]
+    transactions = sum(r["transactions"] for r in results)
+    elapsed = max(r["seconds"] for r in results)
+    return {
+        "producers": n,
+        "records_s": round(sum(r["records"] for r in results) / elapsed),
+        "records": sum(r["records"] for r in results),
+        "transactions": transactions,
+        "transactions_s": round(transactions / elapsed, 1),
+        "commit_p50_ms": round(percentile(commit_ms, 50), 1),
+        "commit_p99_ms": round(percentile(commit_ms, 99), 1),
+        "seconds": elapsed,
+    }
+
+
+RESPONSE = re.compile(r"Received (\w+)Response \(.*rtt ([\d.]+)ms\)")
+REFUSED = "AddPartitionsToTxn response: partition"  # then the error: a refusal to retry
+
+
+class RequestLog(logging.Handler):
+    """librdkafka's debug lines (its `logger`): each response's kind and round trip,
+    and the AddPartitionsToTxn refusals it retries after a backoff."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.DEBUG)
+        self.rtt_ms: dict[str, list[float]] = {}
+        self.refusals = 0
+
+    def emit(self, record: logging.LogRecord) -> None:
+        message = record.getMessage()
+        found = RESPONSE.search(message)
+        if found:
+            self.rtt_ms.setdefault(found.group(1), []).append(float(found.group(2)))
+        elif REFUSED in message and "concurrent" in message:
+            self.refusals += 1
+
+
+def trace(
+    ck: Any, bootstrap: str, topic: str, values: Any, per_txn: int, seconds: float
+) -> dict[str, Any]:
+    """The transactional phase with librdkafka's debug=eos,protocol: per transaction,
+    how many requests of each kind and their round trips, and the refusals."""
+    handler = RequestLog()
+    logger = logging.getLogger(f"seglog.bench.librdkafka.{topic}")
+    logger.setLevel(logging.DEBUG)
+    logger.propagate = False
+    logger.addHandler(handler)
+    config = {"debug": "eos,protocol", "logger": logger, "log_level": 7}
+    r = transactional(ck, bootstrap, topic, values, per_txn, seconds, config)
+    del r["commit_ms"]
+    n = max(1, r["transactions"])
+    r["requests"] = {
+        kind: {
+            "per_txn": round(len(rtts) / n, 2),
+            "rtt_p50_ms": round(percentile(rtts, 50), 1),
+            "rtt_p99_ms": round(percentile(rtts, 99), 1),
+        }
+        for kind, rtts in sorted(handler.rtt_ms.items())
+        if len(rtts) >= n // 2  # the per-transaction requests, not the start-up ones
+    }
+    r["concurrent_transactions_refusals_per_txn"] = round(handler.refusals / n, 2)
+    return r
 
 
 class LsoSampler:
@@ -199,7 +308,13 @@ def plot(path: Path, result: dict[str, Any], samples: list[tuple[float, int, int
     rates = [result["plain"]["records_s"]] + [
         result["transactional"][str(n)]["records_s"] for n in result["sizes"]
     ]
-    bars.bar(names, rates, color=["grey"] + ["tab:blue"] * len(result["sizes"]))
+    colors = ["grey"] + ["tab:blue"] * len(result["sizes"])
+    if "parallel" in result:
+        q = result["parallel"]
+        names.append(f"{result['lso_lag_size']} / txn,\n{q['producers']} producers")
+        rates.append(q["records_s"])
+        colors.append("tab:green")
+    bars.bar(names, rates, color=colors)
     bars.axhline(
         TARGET_RATIO_AT_100 * result["plain"]["records_s"],
         color="tab:red",
@@ -228,6 +343,18 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--sizes", default="10,100,1000", help="records per transaction")
     parser.add_argument("--plot", type=Path, default=None, help="write a PNG here")
     parser.add_argument("--dir", type=Path, default=None, help="parent of the temp dir")
+    parser.add_argument(
+        "--trace",
+        action="store_true",
+        help="add a phase at the middle size with librdkafka's protocol debug log",
+    )
+    parser.add_argument(
+        "--producers",
+        type=int,
+        default=4,
+        help="a phase at the middle size with this many transactional producers at once "
+        "(4; 0: none)",
+    )
     args = parser.parse_args(argv)
     try:
         args.sizes = [int(s) for s in args.sizes.split(",") if s.strip()]
@@ -237,6 +364,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         parser.error("--sizes needs at least one positive size")
     if args.seconds <= 0:
         parser.error("--seconds must be positive")
+    if args.producers < 0:
+        parser.error("--producers must be 0 or more")
     return args
 
 
@@ -256,6 +385,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     cluster, bootstrap = bench_cluster.start_local_up(root)
     try:
         topics = ["txn-bench-plain"] + [f"txn-bench-{n}" for n in args.sizes]
+        topics += ["txn-bench-trace"] if args.trace else []
+        topics += ["txn-bench-parallel"] if args.producers else []
         cluster.create_topics(topics, PARTITIONS)
         say(f"seglog up (Kafka {bootstrap}); confluent-kafka {ck.__version__} [data in {root}]")
         result["plain"] = plain(ck, bootstrap, "txn-bench-plain", values, args.seconds)
@@ -270,12 +401,40 @@ def main(argv: Sequence[str] | None = None) -> int:
             else:
                 r = transactional(ck, bootstrap, topic, values, n, args.seconds)
             r["ratio"] = round(r["records_s"] / max(1, result["plain"]["records_s"]), 2)
+            del r["commit_ms"]
             result["transactional"][str(n)] = r
             say(
                 f"transactional, {n} records/txn: {r['records_s']:,} records/s "
                 f"({r['transactions_s']} txn/s, commit p50 {r['commit_p50_ms']} ms, "
                 f"p99 {r['commit_p99_ms']} ms), {r['ratio']}x non-transactional"
             )
+        if args.producers:
+            q = parallel(
+                ck, bootstrap, "txn-bench-parallel", values, lag_size, args.seconds,
+                args.producers,
+            )  # fmt: skip
+            q["ratio"] = round(q["records_s"] / max(1, result["plain"]["records_s"]), 2)
+            result["parallel"] = q
+            say(
+                f"{args.producers} transactional producers at once, {lag_size} records/txn: "
+                f"{q['records_s']:,} records/s ({q['transactions_s']} txn/s, commit p50 "
+                f"{q['commit_p50_ms']} ms, p99 {q['commit_p99_ms']} ms), "
+                f"{q['ratio']}x non-transactional"
+            )
+        if args.trace:
+            t = trace(ck, bootstrap, "txn-bench-trace", values, lag_size, args.seconds)
+            result["trace"] = t
+            say(
+                f"traced, {lag_size} records/txn (debug log on): {t['records_s']:,} records/s, "
+                f"commit p50 {t['commit_p50_ms']} ms, AddPartitionsToTxn refused "
+                f"CONCURRENT_TRANSACTIONS {t['concurrent_transactions_refusals_per_txn']} "
+                "times per transaction"
+            )
+            for kind, q in t["requests"].items():
+                say(
+                    f"  {kind}: {q['per_txn']} per transaction, round trip p50 "
+                    f"{q['rtt_p50_ms']} ms, p99 {q['rtt_p99_ms']} ms"
+                )
     finally:
         cluster.stop_all()
         shutil.rmtree(root, ignore_errors=True)

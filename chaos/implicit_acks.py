@@ -54,6 +54,8 @@ _NEW_PID = re.compile(
     r"-> PID\{Id:(?P<new_pid>\d+),Epoch:(?P<to>\d+)\} with base MsgId (?P<msgid>\d+)"
 )
 
+MAX_CALLBACK_ERRORS = 20
+
 _BUMP_WORDS = ("ERRSEQ", "epoch bump", "NEWPID")
 
 
@@ -80,6 +82,7 @@ class ImplicitAckRecorder(logging.Handler):
         # partition -> values in produce() order: msgid n is the n-th of them
         self._sent: dict[int, list[str]] = defaultdict(list)
         self.implicit_acks = 0
+        self.callback_errors: list[str] = []  # what emit raised (the first few)
 
     def sent(self, partition: int, value: str) -> None:
         """A value handed to produce() for `partition` (call in produce order)."""
@@ -94,6 +97,15 @@ class ImplicitAckRecorder(logging.Handler):
         return log
 
     def emit(self, record: logging.LogRecord) -> None:
+        # An exception must not leave a librdkafka callback: confluent-kafka hands it
+        # back out of the next poll or flush mangled (a SystemError naming no cause).
+        try:
+            self._emit(record)
+        except Exception as e:  # noqa: BLE001 - kept, and reported by the workload
+            if len(self.callback_errors) < MAX_CALLBACK_ERRORS:
+                self.callback_errors.append(f"log callback: {type(e).__name__}: {e}")
+
+    def _emit(self, record: logging.LogRecord) -> None:
         line = record.getMessage()
         if self._echo is not None:
             print(f"rdkafka {self.process}: {line}", file=self._echo, flush=True)

@@ -84,6 +84,17 @@ class KafkaWorkload(WorkloadState):
         c = self.config
         recorder = self._implicit_acks[index]
         outstanding = self._outstanding[index]
+
+        def delivered(err: Any, msg: Any, value: str, partition: int, started: float) -> None:
+            if err is None:
+                # None: acknowledged implicitly, at no offset librdkafka knows (it
+                # reports OFFSET_INVALID, -1001).
+                offset = msg.offset() if msg.offset() >= 0 else None
+                self._acked(name, value, partition, msg.partition(), offset, started, outstanding)
+            else:
+                text, definite = classify(err)
+                self._failed(name, value, partition, started, outstanding, text[:300], definite)
+
         # librdkafka counts poll's timeout in whole milliseconds: a shorter wait would be
         # poll(0), a busy loop that starves the nodes of CPU.
         for _rng, partition, value in self._paced_sends(
@@ -102,16 +113,10 @@ class KafkaWorkload(WorkloadState):
                 partition: int = partition,
                 started: float = started,
             ) -> None:
-                if err is None:
-                    # None: acknowledged implicitly, at no offset librdkafka knows (it
-                    # reports OFFSET_INVALID, -1001).
-                    offset = msg.offset() if msg.offset() >= 0 else None
-                    self._acked(
-                        name, value, partition, msg.partition(), offset, started, outstanding
-                    )
-                else:
-                    text, definite = classify(err)
-                    self._failed(name, value, partition, started, outstanding, text[:300], definite)
+                try:
+                    delivered(err, msg, value, partition, started)
+                except Exception as e:  # noqa: BLE001 - see ImplicitAckRecorder.emit
+                    self.errors.append(f"delivery callback: {type(e).__name__}: {e}")
 
             try:
                 producer.produce(
@@ -133,6 +138,8 @@ class KafkaWorkload(WorkloadState):
             producer.purge()
             producer.flush(1)
         self._producers.clear()  # destroyed now, not while the cluster goes down
+        for recorder in self._implicit_acks:
+            self.errors.extend(f"{recorder.process}: {e}" for e in recorder.callback_errors)
 
     # --- consuming ----------------------------------------------------------------------
 

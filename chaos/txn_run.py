@@ -28,6 +28,7 @@ from .cluster_view import ClusterView
 from .compose_target import ComposeTarget
 from .local_target import LocalTarget
 from .scenarios import SCENARIOS, FaultContext
+from .stuck_threads import dump_stacks
 from .targets import Target
 from .txn_checker import check
 from .txn_workload import TxnConfig, TxnWorkload
@@ -117,7 +118,11 @@ def run_txn(
         time.sleep(8)  # transactions must commit again after healing
         history.append({"type": "phase", "name": "quiesce"})
         _log("[txn] stopping the workers")
-        workload.stop_workers(settle_s)
+        stuck = workload.stop_workers(settle_s)
+        if stuck:
+            why = f"workers {', '.join(stuck)} did not stop in {settle_s:.0f} s"
+            extra["stuck_workers"] = dump_stacks(out / "stuck-workers.txt", why)
+            _log(f"[txn] {why}; {extra['stuck_workers']}")
         extra["committed_after_heal"] = _committed_after(out / "history.jsonl", history, healed_at)
         history.append({"type": "phase", "name": "final-read"})
         final_complete = workload.final_read(max(120.0, settle_s * 1.5))
@@ -236,6 +241,8 @@ def render(report: dict[str, Any]) -> str:
         lines += ["", f"Examples of {k}:", ""] + [f"- `{json.dumps(x)}`" for x in examples[:5]]
     if report.get("notes"):
         lines += ["", "Notes:", ""] + [f"- {n}" for n in report["notes"]]
+    if report.get("stuck_workers"):
+        lines += ["", f"Workers that did not stop, their stacks: {report['stuck_workers']}"]
     if report.get("harness_error"):
         lines += ["", "Harness error:", "", "```", report["harness_error"][-3000:], "```"]
     return "\n".join(lines) + "\n"

@@ -31,6 +31,36 @@ from .workload import History
 
 OPERATION_TIMEOUT_S = 30.0
 FINAL_STALL_S = 20.0
+# librdkafka's send_offsets_to_transaction can block past its timeout for good when the
+# group coordinator it cached went away (its issues 5456 and 5511: the coordinator
+# request's timeout is never checked; a broker dropped from metadata never re-triggers
+# the lookup). A fenced broker leaves Kafka's metadata, so the nemeses trigger it.
+HUNG_CALL_S = OPERATION_TIMEOUT_S + 15.0
+
+
+class HungCall(Exception):
+    """A librdkafka call that did not return within HUNG_CALL_S."""
+
+
+def bounded(call: Any, name: str, timeout_s: float = HUNG_CALL_S) -> Any:
+    """`call()` on a thread of its own, waited for `timeout_s`: its result or its
+    exception; HungCall if it is still inside librdkafka (the thread is left there)."""
+    box: dict[str, Any] = {}
+
+    def run() -> None:
+        try:
+            box["value"] = call()
+        except BaseException as e:  # noqa: BLE001 - handed to the caller below
+            box["error"] = e
+
+    t = threading.Thread(target=run, name=name, daemon=True)
+    t.start()
+    t.join(timeout_s)
+    if t.is_alive():
+        raise HungCall(f"{name} did not return in {timeout_s:.0f} s")
+    if "error" in box:
+        raise box["error"]
+    return box.get("value")
 
 
 @dataclass
@@ -65,13 +95,17 @@ class TxnWorkload:
         self._observer = threading.Thread(target=self._observe, name="txn-observer", daemon=True)
         self._observer.start()
 
-    def stop_workers(self, timeout_s: float = 120.0) -> None:
+    def stop_workers(self, timeout_s: float = 120.0) -> list[str]:
+        """Stop the workers; the names of those still running after `timeout_s`."""
         self._stop.set()
         deadline = time.monotonic() + timeout_s
+        stuck = []
         for t in self._threads:
             t.join(max(0.1, deadline - time.monotonic()))
             if t.is_alive():
                 self.errors.append(f"{t.name} did not stop in {timeout_s:.0f} s")
+                stuck.append(t.name)
+        return stuck
 
     def stop(self) -> None:
         self._stop.set()
@@ -152,7 +186,12 @@ class TxnWorkload:
         except Exception as e:  # noqa: BLE001 - the worker ends; the run reports it
             self._error(f"w{index} stopped: {type(e).__name__}: {e}")
         finally:
-            producer.flush(5)
+            # A fenced or failed producer raises here: said in the report, and the
+            # consumer is still closed and the id still fenced below.
+            try:
+                producer.flush(5)
+            except ck.KafkaException as e:
+                self._error(f"w{index} final flush: {e.args[0].name()}: {e.args[0].str()}")
             consumer.close()
             # Whatever this id left open is aborted now (a new epoch fences it), so the
             # last stable offset can reach the high watermark.
@@ -194,8 +233,12 @@ class TxnWorkload:
             producer.poll(0)
             if reads:
                 positions = consumer.position(consumer.assignment())
-                producer.send_offsets_to_transaction(
-                    positions, consumer.consumer_group_metadata(), OPERATION_TIMEOUT_S
+                group = consumer.consumer_group_metadata()
+                bounded(
+                    lambda: producer.send_offsets_to_transaction(
+                        positions, group, OPERATION_TIMEOUT_S
+                    ),
+                    f"w{index} send_offsets_to_transaction",
                 )
             if rng.random() < c.abort_share:
                 phase = "abort"
@@ -210,6 +253,12 @@ class TxnWorkload:
             err = e.args[0]
             error = f"{phase}: {err.name()}: {err.str()}"[:300]
             outcome, producer = self._recover(index, producer, err, phase)
+        except HungCall as e:
+            # The outcome is unknown; a new producer with the same transactional id
+            # fences the stuck one and aborts what it left open.
+            error = f"{phase}: {e} (librdkafka issues 5456/5511)"
+            self._error(f"w{index}: {error}")
+            outcome, producer = "unknown", self._producer(index)
         producer.poll(0)  # the delivery reports still due
         self.history.append(
             {

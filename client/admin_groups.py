@@ -137,11 +137,18 @@ class GroupAdmin(AdminRequests):
         return out
 
     def list_consumer_group_offsets(
-        self, group_id: str, partitions: Iterable[TopicPartition] | None = None
+        self,
+        group_id: str,
+        partitions: Iterable[TopicPartition] | None = None,
+        require_stable: bool = False,
     ) -> dict[TopicPartition, OffsetAndMetadata]:
         """The group's committed offsets (of `partitions`, or all it has committed);
-        partitions without a committed offset are left out."""
-        request = gpb.OffsetFetchRequest(group_id=group_id, all_topics=partitions is None)
+        partitions without a committed offset are left out. With `require_stable`
+        (Kafka's ListConsumerGroupOffsetsOptions.requireStable), an offset pending in an
+        open transaction (UNSTABLE_OFFSET_COMMIT) is asked for again until it ends."""
+        request = gpb.OffsetFetchRequest(
+            group_id=group_id, all_topics=partitions is None, require_stable=require_stable
+        )
         if partitions is not None:
             _add_partition_indexes(request.topics, partitions)
 
@@ -155,9 +162,10 @@ class GroupAdmin(AdminRequests):
             for t in r.topics:
                 for p in t.partitions:
                     if p.error_code:
-                        raise self._group_error(
-                            p.error_code, f"group {group_id!r} {t.name}-{p.partition_index}"
-                        )
+                        what = f"group {group_id!r} {t.name}-{p.partition_index}"
+                        if p.error_code == errors_pb2.ErrorCode.Value("UNSTABLE_OFFSET_COMMIT"):
+                            raise StaleLeadership(for_code(p.error_code, what))
+                        raise self._group_error(p.error_code, what)
                     if p.committed_offset >= 0:
                         found[TopicPartition(t.name, p.partition_index)] = OffsetAndMetadata(
                             p.committed_offset, p.metadata, p.committed_leader_epoch

@@ -45,7 +45,7 @@ from .future import FutureRecordMetadata, failed_future
 from .partitioner import Partitioner, as_partitioner
 from .security import ClientSecurity
 from .sender import Sender
-from .transaction_manager import ConsumerGroupMetadata, TransactionManager
+from .transaction_manager import ConsumerGroupMetadata, PreparedTxnState, TransactionManager
 
 _log = logging.getLogger(__name__)
 
@@ -135,6 +135,9 @@ class Producer:
             enable_idempotence, self.acks, retries, max_in_flight_requests_per_connection
         )
         self.transactional = transactional_id is not None
+        # Sent with each Produce: the leader verifies a transaction's first batch in a
+        # partition with the transactional id's coordinator (KIP-890).
+        self.transactional_id = transactional_id or ""
         self.linger_ms = linger_ms
         self.batch_size = batch_size
         self.max_request_size = max_request_size
@@ -372,6 +375,14 @@ class Producer:
         that failed makes this raise; abort_transaction() then."""
         txn = self._transactions("commit_transaction()")
         txn.end(True, self.flush, self.max_block_s)
+
+    def prepare_transaction(self) -> PreparedTxnState:
+        """Kafka's prepareTransaction (KIP-939): deliver every record of the transaction
+        and leave it open, returning what `end_transaction` (transaction_manager.py)
+        needs to commit or abort it from another process. Close the producer after it;
+        the transaction times out after transaction_timeout_ms if nobody ends it."""
+        txn = self._transactions("prepare_transaction()")
+        return txn.prepare(self.flush)
 
     def abort_transaction(self) -> None:
         """End the transaction aborted: no read_committed consumer sees its records."""

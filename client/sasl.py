@@ -18,7 +18,6 @@ service (the node checks the token first), so sending it again cannot duplicate 
 
 from __future__ import annotations
 
-import os
 import random
 import threading
 import time
@@ -26,14 +25,14 @@ from collections.abc import Callable
 from typing import Any, NamedTuple
 
 import grpc
+from scramp import ScramClient, ScramException
 
 from seglog.proto import security_pb2, security_pb2_grpc
 
 from .errors import KafkaConfigurationError, KafkaError, error_class, for_code
-from .scram import HASHES, ScramClient, ScramError
 
 TOKEN_METADATA = "seglog-sasl-token"
-SASL_MECHANISMS = ("PLAIN", *HASHES)
+SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
 # Log in again after this share of the token's life (KIP-368's client window), at a
 # random point in it so that many clients do not log in at once.
 REFRESH_WINDOW = (0.85, 0.95)
@@ -133,21 +132,27 @@ class SaslLogin:
             raise for_code(r.error_code, f"{self.mechanism} login as User:{self.user}: {reason}")
         return r
 
+    def _scram_login(self) -> Any:
+        """SCRAM through scramp's client (RFC 5802: the node's signature is checked)."""
+        try:
+            scram = ScramClient([self.mechanism], self.user, self._password)
+            first = self._step(scram.get_client_first().encode())
+            scram.set_server_first(first.auth_bytes.decode())
+            final = scram.get_client_final().encode()
+        except (ScramException, UnicodeDecodeError) as e:
+            raise KafkaError(f"SCRAM exchange with the node failed: {e}") from None
+        r = self._step(final, first.session_id)
+        try:
+            scram.set_server_final(r.auth_bytes.decode())
+        except (ScramException, UnicodeDecodeError) as e:  # not the node that holds our credential
+            raise KafkaError(f"the node's SCRAM signature is wrong: {e}") from None
+        return r
+
     def _login(self) -> tuple[str, int]:
         if self.mechanism == "PLAIN":
             r = self._step(f"\0{self.user}\0{self._password}".encode())
         else:
-            scram = ScramClient(self.mechanism, self.user, self._password, os.urandom(18).hex())
-            first = self._step(scram.first())
-            try:
-                final = scram.final(first.auth_bytes)
-            except ScramError as e:
-                raise KafkaError(f"SCRAM exchange with the node failed: {e}") from None
-            r = self._step(final, first.session_id)
-            try:
-                scram.verify(r.auth_bytes)
-            except ScramError as e:  # not the node that holds our credential
-                raise KafkaError(f"the node's SCRAM signature is wrong: {e}") from None
+            r = self._scram_login()
         if not r.token:
             raise KafkaError("the node answered the SASL exchange without a session token")
         return r.token, r.session_lifetime_ms

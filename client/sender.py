@@ -111,6 +111,7 @@ class SenderConfig(Protocol):
     acks: int
     idempotent: bool
     transactional: bool  # the producer id comes from init_transactions(), not the sender
+    transactional_id: str  # "" when not transactional
     retries: int
     retry_backoff_s: float
     max_in_flight: int
@@ -399,7 +400,11 @@ class Sender(threading.Thread):
         return PartitionSend(tp, batches, b"".join(parts), pid, epoch, base_seq, deadline)
 
     def _dispatch(self, node_id: int, sends: dict[TopicPartition, PartitionSend]) -> None:
-        request = pb.ProduceRequest(acks=self.p.acks, timeout_ms=self.p.request_timeout_ms)
+        request = pb.ProduceRequest(
+            acks=self.p.acks,
+            timeout_ms=self.p.request_timeout_ms,
+            transactional_id=self.p.transactional_id,
+        )
         by_topic: dict[str, pb.TopicProduceData] = {}
         for tp, s in sends.items():
             t = by_topic.get(tp.topic)

@@ -71,10 +71,20 @@ class ConsumerGroupMetadata(NamedTuple):
     group_instance_id: str | None = None
 
 
+class PreparedTxnState(NamedTuple):
+    """Kafka's PreparedTxnState (KIP-939): what another process needs to end a
+    transaction this producer prepared (`end_transaction`)."""
+
+    transactional_id: str
+    producer_id: int
+    epoch: int
+
+
 class TxnState(enum.Enum):
     UNINITIALIZED = "UNINITIALIZED"
     READY = "READY"
     IN_TRANSACTION = "IN_TRANSACTION"
+    PREPARED = "PREPARED"
     ABORTABLE_ERROR = "ABORTABLE_ERROR"
     FATAL_ERROR = "FATAL_ERROR"
 
@@ -368,20 +378,46 @@ class TransactionManager:
                 raise error
             self._pause(deadline, error, "TxnOffsetCommit")
 
+    def prepare(self, flush: Callable[[], None]) -> PreparedTxnState:
+        """KIP-939's prepareTransaction: every record delivered (a failed one raises),
+        the transaction left open for `end_transaction` elsewhere. Only a transaction
+        with records or offsets can be prepared (an empty one has nothing to end)."""
+        with self._lock:
+            self._require(TxnState.IN_TRANSACTION, what="prepare_transaction()")
+            if not (self.partitions or self._offsets_added):
+                raise IllegalStateError(
+                    f"prepare_transaction() of {self.transactional_id!r}: the transaction has "
+                    f"no records or offsets"
+                )
+        flush()
+        with self._lock:
+            if self._fatal is not None:
+                raise self._fatal
+            if self.state is TxnState.ABORTABLE_ERROR:
+                raise KafkaError(
+                    f"cannot prepare: a record of the transaction failed ({self._abortable})"
+                )
+            self.state = TxnState.PREPARED
+            return PreparedTxnState(self.transactional_id, self.producer_id, self.producer_epoch)
+
     def end(self, commit: bool, flush: Callable[[], None], timeout_s: float) -> None:
         """commit_transaction / abort_transaction: every record of the transaction is
         delivered (flush) first; a commit with a failed record raises it (abort then)."""
         with self._lock:
             what = "commit_transaction()" if commit else "abort_transaction()"
             if commit:
-                self._require(TxnState.IN_TRANSACTION, TxnState.ABORTABLE_ERROR, what=what)
+                self._require(
+                    TxnState.IN_TRANSACTION, TxnState.ABORTABLE_ERROR, TxnState.PREPARED, what=what
+                )
                 if self.state is TxnState.ABORTABLE_ERROR:
                     raise KafkaError(
                         f"cannot commit: a record of the transaction failed "
                         f"({self._abortable}); call abort_transaction()"
                     )
             else:
-                self._require(TxnState.IN_TRANSACTION, TxnState.ABORTABLE_ERROR, what=what)
+                self._require(
+                    TxnState.IN_TRANSACTION, TxnState.ABORTABLE_ERROR, TxnState.PREPARED, what=what
+                )
             deadline = time.monotonic() + timeout_s
         flush()  # outside the lock: the sender's failures report through batch_failed
         with self._lock:
@@ -413,3 +449,36 @@ class TransactionManager:
             self._offsets_added = False
             self._abortable = None
             self.state = TxnState.READY
+
+
+def end_transaction(
+    metadata: ClusterMetadata,
+    prepared: PreparedTxnState,
+    commit: bool,
+    timeout_s: float,
+    request_timeout_s: float = 30.0,
+    retry_backoff_s: float = 0.1,
+) -> None:
+    """EndTxn for a transaction another process prepared (a two-phase commit's second
+    phase, as the Spark sink's driver does it). The coordinator checks only the
+    transactional id, producer id and epoch, not who asks. Ending it again the same
+    way (a retry after a lost answer) succeeds; PRODUCER_FENCED (ProducerFencedError)
+    means a newer producer took the id or the coordinator aborted the transaction on
+    its transaction.timeout.ms."""
+    tm = TransactionManager(
+        prepared.transactional_id, 1, metadata, request_timeout_s, retry_backoff_s,
+        lambda _pid, _epoch: None,
+    )  # fmt: skip
+    tm.producer_id, tm.producer_epoch = prepared.producer_id, prepared.epoch
+    request = tpb.EndTxnRequest(
+        transactional_id=prepared.transactional_id,
+        producer_id=prepared.producer_id,
+        producer_epoch=prepared.epoch,
+        committed=commit,
+    )
+
+    def send(address: tuple[str, int]) -> tuple[str, str, None]:
+        r = call(tm._stub(address).EndTxn, request, request_timeout_s)
+        return error_name(r.error_code), r.error_message, None
+
+    tm._at_coordinator(time.monotonic() + timeout_s, "EndTxn", send)

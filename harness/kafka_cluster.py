@@ -84,6 +84,34 @@ class KafkaCluster(ThreeNodeCluster):
 _SIZE = struct.Struct(">i")
 
 
+def produce_request(
+    topic: str,
+    partition: int,
+    records: bytes,
+    *,
+    version: int = 9,
+    transactional_id: str | None = None,
+    acks: int = -1,
+    timeout_ms: int = 10_000,
+) -> Any:
+    """A Produce of one partition's records (kafka-python's protocol classes)."""
+    from kafka.protocol.producer import ProduceRequest as R
+
+    return R[version](
+        transactional_id=transactional_id,
+        acks=acks,
+        timeout_ms=timeout_ms,
+        topic_data=[
+            R.TopicProduceData(
+                name=topic,
+                partition_data=[
+                    R.TopicProduceData.PartitionProduceData(index=partition, records=records)
+                ],
+            )
+        ],
+    )
+
+
 class KafkaConnection:
     """One raw connection to a Kafka listener."""
 
@@ -104,10 +132,19 @@ class KafkaConnection:
         self.sock.sendall(data)
 
     def send(self, request: Any) -> int:
-        self.correlation_id += 1
-        request.with_header(correlation_id=self.correlation_id, client_id="seglog-tests")
-        self.sock.sendall(bytes(request.encode(header=True, framed=True)))
-        return self.correlation_id
+        return self.send_together(request)[0]
+
+    def send_together(self, *requests: Any) -> list[int]:
+        """Pipelined requests in one write (the node finds them in its buffer at once);
+        their correlation ids."""
+        frames, ids = [], []
+        for request in requests:
+            self.correlation_id += 1
+            request.with_header(correlation_id=self.correlation_id, client_id="seglog-tests")
+            frames.append(bytes(request.encode(header=True, framed=True)))
+            ids.append(self.correlation_id)
+        self.sock.sendall(b"".join(frames))
+        return ids
 
     def read_frame(self) -> bytes:
         size = _SIZE.unpack(self._read_exact(4))[0]
@@ -124,7 +161,10 @@ class KafkaConnection:
 
     def request(self, request: Any) -> tuple[bytes, Any]:
         """Send and read the answer: (body bytes after the response header, decoded)."""
-        cid = self.send(request)
+        return self.answer(request, self.send(request))
+
+    def answer(self, request: Any, cid: int) -> tuple[bytes, Any]:
+        """Read the answer to `request`, sent as `cid` (the next frame must be it)."""
         frame = self.read_frame()
         assert _SIZE.unpack_from(frame)[0] == cid
         cls = response_class(request)

@@ -221,6 +221,9 @@ def _txn_config(props: Mapping[str, str]) -> TxnConfig:
             props, "transactional.id.expiration.ms", 604_800_000, at_least=1
         ),
         offsets_topic_num_partitions=_int(props, "offsets.topic.num.partitions", 50, 1),
+        add_partitions_to_txn_retry_backoff_max_ms=_int(
+            props, "add.partitions.to.txn.retry.backoff.max.ms", 100, at_least=0
+        ),
     )
 
 

@@ -10,15 +10,18 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, Generic, Protocol, TypeVar
 
 from seglog.controller.metadata_image import MetadataImage
 
-# The plain wall clock, not the faulted one: the coordinators' timers and stamps stay off
-# the node's clock faults (docs/disk-and-clock-faults.md, Clocks).
+# The plain clocks, not the faulted ones: the coordinators' timers, stamps and load
+# times stay off the node's clock faults (docs/disk-and-clock-faults.md, Clocks).
+from seglog.storage.disk_and_clock import plain_monotonic_s
 from seglog.storage.disk_and_clock import plain_wall_ms as now_ms
+from seglog.storage.record_batch import BatchHeader, iter_batches
+from seglog.storage.txn_verification import VerificationGuard
 
 from .event_log import EventLogger
 from .partition_requests import FetchResult, FetchSpec
@@ -136,10 +139,15 @@ MAX_WAITING = 50_000  # requests awaiting an answer; beyond: COORDINATOR_NOT_AVA
 class CoordinatorShell(Generic[R]):
     """The threads and bookkeeping around a coordinator's core: one lock, the answers
     awaited (request id -> Future), a ticker thread and the per-partition waiters.
-    A subclass has `coordinator` (with `shards` and `unload`) and gives `_tick` (the
-    timers' actions) and `_carry_out` (under the lock)."""
+    A subclass has `coordinator` (with `shards` and `unload`), `replica_manager` and
+    its `topic`, and gives `_tick` (the timers' actions), `_carry_out` (under the
+    lock), and `_replay` and `_loaded` (what loading a shard does with its records)."""
 
     coordinator: Any
+    replica_manager: ReplicaManager
+    topic: str  # the internal topic whose partitions the shards load
+    events: EventLogger
+    load_failed_event: str
 
     def __init__(self, name: str, tick_s: float) -> None:
         self._name = name
@@ -155,7 +163,54 @@ class CoordinatorShell(Generic[R]):
         raise NotImplementedError
 
     def _load(self, shard: Any) -> None:
-        """Replay the shard's partition (a subclass's; runs on a thread of its own)."""
+        """Replay the shard's partition of `topic` (runs on a thread of its own): once
+        loadable_range says it may, a read at a time from the log start to the end it
+        found, each read's batches not yet replayed going to `_replay`; then `_loaded`.
+        A failed read (logged as `load_failed_event`) or a shard no longer current
+        leaves the shard loading: a newer leadership loads again (or unloads)."""
+        tp = (self.topic, shard.partition)
+        started = plain_monotonic_s()
+
+        def current() -> bool:
+            with self._lock:
+                return self._current(shard)
+
+        found = loadable_range(self.replica_manager, tp, shard.leader_epoch, current, self._stopped)
+        if found is None:
+            return
+        offset, end = found
+        records = 0
+        while offset < end:
+            result = read_at(self.replica_manager, tp, shard.leader_epoch, offset)
+            if result.error_name != "NONE":
+                self.events.warning(
+                    self.load_failed_event, partition=shard.partition, error=result.error_name
+                )
+                return
+            data = bytes(result.records)
+            if not data:
+                break
+            batches = []
+            for position, header in iter_batches(data):
+                if header.last_offset >= offset:
+                    batches.append((position, header))
+                    offset = header.last_offset + 1
+            replayed = self._replay(shard, data, batches)
+            if replayed is None:
+                return
+            records += replayed
+        self._loaded(shard, records, round((plain_monotonic_s() - started) * 1000))
+
+    def _replay(
+        self, shard: Any, data: bytes, batches: Sequence[tuple[int, BatchHeader]]
+    ) -> int | None:
+        """Replay one read's batches (position in `data`, header) into the shard: the
+        records replayed, None if the shard is no longer current (a subclass's)."""
+        raise NotImplementedError
+
+    def _loaded(self, shard: Any, records: int, ms: int) -> None:
+        """The whole partition is replayed (`records` records in `ms`): the shard may
+        serve (a subclass's)."""
         raise NotImplementedError
 
     def _start_loads(self, shards: list[Any]) -> None:
@@ -220,12 +275,18 @@ class CoordinatorShell(Generic[R]):
         write_id: int,
         data: bytes,
         timeout_ms: int,
+        guard: VerificationGuard | None = None,
     ) -> None:
-        """Append a coordinator's batch as leader of `leader_epoch` only, acks=all; its
-        outcome goes to the coordinator's on_write_done in append order (the
-        partition's waiter), under the lock."""
+        """Append a coordinator's batch as leader of `leader_epoch` only, acks=all
+        (with `guard`: a transactional batch verified with its transaction coordinator,
+        KIP-890); its outcome goes to the coordinator's on_write_done in append order
+        (the partition's waiter), under the lock."""
         started = replica_manager.start_produce_all(
-            [(tp, data)], -1, timeout_ms, leader_epoch=leader_epoch
+            [(tp, data)],
+            -1,
+            timeout_ms,
+            leader_epoch=leader_epoch,
+            verification_guards={tp: guard} if guard is not None else None,
         )
         log = EventLogger(f"{self._name}_coordinator")
 

@@ -35,14 +35,14 @@ class NodeLoop:
     def __init__(self, name: str = "seglog-loop") -> None:
         self.loop = uvloop.new_event_loop()
         self._name = name
-        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
+        self._runner = threading.Thread(target=self._run, name=name, daemon=True)
         self._running = threading.Event()
         self._lags: deque[tuple[float, float]] = deque(maxlen=int(LAG_WINDOW_S / LAG_PROBE_S))
         self._expected = 0.0
         self.thread_id: int | None = None
 
     def start(self) -> NodeLoop:
-        self._thread.start()
+        self._runner.start()
         if not self._running.wait(START_TIMEOUT_S):
             raise RuntimeError(f"the event loop {self._name} did not start")
         return self
@@ -96,7 +96,7 @@ class NodeLoop:
         return asyncio.run_coroutine_threadsafe(coro, self.loop).result(timeout_s)
 
     def stop(self) -> None:
-        if not self._thread.is_alive():
+        if not self._runner.is_alive():
             return
         self.loop.call_soon_threadsafe(self.loop.stop)
-        self._thread.join(5)
+        self._runner.join(5)

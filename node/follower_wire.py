@@ -11,9 +11,8 @@ from .event_log import EventLogger
 from .event_loop import NodeLoop
 from .kafka.replica_client import KafkaReplicaFetcher
 from .replica_fetcher import CarryOut, FetcherRounds, FollowerHost, NewFetcher, grpc_fetcher
-from .security.inter_broker_sasl import inter_broker_login
+from .security.broker_client import broker_client_security
 from .security.internode import inter_broker_credentials
-from .security.ssl_config import load_ssl_config
 
 _log = EventLogger("replica_fetcher")
 
@@ -30,12 +29,8 @@ def new_fetcher(config: NodeConfig, loop: NodeLoop | None) -> NewFetcher:
         return grpc_fetcher(inter_broker_credentials(config))
     assert loop is not None, "replica.fetch.protocol=kafka runs on the node's event loop"
     listener = config.inter_broker_listener_name
-    context = None
     protocol = config.security_protocol_map.get(listener, "PLAINTEXT")
-    login = inter_broker_login(config.raw, listener, protocol)
-    if protocol in ("SSL", "SASL_SSL"):
-        identify = config.raw.get("ssl.endpoint.identification.algorithm", "https")
-        context = load_ssl_config(config.raw, listener).client_context(bool(identify.strip()))
+    context, login = broker_client_security(config.raw, listener, protocol)
 
     def new(
         manager: FollowerHost, carry_out: CarryOut, leader: int, address: tuple[str, int]

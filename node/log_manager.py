@@ -14,6 +14,7 @@ from pathlib import Path
 
 from seglog.storage.disk_and_clock import plain_monotonic_s
 from seglog.storage.errors import KafkaStorageError, LogDirFullError, StorageError
+from seglog.storage.flush_job import FlushJob
 from seglog.storage.log import Clock, Log
 from seglog.storage.log_config import BrokerLogSettings, LogConfig
 from seglog.storage.log_dir import LogDirectory
@@ -57,6 +58,7 @@ class LogManager:
                 clock=clock,
                 rng=rng,
                 producer_id_expiration_ms=settings.producer_id_expiration_ms,
+                transaction_verification_enabled=settings.transaction_partition_verification_enable,
             )
             for p in log_dirs
         ]
@@ -282,24 +284,28 @@ class LogManager:
                 continue  # nothing more is written there, nor made durable
             with plog.lock:
                 job = plog.log.begin_flush(time_ms=t)
-            if job is None:
-                continue
-            job.run()
-            with plog.lock:
-                plog.log.end_flush(job)
-                raced = job.truncations != plog.log.truncation_count
-            if job.error is not None:
-                _log.error("flush_failed", topic=tp[0], partition=tp[1], error=str(job.error))
-                cause = job.error.__cause__
-                # A segment deleted under the job (EBADF, a closed index) is a race
-                # end_flush ignores; a failed fsync is the directory's failure.
-                if (
-                    not raced
-                    and isinstance(cause, OSError)
-                    and cause.errno != errno.EBADF
-                    and isinstance(job.error, KafkaStorageError)
-                ):
-                    plog.directory.report_io_error(job.error)
+            if job is not None:
+                self.run_flush(tp, plog, job)
+
+    def run_flush(self, tp: TopicPartition, plog: PartitionLog, job: FlushJob) -> None:
+        """A flush begun under the partition's lock: the fsyncs outside it, the end
+        under it again; a failed fsync takes the directory offline."""
+        job.run()
+        with plog.lock:
+            plog.log.end_flush(job)
+            raced = job.truncations != plog.log.truncation_count
+        if job.error is not None:
+            _log.error("flush_failed", topic=tp[0], partition=tp[1], error=str(job.error))
+            cause = job.error.__cause__
+            # A segment deleted under the job (EBADF, a closed index) is a race
+            # end_flush ignores; a failed fsync is the directory's failure.
+            if (
+                not raced
+                and isinstance(cause, OSError)
+                and cause.errno != errno.EBADF
+                and isinstance(job.error, KafkaStorageError)
+            ):
+                plog.directory.report_io_error(job.error)
 
     def checkpoint(self, t: int | None = None) -> None:
         # Flush what rolls deferred first, outside the locks, so reading the

@@ -10,6 +10,7 @@ out, ISR shrinks and expands, log flushes). docs/metrics.md lists every name."""
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, Protocol
@@ -25,6 +26,7 @@ from seglog.storage.disk_and_clock import plain_monotonic_s, plain_perf_s
 from . import request_timing
 from .grpc_wrap import WrappingInterceptor, wrap_handler
 from .replica_manager import ReplicaManager
+from .request_histograms import LOCAL, QUEUE, REMOTE, SEND, TOTAL, RequestHistograms, Row
 
 if TYPE_CHECKING:
     from .groups.offsets_topic import GroupCoordinatorRuntime
@@ -65,33 +67,38 @@ class NodeMetrics:
 
     def __init__(self) -> None:
         self.registry = CollectorRegistry(auto_describe=True)
-        self._children: dict[tuple[int, str, str], Any] = {}
-        self.request_time_ms = Histogram(
-            "kafka_network_requestmetrics_totaltimems",
-            "Time from a request's dispatch to its response being ready, per API and "
-            "listener (an acks=all Produce includes its wait for the ISR)",
-            ["request", "listener"],
-            buckets=REQUEST_MS_BUCKETS,
-            registry=self.registry,
+        self._thread_children = threading.local()  # per thread: (API, listener) -> bound
+        self.request_times = RequestHistograms(
+            [
+                (
+                    "kafka_network_requestmetrics_totaltimems",
+                    "Time from a request's dispatch to its response being ready, per API and "
+                    "listener (an acks=all Produce includes its wait for the ISR)",
+                ),
+                (
+                    "kafka_network_requestmetrics_requestqueuetimems",
+                    "Time a request waited in the request channel for a handler thread "
+                    "(Kafka listeners), per API and listener",
+                ),
+                (
+                    "kafka_network_requestmetrics_localtimems",
+                    "Time a handler worked on a request (appends, reads, answers), per API "
+                    "and listener",
+                ),
+                (
+                    "kafka_network_requestmetrics_remotetimems",
+                    "Time a request waited in purgatory: an acks=all Produce for its ISR, a "
+                    "Fetch long-polling for data (0 for the others), per API and listener",
+                ),
+                (
+                    "kafka_network_requestmetrics_responsesendtimems",
+                    "Time from a response being queued on its connection to its last byte "
+                    "written (Kafka listeners), per API and listener",
+                ),
+            ],
+            REQUEST_MS_BUCKETS,
         )
-        self.request_queue_ms = self._request_histogram(
-            "kafka_network_requestmetrics_requestqueuetimems",
-            "Time a request waited in the request channel for a handler thread (Kafka listeners)",
-        )
-        self.request_local_ms = self._request_histogram(
-            "kafka_network_requestmetrics_localtimems",
-            "Time a handler worked on a request (appends, reads, answers)",
-        )
-        self.request_remote_ms = self._request_histogram(
-            "kafka_network_requestmetrics_remotetimems",
-            "Time a request waited in purgatory: an acks=all Produce for its ISR, a Fetch "
-            "long-polling for data (0 for the others)",
-        )
-        self.response_send_ms = self._request_histogram(
-            "kafka_network_requestmetrics_responsesendtimems",
-            "Time from a response being queued on its connection to its last byte "
-            "written (Kafka listeners)",
-        )
+        self.registry.register(self.request_times)
         self.log_flush_ms = Histogram(
             "kafka_log_logflushstats_logflushrateandtimems",
             "Time the fsyncs of a log flush took (count: flushes)",
@@ -134,6 +141,19 @@ class NodeMetrics:
             ["topic"],
             registry=self.registry,
         )
+        # KIP-890: a leader's verifications of transactional appends (Kafka's
+        # AddPartitionsToTxnManager beans).
+        self.verification_time_ms = Histogram(
+            "kafka_server_addpartitionstotxnmanager_verificationtimems",
+            "Time from a Produce's verification being asked to its answer (count: answers)",
+            buckets=FLUSH_MS_BUCKETS,
+            registry=self.registry,
+        )
+        self.verification_failures = Counter(
+            "kafka_server_addpartitionstotxnmanager_verificationfailurerate",
+            "Partitions whose verification in their transaction failed",
+            registry=self.registry,
+        )
         self.isr_shrinks = Counter(
             "kafka_server_replicamanager_isrshrinks",
             "ISR shrinks this node made as leader (the controller accepted them)",
@@ -154,15 +174,6 @@ class NodeMetrics:
         )
         self._topics: set[str] = set()
 
-    def _request_histogram(self, name: str, doc: str) -> Histogram:
-        return Histogram(
-            name,
-            doc + ", per API and listener",
-            ["request", "listener"],
-            buckets=REQUEST_MS_BUCKETS,
-            registry=self.registry,
-        )
-
     # --- events, counted as they happen -------------------------------------------------
 
     def observe_request(
@@ -178,38 +189,39 @@ class NodeMetrics:
     ) -> None:
         """One request done: its total time, and its parts where the listener knows
         them (queue: Kafka listeners only)."""
-        child = self._request_child
-        child(0, api, listener).inc()
-        child(1, api, listener).observe(seconds * 1000.0)
+        row, requests, errors = self._request_child(api, listener)
+        observe = self.request_times.observe
+        requests.inc()
+        observe(row[TOTAL], seconds * 1000.0)
         if queue_s is not None:
-            child(2, api, listener).observe(queue_s * 1000.0)
+            observe(row[QUEUE], queue_s * 1000.0)
         if local_s is not None:
-            child(3, api, listener).observe(local_s * 1000.0)
+            observe(row[LOCAL], local_s * 1000.0)
         if remote_s is not None:
-            child(4, api, listener).observe(remote_s * 1000.0)
+            observe(row[REMOTE], remote_s * 1000.0)
         if failed:
-            child(5, api, listener).inc()
+            errors.inc()
 
-    def _request_child(self, which: int, api: str, listener: str) -> Any:
-        """A request metric's child for an API on a listener, bound at its first use: a
-        `labels()` lookup per observation costs as much as the observation."""
-        key = (which, api, listener)
-        child = self._children.get(key)
-        if child is None:
-            metric = (
-                self.requests,
-                self.request_time_ms,
-                self.request_queue_ms,
-                self.request_local_ms,
-                self.request_remote_ms,
-                self.request_errors,
-                self.response_send_ms,
-            )[which]
-            child = self._children[key] = metric.labels(api, listener)
-        return child
+    def _request_child(self, api: str, listener: str) -> tuple[Row, Any, Any]:
+        """An API's request metrics on a listener, bound at their first use on this
+        thread: a `labels()` lookup per observation costs as much as the observation."""
+        key = (api, listener)
+        local = self._thread_children
+        children = getattr(local, "children", None)
+        if children is None:
+            children = local.children = {}
+        bound = children.get(key)
+        if bound is None:
+            bound = children[key] = (
+                self.request_times.row(api, listener),
+                self.requests.labels(api, listener),
+                self.request_errors.labels(api, listener),
+            )
+        return bound
 
     def response_sent(self, api: str, listener: str, seconds: float) -> None:
-        self._request_child(6, api, listener).observe(seconds * 1000.0)
+        row = self._request_child(api, listener)[0]
+        self.request_times.observe(row[SEND], seconds * 1000.0)
 
     def sent_observer(self, listener: str) -> Callable[[str, float], None]:
         """A Kafka listener's response send times, for its socket server."""
@@ -224,6 +236,11 @@ class NodeMetrics:
 
     def gc_pause(self, generation: int, seconds: float) -> None:
         self.gc_collection_seconds.labels(str(generation)).observe(seconds)
+
+    def txn_verified(self, ms: float, failed_partitions: int) -> None:
+        self.verification_time_ms.observe(ms)
+        if failed_partitions:
+            self.verification_failures.inc(failed_partitions)
 
     def log_flushed(self, seconds: float) -> None:
         self.log_flush_ms.observe(seconds * 1000.0)

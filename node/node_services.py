@@ -17,6 +17,7 @@ from .log_dir_moves import LogDirMoves
 from .replica_manager import ReplicaManager
 from .security.node_authorizer import NodeAuthorizer
 from .transactions.txn_runtime import TransactionCoordinatorRuntime
+from .transactions.verification_sender import VerificationSender
 
 
 class NodeServices(Protocol):
@@ -29,6 +30,8 @@ class NodeServices(Protocol):
     auto_create_topics_enable: bool
     groups: GroupCoordinatorRuntime
     transactions: TransactionCoordinatorRuntime
+    # KIP-890's verification of transactional appends; None when turned off.
+    txn_verification: VerificationSender | None
     authorizer: NodeAuthorizer | None  # ACLs; None: off
     log_dir_moves: LogDirMoves  # AlterReplicaLogDirs
 

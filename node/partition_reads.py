@@ -53,11 +53,14 @@ class PartitionReads:
         previous: list[FetchResult] | None = None,
         marks: list[tuple[int, ...] | None] | None = None,
         zero_copy: bool = False,
+        read_before: Sequence[bool] | None = None,
     ) -> list[FetchResult]:
         """One pass over a fetch's partitions. On a waiting fetch's later passes
         (`previous`) a partition whose state is unchanged since its last empty answer
         keeps that answer: it is not re-read and its follower is not updated again
-        (Kafka updates a follower's state once per fetch, on arrival)."""
+        (Kafka updates a follower's state once per fetch, on arrival). A partition
+        this fetch has `read_before` is read without updating its follower (Kafka's
+        readFromPurgatory)."""
         results = []
         budget = max_bytes
         first_with_data = True
@@ -83,6 +86,7 @@ class PartitionReads:
                         marks[i] = mark(hp)
                     result.leader = (hp.replica.leader_id, hp.replica.leader_epoch)
                     if replica_id >= 0:
+                        again = read_before is not None and read_before[i]
                         response, actions = hp.replica.handle_fetch(
                             pr.FetchRequest(
                                 replica_id,
@@ -92,10 +96,12 @@ class PartitionReads:
                                 spec.log_start_offset,
                                 limit if not first_with_data else max(limit, 1),
                                 replica_epoch,
+                                from_purgatory=again,
                             ),
                             self._clock(),
                         )
-                        self._schedule_isr(hp)
+                        if not again:
+                            self._schedule_isr(hp)
                         result.error_name = response.error
                         result.high_watermark = response.high_watermark
                         result.log_start_offset = response.log_start_offset

@@ -119,6 +119,10 @@ class FetcherRounds:
             self._due.add(tp)
         self._kick()
 
+    def wake(self, tp: TopicPartition) -> None:
+        """`tp` may send its next request now (its deferred flush is done)."""
+        self._mark_due(tp)
+
     def _requeue(self, tp: TopicPartition) -> None:
         """Due again next round, without waking the sender (a partition in backoff or
         over its throttle: the next round comes after the sender's idle wait)."""
@@ -231,6 +235,23 @@ class FetcherRounds:
             actions = hp.replica.handle_response(response, now_ms())
         self._carry_out(hp, actions)
         self._mark_due(hp.tp)
+
+    def _deliver_other(
+        self, hp: HostedPartition, req: pr.FollowerRequest, error: str, p: Any
+    ) -> None:
+        """Deliver the leader's partition answer `p` (its error named `error`) to an
+        OffsetsForLeaderEpoch or ListOffsets request: gRPC's and Kafka's answers have
+        the same fields."""
+        answer: pr.FollowerResponse
+        if isinstance(req, pr.OffsetsForLeaderEpochRequest):
+            answer = pr.OffsetsForLeaderEpochResponse(
+                error, p.leader_epoch, p.end_offset, req.correlation_id
+            )
+        else:
+            answer = pr.ListOffsetsResponse(
+                error, p.offset, p.timestamp, p.leader_epoch, req.correlation_id
+            )
+        self._deliver(hp, answer)
 
     def _reset_session(self) -> None:
         self._session_id, self._epoch = 0, 0
@@ -354,44 +375,31 @@ class ReplicaFetcher(FetcherRounds):
 
     def _send_other_rpc(self, hp: HostedPartition, req: pr.FollowerRequest) -> None:
         topic, partition = hp.tp
+        # The RPC, its request's messages (request, topic, partition) and its own field.
+        messages: tuple[Callable[..., Any], Callable[..., Any], Callable[..., Any]]
         if isinstance(req, pr.OffsetsForLeaderEpochRequest):
-            p = self._ask_one(
-                self._stub.OffsetsForLeaderEpoch,
+            rpc = self._stub.OffsetsForLeaderEpoch
+            messages = (
                 pb.OffsetsForLeaderEpochRequest,
                 pb.OffsetForLeaderTopic,
                 pb.OffsetForLeaderPartition,
-                topic,
-                partition=partition,
-                current_leader_epoch=req.current_leader_epoch,
-                leader_epoch=req.leader_epoch,
             )
-            self._deliver(
-                hp,
-                pr.OffsetsForLeaderEpochResponse(
-                    error_name(p.error_code), p.leader_epoch, p.end_offset, req.correlation_id
-                ),
-            )
+            field = {"leader_epoch": req.leader_epoch}
         elif isinstance(req, pr.ListOffsetsRequest):
-            p = self._ask_one(
-                self._stub.ListOffsets,
-                pb.ListOffsetsRequest,
-                pb.ListOffsetsTopic,
-                pb.ListOffsetsPartition,
-                topic,
-                partition=partition,
-                current_leader_epoch=req.current_leader_epoch,
-                timestamp=req.timestamp,
-            )
-            self._deliver(
-                hp,
-                pr.ListOffsetsResponse(
-                    error_name(p.error_code),
-                    p.offset,
-                    p.timestamp,
-                    p.leader_epoch,
-                    req.correlation_id,
-                ),
-            )
+            rpc = self._stub.ListOffsets
+            messages = (pb.ListOffsetsRequest, pb.ListOffsetsTopic, pb.ListOffsetsPartition)
+            field = {"timestamp": req.timestamp}
+        else:
+            return
+        p = self._ask_one(
+            rpc,
+            *messages,
+            topic,
+            partition=partition,
+            current_leader_epoch=req.current_leader_epoch,
+            **field,
+        )
+        self._deliver_other(hp, req, error_name(p.error_code), p)
 
     def _ask_one(
         self,

@@ -40,6 +40,7 @@ from seglog.storage.errors import KafkaStorageError, StorageError
 from seglog.storage.log_config import LogConfig
 from seglog.storage.log_txns import TxnMarkerAppend
 from seglog.storage.producer_state import AppendOrigin
+from seglog.storage.txn_verification import VerificationGuard
 
 from . import request_timing
 from .alter_partition_manager import AlterPartitionManager, BatchSender
@@ -52,11 +53,13 @@ from .fetch_wakeups import FetchWaiter, FetchWakeups
 from .hosted_partition import HostedPartition, PartitionError, TopicPartition
 from .liveness import StallWatchdog
 from .log_manager import LogManager
+from .message_flusher import MessageFlusher
 from .partition_reads import PartitionReads
 from .partition_requests import FetchResult, FetchSpec, OffsetResult, ProduceResult, ReplicaMetrics
 from .produce_errors import ProduceErrorLog
 from .produce_purgatory import Pending, ProducePurgatory, StartedProduce
 from .replica_fetcher import FetcherRounds, NewFetcher, grpc_fetcher
+from .replica_timers import TIMER_LOOP, ReplicaTimers
 from .replication_throttles import ReplicationThrottles
 from .session_fetch import SessionFetch
 
@@ -65,12 +68,9 @@ _log = EventLogger("replica_manager")
 LATEST_TIMESTAMP = -1
 EARLIEST_TIMESTAMP = -2
 MAX_TIMESTAMP = -3
-TICK_S = 0.05
-TIMER_LOOP = "replica timer loop"  # its name in the broker's stall watchdog
-DUE_PER_TICK = 10_000  # partitions ticked for their ISR timers per round, at most
 
 
-class ReplicaManager:
+class ReplicaManager(ReplicaTimers):
     def __init__(
         self,
         node_id: int,
@@ -151,6 +151,8 @@ class ReplicaManager:
         # silent: fenced without knowing it), or None.
         self.leadership_doubt: Callable[[], str | None] | None = None
         self._doubt_refusals = DoubtRefusals()  # what it refused: the batches behind too
+        # flush.messages' fsyncs, off the loop (each log defers them: see FlushLog).
+        self._flusher = MessageFlusher(log_manager, self._on_flushed)
 
     def start(self) -> None:
         if self._alter_partitions is not None:
@@ -168,6 +170,7 @@ class ReplicaManager:
             self._ticker.join(timeout=5)
         if self.watchdog is not None:
             self.watchdog.forget(TIMER_LOOP)
+        self._flusher.shutdown()
         self.wakeups.wake_all()
 
     # --- carrying out the replicas' decisions ---------------------------------------------
@@ -178,12 +181,25 @@ class ReplicaManager:
                 self._produces.complete(a)
             elif isinstance(a, pr.HighWatermarkUpdated):
                 self.wakeups.wake_for_hw((hp.tp,))
+            elif isinstance(a, pr.FlushLog):
+                self._flusher.request(hp)
             elif isinstance(a, pr.SendAlterPartition):
                 if self._alter_partitions is not None:
                     # The ISR the change starts from, counted once the controller
                     # accepts it (one entry per partition: a new proposal replaces it).
                     self._isr_proposals[hp.tp] = (len(hp.replica.isr), len(a.new_isr))
                     self._alter_partitions.submit(hp.tp, a)
+
+    def _on_flushed(self, hp: HostedPartition) -> None:
+        """A deferred flush.messages fsync of `hp` is done: the leader's held answers
+        go; a follower's fetcher sends its next fetch."""
+        with hp.plog.lock:
+            actions = hp.replica.on_flushed()
+            leader = None if hp.replica.is_leader else hp.replica.leader_id
+        self._carry_out(hp, actions)
+        fetcher = self._fetchers.get(leader) if leader is not None else None
+        if fetcher is not None:
+            fetcher.wake(hp.tp)
 
     def _on_alter_partition_response(
         self, tp: TopicPartition, response: pr.AlterPartitionResponse
@@ -198,61 +214,6 @@ class ReplicaManager:
         if self.metrics is not None and proposal is not None and response.error == "NONE":
             self.metrics.isr_changed(*proposal)
         self._carry_out(hp, actions)
-
-    def _tick_loop(self) -> None:
-        """Timers, with work proportional to the partitions that have some: those with
-        parked acks=-1 produces every tick (their timeouts), leaders whose ISR timer is
-        due (`_schedule_isr`), and, when a follower node has not fetched for
-        replica.lag.time.max.ms, the leaders whose ISR holds it. Idle partitions with
-        live followers cost nothing."""
-        while not self._stopped.wait(TICK_S):
-            if self.watchdog is not None:
-                self.watchdog.beat(TIMER_LOOP, plain_monotonic_s())
-            t = now_ms()
-            with self._deadlines_lock:
-                due = set(self._deadlines.due(t, DUE_PER_TICK))
-                silent = self._deadlines.silent(t, self.replica_lag_time_max_ms)
-            with self._lock:
-                due.update(self._ticking)
-                targets = [self._partitions[p] for p in due if p in self._partitions]
-            if silent:
-                # Every leader with a silent follower in its ISR: a scan, but once per
-                # follower's silence, not per tick.
-                quiet = set(silent)
-                targets += [
-                    hp
-                    for hp in self.partitions()
-                    if hp.tp not in due and hp.replica.is_leader and quiet & hp.replica.isr
-                ]
-            for hp in targets:
-                with hp.plog.lock:
-                    actions = hp.replica.tick(t)
-                    self._schedule_isr(hp)
-                    if hp.replica.delayed_produce_count == 0:
-                        with self._lock:  # under the partition's lock, as produce adds it
-                            self._ticking.discard(hp.tp)
-                self._carry_out(hp, actions)
-
-    def _schedule_isr(self, hp: HostedPartition, at_ms: int | None = None) -> None:
-        """After anything that may move its ISR timer: due at `at_ms`, or when the
-        replica says (then under the partition's lock). Cheap when nothing is earlier (a busy
-        partition's deadline only moves later)."""
-        at = hp.replica.isr_deadline_ms(now_ms()) if at_ms is None else at_ms
-        if at is None:
-            return
-        current = self._deadlines.scheduled(hp.tp)
-        if current is not None and current <= at:
-            return
-        with self._deadlines_lock:
-            self._deadlines.schedule(hp.tp, at)
-
-    def _session_fetch_ms(self, replica_id: int) -> int:
-        # A dict read, no lock: asked on every produce and fetch.
-        return self._deadlines.last_fetch_ms(replica_id, pr.NEVER)
-
-    def _follower_fetched(self, replica_id: int) -> None:
-        with self._deadlines_lock:
-            self._deadlines.fetched(replica_id, now_ms())
 
     # --- following metadata -----------------------------------------------------------------
 
@@ -390,6 +351,7 @@ class ReplicaManager:
                     session_fetch_ms=self._session_fetch_ms,
                 )
                 replica.log_clock = self.log_manager.clock
+                plog.log.defer_message_flushes = True  # run by self._flusher
                 hp = HostedPartition(tp, topic_id, plog, replica)
             was_leader_epoch = hp.replica.leader_epoch
             try:
@@ -475,19 +437,42 @@ class ReplicaManager:
         acks: int,
         timeout_ms: int = 30_000,
         leader_epoch: int | None = None,
+        verification_guards: Mapping[TopicPartition, VerificationGuard] | None = None,
     ) -> StartedProduce:
         """produce_all's first half: the appends, in order, now (a connection's next
         request may be appended as soon as this returns); await_produced waits.
         With `leader_epoch` (the group coordinator's writes) a partition led at any
         other epoch refuses the append with FENCED_LEADER_EPOCH. An item may be a
-        transaction coordinator's marker instead of batches (WriteTxnMarkers)."""
+        transaction coordinator's marker instead of batches (WriteTxnMarkers).
+        `verification_guards`: the guards of the partitions whose transactional batches
+        were verified with their transaction coordinator (KIP-890)."""
         timeout_ms = max(timeout_ms, 1)
+        guards = verification_guards or {}
         started = [
-            (tp, self._start_produce(tp, data, acks, timeout_ms, leader_epoch))
+            (tp, self._start_produce(tp, data, acks, timeout_ms, leader_epoch, guards.get(tp)))
             for tp, data in items
         ]
         self.wakeups.wake(tp for tp, _data in items)  # followers long-poll for new data
         return StartedProduce(started, plain_monotonic_s() + timeout_ms / 1000 + 1)
+
+    def start_transaction_verification(
+        self, tp: TopicPartition, producer_id: int, producer_epoch: int, sequence: int
+    ) -> tuple[str, VerificationGuard | None]:
+        """(error, guard) for a transactional batch about to be verified with its
+        coordinator (Kafka's maybeStartTransactionVerificationForPartition): the guard,
+        or None when the producer's transaction is open here already; an error when
+        this node does not lead the partition."""
+        try:
+            hp = self._hosted_or_error(tp)
+        except PartitionError as e:
+            return e.error_name, None
+        with hp.plog.lock:
+            if not hp.replica.is_leader:
+                return "NOT_LEADER_OR_FOLLOWER", None
+            guard = hp.plog.log.maybe_start_transaction_verification(
+                producer_id, sequence, producer_epoch
+            )
+        return "NONE", guard
 
     def when_produced(self, produce: StartedProduce, callback: Callable[[], None]) -> None:
         """Call `callback` (from any thread) once await_produced would not block."""
@@ -505,6 +490,7 @@ class ReplicaManager:
         acks: int,
         timeout_ms: int,
         leader_epoch: int | None = None,
+        verification_guard: VerificationGuard | None = None,
     ) -> Pending | ProduceResult:
         marker, data = (data, b"") if isinstance(data, TxnMarkerAppend) else (None, data)
         try:
@@ -533,7 +519,7 @@ class ReplicaManager:
             # A coordinator's own write (a leader epoch given): epochs checked, no sequences.
             origin = AppendOrigin.CLIENT if leader_epoch is None else AppendOrigin.COORDINATOR
             actions = hp.replica.produce(
-                request_id, data, acks, timeout_ms, now_ms(), marker, origin
+                request_id, data, acks, timeout_ms, now_ms(), marker, origin, verification_guard
             )
             self._schedule_isr(hp)
             appended = hp.plog.log.log_end_offset - end_before

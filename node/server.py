@@ -55,8 +55,11 @@ from seglog.node.security.security_admin import SecurityAdmin
 from seglog.node.security.security_servicer import SecurityServicer
 from seglog.node.servicer import SegLogServicer
 from seglog.node.transactions.grpc_servicer import TransactionsServicer
-from seglog.node.transactions.marker_sender import MarkerSender
-from seglog.node.transactions.marker_wire import txn_markers_listener, txn_markers_ssl
+from seglog.node.transactions.marker_wire import (
+    new_marker_sender,
+    new_verification_sender,
+    txn_markers_listener,
+)
 from seglog.node.transactions.transaction_coordinator import TransactionCoordinator
 from seglog.node.transactions.txn_records import TRANSACTION_STATE_TOPIC
 from seglog.node.transactions.txn_runtime import TransactionCoordinatorRuntime
@@ -170,16 +173,25 @@ class Node:
             config.node_id,
             self.replica_manager,
             TransactionCoordinator(config.txn_config, self.next_producer_id),
-            MarkerSender(
-                config.node_id,
+            new_marker_sender(
+                config,
                 self.replica_manager,
                 self._leader_of,
                 self._kafka_address,
-                txn_markers_ssl(config),
                 self.groups.on_txn_marker,
             ),
             config.transaction_abort_timed_out_transaction_cleanup_interval_ms,
         )
+        # KIP-890: transactional batches verified with their coordinator before they
+        # open a transaction here (None: transaction.partition.verification.enable=false).
+        self.txn_verification = new_verification_sender(
+            config,
+            self._txn_coordinator_of,
+            self.transactions.verify_partitions,
+            self._kafka_address,
+        )
+        if self.txn_verification is not None:
+            self.txn_verification.observer = self.metrics.txn_verified
         self.broker_epoch = -1
         self._dynamic_configs: tuple[dict[str, str], dict[str, str]] = ({}, {})
         # Client quotas, enforced by the Kafka listeners (quota.window.* as Kafka's).
@@ -454,6 +466,10 @@ class Node:
             ("metrics", lambda: self._metrics_http[0].shutdown() if self._metrics_http else None),
             ("groups", self.groups.shutdown),
             ("transactions", self.transactions.shutdown),
+            (
+                "txn_verification",
+                lambda: self.txn_verification.shutdown() if self.txn_verification else None,
+            ),
             ("server", lambda: self._server.stop(grace=2).wait(5) if self._server else None),
             ("log_dir_moves", self.log_dir_moves.shutdown),
             ("replica_manager", self.replica_manager.shutdown),
@@ -489,6 +505,12 @@ class Node:
         topic = self.controller.image.topics.get(tp[0])
         state = topic.partitions.get(tp[1]) if topic is not None else None
         return state.leader if state is not None else -1
+
+    def _txn_coordinator_of(self, transactional_id: str) -> int:
+        """The node leading the id's `__transaction_state` partition, or -1."""
+        return self._leader_of(
+            (TRANSACTION_STATE_TOPIC, self.transactions.coordinator.partition_for(transactional_id))
+        )
 
     def _kafka_address(self, node: int) -> tuple[str, int] | None:
         """Where this node reaches another's Kafka listener (WriteTxnMarkers)."""

@@ -5,6 +5,8 @@ of its own beyond request shape checks."""
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import Future
+from concurrent.futures import TimeoutError as FutureTimeout
 from typing import Any, TypeVar
 
 import grpc
@@ -24,6 +26,8 @@ from .kafka.read_committed import READ_COMMITTED, last_stable_offset
 from .node_services import NodeServices
 from .partition_requests import FetchSpec, ProduceResult
 from .transactions.grpc_servicer import init_transactional_producer
+from .transactions.txn_verification import produce_error
+from .transactions.verification_sender import Verification, start_verification
 
 _log = EventLogger("servicer")
 R = TypeVar("R")
@@ -312,10 +316,24 @@ class SegLogServicer(client_pb2_grpc.SegLogServicer):
             if t.name != OFFSETS_TOPIC
         ]
         rm = self.node.replica_manager
-        started = rm.start_produce_all(items, request.acks, request.timeout_ms or 30_000)
+        timeout = request.timeout_ms or 30_000
+        verification = self._verify(request.transactional_id, items, timeout)
+        unverified = verification.errors
+        todo = [(tp, data) for tp, data in items if tp not in unverified]
+        started = rm.start_produce_all(
+            todo, request.acks, timeout, verification_guards=verification.guards
+        )
         waiting = plain_perf_s()
-        results = iter(rm.await_produced(started))  # acks=all: the wait for the ISR
+        appended = iter(rm.await_produced(started))  # acks=all: the wait for the ISR
         request_timing.add_remote(plain_perf_s() - waiting)
+        results = iter(
+            [
+                ProduceResult(error_name=unverified[tp][0], error_message=unverified[tp][1])
+                if tp in unverified
+                else next(appended)
+                for tp, _data in items
+            ]
+        )
         internal = ProduceResult(
             error_name="INVALID_TOPIC_EXCEPTION",
             error_message=f"{OFFSETS_TOPIC} is an internal topic: only its coordinators write it",
@@ -337,6 +355,28 @@ class SegLogServicer(client_pb2_grpc.SegLogServicer):
 
         answer_partitions(request.topics, response.topics, answer)
         return response
+
+    def _verify(
+        self, transactional_id: str, items: list[tuple[tuple[str, int], bytes]], timeout: int
+    ) -> Verification:
+        """KIP-890: a transactional Produce's partitions where the producer has no
+        transaction open yet are verified with its coordinator first (this service's
+        thread waits; the sender answers by the deadline)."""
+        box: Future[Verification] = Future()
+        now = start_verification(
+            self.node.txn_verification,
+            self.node.replica_manager,
+            transactional_id,
+            items,
+            timeout,
+            box.set_result,
+        )
+        if now is not None:
+            return now
+        try:
+            return box.result(timeout=timeout / 1000 + 5)
+        except FutureTimeout:
+            return Verification({tp: produce_error("NETWORK_EXCEPTION") for tp, _ in items})
 
     def Fetch(self, request: pb.FetchRequest, context: grpc.ServicerContext) -> pb.FetchResponse:
         specs = [

@@ -39,6 +39,7 @@ class SessionFetch:
         self.max_bytes = max_bytes
         self.out: dict[TopicPartition, FetchResult] = {}
         self.total = 0
+        self._read: set[TopicPartition] = set()  # read once: the follower is updated
 
     def look(self) -> bool:
         """Read what changed (the caller armed the session's waiter first): True when
@@ -55,11 +56,20 @@ class SessionFetch:
         if candidates:
             marks: list[tuple[int, ...] | None] = [None] * len(candidates)
             budget = max(self.max_bytes - self.total, 0)
+            read = self._read
+            again = [(spec.topic, spec.partition) in read for spec in candidates]
             results = self._reads.read(
-                candidates, self.replica_id, self.replica_epoch, budget, None, marks
+                candidates,
+                self.replica_id,
+                self.replica_epoch,
+                budget,
+                None,
+                marks,
+                read_before=again,
             )
             for spec, r, m in zip(candidates, results, marks, strict=True):
                 tp = (spec.topic, spec.partition)
+                read.add(tp)
                 failed = r.error_name != "NONE" or r.diverging_epoch is not None
                 if m is not None and not failed:
                     session.seen[tp] = m

@@ -7,6 +7,13 @@ request retried after a lost answer is not written twice. One request per
 leader is in flight at a time: the next Arrow batch is encoded while the last
 one travels, and a partition's batches reach the leader in sequence order.
 
+With a transactional id (the sink's exactly-once mode, txn_sink.py) the producer id
+and epoch come from the transaction coordinator (InitProducerId with the id, which
+fences an earlier producer with it), each partition is added to the transaction
+(AddPartitionsToTxn) before its first batch is queued, and the batches carry the
+transactional attribute: seglog's client TransactionManager does the coordinator's
+part.
+
 Kafka producer configs honoured (`kafka.<name>`): acks (default all),
 enable.idempotence (default true), batch.size (default 512 KiB here: larger
 batches are what makes a bulk write fast), max.request.size (default 4 MiB),
@@ -29,6 +36,12 @@ import pyarrow.compute as pc
 
 from seglog.client.cluster import TopicPartition, call
 from seglog.client.errors import KafkaError, KafkaTimeoutError, error_class, for_code
+from seglog.client.group_coordinator import OffsetAndMetadata
+from seglog.client.transaction_manager import (
+    ConsumerGroupMetadata,
+    PreparedTxnState,
+    TransactionManager,
+)
 from seglog.proto import client_pb2 as pb
 from seglog.proto import errors_pb2
 from seglog.storage.compression import CompressionType, compress
@@ -47,6 +60,7 @@ from .shared_metadata import shared_metadata
 DEFAULT_BATCH_BYTES = 512 * 1024
 DEFAULT_REQUEST_BYTES = 4 * 1024 * 1024
 DEFAULT_BUFFER_BYTES = 32 * 1024 * 1024  # Kafka's buffer.memory default
+_TRANSACTIONAL = 0x10  # the batch attribute of a transaction's records
 _RECORD_OVERHEAD = 12  # length, attributes, deltas and lengths of a small record
 
 
@@ -79,7 +93,7 @@ class _Pending:
 
 
 class BatchSender:
-    def __init__(self, options: SinkOptions) -> None:
+    def __init__(self, options: SinkOptions, transactional_id: str | None = None) -> None:
         cfg = options.producer_config
         self.options = options
         acks = str(cfg.get("acks", "all")).strip().lower()
@@ -108,6 +122,63 @@ class BatchSender:
         self.in_flight: dict[int, _Request] = {}
         self.sent = 0
         self._rng = random.Random()
+        self.first_partition: TopicPartition | None = None  # of the first batch queued
+        self.max_block_s = int(cfg.get("max_block_ms", 60_000)) / 1000
+        self.txn: TransactionManager | None = None
+        self.transactional_id = transactional_id
+        if transactional_id is not None:
+            if not self.idempotent:
+                raise ValueError("a transactional write needs kafka.enable.idempotence=true")
+            self.txn = TransactionManager(
+                transactional_id,
+                int(cfg.get("transaction_timeout_ms", 60_000)),
+                self.metadata,
+                self.request_timeout_s,
+                self.backoff_s,
+                self._set_producer,
+            )
+
+    def _set_producer(self, producer_id: int, producer_epoch: int) -> None:
+        # A new id or epoch starts every partition's sequence at 0.
+        self.producer_id, self.producer_epoch = producer_id, producer_epoch
+        self.sequences.clear()
+
+    # --- transactions (a transactional id only) -------------------------------------
+
+    def _transactions(self) -> TransactionManager:
+        if self.txn is None:
+            raise RuntimeError("this BatchSender has no transactional id")
+        return self.txn
+
+    def init_transactions(self) -> None:
+        """Fences (and has the coordinator abort) an earlier producer with the id."""
+        self._transactions().init_transactions(self.max_block_s)
+
+    def begin_transaction(self) -> None:
+        self._transactions().begin()
+
+    def send_offsets_to_transaction(
+        self, offsets: dict[TopicPartition, OffsetAndMetadata], group_id: str
+    ) -> None:
+        self._transactions().send_offsets(
+            offsets, ConsumerGroupMetadata(group_id), self.max_block_s
+        )
+
+    def prepare_transaction(self) -> PreparedTxnState:
+        """Every batch acknowledged (a failure raises), the transaction left open."""
+        return self._transactions().prepare(lambda: self._pump(block=True))
+
+    def abort_transaction(self) -> None:
+        """After a failure: what is in flight is answered first (so that nothing of
+        this epoch lands after the ABORT marker), then EndTxn(abort)."""
+
+        def settle() -> None:
+            try:
+                self._pump(block=True)
+            except (KafkaError, RuntimeError, grpc.RpcError):
+                self.pending.queue.clear()
+
+        self._transactions().end(False, settle, self.max_block_s)
 
     # --- rows → batches ------------------------------------------------------------
 
@@ -190,6 +261,10 @@ class BatchSender:
     def _encode(
         self, tp: TopicPartition, keys: pa.Array, values: pa.Array, headers: list | None
     ) -> None:
+        if self.txn is not None:
+            self.txn.add_partition(tp, self.max_block_s)  # before its first batch is queued
+        if self.first_partition is None:
+            self.first_partition = tp
         n = len(keys)
         size = (
             np.asarray(pc.fill_null(pc.binary_length(keys), 0), np.int64)
@@ -213,7 +288,7 @@ class BatchSender:
                 compress(self.codec, section),
                 base_offset=0,
                 partition_leader_epoch=-1,
-                attributes=int(self.codec),
+                attributes=int(self.codec) | (_TRANSACTIONAL if self.txn is not None else 0),
                 last_offset_delta=count - 1,
                 base_timestamp=now,
                 max_timestamp=now,
@@ -290,7 +365,10 @@ class BatchSender:
                 sizes[info.leader] = sizes.get(info.leader, 0) + len(b.data)
         for node, batches in by_node.items():
             request = pb.ProduceRequest(
-                acks=self.acks, timeout_ms=int(self.request_timeout_s * 1000)
+                acks=self.acks,
+                timeout_ms=int(self.request_timeout_s * 1000),
+                # KIP-890: the leader verifies a transactional batch with this id.
+                transactional_id=self.transactional_id or "",
             )
             topics: dict[str, pb.TopicProduceData] = {}
             per_tp: dict[TopicPartition, list[bytes]] = {}

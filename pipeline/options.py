@@ -70,6 +70,7 @@ PRODUCER_CONFIGS = {
         "max.in.flight.requests.per.connection",
         "buffer.memory",
         "max.block.ms",
+        "transaction.timeout.ms",
     ),
     **_kwargs(lambda v: _parse_bool("enable.idempotence", v), "enable.idempotence"),
     **_COMMON_CONFIGS,
@@ -83,6 +84,10 @@ _REFUSED = {
     "value.serializer": "values must be string or binary columns",
     "enable.auto.commit": "the source does not commit offsets",
     "interceptor.classes": "interceptors could break the query",
+    "transactional.id": (
+        "set the sink's transactionalIdPrefix instead (each task's transactional id is "
+        "<prefix>-<partition id>)"
+    ),
 }
 _SUBSCRIPTIONS = ("assign", "subscribe", "subscribepattern")
 
@@ -249,16 +254,40 @@ class SourceOptions:
 
 @dataclass(frozen=True)
 class SinkOptions:
+    """`transactionalIdPrefix` turns on the exactly-once mode (txn_sink.py): each task
+    writes in a transaction with the id `<prefix>-<partition id>` that the driver
+    commits; `kafka.transaction.timeout.ms` (Kafka's default 60000) must cover a whole
+    micro-batch or job, from a task's first record to the driver's commit."""
+
     bootstrap_servers: str
     topic: str | None = None
     producer_config: dict[str, Any] = field(default_factory=dict)
+    transactional_id_prefix: str | None = None
 
     @classmethod
     def parse(cls, options: Mapping[str, str]) -> SinkOptions:
         o = {k.lower(): v for k, v in options.items()}
         _, producer_config = _client_configs(options)
         topic = o.get("topic") or None
-        return cls(bootstrap_servers(options), topic, producer_config)
+        prefix = o.get("transactionalidprefix")
+        if prefix is not None:
+            prefix = prefix.strip()
+            if not prefix:
+                raise ValueError("option transactionalIdPrefix must not be empty")
+            acks = str(producer_config.get("acks", "all")).strip().lower()
+            if acks not in ("all", "-1"):
+                raise ValueError(f"option transactionalIdPrefix needs kafka.acks=all, got {acks!r}")
+            if producer_config.get("enable_idempotence") is False:
+                raise ValueError(
+                    "option transactionalIdPrefix needs idempotence: "
+                    "kafka.enable.idempotence=false conflicts"
+                )
+        elif "transaction_timeout_ms" in producer_config:
+            raise ValueError(
+                "option kafka.transaction.timeout.ms needs transactionalIdPrefix (the "
+                "exactly-once mode); without it the sink writes no transactions"
+            )
+        return cls(bootstrap_servers(options), topic, producer_config, prefix)
 
 
 def _parse_duration_ms(name: str, value: str) -> int:

@@ -13,12 +13,14 @@ is acknowledged. PySpark 4.0's streaming writers get Rows, sent one by one with
 the Producer. Like Kafka's
 sink this is at-least-once: a retried task or micro-batch sends its rows again,
 and abort() cannot take back records already written.
+
+With the option `transactionalIdPrefix` it is exactly-once instead: each task
+writes one Kafka transaction that the driver commits (txn_sink.py).
 """
 
 from __future__ import annotations
 
 import logging
-import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -37,11 +39,11 @@ from pyspark.sql.types import (
     StructType,
 )
 
-from seglog.client.producer import Producer
-
 from .batch_sender import send_arrow_batches
 from .options import SinkOptions
+from .record_sender import RecordSender
 from .schema import HEADER_TYPE
+from .txn_sink import current_task, end_prepared, write_transaction
 
 try:  # PySpark >= 4.1 hands streaming writers Arrow batches too
     from pyspark.sql.datasource import DataSourceStreamArrowWriter
@@ -86,72 +88,6 @@ def check_write_schema(schema: StructType, topic_option: str | None) -> None:
         )
 
 
-def _as_bytes(v: Any) -> bytes | None:
-    return v.encode("utf-8") if isinstance(v, str) else v
-
-
-class RecordSender:
-    """One task's producer: sends rows, fails fast on the first failed record."""
-
-    def __init__(self, options: SinkOptions) -> None:
-        self.options = options
-        self.producer = Producer(options.bootstrap_servers, **options.producer_config)
-        self.sent = 0
-        self._error: BaseException | None = None
-        self._lock = threading.Lock()
-        self._partitions: dict[str, set[int]] = {}
-
-    def _on_error(self, e: BaseException) -> None:
-        with self._lock:
-            self._error = self._error or e
-
-    def _check(self) -> None:
-        if self._error is not None:
-            raise RuntimeError(f"writing to seglog failed: {self._error}") from self._error
-
-    def send(
-        self,
-        topic: str | None,
-        partition: int | None,
-        key: Any,
-        value: Any,
-        headers: list[dict[str, Any]] | None,
-    ) -> None:
-        self._check()
-        topic = self.options.topic or topic
-        if not topic:
-            raise ValueError("a row has a null topic and no topic option is set")
-        if partition is not None:
-            known = self._partitions.get(topic)
-            if known is None:
-                known = self._partitions[topic] = self.producer.partitions_for(topic)
-            if partition not in known:
-                raise ValueError(
-                    f"partition {partition} does not exist in topic {topic!r} "
-                    f"(it has partitions {sorted(known)})"
-                )
-        future = self.producer.send(
-            topic,
-            value=_as_bytes(value),
-            key=_as_bytes(key),
-            headers=[(h["key"], h["value"]) for h in headers] if headers else None,
-            partition=partition,
-        )
-        future.add_errback(self._on_error)
-        self.sent += 1
-
-    def finish(self) -> SentRecords:
-        try:
-            self.producer.flush()
-            self._check()
-        finally:
-            self.producer.close()
-        return SentRecords(self.sent)
-
-    def close(self) -> None:
-        self.producer.close(timeout=0)
-
-
 def send_arrow(options: SinkOptions, batches: Iterator[pa.RecordBatch]) -> SentRecords:
     """Arrow batches straight to RecordBatch v2 bytes (batch_sender.py)."""
     return SentRecords(send_arrow_batches(options, batches))
@@ -162,11 +98,8 @@ def send_rows(options: SinkOptions, rows: Iterator[Any]) -> SentRecords:
     sender = RecordSender(options)
     try:
         for row in rows:
-            d = row.asDict(recursive=True)
-            sender.send(
-                d.get("topic"), d.get("partition"), d.get("key"), d.get("value"), d.get("headers")
-            )
-        return sender.finish()
+            sender.send_row(row.asDict(recursive=True))
+        return SentRecords(sender.finish())
     except BaseException:
         sender.close()
         raise
@@ -178,14 +111,23 @@ class SeglogWriter(DataSourceArrowWriter):
         self.options = options
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> WriterCommitMessage:
+        if self.options.transactional_id_prefix is not None:
+            return write_transaction(self.options, current_task(False), iterator)
         return send_arrow(self.options, iterator)
 
     def commit(self, messages: list[WriterCommitMessage | None]) -> None:
-        sent = sum(m.records for m in messages if isinstance(m, SentRecords))
+        if self.options.transactional_id_prefix is not None:
+            sent = end_prepared(self.options, messages, True, "committing the write")
+        else:
+            sent = sum(m.records for m in messages if isinstance(m, SentRecords))
         _log.info("wrote %d records", sent)
 
     def abort(self, messages: list[WriterCommitMessage | None]) -> None:
-        _log.warning("write aborted; records already acknowledged stay in seglog")
+        if self.options.transactional_id_prefix is not None:
+            end_prepared(self.options, messages, False, "aborting the write")
+            _log.warning("write aborted; its transactions were aborted")
+        else:
+            _log.warning("write aborted; records already acknowledged stay in seglog")
 
 
 _StreamBase: Any = DataSourceStreamArrowWriter or DataSourceStreamWriter
@@ -197,12 +139,22 @@ class SeglogStreamWriter(_StreamBase):  # type: ignore[misc]
         self.options = options
 
     def write(self, iterator: Iterator[Any]) -> WriterCommitMessage:
-        if DataSourceStreamArrowWriter is not None:
+        arrow = DataSourceStreamArrowWriter is not None
+        if self.options.transactional_id_prefix is not None:
+            return write_transaction(self.options, current_task(True), iterator, arrow)
+        if arrow:
             return send_arrow(self.options, iterator)
         return send_rows(self.options, iterator)
 
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:  # noqa: N803
-        """Nothing to do: every record was acknowledged before its task finished."""
+        """At least once: nothing to do, every record was acknowledged before its task
+        finished. Exactly once: the tasks' transactions are committed."""
+        if self.options.transactional_id_prefix is not None:
+            end_prepared(self.options, messages, True, f"committing micro-batch {batchId}")
 
     def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:  # noqa: N803
-        _log.warning("micro-batch %d aborted; records already acknowledged stay", batchId)
+        if self.options.transactional_id_prefix is not None:
+            end_prepared(self.options, messages, False, f"aborting micro-batch {batchId}")
+            _log.warning("micro-batch %d aborted; its transactions were aborted", batchId)
+        else:
+            _log.warning("micro-batch %d aborted; records already acknowledged stay", batchId)

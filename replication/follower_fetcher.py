@@ -14,6 +14,7 @@ from .fetch_state import FetchEvent, FetchState, next_fetch_state
 from .replica_messages import (
     EARLIEST_TIMESTAMP,
     FENCED_LEADER_EPOCH,
+    FLUSH_LOG,
     LATEST_TIMESTAMP,
     NONE,
     OFFSET_OUT_OF_RANGE,
@@ -126,6 +127,11 @@ class FollowerFetcher:
             f.backoff_until_ms = now_ms + self.config.replica_fetch_backoff_ms
         if now_ms < f.backoff_until_ms:
             return None
+        if self.log.awaits_flush:
+            # Deferred flush.messages: the next fetch tells the leader this replica has
+            # the data, so it waits for the fsync, as Kafka's follower, which flushes
+            # inline before fetching again. `on_flushed` wakes the fetcher.
+            return None
         if f.state is FetchState.TRUNCATING and self.log.epoch_cache.latest_epoch is None:
             # 7.2 step 1: a log without epochs truncates to its HW (legacy path).
             self._truncate(self.log.high_watermark, now_ms)
@@ -230,7 +236,7 @@ class FollowerFetcher:
         f.last_fetched_epoch = latest if latest is not None else -1
         f.synced_epoch = self.leader_epoch
         self._log_changed()
-        return []
+        return [FLUSH_LOG] if self.log.awaits_flush else []
 
     def on_offsets_for_leader_epoch_response(
         self, resp: OffsetsForLeaderEpochResponse, now_ms: int

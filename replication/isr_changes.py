@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 
+from .mypyc_marks import trait
 from .replica_messages import (
     FENCED_LEADER_EPOCH,
     INELIGIBLE_REPLICA,
@@ -27,6 +28,7 @@ from .replica_messages import (
 )
 
 
+@trait  # a mixin of PartitionReplica (replication/mypyc_marks.py)
 class IsrChanges:
     # The replica's state this part reads and writes (PartitionReplica sets it).
     node_id: int

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from seglog.storage.file_slice import FileSlice
 
+from .mypyc_marks import trait
 from .replica_messages import (
     EARLIEST_TIMESTAMP,
     FENCED_LEADER_EPOCH,
@@ -27,6 +28,7 @@ from .replica_messages import (
 )
 
 
+@trait  # a mixin of PartitionReplica (replication/mypyc_marks.py)
 class LeaderReads:
     # The replica's state this part reads (PartitionReplica sets it).
     log: ReplicaLog

@@ -46,6 +46,7 @@ from seglog.replication.leader_reads import LeaderReads
 from seglog.replication.replica_messages import (
     EARLIEST_TIMESTAMP,
     FENCED_LEADER_EPOCH,
+    FLUSH_LOG,
     INELIGIBLE_REPLICA,
     INVALID_REQUEST,
     INVALID_REQUIRED_ACKS,
@@ -71,6 +72,7 @@ from seglog.replication.replica_messages import (
     EpochEndOffset,
     FetchRequest,
     FetchResponse,
+    FlushLog,
     FollowerRequest,
     FollowerResponse,
     FollowerState,
@@ -95,6 +97,7 @@ from seglog.storage.errors import StorageError
 from seglog.storage.leader_epoch_cache import UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET
 from seglog.storage.log_txns import TxnMarkerAppend
 from seglog.storage.producer_state import AppendOrigin
+from seglog.storage.txn_verification import VerificationGuard
 
 # --- the replica ----------------------------------------------------------------------
 
@@ -134,6 +137,9 @@ class PartitionReplica(IsrChanges, LeaderReads):
         self.epoch_start_offset = -1  # LEO when this leadership's epoch began
         self._pending_isr: _PendingIsrChange | None = None
         self._delayed: dict[int, _DelayedProduce] = {}
+        # acks=1 answers held for a deferred flush.messages fsync: (offset it must
+        # reach, the answer). Bounded by the connections' in-flight requests.
+        self._unflushed: dict[int, tuple[int, ProduceCompleted]] = {}
         self._next_alter_request_id = 1
         self._leader_hw_floor = -1
         # Follower state.
@@ -310,9 +316,11 @@ class PartitionReplica(IsrChanges, LeaderReads):
         now_ms: int,
         marker: TxnMarkerAppend | None = None,
         origin: AppendOrigin = AppendOrigin.CLIENT,
+        verification_guard: VerificationGuard | None = None,
     ) -> list[Action]:
         """A client's batches for this partition (7.5), or with `marker` a transaction
-        coordinator's COMMIT/ABORT marker instead (WriteTxnMarkers). The answer is a
+        coordinator's COMMIT/ABORT marker instead (WriteTxnMarkers). A transactional
+        batch that opens a transaction carries its verification's guard (KIP-890). The answer is a
         ProduceCompleted action, now or - for acks=-1 - once the HW passes the append,
         on leadership loss, or on timeout (via `tick`)."""
         actions: list[Action] = []
@@ -344,7 +352,13 @@ class PartitionReplica(IsrChanges, LeaderReads):
         try:
             if marker is None:
                 t = self.log_time(now_ms)
-                info = self.log.append_as_leader(data, self.leader_epoch, time_ms=t, origin=origin)
+                info = self.log.append_as_leader(
+                    data,
+                    self.leader_epoch,
+                    time_ms=t,
+                    origin=origin,
+                    verification_guard=verification_guard,
+                )
             else:
                 pid, epoch, end = marker
                 t = self.log_time(now_ms)
@@ -367,7 +381,13 @@ class PartitionReplica(IsrChanges, LeaderReads):
         done = ProduceCompleted(
             request_id, NONE, acks, info.first_offset, info.log_append_time, info.log_start_offset
         )
-        if acks != -1:
+        # Deferred flush.messages: answered once fsynced, as the inline flush answered.
+        flushing = self.log.awaits_flush
+        if flushing:
+            actions.append(FLUSH_LOG)
+        if acks == 1 and flushing:
+            self._unflushed[request_id] = (info.last_offset + 1, done)
+        elif acks != -1:
             actions.append(done)
         else:
             parked = _DelayedProduce(
@@ -376,6 +396,7 @@ class PartitionReplica(IsrChanges, LeaderReads):
                 now_ms + timeout_ms,
                 info.first_offset,
                 info.log_append_time,
+                info.last_offset + 1 if flushing else 0,
             )
             self._delayed[request_id] = parked
             self._complete_delayed(actions)
@@ -387,9 +408,10 @@ class PartitionReplica(IsrChanges, LeaderReads):
         if not self._delayed:
             return
         hw = self.log.high_watermark
+        durable = self.log.durable_offset
         enough = len(self.maximal_isr) >= self.effective_min_isr
         for rid, d in list(self._delayed.items()):
-            if hw >= d.required_offset:
+            if hw >= d.required_offset and durable >= d.durable_offset:
                 del self._delayed[rid]
                 error = NONE if enough else NOT_ENOUGH_REPLICAS_AFTER_APPEND
                 if error == NONE:
@@ -413,7 +435,23 @@ class PartitionReplica(IsrChanges, LeaderReads):
 
     def _fail_delayed(self, error: str) -> list[Action]:
         actions: list[Action] = [ProduceCompleted(rid, error, -1) for rid in self._delayed]
+        actions += [ProduceCompleted(rid, error, 1) for rid in self._unflushed]
         self._delayed.clear()
+        self._unflushed.clear()
+        return actions
+
+    def on_flushed(self) -> list[Action]:
+        """A deferred flush.messages fsync finished (or was dropped by a truncation):
+        the answers it held go, and a flush still owed is asked for again."""
+        actions: list[Action] = []
+        durable = self.log.durable_offset
+        for rid, (required, done) in list(self._unflushed.items()):
+            if durable >= required:
+                del self._unflushed[rid]
+                actions.append(done)
+        self._complete_delayed(actions)
+        if self.log.awaits_flush:
+            actions.append(FLUSH_LOG)
         return actions
 
     # ------------------------------------------------------------------ leader: fetches
@@ -457,7 +495,8 @@ class PartitionReplica(IsrChanges, LeaderReads):
             return error(OFFSET_OUT_OF_RANGE)
         data = self.log.read(req.fetch_offset, req.max_bytes, upper_bound=leo, min_one_batch=True)
         actions: list[Action] = []
-        self._update_follower(req, follower, leo, now_ms, actions)
+        if not req.from_purgatory:
+            self._update_follower(req, follower, leo, now_ms, actions)
         response = FetchResponse(
             NONE, req.correlation_id, req.fetch_offset, hw, log_start, bytes(data.records)
         )
@@ -584,11 +623,13 @@ class PartitionReplica(IsrChanges, LeaderReads):
 
 
 __all__ = [
+    "FLUSH_LOG",
     "Action",
     "AlterPartitionResponse",
     "ConsumerFetchResponse",
     "EARLIEST_TIMESTAMP",
     "EpochEndOffset",
+    "FlushLog",
     "FENCED_LEADER_EPOCH",
     "FetchRequest",
     "FetchResponse",

@@ -19,6 +19,7 @@ from seglog.storage.leader_epoch_cache import (
 from seglog.storage.log import FetchDataInfo, LogAppendInfo, TimestampAndOffset
 from seglog.storage.producer_state import AppendOrigin, ControlMarker
 from seglog.storage.txn_index import AbortedTxn
+from seglog.storage.txn_verification import VerificationGuard
 
 NONE = "NONE"
 OFFSET_OUT_OF_RANGE = "OFFSET_OUT_OF_RANGE"
@@ -82,6 +83,7 @@ class ReplicaLog(Protocol):
         *,
         time_ms: int | None = ...,
         origin: AppendOrigin = ...,
+        verification_guard: VerificationGuard | None = ...,
     ) -> LogAppendInfo: ...
     def append_as_follower(
         self, data: bytes | bytearray | memoryview, *, time_ms: int | None = ...
@@ -119,6 +121,10 @@ class ReplicaLog(Protocol):
     def collect_aborted_transactions(
         self, fetch_offset: int, upper_bound: int
     ) -> list[AbortedTxn]: ...
+    @property
+    def durable_offset(self) -> int: ...
+    @property
+    def awaits_flush(self) -> bool: ...
 
 
 # --- configuration ------------------------------------------------------------------
@@ -162,6 +168,9 @@ class FetchRequest:
     max_bytes: int = 1_048_576
     replica_epoch: int = -1  # the follower's broker epoch (KIP-903); -1 unknown
     correlation_id: int = 0
+    # A waiting fetch's later read (Kafka's readFromPurgatory): the follower's state
+    # was updated when the fetch arrived and is not updated again.
+    from_purgatory: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -282,7 +291,16 @@ class HighWatermarkUpdated:
     high_watermark: int
 
 
-Action = ProduceCompleted | SendAlterPartition | HighWatermarkUpdated
+@dataclass(frozen=True, slots=True)
+class FlushLog:
+    """flush.messages, deferred (Log.defer_message_flushes): fsync the log up to what
+    it demands off the loop, then call `on_flushed` — answers (leader) or the next
+    fetch (follower) wait for it."""
+
+
+FLUSH_LOG = FlushLog()
+
+Action = ProduceCompleted | SendAlterPartition | HighWatermarkUpdated | FlushLog
 
 
 # --- internal state -------------------------------------------------------------------
@@ -313,6 +331,7 @@ class _DelayedProduce:
     deadline_ms: int
     base_offset: int
     log_append_time: int
+    durable_offset: int = 0  # deferred flush.messages: fsynced up to here first
 
 
 @dataclass(slots=True)

@@ -31,6 +31,7 @@ from seglog.storage.log import Log, LogAppendInfo
 from seglog.storage.log_config import LogConfig
 from seglog.storage.producer_state import AppendOrigin, ProducerStateManager
 from seglog.storage.record_batch import BatchHeader
+from seglog.storage.txn_verification import VerificationGuard
 
 # What the log calls its directory in messages; nothing is ever read or written there
 # (ProducerStateManager finds no snapshots in a missing directory).
@@ -71,10 +72,17 @@ class MemoryLog(ObservedLog):
         *,
         time_ms: int | None = None,
         origin: AppendOrigin = AppendOrigin.CLIENT,
+        verification_guard: VerificationGuard | None = None,
     ) -> LogAppendInfo:
         if time_ms is None:
             raise ValueError(f"append to {self.name} without the time: pass time_ms")
-        return super().append_as_leader(data, leader_epoch, time_ms=time_ms, origin=origin)
+        return super().append_as_leader(
+            data,
+            leader_epoch,
+            time_ms=time_ms,
+            origin=origin,
+            verification_guard=verification_guard,
+        )
 
     def _segments(self) -> list[MemorySegment]:
         return cast(list[MemorySegment], self.log.segments)

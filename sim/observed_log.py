@@ -13,6 +13,7 @@ from seglog.storage.leader_epoch_cache import LeaderEpochCache
 from seglog.storage.log import Log, LogAppendInfo
 from seglog.storage.log_config import LogConfig
 from seglog.storage.producer_state import AppendOrigin, ControlMarker
+from seglog.storage.txn_verification import VerificationGuard
 
 
 class ObservedLog:
@@ -66,6 +67,15 @@ class ObservedLog:
         return self.log.epoch_cache
 
     @property
+    def durable_offset(self) -> int:
+        return self.log.durable_offset
+
+    @property
+    def awaits_flush(self) -> bool:
+        # The simulators flush inline (defer_message_flushes off): never waits.
+        return self.log.awaits_flush
+
+    @property
     def recovery_point(self) -> int:
         """What a power failure keeps at least: the last fsync's offset."""
         return self.log.durable_offset
@@ -77,8 +87,15 @@ class ObservedLog:
         *,
         time_ms: int | None = None,
         origin: AppendOrigin = AppendOrigin.CLIENT,
+        verification_guard: VerificationGuard | None = None,
     ) -> LogAppendInfo:
-        info = self.log.append_as_leader(data, leader_epoch, time_ms=time_ms, origin=origin)
+        info = self.log.append_as_leader(
+            data,
+            leader_epoch,
+            time_ms=time_ms,
+            origin=origin,
+            verification_guard=verification_guard,
+        )
         self._touch()
         return info
 

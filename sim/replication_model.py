@@ -258,3 +258,6 @@ class SimulationState:
 
     def fail(self, message: str) -> None:
         raise NotImplementedError
+
+    def prepare_log(self, log: SimLog) -> SimLog:
+        raise NotImplementedError

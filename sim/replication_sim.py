@@ -72,6 +72,7 @@ from seglog.replication.partition_replica import (
     Action,
     FetchRequest,
     FetchResponse,
+    FlushLog,
     FollowerResponse,
     ListOffsetsRequest,
     OffsetsForLeaderEpochRequest,
@@ -106,6 +107,7 @@ from seglog.sim.replication_model import (
 )
 from seglog.sim.sim_controller import SimController
 from seglog.sim.sim_faults import SimFaults
+from seglog.sim.sim_flushes import SimFlushes
 from seglog.storage.record_batch import (
     increment_sequence,
 )
@@ -113,7 +115,7 @@ from seglog.storage.record_batch import (
 # --- the simulation -------------------------------------------------------------------
 
 
-class Simulation(SimFaults, ReplicationChecks):
+class Simulation(SimFaults, SimFlushes, ReplicationChecks):
     def __init__(
         self,
         seed: int,
@@ -126,10 +128,15 @@ class Simulation(SimFaults, ReplicationChecks):
         clock_step_ms: int = 0,
         timers_on_wall_clock: bool = False,
         segment_bytes: int = SIM_LOG_CONFIG.segment_bytes,
+        flush_messages: int = 0,
     ) -> None:
         self.seed = seed
         # Smaller segments: more rolls, and logs of dozens of segments (disk storage).
         self.log_config = replace(SIM_LOG_CONFIG, segment_bytes=segment_bytes)
+        self.flush_messages = flush_messages  # SimFlushes
+        if flush_messages:
+            self.log_config = replace(self.log_config, flush_messages=flush_messages)
+        self.flush_rng = random.Random(seed * 104729 + 3)
         # Wall-clock steps of +-clock_step_ms on random nodes (0: none); with
         # timers_on_wall_clock the replicas' timers read the stepped wall clock, as the
         # node's did before they moved to the monotonic clock (a step back stalled
@@ -209,6 +216,7 @@ class Simulation(SimFaults, ReplicationChecks):
             "fsync_failures": 0,
             "torn_writes": 0,
             "clock_steps": 0,
+            "deferred_flushes": 0,
         }
         self.trace(f"params {prm}")
 
@@ -217,8 +225,13 @@ class Simulation(SimFaults, ReplicationChecks):
     def _new_log(self, node_id: int, p: int) -> SimLog:
         if self._dir is None:
             return MemoryLog(f"n{node_id}-p{p}")
-        return DiskLog(
-            self._dir / f"n{node_id}" / f"sim-{p}", self._clock, self._storage_rng, self.log_config
+        return self.prepare_log(
+            DiskLog(
+                self._dir / f"n{node_id}" / f"sim-{p}",
+                self._clock,
+                self._storage_rng,
+                self.log_config,
+            )
         )
 
     def _clock(self) -> int:
@@ -249,6 +262,8 @@ class Simulation(SimFaults, ReplicationChecks):
             options += " --timers-on-wall-clock"
         if self.storage != DISK:
             options += f" --storage {self.storage}"
+        if self.flush_messages:
+            options += f" --flush-messages {self.flush_messages}"
         raise SimulationFailure(
             self.seed, self.params.mode, message, list(self.trace_tail), options
         )
@@ -378,6 +393,7 @@ class Simulation(SimFaults, ReplicationChecks):
     def apply(self, node: SimNode, p: int, actions: list[Action]) -> None:
         for a in actions:
             if isinstance(a, ProduceCompleted):
+                self.check_durable_ack(node, p, a)
                 # The node's own request id maps back to the client and its request id.
                 owner = self._request_owner.pop(a.request_id, None)
                 if owner is not None:
@@ -386,6 +402,8 @@ class Simulation(SimFaults, ReplicationChecks):
                 self.trace(f"n{node.id} p{p} AlterPartition {a}")
                 node.alter.submit(p, a)
                 self.send_alter(node)
+            elif isinstance(a, FlushLog):
+                self.flush_requested(node, p)
 
     def _alter_retry_later(self, node: SimNode) -> None:
         node.alter.failed()
@@ -671,6 +689,7 @@ def simulate(
     clock_step_ms: int = 0,
     timers_on_wall_clock: bool = False,
     segment_bytes: int = SIM_LOG_CONFIG.segment_bytes,
+    flush_messages: int = 0,
 ) -> Simulation:
     """Run one seed; raises SimulationFailure (naming the seed) on any violation."""
     return Simulation(
@@ -682,6 +701,7 @@ def simulate(
         clock_step_ms=clock_step_ms,
         timers_on_wall_clock=timers_on_wall_clock,
         segment_bytes=segment_bytes,
+        flush_messages=flush_messages,
     ).run()
 
 
@@ -719,7 +739,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         default=SIM_LOG_CONFIG.segment_bytes,
         help="the disk logs' segment.bytes (smaller: more segments per log)",
     )
+    parser.add_argument(
+        "--flush-messages",
+        type=int,
+        default=0,
+        help="the disk logs' flush.messages, deferred to a simulated flush pool (0: off)",
+    )
     args = parser.parse_args(argv)
+    if args.flush_messages < 0 or (args.flush_messages and args.storage != DISK):
+        parser.error(f"--flush-messages needs disk storage and >= 0, got {args.flush_messages}")
     if args.segment_bytes < 128:
         parser.error(f"--segment-bytes must be >= 128, got {args.segment_bytes}")
     if args.clock_step_ms < 0:
@@ -737,6 +765,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 clock_step_ms=args.clock_step_ms,
                 timers_on_wall_clock=args.timers_on_wall_clock,
                 segment_bytes=args.segment_bytes,
+                flush_messages=args.flush_messages,
             )
         except SimulationFailure as exc:
             print(exc, file=sys.stderr)

@@ -119,7 +119,7 @@ class SimFaults(SimulationState):
         node.recovering = True
         node.inbox.clear()
         node.registered = False
-        node.logs = {p: log.crash() for p, log in node.logs.items()}
+        node.logs = {p: self.prepare_log(log.crash()) for p, log in node.logs.items()}
         for log in node.logs.values():
             if isinstance(log, DiskLog) and log.recovered_torn_write:
                 self.stats["torn_writes"] += 1

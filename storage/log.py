@@ -27,16 +27,17 @@ from .errors import (
     OffsetOutOfRangeError,
 )
 from .file_slice import FileSlice
-from .flush_job import FlushJob
 from .leader_epoch_cache import LeaderEpochCache
 from .local_log import MAX_MAPPED_INACTIVE, LocalLog, file_segments, parse_partition_dir
 from .log_config import LogConfig
+from .log_flushing import LogFlushing
 from .log_loader import LogLoader, loaded_offsets
 from .log_validator import max_timestamp_of, validate_follower_append, validate_leader_append
 from .producer_state import AppendOrigin, ControlMarker, DuplicateBatch, ProducerStateManager
 from .record_batch import BatchHeader, check_batch
 from .segment import LogSegment
 from .txn_index import AbortedTxn
+from .txn_verification import VerificationGuard
 
 Clock = Callable[[], int]  # ms; a simulator passes its own
 
@@ -73,7 +74,7 @@ class TimestampAndOffset:
     leader_epoch: int | None
 
 
-class Log:
+class Log(LogFlushing):
     """Open one with `Log.open(...)` (a partition directory), or `Log.over(...)` (a
     LocalLog whose segments are already loaded, e.g. held in memory)."""
 
@@ -108,6 +109,12 @@ class Log:
         # KAFKA_STORAGE_ERROR to every append and read.
         self.io_error_handler: Callable[[KafkaStorageError], None] | None = None
         self.offline_reason: str | None = None
+        # flush.messages: inline, the append that reaches it fsyncs (Kafka's way, and
+        # the library's default). A node on an event loop defers it (set by its shell):
+        # the append asks for the flush (`durability_demanded`), a pool runs it, and the
+        # replica holds the appends' answers, or its next fetch, until it is done.
+        self.defer_message_flushes = False
+        self.durability_demanded = 0
 
     # --- opening --------------------------------------------------------------------
 
@@ -123,6 +130,7 @@ class Log:
         had_clean_shutdown: bool = False,
         topic_id: str | None = None,
         producer_id_expiration_ms: int = 86_400_000,
+        transaction_verification_enabled: bool = False,
         time_ms: int | None = None,
         clock: Clock = now_ms,
         rng: random.Random | None = None,
@@ -144,7 +152,11 @@ class Log:
             topic=topic,
             partition=partition,
             epoch_cache=LeaderEpochCache(LeaderEpochCheckpointFile.in_dir(directory)),
-            producer_state=ProducerStateManager(directory, producer_id_expiration_ms),
+            producer_state=ProducerStateManager(
+                directory,
+                producer_id_expiration_ms,
+                transaction_verification_enabled=transaction_verification_enabled,
+            ),
             clock=clock,
         )
         loader = LogLoader(directory, local, log.epoch_cache, log.producer_state)
@@ -257,9 +269,12 @@ class Log:
         *,
         time_ms: int | None = None,
         origin: AppendOrigin = AppendOrigin.CLIENT,  # COORDINATOR: epochs, no sequences
+        verification_guard: VerificationGuard | None = None,
     ) -> LogAppendInfo:
         """Validate a producer's batches, assign offsets and the leader epoch in place,
-        check producer state, and append. Raises before writing anything."""
+        check producer state, and append. Raises before writing anything.
+        `verification_guard`: from maybe_start_transaction_verification, for a client's
+        transactional batch that opens a transaction (KIP-890)."""
         t = self.clock() if time_ms is None else time_ms
         buf, headers, log_append_time = validate_leader_append(
             data,
@@ -272,7 +287,7 @@ class Log:
         )
         if self.offline_reason is not None:
             self._raise_offline()
-        prepared = self.producer_state.prepare_appends(headers, origin)
+        prepared = self.producer_state.prepare_appends(headers, origin, verification_guard)
         if isinstance(prepared, DuplicateBatch):
             return LogAppendInfo(
                 first_offset=prepared.first_offset,
@@ -289,6 +304,15 @@ class Log:
         self.producer_state.update(prepared)
         self.producer_state.update_map_end_offset(self._local.log_end_offset)
         return info
+
+    def maybe_start_transaction_verification(
+        self, producer_id: int, sequence: int, producer_epoch: int
+    ) -> VerificationGuard | None:
+        """The guard for verifying the producer's next transactional append, or None
+        when its transaction is open here already (no verification needed)."""
+        return self.producer_state.maybe_start_transaction_verification(
+            producer_id, sequence, producer_epoch, self.clock()
+        )
 
     def append_as_follower(
         self, data: bytes | bytearray | memoryview, *, time_ms: int | None = None
@@ -454,12 +478,6 @@ class Log:
         local = self._local
         assert last + 1 > local.log_end_offset, "the log end offset only grows on append"
         local.log_end_offset = last + 1
-
-    def _count_unflushed(self, messages: int) -> None:
-        local = self._local
-        local.unflushed_messages += messages
-        if local.unflushed_messages >= local.config.flush_messages:
-            self.flush()
 
     # --- rolling --------------------------------------------------------------------
 
@@ -718,45 +736,7 @@ class Log:
         t = self.clock() if time_ms is None else time_ms
         return self._local.remove_deleted_files(t, force)
 
-    # --- flushing (storage/local_log.py) and closing ------------------------------------
-
-    @property
-    def recovery_point(self) -> int:
-        """Offset below which every segment is fsynced (completes a pending flush)."""
-        local = self._local
-        if local.pending_flush is not None:
-            local.flush_pending()
-        return local.recovery_point
-
-    @property
-    def durable_offset(self) -> int:
-        """Offset below which the data is fsynced now — what a crash keeps — without
-        running a pending flush (the recovery point's reader runs it)."""
-        return self._local.recovery_point
-
-    def flush_pending(self) -> None:
-        """Run the flush the last roll(s) deferred, if any."""
-        self._local.flush_pending()
-
-    def flush(self, up_to: int | None = None, *, time_ms: int | None = None) -> None:
-        """fsync every segment holding data below `up_to` (default: the LEO) and move
-        the recovery point there."""
-        self._local.flush(up_to, self.clock, time_ms)
-
-    def begin_flush(self, *, time_ms: int | None = None) -> FlushJob | None:
-        """The flush scheduler's share, to run outside the partition lock (see
-        FlushJob): a roll's deferred flush, or the whole log when flush.ms is due.
-        None when nothing is to flush. Finish with end_flush."""
-        return self._local.begin_flush(self.clock() if time_ms is None else time_ms)
-
-    def end_flush(self, job: FlushJob) -> None:
-        """Under the partition lock, after job.run(): the recovery point moves to the
-        job's target if it succeeded; a failed job's flush is pending again."""
-        self._local.end_flush(job)
-
-    def flush_if_due(self, *, time_ms: int | None = None) -> bool:
-        """flush.ms, and a roll's deferred flush, inline: True if flush.ms was due."""
-        return self._local.flush_if_due(self.clock() if time_ms is None else time_ms)
+    # --- closing (flushing: storage/log_flushing.py) ----------------------------------
 
     def close(self) -> None:
         """Clean shutdown of this log: producer snapshot at the LEO, trimmed indexes."""

@@ -599,6 +599,9 @@ BROKER_LOG_SETTING_KEYS: Mapping[str, ConfigKey] = _keys(
     ConfigKey("log.cleaner.io.buffer.load.factor", _T.DOUBLE, 0.9),
     ConfigKey("log.cleaner.io.max.bytes.per.second", _T.DOUBLE, DOUBLE_MAX),
     ConfigKey("log.cleaner.backoff.ms", _T.LONG, 15_000, at_least=0),
+    # KIP-890: a leader asks the transaction coordinator before a transactional batch
+    # opens a transaction in a partition (Kafka's ProducerStateManagerConfig has it too).
+    ConfigKey("transaction.partition.verification.enable", _T.BOOLEAN, True),
 )
 
 
@@ -624,6 +627,7 @@ class BrokerLogSettings:
     log_cleaner_io_buffer_load_factor: float = 0.9
     log_cleaner_io_max_bytes_per_second: float = DOUBLE_MAX
     log_cleaner_backoff_ms: int = 15_000
+    transaction_partition_verification_enable: bool = True
 
     def __post_init__(self) -> None:
         _normalize(self, BROKER_LOG_SETTING_KEYS)

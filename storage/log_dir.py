@@ -49,9 +49,12 @@ class LogDirectory:
         clock: Clock = plain_wall_ms,
         rng: random.Random | None = None,
         producer_id_expiration_ms: int = DEFAULT_PRODUCER_ID_EXPIRATION_MS,
+        transaction_verification_enabled: bool = False,
     ) -> None:
         self.path = path
         self.producer_id_expiration_ms = producer_id_expiration_ms
+        # transaction.partition.verification.enable, for every log's producer state.
+        self.transaction_verification_enabled = transaction_verification_enabled
         # Time and randomness are inputs, handed to every log opened here.
         self.clock = clock
         self.rng = rng if rng is not None else random.Random()
@@ -90,6 +93,8 @@ class LogDirectory:
         """A log of this directory: its I/O errors are the directory's."""
         log.io_error_handler = self.report_io_error
         log.offline_reason = self.offline_reason
+        # A log moved here from another directory (log_dir_moves) opens without it.
+        log.producer_state.transaction_verification_enabled = self.transaction_verification_enabled
         return log
 
     def load(
@@ -124,6 +129,7 @@ class LogDirectory:
                     high_watermark=hws.get(tp, 0),
                     had_clean_shutdown=self.had_clean_shutdown,
                     producer_id_expiration_ms=self.producer_id_expiration_ms,
+                    transaction_verification_enabled=self.transaction_verification_enabled,
                     time_ms=t,
                     clock=self.clock,
                     rng=self.rng,
@@ -153,6 +159,7 @@ class LogDirectory:
             config,
             topic_id=topic_id,
             producer_id_expiration_ms=self.producer_id_expiration_ms,
+            transaction_verification_enabled=self.transaction_verification_enabled,
             time_ms=time_ms,
             clock=self.clock,
             rng=self.rng,

@@ -36,6 +36,17 @@ INT64_MAX = 2**63 - 1
 _WARM_BYTES = 8192
 
 
+def rename_index_file(old: Path, new: Path) -> None:
+    """Rename an index file (any of a segment's three); a missing file is not an error,
+    as in Kafka. Another failure raises KafkaStorageError naming both paths."""
+    try:
+        os.replace(old, new)
+    except FileNotFoundError:
+        pass
+    except OSError as e:
+        raise KafkaStorageError(f"Error while renaming index {old} to {new}: {e}") from e
+
+
 class IndexAppendError(StorageError):
     """An append that would break an index's invariants (a caller bug, or a
     segment that outgrew its index); the file is left unchanged."""
@@ -78,6 +89,7 @@ class MappedIndex:
         self.entry_size = self.ENTRY_SIZE
         self._warm_entries = _WARM_BYTES // self.ENTRY_SIZE
         self._mm: mmap.mmap | None = None
+        self._append_fd = -1  # opened by the first append, closed with the mapping
         self._view: np.ndarray | None = None  # every slot, as S<entry_size>
         # The first `entries` slots of _view, built by the first search after a change:
         # appends only drop it, so they never pay for numpy.
@@ -232,14 +244,7 @@ class MappedIndex:
         """Rename the file (e.g. add `.deleted`); the mapping keeps working. A missing
         file is not an error: the index still takes the new name, as in Kafka."""
         new_path = Path(new_path)
-        try:
-            os.replace(self.path, new_path)
-        except FileNotFoundError:
-            pass
-        except OSError as e:
-            raise KafkaStorageError(
-                f"Error while renaming index {self.path} to {new_path}: {e}"
-            ) from e
+        rename_index_file(self.path, new_path)
         self.path = new_path
 
     def delete(self) -> bool:
@@ -427,6 +432,9 @@ class MappedIndex:
         if self._mm is not None:
             self._mm.close()
             self._mm = None
+        fd, self._append_fd = self._append_fd, -1
+        if fd >= 0:
+            os.close(fd)
 
     def _write_entry(self, slot: int, entry: bytes) -> None:
         """Append path: the entry goes in with pwrite, not through the mapping. A
@@ -435,11 +443,9 @@ class MappedIndex:
         milliseconds (block allocation) — with the GIL held, stalling every thread of
         the node. The mapping shares the page cache, so reads see the entry at once."""
         try:
-            fd = os.open(self.path, os.O_WRONLY)
-            try:
-                written = os.pwrite(fd, entry, slot * self.ENTRY_SIZE)
-            finally:
-                os.close(fd)
+            if self._append_fd < 0:  # kept open: an active index takes an entry every few appends
+                self._append_fd = os.open(self.path, os.O_WRONLY)
+            written = os.pwrite(self._append_fd, entry, slot * self.ENTRY_SIZE)
         except OSError as e:
             raise KafkaStorageError(f"Error while appending to index {self.path}: {e}") from e
         if written != len(entry):

@@ -28,6 +28,7 @@ from seglog.storage.errors import (
     CorruptSnapshotError,
     InvalidRecordError,
     KafkaStorageError,
+    OutOfOrderSequenceError,
 )
 from seglog.storage.producer_snapshot import (
     DELETED_SUFFIX,
@@ -47,12 +48,14 @@ from seglog.storage.producer_state_entry import (
     CompletedTxn,
     ControlMarker,
     DuplicateBatch,
+    InvalidTxnStateError,
     ProducerAppendInfo,
     ProducerStateEntry,
     apply_data_batch,
     apply_marker,
     in_sequence,
 )
+from seglog.storage.txn_verification import VerificationGuard, VerificationStateEntry
 
 # What the Log (and the simulator's log) take from here with the manager; they live in
 # producer_state_entry.py.
@@ -84,9 +87,17 @@ class ProducerStateManager:
         self,
         partition_dir: Path | str,
         producer_id_expiration_ms: int = DEFAULT_PRODUCER_ID_EXPIRATION_MS,
+        *,
+        transaction_verification_enabled: bool = False,
     ) -> None:
         self.partition_dir = Path(partition_dir)
         self.producer_id_expiration_ms = producer_id_expiration_ms
+        # transaction.partition.verification.enable (KIP-890): a client's transactional
+        # batch that opens a transaction (or the group coordinator's, a TxnOffsetCommit)
+        # must carry the guard of a verification the transaction coordinator answered
+        # (storage/txn_verification.py).
+        self.transaction_verification_enabled = transaction_verification_enabled
+        self._verifications: dict[int, VerificationStateEntry] = {}
         self._producers: dict[int, ProducerStateEntry] = {}
         # Expired producers, oldest first, at most MAX_EXPIRED_PRODUCERS: a client batch
         # of one is judged against its last state; replicas and replays ignore them.
@@ -167,12 +178,79 @@ class ProducerStateManager:
     def new_append_info(self, origin: AppendOrigin) -> ProducerAppendInfo:
         return ProducerAppendInfo(origin, self._version)
 
+    # ------------------------------------------------------------------ verification
+
+    def has_ongoing_transaction(self, producer_id: int, producer_epoch: int) -> bool:
+        """Whether the producer has a transaction open here at this epoch (Kafka's
+        UnifiedLog.hasOngoingTransaction): its next batches need no verification."""
+        entry = self._producers.get(producer_id)
+        return (
+            entry is not None
+            and entry.current_txn_first_offset is not None
+            and entry.producer_epoch == producer_epoch
+        )
+
+    def maybe_start_transaction_verification(
+        self, producer_id: int, sequence: int, producer_epoch: int, now_ms: int
+    ) -> VerificationGuard | None:
+        """The guard a verification of the producer's next transactional append carries
+        (one per producer until an append or marker clears it), or None when its
+        transaction is already open here (Kafka's maybeStartTransactionVerification)."""
+        if self.has_ongoing_transaction(producer_id, producer_epoch):
+            return None
+        entry = self._verifications.get(producer_id)
+        if entry is None:
+            entry = VerificationStateEntry(now_ms, sequence, producer_epoch)
+            self._verifications[producer_id] = entry
+        entry.maybe_update_lowest_sequence_and_epoch(sequence, producer_epoch)
+        return entry.guard
+
+    def verification_state_entry(self, producer_id: int) -> VerificationStateEntry | None:
+        return self._verifications.get(producer_id)
+
+    def clear_verification_state_entry(self, producer_id: int) -> None:
+        self._verifications.pop(producer_id, None)
+
+    def _check_verified(
+        self,
+        current: ProducerStateEntry,
+        batch: BatchInfo,
+        guard: VerificationGuard | None,
+        origin: AppendOrigin = AppendOrigin.CLIENT,
+    ) -> None:
+        """A client's transactional batch that opens a transaction here must carry the
+        guard its verification was started with, still current (Kafka's
+        batchMissingRequiredVerification); a marker or another transactional append in
+        between cleared it, so the append cannot open a transaction the coordinator no
+        longer has (a hanging transaction). The group coordinator's TxnOffsetCommit batch
+        (origin COORDINATOR) too, its sequence unchecked (Kafka checks a client's only)."""
+        if (
+            current.current_txn_first_offset is not None
+            and current.producer_epoch == batch.producer_epoch
+        ):
+            return
+        pid = batch.producer_id
+        entry = self._verifications.get(pid)
+        if entry is None or not entry.guard.verify(guard):
+            raise InvalidTxnStateError(
+                f"record from producer {pid} (epoch {batch.producer_epoch}) at offset "
+                f"{batch.base_offset} was not part of an ongoing transaction: this partition "
+                f"was not verified in the producer's transaction"
+            )
+        if origin is AppendOrigin.CLIENT and batch.base_sequence > entry.lowest_sequence:
+            raise OutOfOrderSequenceError(
+                f"out of order sequence number for producer {pid} at offset "
+                f"{batch.base_offset}: {batch.base_sequence} (incoming seq. number), "
+                f"{entry.lowest_sequence} (earliest seen sequence)"
+            )
+
     def prepare_append(
         self,
         batch: BatchInfo,
         origin: AppendOrigin,
         marker: ControlMarker | None = None,
         append_info: ProducerAppendInfo | None = None,
+        verification_guard: VerificationGuard | None = None,
     ) -> ProducerAppendInfo | DuplicateBatch:
         """Validate one batch and record its effect, without touching the committed state.
 
@@ -182,7 +260,9 @@ class ProducerStateManager:
         retry of a batch still in the producer's window returns DuplicateBatch (Kafka then
         appends nothing for the whole request). Batches without a producer id change
         nothing. `marker` must accompany a control batch; a control batch without one is
-        treated as empty (compacted away) and ignored, as Kafka does.
+        treated as empty (compacted away) and ignored, as Kafka does. With
+        transaction verification on, a CLIENT or COORDINATOR transactional batch that
+        opens a transaction needs `verification_guard` (see `_check_verified`).
         """
         info = append_info if append_info is not None else self.new_append_info(origin)
         self._check_usable(info)
@@ -210,6 +290,13 @@ class ProducerStateManager:
             if committed is not None:
                 dup = committed.find_duplicate_batch(batch)
                 if dup is not None:
+                    if batch.is_transactional and not _in_open_txn(committed, dup):
+                        raise OutOfOrderSequenceError(
+                            f"transactional batch from producer {pid} (epoch "
+                            f"{batch.producer_epoch}) repeats sequences "
+                            f"{batch.base_sequence}..{batch.last_sequence} of its batch at "
+                            f"offset {dup.first_offset}, which a transaction ended since"
+                        )
                     return DuplicateBatch(dup.first_offset, dup.last_offset, dup.timestamp)
 
         if batch.last_offset < self._map_end_offset:
@@ -235,14 +322,27 @@ class ProducerStateManager:
             if completed is not None:
                 info._completed_txns.append(completed)
         else:
+            if (
+                origin is not AppendOrigin.REPLICATION
+                and batch.is_transactional
+                and self.transaction_verification_enabled
+            ):
+                self._check_verified(current, batch, verification_guard, origin)
             started = apply_data_batch(candidate, batch, origin)
             info._entries[pid] = candidate
             if started:
                 info._started_txns.append((pid, batch.base_offset))
+        if batch.is_transactional:
+            if info._transactional_pids is None:
+                info._transactional_pids = set()
+            info._transactional_pids.add(pid)
         return info
 
     def prepare_appends(
-        self, batches: Iterable[BatchInfo], origin: AppendOrigin
+        self,
+        batches: Iterable[BatchInfo],
+        origin: AppendOrigin,
+        verification_guard: VerificationGuard | None = None,
     ) -> ProducerAppendInfo | DuplicateBatch:
         """prepare_append over the data batches of one append, in order.
 
@@ -250,7 +350,7 @@ class ProducerStateManager:
         nothing). Control batches need their markers: use prepare_append for them.
         """
         if origin is AppendOrigin.CLIENT and isinstance(batches, list) and len(batches) == 1:
-            return self._prepare_client_batch(batches[0])
+            return self._prepare_client_batch(batches[0], verification_guard)
         info = self.new_append_info(origin)
         for batch in batches:
             if batch.is_control and batch.has_producer_id and origin is not AppendOrigin.CLIENT:
@@ -258,12 +358,16 @@ class ProducerStateManager:
                     f"control batch at offset {batch.base_offset} needs its marker: "
                     f"use prepare_append(..., marker=..., append_info=...)"
                 )
-            result = self.prepare_append(batch, origin, append_info=info)
+            result = self.prepare_append(
+                batch, origin, append_info=info, verification_guard=verification_guard
+            )
             if isinstance(result, DuplicateBatch):
                 return result
         return info
 
-    def _prepare_client_batch(self, batch: BatchInfo) -> ProducerAppendInfo | DuplicateBatch:
+    def _prepare_client_batch(
+        self, batch: BatchInfo, verification_guard: VerificationGuard | None = None
+    ) -> ProducerAppendInfo | DuplicateBatch:
         """prepare_append(batch, CLIENT) into a fresh ProducerAppendInfo, for the produce
         hot path: a known producer continuing its sequence in its current epoch, outside
         a transaction, checked against the committed entry directly. Anything else
@@ -285,7 +389,9 @@ class ProducerStateManager:
             or batch.is_control
             or batch.is_transactional
         ):
-            return self.prepare_append(batch, AppendOrigin.CLIENT, append_info=info)
+            return self.prepare_append(
+                batch, AppendOrigin.CLIENT, append_info=info, verification_guard=verification_guard
+            )
         last_seq = batch.last_sequence
         # Kafka matches retries against the committed state only.
         dup = committed.batch_with_sequence_range(first_seq, last_seq)
@@ -295,7 +401,9 @@ class ProducerStateManager:
         if last_offset < self._map_end_offset or not in_sequence(
             committed.batch_metadata[-1].last_seq, first_seq
         ):
-            return self.prepare_append(batch, AppendOrigin.CLIENT, append_info=info)
+            return self.prepare_append(
+                batch, AppendOrigin.CLIENT, append_info=info, verification_guard=verification_guard
+            )
         entry = committed.copy()
         timestamp = batch.max_timestamp
         # tuple.__new__ is what BatchMetadata(...) runs, minus a Python-level call.
@@ -324,6 +432,11 @@ class ProducerStateManager:
             for pid, first_offset in append_info._started_txns:
                 if append_info._entries[pid].current_txn_first_offset == first_offset:
                     self._ongoing[pid] = first_offset
+        # A transactional batch or marker appended: the transaction is open here now, or
+        # over, so a verification started before it is spent (Kafka clears it likewise).
+        if append_info._transactional_pids and self._verifications:
+            for pid in append_info._transactional_pids:
+                self._verifications.pop(pid, None)
         append_info._committed = True
         if append_info._entries:
             self._version += 1
@@ -371,6 +484,14 @@ class ProducerStateManager:
             self._remember_expired(self._producers.pop(pid))
         if expired:
             self._version += 1
+        # Verifications never followed by an append linger no longer than a producer.
+        stale = [
+            pid
+            for pid, v in self._verifications.items()
+            if now_ms - v.timestamp_ms >= self.producer_id_expiration_ms
+        ]
+        for pid in stale:
+            del self._verifications[pid]
         return expired
 
     def _remember_expired(self, entry: ProducerStateEntry) -> None:
@@ -571,3 +692,18 @@ class ProducerStateManager:
             return
         for path in names:
             self._delete_file(path)
+
+
+def _in_open_txn(entry: ProducerStateEntry, dup: BatchMetadata) -> bool:
+    """Whether `dup`, a batch a producer's new transactional batch repeats the
+    sequences of, lies in the transaction the producer has open on this partition —
+    the only place a true retry of a transactional batch can find its first copy.
+    A match before that (a transaction a marker has ended since) is a client reusing
+    the sequences of a batch it gave up on: librdkafka does, after an abort that
+    purged a batch in flight, without an epoch bump. Answered as a duplicate, as
+    Kafka answers it, the new transaction's record is acknowledged at the old
+    aborted batch's offset and never written (a lost committed write, seen in the
+    one-way chaos scenario on compose); refused with OUT_OF_ORDER_SEQUENCE_NUMBER
+    (nothing written), librdkafka aborts the transaction and bumps its epoch."""
+    first = entry.current_txn_first_offset
+    return first is not None and dup.first_offset >= first

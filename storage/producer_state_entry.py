@@ -290,6 +290,7 @@ class ProducerAppendInfo:
         "_started_txns",
         "_completed_txns",
         "_committed",
+        "_transactional_pids",
     )
 
     def __init__(self, origin: AppendOrigin, base_version: int) -> None:
@@ -299,6 +300,10 @@ class ProducerAppendInfo:
         self._started_txns: list[tuple[int, int]] = []
         self._completed_txns: list[CompletedTxn] = []
         self._committed = False
+        # Producers with a transactional batch or marker in this append: their pending
+        # verification (storage/txn_verification.py) is spent once it is committed.
+        # (None until one is seen: the produce hot path allocates nothing for it.)
+        self._transactional_pids: set[int] | None = None
 
     @property
     def updated_entries(self) -> Mapping[int, ProducerStateEntry]:

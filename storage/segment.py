@@ -30,6 +30,7 @@ from .errors import (
     LogDirFullError,
     StorageError,
 )
+from .mapped_index import rename_index_file
 from .offset_index import OffsetIndex
 from .record_batch import (
     BATCH_SCAN,
@@ -725,14 +726,7 @@ class LogSegment:
                 if index is not None:
                     index.rename_to(new)
                     continue
-                try:
-                    os.replace(old, new)
-                except FileNotFoundError:
-                    pass
-                except OSError as e:
-                    raise KafkaStorageError(
-                        f"Error while renaming index {old} to {new}: {e}"
-                    ) from e
+                rename_index_file(old, new)
             self._offset_index_path, self._time_index_path = offset_index_path, time_index_path
 
     def rename_with_suffix(self, suffix: str) -> None:

@@ -31,6 +31,7 @@ from typing import NamedTuple
 
 from . import disk_and_clock
 from .errors import CorruptIndexError, KafkaStorageError
+from .mapped_index import rename_index_file
 
 TXN_INDEX_VERSION = 0
 ENTRY = struct.Struct(">hqqqq")
@@ -200,15 +201,7 @@ class TransactionIndex:
         descriptor keeps working, a missing file is no error."""
         if self.path is None:
             return
-        with contextlib.suppress(FileNotFoundError):
-            try:
-                os.replace(self.path, path)
-            except FileNotFoundError:
-                raise
-            except OSError as e:
-                raise KafkaStorageError(
-                    f"Error while renaming index {self.path} to {path}: {e}"
-                ) from e
+        rename_index_file(self.path, path)
         self.path = path
 
     def delete(self) -> None:

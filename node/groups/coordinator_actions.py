@@ -10,6 +10,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
+from seglog.storage.txn_verification import VerificationGuard
+
 from .group_errors import NOT_COORDINATOR
 from .group_messages import Result
 
@@ -37,6 +39,9 @@ class Append:
     # TxnOffsetCommit: (producer id, epoch) of the transaction the records belong to
     # (a transactional batch, made visible by its COMMIT marker; docs/transactions.md).
     producer: tuple[int, int] | None = None
+    # KIP-890: the guard of the transaction's verification in this partition (None:
+    # none needed), which the log checks again as it appends (docs/transactions.md).
+    guard: VerificationGuard | None = None
 
 
 Action = Respond | Append
@@ -60,16 +65,28 @@ class ShardActions:
         self._out.append(Respond(request_id, result))
 
     def append(
-        self, records: Iterable[Record], done: WriteDone, producer: tuple[int, int] | None = None
+        self,
+        records: Iterable[Record],
+        done: WriteDone,
+        producer: tuple[int, int] | None = None,
+        guard: VerificationGuard | None = None,
     ) -> bool:
-        """An append of `records` (in `producer`'s transaction, if given); `done` runs
-        with its outcome. False (nothing appended) when too many are in flight already."""
+        """An append of `records` (in `producer`'s transaction, if given, verified with
+        `guard`); `done` runs with its outcome. False (nothing appended) when too many
+        are in flight already."""
         if len(self.writes) >= MAX_PENDING_WRITES:
             return False
         self._next_write += 1
         self.writes[self._next_write] = done
         self._out.append(
-            Append(self.partition, self.leader_epoch, self._next_write, tuple(records), producer)
+            Append(
+                self.partition,
+                self.leader_epoch,
+                self._next_write,
+                tuple(records),
+                producer,
+                guard,
+            )
         )
         return True
 

@@ -18,6 +18,8 @@ import random
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
+from seglog.storage.txn_verification import VerificationGuard
+
 from . import offsets_records as rec
 from .classic_group_protocol import ClassicGroupProtocol
 from .consumer_group import ConsumerGroup
@@ -126,10 +128,15 @@ class CoordinatorShard:
                 self.loading.offsets.setdefault(group_id, {}).update(values)
 
     def txn_commit(
-        self, request_id: int, req: OffsetCommitRequest, producer: tuple[int, int], now_ms: int
+        self,
+        request_id: int,
+        req: OffsetCommitRequest,
+        producer: tuple[int, int],
+        now_ms: int,
+        guard: VerificationGuard | None = None,
     ) -> list[Action]:
-        """TxnOffsetCommit (docs/transactions.md)."""
-        return self.offset_manager.commit(request_id, req, now_ms, producer)
+        """TxnOffsetCommit (docs/transactions.md); `guard`: its verification's (KIP-890)."""
+        return self.offset_manager.commit(request_id, req, now_ms, producer, guard)
 
     def finish_loading(self, now_ms: int) -> None:
         """The replayed state becomes the served state: a group with members is

@@ -48,10 +48,18 @@ _UNAVAILABLE_ERRORS = frozenset(
 )
 
 
+# A TxnOffsetCommit's transactional batch refused by the log: its transaction was
+# ended, or never verified there (KIP-890's guard), or its producer fenced. Kafka's
+# maybeConvertOffsetCommitError answers these as they are.
+_TXN_APPEND_ERRORS = frozenset({"INVALID_TXN_STATE", "INVALID_PRODUCER_EPOCH"})
+
+
 def append_error(error: str) -> str:
     """What a client is told when the append of its request failed."""
     if error in _NOT_COORDINATOR_ERRORS:
         return NOT_COORDINATOR
     if error in _UNAVAILABLE_ERRORS:
         return COORDINATOR_NOT_AVAILABLE
+    if error in _TXN_APPEND_ERRORS:
+        return error
     return UNKNOWN_SERVER_ERROR

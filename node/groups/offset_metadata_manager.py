@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from seglog.storage.txn_verification import VerificationGuard
+
 from . import offsets_records as rec
 from .classic_group_protocol import check_member
 from .coordinator_actions import Action, Record
@@ -75,9 +77,11 @@ class OffsetMetadataManager:
         req: OffsetCommitRequest,
         now_ms: int,
         producer: tuple[int, int] | None = None,
+        guard: VerificationGuard | None = None,
     ) -> list[Action]:
         """OffsetCommit, or with `producer` TxnOffsetCommit: the offsets are written in
-        the producer's transaction and held pending until it ends."""
+        the producer's transaction (verified with `guard`, KIP-890) and held pending
+        until it ends."""
         group_id, partitions, retention_ms = req.group_id, req.partitions, req.retention_ms
 
         def fail(error: str) -> list[Action]:
@@ -129,7 +133,7 @@ class OffsetMetadataManager:
             else:
                 answer(append_error(error))
 
-        if not self.actions.append(records, stored, producer):
+        if not self.actions.append(records, stored, producer, guard):
             return fail(COORDINATOR_NOT_AVAILABLE)
         return self.actions.take()
 

@@ -16,7 +16,7 @@ Both front ends (the Kafka handlers and the gRPC GroupCoordinator servicer) call
 from __future__ import annotations
 
 import random
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 
 from seglog.controller.metadata_image import MetadataImage
@@ -24,17 +24,15 @@ from seglog.controller.metadata_records import MetadataRecord
 
 # The plain wall clock, not the faulted one: the group coordinator's timers and commit
 # stamps stay off the node's clock faults (docs/disk-and-clock-faults.md, Clocks).
-from seglog.storage.disk_and_clock import plain_monotonic_s
 from seglog.storage.disk_and_clock import plain_wall_ms as now_ms
 from seglog.storage.log_txns import marker_of
-from seglog.storage.record_batch import NewRecord, build_batch, decode_records, iter_batches
+from seglog.storage.record_batch import BatchHeader, NewRecord, build_batch, decode_records
+from seglog.storage.txn_verification import VerificationGuard
 
 from ..coordinator_shell import (
     CoordinatorShell,
     follow_leadership,
     led_partitions,
-    loadable_range,
-    read_at,
 )
 from ..event_log import EventLogger
 from ..replica_manager import ReplicaManager
@@ -45,7 +43,6 @@ from .group_coordinator_shard import CoordinatorShard
 from .group_errors import (
     COORDINATOR_LOAD_IN_PROGRESS,
     COORDINATOR_NOT_AVAILABLE,
-    NONE,
     NOT_COORDINATOR,
 )
 from .group_messages import (
@@ -76,6 +73,8 @@ class GroupCoordinatorRuntime(CoordinatorShell[Result]):
         config: GroupConfig,
     ) -> None:
         super().__init__("group", TICK_S)
+        self.topic = OFFSETS_TOPIC
+        self.events, self.load_failed_event = _log, "load_groups_failed"
         self.node_id = node_id
         self.replica_manager = replica_manager
         self.config = config
@@ -122,67 +121,45 @@ class GroupCoordinatorRuntime(CoordinatorShell[Result]):
             self._carry_out(out)
         self._start_loads(to_load)
 
-    def _load(self, shard: CoordinatorShard) -> None:
-        """Replay the partition into the shard: once the HW reached the log end this
-        leader found (everything a previous leader acknowledged is then below it)."""
-        tp = (OFFSETS_TOPIC, shard.partition)
-        started = plain_monotonic_s()
-        records = 0
-
-        def current() -> bool:
-            with self._lock:
-                return self._current(shard)
-
-        found = loadable_range(self.replica_manager, tp, shard.leader_epoch, current, self._stopped)
-        if found is None:
-            return
-        offset, end = found
-        while offset < end:
-            result = read_at(self.replica_manager, tp, shard.leader_epoch, offset)
-            if result.error_name != NONE:
-                _log.warning(
-                    "load_groups_failed", partition=shard.partition, error=result.error_name
-                )
-                return  # a newer leadership will load again (or unload)
-            data = bytes(result.records)
-            if not data:
-                break
-            # (key, value, producer id of a transactional record) or a marker
-            # (producer id, commit): TxnOffsetCommit's records wait for their marker.
-            batch: list[tuple[bytes, bytes | None, int | None] | tuple[int, bool]] = []
-            for pos, header in iter_batches(data):
-                if header.last_offset < offset:
+    def _replay(
+        self, shard: CoordinatorShard, data: bytes, batches: Sequence[tuple[int, BatchHeader]]
+    ) -> int | None:
+        """Decode one read's records, then replay them into the shard under the lock."""
+        # (key, value, producer id of a transactional record) or a marker
+        # (producer id, commit): TxnOffsetCommit's records wait for their marker.
+        batch: list[tuple[bytes, bytes | None, int | None] | tuple[int, bool]] = []
+        for pos, header in batches:
+            if header.is_control:
+                marker = marker_of(memoryview(data), pos, header)
+                if marker is not None:
+                    batch.append((header.producer_id, marker.kind == "COMMIT"))
+                continue
+            txn = header.producer_id if header.is_transactional else None
+            for r in decode_records(data, pos, header):
+                if r.key is None:
+                    _log.error(
+                        "offsets_record_without_key",
+                        partition=shard.partition,
+                        offset=r.offset,
+                    )
                     continue
-                offset = header.last_offset + 1
-                if header.is_control:
-                    marker = marker_of(memoryview(data), pos, header)
-                    if marker is not None:
-                        batch.append((header.producer_id, marker.kind == "COMMIT"))
-                    continue
-                txn = header.producer_id if header.is_transactional else None
-                for r in decode_records(data, pos, header):
-                    if r.key is None:
-                        _log.error(
-                            "offsets_record_without_key",
-                            partition=shard.partition,
-                            offset=r.offset,
-                        )
-                        continue
-                    batch.append((r.key, r.value, txn))
-            with self._lock:
-                if not self._current(shard):
-                    return
-                for item in batch:
-                    try:
-                        if len(item) == 2:
-                            shard.complete_txn(*item)
-                        else:
-                            shard.replay(*item)
-                    except OffsetsRecordError as e:
-                        _log.error(
-                            "offsets_record_undecodable", partition=shard.partition, why=str(e)
-                        )
-                records += len(batch)
+                batch.append((r.key, r.value, txn))
+        with self._lock:
+            if not self._current(shard):
+                return None
+            for item in batch:
+                try:
+                    if len(item) == 2:
+                        shard.complete_txn(*item)
+                    else:
+                        shard.replay(*item)
+                except OffsetsRecordError as e:
+                    _log.error("offsets_record_undecodable", partition=shard.partition, why=str(e))
+        return len(batch)
+
+    def _loaded(self, shard: CoordinatorShard, records: int, ms: int) -> None:
+        """Replayed once the HW reached the log end this leader found (everything a
+        previous leader acknowledged is then below it): the groups are served."""
         with self._lock:
             if not self._current(shard) or shard.loading is None:
                 return
@@ -193,7 +170,7 @@ class GroupCoordinatorRuntime(CoordinatorShell[Result]):
             leader_epoch=shard.leader_epoch,
             records=records,
             groups=len(shard.groups),
-            ms=round((plain_monotonic_s() - started) * 1000),
+            ms=ms,
         )
 
     # --- requests -------------------------------------------------------------------
@@ -286,10 +263,26 @@ class GroupCoordinatorRuntime(CoordinatorShell[Result]):
         member_id: str,
         instance: str | None,
         partitions: list[CommitPartition],
+        guard: VerificationGuard | None = None,
     ) -> Future[Result]:
-        """TxnOffsetCommit: offsets pending in the producer's transaction."""
+        """TxnOffsetCommit: offsets pending in the producer's transaction, appended
+        with `guard` when the partition's verification needed one
+        (node/transactions/offsets_verification.py)."""
         req = OffsetCommitRequest(group_id, generation, member_id, instance, tuple(partitions))
-        return self.submit(group_id, lambda s, rid, now: s.txn_commit(rid, req, producer, now))
+        return self.submit(
+            group_id, lambda s, rid, now: s.txn_commit(rid, req, producer, now, guard)
+        )
+
+    def offsets_partition(self, group_id: str) -> tuple[int, str]:
+        """The group's `__consumer_offsets` partition, and the error its requests are
+        answered with when this node does not serve it (Kafka's validateGroupStatus)."""
+        with self._lock:
+            shard, error = self.coordinator.shard_for(group_id)
+            if shard is None:
+                if error == NOT_COORDINATOR and not self._offsets_topic_known:
+                    error = COORDINATOR_NOT_AVAILABLE
+                return -1, error
+            return shard.partition, error
 
     def pending_txn_offsets(self, group_id: str) -> set[tuple[str, int]]:
         """The group's partitions whose offsets wait in an open transaction
@@ -338,5 +331,6 @@ class GroupCoordinatorRuntime(CoordinatorShell[Result]):
             )  # fmt: skip
         tp = (OFFSETS_TOPIC, a.partition)
         self._append_and_report(
-            self.replica_manager, tp, a.leader_epoch, a.write_id, data, OFFSETS_COMMIT_TIMEOUT_MS
-        )
+            self.replica_manager, tp, a.leader_epoch, a.write_id, data, OFFSETS_COMMIT_TIMEOUT_MS,
+            a.guard,
+        )  # fmt: skip

@@ -195,7 +195,7 @@ APIS: dict[int, ApiSpec] = {
         ApiSpec(20, "DeleteTopics", DeleteTopicsRequest, DeleteTopicsResponse, (1, 6)),
         ApiSpec(22, "InitProducerId", InitProducerIdRequest, InitProducerIdResponse, (0, 4)),
         ApiSpec(
-            24, "AddPartitionsToTxn", AddPartitionsToTxnRequest, AddPartitionsToTxnResponse, (0, 3)
+            24, "AddPartitionsToTxn", AddPartitionsToTxnRequest, AddPartitionsToTxnResponse, (0, 5)
         ),
         ApiSpec(25, "AddOffsetsToTxn", AddOffsetsToTxnRequest, AddOffsetsToTxnResponse, (0, 3)),
         ApiSpec(26, "EndTxn", EndTxnRequest, EndTxnResponse, (0, 3)),

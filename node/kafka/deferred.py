@@ -17,6 +17,7 @@ import asyncio
 import contextlib
 import threading
 from collections.abc import Callable
+from concurrent.futures import Future
 from typing import Generic, TypeVar
 
 from ..event_log import EventLogger
@@ -39,15 +40,27 @@ Done = Callable[[Answer | HandlerFailed], None]
 class Deferred:
     """A handler's answer for a request it has started but not finished."""
 
-    __slots__ = ("begin", "wait")
+    __slots__ = ("begin", "in_order", "on_started", "wait")
 
     def __init__(
         self,
         wait: Callable[[], Answer],
         begin: Callable[[Done], None] | None = None,
+        in_order: bool = False,
     ) -> None:
         self.wait = wait
         self.begin = begin
+        # The connection's next request waits until this one has taken effect (a
+        # begun one calls started()) or is answered: a Produce whose append waits for
+        # its transaction's verification, so a later batch of the same producer cannot
+        # pass it; once appended, the next may come while it waits for its replicas.
+        self.in_order = in_order
+        self.on_started: Callable[[], None] | None = None  # set by the server
+
+    def started(self) -> None:
+        """An in-order request has taken effect: the connection may read the next."""
+        if self.on_started is not None:
+            self.on_started()
 
 
 T = TypeVar("T")
@@ -58,11 +71,11 @@ class OnLoop(Generic[T]):
     at the first `finish(x)` (on the loop), `finish_threadsafe()` (any thread; x is
     None) or the deadline (x None)."""
 
-    __slots__ = ("_answer", "_done", "_thread", "_timer", "finished", "loop")
+    __slots__ = ("_answer", "_done", "_loop_thread", "_timer", "finished", "loop")
 
     def __init__(self, done: Done, answer: Callable[[T | None], Answer], delay_s: float) -> None:
         self.loop = asyncio.get_running_loop()
-        self._thread = threading.get_ident()
+        self._loop_thread = threading.get_ident()
         self._done = done
         self._answer = answer
         self.finished = False
@@ -87,11 +100,30 @@ class OnLoop(Generic[T]):
     def soon(self, fn: Callable[[], None]) -> None:
         """Run fn on the loop soon, from any thread: from the loop's own thread (an
         append waking a parked fetch) without call_soon_threadsafe's wake-up write."""
-        if threading.get_ident() == self._thread:
+        if threading.get_ident() == self._loop_thread:
             self.loop.call_soon(fn)
         elif not self.loop.is_closed():  # closed: the node stopped, its connections too
             with contextlib.suppress(RuntimeError):  # ... closing between the two calls
                 self.loop.call_soon_threadsafe(fn)
+
+
+def from_future(
+    future: Future[T], answer: Callable[[T | None], Answer], timeout_s: float
+) -> Deferred:
+    """The Deferred of an answer computed from `future`'s result (None: not there
+    within `timeout_s`): `wait` blocks a delayed thread on it, `begin` holds none."""
+
+    def wait() -> Answer:
+        try:
+            return answer(future.result(timeout=timeout_s))
+        except TimeoutError:
+            return answer(None)
+
+    def begin(done: Done) -> None:
+        on_loop: OnLoop[T] = OnLoop(done, answer, timeout_s)
+        future.add_done_callback(lambda f: on_loop.soon(lambda: on_loop.finish(f.result())))
+
+    return Deferred(wait, begin)
 
 
 # A handler: request → the parts of its response frame, None for no response (a

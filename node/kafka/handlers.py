@@ -7,26 +7,33 @@ reads FileSlices of the segments and the codec frames them for sendfile."""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import threading
 import uuid
-from collections.abc import Callable
+from concurrent.futures import Future
+from concurrent.futures import TimeoutError as FutureTimeout
 from typing import Any
 
 from seglog.controller.cluster_control import ControlError
 from seglog.storage.disk_and_clock import plain_monotonic_s, plain_perf_s
 from seglog.storage.file_slice import FileSlice
 from seglog.storage.partition_metadata import uuid_to_topic_id
+from seglog.storage.txn_verification import VerificationGuard
 
 from ..client_quota_manager import NANOS_TO_PERCENTAGE, ClientQuotas
 from ..event_log import EventLogger
 from ..fetch_wakeups import FetchWaiter
 from ..groups.offsets_records import OFFSETS_TOPIC
 from ..partition_requests import FetchResult, OffsetResult
+from ..produce_purgatory import StartedProduce
 from ..security.acls import CLUSTER_NAME, AclOperation, ResourceType
 from ..security.authorizing_node import AuthorizingNode
 from ..security.kafka_gate import allowed, allowed_on_any, authorized_operations
 from ..security.node_authorizer import NodeAuthorizer
 from ..transactions.txn_records import TRANSACTION_STATE_TOPIC
+from ..transactions.txn_verification import produce_error
+from ..transactions.verification_sender import Verification, start_verification
 from . import (
     admin,
     client_quotas,
@@ -49,7 +56,7 @@ from .codec import (
     placeholder,
     response_class,
 )
-from .deferred import Deferred, Done, OnLoop
+from .deferred import FAILED, Deferred, Done, Handler, OnLoop
 from .errors import error_code
 from .fetch_requests import fetch_spec, split_unknown
 from .groups import KafkaGroupApis
@@ -88,7 +95,7 @@ class KafkaApis:
         self.quorum_voters: dict[int, tuple[str, int]] = {}  # the listener sets them
         # Client quotas (node/client_quota_manager.py): the node's, fed by its metadata.
         self.quotas: ClientQuotas = getattr(node, "client_quotas", None) or ClientQuotas()
-        self._apis: dict[int, Callable[[KafkaRequest], list[Part] | None]] = {
+        self._apis: dict[int, Handler] = {
             0: self.produce,
             1: self.fetch,
             2: self.list_offsets,
@@ -252,7 +259,24 @@ class KafkaApis:
         client_quotas.record(self.quotas.produce, request, request.size)  # producer_byte_rate
         timeout = req.timeout_ms if req.timeout_ms > 0 else DEFAULT_PRODUCE_TIMEOUT_MS
         rm = self.node.replica_manager
-        started = rm.start_produce_all(items, acks, timeout) if items else None
+        guards: dict[tuple[str, int], VerificationGuard] = {}
+        messages: dict[tuple[str, int], str] = {}
+        sender = self.node.txn_verification
+        if items and refuse is None and req.transactional_id and sender is not None:
+            # KIP-890: a batch that opens a transaction here is verified first.
+            box: Future[Verification] = Future()
+            now = start_verification(
+                sender, rm, req.transactional_id, items, timeout, box.set_result
+            )
+            if now is None:
+                return self._produce_verified(request, items, errors, timeout, box)
+            items = _verified(now, items, errors, messages)
+            guards = now.guards
+        started = (
+            rm.start_produce_all(items, acks, timeout, verification_guards=guards)
+            if items
+            else None
+        )
 
         def answer() -> list[Part] | None:
             results = rm.await_produced(started) if started is not None else []
@@ -261,7 +285,7 @@ class KafkaApis:
             self._report_produce_errors(errors, done)
             if acks == 0:
                 return None
-            return self._produce_response(request, errors, done)
+            return self._produce_response(request, errors, done, messages)
 
         if started is None:
             return answer()
@@ -275,6 +299,80 @@ class KafkaApis:
 
         return Deferred(answer, begin)
 
+    def _produce_verified(
+        self,
+        request: KafkaRequest,
+        items: list[tuple[tuple[str, int], bytes]],
+        errors: dict[tuple[str, int], str],
+        timeout: int,
+        verification: Future[Verification],
+    ) -> Deferred:
+        """A Produce waiting for its verification (node/transactions/
+        verification_sender.py), which the loop does not wait for: the append, as any
+        Produce's, once the answer came, the verified partitions with their guards. The
+        connection reads its next request once this one is answered (`in_order`), so
+        no later batch of the producer passes this one; it reads on once the append is
+        done (`started`), as the next batch then lands behind it."""
+        acks = request.body.acks
+        rm = self.node.replica_manager
+        began = plain_monotonic_s()
+        messages: dict[tuple[str, int], str] = {}
+
+        def append(v: Verification) -> tuple[StartedProduce | None, list[Any]]:
+            todo = _verified(v, items, errors, messages)
+            left = max(1, timeout - int((plain_monotonic_s() - began) * 1000))
+            started = (
+                rm.start_produce_all(todo, acks, left, verification_guards=v.guards)
+                if todo
+                else None
+            )
+            return started, todo
+
+        def answer(started: StartedProduce | None, todo: list[Any]) -> list[Part] | None:
+            results = rm.await_produced(started) if started is not None else []
+            done = dict(zip((tp for tp, _ in todo), results, strict=True))
+            self._report_produce_errors(errors, done)
+            if acks == 0:
+                return None
+            return self._produce_response(request, errors, done, messages)
+
+        def wait() -> list[Part] | None:
+            try:  # the sender answers by the deadline; the margin is for a stall
+                v = verification.result(timeout=timeout / 1000 + 5)
+            except FutureTimeout:
+                v = Verification({tp: produce_error("NETWORK_EXCEPTION") for tp, _ in items})
+            return answer(*append(v))
+
+        def begin(done: Done) -> None:
+            loop = asyncio.get_running_loop()
+
+            def verified(v: Verification) -> None:  # on the loop
+                try:
+                    started, todo = append(v)
+                    if started is None:
+                        done(answer(None, todo))
+                        return
+                    on_loop: OnLoop[None] = OnLoop(
+                        done,
+                        lambda _: answer(started, todo),
+                        started.deadline - plain_monotonic_s(),
+                    )
+                    rm.when_produced(started, on_loop.finish_threadsafe)
+                except Exception as e:  # noqa: BLE001 - a bug: this connection only
+                    _log.error("kafka_handler_failed", api="Produce", error=f"{e!r}")
+                    done(FAILED)
+                deferred.started()  # appended (or answered): the next request may come
+
+            def from_any_thread(f: Future[Verification]) -> None:
+                if not loop.is_closed():
+                    with contextlib.suppress(RuntimeError):  # closing meanwhile
+                        loop.call_soon_threadsafe(verified, f.result())
+
+            verification.add_done_callback(from_any_thread)
+
+        deferred = Deferred(wait, begin, in_order=True)
+        return deferred
+
     def _report_produce_errors(
         self, errors: dict[tuple[str, int], str], done: dict[Any, Any]
     ) -> None:
@@ -286,7 +384,11 @@ class KafkaApis:
                 report(self.listener, topic, index, r.error_name, r.error_message)
 
     def _produce_response(
-        self, request: KafkaRequest, errors: dict[tuple[str, int], str], done: dict[Any, Any]
+        self,
+        request: KafkaRequest,
+        errors: dict[tuple[str, int], str],
+        done: dict[Any, Any],
+        messages: dict[tuple[str, int], str] | None = None,
     ) -> list[Part]:
         topics = []
         for t in request.body.topic_data:
@@ -296,7 +398,8 @@ class KafkaApis:
                 r = done.get(tp)
                 if r is None:
                     name = errors.get(tp, "UNKNOWN_SERVER_ERROR")
-                    partitions.append((p.index, error_code(name), -1, -1, -1, name, ()))
+                    message = (messages or {}).get(tp, name)
+                    partitions.append((p.index, error_code(name), -1, -1, -1, message, ()))
                     continue
                 partitions.append(
                     (
@@ -606,7 +709,7 @@ class KafkaApis:
 
     # --- producer ids --------------------------------------------------------------
 
-    def init_producer_id(self, request: KafkaRequest) -> list[Part]:
+    def init_producer_id(self, request: KafkaRequest) -> list[Part] | Deferred:
         req = request.body
         cls = response_class(request)
         if req.transactional_id is not None:
@@ -636,6 +739,18 @@ class KafkaApis:
         return encode_response(
             request, cls(throttle_time_ms=0, error_code=0, producer_id=pid, producer_epoch=0)
         )
+
+
+def _verified(
+    v: Verification,
+    items: list[tuple[tuple[str, int], bytes]],
+    errors: dict[tuple[str, int], str],
+    messages: dict[tuple[str, int], str],
+) -> list[tuple[tuple[str, int], bytes]]:
+    """The items left to append after verification; the refused ones' errors noted."""
+    for tp, (name, message) in v.errors.items():
+        errors[tp], messages[tp] = name, message
+    return [(tp, data) for tp, data in items if tp not in v.errors]
 
 
 def close_slices(results: list[Any]) -> None:

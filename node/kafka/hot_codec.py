@@ -214,6 +214,19 @@ class FetchRequestBody:
         "session_id",
         "topics",
     )
+    # Declared for mypy (and mypyc, bench/build_compiled.py); set by decode_fetch_request.
+    cluster_id: str | None
+    forgotten_topics_data: list[FetchTopic]
+    isolation_level: int
+    max_bytes: int
+    max_wait_ms: int
+    min_bytes: int
+    rack_id: str | None
+    replica_id: int
+    replica_state: ReplicaState | None
+    session_epoch: int
+    session_id: int
+    topics: list[FetchTopic]
 
 
 def _uvarint_at(buf: bytes | memoryview, pos: int) -> tuple[int, int]:
@@ -385,8 +398,8 @@ def encode_fetch_request(
     for topic_id, ps in forgotten:
         out += topic_id.bytes
         out += uvarint(len(ps) + 1)
-        for p in ps:
-            out += _I32.pack(p)
+        for index in ps:
+            out += _I32.pack(index)
         out += b"\x00"
     out += compact_string(rack_id)
     if replica_id == -1 and replica_epoch == -1:

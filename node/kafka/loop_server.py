@@ -225,8 +225,8 @@ class LoopSocketServer:
             if conn.session is None:
                 conn.session = self.gate.new_session(conn.host, conn.principal)
             return self.gate(conn.session, request, self.handler), False
-        except CloseConnection as e:
-            _log.debug("kafka_connection_refused", connection=conn.id, reason=str(e))
+        except CloseConnection as refused:  # its own name: mypyc types `e` once per function
+            _log.debug("kafka_connection_refused", connection=conn.id, reason=str(refused))
         except Exception as e:  # noqa: BLE001 - a bug in a handler: this connection only
             _log.error(
                 "kafka_handler_failed",
@@ -241,6 +241,9 @@ class LoopSocketServer:
             conn.respond(slot, answer, close)
             return
         if answer.begin is not None:
+            if answer.in_order:
+                conn.unstarted = slot  # muted until started() or _respond
+                answer.on_started = lambda: self._started(conn, slot)
             try:
                 answer.begin(lambda parts: self._deliver(conn, slot, parts))
             except Exception as e:  # noqa: BLE001 - a bug in a handler: this connection only
@@ -268,11 +271,21 @@ class LoopSocketServer:
         else:
             self.loop.call_soon_threadsafe(self._respond, conn, slot, parts, failed)
 
+    def _started(self, conn: KafkaConnection, slot: Slot) -> None:
+        """On the loop: an in-order Deferred took effect; its connection reads on."""
+        self.enter()
+        try:
+            conn.started(slot)
+        finally:
+            self.leave()
+
     def _respond(
         self, conn: KafkaConnection, slot: Slot, parts: list[Part] | None, close: bool
     ) -> None:
         self.enter()
         try:
+            if conn.unstarted is slot:  # an in_order Deferred's: the next may come
+                conn.unstarted = None
             conn.respond(slot, parts, close)
         finally:
             self.leave()

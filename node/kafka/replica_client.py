@@ -27,12 +27,6 @@ from kafka.protocol.consumer import (
     OffsetForLeaderEpochRequest,
     OffsetForLeaderEpochResponse,
 )
-from kafka.protocol.sasl import (
-    SaslAuthenticateRequest,
-    SaslAuthenticateResponse,
-    SaslHandshakeRequest,
-    SaslHandshakeResponse,
-)
 
 from seglog.replication import partition_replica as pr
 from seglog.storage.partition_metadata import topic_id_to_uuid
@@ -50,14 +44,13 @@ from ..replica_fetcher import (
 from ..security.inter_broker_sasl import InterBrokerLogin, InterBrokerLoginError
 from . import hot_codec
 from .errors import error_name
+from .sasl_exchange import sasl_exchange
 
 _log = EventLogger("replica_fetcher")
 _SIZE = struct.Struct(">i")
 FETCH_VERSION = 15
 OFFSET_FOR_LEADER_EPOCH_VERSION = 4
 LIST_OFFSETS_VERSION = 7
-SASL_HANDSHAKE_VERSION = 1  # then SaslAuthenticate frames (KIP-152)
-SASL_AUTHENTICATE_VERSION = 2
 CONNECT_TIMEOUT_S = 5.0
 ANSWER_TIMEOUT_S = FETCH_WAIT_MS / 1000 + 10
 RECONNECT_S = 0.2
@@ -206,42 +199,19 @@ class KafkaReplicaFetcher(FetcherRounds):
         reader: asyncio.StreamReader,
         writer: asyncio.StreamWriter,
     ) -> None:
-        """Kafka's SASL exchange on a new connection, before any fetch: SaslHandshake
-        names the mechanism, then SaslAuthenticate carries each of its tokens. A refusal
-        is logged as such and the connection is tried again after a pause; the partitions
-        stay with the leader meanwhile, as Kafka's fetcher does."""
-        v = SASL_HANDSHAKE_VERSION
-        shake = await self._exchange(
-            SaslHandshakeRequest(version=v, mechanism=login.mechanism),
-            SaslHandshakeResponse,
-            v,
-            reader,
-            writer,
-            flexible=False,
-        )
-        if shake.error_code != 0:
-            raise InterBrokerLoginError(
-                f"node {self.leader} refused SASL mechanism {login.mechanism} "
-                f"({error_name(shake.error_code)}; it offers {', '.join(shake.mechanisms)})"
-            )
-        steps = login.steps()
-        token = next(steps)
+        """Kafka's SASL exchange on a new connection, before any fetch
+        (node/kafka/sasl_exchange.py). A refusal is logged as such and the connection is
+        tried again after a pause; the partitions stay with the leader meanwhile, as
+        Kafka's fetcher does."""
+        exchange = sasl_exchange(login, f"node {self.leader}")
+        step = next(exchange)
+        # Bounded by the exchange's requests (two or three).
         while True:
-            v = SASL_AUTHENTICATE_VERSION
             answer = await self._exchange(
-                SaslAuthenticateRequest(version=v, auth_bytes=token),
-                SaslAuthenticateResponse,
-                v,
-                reader,
-                writer,
+                step.request, step.response_class, step.version, reader, writer, step.flexible
             )
-            if answer.error_code != 0:
-                raise InterBrokerLoginError(
-                    f"node {self.leader} refused the login of {login!r}: "
-                    f"{error_name(answer.error_code)} {answer.error_message or ''}".rstrip()
-                )
             try:
-                token = steps.send(answer.auth_bytes)
+                step = exchange.send(answer)
             except StopIteration:
                 return
 
@@ -386,12 +356,7 @@ class KafkaReplicaFetcher(FetcherRounds):
             )
             r = await self._exchange(request, OffsetForLeaderEpochResponse, v, reader, writer)
             p = r.topics[0].partitions[0]
-            self._deliver(
-                hp,
-                pr.OffsetsForLeaderEpochResponse(
-                    error_name(p.error_code), p.leader_epoch, p.end_offset, req.correlation_id
-                ),
-            )
+            self._deliver_other(hp, req, error_name(p.error_code), p)
         elif isinstance(req, pr.ListOffsetsRequest):
             L = ListOffsetsRequest
             v = LIST_OFFSETS_VERSION
@@ -413,16 +378,7 @@ class KafkaReplicaFetcher(FetcherRounds):
             )
             r = await self._exchange(request, ListOffsetsResponse, v, reader, writer)
             p = r.topics[0].partitions[0]
-            self._deliver(
-                hp,
-                pr.ListOffsetsResponse(
-                    error_name(p.error_code),
-                    p.offset,
-                    p.timestamp,
-                    p.leader_epoch,
-                    req.correlation_id,
-                ),
-            )
+            self._deliver_other(hp, req, error_name(p.error_code), p)
 
 
 def answer(p: hot_codec.FetchAnswer) -> pr.FetchResponse:

@@ -186,7 +186,8 @@ class SocketServer:
                 self._failed(conn, slot, request.spec.name, e)
                 continue
             if isinstance(answer, Deferred):
-                conn.processor.started(conn)
+                if not answer.in_order:  # else muted until its answer (deferred.py)
+                    conn.processor.started(conn)
                 # Bounded: a full pool of waits blocks this handler (back-pressure).
                 while not self.stopped.is_set():
                     try:

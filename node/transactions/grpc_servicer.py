@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Iterable
-from concurrent.futures import Future
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import grpc
@@ -30,9 +29,11 @@ from ..groups.offsets_records import OFFSETS_TOPIC
 from ..grpc_errors import code
 from ..security.acls import CLUSTER_NAME, AclOperation, ResourceType
 from ..security.grpc_auth import grpc_principal
+from .offsets_verification import txn_offset_commit as verified_txn_offset_commit
 from .partition_producers import MARKER_TIMEOUT_MS, active_producers, marker_appends
-from .txn_records import TxnState
-from .txn_shard import COORDINATOR_NOT_AVAILABLE, TxnResult
+from .txn_runtime import wait_txn_answer
+from .txn_shard import TxnResult
+from .verification_sender import REQUEST_TIMEOUT_MS
 
 if TYPE_CHECKING:
     from ..node_services import NodeServices
@@ -40,6 +41,8 @@ if TYPE_CHECKING:
 TXN_ID = ResourceType.TRANSACTIONAL_ID
 DENIED = "TRANSACTIONAL_ID_AUTHORIZATION_FAILED"
 R = TypeVar("R")
+# A TxnOffsetCommit's verification (at most the sender's 30 s) and then its append.
+TXN_OFFSET_COMMIT_TIMEOUT_S = ANSWER_TIMEOUT_S + REQUEST_TIMEOUT_MS / 1000
 
 
 def _allowed(
@@ -50,13 +53,6 @@ def _allowed(
         return True
     principal, host = grpc_principal(context)
     return node.authorizer.authorize(principal, host, op, rtype, name)
-
-
-def _answer(future: Future[TxnResult]) -> TxnResult:
-    try:
-        return future.result(timeout=ANSWER_TIMEOUT_S)
-    except TimeoutError:
-        return TxnResult(COORDINATOR_NOT_AVAILABLE)
 
 
 def _message(error: str, transactional_id: str) -> str:
@@ -80,7 +76,7 @@ def init_transactional_producer(
     if not _allowed(node, context, AclOperation.WRITE, TXN_ID, tid):
         r = TxnResult(DENIED)
     else:
-        r = _answer(
+        r = wait_txn_answer(
             node.transactions.request(
                 tid, "init_producer_id", request.transaction_timeout_ms,
                 request.producer_id, request.producer_epoch,
@@ -133,7 +129,7 @@ class TransactionsServicer(transactions_pb2_grpc.TransactionsServicer):
         if not _allowed(self.node, context, AclOperation.WRITE, TXN_ID, tid):
             return TxnResult(DENIED)
         return self._wait(
-            context, lambda: _answer(self.node.transactions.request(tid, method, *args))
+            context, lambda: wait_txn_answer(self.node.transactions.request(tid, method, *args))
         )
 
     # --- at the transaction coordinator ---------------------------------------------
@@ -211,16 +207,12 @@ class TransactionsServicer(transactions_pb2_grpc.TransactionsServicer):
     def ListTransactions(
         self, request: tpb.ListTransactionsRequest, context: grpc.ServicerContext
     ) -> tpb.ListTransactionsResponse:
-        known = {s.kafka_name for s in TxnState}
-        wanted = set(request.state_filters)
-        error, found = self.node.transactions.list_transactions(
-            wanted & known, set(request.producer_id_filters)
+        error, found, unknown = self.node.transactions.list_transactions(
+            set(request.state_filters), set(request.producer_id_filters)
         )
-        if wanted and not wanted & known:
-            found = []  # only unknown states asked for: none match
         return tpb.ListTransactionsResponse(
             error_code=code(error),
-            unknown_state_filters=sorted(wanted - known),
+            unknown_state_filters=unknown,
             transaction_states=[
                 tpb.ListedTransaction(
                     transactional_id=m.transactional_id,
@@ -254,7 +246,11 @@ class TransactionsServicer(transactions_pb2_grpc.TransactionsServicer):
             errors = dict.fromkeys(denied, "TOPIC_AUTHORIZATION_FAILED")
             rest = [p for p in partitions if (p.topic, p.partition) not in denied]
             if rest:
-                future = self.node.groups.txn_offset_commit(
+                # KIP-890: verified with the transaction coordinator first (this
+                # service's thread waits, as for its Produce).
+                future = verified_txn_offset_commit(
+                    self.node,
+                    request.transactional_id,
                     request.group_id,
                     (request.producer_id, request.producer_epoch),
                     request.generation_id,
@@ -262,7 +258,8 @@ class TransactionsServicer(transactions_pb2_grpc.TransactionsServicer):
                     request.group_instance_id or None,
                     rest,
                 )
-                errors.update(commit_errors(self._wait(context, lambda: wait_answer(future)), rest))
+                got = self._wait(context, lambda: wait_answer(future, TXN_OFFSET_COMMIT_TIMEOUT_S))
+                errors.update(commit_errors(got, rest))
         return tpb.TxnOffsetCommitResponse(
             results=_results((tp, errors.get(tp, "NONE")) for tp in keys)
         )

@@ -33,12 +33,16 @@ from .txn_shard import (
     NOT_COORDINATOR,
     PRODUCER_FENCED,
     Action,
+    Parked,
     TxnShard,
     write_error,
 )
 
 INVALID_TRANSACTION_TIMEOUT = "INVALID_TRANSACTION_TIMEOUT"
 INVALID_REQUEST = "INVALID_REQUEST"
+# KIP-890: a verified partition that is not in the transaction (AddPartitionsToTxn v5;
+# INVALID_TXN_STATE to an older request, as Kafka's partition leaders map it).
+TRANSACTION_ABORTABLE = "TRANSACTION_ABORTABLE"
 
 S = TxnState
 
@@ -51,6 +55,10 @@ class TxnConfig:
     transaction_max_timeout_ms: int = 900_000  # transaction.max.timeout.ms
     transactional_id_expiration_ms: int = 604_800_000  # transactional.id.expiration.ms
     offsets_topic_num_partitions: int = 50  # offsets.topic.num.partitions (AddOffsetsToTxn)
+    # add.partitions.to.txn.retry.backoff.max.ms: how long an AddPartitionsToTxn (or
+    # AddOffsetsToTxn) that meets its previous transaction completing is held for it
+    # before CONCURRENT_TRANSACTIONS (0: answered at once).
+    add_partitions_to_txn_retry_backoff_max_ms: int = 100
 
 
 class TransactionCoordinator:
@@ -200,19 +208,43 @@ class TransactionCoordinator:
 
     def add_partitions(
         self, request_id: int, transactional_id: str, producer_id: int, producer_epoch: int,
-        partitions: Iterable[tuple[str, int]], now_ms: int,
+        partitions: Iterable[tuple[str, int]], now_ms: int, deadline_ms: int | None = None,
     ) -> list[Action]:  # fmt: skip
         """The partitions join the transaction (it becomes Ongoing), written before the
-        answer, so that a new coordinator knows where to send the markers."""
+        answer, so that a new coordinator knows where to send the markers.
+
+        A request that meets the previous transaction completing (its markers or its
+        Complete* record being written) is held until that is done, at most
+        add.partitions.to.txn.retry.backoff.max.ms (`deadline_ms` once held), then
+        taken up again; only past that is it answered CONCURRENT_TRANSACTIONS. Kafka's
+        own server-side retry of this wait (KIP-890's add.partitions.to.txn.retry.*),
+        instead of the client's backoff (20 ms in librdkafka and the Java client)."""
         shard, error = self.shard_for(transactional_id)
         if shard is None:
             return self._reject(request_id, error)
         meta = shard.txns.get(transactional_id)
         error = self._check_producer(shard, meta, producer_id, producer_epoch)
+        wanted = set(partitions)
+        if error == CONCURRENT_TRANSACTIONS and meta is not None and shard.completing(meta):
+            wait_ms = self.config.add_partitions_to_txn_retry_backoff_max_ms
+            if deadline_ms is None and wait_ms > 0:
+                deadline_ms = now_ms + wait_ms
+            if deadline_ms is not None and now_ms < deadline_ms:
+                held = deadline_ms
+
+                def retry(now: int) -> None:
+                    shard.take_into(
+                        self.add_partitions(
+                            request_id, transactional_id, producer_id, producer_epoch,
+                            wanted, now, held,
+                        )
+                    )  # fmt: skip
+
+                shard.park(transactional_id, Parked(request_id, held, retry))
+                return shard.take()
         if error != NONE or meta is None:
             shard.respond(request_id, error)
             return shard.take()
-        wanted = set(partitions)
         if meta.state is S.ONGOING and wanted <= meta.partitions:
             shard.respond(request_id, NONE, meta)
             return shard.take()
@@ -231,6 +263,34 @@ class TransactionCoordinator:
             request_id, transactional_id, producer_id, producer_epoch,
             [(OFFSETS_TOPIC, partition)], now_ms,
         )  # fmt: skip
+
+    # --- AddPartitionsToTxn v4+ VerifyOnly (KIP-890) ------------------------------------
+
+    def verify_partitions(
+        self, transactional_id: str, producer_id: int, producer_epoch: int,
+        partitions: Iterable[tuple[str, int]],
+    ) -> dict[tuple[str, int], str]:  # fmt: skip
+        """Whether each partition is in the producer's ongoing transaction at this
+        epoch, from the state alone (nothing is written): a partition leader asks it
+        before a transactional batch opens a transaction there (Kafka's
+        handleVerifyPartitionsInTransaction). A pending write is not looked at: the
+        leader's append is checked again against its verification guard."""
+        wanted = list(partitions)
+        if not transactional_id:
+            return dict.fromkeys(wanted, INVALID_REQUEST)
+        shard, error = self.shard_for(transactional_id)
+        if shard is None:
+            return dict.fromkeys(wanted, error)
+        meta = shard.txns.get(transactional_id)
+        if meta is None or meta.producer_id != producer_id:
+            return dict.fromkeys(wanted, INVALID_PRODUCER_ID_MAPPING)
+        if meta.producer_epoch != producer_epoch:
+            return dict.fromkeys(wanted, PRODUCER_FENCED)
+        if meta.state in (S.PREPARE_COMMIT, S.PREPARE_ABORT):
+            return dict.fromkeys(wanted, CONCURRENT_TRANSACTIONS)
+        # The partitions are removed when Complete* is written, so a finished
+        # transaction verifies none.
+        return {tp: NONE if tp in meta.partitions else TRANSACTION_ABORTABLE for tp in wanted}
 
     # --- EndTxn -----------------------------------------------------------------------
 
@@ -311,8 +371,22 @@ class TransactionCoordinator:
                 ):
                     self._expire(shard, meta, now_ms)
             shard.retry_unfinished()
+            shard.expire_parked(now_ms)
             out += shard.take()
         return out
+
+    def expire_parked(self, now_ms: int) -> list[Action]:
+        """Answer the held requests past their deadline (CONCURRENT_TRANSACTIONS)."""
+        out: list[Action] = []
+        for shard in self.shards.values():
+            shard.expire_parked(now_ms)
+            out += shard.take()
+        return out
+
+    def next_parked_deadline(self) -> int | None:
+        """The earliest deadline of a held request, if any (the shell's next wake-up)."""
+        deadlines = [d for s in self.shards.values() if (d := s.next_parked_deadline()) is not None]
+        return min(deadlines) if deadlines else None
 
     def _expire(self, shard: TxnShard, meta: TxnMetadata, now_ms: int) -> None:
         meta.prepare(S.DEAD, now_ms)
@@ -335,10 +409,14 @@ class TransactionCoordinator:
         return (NONE, meta) if meta is not None else ("TRANSACTIONAL_ID_NOT_FOUND", None)
 
     def list_transactions(
-        self, states: set[str], producer_ids: set[int]
-    ) -> tuple[str, list[TxnMetadata]]:
+        self, state_filters: set[str], producer_ids: set[int]
+    ) -> tuple[str, list[TxnMetadata], list[str]]:
         """Every loaded transactional id (Kafka's ListTransactions), filtered by Kafka's
-        state names and producer ids when given."""
+        state names and producer ids when given: (error, the transactions, the state
+        filters that name no state). Filters naming only unknown states match none."""
+        known = {s.kafka_name for s in TxnState}
+        states = state_filters & known
+        unknown = sorted(state_filters - known)
         error = NONE
         found = []
         for shard in self.shards.values():
@@ -351,4 +429,6 @@ class TransactionCoordinator:
                 if producer_ids and meta.producer_id not in producer_ids:
                     continue
                 found.append(meta)
-        return error, sorted(found, key=lambda m: m.transactional_id)
+        if state_filters and not states:
+            found = []  # only unknown states asked for: none match
+        return error, sorted(found, key=lambda m: m.transactional_id), unknown

@@ -9,26 +9,27 @@ shard answers COORDINATOR_LOAD_IN_PROGRESS); when it stops leading one, the shar
 unloaded. Appends go to the replica manager with acks=all and the shard's leader epoch
 (an append under any other epoch is refused), awaited in order by one waiter thread per
 partition; markers go out through the MarkerSender. A ticker thread runs the timers
-every transaction.abort.timed.out.transaction.cleanup.interval.ms."""
+every transaction.abort.timed.out.transaction.cleanup.interval.ms, and wakes sooner
+for the deadline of a request the coordinator holds (add.partitions.to.txn.retry.
+backoff.max.ms)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import threading
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 
 from seglog.controller.metadata_image import MetadataImage
-from seglog.controller.metadata_records import MetadataRecord
+from seglog.controller.metadata_records import MetadataRecord, ProducerIdsRecord
 
 # The plain wall clock, as the group coordinator's (docs/disk-and-clock-faults.md).
 from seglog.storage.disk_and_clock import plain_wall_ms as now_ms
-from seglog.storage.record_batch import NewRecord, build_batch, decode_records, iter_batches
+from seglog.storage.record_batch import BatchHeader, NewRecord, build_batch, decode_records
 
 from ..coordinator_shell import (
     CoordinatorShell,
     follow_leadership,
     led_partitions,
-    loadable_range,
-    read_at,
 )
 from ..event_log import EventLogger
 from ..replica_manager import ReplicaManager
@@ -38,7 +39,6 @@ from .txn_metadata import TxnMetadata
 from .txn_records import TRANSACTION_STATE_TOPIC, TxnRecordError
 from .txn_shard import (
     COORDINATOR_NOT_AVAILABLE,
-    NONE,
     NOT_COORDINATOR,
     Action,
     Append,
@@ -55,6 +55,19 @@ WRITE_TIMEOUT_MS = 5_000
 Call = Callable[[int, int], list[Action]]  # request id, now
 
 
+# How long a listener (Kafka's or gRPC's) waits for the coordinator's answer.
+ANSWER_TIMEOUT_S = 30.0
+
+
+def wait_txn_answer(future: Future[TxnResult]) -> TxnResult:
+    """The coordinator's answer, or COORDINATOR_NOT_AVAILABLE (retriable) if none came
+    within ANSWER_TIMEOUT_S."""
+    try:
+        return future.result(timeout=ANSWER_TIMEOUT_S)
+    except TimeoutError:
+        return TxnResult(COORDINATOR_NOT_AVAILABLE)
+
+
 class TransactionCoordinatorRuntime(CoordinatorShell[TxnResult]):
     def __init__(
         self,
@@ -65,24 +78,53 @@ class TransactionCoordinatorRuntime(CoordinatorShell[TxnResult]):
         tick_interval_ms: int = 10_000,
     ) -> None:
         super().__init__("txn", tick_interval_ms / 1000)
+        self.topic = TRANSACTION_STATE_TOPIC
+        self.events, self.load_failed_event = _log, "load_transactions_failed"
         self.node_id = node_id
         self.replica_manager = replica_manager
         self.coordinator = coordinator
         self.markers = markers
         self.topic_known = False  # whether the metadata has __transaction_state yet
+        self._wake = threading.Event()  # a held request's deadline may be sooner now
 
     # --- lifecycle ------------------------------------------------------------------
 
     def shutdown(self) -> None:
+        self._stopped.set()
+        self._wake.set()
         super().shutdown()
         self.markers.shutdown()
+
+    def _tick_loop(self) -> None:
+        """The timers every tick interval; in between, held requests past their
+        deadline are answered."""
+        next_tick = now_ms() + int(self._tick_s * 1000)
+        while not self._stopped.is_set():
+            with self._lock:
+                deadline = self.coordinator.next_parked_deadline()
+            wake_at = next_tick if deadline is None else min(next_tick, deadline)
+            self._wake.wait(max(0.0, (wake_at - now_ms()) / 1000))
+            self._wake.clear()
+            if self._stopped.is_set():
+                return
+            now = now_ms()
+            with self._lock:
+                self._carry_out(self.coordinator.expire_parked(now))
+                if now >= next_tick:
+                    self._carry_out(self._tick())
+                    next_tick = now + int(self._tick_s * 1000)
 
     def _tick(self) -> list[Action]:
         return self.coordinator.tick(now_ms())
 
     # --- following the metadata -----------------------------------------------------
 
-    def on_metadata(self, image: MetadataImage, _records: list[MetadataRecord]) -> None:
+    def on_metadata(self, image: MetadataImage, records: list[MetadataRecord]) -> None:
+        if records and all(isinstance(r, ProducerIdsRecord) for r in records):
+            # A block of producer ids moves no leadership. A single node's controller
+            # commits it, and calls its listeners, inside init_producer_id, under this
+            # runtime's lock: taking the lock here would deadlock.
+            return
         led = led_partitions(image, TRANSACTION_STATE_TOPIC, self.node_id)
         with self._lock:
             out, to_load = follow_leadership(
@@ -92,46 +134,35 @@ class TransactionCoordinatorRuntime(CoordinatorShell[TxnResult]):
             self._carry_out(out)
         self._start_loads(to_load)
 
-    def _load(self, shard: TxnShard) -> None:
-        """Replay the partition into the shard (coordinator_shell.loadable_range)."""
-        tp = (TRANSACTION_STATE_TOPIC, shard.partition)
-
-        def current() -> bool:
-            with self._lock:
-                return self._current(shard)
-
-        found = loadable_range(self.replica_manager, tp, shard.leader_epoch, current, self._stopped)
-        if found is None:
-            return
-        offset, end = found
+    def _replay(
+        self, shard: TxnShard, data: bytes, batches: Sequence[tuple[int, BatchHeader]]
+    ) -> int | None:
+        """Replay one read's records into the shard (markers are not its records)."""
         records = 0
-        while offset < end:
-            result = read_at(self.replica_manager, tp, shard.leader_epoch, offset)
-            if result.error_name != NONE:
-                _log.warning("load_transactions_failed", partition=tp[1], error=result.error_name)
-                return  # a newer leadership loads again (or unloads)
-            data = bytes(result.records)
-            if not data:
-                break
-            with self._lock:
-                if not self._current(shard):
-                    return
-                for pos, header in iter_batches(data):
-                    if header.last_offset < offset:
-                        continue
-                    offset = header.last_offset + 1
-                    if header.is_control:
-                        continue
-                    for r in decode_records(data, pos, header):
-                        try:
-                            shard.replay(r.key or b"", r.value)
-                            records += 1
-                        except TxnRecordError as e:
-                            _log.error("txn_record_undecodable", partition=tp[1], why=str(e))
+        with self._lock:
+            if not self._current(shard):
+                return None
+            for pos, header in batches:
+                if header.is_control:
+                    continue
+                for r in decode_records(data, pos, header):
+                    try:
+                        shard.replay(r.key or b"", r.value)
+                        records += 1
+                    except TxnRecordError as e:
+                        _log.error("txn_record_undecodable", partition=shard.partition, why=str(e))
+        return records
+
+    def _loaded(self, shard: TxnShard, records: int, ms: int) -> None:
         with self._lock:
             if self._current(shard) and shard.loading:
                 self._carry_out(self.coordinator.finish_loading(shard))
-        _log.info("loaded_transactions", partition=tp[1], epoch=shard.leader_epoch, records=records)
+        _log.info(
+            "loaded_transactions",
+            partition=shard.partition,
+            epoch=shard.leader_epoch,
+            records=records,
+        )
 
     # --- requests -------------------------------------------------------------------
 
@@ -143,6 +174,8 @@ class TransactionCoordinatorRuntime(CoordinatorShell[TxnResult]):
                 answer.set_result(TxnResult(COORDINATOR_NOT_AVAILABLE))
                 return answer
             self._carry_out(call(rid, now_ms()))
+            if self.coordinator.next_parked_deadline() is not None:
+                self._wake.set()
         return answer
 
     def request(self, transactional_id: str, method: str, *args: object) -> Future[TxnResult]:
@@ -154,6 +187,25 @@ class TransactionCoordinatorRuntime(CoordinatorShell[TxnResult]):
             transactional_id, lambda rid, now: call(rid, transactional_id, *args, now)
         )
 
+    def verify_partitions(
+        self,
+        transactional_id: str,
+        producer_id: int,
+        producer_epoch: int,
+        partitions: Sequence[tuple[str, int]],
+    ) -> dict[tuple[str, int], str]:
+        """AddPartitionsToTxn VerifyOnly: answered from the state now, nothing written."""
+        with self._lock:
+            errors = self.coordinator.verify_partitions(
+                transactional_id, producer_id, producer_epoch, partitions
+            )
+            if not self.topic_known:
+                errors = {
+                    tp: COORDINATOR_NOT_AVAILABLE if e == NOT_COORDINATOR else e
+                    for tp, e in errors.items()
+                }
+            return errors
+
     def describe(self, transactional_id: str) -> tuple[str, TxnMetadata | None]:
         with self._lock:
             error, meta = self.coordinator.describe(transactional_id)
@@ -162,10 +214,10 @@ class TransactionCoordinatorRuntime(CoordinatorShell[TxnResult]):
             return error, meta
 
     def list_transactions(
-        self, states: set[str], producer_ids: set[int]
-    ) -> tuple[str, list[TxnMetadata]]:
+        self, state_filters: set[str], producer_ids: set[int]
+    ) -> tuple[str, list[TxnMetadata], list[str]]:
         with self._lock:
-            return self.coordinator.list_transactions(states, producer_ids)
+            return self.coordinator.list_transactions(state_filters, producer_ids)
 
     # --- carrying out ---------------------------------------------------------------
 

@@ -67,6 +67,18 @@ class SendMarkers:
 
 Action = Respond | Append | SendMarkers
 WriteDone = Callable[[str, int], None]  # (append error, now_ms)
+Retry = Callable[[int], None]  # a parked request taken up again (now_ms)
+
+
+@dataclass(frozen=True)
+class Parked:
+    """A request that met its transaction completing (Prepare* with the markers or
+    the Complete* write in flight), held until the transaction completes or
+    `deadline_ms`, instead of answered CONCURRENT_TRANSACTIONS at once."""
+
+    request_id: int
+    deadline_ms: int
+    retry: Retry
 
 
 def write_error(error: str) -> str:
@@ -88,11 +100,16 @@ class TxnShard:
         self._writes: dict[int, WriteDone] = {}
         self._next_write = 0
         self._sending: set[str] = set()  # transactional ids with markers in flight
+        self._parked: dict[str, list[Parked]] = {}  # transactional id -> its held requests
         self._out: list[Action] = []
 
     def take(self) -> list[Action]:
         out, self._out = self._out, []
         return out
+
+    def take_into(self, actions: list[Action]) -> None:
+        """Actions taken out meanwhile (a held request's retry) go back, in order."""
+        self._out.extend(actions)
 
     def respond(self, request_id: int, error: str, meta: TxnMetadata | None = None) -> None:
         if meta is None:
@@ -121,10 +138,54 @@ class TxnShard:
                 self.send_markers(meta)
 
     def unload(self) -> None:
-        """The partition is led elsewhere: writes in flight are never acknowledged."""
+        """The partition is led elsewhere: writes in flight are never acknowledged,
+        held requests are answered NOT_COORDINATOR (the client finds the new one)."""
         for done in list(self._writes.values()):
             done(NOT_COORDINATOR, -1)
         self._writes.clear()
+        for held in self._parked.values():
+            for p in held:
+                self.respond(p.request_id, NOT_COORDINATOR)
+        self._parked.clear()
+
+    # --- requests held while a transaction completes ------------------------------------
+
+    def completing(self, meta: TxnMetadata) -> bool:
+        """Whether `meta`'s transaction is decided and on its way to Complete*: the
+        markers are being written, or the Complete* record is."""
+        if meta.state not in (S.PREPARE_COMMIT, S.PREPARE_ABORT):
+            return False
+        if meta.pending is not None:
+            return meta.pending.state in (S.COMPLETE_COMMIT, S.COMPLETE_ABORT)
+        return meta.transactional_id in self._sending
+
+    def park(self, transactional_id: str, held: Parked) -> None:
+        self._parked.setdefault(transactional_id, []).append(held)
+
+    def release(self, transactional_id: str, now_ms: int) -> None:
+        """The transaction completed, or its completion failed: its held requests are
+        taken up again (each is answered, or held again while still completing)."""
+        for held in self._parked.pop(transactional_id, []):
+            held.retry(now_ms)
+
+    def expire_parked(self, now_ms: int) -> None:
+        """Held requests past their deadline are answered CONCURRENT_TRANSACTIONS (the
+        client retries after its backoff, as it would have at once)."""
+        for tid in list(self._parked):
+            keep = []
+            for held in self._parked[tid]:
+                if held.deadline_ms <= now_ms:
+                    self.respond(held.request_id, CONCURRENT_TRANSACTIONS)
+                else:
+                    keep.append(held)
+            if keep:
+                self._parked[tid] = keep
+            else:
+                del self._parked[tid]
+
+    def next_parked_deadline(self) -> int | None:
+        deadlines = [p.deadline_ms for held in self._parked.values() for p in held]
+        return min(deadlines) if deadlines else None
 
     # --- writes and markers -----------------------------------------------------------
 
@@ -173,15 +234,17 @@ class TxnShard:
             or (meta.producer_id, meta.producer_epoch) != (producer_id, producer_epoch)
             or meta.state not in (S.PREPARE_COMMIT, S.PREPARE_ABORT)
         ):
+            self.release(transactional_id, now_ms)
             return
         target = S.COMPLETE_COMMIT if meta.state is S.PREPARE_COMMIT else S.COMPLETE_ABORT
         value = meta.prepare(target, now_ms, partitions=set())
 
-        def done(write_error_: str, _now: int) -> None:
+        def done(write_error_: str, now: int) -> None:
             if write_error_ == NONE:
                 meta.complete()
             else:
                 meta.abandon_pending()  # still Prepare*: the timer finishes it
+            self.release(transactional_id, now)
 
         self.write(meta, value, done)
 

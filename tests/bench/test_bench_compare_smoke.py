@@ -25,6 +25,7 @@ def _positive_number(value: object) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool) and value > 0
 
 
+@pytest.mark.long  # 20-40 s: with the other benchmark smoke runs (SEGLOG_LONG_TESTS=1)
 @pytest.mark.timeout(240)
 def test_short_run_prints_both_systems_and_json_last(tmp_path: Path) -> None:
     # Installed by the test extras (pyproject); a missing one is a broken install.

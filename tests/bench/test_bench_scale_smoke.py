@@ -15,6 +15,7 @@ import pytest
 BENCH = Path(__file__).resolve().parents[2] / "bench" / "scale.py"
 
 
+@pytest.mark.long  # 20-40 s: with the other benchmark smoke runs (SEGLOG_LONG_TESTS=1)
 @pytest.mark.timeout(240)
 def test_tiny_run_prints_both_client_kinds_and_json_last(tmp_path: Path) -> None:
     plot = tmp_path / "scale.png"

@@ -22,7 +22,7 @@ def test_librdkafka_workload_with_a_committing_group_loses_nothing(tmp_path: Pat
         "local",
         "kill-leader",
         5,
-        20,
+        14,  # seconds of faults: the kill comes at once, its restart a third later
         out,
         settle_timeout=60,
         timeout_s=RUN_TIMEOUT_S,

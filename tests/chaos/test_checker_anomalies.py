@@ -193,3 +193,24 @@ def test_librdkafka_implicit_ack_lines_become_history_events() -> None:
         ("implicit_ack", 0, ["p0-1", "p0-2"])
     ]
     assert recorder.implicit_acks == 2
+
+
+def test_a_failing_history_write_does_not_escape_librdkafkas_log_callback() -> None:
+    """An exception out of the logger would come back from confluent-kafka's next flush as
+    a SystemError naming no cause: the recorder keeps it for the run's report instead."""
+    import logging
+
+    from seglog.chaos.implicit_acks import ImplicitAckRecorder
+
+    def closed_history(event: dict) -> None:
+        raise ValueError("history closed")
+
+    recorder = ImplicitAckRecorder("p0", closed_history)
+    recorder.sent(0, "p0-0")
+    recorder.logger().log(
+        logging.DEBUG,
+        "%s",
+        "IMPLICITACK [thrd:127.0.0.1:1/1]: 127.0.0.1:1/1: chaos [0] 1 message(s) "
+        "implicitly acked by subsequent batch success (msgids 1..1, last acked 2)",
+    )
+    assert recorder.callback_errors == ["log callback: ValueError: history closed"]

@@ -130,13 +130,15 @@ def visit(chrome: Any, url: str, name: str | None = None) -> str:
     return text
 
 
-def wait_until_the_console_knows(cluster: Cluster, topic: str) -> None:
+def wait_until_the_console_knows(cluster: Cluster, topic: str, page: str = "") -> None:
     """A topic another client just created reaches every node's metadata a moment
-    later; until then the console says it does not exist (404)."""
+    later; until then the console says it does not exist (404). A page of its records
+    (`page`, e.g. "/messages?partition=0") also needs the partition's leader elected
+    and its log made: until then it says what the cluster answered (400)."""
 
     def known() -> bool:
         try:
-            with urllib.request.urlopen(f"{cluster.url}/topics/{topic}", timeout=5) as r:
+            with urllib.request.urlopen(f"{cluster.url}/topics/{topic}{page}", timeout=5) as r:
                 return bool(r.status == 200)
         except urllib.error.HTTPError:
             return False
@@ -301,7 +303,7 @@ def test_a_topic_created_in_the_ui_exists_for_kcat(cluster: Cluster, chrome: Any
 def test_a_record_produced_by_kcat_appears_live(cluster: Cluster, chrome: Any) -> None:
     with Admin(cluster.bootstrap) as admin:
         admin.create_topics([NewTopic("live", 1, 3)])
-    wait_until_the_console_knows(cluster, "live")
+    wait_until_the_console_knows(cluster, "live", "/messages?partition=0")
     visit(chrome, cluster.url + "/topics/live/messages?partition=0")
     assert chrome.find_elements("css selector", "#records tbody tr") == []
     chrome.find_element("id", "follow").click()

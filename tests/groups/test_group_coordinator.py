@@ -20,11 +20,13 @@ from seglog.node.groups.group_messages import (
     ErrorResult,
     JoinRequest,
     JoinResult,
+    OffsetCommitRequest,
     Result,
     SyncRequest,
     SyncResult,
 )
 from seglog.node.groups.group_state import GroupState
+from seglog.storage.txn_verification import VerificationGuard
 
 G = "g"
 
@@ -123,6 +125,27 @@ def test_commit_is_applied_only_once_replicated_and_fenced_on_failure():
     assert stale == CommitResult((("t", 0, "ILLEGAL_GENERATION"),))
     unknown = answers(s.commit(13, G, joined.generation, "nobody", None, p, 5005))[13]
     assert unknown == CommitResult((("t", 0, "UNKNOWN_MEMBER_ID"),))
+
+
+def test_a_txn_offset_commit_carries_its_verification_guard_to_the_append():
+    """TxnOffsetCommit (KIP-890): the guard of the group partition's verification goes
+    with the transactional append, for the log to check; the offsets wait for the
+    transaction's marker. A refused append (the guard spent by an ABORT, a fenced
+    producer) is answered as Kafka does, by its own name."""
+    s = shard()
+    guard = VerificationGuard()
+    req = OffsetCommitRequest(G, -1, "", None, (CommitPartition("t", 0, 10),))
+    out = s.txn_commit(20, req, (7, 0), 1000, guard)
+    (append,) = appends(out)
+    assert (append.producer, append.guard) == ((7, 0), guard)
+    assert answers(ack_all(s, out, 1001))[20] == CommitResult((("t", 0, "NONE"),))
+    assert s.offsets.get(G) is None  # pending until the COMMIT marker
+    s.complete_txn(7, commit=True)
+    assert s.offsets[G][("t", 0)].offset == 10
+    for error in ("INVALID_TXN_STATE", "INVALID_PRODUCER_EPOCH"):
+        out = s.txn_commit(21, req, (7, 0), 1002)
+        assert appends(out)[0].guard is None  # the transaction was open: none needed
+        assert answers(ack_all(s, out, 1003, error))[21] == CommitResult((("t", 0, error),))
 
 
 def test_a_restarted_static_member_keeps_the_generation():

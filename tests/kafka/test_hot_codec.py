@@ -306,8 +306,11 @@ def test_fetch_responses_are_encoded_byte_for_byte_and_decode_back(
 def test_file_slices_are_parts_of_their_own_in_the_response(tmp_path: Any) -> None:
     path = tmp_path / "segment"
     path.write_bytes(b"0123456789" * 10)
+    # A slice owns its descriptor (`of` duplicates it): one built on the file's own fd
+    # closed that number again when collected, whatever it then held in the test process
+    # (the suspect for a CI run whose Spark JVM saw its stdin pipe close and exited).
     with open(path, "rb") as f:
-        piece = FileSlice(f.fileno(), 5, 40)
+        piece = FileSlice.of(f.fileno(), 5, 40)
         body = hc.FetchResponseBody(
             0,
             0,
@@ -320,6 +323,7 @@ def test_file_slices_are_parts_of_their_own_in_the_response(tmp_path: Any) -> No
         assert int.from_bytes(frame[:4], "big") == len(frame) - 4
         decoded = FetchResponse.decode(frame[9:], version=15)
         assert decoded.responses[0].partitions[0].records == (b"0123456789" * 10)[5:45]
+    piece.close()
 
 
 @st.composite

@@ -1,6 +1,7 @@
 """Both network models of the Kafka listener (kafka.listener.model) carry a real
 client the same way: librdkafka's pipelined idempotent acks=all produces to several
-partitions come back in order and are read back exactly once; a frame over
+partitions come back in order and are read back exactly once, and so do a
+transaction's (verified with the coordinator before they open it, KIP-890); a frame over
 socket.request.max.bytes closes its connection; an admin request (answered from the
 handler pool on the event loop) works alongside. The event loop reports its lag."""
 
@@ -100,6 +101,52 @@ def test_both_models_carry_librdkafka_in_order_and_refuse_oversized_frames(
                 read.append(int(msg.value()))
         consumer.close()
         assert sorted(read) == list(range(VALUES)), "a value lost or read twice"
+
+        # A transaction's pipelined batches, the first of each partition verified with
+        # the coordinator (KIP-890) before it is appended: in order, in both models.
+        txn = ck.Producer(
+            {
+                "bootstrap.servers": bootstrap,
+                "transactional.id": f"models-{model}",
+                "linger.ms": 0,
+                "max.in.flight.requests.per.connection": 5,
+            }
+        )
+        txn.init_transactions(WAIT_S)
+        txn.begin_transaction()
+        in_txn: dict[int, list[tuple[int, int]]] = {p: [] for p in range(PARTITIONS)}
+
+        def report_txn(err: object, msg: object) -> None:
+            if err is not None:
+                failed.append(err)
+            else:
+                in_txn[msg.partition()].append((msg.offset(), int(msg.value())))  # type: ignore[attr-defined]
+
+        for i in range(VALUES):
+            txn.produce("models", value=b"%d" % i, partition=i % PARTITIONS, on_delivery=report_txn)
+            txn.poll(0)
+        txn.commit_transaction(WAIT_S)
+        assert not failed, failed[:3]
+        for p, got in in_txn.items():
+            offsets = [o for o, _ in got]
+            assert offsets == sorted(offsets), f"transactional offsets of {p} out of order"
+            assert [v for _, v in got] == list(range(p, VALUES, PARTITIONS))
+        committed = ck.Consumer(
+            {
+                "bootstrap.servers": bootstrap,
+                "group.id": f"txn-{model}",
+                "isolation.level": "read_committed",
+            }
+        )
+        committed.assign([ck.TopicPartition("models", p, got[0][0]) for p, got in in_txn.items()])
+        read = []
+        deadline = time.monotonic() + WAIT_S
+        while len(read) < VALUES and time.monotonic() < deadline:
+            msg = committed.poll(0.5)
+            if msg is not None and not msg.error():
+                read.append(int(msg.value()))
+        committed.close()
+        assert sorted(read) == list(range(VALUES)), "a committed value lost or read twice"
 
         # A frame announcing more than socket.request.max.bytes: closed, before its body.
         with socket.create_connection(("127.0.0.1", port), timeout=10) as s:

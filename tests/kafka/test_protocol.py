@@ -41,10 +41,10 @@ from kafka.protocol.consumer import (
     SyncGroupRequest,
 )
 from kafka.protocol.metadata import ApiVersionsRequest, FindCoordinatorRequest, MetadataRequest
-from kafka.protocol.producer import InitProducerIdRequest, ProduceRequest
+from kafka.protocol.producer import InitProducerIdRequest
 from txn_requests import txn_request
 
-from seglog.harness.kafka_cluster import KafkaConnection
+from seglog.harness.kafka_cluster import KafkaConnection, produce_request
 from seglog.node.kafka.codec import APIS
 from seglog.node.kafka.schemas.messages import (
     ConsumerGroupDescribeRequest,
@@ -64,20 +64,7 @@ def batch(n: int = 3) -> bytes:
 
 
 def produce(v: int, records: bytes, partition: int = 0, topic: str = TOPIC):
-    R = ProduceRequest
-    return R[v](
-        transactional_id=None,
-        acks=-1,
-        timeout_ms=10_000,
-        topic_data=[
-            R.TopicProduceData(
-                name=topic,
-                partition_data=[
-                    R.TopicProduceData.PartitionProduceData(index=partition, records=records)
-                ],
-            )
-        ],
-    )
+    return produce_request(topic, partition, records, version=v)
 
 
 def list_offsets(v: int, timestamp: int, topic: str = TOPIC):

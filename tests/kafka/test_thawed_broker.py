@@ -22,12 +22,13 @@ import time
 from typing import Any
 
 import pytest
-from kafka.protocol.producer import InitProducerIdRequest, ProduceRequest
+from kafka.protocol.producer import InitProducerIdRequest
 from test_frozen_broker import SESSION_MS, TOPIC, local_run
 
 from seglog.chaos.targets import CONTROLLER_MODULE
 from seglog.harness.cluster import topic_of
 from seglog.harness.kafka_cluster import KafkaConnection, response_class
+from seglog.harness.kafka_cluster import produce_request as kafka_produce_request
 from seglog.storage.record_batch import NewRecord, build_batch
 
 NOT_LEADER_OR_FOLLOWER = 6
@@ -40,20 +41,7 @@ def produce_request(pid: int, epoch: int, seq: int, partition: int) -> Any:
     records = build_batch(
         [NewRecord(b"thaw-%d" % seq)], producer_id=pid, producer_epoch=epoch, base_sequence=seq
     )
-    R = ProduceRequest
-    return R[7](
-        transactional_id=None,
-        acks=-1,
-        timeout_ms=3_000,
-        topic_data=[
-            R.TopicProduceData(
-                name=TOPIC,
-                partition_data=[
-                    R.TopicProduceData.PartitionProduceData(index=partition, records=records)
-                ],
-            )
-        ],
-    )
+    return kafka_produce_request(TOPIC, partition, records, version=7, timeout_ms=3_000)
 
 
 def error_code(decoded: Any) -> int:

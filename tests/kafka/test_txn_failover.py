@@ -1,8 +1,11 @@
 """The transaction coordinator's node SIGKILLed (with its controller process, as a
 machine crash) while confluent-kafka's producer commits: the transaction ends committed
 or aborted on every partition, never half, and the producer's next transaction commits
-through the new coordinator (docs/transactions.md). Its own cluster: the kill must not
-disturb other tests."""
+through the new coordinator (docs/transactions.md). A second producer of the same
+coordinator left its transaction open when the node died (its application gone too):
+the new coordinator aborts it at its transaction.timeout.ms, so the last stable offset
+moves on and none of its records is read. Its own cluster: the kill must not disturb
+other tests."""
 
 from __future__ import annotations
 
@@ -21,13 +24,14 @@ ck = pytest.importorskip("confluent_kafka")
 TOPIC = "txn-failover"
 PARTITIONS = 3
 TID = "tx-failover"
+ABANDONED_TIMEOUT_MS = 3000
 TIMEOUT_S = 60.0
 
 
-def coordinator_of(cluster: KafkaCluster) -> int | None:
+def coordinator_of(cluster: KafkaCluster, tid: str = TID) -> int | None:
     for port in cluster.kafka_ports.values():
         with KafkaConnection(port) as conn:
-            _, r = conn.request(FindCoordinatorRequest[3](key=TID, key_type=1))
+            _, r = conn.request(FindCoordinatorRequest[3](key=tid, key_type=1))
         if r.error_code == 0:
             return int(r.node_id)
     return None
@@ -36,7 +40,11 @@ def coordinator_of(cluster: KafkaCluster) -> int | None:
 def test_sigkill_of_the_coordinator_mid_commit_is_all_or_nothing(tmp_path):
     from confluent_kafka.admin import AdminClient, NewTopic
 
-    cluster = KafkaCluster(tmp_path / "cluster")
+    # The coordinator looks for timed-out transactions every half second (Kafka: 10 s).
+    cluster = KafkaCluster(
+        tmp_path / "cluster",
+        {"transaction.abort.timed.out.transaction.cleanup.interval.ms": "500"},
+    )
     try:
         cluster.start_all()
         b = cluster.kafka_bootstrap
@@ -47,6 +55,21 @@ def test_sigkill_of_the_coordinator_mid_commit_is_all_or_nothing(tmp_path):
         producer = ck.Producer({"bootstrap.servers": b, "transactional.id": TID})
         producer.init_transactions(TIMEOUT_S)
         victim = cluster.wait("the coordinator", lambda: coordinator_of(cluster))
+
+        # A transactional id of the same coordinator, its transaction left open.
+        stray = next(
+            t for t in (f"tx-abandoned-{i}" for i in range(500))
+            if cluster.wait("its coordinator", lambda t=t: coordinator_of(cluster, t)) == victim
+        )  # fmt: skip
+        abandoned = ck.Producer(
+            {"bootstrap.servers": b, "transactional.id": stray,
+             "transaction.timeout.ms": ABANDONED_TIMEOUT_MS}
+        )  # fmt: skip
+        abandoned.init_transactions(TIMEOUT_S)
+        abandoned.begin_transaction()
+        for i in range(PARTITIONS * 3):
+            abandoned.produce(TOPIC, value=b"abandoned-%d" % i, partition=i % PARTITIONS)
+        assert abandoned.flush(TIMEOUT_S) == 0
 
         first = [b"first-%d" % i for i in range(30)]
         producer.begin_transaction()
@@ -84,8 +107,11 @@ def test_sigkill_of_the_coordinator_mid_commit_is_all_or_nothing(tmp_path):
             producer.produce(TOPIC, value=v, partition=i % PARTITIONS)
         producer.commit_transaction(TIMEOUT_S)
 
+        # The abandoned records lie before these in every partition: they are read only
+        # once the new coordinator has aborted the abandoned transaction.
         expected = (first if outcome == ["committed"] else []) + second
         got = consume_all(b, TOPIC, PARTITIONS, "read_committed", len(expected))
         assert sorted(got) == sorted(expected), outcome
+        assert not [v for v in got if v.startswith(b"abandoned-")]
     finally:
         cluster.stop_all()

@@ -2,39 +2,32 @@
 with a transactional id, COMMIT/ABORT markers written by WriteTxnMarkers (as a
 transaction coordinator writes them), the `.txnindex` every replica builds, and
 read_committed consumers (confluent-kafka, kafka-python) that never see an aborted
-record while read_uncommitted ones see them all (docs/transactions.md)."""
+record while read_uncommitted ones see them all (docs/transactions.md). The batches are
+written without a coordinator's transaction (its producer ids and markers are made by
+hand), so the nodes run with transaction.partition.verification.enable=false, which
+lets them in as Kafka before KIP-890 did."""
 
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
+import pytest
 from kafka.protocol.producer import (
     InitProducerIdRequest,
-    ProduceRequest,
     WriteTxnMarkersRequest,
 )
 
-from seglog.harness.kafka_cluster import KafkaConnection
+from seglog.harness.kafka_cluster import KafkaCluster, KafkaConnection, produce_request
 from seglog.storage.record_batch import NewRecord, build_batch
 
 TIMEOUT_S = 30.0
 TOPIC = "txn-data"
 
 
-def produce(tid: str | None, records: bytes):
-    R = ProduceRequest
-    return R[9](
-        transactional_id=tid,
-        acks=-1,
-        timeout_ms=10_000,
-        topic_data=[
-            R.TopicProduceData(
-                name=TOPIC,
-                partition_data=[R.TopicProduceData.PartitionProduceData(index=0, records=records)],
-            )
-        ],
-    )
+def produce(tid: str | None, records: bytes, topic: str = TOPIC):
+    return produce_request(topic, 0, records, transactional_id=tid)
 
 
 def markers(pid: int, epoch: int, commit: bool, coordinator_epoch: int = 0):
@@ -52,6 +45,21 @@ def markers(pid: int, epoch: int, commit: bool, coordinator_epoch: int = 0):
             )
         ]
     )
+
+
+@pytest.fixture(scope="module")
+def kafka_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaCluster]:
+    """Three real nodes that take transactional batches without verifying them."""
+    cluster = KafkaCluster(
+        tmp_path_factory.mktemp("txn-markers"),
+        {"transaction.partition.verification.enable": "false"},
+    )
+    try:
+        cluster.start_all()
+        yield cluster
+        assert not cluster.crashes(), cluster.crashes()
+    finally:
+        cluster.stop_all()
 
 
 def txn_batch(pid: int, seq: int, values: list[bytes]) -> bytes:
@@ -193,3 +201,72 @@ def test_aborted_records_are_never_read_committed(kafka_cluster):
         int.from_bytes(copies[0][26:34], "big"),
     )
     assert (version, pid, first, last, lso) == (0, aborting, 0, 7, 2)
+
+
+def test_the_markers_connection_is_kept_and_replaced_when_the_leader_drops_it(kafka_cluster):
+    """node/transactions/marker_sender.py keeps a leader's connection for the next
+    transaction's markers (no connect, TLS handshake or login each time), and a kept
+    connection the leader has dropped is replaced: the markers are asked again on a new
+    one instead of failing the round (the coordinator would retry only on its timer)."""
+    import socket
+
+    from kafka import KafkaAdminClient
+    from kafka.admin import NewTopic
+
+    from seglog.node.transactions.marker_sender import MarkerSender
+    from seglog.node.transactions.txn_shard import NONE, SendMarkers
+
+    topic = "txn-kept"
+    b = kafka_cluster.kafka_bootstrap.split(",")
+    admin = KafkaAdminClient(bootstrap_servers=b, request_timeout_ms=10_000)
+    try:
+        admin.create_topics([NewTopic(topic, 1, 3)])
+    finally:
+        admin.close()
+    kafka_cluster.wait("the topic everywhere", lambda: kafka_cluster.known_everywhere(topic, 1))
+    leader = kafka_cluster.wait("a leader", lambda: kafka_cluster.leader_of(topic))
+    port = kafka_cluster.kafka_ports[leader]
+    sender = MarkerSender(
+        99,  # a coordinator on no node of this cluster: every marker goes over the wire
+        None,  # type: ignore[arg-type]  # no local partitions, no replica manager needed
+        lambda _tp: leader,
+        lambda n: ("127.0.0.1", kafka_cluster.kafka_ports[n]),
+    )
+
+    def transaction(tid: str) -> tuple[str, list[bytes]]:
+        pid = new_producer_id(port)
+        request = produce(tid, txn_batch(pid, 0, [tid.encode()]), topic)
+        with KafkaConnection(port) as conn:
+            _, response = conn.request(request)
+        assert response.responses[0].partition_responses[0].error_code == 0
+        outcome = sender._write(SendMarkers(0, 0, tid, pid, 0, True, frozenset({(topic, 0)})))
+        return outcome, [s for _a, s, _t in sender._idle.get(leader, [])]
+
+    try:
+        first, kept = transaction("kept-1")
+        assert first == NONE and len(kept) == 1
+        second, again = transaction("kept-2")
+        assert second == NONE and again == kept  # the same connection, reused
+        # The leader drops it (as connections.max.idle.ms or a restart would): the next
+        # answer is lost on it, and the markers go again on a new connection.
+        kept[0].shutdown(socket.SHUT_RD)
+        third, replaced = transaction("kept-3")
+        assert third == NONE and len(replaced) == 1 and replaced != kept
+    finally:
+        sender.shutdown()
+    # All three committed: a read_committed reader sees them.
+    from kafka import KafkaConsumer, TopicPartition
+
+    consumer = KafkaConsumer(
+        bootstrap_servers=b, isolation_level="read_committed", enable_auto_commit=False
+    )
+    tp = TopicPartition(topic, 0)
+    consumer.assign([tp])
+    consumer.seek_to_beginning(tp)
+    got: list[bytes] = []
+    deadline = time.monotonic() + TIMEOUT_S
+    while len(got) < 3 and time.monotonic() < deadline:
+        for records in consumer.poll(timeout_ms=500).values():
+            got += [r.value for r in records]
+    consumer.close()
+    assert got == [b"kept-1", b"kept-2", b"kept-3"]

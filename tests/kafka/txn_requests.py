@@ -13,6 +13,18 @@ TXN_ID = "proto-tx"
 def txn_request(api_key: int, v: int, topic: str) -> object | None:
     if api_key == 24:
         R = p.AddPartitionsToTxnRequest
+        if v >= 4:  # a partition leader's KIP-890 question: nothing is added
+            return R[v](
+                transactions=[
+                    R.AddPartitionsToTxnTransaction(
+                        transactional_id=TXN_ID,
+                        producer_id=0,
+                        producer_epoch=0,
+                        verify_only=True,
+                        topics=[R.AddPartitionsToTxnTopic(name=topic, partitions=[0])],
+                    )
+                ]
+            )
         return R[v](
             v3_and_below_transactional_id=TXN_ID,
             v3_and_below_producer_id=0,

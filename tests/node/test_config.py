@@ -59,12 +59,30 @@ def test_compose_profile_matches_the_local_one() -> None:
         ("group.consumer.heartbeat.interval.ms", "0", "at least 1"),
         ("kafka.listener.model", "fibers", "one of: event-loop, threads"),
         ("replica.fetch.protocol", "http", "one of: grpc, kafka"),
+        ("add.partitions.to.txn.retry.backoff.max.ms", "-1", "at least 0"),
+        ("transaction.partition.verification.enable", "yes", "either true or false"),
     ],
 )
 def test_bad_values_name_the_setting(key: str, value: str, says: str) -> None:
     with pytest.raises(InvalidConfigError) as e:
         NodeConfig.from_properties({"node.id": "1", key: value})
     assert key in str(e.value) and says in str(e.value)
+
+
+def test_the_hold_of_an_add_partitions_to_txn_is_kafkas_bound_and_may_be_off() -> None:
+    key = "add.partitions.to.txn.retry.backoff.max.ms"
+    default = NodeConfig.from_properties({"node.id": "1"}).txn_config
+    assert default.add_partitions_to_txn_retry_backoff_max_ms == 100
+    off = NodeConfig.from_properties({"node.id": "1", key: "0"}).txn_config
+    assert off.add_partitions_to_txn_retry_backoff_max_ms == 0
+
+
+def test_transactional_appends_are_verified_unless_turned_off() -> None:
+    key = "transaction.partition.verification.enable"
+    default = NodeConfig.from_properties({"node.id": "1"}).log_settings
+    assert default.transaction_partition_verification_enable is True  # Kafka's default
+    off = NodeConfig.from_properties({"node.id": "1", key: "false"}).log_settings
+    assert off.transaction_partition_verification_enable is False
 
 
 # --- named listeners ----------------------------------------------------------------

@@ -11,6 +11,7 @@ import json
 import os
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import confluent_kafka as ck
@@ -34,19 +35,33 @@ def write_faults(path: Path, faults: dict[str, object]) -> None:
     os.replace(tmp, path)
 
 
-@pytest.fixture
-def cluster(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> KafkaCluster:
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaCluster]:
+    """One cluster for the module; each test sets the fault and clears it after."""
+    tmp_path = tmp_path_factory.mktemp("slow-fsync")
     faults = tmp_path / "faults.json"
     write_faults(faults, {})
-    monkeypatch.setenv(ENV, str(faults))  # the nodes inherit it
-    c = KafkaCluster(tmp_path / "cluster", {"metrics.port": "0", "metrics.host": "127.0.0.1"})
-    c.faults_path = faults  # type: ignore[attr-defined]
-    c.start_all()
-    yield c
-    c.stop_all()
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv(ENV, str(faults))  # the nodes inherit it
+        c = KafkaCluster(tmp_path / "cluster", {"metrics.port": "0", "metrics.host": "127.0.0.1"})
+        c.faults_path = faults  # type: ignore[attr-defined]
+        c.start_all()
+    try:
+        yield c
+    finally:
+        c.stop_all()
 
 
-def test_slow_fsyncs_on_a_node_do_not_stall_its_other_partitions(cluster: KafkaCluster) -> None:
+@pytest.fixture
+def healthy_after(cluster: KafkaCluster) -> Iterator[None]:
+    yield
+    write_faults(cluster.faults_path, {})  # type: ignore[attr-defined]
+    time.sleep(0.3)
+
+
+def test_slow_fsyncs_on_a_node_do_not_stall_its_other_partitions(
+    cluster: KafkaCluster, healthy_after: None
+) -> None:
     leader = 2
     followers = [n for n in cluster.nodes if n != leader]
     admin = KafkaAdminClient(bootstrap_servers=cluster.kafka_bootstrap)
@@ -133,4 +148,72 @@ def test_slow_fsyncs_on_a_node_do_not_stall_its_other_partitions(cluster: KafkaC
     assert slowest < FSYNC_DELAY_MS / 1000 / 2, (
         f"a produce to {OTHER} took {slowest:.2f}s while fsyncs took {FSYNC_DELAY_MS} ms"
     )
+    assert worst_lag < FSYNC_DELAY_MS / 1000 / 2, f"event loop lag {worst_lag:.2f}s"
+
+
+DURABLE = "durable"
+
+
+def test_flush_messages_answers_wait_for_their_fsync_off_the_loop(
+    cluster: KafkaCluster, healthy_after: None
+) -> None:
+    """flush.messages=1: each append is fsynced before it is answered, as Kafka's inline
+    flush does, but in the node's flush pool (node/message_flusher.py): the answers to
+    that partition take an fsync each while the other partition's go on at once."""
+    leader = 2
+    followers = [n for n in cluster.nodes if n != leader]
+    admin = KafkaAdminClient(bootstrap_servers=cluster.kafka_bootstrap)
+    try:
+        admin.create_topics(
+            [
+                NewTopic(
+                    DURABLE,
+                    replica_assignments={0: [leader, *followers]},
+                    topic_configs={"flush.messages": "1"},
+                ),
+                NewTopic(OTHER + "-2", replica_assignments={0: [leader, *followers]}),
+            ]
+        )
+    finally:
+        admin.close()
+    for topic in (DURABLE, OTHER + "-2"):
+        cluster.wait("topics everywhere", lambda t=topic: cluster.known_everywhere(t, 1))
+        assert cluster.leader_of(topic) == leader
+    port = metrics_port(cluster.nodes[leader])
+    write_faults(cluster.faults_path, {"fsync_delay_ms": FSYNC_DELAY_MS, "node_ids": [leader]})  # type: ignore[attr-defined]
+    time.sleep(0.3)
+
+    durable_latencies: list[float] = []
+    stop = threading.Event()
+
+    def produce_durably() -> None:
+        p = ck.Producer({"bootstrap.servers": cluster.kafka_bootstrap, "acks": "1"})
+        while not stop.is_set() and len(durable_latencies) < 4:
+            t0 = time.monotonic()
+            p.produce(DURABLE, value=b"kept")
+            if p.flush(10) == 0:
+                durable_latencies.append(time.monotonic() - t0)
+
+    durable = threading.Thread(target=produce_durably, daemon=True)
+    durable.start()
+    producer = ck.Producer({"bootstrap.servers": cluster.kafka_bootstrap, "acks": "1"})
+    latencies = []
+    deadline = time.monotonic() + 4 * FSYNC_DELAY_MS / 1000
+    try:
+        while time.monotonic() < deadline:
+            t0 = time.monotonic()
+            producer.produce(OTHER + "-2", value=b"x")
+            assert producer.flush(10) == 0, "a produce to the other partition was not answered"
+            latencies.append(time.monotonic() - t0)
+            time.sleep(0.01)
+    finally:
+        stop.set()
+        durable.join(30)
+    worst_lag = value(scrape(port), LAG_METRIC)
+    # Each durable answer waited for its fsync (the leader's slowed one) ...
+    assert len(durable_latencies) >= 2, durable_latencies
+    assert min(durable_latencies) >= FSYNC_DELAY_MS / 1000 * 0.9, durable_latencies
+    # ... which never held the loop: the other partition answered meanwhile.
+    assert len(latencies) > 30, len(latencies)
+    assert max(latencies) < FSYNC_DELAY_MS / 1000 / 2, max(latencies)
     assert worst_lag < FSYNC_DELAY_MS / 1000 / 2, f"event loop lag {worst_lag:.2f}s"

@@ -12,6 +12,7 @@ from seglog.replication.fetch_state import FetchEvent
 from seglog.replication.partition_replica import (
     EARLIEST_TIMESTAMP,
     FENCED_LEADER_EPOCH,
+    FLUSH_LOG,
     INVALID_UPDATE_VERSION,
     LATEST_TIMESTAMP,
     NEVER,
@@ -396,6 +397,25 @@ def test_high_watermark_is_min_leo_over_isr() -> None:
     assert leader.high_watermark == 20
     fetch(nodes, 3, 30, 4)
     assert leader.high_watermark == 30 == leader.log.log_end_offset
+
+
+def test_a_read_from_purgatory_reads_but_leaves_the_follower_alone() -> None:
+    """A waiting fetch's later read (Kafka's readFromPurgatory) returns the records
+    appended since, and neither the follower's position nor the HW moves with it: the
+    fetch's arrival updated them."""
+    nodes, _ = three()
+    leader = nodes[1]
+    fetch(nodes, 2, 0, 1)
+    fetch(nodes, 3, 0, 1)  # both caught up at 0, then the fetches wait
+    leader.produce(1, batch(10), -1, 30_000, 2)
+    resp, actions = fetch(nodes, 2, 0, 3, from_purgatory=True)
+    assert resp.records and len(list(iter_batches(resp.records))) == 1
+    assert actions == [] and leader.followers[2].last_fetch_time_ms == 1
+    fetch(nodes, 2, 10, 4)
+    fetch(nodes, 3, 10, 4, from_purgatory=True)  # does not count as 3 reaching 10
+    assert leader.high_watermark == 0
+    fetch(nodes, 3, 10, 5)
+    assert leader.high_watermark == 10
 
 
 def test_caught_up_follower_outside_isr_holds_the_high_watermark() -> None:
@@ -882,3 +902,75 @@ def test_a_produce_after_a_long_idle_spell_does_not_shrink_the_isr() -> None:
     leader.produce(1, batch(5), -1, 30_000, hour)
     assert leader.isr_deadline_ms(hour) == hour + LAG + 1
     assert not any(isinstance(a, SendAlterPartition) for a in leader.tick(hour + 1))
+
+
+# --- deferred flush.messages (issue 40: no fsync on the loop) ---------------------------
+
+
+def flushing_log(name: str) -> MemoryLog:
+    log = MemoryLog(name, LogConfig.defaults().with_overrides({"flush.messages": "1"}))
+    log.log.defer_message_flushes = True  # as the node's ReplicaManager sets it
+    return log
+
+
+def run_flush(log: MemoryLog) -> None:
+    """What node/message_flusher.py does off the loop."""
+    job = log.log.begin_demanded_flush()
+    assert job is not None
+    assert job.run()
+    log.log.end_flush(job)
+
+
+def answers(actions: list[object]) -> list[tuple[int, str]]:
+    return [(a.request_id, a.error) for a in actions if isinstance(a, ProduceCompleted)]
+
+
+def test_deferred_flush_messages_hold_a_leaders_answers_until_the_fsync() -> None:
+    log = flushing_log("leader")
+    leader = make(1, log)
+    leader.apply_metadata(st(1, 0, 0, (1,), (1,)), 0)
+    one = leader.produce(1, batch(), 1, 1_000, 1)
+    assert FLUSH_LOG in one and answers(one) == []  # appended, not yet fsynced
+    assert log.log_end_offset == 1 and log.durable_offset == 0 and log.awaits_flush
+    # acks=-1: the HW passes the batch at once (ISR {1}), the fsync is still owed.
+    all_ = leader.produce(2, batch(), -1, 1_000, 2)
+    assert FLUSH_LOG in all_ and answers(all_) == []
+    acks0 = leader.produce(3, batch(), 0, 1_000, 3)
+    assert answers(acks0) == [(3, NONE)]  # nobody waits for an acks=0 answer
+    run_flush(log)
+    assert log.durable_offset == 3 and not log.awaits_flush
+    assert sorted(answers(leader.on_flushed())) == [(1, NONE), (2, NONE)]
+    assert leader.on_flushed() == []  # nothing held, nothing owed
+
+
+def test_held_answers_fail_when_the_leadership_goes() -> None:
+    log = flushing_log("leader")
+    leader = make(1, log)
+    leader.apply_metadata(st(1, 0, 0, (1, 2), (1, 2)), 0)
+    assert answers(leader.produce(1, batch(), 1, 1_000, 1)) == []
+    actions = leader.apply_metadata(st(2, 1, 1, (1, 2), (1, 2)), 5)
+    # Appended, maybe not durable: "may be written" (docs/replication-rules.md 5.8).
+    assert answers(actions) == [(1, NOT_LEADER_OR_FOLLOWER)]
+
+
+def test_a_follower_fetches_again_only_once_its_deferred_flush_is_done() -> None:
+    leader_log = MemoryLog("leader")
+    fill(leader_log, 0, 5, "a")
+    leader = make(1, leader_log)
+    follower_log = flushing_log("follower")
+    follower = make(2, follower_log)
+    meta = st(1, 0, 0, (1, 2), (1, 2))
+    leader.apply_metadata(meta, 0)
+    follower.apply_metadata(meta, 0)
+    nodes = {1: leader, 2: follower}
+    out = follower.next_request(1)
+    assert out is not None
+    resp, _ = leader.handle_fetch(out.request, 1)  # type: ignore[arg-type]
+    assert follower.handle_response(resp, 1) == [FLUSH_LOG]
+    assert follower_log.log_end_offset == 5 and follower_log.awaits_flush
+    # Its next fetch would tell the leader it holds offsets 0-4: not before the fsync.
+    assert follower.next_request(2) is None
+    run_flush(follower_log)
+    assert follower.on_flushed() == []
+    assert exchange(follower, nodes, 3) is not None
+    assert leader.followers[2].leo == 5

@@ -160,3 +160,40 @@ def test_checker_catches_majority_high_watermark(monkeypatch: pytest.MonkeyPatch
         s in exc.message
         for s in ("acknowledged", "committed data lost", "OUT_OF_ORDER_SEQUENCE_NUMBER")
     ), exc.message
+
+
+@pytest.mark.parametrize("flush_messages", [1, 3])
+def test_deferred_flush_messages_seeds(flush_messages: int) -> None:
+    """flush.messages deferred to a flush pool, as a node on an event loop runs it
+    (sim/sim_flushes.py): 150 seeds pass, their fsyncs are deferred and run, and with
+    flush.messages=1 no answer leaves before its batch is fsynced on the leader."""
+    failures, flushes = [], 0
+    for seed in range(5000, 5150):
+        try:
+            flushes += simulate(seed, flush_messages=flush_messages).stats["deferred_flushes"]
+        except SimulationFailure as exc:
+            failures.append(exc)
+    if failures:
+        pytest.fail(f"failing seeds {[f.seed for f in failures]}; first:\n{failures[0]}")
+    assert flushes > 150 * 5, flushes
+
+
+def test_checker_catches_an_answer_before_its_deferred_fsync(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """An acks=1 answer let out while its flush.messages fsync is still pending: the
+    flush.messages=1 check fails the seed (and the failure replays with its option)."""
+    done = pr.PartitionReplica.produce
+
+    def answer_at_once(self: pr.PartitionReplica, *args: object, **kwargs: object) -> list:
+        actions = done(self, *args, **kwargs)  # type: ignore[arg-type]
+        held = [d for _, d in self._unflushed.values()]
+        self._unflushed.clear()
+        return actions + held
+
+    monkeypatch.setattr(pr.PartitionReplica, "produce", answer_at_once)
+    with pytest.raises(SimulationFailure) as failed:
+        for seed in range(5000, 5150):
+            simulate(seed, flush_messages=1)
+    assert "fsynced, flush.messages=1" in failed.value.message
+    assert "--flush-messages 1" in str(failed.value)

@@ -225,12 +225,13 @@ def cluster(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[st
         c.stop()
 
 
-def create_topic(c: Cluster, topic: str) -> None:
+def create_topic(c: Cluster, topic: str, partitions: int = 1) -> None:
+    """Retried until the three brokers are registered (a loaded machine starts them late)."""
     deadline = time.monotonic() + 60
     with Admin(c.bootstrap, **c.options) as admin:
         while True:
             try:
-                admin.create_topics([NewTopic(topic, 1, 3)])
+                admin.create_topics([NewTopic(topic, partitions, 3)])
                 break
             except KafkaError:
                 if time.monotonic() > deadline:
@@ -271,8 +272,7 @@ def test_a_follower_with_a_wrong_password_replicates_nothing_and_says_why(tmp_pa
 
     try:
         c.start()
-        with Admin(c.bootstrap) as admin:
-            admin.create_topics([NewTopic("refused", 3, 3)])
+        create_topic(c, "refused", 3)
         producer = Producer(c.bootstrap, acks=1, linger_ms=0)
         for i in range(30):
             producer.send("refused", MARKER + str(i).encode(), partition=i % 3).get(timeout=30)
@@ -284,8 +284,51 @@ def test_a_follower_with_a_wrong_password_replicates_nothing_and_says_why(tmp_pa
         assert (records_on(1), records_on(2)) == (30, 30)
         # Node 3 holds only what it leads (about a third), and its log says why.
         assert records_on(3) < 30
-        text = c.nodes[3].log_path.read_text(errors="replace")
+        # Its first login may come after the others caught up (a loaded machine): wait.
+        deadline = time.monotonic() + 30
+        while True:
+            text = c.nodes[3].log_path.read_text(errors="replace")
+            if "fetcher_login_failed" in text or time.monotonic() > deadline:
+                break
+            time.sleep(0.3)
         assert "fetcher_login_failed" in text and "SASL_AUTHENTICATION_FAILED" in text
         assert "Wr0ngPa55" not in text  # never the password
+    finally:
+        c.stop()
+
+
+def test_transaction_markers_log_in_to_a_sasl_listener(tmp_path):
+    """The transaction coordinator writes its COMMIT markers to the other leaders over
+    their SASL_PLAINTEXT Kafka listener, logging in first as the followers do: a
+    read_committed consumer then reads every committed record (without the login the
+    markers are refused, the LSO stays put and it reads none)."""
+    from seglog.client import Consumer, TopicPartition
+
+    c = Cluster(tmp_path, tls=False, fetch_protocol="kafka", sasl=True)
+    try:
+        c.start()
+        create_topic(c, "txn-sasl", 3)
+        producer = Producer(c.bootstrap, transactional_id="txn-sasl", linger_ms=0)
+        producer.init_transactions()
+        producer.begin_transaction()
+        values = [MARKER + b"-%d" % i for i in range(30)]
+        for i, v in enumerate(values):
+            producer.send("txn-sasl", v, partition=i % 3)
+        producer.commit_transaction()
+        producer.close()
+        consumer = Consumer(
+            bootstrap_servers=c.bootstrap,
+            isolation_level="read_committed",
+            auto_offset_reset="earliest",
+            consumer_timeout_ms=5000,
+        )
+        consumer.assign([TopicPartition("txn-sasl", p) for p in range(3)])
+        deadline, seen = time.monotonic() + 30, []
+        while time.monotonic() < deadline and len(seen) < len(values):
+            seen += [r.value for r in consumer]
+        consumer.close()
+        assert sorted(seen) == sorted(values)
+        logs = "".join(n.log_path.read_text(errors="replace") for n in c.nodes.values())
+        assert "txn_markers_login_failed" not in logs
     finally:
         c.stop()

@@ -419,3 +419,44 @@ def test_admin_requests_without_cluster_alter_are_refused(cluster, tmp_path):
     assert done.returncode == 0 and "log.retention.ms=1000" not in done.stdout, done
     done = cluster.cli("acls", "--list", "--principal", "User:CN=alice", "--cluster")
     assert "operation=ALL" not in done.stdout
+
+
+def test_transaction_requests_without_write_on_the_transactional_id_are_refused(cluster):
+    """alice has no ACL on transactional ids: InitProducerId, AddPartitionsToTxn and
+    EndTxn for one are TRANSACTIONAL_ID_AUTHORIZATION_FAILED (53) at once, as in Kafka,
+    and the coordinator is never asked."""
+    from kafka.protocol.producer import (
+        AddPartitionsToTxnRequest,
+        EndTxnRequest,
+        InitProducerIdRequest,
+    )
+    from kafka.protocol.sasl import SaslAuthenticateRequest, SaslHandshakeRequest
+
+    tid = "alice-app"
+    with _tls_connection(cluster) as conn:
+        _b, r = conn.request(SaslHandshakeRequest[1](mechanism="PLAIN"))
+        assert r.error_code == 0
+        _b, r = conn.request(SaslAuthenticateRequest[1](auth_bytes=b"\0alice\0alice-secret"))
+        assert r.error_code == 0
+        _b, r = conn.request(
+            InitProducerIdRequest[4](
+                transactional_id=tid, transaction_timeout_ms=60_000, producer_id=-1,
+                producer_epoch=-1,
+            )
+        )  # fmt: skip
+        assert (r.error_code, r.producer_id) == (53, -1), r
+        R = AddPartitionsToTxnRequest
+        _b, r = conn.request(
+            R[3](
+                v3_and_below_transactional_id=tid, v3_and_below_producer_id=1,
+                v3_and_below_producer_epoch=0,
+                v3_and_below_topics=[R.AddPartitionsToTxnTopic(name="orders-eu", partitions=[0])],
+            )
+        )  # fmt: skip
+        codes = [p.partition_error_code for t in r.results_by_topic_v3_and_below
+                 for p in t.results_by_partition]  # fmt: skip
+        assert codes == [53], r
+        _b, r = conn.request(
+            EndTxnRequest[3](transactional_id=tid, producer_id=1, producer_epoch=0, committed=True)
+        )
+        assert r.error_code == 53, r

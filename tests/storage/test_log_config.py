@@ -87,6 +87,7 @@ KAFKA_BROKER_LOG_DEFAULTS: dict[str, object] = {
     "replica.high.watermark.checkpoint.interval.ms": 5000,
     "producer.id.expiration.ms": 86400000,
     "producer.id.expiration.check.interval.ms": 600000,
+    "transaction.partition.verification.enable": True,
     "log.cleaner.enable": True,
     "log.cleaner.threads": 1,
     "log.cleaner.dedupe.buffer.size": 134217728,

@@ -15,7 +15,11 @@ import pytest
 from log_fixtures import T0, config
 
 from seglog.storage.dump_log import DumpOptions, dump_files
-from seglog.storage.errors import CorruptIndexError, InvalidProducerEpochError
+from seglog.storage.errors import (
+    CorruptIndexError,
+    InvalidProducerEpochError,
+    OutOfOrderSequenceError,
+)
 from seglog.storage.log import Log
 from seglog.storage.producer_snapshot import read_snapshot
 from seglog.storage.producer_state import ControlMarker
@@ -56,6 +60,39 @@ def entry_bytes(pid: int, first: int, last: int, lso: int) -> bytes:
         + last.to_bytes(8, "big")
         + lso.to_bytes(8, "big")
     )
+
+
+def test_a_transactional_batch_repeating_an_ended_transactions_sequences_is_refused(
+    tmp_path: Path,
+) -> None:
+    """Seen on compose (one-way, seed 10): librdkafka purged a batch in flight when it
+    aborted, then sent the next transaction's record with the same epoch and sequence.
+    Taken as a retry, it was acknowledged at the aborted batch's offset and never
+    written: a committed write lost. A true retry finds its first copy inside the
+    transaction the producer has open here; anything older is refused, unwritten."""
+    log = open_log(tmp_path / "t-0")
+    log.append_as_leader(txn_batch(1000, 0, 1), 0)  # offset 0: the batch given up on
+    log.append_marker(1000, 0, ABORT, 0)  # 1
+    with pytest.raises(OutOfOrderSequenceError, match="offset 0, which a transaction ended"):
+        log.append_as_leader(txn_batch(1000, 0, 1), 0)
+    assert log.log_end_offset == 2
+    assert log.producer_state.ongoing_txns == {}
+    # The same after a commit.
+    log.append_as_leader(txn_batch(1000, 1, 1), 0)  # 2
+    log.append_marker(1000, 0, COMMIT, 0)  # 3
+    with pytest.raises(OutOfOrderSequenceError):
+        log.append_as_leader(txn_batch(1000, 1, 1), 0)
+    # A retry inside the open transaction is still a duplicate, answered with the
+    # first copy's offsets and not written again.
+    log.append_as_leader(txn_batch(1000, 2, 2), 0)  # 4-5
+    log.append_as_leader(txn_batch(1000, 4, 1), 0)  # 6
+    retried = log.append_as_leader(txn_batch(1000, 2, 2), 0)
+    assert (retried.first_offset, retried.last_offset) == (4, 5)
+    assert log.log_end_offset == 7
+    # After an epoch bump the sequences start again, and nothing is a repeat.
+    log.append_marker(1000, 0, ABORT, 0)  # 7
+    bumped = log.append_as_leader(txn_batch(1000, 0, 1, epoch=1), 1)
+    assert bumped.first_offset == 8
 
 
 def test_an_aborted_transaction_gets_its_34_byte_entry_and_a_commit_none(tmp_path: Path) -> None:

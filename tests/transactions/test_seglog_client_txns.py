@@ -194,13 +194,77 @@ def test_offsets_pending_in_a_transaction_are_fetched_once_it_commits(txn_cluste
         isolation_level="read_committed",
         enable_auto_commit=False,
     )
-    with ThreadPoolExecutor(1) as pool:
+    admin = Admin(txn_cluster.bootstrap)
+    with ThreadPoolExecutor(2) as pool:
         # OffsetFetch's require_stable: UNSTABLE_OFFSET_COMMIT while the transaction
         # holds the offset, so the consumer asks again instead of reading none.
         committed = pool.submit(c.committed, tp)
+        # The Admin's too, when asked (ListConsumerGroupOffsetsOptions.requireStable).
+        listed = pool.submit(
+            admin.list_consumer_group_offsets, "stx-stable", [tp], require_stable=True
+        )
         time.sleep(3)
-        assert not committed.done()
+        assert not committed.done() and not listed.done()
+        assert admin.list_consumer_group_offsets("stx-stable", [tp]) == {}
         p.commit_transaction()
         assert committed.result(timeout=60) == 5
+        assert listed.result(timeout=60)[tp].offset == 5
+    admin.close()
     c.close(autocommit=False)
     p.close()
+
+
+def test_a_prepared_transaction_is_ended_by_another_client(txn_cluster):
+    """prepare_transaction leaves the transaction open; end_transaction commits it from
+    elsewhere (the Spark sink's driver), by transactional id, producer id and epoch."""
+    from seglog.client.cluster import ClusterMetadata
+    from seglog.client.errors import IllegalStateError
+    from seglog.client.transaction_manager import end_transaction
+
+    create(txn_cluster, "stx-prepared", 1)
+    p = Producer(txn_cluster.bootstrap, transactional_id="stx-prepared")
+    p.init_transactions()
+    p.begin_transaction()
+    with pytest.raises(IllegalStateError, match="no records or offsets"):
+        p.prepare_transaction()
+    p.send("stx-prepared", b"prepared")
+    prepared = p.prepare_transaction()
+    assert prepared.transactional_id == "stx-prepared" and prepared.producer_id >= 0
+    with pytest.raises(IllegalStateError, match="PREPARED"):
+        p.send("stx-prepared", b"after")
+    p.close()
+    assert end_offsets(txn_cluster, "stx-prepared", 1, "read_committed") == {0: 0}
+
+    metadata = ClusterMetadata(txn_cluster.bootstrap)
+    try:
+        end_transaction(metadata, prepared, True, 30)
+        end_transaction(metadata, prepared, True, 30)  # a retry: answered as the first
+        with pytest.raises(KafkaError, match="INVALID_TXN_STATE"):
+            end_transaction(metadata, prepared, False, 30)
+        stale = prepared._replace(epoch=prepared.epoch - 1)
+        with pytest.raises(ProducerFencedError):
+            end_transaction(metadata, stale, True, 30)
+    finally:
+        metadata.close()
+    assert read_all(txn_cluster, "stx-prepared", 1, "read_committed") == [b"prepared"]
+
+
+def test_a_single_node_serves_transactions(node):
+    """A node that is its own controller (no quorum) commits a block of producer ids,
+    and calls its metadata listeners, inside InitProducerId: the coordinator must not
+    wait there for its own lock (it did, and every transactional call hung)."""
+    p = Producer(node.bootstrap, transactional_id="single", max_block_ms=20000)
+    p.init_transactions()
+    p.begin_transaction()
+    p.send("single-node", b"committed")
+    p.commit_transaction()
+    p.close()
+    c = Consumer(
+        bootstrap_servers=node.bootstrap,
+        isolation_level="read_committed",
+        auto_offset_reset="earliest",
+        consumer_timeout_ms=QUIET_MS,
+    )
+    c.assign([TopicPartition("single-node", 0)])
+    assert [r.value for r in c] == [b"committed"]
+    c.close()

@@ -23,11 +23,14 @@ TID = "tx-orders"
 class Harness:
     """A node's shell in miniature: the coordinator, its log, its answers."""
 
-    def __init__(self, max_timeout_ms: int = 900_000, expiration_ms: int = 604_800_000) -> None:
+    def __init__(
+        self, max_timeout_ms: int = 900_000, expiration_ms: int = 604_800_000, hold_ms: int = 100
+    ) -> None:
         pids = count(1000)
         self.config = TxnConfig(
             transaction_max_timeout_ms=max_timeout_ms,
             transactional_id_expiration_ms=expiration_ms,
+            add_partitions_to_txn_retry_backoff_max_ms=hold_ms,
         )
         self.coord = TransactionCoordinator(self.config, lambda: next(pids))
         self.partition = self.coord.partition_for(TID)
@@ -67,14 +70,15 @@ class Harness:
         self.run(fn(self.rid, TID, *args, self.now), ack=ack)
         return self.answers.get(self.rid)
 
-    def markers_written(self) -> None:
+    def markers_written(self, error: str = "NONE", *, ack: bool = True) -> None:
         while self.markers:
             m = self.markers.pop(0)
             self.run(
                 self.coord.on_markers_done(
                     m.partition, m.coordinator_epoch, m.transactional_id, m.producer_id,
-                    m.producer_epoch, "NONE", self.now,
-                )
+                    m.producer_epoch, error, self.now,
+                ),
+                ack=ack,
             )  # fmt: skip
 
     def state(self) -> TxnState:
@@ -95,7 +99,7 @@ def test_init_begins_at_epoch_0_and_each_init_bumps_it() -> None:
 
 
 def test_a_committed_transaction_goes_through_prepare_and_complete() -> None:
-    h = Harness()
+    h = Harness(hold_ms=0)
     h.call("init_producer_id", 60_000, -1, -1)
     parts = [("orders", 0), ("orders", 1)]
     h.now = 10
@@ -111,7 +115,7 @@ def test_a_committed_transaction_goes_through_prepare_and_complete() -> None:
     (m,) = h.markers
     assert (m.commit, m.producer_id, m.producer_epoch, m.coordinator_epoch) == (True, 1000, 0, 3)
     assert m.partitions == frozenset(parts)
-    # Markers in flight: the producer's next transaction waits.
+    # Markers in flight: the producer's next transaction waits (not held: hold_ms=0).
     assert h.call("add_partitions", 1000, 0, parts).error == "CONCURRENT_TRANSACTIONS"
     h.markers_written()
     assert h.state() is S.COMPLETE_COMMIT
@@ -120,6 +124,72 @@ def test_a_committed_transaction_goes_through_prepare_and_complete() -> None:
     # A retried EndTxn answers as before; the opposite outcome is refused.
     assert h.call("end_txn", 1000, 0, True).error == "NONE"
     assert h.call("end_txn", 1000, 0, False).error == "INVALID_TXN_STATE"
+
+
+def _committing(h: Harness) -> None:
+    """A transaction on ("orders", 0) asked to commit: PrepareCommit written, markers out."""
+    h.call("init_producer_id", 60_000, -1, -1)
+    h.call("add_partitions", 1000, 0, [("orders", 0)])
+    assert h.call("end_txn", 1000, 0, True) == TxnResult("NONE", 1000, 0)
+    assert h.state() is S.PREPARE_COMMIT and len(h.markers) == 1
+
+
+def test_the_next_transactions_add_partitions_is_held_until_the_previous_completes() -> None:
+    h = Harness()
+    _committing(h)
+    h.now = 5
+    # The producer's next transaction starts while the markers are being written:
+    # no answer yet, nothing written.
+    written = len(h.log)
+    assert h.call("add_partitions", 1000, 0, [("orders", 1)]) is None
+    assert len(h.log) == written
+    assert h.coord.next_parked_deadline() == 105
+    # Markers written, CompleteCommit not yet acknowledged: still held.
+    h.now = 8
+    h.markers_written(ack=False)
+    assert h.answers.get(h.rid) is None
+    h.ack()  # CompleteCommit acknowledged: the held request goes through
+    assert h.answers[h.rid] == TxnResult("NONE", 1000, 0)
+    states = [rec.decode_value(v).state for _k, v in h.log]  # type: ignore[union-attr]
+    assert states[-3:] == [S.PREPARE_COMMIT, S.COMPLETE_COMMIT, S.ONGOING]
+    assert h.state() is S.ONGOING
+    assert h.coord.shards[h.partition].txns[TID].partitions == {("orders", 1)}
+    assert h.coord.next_parked_deadline() is None
+
+
+def test_a_held_add_partitions_is_answered_concurrent_transactions_at_its_deadline() -> None:
+    h = Harness(hold_ms=50)
+    _committing(h)
+    h.now = 10
+    assert h.call("add_offsets", 1000, 0, "group-a") is None  # AddOffsetsToTxn too
+    h.now = 59
+    h.run(h.coord.expire_parked(h.now))
+    assert h.answers.get(h.rid) is None
+    h.now = 60
+    h.run(h.coord.expire_parked(h.now))
+    assert h.answers[h.rid].error == "CONCURRENT_TRANSACTIONS"
+    h.markers_written()
+    assert h.state() is S.COMPLETE_COMMIT  # the expired request changed nothing
+
+
+def test_a_held_add_partitions_hears_concurrent_transactions_when_the_markers_fail() -> None:
+    h = Harness()
+    _committing(h)
+    assert h.call("add_partitions", 1000, 0, [("orders", 1)]) is None
+    h.markers_written("NOT_LEADER_OR_FOLLOWER")
+    assert h.answers[h.rid].error == "CONCURRENT_TRANSACTIONS"
+    assert h.state() is S.PREPARE_COMMIT  # the timer sends the markers again
+    # A zombie's request is refused at once, never held.
+    assert h.call("add_partitions", 1000, 1, [("orders", 1)]).error == "PRODUCER_FENCED"
+
+
+def test_a_held_add_partitions_hears_not_coordinator_when_the_partition_moves() -> None:
+    h = Harness()
+    _committing(h)
+    assert h.call("add_partitions", 1000, 0, [("orders", 1)]) is None
+    h.run(h.coord.unload(h.partition))
+    assert h.answers[h.rid].error == "NOT_COORDINATOR"
+    assert h.coord.next_parked_deadline() is None
 
 
 def test_a_second_producer_fences_the_first_and_aborts_its_transaction() -> None:

@@ -2,7 +2,8 @@
 describe and describe-producers of a transaction whose producer stopped without
 ending it; find-hanging and abort of a hanging transaction (a producer that wrote a
 transactional batch without adding the partition to a transaction, as clients before
-KIP-890 could, and stopped: no coordinator will ever end it), which holds every
+KIP-890 could, and stopped: no coordinator will ever end it; the nodes run with
+transaction.partition.verification.enable=false, which lets it in), which holds every
 read_committed reader of the partition at its first offset until the abort; and the
 errors for an unknown transactional id and a wrong start offset."""
 
@@ -53,7 +54,8 @@ def write_hanging_batch(cluster, partition: int) -> int:
     return int(pid.producer_id)
 
 
-def test_transactions_cli_lists_describes_finds_hanging_and_aborts(txn_cluster, capsys):
+def test_transactions_cli_lists_describes_finds_hanging_and_aborts(unverified_txn_cluster, capsys):
+    txn_cluster = unverified_txn_cluster
     create(txn_cluster, TOPIC, 2)
     # A producer that stops without ending its transaction (on partition 0).
     stopped = Producer(
