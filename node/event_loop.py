@@ -81,6 +81,11 @@ class NodeLoop:
         horizon = plain_monotonic_s() - LAG_WINDOW_S
         return max((lag for at, lag in list(self._lags) if at >= horizon), default=0.0)
 
+    def late_s(self, now: float) -> float:
+        """How late the next probe is at `now` (from any thread): a loop held by one
+        callback (a write to a disk that stopped answering) is late by that long."""
+        return max(0.0, now - self._expected) if self.thread_id is not None else 0.0
+
     def on_loop(self) -> bool:
         return threading.get_ident() == self.thread_id
 

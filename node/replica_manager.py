@@ -147,6 +147,8 @@ class ReplicaManager(ReplicaTimers):
         # Beaten by the timer loop each round: a loop stuck (behind a partition lock held
         # across a hung disk write, say) tells the broker it cannot serve.
         self.watchdog: StallWatchdog | None = None
+        self.own_stall_s: Callable[[float], float] | None = None
+        self._stalled_at_ms = pr.NEVER
         # Why this node must not take produces as a leader now (its controller process
         # silent: fenced without knowing it), or None.
         self.leadership_doubt: Callable[[], str | None] | None = None
@@ -351,6 +353,7 @@ class ReplicaManager(ReplicaTimers):
                     session_fetch_ms=self._session_fetch_ms,
                 )
                 replica.log_clock = self.log_manager.clock
+                replica.serving_since_ms = self._serving_since_ms
                 plog.log.defer_message_flushes = True  # run by self._flusher
                 hp = HostedPartition(tp, topic_id, plog, replica)
             was_leader_epoch = hp.replica.leader_epoch

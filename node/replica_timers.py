@@ -7,19 +7,33 @@ leaders' ISR rules read. Work proportional to what is due, not to the partitions
 from __future__ import annotations
 
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
 
 from seglog.replication import partition_replica as pr
 from seglog.replication.isr_deadlines import IsrDeadlines
+from seglog.storage import io_watch
 from seglog.storage.disk_and_clock import monotonic_ms as now_ms
 from seglog.storage.disk_and_clock import plain_monotonic_s
 
 from .hosted_partition import HostedPartition, TopicPartition
 from .liveness import StallWatchdog
 
+if TYPE_CHECKING:
+    from .event_loop import NodeLoop
+
 TICK_S = 0.05
 TIMER_LOOP = "replica timer loop"  # its name in the broker's stall watchdog
 DUE_PER_TICK = 10_000  # partitions ticked for their ISR timers per round, at most
+
+
+def serving_stall_s(loop: NodeLoop | None, now: float) -> float:
+    """How long the node's serving path has been stuck at `now` (monotonic): its event
+    loop late, or its oldest disk operation in flight (a gRPC fetch waits on the
+    partition lock such a write holds)."""
+    started = io_watch.oldest_started()
+    disk = now - started if started is not None else 0.0
+    return max(disk, loop.late_s(now) if loop is not None else 0.0)
 
 
 class ReplicaTimers:
@@ -32,6 +46,11 @@ class ReplicaTimers:
     _deadlines_lock: threading.Lock
     watchdog: StallWatchdog | None
     replica_lag_time_max_ms: int
+    # How long the node's serving path has been stuck at a monotonic time (its loop late,
+    # a disk operation in flight): set by the server. `_stalled_at_ms` is the last tick
+    # that found it stuck for a quarter of the lag; followers are not blamed for it.
+    own_stall_s: Callable[[float], float] | None
+    _stalled_at_ms: int
 
     def partitions(self) -> list[HostedPartition]:
         raise NotImplementedError
@@ -49,6 +68,10 @@ class ReplicaTimers:
             if self.watchdog is not None:
                 self.watchdog.beat(TIMER_LOOP, plain_monotonic_s())
             t = now_ms()
+            stall = self.own_stall_s
+            lag_s = self.replica_lag_time_max_ms / 1000
+            if stall is not None and stall(plain_monotonic_s()) > lag_s / 4:
+                self._stalled_at_ms = t
             with self._deadlines_lock:
                 due = set(self._deadlines.due(t, DUE_PER_TICK))
                 silent = self._deadlines.silent(t, self.replica_lag_time_max_ms)
@@ -85,6 +108,9 @@ class ReplicaTimers:
             return
         with self._deadlines_lock:
             self._deadlines.schedule(hp.tp, at)
+
+    def _serving_since_ms(self) -> int:
+        return self._stalled_at_ms
 
     def _session_fetch_ms(self, replica_id: int) -> int:
         # A dict read, no lock: asked on every produce and fetch.

@@ -12,6 +12,7 @@ import sys
 import threading
 from collections.abc import Callable, Sequence
 from concurrent import futures
+from functools import partial
 from types import FrameType
 from typing import Any
 
@@ -46,6 +47,7 @@ from seglog.node.log_dir_moves import LogDirMoves
 from seglog.node.log_manager import LogManager
 from seglog.node.metrics import GrpcMetricsInterceptor, NodeMetrics, NodeStateCollector
 from seglog.node.replica_manager import ReplicaManager
+from seglog.node.replica_timers import serving_stall_s
 from seglog.node.security import grpc_tls
 from seglog.node.security.grpc_gate import AuthorizingInterceptor
 from seglog.node.security.grpc_sasl import GrpcSasl, SaslTokenInterceptor
@@ -155,6 +157,7 @@ class Node:
             quota_window_size_ms=config.replication_quota_window_size_seconds * 1000,
         )
         self.log_manager.on_dir_offline = self.replica_manager.on_log_dir_offline
+        self.replica_manager.own_stall_s = partial(serving_stall_s, self.loop)
         # AlterReplicaLogDirs: replicas moved between log.dirs entries.
         self.log_dir_moves = LogDirMoves(self.log_manager, self.replica_manager.hosted)
         if self.remote is not None:

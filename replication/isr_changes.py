@@ -44,6 +44,7 @@ class IsrChanges:
     epoch_start_offset: int
     _eligible: Callable[[int, int], bool]
     _session_fetch_ms: Callable[[int], int] | None
+    serving_since_ms: Callable[[], int] | None
     _pending_isr: _PendingIsrChange | None
     _next_alter_request_id: int
 
@@ -82,6 +83,16 @@ class IsrChanges:
         elapsed = now_ms - self._caught_up_at(replica_id, follower)
         return elapsed <= self.config.replica_lag_time_max_ms
 
+    def _in_sync_at(self, replica_id: int, follower: FollowerState) -> int:
+        """Where an ISR follower's lag is counted from: its last catch-up, or the end of
+        this leader's own last stall (`serving_since_ms`) if later. A follower cannot
+        fetch from a leader whose loop or disk is stuck; blaming it would leave the
+        stuck leader alone in the ISR, so its fence finds no leader to elect."""
+        at = self._caught_up_at(replica_id, follower)
+        if self.serving_since_ms is not None:
+            at = max(at, self.serving_since_ms())
+        return at
+
     def fold_session_fetches(self) -> None:
         """Before the log end moves: the followers at it were caught up as of their
         node's last fetch (the session's implied fetches of this idle partition), which
@@ -116,7 +127,7 @@ class IsrChanges:
             fs = self.followers.get(r)
             if r == self.node_id or fs is None:
                 continue
-            at = self._caught_up_at(r, fs) + lag + 1
+            at = self._in_sync_at(r, fs) + lag + 1
             if self._session_fetch_ms is not None and fs.leo == leo and at > now_ms:
                 continue
             earliest = at if earliest is None else min(earliest, at)
@@ -220,7 +231,8 @@ class IsrChanges:
                 for r in self.isr
                 if r != self.node_id
                 and r in self.followers
-                and not self._is_caught_up(r, self.followers[r], now_ms)
+                and now_ms - self._in_sync_at(r, self.followers[r])
+                > self.config.replica_lag_time_max_ms
             }
             if out_of_sync:
                 # A pending shrink keeps the old, larger ISR as the maximal one.

@@ -126,6 +126,9 @@ class PartitionReplica(IsrChanges, LeaderReads):
         self.broker_epoch = broker_epoch
         self._eligible = is_replica_eligible or (lambda _replica, _epoch: True)
         self._session_fetch_ms = session_fetch_ms
+        # When this leader was last seen in a stall of its own (the node's loop or disk
+        # stuck; IsrChanges._in_sync_at). Set by the node's shell; None: never stalls.
+        self.serving_since_ms: Callable[[], int] | None = None
         self.role = Role.NONE
         self.leader_id = -1
         self.leader_epoch = -1

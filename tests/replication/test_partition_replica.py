@@ -904,6 +904,32 @@ def test_a_produce_after_a_long_idle_spell_does_not_shrink_the_isr() -> None:
     assert not any(isinstance(a, SendAlterPartition) for a in leader.tick(hour + 1))
 
 
+
+def test_a_leader_that_stalled_does_not_blame_its_followers_for_the_stall() -> None:
+    """A follower cannot fetch from a leader whose loop or disk is stuck: its lag counts
+    from the end of the leader's own stall (`serving_since_ms`), so a stuck leader does
+    not shrink its ISR to itself (then its fence would find no leader to elect)."""
+    nodes, _ = three()
+    leader = nodes[1]
+    leader.produce(1, batch(5), -1, 30_000, 0)
+    fetch(nodes, 2, 5, 10)
+    fetch(nodes, 3, 5, 10)
+    stalled_at = [LAG]  # the shell saw the node stuck until LAG
+    leader.serving_since_ms = lambda: stalled_at[0]
+    assert leader.isr_deadline_ms(LAG) == 2 * LAG + 1
+    assert not any(isinstance(a, SendAlterPartition) for a in leader.tick(LAG + 11))
+    # Silent for a whole lag after the stall ended: out of sync after all.
+    (alter,) = [a for a in leader.tick(2 * LAG + 1) if isinstance(a, SendAlterPartition)]
+    assert alter.new_isr == (1,)
+    # Without the stall the same follower silence shrinks at once.
+    nodes, _ = three()
+    plain = nodes[1]
+    plain.produce(1, batch(5), -1, 30_000, 0)
+    fetch(nodes, 2, 5, 10)
+    fetch(nodes, 3, 5, 10)
+    (alter,) = [a for a in plain.tick(LAG + 11) if isinstance(a, SendAlterPartition)]
+    assert alter.new_isr == (1,)
+
 # --- deferred flush.messages (issue 40: no fsync on the loop) ---------------------------
 
 
