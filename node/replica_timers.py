@@ -48,7 +48,7 @@ class ReplicaTimers:
     replica_lag_time_max_ms: int
     # How long the node's serving path has been stuck at a monotonic time (its loop late,
     # a disk operation in flight): set by the server. `_stalled_at_ms` is the last tick
-    # that found it stuck for a quarter of the lag; followers are not blamed for it.
+    # that found it stuck for half the lag; followers are not blamed for it.
     own_stall_s: Callable[[float], float] | None
     _stalled_at_ms: int
 
@@ -70,7 +70,7 @@ class ReplicaTimers:
             t = now_ms()
             stall = self.own_stall_s
             lag_s = self.replica_lag_time_max_ms / 1000
-            if stall is not None and stall(plain_monotonic_s()) > lag_s / 4:
+            if stall is not None and stall(plain_monotonic_s()) > lag_s / 2:
                 self._stalled_at_ms = t
             with self._deadlines_lock:
                 due = set(self._deadlines.due(t, DUE_PER_TICK))

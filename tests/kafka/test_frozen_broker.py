@@ -21,7 +21,7 @@ import os
 import signal
 import time
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -182,15 +182,9 @@ def test_frozen_broker_with_live_controller_fails_over_and_rejoins(tmp_path):
         assert cluster.log_events(victim, "broker_serving")
 
 
-def test_a_broker_whose_disk_stops_answering_fences_itself_and_rejoins(tmp_path, monkeypatch):
-    """A produce to a partition the victim leads hangs in its segment write. Past the
-    stall bound (max(session, 5 s)) the broker says so (`broker_stalled`,
-    seglog_broker_stalled 1) and its controller process fences it at once, so its
-    leaderships move and the retried produce succeeds."""
-    from prometheus_client.parser import text_string_to_metric_families
-
-    from seglog.node.controller.remote_controller import STALL_BOUND_MIN_S
-
+def disk_faults(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Callable[..., None]:
+    """The nodes' fault file (storage/disk_and_clock.py's FaultInjector, re-read at most
+    every 50 ms): returns a function that replaces its faults."""
     faults = tmp_path / "faults.json"
     faults.write_text("{}")
     monkeypatch.setenv("SEGLOG_FAULT_INJECTION_FILE", str(faults))
@@ -200,6 +194,19 @@ def test_a_broker_whose_disk_stops_answering_fences_itself_and_rejoins(tmp_path,
         tmp.write_text(json.dumps(f))
         os.replace(tmp, faults)
 
+    return set_faults
+
+
+def test_a_broker_whose_disk_stops_answering_fences_itself_and_rejoins(tmp_path, monkeypatch):
+    """A produce to a partition the victim leads hangs in its segment write. Past the
+    stall bound (max(session, 5 s)) the broker says so (`broker_stalled`,
+    seglog_broker_stalled 1) and its controller process fences it at once, so its
+    leaderships move and the retried produce succeeds."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    from seglog.node.controller.remote_controller import STALL_BOUND_MIN_S
+
+    set_faults = disk_faults(tmp_path, monkeypatch)
     metrics = {"metrics.port": "0", "metrics.host": "127.0.0.1"}
     with local_run(tmp_path / "cluster", metrics) as run:
         cluster, victim = run.cluster, run.victim
@@ -234,6 +241,56 @@ def test_a_broker_whose_disk_stops_answering_fences_itself_and_rejoins(tmp_path,
         run.wait_rejoined("the broker unfenced and in every ISR once its disk answers")
         assert stalled_gauge() == 0
         assert cluster.log_events(victim, "broker_serving_again")
+
+
+def test_a_leader_stuck_on_its_disk_does_not_shrink_its_isrs_to_itself(tmp_path, monkeypatch):
+    """Its followers cannot fetch while its loop hangs in a segment write, but that is
+    the leader's stall, not theirs: with a lag (2 s) shorter than the stall bound (5 s)
+    the old node shrank the ISRs of its other partitions to itself first, so its
+    self-fence found no leader to elect and those partitions stayed offline (CI caught
+    the race at the local profile's 5 s lag). The write goes to a topic created last,
+    whose lock the write holds, so the timers reach the earlier partitions first."""
+    from confluent_kafka.admin import NewTopic
+
+    from seglog.node.controller.remote_controller import STALL_BOUND_MIN_S
+
+    set_faults = disk_faults(tmp_path, monkeypatch)
+    with local_run(tmp_path / "cluster", {"replica.lag.time.max.ms": "2000"}) as run:
+        cluster, victim = run.cluster, run.victim
+        others = [i for i in NODE_IDS if i != victim]
+        run.admin.create_topics([NewTopic("stuck", 1, replica_assignment=[[victim, *others]])])[
+            "stuck"
+        ].result(30)
+        cluster.wait(
+            "stuck-0 led by the victim with a full ISR",
+            lambda: (
+                (t := topic_of(cluster.metadata(run.survivor, ["stuck"]), "stuck"))
+                and t.partitions
+                and t.partitions[0].leader_id == victim
+                and tuple(sorted(t.partitions[0].isr_nodes)) == FULL
+                or None
+            ),
+        )
+        set_faults(write_block=True, node_ids=[victim])
+        try:
+            time.sleep(0.2)
+            run.since = time.monotonic()
+            delivered: list[object] = []
+            run.producer.produce(
+                "stuck", value=b"hangs", partition=0, on_delivery=lambda e, m: delivered.append(e)
+            )
+            bound_s = max(STALL_BOUND_MIN_S, SESSION_MS / 1000)
+            while time.monotonic() - run.since < bound_s + 10 and not (
+                run.failed_over() and delivered
+            ):
+                run.producer.poll(0.05)
+            m = leaders(cluster, run.survivor)
+            assert run.failed_over(), f"{run.led} of {TOPIC} left without a leader: {m}"
+            assert delivered == [None], delivered  # stuck-0 failed over too, its record taken
+            assert cluster.log_events(victim, "broker_fenced_itself")
+        finally:
+            set_faults()
+        run.wait_rejoined("the broker unfenced and in every ISR once its disk answers")
 
 
 def test_a_frozen_controller_process_sends_clients_to_the_new_leaders(tmp_path):

@@ -417,16 +417,19 @@ def test_an_idle_partition_drops_a_frozen_follower_within_the_lag(
     os.killpg(node.proc.pid, signal.SIGSTOP)
     frozen_at = time.monotonic()
     try:
+        # The lag, then a timer round, an AlterPartition and its commit: 1-2 s on a
+        # quiet machine (CI under the whole suite's load once took 4.2 s). The property
+        # is that the lag rule shrinks them before the session would fence the node
+        # (checked below: not fenced), which on the old code was the only way out.
+        session_s = cluster.session_timeout_ms / 1000
         shrunk_s = None
-        while time.monotonic() - frozen_at < 5.0:
+        while time.monotonic() - frozen_at < session_s - 0.5:
             if sum(map(urp, others)) >= followed:
                 shrunk_s = time.monotonic() - frozen_at
                 break
             time.sleep(0.05)
-        lag_s = 1.0
-        # The lag, then a timer round, an AlterPartition and its commit.
-        assert shrunk_s is not None and shrunk_s <= lag_s + 1.0, (
-            shrunk_s,
+        assert shrunk_s is not None, (
+            f"ISRs not shrunk {session_s - 0.5} s after the freeze",
             [urp(i) for i in others],
         )
         assert sum(map(active, others)) == 1, "the active controller moved: not the lag rule"

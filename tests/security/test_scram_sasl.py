@@ -5,6 +5,7 @@ followers use it), and each way an authentication fails."""
 from __future__ import annotations
 
 import base64
+import unicodedata
 
 import pytest
 from hypothesis import given, settings
@@ -52,11 +53,16 @@ def _prepared(text: str) -> bool:
         return False
 
 
-# Latin text without the control, format and non-ASCII space characters SASLprep refuses
-# or drops.
-_LATIN = st.characters(
-    min_codepoint=32, max_codepoint=0x24F, blacklist_categories=("Cc", "Cf", "Zs")
-) | st.just(" ")
+# Latin characters SASLprep leaves as they are (not the control, format and non-ASCII
+# space characters it refuses or drops, nor those NFKC maps: "ĳ", "ſ", "½"...), so the
+# texts' filter rarely rejects one (hypothesis's health check failed on too many).
+_LATIN = st.sampled_from(
+    [
+        chr(c)
+        for c in range(32, 0x250)
+        if (c == 32 or unicodedata.category(chr(c)) not in ("Cc", "Cf", "Zs")) and _prepared(chr(c))
+    ]
+)
 
 
 def _first(client: ScramClient) -> bytes:
