@@ -429,18 +429,7 @@ class TransactionManager:
                     f"call abort_transaction()"
                 )
             if self.partitions or self._offsets_added:
-                request = tpb.EndTxnRequest(
-                    transactional_id=self.transactional_id,
-                    producer_id=self.producer_id,
-                    producer_epoch=self.producer_epoch,
-                    committed=commit,
-                )
-
-                def send(address: tuple[str, int]) -> tuple[str, str, None]:
-                    r = call(self._stub(address).EndTxn, request, self.request_timeout_s)
-                    return error_name(r.error_code), r.error_message, None
-
-                self._at_coordinator(deadline, "EndTxn", send)
+                self._end_txn(deadline, commit)
             if self._abortable is not None:
                 # A failed batch leaves the partitions' sequences unknown: a new epoch
                 # starts them again at 0 (KIP-360's bump, by this producer's id and epoch).
@@ -449,6 +438,21 @@ class TransactionManager:
             self._offsets_added = False
             self._abortable = None
             self.state = TxnState.READY
+
+    def _end_txn(self, deadline: float, commit: bool) -> None:
+        """EndTxn for this producer id and epoch, at the coordinator, until `deadline`."""
+        request = tpb.EndTxnRequest(
+            transactional_id=self.transactional_id,
+            producer_id=self.producer_id,
+            producer_epoch=self.producer_epoch,
+            committed=commit,
+        )
+
+        def send(address: tuple[str, int]) -> tuple[str, str, None]:
+            r = call(self._stub(address).EndTxn, request, self.request_timeout_s)
+            return error_name(r.error_code), r.error_message, None
+
+        self._at_coordinator(deadline, "EndTxn", send)
 
 
 def end_transaction(
@@ -470,15 +474,4 @@ def end_transaction(
         lambda _pid, _epoch: None,
     )  # fmt: skip
     tm.producer_id, tm.producer_epoch = prepared.producer_id, prepared.epoch
-    request = tpb.EndTxnRequest(
-        transactional_id=prepared.transactional_id,
-        producer_id=prepared.producer_id,
-        producer_epoch=prepared.epoch,
-        committed=commit,
-    )
-
-    def send(address: tuple[str, int]) -> tuple[str, str, None]:
-        r = call(tm._stub(address).EndTxn, request, request_timeout_s)
-        return error_name(r.error_code), r.error_message, None
-
-    tm._at_coordinator(time.monotonic() + timeout_s, "EndTxn", send)
+    tm._end_txn(time.monotonic() + timeout_s, commit)

@@ -11,7 +11,7 @@ import json
 import signal
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import TypeVar
 
@@ -23,6 +23,7 @@ from seglog.proto import client_pb2 as pb
 from seglog.proto import client_pb2_grpc
 
 T = TypeVar("T")
+ClusterT = TypeVar("ClusterT", bound="ThreeNodeCluster")
 NODE_IDS = (1, 2, 3)
 
 
@@ -105,6 +106,17 @@ class ThreeNodeCluster:
     def start_all(self) -> None:
         """Start the nodes (side by side); each is up when its health check passes."""
         self.start_stopped()
+
+    def serve_tests(self: ClusterT) -> Iterator[ClusterT]:
+        """A pytest fixture's body (`yield from cluster.serve_tests()`): the nodes
+        started, the cluster handed to the tests, then no node may have crashed, and
+        the nodes stopped whatever happened."""
+        try:
+            self.start_all()
+            yield self
+            assert not self.crashes(), self.crashes()
+        finally:
+            self.stop_all()
 
     def stop_all(self) -> None:
         for n in self.nodes.values():  # all at once: the shutdowns overlap

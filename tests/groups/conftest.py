@@ -9,9 +9,4 @@ from seglog.harness.kafka_cluster import GROUP_OVERRIDES, KafkaCluster
 def group_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaCluster]:
     """Three real nodes with Kafka listeners for the group tests of one module."""
     cluster = KafkaCluster(tmp_path_factory.mktemp("groups"), GROUP_OVERRIDES)
-    try:
-        cluster.start_all()
-        yield cluster
-        assert not cluster.crashes(), cluster.crashes()
-    finally:
-        cluster.stop_all()
+    yield from cluster.serve_tests()

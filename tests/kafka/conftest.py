@@ -10,9 +10,4 @@ def kafka_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaClu
     """Three real nodes with Kafka listeners, shared by the tests that do not kill
     nodes (each uses topics of its own)."""
     cluster = KafkaCluster(tmp_path_factory.mktemp("kafka-cluster"))
-    try:
-        cluster.start_all()
-        yield cluster
-        assert not cluster.crashes(), cluster.crashes()
-    finally:
-        cluster.stop_all()
+    yield from cluster.serve_tests()

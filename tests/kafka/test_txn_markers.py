@@ -54,12 +54,7 @@ def kafka_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaClu
         tmp_path_factory.mktemp("txn-markers"),
         {"transaction.partition.verification.enable": "false"},
     )
-    try:
-        cluster.start_all()
-        yield cluster
-        assert not cluster.crashes(), cluster.crashes()
-    finally:
-        cluster.stop_all()
+    yield from cluster.serve_tests()
 
 
 def txn_batch(pid: int, seq: int, values: list[bytes]) -> bytes:

@@ -59,28 +59,30 @@ def healthy_after(cluster: KafkaCluster) -> Iterator[None]:
     time.sleep(0.3)
 
 
-def test_slow_fsyncs_on_a_node_do_not_stall_its_other_partitions(
-    cluster: KafkaCluster, healthy_after: None
-) -> None:
-    leader = 2
+def create_led_by(cluster: KafkaCluster, leader: int, topics: dict[str, dict[str, str]]) -> None:
+    """One-partition topics (name -> topic configs) whose preferred leader is `leader`,
+    known to every node and led by it."""
     followers = [n for n in cluster.nodes if n != leader]
     admin = KafkaAdminClient(bootstrap_servers=cluster.kafka_bootstrap)
     try:
         admin.create_topics(
             [
-                NewTopic(
-                    ROLLING,
-                    replica_assignments={0: [leader, *followers]},
-                    topic_configs={"segment.bytes": str(SEGMENT_BYTES)},
-                ),
-                NewTopic(OTHER, replica_assignments={0: [leader, *followers]}),
+                NewTopic(name, replica_assignments={0: [leader, *followers]}, topic_configs=cfg)
+                for name, cfg in topics.items()
             ]
         )
     finally:
         admin.close()
-    cluster.wait("both topics everywhere", lambda: cluster.known_everywhere(ROLLING, 1))
-    cluster.wait("both topics everywhere", lambda: cluster.known_everywhere(OTHER, 1))
-    assert cluster.leader_of(ROLLING) == leader and cluster.leader_of(OTHER) == leader
+    for topic in topics:
+        cluster.wait("topics everywhere", lambda t=topic: cluster.known_everywhere(t, 1))
+        assert cluster.leader_of(topic) == leader
+
+
+def test_slow_fsyncs_on_a_node_do_not_stall_its_other_partitions(
+    cluster: KafkaCluster, healthy_after: None
+) -> None:
+    leader = 2
+    create_led_by(cluster, leader, {ROLLING: {"segment.bytes": str(SEGMENT_BYTES)}, OTHER: {}})
 
     port = metrics_port(cluster.nodes[leader])
     flushes_before = value(scrape(port), FLUSHES + "_count")
@@ -161,24 +163,7 @@ def test_flush_messages_answers_wait_for_their_fsync_off_the_loop(
     flush does, but in the node's flush pool (node/message_flusher.py): the answers to
     that partition take an fsync each while the other partition's go on at once."""
     leader = 2
-    followers = [n for n in cluster.nodes if n != leader]
-    admin = KafkaAdminClient(bootstrap_servers=cluster.kafka_bootstrap)
-    try:
-        admin.create_topics(
-            [
-                NewTopic(
-                    DURABLE,
-                    replica_assignments={0: [leader, *followers]},
-                    topic_configs={"flush.messages": "1"},
-                ),
-                NewTopic(OTHER + "-2", replica_assignments={0: [leader, *followers]}),
-            ]
-        )
-    finally:
-        admin.close()
-    for topic in (DURABLE, OTHER + "-2"):
-        cluster.wait("topics everywhere", lambda t=topic: cluster.known_everywhere(t, 1))
-        assert cluster.leader_of(topic) == leader
+    create_led_by(cluster, leader, {DURABLE: {"flush.messages": "1"}, OTHER + "-2": {}})
     port = metrics_port(cluster.nodes[leader])
     write_faults(cluster.faults_path, {"fsync_delay_ms": FSYNC_DELAY_MS, "node_ids": [leader]})  # type: ignore[attr-defined]
     time.sleep(0.3)

@@ -20,12 +20,7 @@ def txn_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaClust
     Kafka listener is there for the coordinators' WriteTxnMarkers between nodes.
     Shared by the tests (each uses topics and transactional ids of its own)."""
     cluster = TxnCluster(tmp_path_factory.mktemp("txn-cluster"), {**GROUP_OVERRIDES, **METRICS})
-    try:
-        cluster.start_all()
-        yield cluster
-        assert not cluster.crashes(), cluster.crashes()
-    finally:
-        cluster.stop_all()
+    yield from cluster.serve_tests()
 
 
 # KIP-890's verification off: a leader takes a transactional batch without asking the
@@ -41,9 +36,4 @@ def unverified_txn_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator
     cluster = TxnCluster(
         tmp_path_factory.mktemp("txn-unverified"), {**GROUP_OVERRIDES, **UNVERIFIED}
     )
-    try:
-        cluster.start_all()
-        yield cluster
-        assert not cluster.crashes(), cluster.crashes()
-    finally:
-        cluster.stop_all()
+    yield from cluster.serve_tests()
