@@ -173,7 +173,9 @@ FETCH = 1
 APIS: dict[int, ApiSpec] = {
     spec.key: spec
     for spec in (
-        ApiSpec(0, "Produce", ProduceRequest, ProduceResponse, (3, 9), advertised_min=0),
+        # Produce v10 adds KIP-951's leader hints, v11 TRANSACTION_ABORTABLE (KIP-890);
+        # v12 is KIP-890 part 2 (transaction version 2), not served.
+        ApiSpec(0, "Produce", ProduceRequest, ProduceResponse, (3, 11), advertised_min=0),
         ApiSpec(1, "Fetch", FetchRequest, FetchResponse, (4, 17)),
         ApiSpec(2, "ListOffsets", ListOffsetsRequest, ListOffsetsResponse, (1, 10)),
         ApiSpec(3, "Metadata", MetadataRequest, MetadataResponse, (0, 13)),

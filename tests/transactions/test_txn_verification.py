@@ -199,6 +199,30 @@ def test_a_transactional_batch_for_a_partition_never_added_is_refused(txn_cluste
     assert read_all(txn_cluster, topic, 2, "read_committed") == [b"added"]
 
 
+def test_produce_v11_hears_transaction_abortable_where_v10_hears_invalid_txn_state(txn_cluster):
+    """KIP-890: Produce v11's client knows TRANSACTION_ABORTABLE, so a transactional
+    batch for a partition never added to the transaction is answered by that name, with
+    no message of its own (Kafka's ReplicaManager sets none); v10 and below hear
+    INVALID_TXN_STATE, "Partition was not added to the transaction". The same whether
+    the coordinator is another node (the leader's AddPartitionsToTxn VerifyOnly over
+    the wire) or the leader itself. Nothing is appended either way."""
+    topic = "verify-abortable"
+    create(txn_cluster, topic, 1)
+    leader = txn_cluster.wait("a leader", lambda: txn_cluster.leader_of(topic, 0))
+    for tid in transactional_ids_by_coordinator(txn_cluster, "verify-abortable", leader):
+        pid, epoch = init_producer(txn_cluster, tid)
+        stray = txn_batch(pid, epoch, b"stray")
+        for version, expected in (
+            (9, (INVALID_TXN_STATE, NOT_ADDED)),
+            (10, (INVALID_TXN_STATE, NOT_ADDED)),
+            (11, (TRANSACTION_ABORTABLE, None)),
+        ):
+            got = kafka_produce(txn_cluster, tid, topic, 0, stray, version=version)
+            assert got == expected, (tid, version)
+    assert log_end(txn_cluster, topic, 1) == {0: 0}
+    assert end_offsets(txn_cluster, topic, 1, "read_committed") == {0: 0}
+
+
 def test_a_verified_batch_lets_its_connection_read_on_once_appended(txn_cluster):
     """The Produce that opens a transaction on a partition waits for its verification
     before its append, and its connection's next request waits for that append (a
