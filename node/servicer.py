@@ -328,7 +328,7 @@ class SegLogServicer(client_pb2_grpc.SegLogServicer):
         request_timing.add_remote(plain_perf_s() - waiting)
         results = iter(
             [
-                ProduceResult(error_name=unverified[tp][0], error_message=unverified[tp][1])
+                ProduceResult(error_name=unverified[tp][0], error_message=unverified[tp][1] or "")
                 if tp in unverified
                 else next(appended)
                 for tp, _data in items

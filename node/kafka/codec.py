@@ -173,7 +173,9 @@ FETCH = 1
 APIS: dict[int, ApiSpec] = {
     spec.key: spec
     for spec in (
-        ApiSpec(0, "Produce", ProduceRequest, ProduceResponse, (3, 9), advertised_min=0),
+        # Produce v10 adds KIP-951's leader hints, v11 TRANSACTION_ABORTABLE (KIP-890);
+        # v12 is KIP-890 part 2 (transaction version 2), not served.
+        ApiSpec(0, "Produce", ProduceRequest, ProduceResponse, (3, 11), advertised_min=0),
         ApiSpec(1, "Fetch", FetchRequest, FetchResponse, (4, 17)),
         ApiSpec(2, "ListOffsets", ListOffsetsRequest, ListOffsetsResponse, (1, 10)),
         ApiSpec(3, "Metadata", MetadataRequest, MetadataResponse, (0, 13)),
@@ -193,14 +195,16 @@ APIS: dict[int, ApiSpec] = {
         ApiSpec(21, "DeleteRecords", DeleteRecordsRequest, DeleteRecordsResponse, (0, 2)),
         ApiSpec(19, "CreateTopics", CreateTopicsRequest, CreateTopicsResponse, (2, 7)),
         ApiSpec(20, "DeleteTopics", DeleteTopicsRequest, DeleteTopicsResponse, (1, 6)),
-        ApiSpec(22, "InitProducerId", InitProducerIdRequest, InitProducerIdResponse, (0, 4)),
+        # KIP-890 part 1's versions (v5, v4, v4, v4: TRANSACTION_ABORTABLE known); EndTxn
+        # v5 and TxnOffsetCommit v5 are part 2's (transaction version 2), not served.
+        ApiSpec(22, "InitProducerId", InitProducerIdRequest, InitProducerIdResponse, (0, 5)),
         ApiSpec(
             24, "AddPartitionsToTxn", AddPartitionsToTxnRequest, AddPartitionsToTxnResponse, (0, 5)
         ),
-        ApiSpec(25, "AddOffsetsToTxn", AddOffsetsToTxnRequest, AddOffsetsToTxnResponse, (0, 3)),
-        ApiSpec(26, "EndTxn", EndTxnRequest, EndTxnResponse, (0, 3)),
+        ApiSpec(25, "AddOffsetsToTxn", AddOffsetsToTxnRequest, AddOffsetsToTxnResponse, (0, 4)),
+        ApiSpec(26, "EndTxn", EndTxnRequest, EndTxnResponse, (0, 4)),
         ApiSpec(27, "WriteTxnMarkers", WriteTxnMarkersRequest, WriteTxnMarkersResponse, (1, 2)),
-        ApiSpec(28, "TxnOffsetCommit", TxnOffsetCommitRequest, TxnOffsetCommitResponse, (0, 3)),
+        ApiSpec(28, "TxnOffsetCommit", TxnOffsetCommitRequest, TxnOffsetCommitResponse, (0, 4)),
         ApiSpec(
             61, "DescribeProducers", DescribeProducersRequest, DescribeProducersResponse, (0, 0)
         ),

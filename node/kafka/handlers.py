@@ -32,7 +32,7 @@ from ..security.authorizing_node import AuthorizingNode
 from ..security.kafka_gate import allowed, allowed_on_any, authorized_operations
 from ..security.node_authorizer import NodeAuthorizer
 from ..transactions.txn_records import TRANSACTION_STATE_TOPIC
-from ..transactions.txn_verification import produce_error
+from ..transactions.txn_verification import produce_error, produce_supported_operation
 from ..transactions.verification_sender import Verification, start_verification
 from . import (
     admin,
@@ -60,6 +60,7 @@ from .deferred import FAILED, Deferred, Done, Handler, OnLoop
 from .errors import error_code
 from .fetch_requests import fetch_spec, split_unknown
 from .groups import KafkaGroupApis
+from .leader_hints import FETCH_HINTED, PRODUCE_HINTED, LeaderHints
 from .metadata import api_versions, describe_cluster, metadata
 from .node_api import KafkaNode
 
@@ -260,14 +261,15 @@ class KafkaApis:
         timeout = req.timeout_ms if req.timeout_ms > 0 else DEFAULT_PRODUCE_TIMEOUT_MS
         rm = self.node.replica_manager
         guards: dict[tuple[str, int], VerificationGuard] = {}
-        messages: dict[tuple[str, int], str] = {}
+        messages: dict[tuple[str, int], str | None] = {}
         sender = self.node.txn_verification
         if items and refuse is None and req.transactional_id and sender is not None:
             # KIP-890: a batch that opens a transaction here is verified first.
             box: Future[Verification] = Future()
             now = start_verification(
-                sender, rm, req.transactional_id, items, timeout, box.set_result
-            )
+                sender, rm, req.transactional_id, items, timeout, box.set_result,
+                produce_supported_operation(request.api_version),
+            )  # fmt: skip
             if now is None:
                 return self._produce_verified(request, items, errors, timeout, box)
             items = _verified(now, items, errors, messages)
@@ -316,7 +318,7 @@ class KafkaApis:
         acks = request.body.acks
         rm = self.node.replica_manager
         began = plain_monotonic_s()
-        messages: dict[tuple[str, int], str] = {}
+        messages: dict[tuple[str, int], str | None] = {}
 
         def append(v: Verification) -> tuple[StartedProduce | None, list[Any]]:
             todo = _verified(v, items, errors, messages)
@@ -388,34 +390,47 @@ class KafkaApis:
         request: KafkaRequest,
         errors: dict[tuple[str, int], str],
         done: dict[Any, Any],
-        messages: dict[tuple[str, int], str] | None = None,
+        messages: dict[tuple[str, int], str | None] | None = None,
     ) -> list[Part]:
+        """The answer; from v10 a partition answered NOT_LEADER_OR_FOLLOWER names its
+        current leader, and the answer those leaders' endpoints (KIP-951)."""
+        hints = (
+            LeaderHints(self.node, self.listener, PRODUCE_HINTED)
+            if request.api_version >= hot_codec.PRODUCE_LEADER_HINTS
+            else None
+        )
         topics = []
         for t in request.body.topic_data:
             partitions: list[hot_codec.Produced] = []
             for p in t.partition_data:
                 tp = (t.name, p.index)
                 r = done.get(tp)
+                name = r.error_name if r is not None else errors.get(tp, "UNKNOWN_SERVER_ERROR")
+                leader = hints.current_leader(tp, name) if hints is not None else None
                 if r is None:
-                    name = errors.get(tp, "UNKNOWN_SERVER_ERROR")
                     message = (messages or {}).get(tp, name)
-                    partitions.append((p.index, error_code(name), -1, -1, -1, message, ()))
+                    partitions.append((p.index, error_code(name), -1, -1, -1, message, (), leader))
                     continue
                 partitions.append(
                     (
                         p.index,
-                        error_code(r.error_name),
+                        error_code(name),
                         r.base_offset,
                         r.log_append_time,
                         r.log_start_offset,
                         r.error_message or None,
                         r.record_errors,
+                        leader,
                     )
                 )
             topics.append((t.name, partitions))
         return [
             hot_codec.encode_produce_response(
-                request.correlation_id, request.api_version, topics, request.throttle_ms
+                request.correlation_id,
+                request.api_version,
+                topics,
+                request.throttle_ms,
+                hints.endpoints() if hints is not None else (),
             )
         ]
 
@@ -573,8 +588,6 @@ class KafkaApis:
                 )
                 if r.diverging_epoch is not None and request.api_version >= 12:
                     part.diverging_epoch = part.EpochEndOffset(*r.diverging_epoch)
-                if r.error_name != "NONE" and r.leader[0] >= 0 and request.api_version >= 12:
-                    part.current_leader = part.LeaderIdAndEpoch(*r.leader)
                 if topics and topics[-1].topic == r.topic:
                     topics[-1].partitions.append(part)
                 else:
@@ -603,9 +616,16 @@ class KafkaApis:
         error: str,
     ) -> list[Part]:
         """fetch_response at v12+ (node/kafka/hot_codec.py): records as they are, a
-        FileSlice a part of its own."""
+        FileSlice a part of its own; from v16 a partition answered NOT_LEADER_OR_FOLLOWER
+        or FENCED_LEADER_EPOCH names its current leader, and the answer those leaders'
+        endpoints (KIP-951)."""
         version = request.api_version
         isolation = request.body.isolation_level
+        hints = (
+            LeaderHints(self.node, self.listener, FETCH_HINTED)
+            if version >= hot_codec.FETCH_NODE_ENDPOINTS
+            else None
+        )
         topics: list[hot_codec.FetchTopic] = []
         try:
             for r in results:
@@ -622,9 +642,9 @@ class KafkaApis:
                     records if records is not None else b"",
                     aborted_transactions=read_committed.aborted_pairs(r, isolation),
                     diverging_epoch=r.diverging_epoch,
-                    current_leader=r.leader
-                    if r.error_name != "NONE" and r.leader[0] >= 0
-                    else None,
+                    current_leader=None
+                    if hints is None
+                    else hints.current_leader((r.topic, r.partition), r.error_name, r.leader),
                 )
                 if topics and topics[-1].topic == r.topic:
                     topics[-1].partitions.append(part)
@@ -634,7 +654,11 @@ class KafkaApis:
                     topic_id = ids.get(r.topic) or uuid.UUID(r.topic)
                 topics.append(hot_codec.FetchTopic(r.topic, topic_id, [part]))
             body = hot_codec.FetchResponseBody(
-                request.throttle_ms, error_code(error), session_id, topics
+                request.throttle_ms,
+                error_code(error),
+                session_id,
+                topics,
+                hints.endpoints() if hints is not None else (),
             )
             return hot_codec.encode_fetch_response(request.correlation_id, version, body)
         except BaseException:
@@ -745,7 +769,7 @@ def _verified(
     v: Verification,
     items: list[tuple[tuple[str, int], bytes]],
     errors: dict[tuple[str, int], str],
-    messages: dict[tuple[str, int], str],
+    messages: dict[tuple[str, int], str | None],
 ) -> list[tuple[tuple[str, int], bytes]]:
     """The items left to append after verification; the refused ones' errors noted."""
     for tp, (name, message) in v.errors.items():

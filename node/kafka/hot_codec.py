@@ -1,4 +1,4 @@
-"""The hot APIs' codec: request headers, Produce (v3-v9) and Fetch at its flexible
+"""The hot APIs' codec: request headers, Produce (v3-v11) and Fetch at its flexible
 versions (v12-v17), written out field by field from Kafka's message schemas
 (ProduceRequest.json, FetchRequest.json, their responses; the copies kafka-python ships).
 
@@ -42,6 +42,11 @@ _ACKS_TIMEOUT = struct.Struct(">hi")
 OWN_PART_BYTES = 64 * 1024
 FETCH_FLEXIBLE = (12, 17)  # the Fetch versions decoded and encoded here
 PRODUCE_FLEXIBLE = 9
+PRODUCE_VERSIONS = (3, 11)  # the Produce versions decoded and encoded here
+# KIP-951's leader hints: CurrentLeader in Produce v10+ and Fetch v12+, NodeEndpoints in
+# Produce v10+ and Fetch v16+.
+PRODUCE_LEADER_HINTS = 10
+FETCH_NODE_ENDPOINTS = 16
 
 
 _UUIDS: dict[bytes, uuid.UUID] = {}  # topic ids seen: a handful, bounded below
@@ -358,6 +363,37 @@ def tagged(fields: Sequence[tuple[int, bytes]]) -> bytes:
     return out
 
 
+# KIP-951's NodeEndpoint: (node id, host, port, rack).
+NodeEndpoint = tuple[int, str, int, "str | None"]
+
+
+def leader_id_and_epoch(leader: tuple[int, int]) -> bytes:
+    """A LeaderIdAndEpoch struct (the CurrentLeader tagged field's value)."""
+    return _LEADER.pack(*leader) + b"\x00"
+
+
+def node_endpoints(endpoints: Sequence[NodeEndpoint]) -> bytes:
+    """The NodeEndpoints tagged field's value: a compact array of NodeEndpoint."""
+    out = uvarint(len(endpoints) + 1)
+    for node_id, host, port, rack in endpoints:
+        out += _I32.pack(node_id) + compact_string(host) + _I32.pack(port)
+        out += compact_string(rack) + b"\x00"
+    return out
+
+
+def _read_node_endpoints(raw: bytes) -> list[NodeEndpoint]:
+    r = Reader(raw)
+    out: list[NodeEndpoint] = []
+    for _ in range(max(r.compact_length(), 0)):  # bounded by the field's length
+        node_id = r.i32()
+        host = r.compact_string() or ""
+        port = r.i32()
+        rack = r.compact_string()
+        r.skip_tags()
+        out.append((node_id, host, port, rack))
+    return out
+
+
 def encode_fetch_request(
     correlation_id: int,
     client_id: str,
@@ -436,6 +472,7 @@ class FetchResponseBody:
     error_code: int
     session_id: int
     responses: list[FetchTopic]
+    node_endpoints: Sequence[NodeEndpoint] = ()  # v16+ (KIP-951)
 
 
 def encode_fetch_response(correlation_id: int, version: int, body: FetchResponseBody) -> list[Part]:
@@ -488,10 +525,13 @@ def encode_fetch_response(correlation_id: int, version: int, body: FetchResponse
             if p.diverging_epoch is not None:
                 tags.append((0, _EPOCH_END.pack(*p.diverging_epoch) + b"\x00"))
             if p.current_leader is not None:
-                tags.append((1, _LEADER.pack(*p.current_leader) + b"\x00"))
+                tags.append((1, leader_id_and_epoch(p.current_leader)))
             out += tagged(tags) if tags else b"\x00"
         out += b"\x00"
-    out += b"\x00"
+    if body.node_endpoints and version >= FETCH_NODE_ENDPOINTS:
+        out += tagged([(0, node_endpoints(body.node_endpoints))])
+    else:
+        out += b"\x00"
     parts.append(bytes(out))
     size = sum(len(part) for part in parts)
     first = parts[0]
@@ -541,10 +581,13 @@ def decode_fetch_response(body: bytes | memoryview, version: int) -> FetchRespon
             partitions.append(p)
         r.skip_tags()
         responses.append(FetchTopic(name, topic_id, partitions))
-    r.skip_tags()
+    endpoints: list[NodeEndpoint] = []
+    for tag, raw in r.tags().items():
+        if tag == 0 and version >= FETCH_NODE_ENDPOINTS:
+            endpoints = _read_node_endpoints(raw)
     if r.pos != len(body):
         raise Malformed(f"{len(body) - r.pos} bytes after the Fetch response")
-    return FetchResponseBody(throttle, error, session_id, responses)
+    return FetchResponseBody(throttle, error, session_id, responses, endpoints)
 
 
 # --- Produce ---------------------------------------------------------------------------
@@ -572,8 +615,8 @@ class ProduceRequestBody:
 
 
 def decode_produce_request(body: bytes | memoryview, version: int) -> ProduceRequestBody:
-    """A Produce request body at v3-v9 (flexible from v9)."""
-    if not 3 <= version <= PRODUCE_FLEXIBLE:
+    """A Produce request body at v3-v11 (flexible from v9; v10 and v11 are v9's body)."""
+    if not PRODUCE_VERSIONS[0] <= version <= PRODUCE_VERSIONS[1]:
         raise ValueError(f"Produce v{version} is not decoded here")
     r = Reader(body)
     flexible = version >= PRODUCE_FLEXIBLE
@@ -601,10 +644,12 @@ def decode_produce_request(body: bytes | memoryview, version: int) -> ProduceReq
     return ProduceRequestBody(transactional_id, acks, timeout, topics)
 
 
-# (index, error code, base offset, log append time, log start offset, error message)
 # (partition, error code, base offset, log append time, log start offset, error message,
-# KIP-467's record errors: (batch index, message) of each refused record).
-Produced = tuple[int, int, int, int, int, "str | None", "tuple[tuple[int, str], ...]"]
+# KIP-467's record errors: (batch index, message) of each refused record, KIP-951's
+# current leader (id, epoch) or None).
+Produced = tuple[
+    int, int, int, int, int, "str | None", "tuple[tuple[int, str], ...]", "tuple[int, int] | None"
+]
 
 
 def encode_produce_response(
@@ -612,10 +657,14 @@ def encode_produce_response(
     version: int,
     topics: Sequence[tuple[str, Sequence[Produced]]],
     throttle_time_ms: int = 0,
+    endpoints: Sequence[NodeEndpoint] = (),
 ) -> bytes:
-    """A Produce response frame at v3-v9 (header v1 from v9)."""
-    if not 3 <= version <= PRODUCE_FLEXIBLE:
+    """A Produce response frame at v3-v11 (header v1 from v9). From v10 a partition's
+    current leader and the top level's `endpoints` (KIP-951) go out as tagged fields
+    when given; below v10 they are left out."""
+    if not PRODUCE_VERSIONS[0] <= version <= PRODUCE_VERSIONS[1]:
         raise ValueError(f"Produce v{version} is not encoded here")
+    hints = version >= PRODUCE_LEADER_HINTS
     flexible = version >= PRODUCE_FLEXIBLE
     out = bytearray(_I32.pack(correlation_id))
     if flexible:
@@ -626,7 +675,7 @@ def encode_produce_response(
     for name, partitions in topics:
         out += compact_string(name) if flexible else string(name)
         out += uvarint(len(partitions) + 1) if flexible else _I32.pack(len(partitions))
-        for index, error, base_offset, append_time, log_start, message, bad in partitions:
+        for index, error, base_offset, append_time, log_start, message, bad, leader in partitions:
             out += _PRODUCED.pack(index, error, base_offset, append_time)
             if version >= 5:
                 out += _I64.pack(log_start)
@@ -635,7 +684,11 @@ def encode_produce_response(
                     out += uvarint(len(bad) + 1)
                     for batch_index, why in bad:
                         out += _I32.pack(batch_index) + compact_string(why) + b"\x00"
-                    out += compact_string(message) + b"\x00"
+                    out += compact_string(message)
+                    if hints and leader is not None:
+                        out += tagged([(0, leader_id_and_epoch(leader))])
+                    else:
+                        out += b"\x00"
                 else:
                     out += _I32.pack(len(bad))
                     for batch_index, why in bad:
@@ -644,6 +697,8 @@ def encode_produce_response(
         if flexible:
             out += b"\x00"
     out += _I32.pack(throttle_time_ms)
-    if flexible:
+    if hints and endpoints:
+        out += tagged([(0, node_endpoints(endpoints))])
+    elif flexible:
         out += b"\x00"
     return _I32.pack(len(out)) + bytes(out)

@@ -8,7 +8,10 @@ DescribeTransactions, ListTransactions, and DescribeProducers (a partition leade
 producer state). ACLs as Kafka: WRITE on the transactional id for the requests of a
 transaction, DESCRIBE on it to describe or list one, READ on the topic for
 DescribeProducers. Before the versions that know PRODUCER_FENCED (KIP-588) a fenced
-producer hears INVALID_PRODUCER_EPOCH."""
+producer hears INVALID_PRODUCER_EPOCH. InitProducerId v5, AddOffsetsToTxn v4, EndTxn v4
+and TxnOffsetCommit v4 only say their client knows TRANSACTION_ABORTABLE (KIP-890): of
+these only TxnOffsetCommit's verification can answer it (the coordinator says it to a
+VerifyOnly question alone), so the others are answered as the version before."""
 
 from __future__ import annotations
 
@@ -31,6 +34,7 @@ from ..transactions.partition_producers import active_producers
 from ..transactions.txn_runtime import ANSWER_TIMEOUT_S as TXN_ANSWER_TIMEOUT_S
 from ..transactions.txn_runtime import wait_txn_answer
 from ..transactions.txn_shard import TxnResult
+from ..transactions.txn_verification import txn_offset_commit_supported_operation
 from ..transactions.verification_sender import REQUEST_TIMEOUT_MS
 from .codec import KafkaRequest, Part, encode_response, partition_errors, response_class
 from .deferred import Deferred, from_future
@@ -369,8 +373,10 @@ def txn_offset_commit(apis: KafkaApis, request: KafkaRequest) -> list[Part] | De
     producer's transaction and visible once its COMMIT marker lands (docs/transactions.md),
     once the transaction coordinator has verified that the group's `__consumer_offsets`
     partition is in the transaction (KIP-890 part 1; node/transactions/
-    offsets_verification.py). The answer comes from a Deferred that holds no thread
-    while the verification and the append wait (`begin`, on the event loop).
+    offsets_verification.py): a group not in the transaction is TRANSACTION_ABORTABLE
+    from v4, INVALID_TXN_STATE before, as Kafka's AddPartitionsToTxnManager maps it.
+    The answer comes from a Deferred that holds no thread while the verification and
+    the append wait (`begin`, on the event loop).
     ACLs as Kafka: WRITE on the transactional id, READ on the group and each topic."""
     req = request.body
     v = request.api_version
@@ -398,6 +404,7 @@ def txn_offset_commit(apis: KafkaApis, request: KafkaRequest) -> list[Part] | De
                 req.member_id if v >= 3 else "",
                 (req.group_instance_id or None) if v >= 3 else None,
                 allowed_parts,
+                txn_offset_commit_supported_operation(v),
             )
             return _deferred_commit(request, errors, allowed_parts, future)
     return _txn_offset_commit_response(request, errors)

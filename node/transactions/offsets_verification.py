@@ -22,6 +22,7 @@ from ..groups.offsets_records import OFFSETS_TOPIC
 from ..groups.offsets_topic import GroupCoordinatorRuntime
 from ..replica_manager import ReplicaManager
 from ..security.group_acls import done_future
+from .txn_verification import DEFAULT_ERROR, TransactionSupportedOperation
 from .verification_sender import (
     REQUEST_TIMEOUT_MS,
     OffsetsVerified,
@@ -52,13 +53,15 @@ def txn_offset_commit(
     member_id: str,
     instance: str | None,
     partitions: list[CommitPartition],
+    operation: TransactionSupportedOperation = DEFAULT_ERROR,
 ) -> Future[Result]:
     """The group's answer to a TxnOffsetCommit, verified first: the group's status as
     Kafka checks it before verifying (not the coordinator, loading: that error for
     all), then the verification (a refusal answers every partition with
     txn_offset_commit_error's mapping; nothing is appended), then the commit with the
     verification's guard. `transaction.partition.verification.enable=false` (no
-    sender) commits at once, as before."""
+    sender) commits at once, as before. `operation`: what the request's version lets
+    its client hear (the gRPC service's clients: DEFAULT_ERROR)."""
     groups = node.groups
     partition, error = groups.offsets_partition(group_id)
     if error != NONE:
@@ -90,6 +93,7 @@ def txn_offset_commit(
         (OFFSETS_TOPIC, partition),
         REQUEST_TIMEOUT_MS,
         verified,
+        operation,
     )
     if now is not None:
         verified(now)

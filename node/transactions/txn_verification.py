@@ -14,6 +14,7 @@ from __future__ import annotations
 import itertools
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from enum import Enum
 
 from seglog.storage.record_batch import BatchHeader, iter_batches
 
@@ -25,8 +26,35 @@ INVALID_PRODUCER_EPOCH = "INVALID_PRODUCER_EPOCH"
 INVALID_TXN_STATE = "INVALID_TXN_STATE"
 NOT_ENOUGH_REPLICAS = "NOT_ENOUGH_REPLICAS"
 INVALID_PRODUCER_ID_MAPPING = "INVALID_PRODUCER_ID_MAPPING"
+TRANSACTION_ABORTABLE = "TRANSACTION_ABORTABLE"
 
-# Coordinator errors a client of Produce v3-v10 would not retry as it should: Kafka
+
+class TransactionSupportedOperation(Enum):
+    """What the asking request's version lets its client hear (Kafka's
+    AddPartitionsToTxnManager.TransactionSupportedOperation). ADD_PARTITION, KIP-890
+    part 2's (Produce v12, TxnOffsetCommit v5), is not served."""
+
+    DEFAULT_ERROR = "DEFAULT_ERROR"  # knows no TRANSACTION_ABORTABLE: INVALID_TXN_STATE
+    GENERIC_ERROR_SUPPORTED = "GENERIC_ERROR_SUPPORTED"  # hears TRANSACTION_ABORTABLE
+
+
+DEFAULT_ERROR = TransactionSupportedOperation.DEFAULT_ERROR
+GENERIC_ERROR_SUPPORTED = TransactionSupportedOperation.GENERIC_ERROR_SUPPORTED
+
+
+def produce_supported_operation(version: int) -> TransactionSupportedOperation:
+    """Kafka's produceRequestVersionToTransactionSupportedOperation: Produce v11 adds
+    TRANSACTION_ABORTABLE (KIP-890)."""
+    return GENERIC_ERROR_SUPPORTED if version > 10 else DEFAULT_ERROR
+
+
+def txn_offset_commit_supported_operation(version: int) -> TransactionSupportedOperation:
+    """Kafka's txnOffsetCommitRequestVersionToTransactionSupportedOperation:
+    TxnOffsetCommit v4 adds TRANSACTION_ABORTABLE (KIP-890)."""
+    return GENERIC_ERROR_SUPPORTED if version > 3 else DEFAULT_ERROR
+
+
+# Coordinator errors a client of Produce v3-v11 would not retry as it should: Kafka
 # answers them NOT_ENOUGH_REPLICAS (retriable, and it triggers no metadata refresh).
 # CONCURRENT_TRANSACTIONS too, for transaction version 1 (the only one served here).
 _RETRIABLE = frozenset(
@@ -40,10 +68,14 @@ _RETRIABLE = frozenset(
 )
 
 
-def produce_error(error: str) -> tuple[str, str]:
-    """A partition's failed verification as its Produce answer: (error, message)."""
+def produce_error(error: str) -> tuple[str, str | None]:
+    """A partition's failed verification as its Produce answer: (error, message).
+    TRANSACTION_ABORTABLE (Produce v11+) has no message of its own in Kafka
+    (ReplicaManager.handleProduceAppend: no custom exception, so a null ErrorMessage)."""
     if error == INVALID_TXN_STATE:
         return error, "Partition was not added to the transaction"
+    if error == TRANSACTION_ABORTABLE:
+        return error, None
     if error in _RETRIABLE:
         return NOT_ENOUGH_REPLICAS, (
             "Unable to verify the partition has been added to the transaction. "
@@ -72,22 +104,24 @@ _OFFSET_COMMIT_ERRORS = {
 
 def txn_offset_commit_error(error: str) -> str:
     """A failed verification as TxnOffsetCommit's answer for every partition of the
-    commit. Not in the transaction (AddOffsetsToTxn never sent) is INVALID_TXN_STATE:
-    the served versions (v0-3) are Kafka's `defaultError` ones, which know the
-    coordinator's TRANSACTION_ABORTABLE by that name (coordinator_error_at_leader);
-    fenced is INVALID_PRODUCER_EPOCH; the coordinator's other errors
+    commit. Not in the transaction (AddOffsetsToTxn never sent) is TRANSACTION_ABORTABLE
+    from v4, INVALID_TXN_STATE before (coordinator_error_at_leader: v0-3 are Kafka's
+    DEFAULT_ERROR versions); fenced is INVALID_PRODUCER_EPOCH; the coordinator's other errors
     (COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR, CONCURRENT_TRANSACTIONS,
     INVALID_PRODUCER_ID_MAPPING, ...) are answered as they are."""
     return _OFFSET_COMMIT_ERRORS.get(error, error)
 
 
-def coordinator_error_at_leader(error: str) -> str:
+def coordinator_error_at_leader(
+    error: str, operation: TransactionSupportedOperation = DEFAULT_ERROR
+) -> str:
     """A coordinator's per-partition answer as the leader reads it (Kafka's
     AddPartitionsToTxnManager): producers expect INVALID_PRODUCER_EPOCH, and a client of
-    Produce before v11 knows TRANSACTION_ABORTABLE as INVALID_TXN_STATE."""
+    a DEFAULT_ERROR version (Produce before v11, TxnOffsetCommit before v4) knows
+    TRANSACTION_ABORTABLE as INVALID_TXN_STATE."""
     if error == "PRODUCER_FENCED":
         return INVALID_PRODUCER_EPOCH
-    if error == "TRANSACTION_ABORTABLE":
+    if error == TRANSACTION_ABORTABLE and operation is DEFAULT_ERROR:
         return INVALID_TXN_STATE
     return error
 
@@ -141,7 +175,10 @@ def _headers(data: bytes) -> list[BatchHeader]:
 
 @dataclass(frozen=True)
 class Question:
-    """One Produce's question to a transactional id's coordinator."""
+    """One Produce's (or TxnOffsetCommit's) question to a transactional id's
+    coordinator. Its `operation` is its own: Kafka keeps one per node's batch, the
+    first question's, so a v10 Produce batched behind a v11 one would hear an error
+    its client does not know."""
 
     token: int
     transactional_id: str
@@ -149,6 +186,7 @@ class Question:
     producer_epoch: int
     partitions: tuple[TopicPartition, ...]
     deadline_ms: int
+    operation: TransactionSupportedOperation = DEFAULT_ERROR
 
 
 @dataclass(frozen=True)
@@ -242,7 +280,7 @@ class TxnVerifications:
                 out.append(_all(q, NETWORK_EXCEPTION))
                 continue
             errors = {
-                tp: coordinator_error_at_leader(got.get(tp, NETWORK_EXCEPTION))
+                tp: coordinator_error_at_leader(got.get(tp, NETWORK_EXCEPTION), q.operation)
                 for tp in q.partitions
             }
             out.append(Answer(q.token, {tp: e for tp, e in errors.items() if e != NONE}))

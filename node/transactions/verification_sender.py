@@ -1,6 +1,6 @@
 """The I/O shell of KIP-890's verification at a partition leader (Kafka's
 AddPartitionsToTxnManager): the pure `TxnVerifications` (txn_verification.py) under a
-lock, a small pool that sends each coordinator node its batch — AddPartitionsToTxn v4
+lock, a small pool that sends each coordinator node its batch — AddPartitionsToTxn v5
 with VerifyOnly on its Kafka listener (the listener, TLS and SASL login of the
 coordinator's WriteTxnMarkers, node/transactions/marker_wire.py; CLUSTER_ACTION at the
 coordinator), or a direct call when the coordinator is this node — and a timer thread
@@ -33,6 +33,7 @@ from ..kafka.errors import error_name
 from ..security.inter_broker_sasl import InterBrokerLogin, InterBrokerLoginError
 from .marker_sender import AddressOf, _answer_body, log_in
 from .txn_verification import (
+    DEFAULT_ERROR,
     INVALID_PRODUCER_ID_MAPPING,
     NONE,
     Answer,
@@ -40,6 +41,7 @@ from .txn_verification import (
     Question,
     Send,
     TopicPartition,
+    TransactionSupportedOperation,
     TxnVerifications,
     produce_error,
     transactional_batches,
@@ -47,7 +49,10 @@ from .txn_verification import (
 )
 
 _log = EventLogger("txn_verification")
-VERSION = 4  # AddPartitionsToTxn: the first with VerifyOnly (Kafka's brokers send v4+)
+# AddPartitionsToTxn as Kafka's brokers send it (AddPartitionsToTxnRequest.Builder.forBroker:
+# the latest): v5, whose coordinator says TRANSACTION_ABORTABLE, which each question
+# maps for its client (txn_verification.coordinator_error_at_leader).
+VERSION = 5
 REQUEST_ID = 1  # the request's correlation id (a login's follow it)
 SENDERS = 4
 # Questions waiting or in flight at once, every coordinator together; past it a
@@ -110,16 +115,18 @@ class VerificationSender:
         partitions: Sequence[TopicPartition],
         timeout_ms: int,
         done: Verified,
+        operation: TransactionSupportedOperation = DEFAULT_ERROR,
     ) -> None:
         """Ask the id's coordinator whether `partitions` are in the producer's ongoing
         transaction; `done` gets the unverified ones and why (from another thread, or
         from this one when the question cannot be asked), within `timeout_ms` or
-        REQUEST_TIMEOUT_MS, whichever is sooner."""
+        REQUEST_TIMEOUT_MS, whichever is sooner; `operation`: what the asking
+        request's version lets its client hear."""
         token = next(self._tokens)
         wait_ms = max(1, min(timeout_ms, REQUEST_TIMEOUT_MS))
         q = Question(
             token, transactional_id, producer_id, producer_epoch, tuple(partitions),
-            now_ms() + wait_ms,
+            now_ms() + wait_ms, operation,
         )  # fmt: skip
         coordinator = self.coordinator_of(transactional_id)
         with self._lock:
@@ -194,7 +201,7 @@ class VerificationSender:
     # --- the wire ---------------------------------------------------------------------
 
     def _ask(self, s: Send) -> tuple[dict[str, dict[TopicPartition, str]] | None, str]:
-        """One AddPartitionsToTxn v4 VerifyOnly round trip: the per-id results, or the
+        """One AddPartitionsToTxn VerifyOnly round trip: the per-id results, or the
         error every question gets (NETWORK_EXCEPTION when the node cannot be reached)."""
         if self.login_unavailable is not None:
             _log.error("txn_verification_login_failed", node=s.node, error=self.login_unavailable)
@@ -269,7 +276,7 @@ class Verification:
     """A Produce's partitions after verification: the Produce errors of those refused,
     and the guards the others' appends carry."""
 
-    errors: dict[TopicPartition, tuple[str, str]] = field(default_factory=dict)
+    errors: dict[TopicPartition, tuple[str, str | None]] = field(default_factory=dict)
     guards: dict[TopicPartition, VerificationGuard] = field(default_factory=dict)
 
 
@@ -288,12 +295,14 @@ def start_verification(
     items: Sequence[tuple[TopicPartition, bytes]],
     timeout_ms: int,
     done: Callable[[Verification], None],
+    operation: TransactionSupportedOperation = DEFAULT_ERROR,
 ) -> Verification | None:
     """Verify a Produce's transactional batches before they are appended (Kafka's
     ReplicaManager.handleProduceAppend). Returns the outcome when it is known now —
     nothing to ask (no transactional id, verification off, every transaction already
     open here) or a refusal — else None, and `done` gets it later from another thread,
-    within `timeout_ms`."""
+    within `timeout_ms`. `operation`: the Produce version's
+    (produce_supported_operation)."""
     if sender is None or not transactional_id:
         return Verification()
     try:
@@ -327,6 +336,7 @@ def start_verification(
         list(out.guards),
         timeout_ms,
         verified,
+        operation,
     )
     return None
 
@@ -346,6 +356,7 @@ def start_offsets_verification(
     offsets_partition: TopicPartition,
     timeout_ms: int,
     done: Callable[[OffsetsVerified], None],
+    operation: TransactionSupportedOperation = DEFAULT_ERROR,
 ) -> OffsetsVerified | None:
     """Verify that the group's `__consumer_offsets` partition is in the producer's
     ongoing transaction before a TxnOffsetCommit's batch is appended there (Kafka's
@@ -353,7 +364,8 @@ def start_offsets_verification(
     with NO_SEQUENCE). Returns (error, guard) when known now — verification off, the
     producer's transaction already open in the partition (no guard needed), this node
     not its leader — else None, and `done` gets it later from another thread. The
-    error is TxnOffsetCommit's (txn_offset_commit_error), NONE when verified."""
+    error is TxnOffsetCommit's (txn_offset_commit_error), NONE when verified;
+    `operation`: the TxnOffsetCommit version's (txn_offset_commit_supported_operation)."""
     if sender is None or not transactional_id:
         return NONE, None
     error, guard = guards.start_transaction_verification(
@@ -369,6 +381,7 @@ def start_offsets_verification(
         done((NONE, guard) if failed is None else (txn_offset_commit_error(failed), None))
 
     sender.verify(
-        transactional_id, producer_id, producer_epoch, [offsets_partition], timeout_ms, verified
-    )
+        transactional_id, producer_id, producer_epoch, [offsets_partition], timeout_ms,
+        verified, operation,
+    )  # fmt: skip
     return None

@@ -26,6 +26,12 @@ uuids = st.builds(uuid.UUID, bytes=st.binary(min_size=16, max_size=16))
 names = st.text(min_size=1, max_size=20)
 records = st.binary(max_size=300)
 EXAMPLES = settings(max_examples=150, deadline=None)
+# KIP-951's NodeEndpoints: (node id, host, port, rack), one per node id.
+endpoints = st.lists(
+    st.tuples(i32, names, i32, st.none() | st.text(max_size=5)),
+    max_size=3,
+    unique_by=lambda e: e[0],
+)
 
 
 def fetch_partition(version: int) -> Any:
@@ -199,11 +205,12 @@ def fetch_responses(draw: Any) -> tuple[int, Any, list[Any]]:
                 )
             )
         topics.append(
-            hc.FetchTopic(
-                None if by_id else draw(names), draw(uuids) if by_id else None, parts
-            )
+            hc.FetchTopic(None if by_id else draw(names), draw(uuids) if by_id else None, parts)
         )
-    return version, hc.FetchResponseBody(draw(i32), draw(i16), draw(i32), topics), topics
+    body = hc.FetchResponseBody(draw(i32), draw(i16), draw(i32), topics)
+    if version >= hc.FETCH_NODE_ENDPOINTS:
+        body.node_endpoints = draw(endpoints)
+    return version, body, topics
 
 
 def kafka_python_fetch_response(version: int, body: hc.FetchResponseBody) -> Any:
@@ -239,12 +246,15 @@ def kafka_python_fetch_response(version: int, body: hc.FetchResponseBody) -> Any
         else:
             topic.topic = t.topic
         topics.append(topic)
-    return cls(
+    out = cls(
         throttle_time_ms=body.throttle_time_ms,
         error_code=body.error_code,
         session_id=body.session_id,
         responses=topics,
     )
+    if body.node_endpoints:
+        out.node_endpoints = [cls.NodeEndpoint(*e) for e in body.node_endpoints]
+    return out
 
 
 @EXAMPLES
@@ -270,6 +280,7 @@ def test_fetch_responses_are_encoded_byte_for_byte_and_decode_back(
         body.error_code,
         body.session_id,
     )
+    assert list(back.node_endpoints) == list(body.node_endpoints)
     fields = (
         "partition_index",
         "error_code",
@@ -328,7 +339,7 @@ def test_file_slices_are_parts_of_their_own_in_the_response(tmp_path: Any) -> No
 
 @st.composite
 def produce_requests(draw: Any) -> tuple[int, Any]:
-    version = draw(st.integers(3, 9))
+    version = draw(st.integers(*hc.PRODUCE_VERSIONS))
     R = ProduceRequest[version]
     topics = draw(
         st.lists(
@@ -395,52 +406,81 @@ produced = st.tuples(
     i64,
     st.none() | st.text(max_size=10),
     st.lists(st.tuples(i32, st.text(max_size=10)), max_size=2).map(tuple),  # KIP-467
+    st.none() | st.tuples(i32, i32),  # KIP-951's CurrentLeader (v10+)
 )
 
 
-@EXAMPLES
-@given(
-    st.integers(3, 9),
-    i32,
-    st.lists(st.tuples(names, st.lists(produced, max_size=3)), max_size=3),
-    i32,
-)
-def test_produce_responses_are_encoded_byte_for_byte_as_kafka_python_does(
-    version: int, correlation_id: int, topics: list[Any], throttle: int
-) -> None:
+def kafka_python_produce_response(
+    version: int, topics: list[Any], throttle: int, nodes: list[Any]
+) -> Any:
+    """kafka-python's ProduceResponse of the same answer; the KIP-951 fields only where
+    the version has them (v10+)."""
     cls = ProduceResponse[version]
     P = cls.TopicProduceResponse.PartitionProduceResponse
+
+    def partition(part: hc.Produced) -> Any:
+        i, e, b, t, s, m, bad, leader = part
+        p = P(
+            index=i,
+            error_code=e,
+            base_offset=b,
+            log_append_time_ms=t,
+            log_start_offset=s,
+            record_errors=[
+                P.BatchIndexAndErrorMessage(batch_index=bi, batch_index_error_message=why)
+                for bi, why in bad
+            ],
+            error_message=m,
+        )
+        if leader is not None and version >= hc.PRODUCE_LEADER_HINTS:
+            p.current_leader = P.LeaderIdAndEpoch(leader_id=leader[0], leader_epoch=leader[1])
+        return p
+
     theirs = cls(
         responses=[
             cls.TopicProduceResponse(
-                name=name,
-                partition_responses=[
-                    P(
-                        index=i,
-                        error_code=e,
-                        base_offset=b,
-                        log_append_time_ms=t,
-                        log_start_offset=s,
-                        record_errors=[
-                            P.BatchIndexAndErrorMessage(
-                                batch_index=bi, batch_index_error_message=why
-                            )
-                            for bi, why in bad
-                        ],
-                        error_message=m,
-                    )
-                    for i, e, b, t, s, m, bad in parts
-                ],
+                name=name, partition_responses=[partition(part) for part in parts]
             )
             for name, parts in topics
         ],
         throttle_time_ms=throttle,
     )
-    want = bytes(theirs.encode(version=version))
-    ours = hc.encode_produce_response(correlation_id, version, topics, throttle)
+    if nodes and version >= hc.PRODUCE_LEADER_HINTS:
+        theirs.node_endpoints = [cls.NodeEndpoint(*n) for n in nodes]
+    return theirs
+
+
+@EXAMPLES
+@given(
+    st.integers(*hc.PRODUCE_VERSIONS),
+    i32,
+    st.lists(st.tuples(names, st.lists(produced, max_size=3)), max_size=3),
+    i32,
+    endpoints,
+)
+def test_produce_responses_are_encoded_byte_for_byte_as_kafka_python_does(
+    version: int, correlation_id: int, topics: list[Any], throttle: int, nodes: list[Any]
+) -> None:
+    """v3-v11; from v10 with KIP-951's CurrentLeader and NodeEndpoints, which the
+    versions below leave out."""
+    want = bytes(
+        kafka_python_produce_response(version, topics, throttle, nodes).encode(version=version)
+    )
+    ours = hc.encode_produce_response(correlation_id, version, topics, throttle, nodes)
     header = 5 if version >= 9 else 4
     assert int.from_bytes(ours[:4], "big") == len(ours) - 4
     assert ours[4 + header :] == want
+    # And kafka-python reads the hints back from our bytes.
+    back = ProduceResponse.decode(ours[4 + header :], version=version)
+    if version >= hc.PRODUCE_LEADER_HINTS:
+        assert [(n.node_id, n.host, n.port, n.rack) for n in back.node_endpoints or []] == nodes
+        assert [
+            None
+            if p.current_leader is None
+            else (p.current_leader.leader_id, p.current_leader.leader_epoch)
+            for t in back.responses
+            for p in t.partition_responses
+        ] == [part[7] for _name, parts in topics for part in parts]
 
 
 def test_request_headers_parse_as_kafka_python_parses_them() -> None:

@@ -556,7 +556,9 @@ def test_every_served_api_and_version_cross_checked_with_kio(leader_port, api_ke
         assert t.error_code == 0 and len(t.partitions) == 1 and len(decoded.brokers) == 3
     elif api_key == 18:
         keys = {k.api_key: (k.min_version, k.max_version) for k in decoded.api_keys}
-        assert keys[0] == (0, 9) and keys[1] == (4, 17) and decoded.error_code == 0
+        assert keys[0] == (0, 11) and keys[1] == (4, 17) and decoded.error_code == 0
+        # KIP-890 part 1's versions: TRANSACTION_ABORTABLE known (part 2's are not served).
+        assert (keys[22], keys[25], keys[26], keys[28]) == ((0, 5), (0, 4), (0, 4), (0, 4))
     elif api_key == 22:
         assert decoded.error_code == 0 and decoded.producer_id >= 0
     elif api_key == 43:  # the preferred replica leads already (or just became leader)
@@ -690,7 +692,7 @@ def test_api_versions_above_our_range_gets_a_v0_error_with_our_ranges(leader_por
     for i in range(count):
         key, low, high = struct.unpack_from(">hhh", reply, 10 + 6 * i)
         ranges[key] = (low, high)
-    assert ranges[18] == (0, 4) and ranges[0] == (0, 9)
+    assert ranges[18] == (0, 4) and ranges[0] == (0, 11)
 
 
 # --- bad input -------------------------------------------------------------------------
@@ -758,6 +760,48 @@ def test_produce_to_a_partition_this_node_does_not_lead(kafka_cluster, leader_po
         _body, missing = conn.request(produce(9, batch(), topic="proto-no-such-topic"))
     assert r.responses[0].partition_responses[0].error_code == 6  # NOT_LEADER_OR_FOLLOWER
     assert missing.responses[0].partition_responses[0].error_code == 3  # UNKNOWN_TOPIC_OR_PARTITION
+    assert latest(leader_port) == before
+
+
+def test_a_follower_names_the_leader_in_produce_v10_and_fetch_v16(kafka_cluster, leader_port):
+    """KIP-951, as Kafka's KafkaApis answers it: a partition answered
+    NOT_LEADER_OR_FOLLOWER carries its current leader (id, epoch) in Produce v10+ and
+    Fetch v16+, and the answer the leader's endpoint on the listener asked (NodeEndpoints),
+    so the client can go there without a metadata round trip. Produce v9 and Fetch v15
+    carry neither."""
+    leader = kafka_cluster.wait("a leader", lambda: kafka_cluster.leader_of(TOPIC))
+    with KafkaConnection(leader_port) as conn:
+        R = MetadataRequest
+        request = R[12](
+            topics=[R.MetadataRequestTopic(name=TOPIC)],
+            allow_auto_topic_creation=False,
+            include_topic_authorized_operations=False,
+        )
+        epoch = conn.request(request)[1].topics[0].partitions[0].leader_epoch
+    endpoint = [(leader, "127.0.0.1", leader_port, None)]
+    follower = next(p for p in kafka_cluster.kafka_ports.values() if p != leader_port)
+    before = latest(leader_port)
+
+    def hints(r: Any, p: Any) -> tuple[Any, Any]:
+        at = p.current_leader
+        nodes = [(n.node_id, n.host, n.port, n.rack) for n in r.node_endpoints or []]
+        return (None if at is None else (at.leader_id, at.leader_epoch)), nodes
+
+    with KafkaConnection(follower) as conn:
+        for v in (9, 10, 11):
+            _body, r = conn.request(produce(v, batch()))
+            p = r.responses[0].partition_responses[0]
+            assert p.error_code == 6, (v, p)  # NOT_LEADER_OR_FOLLOWER
+            if v >= 10:
+                assert hints(r, p) == ((leader, epoch), endpoint), v
+            else:
+                assert getattr(p, "current_leader", None) is None
+        for v in (15, 16, 17):
+            _body, r = conn.request(requests_for(1, v))
+            p = r.responses[0].partitions[0]
+            assert p.error_code == 6, (v, p)
+            expected = ((leader, epoch), endpoint) if v >= 16 else (None, [])
+            assert hints(r, p) == expected, v
     assert latest(leader_port) == before
 
 

@@ -21,10 +21,12 @@ from test_txn_verification import (
     INVALID_TXN_STATE,
     RETRIABLE,
     TIMEOUT_S,
+    TRANSACTION_ABORTABLE,
     add_partition,
     find_hanging,
     init_producer,
     kafka_produce,
+    transactional_ids_by_coordinator,
     txn_batch,
     txn_call,
 )
@@ -51,12 +53,12 @@ def group_coordinator(cluster, group: str) -> int:
 
 
 def txn_offset_commit(
-    cluster, tid: str, group: str, pid: int, epoch: int, topic: str, offset: int
+    cluster, tid: str, group: str, pid: int, epoch: int, topic: str, offset: int, version: int = 3
 ) -> int:
-    """A TxnOffsetCommit v3 of `offset` for `topic`-0 at the group's coordinator (again
-    while it answers a retriable error): the partition's error code."""
+    """A TxnOffsetCommit (v3 unless told) of `offset` for `topic`-0 at the group's
+    coordinator (again while it answers a retriable error): the partition's error code."""
     R = TxnOffsetCommitRequest
-    request = R[3](
+    request = R[version](
         transactional_id=tid,
         group_id=group,
         producer_id=pid,
@@ -103,11 +105,11 @@ def fetched(cluster, group: str, topic: str, require_stable: bool = False) -> tu
     return int(p.error_code), int(p.committed_offset)
 
 
-def end_txn(cluster, tid: str, pid: int, epoch: int) -> None:
+def end_txn(cluster, tid: str, pid: int, epoch: int, version: int = 3) -> None:
     r = txn_call(
         cluster,
         tid,
-        EndTxnRequest[3](
+        EndTxnRequest[version](
             transactional_id=tid, producer_id=pid, producer_epoch=epoch, committed=True
         ),
     )
@@ -182,3 +184,41 @@ def test_a_txn_offset_commit_for_a_group_never_added_is_refused(txn_cluster, cap
     committed = cluster.wait("the committed offset", stable)
     assert committed == (0, 43)
     assert find_hanging(cluster, capsys, OFFSETS_TOPIC) == []
+
+
+def test_txn_offset_commit_v4_hears_transaction_abortable_where_v3_hears_invalid_txn_state(
+    txn_cluster,
+):
+    """KIP-890: TxnOffsetCommit v4's client knows TRANSACTION_ABORTABLE, so a commit for
+    a group never added to the transaction is answered by that name; v3 hears
+    INVALID_TXN_STATE (Kafka's AddPartitionsToTxnManager maps it for DEFAULT_ERROR
+    versions). The same whether the transaction coordinator is another node than the
+    group's (asked with AddPartitionsToTxn over the wire) or the same. Nothing is
+    written; after AddOffsetsToTxn v4 the v4 commit works and EndTxn v4 commits it."""
+    cluster = txn_cluster
+    topic, group = "offsets-abortable", "offsets-abortable-group"
+    create(cluster, topic, 1)
+    coordinator = group_coordinator(cluster, group)
+    tids = transactional_ids_by_coordinator(cluster, "offsets-abortable", coordinator)
+    for offset, tid in enumerate(tids, start=10):
+        pid, epoch = init_producer(cluster, tid, version=5)
+        before = fetched(cluster, group, topic, require_stable=True)
+        for version, expected in ((3, INVALID_TXN_STATE), (4, TRANSACTION_ABORTABLE)):
+            got = txn_offset_commit(cluster, tid, group, pid, epoch, topic, 5, version=version)
+            assert got == expected, (tid, version)
+        assert fetched(cluster, group, topic, require_stable=True) == before
+        r = txn_call(
+            cluster,
+            tid,
+            AddOffsetsToTxnRequest[4](
+                transactional_id=tid, producer_id=pid, producer_epoch=epoch, group_id=group
+            ),
+        )
+        assert r.error_code == 0, r
+        assert txn_offset_commit(cluster, tid, group, pid, epoch, topic, offset, version=4) == 0
+        end_txn(cluster, tid, pid, epoch, version=4)
+
+        def committed(offset: int = offset) -> bool | None:
+            return fetched(cluster, group, topic, require_stable=True) == (0, offset) or None
+
+        cluster.wait("the committed offset", committed)

@@ -34,6 +34,8 @@ RETRIABLE = {14, 15, 16, 51}  # COORDINATOR_LOAD_IN_PROGRESS, _NOT_AVAILABLE, NO
 # CONCURRENT_TRANSACTIONS
 INVALID_TXN_STATE = 48
 INVALID_PRODUCER_ID_MAPPING = 49
+TRANSACTION_ABORTABLE = 120
+NOT_ADDED = "Partition was not added to the transaction"  # Kafka's INVALID_TXN_STATE message
 
 
 def coordinator_of(cluster, tid: str) -> int:
@@ -60,11 +62,11 @@ def txn_call(cluster, tid: str, request) -> object:
         time.sleep(0.2)
 
 
-def init_producer(cluster, tid: str) -> tuple[int, int]:
+def init_producer(cluster, tid: str, version: int = 4) -> tuple[int, int]:
     r = txn_call(
         cluster,
         tid,
-        InitProducerIdRequest[4](
+        InitProducerIdRequest[version](
             transactional_id=tid, transaction_timeout_ms=60_000, producer_id=-1, producer_epoch=-1
         ),
     )
@@ -97,13 +99,30 @@ def txn_batch(pid: int, epoch: int, value: bytes) -> bytes:
     )
 
 
-def kafka_produce(cluster, tid: str, topic: str, partition: int, data: bytes) -> tuple[int, str]:
-    """A transactional Produce v9 to the partition's leader: (error code, message)."""
+def kafka_produce(
+    cluster, tid: str, topic: str, partition: int, data: bytes, version: int = 9
+) -> tuple[int, str | None]:
+    """A transactional Produce (v9 unless told) to the partition's leader: (error code,
+    message)."""
     leader = cluster.wait("a leader", lambda: cluster.leader_of(topic, partition))
+    request = produce_request(topic, partition, data, version=version, transactional_id=tid)
     with KafkaConnection(cluster.kafka_ports[leader], timeout_s=TIMEOUT_S + 10) as conn:
-        _, r = conn.request(produce_request(topic, partition, data, transactional_id=tid))
+        _, r = conn.request(request)
     p = r.responses[0].partition_responses[0]
-    return int(p.error_code), str(p.error_message)
+    return int(p.error_code), p.error_message
+
+
+def transactional_ids_by_coordinator(cluster, prefix: str, node: int) -> tuple[str, str]:
+    """Two transactional ids of `prefix`: one whose coordinator is another node than
+    `node` (its leaders ask with AddPartitionsToTxn over the wire) and one whose is
+    `node` (asked directly)."""
+    found: dict[bool, str] = {}
+    for i in range(200):  # each id lands on one of three nodes: found long before
+        tid = f"{prefix}-{i}"
+        found.setdefault(coordinator_of(cluster, tid) == node, tid)
+        if len(found) == 2:
+            return found[False], found[True]
+    raise AssertionError(f"no transactional id of {prefix} on both sides of node {node}")
 
 
 def log_end(cluster, topic: str, partitions: int) -> dict[int, int]:
@@ -178,6 +197,30 @@ def test_a_transactional_batch_for_a_partition_never_added_is_refused(txn_cluste
         lambda: end_offsets(txn_cluster, topic, 2, "read_committed")[0] == 2 or None,
     )
     assert read_all(txn_cluster, topic, 2, "read_committed") == [b"added"]
+
+
+def test_produce_v11_hears_transaction_abortable_where_v10_hears_invalid_txn_state(txn_cluster):
+    """KIP-890: Produce v11's client knows TRANSACTION_ABORTABLE, so a transactional
+    batch for a partition never added to the transaction is answered by that name, with
+    no message of its own (Kafka's ReplicaManager sets none); v10 and below hear
+    INVALID_TXN_STATE, "Partition was not added to the transaction". The same whether
+    the coordinator is another node (the leader's AddPartitionsToTxn VerifyOnly over
+    the wire) or the leader itself. Nothing is appended either way."""
+    topic = "verify-abortable"
+    create(txn_cluster, topic, 1)
+    leader = txn_cluster.wait("a leader", lambda: txn_cluster.leader_of(topic, 0))
+    for tid in transactional_ids_by_coordinator(txn_cluster, "verify-abortable", leader):
+        pid, epoch = init_producer(txn_cluster, tid)
+        stray = txn_batch(pid, epoch, b"stray")
+        for version, expected in (
+            (9, (INVALID_TXN_STATE, NOT_ADDED)),
+            (10, (INVALID_TXN_STATE, NOT_ADDED)),
+            (11, (TRANSACTION_ABORTABLE, None)),
+        ):
+            got = kafka_produce(txn_cluster, tid, topic, 0, stray, version=version)
+            assert got == expected, (tid, version)
+    assert log_end(txn_cluster, topic, 1) == {0: 0}
+    assert end_offsets(txn_cluster, topic, 1, "read_committed") == {0: 0}
 
 
 def test_a_verified_batch_lets_its_connection_read_on_once_appended(txn_cluster):

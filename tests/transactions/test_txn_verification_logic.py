@@ -12,14 +12,18 @@ from test_transaction_coordinator import TID
 from test_transaction_coordinator import Harness as CoordinatorHarness
 
 from seglog.node.transactions.txn_verification import (
+    DEFAULT_ERROR,
+    GENERIC_ERROR_SUPPORTED,
     Answer,
     MixedProducers,
     Question,
     TxnVerifications,
     coordinator_error_at_leader,
     produce_error,
+    produce_supported_operation,
     transactional_batches,
     txn_offset_commit_error,
+    txn_offset_commit_supported_operation,
 )
 from seglog.storage.errors import OutOfOrderSequenceError
 from seglog.storage.producer_state import ProducerStateManager
@@ -227,6 +231,41 @@ def test_one_request_in_flight_per_coordinator_and_the_rest_batched() -> None:
     assert v.pending == 0
 
 
+def test_each_question_hears_transaction_abortable_as_its_version_knows_it() -> None:
+    """KIP-890: a Produce v11 (TxnOffsetCommit v4) question hears the coordinator's
+    TRANSACTION_ABORTABLE, an older one INVALID_TXN_STATE, though both fly in the same
+    batch to the coordinator (Kafka keeps the first question's mapping for the whole
+    batch; here each keeps its own)."""
+    v = TxnVerifications(max_pending=10)
+    old = Question(1, "a", PID, 0, (TP,), 100, produce_supported_operation(10))
+    new = Question(2, "b", PID, 0, (TP,), 100, produce_supported_operation(11))
+    offsets = Question(3, "c", PID, 0, (TP,), 100, txn_offset_commit_supported_operation(4))
+    for q_ in (old, new, offsets):
+        v.verify(q_, coordinator=2)
+    (batch,) = v.ready()
+    abortable = {TP: "TRANSACTION_ABORTABLE"}
+    answers = v.on_response(2, batch.batch_id, {"a": abortable, "b": abortable, "c": abortable})
+    assert sorted(answers, key=lambda a: a.token) == [
+        Answer(1, {TP: "INVALID_TXN_STATE"}),
+        Answer(2, {TP: "TRANSACTION_ABORTABLE"}),
+        Answer(3, {TP: "TRANSACTION_ABORTABLE"}),
+    ]
+    # Fenced is INVALID_PRODUCER_EPOCH whatever the version.
+    fenced = coordinator_error_at_leader("PRODUCER_FENCED", GENERIC_ERROR_SUPPORTED)
+    assert fenced == "INVALID_PRODUCER_EPOCH"
+
+
+def test_the_versions_that_know_transaction_abortable_are_kafkas() -> None:
+    """AddPartitionsToTxnManager.produceRequestVersionToTransactionSupportedOperation
+    (v11) and txnOffsetCommitRequestVersionToTransactionSupportedOperation (v4)."""
+    assert [produce_supported_operation(v) for v in (3, 9, 10, 11)] == [DEFAULT_ERROR] * 3 + [
+        GENERIC_ERROR_SUPPORTED
+    ]
+    assert [txn_offset_commit_supported_operation(v) for v in (0, 3, 4)] == [DEFAULT_ERROR] * 2 + [
+        GENERIC_ERROR_SUPPORTED
+    ]
+
+
 def test_a_newer_question_of_the_same_id_replaces_the_queued_one() -> None:
     v = TxnVerifications(max_pending=10)
     v.verify(q(1, "a"), 2)
@@ -276,6 +315,8 @@ def test_produce_errors_are_kafkas() -> None:
     assert produce_error("INVALID_PRODUCER_EPOCH")[0] == "INVALID_PRODUCER_EPOCH"
     assert coordinator_error_at_leader("PRODUCER_FENCED") == "INVALID_PRODUCER_EPOCH"
     assert coordinator_error_at_leader("TRANSACTION_ABORTABLE") == "INVALID_TXN_STATE"
+    # Produce v11: Kafka answers it with no message of its own (a null ErrorMessage).
+    assert produce_error("TRANSACTION_ABORTABLE") == ("TRANSACTION_ABORTABLE", None)
 
 
 def test_txn_offset_commit_errors_are_kafkas() -> None:
@@ -283,6 +324,8 @@ def test_txn_offset_commit_errors_are_kafkas() -> None:
     the group's offsets partition (the coordinator's answer as the leader reads it)."""
     at_leader = coordinator_error_at_leader
     assert txn_offset_commit_error(at_leader("TRANSACTION_ABORTABLE")) == "INVALID_TXN_STATE"
+    abortable = at_leader("TRANSACTION_ABORTABLE", GENERIC_ERROR_SUPPORTED)  # v4
+    assert txn_offset_commit_error(abortable) == "TRANSACTION_ABORTABLE"
     assert txn_offset_commit_error(at_leader("PRODUCER_FENCED")) == "INVALID_PRODUCER_EPOCH"
     assert txn_offset_commit_error("NETWORK_EXCEPTION") == "COORDINATOR_LOAD_IN_PROGRESS"
     assert txn_offset_commit_error("NOT_LEADER_OR_FOLLOWER") == "NOT_COORDINATOR"

@@ -13,6 +13,11 @@ from pathlib import Path
 
 import pytest
 
+from seglog.node.transactions.txn_verification import (
+    DEFAULT_ERROR,
+    GENERIC_ERROR_SUPPORTED,
+    TransactionSupportedOperation,
+)
 from seglog.node.transactions.verification_sender import (
     OffsetsVerified,
     Verification,
@@ -198,12 +203,14 @@ def test_start_offsets_verification_answers_txn_offset_commit_errors(tmp_path: P
         partitions: Partitions,
         tp: tuple[str, int] = TP,
         tid: str = "app",
+        operation: TransactionSupportedOperation = DEFAULT_ERROR,
     ) -> OffsetsVerified:
         box: list[OffsetsVerified] = []
         done = threading.Event()
         now = start_offsets_verification(
-            s, partitions, tid, 5, 0, tp, 30_000, lambda v: (box.append(v), done.set())
-        )
+            s, partitions, tid, 5, 0, tp, 30_000, lambda v: (box.append(v), done.set()),
+            operation,
+        )  # fmt: skip
         if now is not None:
             return now
         assert done.wait(10), "no answer"
@@ -219,6 +226,12 @@ def test_start_offsets_verification_answers_txn_offset_commit_errors(tmp_path: P
         ):
             answer["NONE"] = coordinator_says
             assert verify(s, partitions) == (expected, None)
+        # TxnOffsetCommit v4 (KIP-890) hears TRANSACTION_ABORTABLE by its name.
+        answer["NONE"] = "TRANSACTION_ABORTABLE"
+        assert verify(s, partitions, operation=GENERIC_ERROR_SUPPORTED) == (
+            "TRANSACTION_ABORTABLE",
+            None,
+        )
         assert asked[0] == ("app", 5, 0, (TP,))
         answer["NONE"] = "NONE"
         error, guard = verify(s, partitions)
