@@ -185,7 +185,7 @@ class ComposeTarget(FreezesOneProcess, WritesFaultFile):
         self.delay_proxies = delay_proxies
         self.seed = seed
         self.proxies: dict[int, NamespaceProxy] = {}
-        self.proxy_logs = Path(tempfile.mkdtemp(prefix=f"{self.project}-proxies-"))
+        self.proxy_logs: Path | None = None  # their stderr, made with the first one
 
     def address(self, node: int) -> str:
         return f"127.0.0.1:{self.ports[node - 1]}"
@@ -371,7 +371,7 @@ class ComposeTarget(FreezesOneProcess, WritesFaultFile):
         for n, cid in self.containers.items():
             r = subprocess.run(["docker", "logs", cid], capture_output=True, text=True, timeout=120)
             (out / f"node{n}.log").write_text(r.stdout + r.stderr)
-        for log in self.proxy_logs.glob("*.log"):
+        for log in self.proxy_logs.glob("*.log") if self.proxy_logs else ():
             if log.stat().st_size:
                 shutil.copy(log, out / log.name)
 
@@ -487,6 +487,8 @@ class ComposeTarget(FreezesOneProcess, WritesFaultFile):
         proxy = self.proxies.get(node)
         if proxy is None or proxy.pid != pid or not proxy.alive():
             self._stop_proxy(node)
+            if self.proxy_logs is None:
+                self.proxy_logs = Path(tempfile.mkdtemp(prefix=f"{self.project}-proxies-"))
             log = self.proxy_logs / f"delay-proxy-node{node}.log"
             proxy = self.proxies[node] = NamespaceProxy(node, pid, self.seed, log)
         # The rules first, then the redirect: a connection redirected to the proxy finds
@@ -553,4 +555,5 @@ class ComposeTarget(FreezesOneProcess, WritesFaultFile):
             self._stop_proxy(node)
         compose_down(self.project, self.env)
         shutil.rmtree(self.fault_file.parent, ignore_errors=True)
-        shutil.rmtree(self.proxy_logs, ignore_errors=True)
+        if self.proxy_logs is not None:
+            shutil.rmtree(self.proxy_logs, ignore_errors=True)
