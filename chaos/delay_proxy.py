@@ -50,6 +50,7 @@ SO_MARK = getattr(socket, "SO_MARK", 36)
 KIND_OF_PORT = {port: kind for kind, port in KIND_PORTS.items()}
 MODULE = "seglog.chaos.delay_proxy"
 REPLY_TIMEOUT_S = 30.0
+MAX_REPLY_BYTES = 1 << 20  # a reply is a line of counts: more is a broken proxy
 STOP_TIMEOUT_S = 5.0
 
 
@@ -247,6 +248,8 @@ class NamespaceProxy:
                     f"node{self.node}'s delay proxy exited ({self.proc.poll()}): see its log"
                 )
             self._buffer += chunk
+            if len(self._buffer) > MAX_REPLY_BYTES:
+                raise RuntimeError(f"node{self.node}'s delay proxy wrote no line in 1 MiB")
         line, _, self._buffer = self._buffer.partition(b"\n")
         return dict(json.loads(line))
 
