@@ -23,6 +23,7 @@ from seglog.harness.ports import free_ports
 from seglog.harness.processes import child_pid
 
 from . import netfilter
+from .delay_proxy import NamespaceProxy
 from .disk_damage import corrupt_replica
 from .link_faults import NetworkFaults, healthy
 from .targets import (
@@ -63,9 +64,9 @@ with tarfile.open(fileobj=sys.stdout.buffer, mode="w|") as t:
 
 
 def netem_available() -> bool:
-    """Whether this kernel can delay packets with tc netem (the compose target's delays;
-    containers share the host's kernel): a netem qdisc on loopback in a namespace of
-    its own, thrown away."""
+    """Whether this kernel has tc netem (the compose target's packet reordering; its
+    delays are the delay proxies'; containers share the host's kernel): a netem qdisc
+    on loopback in a namespace of its own, thrown away."""
     try:
         r = subprocess.run(
             ["unshare", "-n", "tc", "qdisc", "add", "dev", "lo", "root", "netem", "delay", "1ms"],
@@ -132,6 +133,8 @@ class ComposeTarget(FreezesOneProcess, WritesFaultFile):
         build: bool = False,
         secure: bool = False,
         fetch_protocol: str = "kafka",
+        delay_proxies: bool = False,
+        seed: int = 0,
     ) -> None:
         self.project = project or f"seglog-chaos-{uuid.uuid4().hex[:8]}"
         self.secure = secure
@@ -176,6 +179,13 @@ class ComposeTarget(FreezesOneProcess, WritesFaultFile):
         # node -> role -> host pid of a process stopped alone (pause_process)
         self.stopped_processes: dict[int, dict[str, int]] = {}
         self.net_faults = healthy()
+        # With `delay_proxies`, every connection a node opens to another's controller or
+        # replication port goes through a delay proxy in its namespace from the start
+        # (chaos/delay_proxy.py), so `cut` can delay links; without, delays are refused.
+        self.delay_proxies = delay_proxies
+        self.seed = seed
+        self.proxies: dict[int, NamespaceProxy] = {}
+        self.proxy_logs: Path | None = None  # their stderr, made with the first one
 
     def address(self, node: int) -> str:
         return f"127.0.0.1:{self.ports[node - 1]}"
@@ -206,6 +216,10 @@ class ComposeTarget(FreezesOneProcess, WritesFaultFile):
                 m["Name"] for m in info["Mounts"] if m["Destination"] == COMPOSE_DATA_DIR
             )
             self.network = next(iter(info["NetworkSettings"]["Networks"]))
+        if self.delay_proxies:
+            # As soon as the namespaces exist: the connections the nodes opened before
+            # are reset at their next packet and reopened through the proxies.
+            self.cut(self.net_faults)
         for n in NODE_IDS:
             if not wait_serving(self.address(n), START_TIMEOUT_S, self.security):
                 raise RuntimeError(f"node{n} did not become healthy; {self.node_log_tail(n, 20)}")
@@ -238,21 +252,26 @@ class ComposeTarget(FreezesOneProcess, WritesFaultFile):
             time.sleep(0.2)
         if not self.is_down(node):
             self._docker("kill", "-s", "KILL", self.containers[node])
+        self._stop_proxy(node)  # its namespace is gone with the node's processes
 
     def start(self, node: int) -> None:
         if self.is_down(node):
             self._docker("start", self.containers[node])
-            if self.net_faults.rules:  # a new network namespace: the cut again
-                self._apply_links(node, self._ips())
+            self._links_again()
         wait_serving(self.address(node), START_TIMEOUT_S, self.security)
 
     def restart(self, node: int) -> None:
         if node in self.paused:
             self.resume(node)
         self._docker("restart", "-t", "20", self.containers[node], timeout_s=90)
-        if self.net_faults.rules:
-            self._apply_links(node, self._ips())
+        self._links_again()
         wait_serving(self.address(node), START_TIMEOUT_S, self.security)
+
+    def _links_again(self) -> None:
+        """After a node got a new network namespace (started) or address (reconnected):
+        its rules and proxy anew, and the others' rules name its address again."""
+        if self.net_faults.rules or self.delay_proxies:
+            self.cut(self.net_faults)
 
     def pause(self, node: int) -> None:
         """`docker pause`, tried again when the cgroup freezer gives up ("unable to
@@ -283,6 +302,7 @@ class ComposeTarget(FreezesOneProcess, WritesFaultFile):
             "network", "connect", "--alias", f"node{node}", self.network, self.containers[node]
         )
         self.isolated.discard(node)
+        self._links_again()
 
     def corrupt(self, node: int, topic: str, partitions: list[int], mode: str, seed: int) -> dict:
         assert self.is_down(node), "corrupt only a stopped replica"
@@ -351,6 +371,9 @@ class ComposeTarget(FreezesOneProcess, WritesFaultFile):
         for n, cid in self.containers.items():
             r = subprocess.run(["docker", "logs", cid], capture_output=True, text=True, timeout=120)
             (out / f"node{n}.log").write_text(r.stdout + r.stderr)
+        for log in self.proxy_logs.glob("*.log") if self.proxy_logs else ():
+            if log.stat().st_size:
+                shutil.copy(log, out / log.name)
 
     def process_pid(self, node: int, role: str) -> int | None:
         """The host's pid of one process of a node's container: "broker" (`seglog node`,
@@ -372,8 +395,14 @@ class ComposeTarget(FreezesOneProcess, WritesFaultFile):
         return broker if role == "broker" else child_pid(broker, CONTROLLER_MODULE)
 
     def cut(self, faults: NetworkFaults) -> None:
-        """Put `faults` in force with iptables and tc netem inside each running node's
-        network namespace (chaos/netfilter.py); a node started later gets them too."""
+        """Put `faults` in force with iptables, the delay proxies and tc netem inside each
+        running node's network namespace (chaos/netfilter.py); a node started later gets
+        them too."""
+        if not self.delay_proxies and netfilter.proxy_faults(faults).rules:
+            raise ValueError(
+                "delays on compose go through the delay proxies: this target was made "
+                "without them (delay_proxies=True)"
+            )
         self.net_faults = faults
         ips = self._ips()
         for n in NODE_IDS:
@@ -382,7 +411,9 @@ class ComposeTarget(FreezesOneProcess, WritesFaultFile):
 
     def link_stats(self) -> dict[str, int]:
         """Evidence the rules matched: packets the chains dropped (drops and losses)
-        and cloned (duplicates) since the last cut, summed over the nodes."""
+        and cloned (duplicates) since the last cut, summed over the nodes; with the
+        delay proxies, the bytes they passed on and held since then, and how long a
+        held read waited on average."""
         out = {"dropped_packets": 0, "duplicated_packets": 0}
         for n in NODE_IDS:
             if self.is_down(n):
@@ -397,6 +428,21 @@ class ComposeTarget(FreezesOneProcess, WritesFaultFile):
                     timeout=30,
                 )
                 out[key] += netfilter.packets_matched(r.stdout)
+        if self.delay_proxies:
+            totals = {"forwarded_bytes": 0, "delayed_bytes": 0, "delayed_reads": 0}
+            held_ms = 0.0
+            refused = 0
+            for proxy in self.proxies.values():
+                if not proxy.alive():
+                    continue
+                got = proxy.stats()
+                for key in totals:
+                    totals[key] += int(got[key])
+                held_ms += float(got["held_ms"])
+                refused += int(got["refused_connections"])
+            out.update(totals)
+            out["mean_hold_ms"] = round(held_ms / max(totals["delayed_reads"], 1))
+            out["refused_connections"] = refused  # past link_proxy's MAX_CONNECTIONS
         return out
 
     def _ips(self) -> dict[int, str]:
@@ -407,15 +453,14 @@ class ComposeTarget(FreezesOneProcess, WritesFaultFile):
         return out
 
     def _apply_links(self, node: int, ips: dict[int, str]) -> None:
-        pid = _run(["docker", "inspect", "-f", "{{.State.Pid}}", self.containers[node]]).stdout
-        ns = ["nsenter", "-t", pid.strip(), "-n"]
+        pid = int(_run(["docker", "inspect", "-f", "{{.State.Pid}}", self.containers[node]]).stdout)
+        ns = ["nsenter", "-t", str(pid), "-n"]
         for table in ("filter", "mangle"):
-            create, check = netfilter.iptables_setup(table)
-            subprocess.run(ns + create, capture_output=True, timeout=30)  # fails: it exists
-            if subprocess.run(ns + check, capture_output=True, timeout=30).returncode != 0:
-                _run(ns + netfilter.iptables_jump(table), 30)
+            self._chain(ns, table, netfilter.CHAIN)
         for argv in netfilter.iptables_rules(node, self.net_faults, ips):
             _run(ns + argv, 30)
+        if self.delay_proxies:
+            self._proxy_in_path(node, pid, ns, ips)
         remove, *add = netfilter.tc_commands(node, self.net_faults, ips)
         subprocess.run(ns + remove, capture_output=True, timeout=30)  # fails if none
         for argv in add:
@@ -424,17 +469,66 @@ class ComposeTarget(FreezesOneProcess, WritesFaultFile):
             except RuntimeError as e:
                 if "qdisc kind is unknown" in str(e):
                     raise RuntimeError(
-                        "this kernel has no sch_netem (CONFIG_NET_SCH_NETEM): delays and "
-                        "reordering cannot be injected on compose here; the local target's "
-                        f"link proxies delay instead ({e})"
+                        "this kernel has no sch_netem (CONFIG_NET_SCH_NETEM): packets "
+                        f"cannot be reordered on compose here ({e})"
                     ) from e
                 raise
+
+    def _chain(self, ns: list[str], table: str, chain: str) -> None:
+        """`chain` in `table`, jumped to from OUTPUT, once."""
+        create, check = netfilter.iptables_setup(table, chain)
+        subprocess.run(ns + create, capture_output=True, timeout=30)  # fails: it exists
+        if subprocess.run(ns + check, capture_output=True, timeout=30).returncode != 0:
+            _run(ns + netfilter.iptables_jump(table, chain), 30)
+
+    def _proxy_in_path(self, node: int, pid: int, ns: list[str], ips: dict[int, str]) -> None:
+        """The node's delay proxy running in its current namespace with the rules in
+        force, and the redirect to it naming the other nodes' current addresses."""
+        proxy = self.proxies.get(node)
+        if proxy is None or proxy.pid != pid or not proxy.alive():
+            self._stop_proxy(node)
+            if self.proxy_logs is None:
+                self.proxy_logs = Path(tempfile.mkdtemp(prefix=f"{self.project}-proxies-"))
+            log = self.proxy_logs / f"delay-proxy-node{node}.log"
+            proxy = self.proxies[node] = NamespaceProxy(node, pid, self.seed, log)
+        # The rules first, then the redirect: a connection redirected to the proxy finds
+        # the addresses it is told of.
+        proxy.set(netfilter.proxy_faults(self.net_faults), ips)
+        if proxy.redirected != ips:
+            for table in ("nat", "filter"):
+                self._chain(ns, table, netfilter.PROXY_CHAIN)
+            for argv in netfilter.redirect_rules(node, ips, proxy.port):
+                _run(ns + argv, 30)
+            proxy.redirected = dict(ips)
+
+    def remove_delay_proxies(self) -> None:
+        """Take the delay proxies out of the nodes' paths (for a cluster kept running
+        after the harness: they would go with it). Their connections close and the
+        nodes reconnect directly."""
+        for node, proxy in list(self.proxies.items()):
+            ns = ["nsenter", "-t", str(proxy.pid), "-n"]
+            for table in ("nat", "filter"):
+                subprocess.run(
+                    ns + ["iptables", "-w", "-t", table, "-F", netfilter.PROXY_CHAIN],
+                    capture_output=True,
+                    timeout=30,
+                )
+            self._stop_proxy(node)
+        self.delay_proxies = False
+
+    def _stop_proxy(self, node: int) -> None:
+        proxy = self.proxies.pop(node, None)
+        if proxy is not None:
+            proxy.close()
 
     def heal(self) -> list[str]:
         done = self.clear_faults()
         if self.net_faults.rules:
             self.cut(healthy())
-            done.append("removed every iptables and netem rule")
+            done.append(
+                "removed every iptables and netem rule"
+                + (" (the delay proxies pass bytes untouched)" if self.delay_proxies else "")
+            )
         for node in list(self.paused):
             self.resume(node)
             done.append(f"unpaused node{node}")
@@ -457,5 +551,9 @@ class ComposeTarget(FreezesOneProcess, WritesFaultFile):
         for node in list(self.stopped_processes):
             for role in list(self.stopped_processes.get(node, {})):
                 self.resume_process(node, role)
+        for node in list(self.proxies):
+            self._stop_proxy(node)
         compose_down(self.project, self.env)
         shutil.rmtree(self.fault_file.parent, ignore_errors=True)
+        if self.proxy_logs is not None:
+            shutil.rmtree(self.proxy_logs, ignore_errors=True)

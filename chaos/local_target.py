@@ -24,7 +24,7 @@ from seglog.storage.disk_and_clock import ENV as FAULT_FILE_ENV
 
 from .disk_damage import corrupt_replica
 from .link_faults import NetworkFaults, healthy
-from .link_proxy import LinkProxies
+from .link_proxy import Counts, LinkProxies
 from .targets import (
     CONTROLLER_MODULE,
     NODE_IDS,
@@ -67,6 +67,7 @@ class LocalTarget(FreezesOneProcess, WritesFaultFile):
                 },
                 random.Random(f"links-{seed}"),
             )
+        self._counts_at_cut = Counts()
         self.bootstrap = ",".join(self.address(n) for n in NODE_IDS)
         self.kafka_bootstrap = ",".join(  # the Kafka-protocol listeners (PLAINTEXT)
             f"127.0.0.1:{listener_port(self.base_port, n, 'PLAINTEXT')}" for n in NODE_IDS
@@ -283,13 +284,18 @@ class LocalTarget(FreezesOneProcess, WritesFaultFile):
         if self.links is None:
             raise ValueError("this local target was made without link proxies (links=True)")
         self.links.set_faults(faults)
+        self._counts_at_cut = self.links.counts()
 
     def link_stats(self) -> dict[str, int]:
         """Evidence the links carried traffic: bytes the proxies passed on so far, and
-        connections they refused for want of room (so a bound hit is not silent)."""
+        connections they refused for want of room (so a bound hit is not silent); bytes
+        a delay held since the last cut, and how long a held read waited on average."""
         if self.links is None:
             return {}
+        since = self.links.counts().minus(self._counts_at_cut)
         return {
             "forwarded_bytes": sum(self.links.forwarded().values()),
             "refused_connections": self.links.refused,  # past MAX_CONNECTIONS
+            "delayed_bytes": since.delayed_bytes,
+            "mean_hold_ms": round(since.held_ms / max(since.delayed_reads, 1)),
         }

@@ -13,11 +13,22 @@ container ports, so both are the kind's port.
   random probability for a loss percentage;
 * duplication: the mangle table's chain of the same name, `TEE --gateway dst` with the
   random probability: the kernel sends dst a clone of the packet;
-* delay, jitter and reordering: tc netem leaves under an HTB root on eth0 (HTB rather
-  than prio: some kernels, this project's CI machine among them, lack sch_prio), one
-  class per distinct delay, chosen by u32 filters on destination address and port;
-  unfiltered traffic goes to the default class. A kernel without sch_netem cannot
-  delay: the tc command fails and the harness reports it.
+* delay and jitter: the delaying proxy in each node's namespace (chaos/delay_proxy.py,
+  the local target's delaying code), not netem, which many kernels lack (this project's
+  machine among them). `redirect_rules` put it in the path of every connection a node
+  opens to another's controller or replication port, from the start: the nat table's
+  chain `SEGLOG-PROXY` REDIRECTs them to the proxy's port, the filter table's chain of
+  that name resets (RST) any such connection that bypassed it (opened before the rules
+  were in place), and the proxy's own upstream connections carry `PROXY_MARK`, which
+  both rules exclude. The proxy then holds what the node sends by (node, dst) and what
+  it receives by (dst, node), so each direction is delayed as on the local target;
+  `proxy_faults` is the part of the rules it applies;
+* reordering (packets only): tc netem leaves under an HTB root on eth0 (HTB rather
+  than prio: some kernels lack sch_prio), one class per distinct rule, chosen by u32
+  filters on destination address and port; unfiltered traffic goes to the default
+  class. netem also delays those directions (the proxy passes them untouched). A
+  kernel without sch_netem cannot reorder: the tc command fails and the harness
+  reports it.
 
 Clients reach the nodes through published ports from the bridge's gateway, which no
 rule names: they keep reaching every node.
@@ -30,6 +41,10 @@ from collections.abc import Mapping
 from .link_faults import LinkFault, NetworkFaults
 
 CHAIN = "SEGLOG-CHAOS"
+PROXY_CHAIN = "SEGLOG-PROXY"
+# On the delaying proxy's own upstream sockets (SO_MARK): the redirect and the reset
+# rules let them through. Any value no other rule in a node's namespace uses.
+PROXY_MARK = 0x5E91
 DEVICE = "eth0"
 # Container ports of compose/node.properties' listeners.
 KIND_PORTS = {"controller": 9292, "replication": 9392}
@@ -39,17 +54,17 @@ RATE = "10gbit"  # HTB classes only sort packets: no shaping
 Argv = list[str]
 
 
-def iptables_setup(table: str) -> list[Argv]:
+def iptables_setup(table: str, chain: str = CHAIN) -> list[Argv]:
     """The chain in `table` (the caller ignores a failure: it existed) and whether
     OUTPUT already jumps to it (a failure: add the jump)."""
     return [
-        ["iptables", "-w", "-t", table, "-N", CHAIN],
-        ["iptables", "-w", "-t", table, "-C", "OUTPUT", "-j", CHAIN],
+        ["iptables", "-w", "-t", table, "-N", chain],
+        ["iptables", "-w", "-t", table, "-C", "OUTPUT", "-j", chain],
     ]
 
 
-def iptables_jump(table: str) -> Argv:
-    return ["iptables", "-w", "-t", table, "-I", "OUTPUT", "1", "-j", CHAIN]
+def iptables_jump(table: str, chain: str = CHAIN) -> Argv:
+    return ["iptables", "-w", "-t", table, "-I", "OUTPUT", "1", "-j", chain]
 
 
 def _matches(dst_ip: str, kind: str) -> list[list[str]]:
@@ -86,19 +101,63 @@ def iptables_rules(src: int, faults: NetworkFaults, ips: Mapping[int, str]) -> l
     return out
 
 
-def _delayed(fault: LinkFault) -> bool:
-    return not fault.drop and (fault.delay_ms > 0 or fault.reorder_pct > 0)
+def proxied(fault: LinkFault) -> bool:
+    """Whether the delaying proxy holds this direction (netem does when it reorders)."""
+    return not fault.drop and fault.delay_ms > 0 and not fault.reorder_pct
+
+
+def _netem(fault: LinkFault) -> bool:
+    return not fault.drop and fault.reorder_pct > 0
+
+
+def proxy_faults(faults: NetworkFaults) -> NetworkFaults:
+    """What the delaying proxies apply: each proxied direction's delay and jitter; its
+    drops, losses and duplications are the kernel's (iptables_rules)."""
+    return NetworkFaults(
+        {
+            d: LinkFault(delay_ms=f.delay_ms, jitter_ms=f.jitter_ms)
+            for d, f in faults.rules.items()
+            if proxied(f)
+        }
+    )
+
+
+def redirect_rules(src: int, ips: Mapping[int, str], port: int) -> list[Argv]:
+    """Put the delaying proxy listening on 127.0.0.1:`port` of src's namespace in the
+    path of every connection src opens to another node's controller or replication
+    port (flush, then per peer): REDIRECT in nat, and RST in filter for one that
+    bypassed it (opened before the redirect: the node reconnects through the proxy).
+    The caller makes both chains and their jumps first (iptables_setup)."""
+    base = ["iptables", "-w", "-t"]
+    ports = ",".join(str(p) for p in sorted(KIND_PORTS.values()))
+    out: list[Argv] = [base + ["nat", "-F", PROXY_CHAIN], base + ["filter", "-F", PROXY_CHAIN]]
+    for dst, ip in sorted(ips.items()):
+        if dst == src:
+            continue
+        match = ["-p", "tcp", "-d", ip, "-m", "multiport", "--dports", ports]
+        not_proxy = ["-m", "mark", "!", "--mark", hex(PROXY_MARK)]
+        out.append(
+            base
+            + ["nat", "-A", PROXY_CHAIN, *match, *not_proxy]
+            + ["-j", "REDIRECT", "--to-ports", str(port)]
+        )
+        out.append(
+            base
+            + ["filter", "-A", PROXY_CHAIN, *match, *not_proxy]
+            + ["-j", "REJECT", "--reject-with", "tcp-reset"]
+        )
+    return out
 
 
 def tc_commands(src: int, faults: NetworkFaults, ips: Mapping[int, str]) -> list[Argv]:
-    """Replace eth0's root qdisc: none when src delays nothing, else HTB with a
-    default class 1:1 and one class with a netem leaf per distinct delay. The caller
-    ignores a failure of the first command (no root qdisc of ours yet)."""
+    """Replace eth0's root qdisc: none when src reorders nothing, else HTB with a
+    default class 1:1 and one class with a netem leaf per distinct reordering rule. The
+    caller ignores a failure of the first command (no root qdisc of ours yet)."""
     out: list[Argv] = [["tc", "qdisc", "del", "dev", DEVICE, "root"]]
     delayed = {
         (dst, kind): f
         for (s, dst, kind), f in sorted(faults.rules.items())
-        if s == src and _delayed(f)
+        if s == src and _netem(f)
     }
     if not delayed:
         return out
@@ -106,7 +165,7 @@ def tc_commands(src: int, faults: NetworkFaults, ips: Mapping[int, str]) -> list
     for f in delayed.values():
         classes.setdefault(f, len(classes) + 2)
     if len(classes) > MAX_CLASSES:
-        raise ValueError(f"node {src}: {len(classes)} distinct delays, at most {MAX_CLASSES}")
+        raise ValueError(f"node {src}: {len(classes)} distinct rules, at most {MAX_CLASSES}")
     dev = ["dev", DEVICE]
     out.append(["tc", "qdisc", "add", *dev, "root", "handle", "1:", "htb", "default", "1"])
     for classid in (1, *classes.values()):

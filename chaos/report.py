@@ -264,7 +264,8 @@ _SPAN_KEYS = frozenset({"type", "name", "phase", "node", "t"})
 
 
 def fault_spans(events: Events) -> list[dict[str, Any]]:
-    """Each fault's start..end (an unfinished one ends at the last event)."""
+    """Each fault's start..end (an unfinished one ends at the last event), with what its
+    start and end events say (`detail`, `end_detail`: e.g. what the link rules did)."""
     last_t = _max_t(events, 0.0)
     open_: dict[tuple[str, Any], dict[str, Any]] = {}
     spans = []
@@ -284,6 +285,9 @@ def fault_spans(events: Events) -> list[dict[str, Any]]:
         elif e.get("phase") == "end" and key in open_:
             span = open_.pop(key)
             span["end"] = e["t"]
+            end_detail = {k: v for k, v in e.items() if k not in _SPAN_KEYS}
+            if end_detail:
+                span["end_detail"] = end_detail
             spans.append(span)
     for span in open_.values():
         span["end"] = last_t
@@ -631,7 +635,11 @@ def _markdown(data: Mapping[str, Any], result: CheckResult) -> str:
         )
     lines += ["", "## Faults", ""]
     for f in data["faults"]:
-        lines.append(f"- {f['start_s']:.1f}–{f['end_s']:.1f} s: {f['name']} on node {f['node']}")
+        done = ", ".join(f"{k} {v}" for k, v in f.get("end_detail", {}).items())
+        lines.append(
+            f"- {f['start_s']:.1f}–{f['end_s']:.1f} s: {f['name']} on node {f['node']}"
+            + (f" ({done})" if done else "")
+        )
     lines += ["", "## Replicas below the HW", ""]
     for r in data["replicas"]:
         state = "identical" if r["identical"] else f"DIFFERENT: {r['first_difference']}"

@@ -538,7 +538,7 @@ def frozen_clock_jump(ctx: FaultContext) -> None:
         ctx.fault("frozen-clock-jump", "info", None, converged=ctx.settle(30))
 
 
-# --- network faults (per-link proxies, chaos/link_proxy.py; the local target) ----------
+# --- network faults (docs/network-faults.md: proxies locally, iptables and proxies on compose)
 
 
 def _others(leader: int) -> list[int]:
@@ -702,7 +702,11 @@ class Scenario:
     links: bool = False
     # The targets it runs on (lossy-links needs packets: compose).
     targets: tuple[str, ...] = ("local", "compose")
-    # On compose it needs the kernel's sch_netem (delays): chaos/compose_target.py netem_available.
+    # It delays links: on compose the delay proxies are in each node's path from the
+    # cluster's start (chaos/delay_proxy.py).
+    delays: bool = False
+    # It reorders packets: on compose that needs the kernel's sch_netem
+    # (chaos/compose_target.py netem_available).
     netem: bool = False
 
 
@@ -737,7 +741,7 @@ SCENARIOS: dict[str, Scenario] = {
         Scenario("majority-minority", majority_minority, {}, links=True),
         Scenario("bridge", bridge_partition, {}, links=True),
         Scenario("one-way", one_way_drop, {}, links=True),
-        Scenario("slow-links", slow_links, {}, links=True, netem=True),
+        Scenario("slow-links", slow_links, {}, links=True, delays=True),
         Scenario("lossy-links", lossy_links, {}, links=True, targets=("compose",)),
     )
 }

@@ -8,9 +8,10 @@ targets live in compose_target.py and local_target.py.
   project's network (reconnect with the service name as alias, so the other nodes
   find it again by name). Replica files are read with `docker exec` and corrupted,
   while the node is down, by a throw-away container on the node's volume.
-  Network faults (`cut`): iptables drops, random losses and TEE duplicates and tc
-  netem delays in each node's network namespace, entered from the host with nsenter
-  (chaos/netfilter.py).
+  Network faults (`cut`): iptables drops, random losses and TEE duplicates in each
+  node's network namespace, entered from the host with nsenter (chaos/netfilter.py);
+  delays through a transparent proxy in each namespace (chaos/delay_proxy.py), tc netem
+  only to reorder packets.
 * `LocalTarget` — `seglog local up` processes. kill = SIGKILL|SIGTERM, pause =
   SIGSTOP/SIGCONT, restart = SIGTERM then the same `seglog node --config
   node-<i>/server.properties` command. Loopback cannot be cut per process without

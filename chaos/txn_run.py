@@ -63,7 +63,7 @@ def run_txn(
     if target_name == "local":
         target = LocalTarget(out / "cluster", seed, links=scenario.links)
     else:
-        target = ComposeTarget(None, build=build)
+        target = ComposeTarget(None, build=build, delay_proxies=scenario.delays, seed=seed)
     topic = f"txn-{scenario_name}-{seed}"
     configs = {"min.insync.replicas": "2", **scenario.topic_configs}
     history = History(out / "history.jsonl")

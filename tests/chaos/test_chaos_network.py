@@ -1,5 +1,5 @@
 """Network faults on real nodes (docs/network-faults.md): on the local target through
-its per-link proxies, on compose with iptables and netem in the nodes' namespaces,
+its per-link proxies, on compose with iptables and delay proxies in the nodes' namespaces,
 and the soak that runs every scenario in turn on one cluster. Each run goes through
 the operator's command line and fails on any violated invariant or incomplete
 evidence (tests/chaos/chaos_cli.py)."""
@@ -75,7 +75,7 @@ _SKIP = docker_unavailable()
 @pytest.mark.long
 @pytest.mark.skipif(_SKIP is not None, reason=f"compose network test: {_SKIP}")
 @pytest.mark.timeout(1800)
-@pytest.mark.parametrize("scenario", ["bridge", "lossy-links"])
+@pytest.mark.parametrize("scenario", ["bridge", "lossy-links", "slow-links"])
 def test_network_faults_on_compose_lose_nothing(tmp_path: Path, scenario: str) -> None:
     build = subprocess.run(
         ["bash", str(BUILD_SCRIPT)], capture_output=True, text=True, timeout=1200
@@ -92,6 +92,14 @@ def test_network_faults_on_compose_lose_nothing(tmp_path: Path, scenario: str) -
     starts = _starts(data, scenario)
     assert starts, "no fault was injected"
     # What the first fault put on the links: the bridge drops or delays, lossy-links
-    # loses and duplicates packets ("1->2 replication: loss 1%, duplicate 1%").
-    words = {"bridge": ("drop", "delay"), "lossy-links": ("loss", "duplicate")}[scenario]
+    # loses and duplicates packets ("1->2 replication: loss 1%, duplicate 1%"),
+    # slow-links delays (through the delay proxies: no sch_netem needed).
+    words = {
+        "bridge": ("drop", "delay"),
+        "lossy-links": ("loss", "duplicate"),
+        "slow-links": ("delay",),
+    }[scenario]
     assert any(w in line for line in starts[0]["links"] for w in words), starts[0]["links"]
+    if scenario == "slow-links":
+        (first, *_) = [f for f in data["faults"] if f["name"] == scenario]
+        assert first["end_detail"]["delayed_bytes"] > 0, first  # the proxies held bytes

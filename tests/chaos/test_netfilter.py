@@ -1,12 +1,20 @@
 """The compose target's network faults as iptables and tc commands (chaos/netfilter.py):
 each dropped direction becomes DROP rules on the kind's port both ways in the sending
 node's namespace, a loss a random DROP, a duplication a random TEE to the destination,
-each distinct delay an HTB class with a netem leaf picked by address and port."""
+a delay the delay proxy's (redirected to it, reset when it bypassed it), each distinct
+reordering an HTB class with a netem leaf picked by address and port."""
 
 from __future__ import annotations
 
 from seglog.chaos import netfilter
-from seglog.chaos.link_faults import NetworkFaults, delay, healthy, one_way, partition
+from seglog.chaos.link_faults import (
+    LinkFault,
+    NetworkFaults,
+    delay,
+    healthy,
+    one_way,
+    partition,
+)
 
 IPS = {1: "172.30.0.2", 2: "172.30.0.3", 3: "172.30.0.4"}
 FLUSH = [
@@ -63,7 +71,7 @@ def test_loss_is_a_random_drop_and_duplication_a_random_tee() -> None:
     assert netfilter.tc_commands(1, cut, IPS)[1:] == []  # no delay: no qdisc
 
 
-def test_delays_become_htb_classes_with_netem_leaves() -> None:
+def test_reorderings_become_htb_classes_with_netem_leaves() -> None:
     cmds = netfilter.tc_commands(1, delay([1, 2, 3], 80.0, 40.0, reorder_pct=10.0), IPS)
     assert cmds[1] == ["tc", "qdisc", "add", "dev", "eth0", "root", "handle", "1:"] + [
         "htb",
@@ -82,10 +90,52 @@ def test_delays_become_htb_classes_with_netem_leaves() -> None:
     assert all(c[-1] == "1:2" for c in filters)
 
 
-def test_distinct_delays_get_distinct_classes() -> None:
-    faults = NetworkFaults({**delay([1, 2], 10.0, 0.0).rules, **delay([1, 3], 500.0, 0.0).rules})
+def test_distinct_reorderings_get_distinct_classes() -> None:
+    faults = NetworkFaults(
+        {
+            **delay([1, 2], 10.0, 0.0, reorder_pct=5.0).rules,
+            **delay([1, 3], 500.0, 0.0, reorder_pct=5.0).rules,
+        }
+    )
     cmds = netfilter.tc_commands(1, faults, IPS)
     assert {c[-1] for c in cmds if c[:2] == ["tc", "filter"]} == {"1:2", "1:3"}
+
+
+def test_plain_delays_are_the_proxies_not_netems() -> None:
+    """A delay without reordering needs no qdisc (kernels without sch_netem run it):
+    the proxies get its delay and jitter, not its drops, losses or reorderings."""
+    slow = delay([1, 2, 3], 250.0, 125.0)
+    assert netfilter.tc_commands(1, slow, IPS) == [["tc", "qdisc", "del", "dev", "eth0", "root"]]
+    assert netfilter.proxy_faults(slow) == slow
+    mixed = NetworkFaults(
+        {
+            (1, 2, "replication"): LinkFault(delay_ms=80.0, jitter_ms=40.0, loss_pct=5.0),
+            (2, 1, "replication"): LinkFault(drop=True),
+            (1, 3, "controller"): LinkFault(delay_ms=80.0, reorder_pct=10.0),  # netem's
+            (3, 1, "controller"): LinkFault(loss_pct=5.0),
+        }
+    )
+    assert netfilter.proxy_faults(mixed).rules == {
+        (1, 2, "replication"): LinkFault(delay_ms=80.0, jitter_ms=40.0)
+    }
+    assert netfilter.proxy_faults(healthy()) == healthy()
+
+
+def test_the_redirect_names_every_peer_and_spares_the_proxy() -> None:
+    rules = netfilter.redirect_rules(1, IPS, 40123)
+    assert rules[:2] == [
+        ["iptables", "-w", "-t", "nat", "-F", "SEGLOG-PROXY"],
+        ["iptables", "-w", "-t", "filter", "-F", "SEGLOG-PROXY"],
+    ]
+    nat = [a for a in rules[2:] if a[3] == "nat"]
+    resets = [a for a in rules[2:] if a[3] == "filter"]
+    assert [a[a.index("-d") + 1] for a in nat] == [IPS[2], IPS[3]]  # not node 1 itself
+    assert [a[a.index("-d") + 1] for a in resets] == [IPS[2], IPS[3]]
+    for a in nat + resets:
+        assert a[a.index("--dports") + 1] == "9292,9392"
+        assert a[a.index("mark") + 1 : a.index("mark") + 4] == ["!", "--mark", "0x5e91"]
+    assert all(a[-4:] == ["-j", "REDIRECT", "--to-ports", "40123"] for a in nat)
+    assert all(a[-4:] == ["-j", "REJECT", "--reject-with", "tcp-reset"] for a in resets)
 
 
 def test_packets_matched_sums_a_chain_listing() -> None:
