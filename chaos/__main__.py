@@ -100,6 +100,7 @@ def run(
     plan: list[tuple[str, float]] | None = None,
     group_consumers: int = 2,
     fetch_protocol: str = "kafka",
+    delivery_timeout_ms: int = WorkloadConfig.delivery_timeout_ms,
 ) -> tuple[int, str, Path]:
     """One chaos run; (exit code, summary line, report path). `plan` (the soak) runs
     several scenarios in turn on the same cluster and workload, healing and settling
@@ -182,6 +183,7 @@ def run(
                 security=target.security if client == "seglog" else {},
                 keys=compact_keys,
                 group_consumers=group_consumers,
+                delivery_timeout_ms=delivery_timeout_ms,
             ),
             history,
         )
@@ -461,6 +463,26 @@ def _add_target_and_client(p: argparse.ArgumentParser) -> None:
         help="how the nodes' followers fetch (replica.fetch.protocol): Kafka's inter-broker "
         "protocol or gRPC",
     )
+    p.add_argument(
+        "--delivery-timeout-ms",
+        type=int,
+        default=WorkloadConfig.delivery_timeout_ms,
+        help="the producers' delivery.timeout.ms (librdkafka's message.timeout.ms); 0, "
+        "librdkafka only: records never expire, so librdkafka never bumps its producer "
+        "epoch for an expired record (docs/chaos.md)",
+    )
+
+
+def delivery_timeout_error(client: str, delivery_timeout_ms: int) -> str | None:
+    """Why --delivery-timeout-ms cannot be used with `client`, or None."""
+    if delivery_timeout_ms < 0:
+        return f"--delivery-timeout-ms must be 0 or more, not {delivery_timeout_ms}"
+    if delivery_timeout_ms == 0 and client != "librdkafka":
+        return (
+            "--delivery-timeout-ms 0 (never expire) is librdkafka's message.timeout.ms=0; "
+            "seglog's Producer needs a bound (give --client librdkafka, or a timeout > 0)"
+        )
+    return None
 
 
 def _txn(args: argparse.Namespace, argv: list[str] | None) -> int:
@@ -592,6 +614,10 @@ def main(argv: list[str] | None = None) -> int:
                 file=sys.stderr,
             )
             return 2
+    if args.command in ("run", "soak", "calibrate"):
+        why = delivery_timeout_error(args.client, args.delivery_timeout_ms)
+        if why is not None:
+            parser.error(why)
     if args.command == "run" and args.compact_keys and args.client != "seglog":
         parser.error("--compact-keys runs seglog's own clients; it does not combine with --client")
     if args.command == "list":
@@ -614,6 +640,7 @@ def main(argv: list[str] | None = None) -> int:
             rate=0.0,  # unpaced: each producer as fast as its in-flight bound allows
             client=args.client,
             fetch_protocol=args.replica_fetch_protocol,
+            delivery_timeout_ms=args.delivery_timeout_ms,
         )
         print(line, flush=True)
         maximum = acknowledged_rate(out.resolve() / "history.jsonl")
@@ -660,6 +687,7 @@ def main(argv: list[str] | None = None) -> int:
             client=args.client,
             fetch_protocol=args.replica_fetch_protocol,
             plan=plan,
+            delivery_timeout_ms=args.delivery_timeout_ms,
         )
         print(line, flush=True)
         return code
@@ -697,6 +725,7 @@ def main(argv: list[str] | None = None) -> int:
         client=args.client,
         secure=args.secure,
         fetch_protocol=args.replica_fetch_protocol,
+        delivery_timeout_ms=args.delivery_timeout_ms,
     )
     print(line, flush=True)
     return code
