@@ -85,6 +85,16 @@ def list_offsets(v: int, timestamp: int, topic: str = TOPIC):
     )
 
 
+def topic_metadata_request(v: int):
+    """Metadata for TOPIC alone, no topic created."""
+    R = MetadataRequest
+    return R[v](
+        topics=[R.MetadataRequestTopic(name=TOPIC)],
+        allow_auto_topic_creation=False,
+        include_topic_authorized_operations=False,
+    )
+
+
 def requests_for(api_key: int, v: int):
     if api_key == 0:
         return produce(v, batch())
@@ -115,12 +125,7 @@ def requests_for(api_key: int, v: int):
     if api_key == 2:
         return list_offsets(v, -2)
     if api_key == 3:
-        R = MetadataRequest
-        return R[v](
-            topics=[R.MetadataRequestTopic(name=TOPIC)],
-            allow_auto_topic_creation=False,
-            include_topic_authorized_operations=False,
-        )
+        return topic_metadata_request(v)
     if api_key == 10:
         return FindCoordinatorRequest[v](key="g", key_type=0, coordinator_keys=["g"])
     if api_key == 18:
@@ -510,13 +515,7 @@ def leader_port(kafka_cluster) -> int:
 
     kafka_cluster.wait("the leader serves the partition", serving)
     with KafkaConnection(port) as conn:
-        R = MetadataRequest
-        request = R[12](
-            topics=[R.MetadataRequestTopic(name=TOPIC)],
-            allow_auto_topic_creation=False,
-            include_topic_authorized_operations=False,
-        )
-        TOPIC_ID["id"] = conn.request(request)[1].topics[0].topic_id
+        TOPIC_ID["id"] = conn.request(topic_metadata_request(12))[1].topics[0].topic_id
     return port
 
 
@@ -771,13 +770,7 @@ def test_a_follower_names_the_leader_in_produce_v10_and_fetch_v16(kafka_cluster,
     carry neither."""
     leader = kafka_cluster.wait("a leader", lambda: kafka_cluster.leader_of(TOPIC))
     with KafkaConnection(leader_port) as conn:
-        R = MetadataRequest
-        request = R[12](
-            topics=[R.MetadataRequestTopic(name=TOPIC)],
-            allow_auto_topic_creation=False,
-            include_topic_authorized_operations=False,
-        )
-        epoch = conn.request(request)[1].topics[0].partitions[0].leader_epoch
+        epoch = conn.request(topic_metadata_request(12))[1].topics[0].partitions[0].leader_epoch
     endpoint = [(leader, "127.0.0.1", leader_port, None)]
     follower = next(p for p in kafka_cluster.kafka_ports.values() if p != leader_port)
     before = latest(leader_port)

@@ -105,6 +105,15 @@ def fetched(cluster, group: str, topic: str, require_stable: bool = False) -> tu
     return int(p.error_code), int(p.committed_offset)
 
 
+def add_offsets(cluster, tid: str, pid: int, epoch: int, group: str, version: int = 3) -> None:
+    """AddOffsetsToTxn for `group`, answered without error."""
+    request = AddOffsetsToTxnRequest[version](
+        transactional_id=tid, producer_id=pid, producer_epoch=epoch, group_id=group
+    )
+    r = txn_call(cluster, tid, request)
+    assert r.error_code == 0, r
+
+
 def end_txn(cluster, tid: str, pid: int, epoch: int, version: int = 3) -> None:
     r = txn_call(
         cluster,
@@ -162,14 +171,7 @@ def test_a_txn_offset_commit_for_a_group_never_added_is_refused(txn_cluster, cap
 
     # The next transaction adds the group first: the same commit works, is pending
     # until the transaction commits, and is the group's offset after.
-    r = txn_call(
-        cluster,
-        tid,
-        AddOffsetsToTxnRequest[3](
-            transactional_id=tid, producer_id=pid, producer_epoch=epoch, group_id=group
-        ),
-    )
-    assert r.error_code == 0, r
+    add_offsets(cluster, tid, pid, epoch, group)
     assert txn_offset_commit(cluster, tid, group, pid, epoch, topic, 42) == 0
     assert fetched(cluster, group, topic, require_stable=True)[0] == UNSTABLE_OFFSET_COMMIT
     assert fetched(cluster, group, topic) == (0, -1)
@@ -207,14 +209,7 @@ def test_txn_offset_commit_v4_hears_transaction_abortable_where_v3_hears_invalid
             got = txn_offset_commit(cluster, tid, group, pid, epoch, topic, 5, version=version)
             assert got == expected, (tid, version)
         assert fetched(cluster, group, topic, require_stable=True) == before
-        r = txn_call(
-            cluster,
-            tid,
-            AddOffsetsToTxnRequest[4](
-                transactional_id=tid, producer_id=pid, producer_epoch=epoch, group_id=group
-            ),
-        )
-        assert r.error_code == 0, r
+        add_offsets(cluster, tid, pid, epoch, group, version=4)
         assert txn_offset_commit(cluster, tid, group, pid, epoch, topic, offset, version=4) == 0
         end_txn(cluster, tid, pid, epoch, version=4)
 
