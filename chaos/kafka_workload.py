@@ -33,6 +33,13 @@ _DEFINITE = frozenset(
 )
 
 
+def delivered_offset(offset: int | None) -> int | None:
+    """A delivery report's offset, None when the record was acknowledged implicitly, at
+    no offset librdkafka knows: librdkafka reports OFFSET_INVALID (-1001), which
+    confluent-kafka's `Message.offset()` hands over as None."""
+    return offset if offset is not None and offset >= 0 else None
+
+
 def classify(error: Any) -> tuple[str, bool]:
     """(description, definite) of a delivery error."""
     name = error.name()
@@ -87,9 +94,7 @@ class KafkaWorkload(WorkloadState):
 
         def delivered(err: Any, msg: Any, value: str, partition: int, started: float) -> None:
             if err is None:
-                # None: acknowledged implicitly, at no offset librdkafka knows (it
-                # reports OFFSET_INVALID, -1001).
-                offset = msg.offset() if msg.offset() >= 0 else None
+                offset = delivered_offset(msg.offset())
                 self._acked(name, value, partition, msg.partition(), offset, started, outstanding)
             else:
                 text, definite = classify(err)
