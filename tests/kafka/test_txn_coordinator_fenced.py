@@ -21,29 +21,15 @@ import threading
 import time
 
 import pytest
-from kafka.protocol.metadata import FindCoordinatorRequest
+from test_txn_failover import coordinator_of
 
-from seglog.harness.kafka_cluster import KafkaCluster, KafkaConnection
+from seglog.harness.kafka_cluster import KafkaCluster
 
 ck = pytest.importorskip("confluent_kafka")
 TOPIC = "txn-fenced-coordinator"
 TIMEOUT_S = 30.0
 CALL_BOUND_S = 45.0  # the thaw comes after a few seconds; a hung call never returns
 FROZEN_S = 4.0
-
-
-def coordinator(cluster: KafkaCluster, key: str, key_type: int) -> int | None:
-    for node, port in cluster.kafka_ports.items():
-        if cluster.nodes[node].proc is None:
-            continue
-        try:
-            with KafkaConnection(port) as conn:
-                _, r = conn.request(FindCoordinatorRequest[3](key=key, key_type=key_type))
-        except OSError:
-            continue
-        if r.error_code == 0:
-            return int(r.node_id)
-    return None
 
 
 def fenced_in_metadata(cluster: KafkaCluster, victim: int) -> bool | None:
@@ -152,14 +138,14 @@ def test_send_offsets_returns_when_the_frozen_coordinator_is_fenced_and_thaws(
         admin.create_topics([NewTopic(TOPIC, 1, 3)])[TOPIC].result(TIMEOUT_S)
         cluster.wait("the topic", lambda: cluster.known_everywhere(TOPIC, 1))
         tid = "tx-fenced"
-        txn_node = cluster.wait("the transaction coordinator", lambda: coordinator(cluster, tid, 1))
+        txn_node = cluster.wait("the transaction coordinator", lambda: coordinator_of(cluster, tid))
         same = frozen == "both-coordinators"
         group = next(
             g for g in (f"group-{i}" for i in range(500))
-            if (cluster.wait("a group coordinator", lambda g=g: coordinator(cluster, g, 0))
+            if (cluster.wait("a group coordinator", lambda g=g: coordinator_of(cluster, g, 0))
                 == txn_node) == same
         )  # fmt: skip
-        victim = cluster.wait("the group coordinator", lambda: coordinator(cluster, group, 0))
+        victim = cluster.wait("the group coordinator", lambda: coordinator_of(cluster, group, 0))
 
         txn = client(b, tid, group)
         # A first transaction with offsets: the client caches both coordinators.

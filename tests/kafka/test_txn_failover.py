@@ -28,10 +28,12 @@ ABANDONED_TIMEOUT_MS = 3000
 TIMEOUT_S = 60.0
 
 
-def coordinator_of(cluster: KafkaCluster, tid: str = TID) -> int | None:
+def coordinator_of(cluster: KafkaCluster, key: str = TID, key_type: int = 1) -> int | None:
+    """The coordinator of a transactional id (key_type 1) or a group (0), as FindCoordinator
+    answers it."""
     for port in cluster.kafka_ports.values():
         with KafkaConnection(port) as conn:
-            _, r = conn.request(FindCoordinatorRequest[3](key=tid, key_type=1))
+            _, r = conn.request(FindCoordinatorRequest[3](key=key, key_type=key_type))
         if r.error_code == 0:
             return int(r.node_id)
     return None
