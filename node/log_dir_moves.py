@@ -206,6 +206,9 @@ class LogDirMoves:
             rng=dest.rng,
         )
         moved.flush_observer = source.flush_observer
+        # The node's deferrals carry over (node/replica_manager.py sets them).
+        moved.defer_message_flushes = source.defer_message_flushes
+        moved.epoch_cache.defer_writes = source.epoch_cache.defer_writes
         dest.logs[tp] = dest.adopt(moved)
         source_dir.logs.pop(tp, None)
         plog.log, plog.directory = moved, dest

@@ -242,6 +242,7 @@ class LogManager:
                 except StorageError:
                     _log.error("background_duty_failed", exc=True, duty=name)
             self._remove_deleted(t)
+            self.write_epoch_checkpoints()
 
     def run_retention(self, t: int) -> int:
         deleted = 0
@@ -275,6 +276,23 @@ class LogManager:
                 continue
             with plog.lock:
                 plog.log.remove_deleted_files(time_ms=t)
+
+    def write_epoch_checkpoints(self) -> None:
+        """The leader epoch changes the event loop deferred (storage/leader_epoch_cache.py),
+        written within a tick: fsyncs outside the partition locks, a failed write takes
+        its directory offline."""
+        for plog in self.partitions().values():
+            if not plog.log.epoch_cache.has_unwritten or plog.directory.offline_reason:
+                continue
+            with plog.lock:
+                write = plog.log.epoch_cache.take_unwritten()
+            if write is None:
+                continue
+            try:
+                write.run()
+            except KafkaStorageError as e:
+                _log.error("epoch_checkpoint_failed", error=str(e))
+                plog.directory.report_io_error(e)
 
     def _flush_due(self, t: int) -> None:
         # The fsyncs run outside the partition lock (see FlushJob): produces and

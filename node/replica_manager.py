@@ -355,6 +355,9 @@ class ReplicaManager(ReplicaTimers):
                 replica.log_clock = self.log_manager.clock
                 replica.serving_since_ms = self._serving_since_ms
                 plog.log.defer_message_flushes = True  # run by self._flusher
+                # Written by the log manager's tick or the next flush job, never on the
+                # loop (storage/leader_epoch_cache.py).
+                plog.log.epoch_cache.defer_writes = True
                 hp = HostedPartition(tp, topic_id, plog, replica)
             was_leader_epoch = hp.replica.leader_epoch
             try:

@@ -35,6 +35,9 @@ class FlushJob:
     # Producer snapshots written at rolls without fsync (Kafka's takeSnapshot(false)),
     # made durable before the segments, as Kafka's scheduled flush after a roll does.
     snapshots: list[Path] = field(default_factory=list)
+    # The leader epoch cache's deferred write (storage/leader_epoch_cache.py), run first:
+    # the recovery point must not pass an epoch entry that is not on disk.
+    epoch_checkpoint: Callable[[], None] | None = None
 
     def run(self) -> bool:
         """fsync the segments and the directory; False (and `error`) if one failed.
@@ -42,6 +45,8 @@ class FlushJob:
         EBADF or a closed index, and end_flush then ignores the job."""
         started = plain_perf_s()
         try:
+            if self.epoch_checkpoint is not None:
+                self.epoch_checkpoint()
             for snapshot in self.snapshots:
                 _fsync_if_present(snapshot)
             for seg in self.segments:

@@ -3,11 +3,15 @@
 An ordered list of ``(epoch, start_offset)``: ``start_offset`` is the first offset written in
 ``epoch``. Both columns strictly increase; this is checked after every change.
 
-Persistence: every change is written to ``leader-epoch-checkpoint`` synchronously and
-atomically (tmp + fsync + rename + dir fsync). Kafka flushes truncations asynchronously to
-keep fsync latency off fetcher threads; we have no background threads, and a synchronous write
-can only leave the file *fresher*, never staler, than Kafka's, so the on-disk format and the
-crash-recovery contract are unchanged.
+Persistence: every change is written to ``leader-epoch-checkpoint`` atomically (tmp + fsync
++ rename + dir fsync). By default synchronously, as Kafka writes an ``assign``. A node on an
+event loop defers the writes (``defer_writes``): an fsync there would stall every partition
+the loop serves, and a leader change across a thousand partitions makes a thousand. A
+deferred change only marks the cache; the file is written by whoever makes the log durable
+next — a FlushJob before it moves the recovery point, the node's log manager within half a
+second, the log's close. A crash first loses nothing: recovery re-assigns the epoch of every
+batch above the recovery point, and the recovery point never passes an entry not yet on disk.
+Kafka defers its truncations' writes the same way.
 
 Loading contract: the cache is rebuilt from the checkpoint by replaying ``assign`` (as Kafka
 does, which also drops any non-monotonic entries). Because in Kafka a truncation may be lost
@@ -23,10 +27,11 @@ Kafka, the caller is expected to take the whole log dir offline.
 from __future__ import annotations
 
 import bisect
+import threading
 from typing import NamedTuple
 
 from .checkpoint_file import INT32_MAX, INT64_MAX, LeaderEpochCheckpointFile
-from .errors import CheckpointError
+from .errors import CheckpointError, KafkaStorageError
 
 UNDEFINED_EPOCH = -1
 UNDEFINED_EPOCH_OFFSET = -1
@@ -47,6 +52,13 @@ class LeaderEpochCache:
     def __init__(self, checkpoint: LeaderEpochCheckpointFile | None = None) -> None:
         self._checkpoint = checkpoint
         self._entries: list[EpochEntry] = []
+        # Deferred writes (see the module's text): changes made, changes handed to a
+        # write (under the owning log's lock), changes on disk (under _write_lock).
+        self.defer_writes = False
+        self._changes = 0
+        self._taken = 0
+        self._written = 0
+        self._write_lock = threading.Lock()
         if checkpoint is None:
             return
         for epoch, start_offset in checkpoint.read():
@@ -64,6 +76,9 @@ class LeaderEpochCache:
         copy = LeaderEpochCache(None)
         copy._entries = list(self._entries)
         copy._checkpoint = checkpoint
+        copy.defer_writes = self.defer_writes
+        if self._written != self._changes:
+            copy._changes = 1  # a deferred change the old file never got: owed to the new
         return copy
 
     # ------------------------------------------------------------------ queries
@@ -218,8 +233,66 @@ class LeaderEpochCache:
     def _write(self, if_dir_exists: bool = False) -> None:
         if self._checkpoint is None:
             return
+        if self.defer_writes:
+            self._changes += 1
+            return
         # Kafka's deferred flush after truncation skips a partition dir that has meanwhile been
         # deleted or renamed; the synchronous equivalent is to check the dir here.
         if if_dir_exists and not self._checkpoint.path.parent.is_dir():
             return
         self._checkpoint.write(self._entries)
+
+    # ---------------------------------------------------------------- deferred writes
+
+    @property
+    def has_unwritten(self) -> bool:
+        """A deferred change is not yet handed to a write."""
+        return self._taken != self._changes
+
+    def take_unwritten(self) -> EpochCheckpointWrite | None:
+        """Under the owning log's lock: the entries a deferred write still owes the file
+        (run the write outside the lock), or None."""
+        if self._checkpoint is None or self._taken == self._changes:
+            return None
+        self._taken = self._changes
+        return EpochCheckpointWrite(self, list(self._entries), self._changes)
+
+    def write_unwritten(self) -> None:
+        """Under the owning log's lock: write what is owed now (a close, an inline flush)."""
+        write = self.take_unwritten()
+        if write is not None:
+            write.run()
+
+    def _write_taken(self, write: EpochCheckpointWrite) -> None:
+        checkpoint = self._checkpoint
+        assert checkpoint is not None
+        with self._write_lock:
+            if write.version <= self._written:
+                return  # a later state is on disk already
+            directory = checkpoint.path.parent
+            try:
+                if directory.is_dir():
+                    checkpoint.write(write.entries)
+            except KafkaStorageError:
+                if directory.is_dir():
+                    self._taken = self._written  # owed again, unless the directory went
+                    raise
+            # Written, or its partition's directory is gone (deleted or moved): nothing
+            # is owed to it (Kafka's writeIfDirExists).
+            self._written = write.version
+
+
+class EpochCheckpointWrite:
+    """A leader epoch cache's entries as they were when taken, for a deferred write
+    (tmp + fsync + rename + dir fsync) outside the owning log's lock. Raises
+    KafkaStorageError when the write fails."""
+
+    __slots__ = ("cache", "entries", "version")
+
+    def __init__(self, cache: LeaderEpochCache, entries: list[EpochEntry], version: int) -> None:
+        self.cache = cache
+        self.entries = entries
+        self.version = version
+
+    def run(self) -> None:
+        self.cache._write_taken(self)

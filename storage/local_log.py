@@ -103,6 +103,9 @@ class LocalLog:
         # producer snapshots its rolls wrote without fsync (the next flush job's).
         self.pending_flush: int | None = None
         self.unsynced_snapshots: list[Path] = []
+        # The owning log's leader epoch cache's deferred write, if one is owed (set by
+        # Log): each flush job runs it before its segments.
+        self.take_epoch_checkpoint: Callable[[], Callable[[], None] | None] = lambda: None
         # Counts truncations, so a FlushJob finishing after one is ignored.
         self.truncations = 0
         self.unflushed_messages = 0
@@ -458,6 +461,7 @@ class LocalLog:
             due_to_flush_ms,
             observer=self.flush_observer,
             snapshots=self._take_unsynced_snapshots(),
+            epoch_checkpoint=self.take_epoch_checkpoint(),
         )
 
     def _take_unsynced_snapshots(self) -> list[Path]:

@@ -100,6 +100,7 @@ class Log(LogFlushing):
         # and a seeded generator, a simulator its own clock and seed.
         self.clock = clock
         self.epoch_cache = epoch_cache
+        local.take_epoch_checkpoint = self._take_epoch_checkpoint
         self.producer_state = producer_state
         self._roll_config: LogConfig | None = None
         self._max_segment_ms = 0
@@ -738,10 +739,16 @@ class Log(LogFlushing):
 
     # --- closing (flushing: storage/log_flushing.py) ----------------------------------
 
+    def _take_epoch_checkpoint(self) -> Callable[[], None] | None:
+        write = self.epoch_cache.take_unwritten()
+        return None if write is None else write.run
+
     def close(self) -> None:
         """Clean shutdown of this log: producer snapshot at the LEO, trimmed indexes."""
         if self._closed:
             return
+        # A clean shutdown skips recovery: a deferred epoch entry must be on disk.
+        self.epoch_cache.write_unwritten()
         self.producer_state.update_map_end_offset(self._local.log_end_offset)
         self.producer_state.take_snapshot()
         self.flush()

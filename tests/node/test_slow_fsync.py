@@ -202,3 +202,62 @@ def test_flush_messages_answers_wait_for_their_fsync_off_the_loop(
     assert len(latencies) > 30, len(latencies)
     assert max(latencies) < FSYNC_DELAY_MS / 1000 / 2, max(latencies)
     assert worst_lag < FSYNC_DELAY_MS / 1000 / 2, f"event loop lag {worst_lag:.2f}s"
+
+
+FRESH = [f"fresh-{i}" for i in range(4)]
+
+
+def epoch_entries(node_dirs: list[Path], topic: str) -> list[str]:
+    """The entry lines of a partition's leader-epoch-checkpoint on one node ([] if none)."""
+    for d in node_dirs:
+        path = d / f"{topic}-0" / "leader-epoch-checkpoint"
+        if path.is_file():
+            return path.read_text().splitlines()[2:]
+    return []
+
+
+def test_a_followers_first_records_of_an_epoch_write_its_checkpoint_off_the_loop(
+    cluster: KafkaCluster, healthy_after: None
+) -> None:
+    """A follower's first append in a leader epoch adds an entry to its
+    leader-epoch-checkpoint, which Kafka writes with fsync there and then. On the event
+    loop that fsync would stall every partition the node serves; the node writes it
+    from its log manager within a tick (storage/leader_epoch_cache.py). With the
+    follower's fsyncs slowed, produces to a partition it leads go on answering while it
+    takes the first records of four new partitions, and their checkpoints do get written."""
+    slow = 3
+    create_led_by(cluster, 1, {t: {} for t in FRESH})  # node 3 follows them
+    mine = OTHER + "-3"
+    create_led_by(cluster, slow, {mine: {}})
+    write_faults(cluster.faults_path, {"fsync_delay_ms": FSYNC_DELAY_MS, "node_ids": [slow]})  # type: ignore[attr-defined]
+    time.sleep(0.3)
+
+    first = ck.Producer({"bootstrap.servers": cluster.kafka_bootstrap, "acks": "1"})
+    for topic in FRESH:
+        first.produce(topic, value=b"first of its epoch")
+    assert first.flush(10) == 0, "the new partitions' leader did not answer"
+    producer = ck.Producer({"bootstrap.servers": cluster.kafka_bootstrap, "acks": "1"})
+    latencies = []
+    deadline = time.monotonic() + 4 * FSYNC_DELAY_MS / 1000
+    while time.monotonic() < deadline:
+        t0 = time.monotonic()
+        producer.produce(mine, value=b"x")
+        assert producer.flush(10) == 0, f"a produce to {mine} was not answered"
+        latencies.append(time.monotonic() - t0)
+        time.sleep(0.01)
+    worst_lag = value(scrape(metrics_port(cluster.nodes[slow])), LAG_METRIC)
+
+    # The follower did take the records and make each new epoch durable (two slowed
+    # fsyncs per file: the file, its directory).
+    dirs = cluster.nodes[slow].log_dirs
+    for topic in FRESH:
+        entries = cluster.wait(
+            f"{topic}'s checkpoint on node {slow}",
+            lambda t=topic: epoch_entries(dirs, t) or None,
+            timeout_s=60,
+        )
+        assert len(entries) == 1 and entries[0].split()[1] == "0", (topic, entries)
+    # ... without the loop waiting for any of it.
+    assert len(latencies) > 30, len(latencies)
+    assert max(latencies) < FSYNC_DELAY_MS / 1000 / 2, max(latencies)
+    assert worst_lag < FSYNC_DELAY_MS / 1000 / 2, f"event loop lag {worst_lag:.2f}s"
