@@ -27,7 +27,7 @@ TopicPartition = tuple[str, int]
 
 
 class FetchWaiter:
-    __slots__ = ("_event", "_on_wake", "partitions", "retired", "hw_moves")
+    __slots__ = ("_event", "_on_wake", "partitions", "retired", "hw_moves", "_woken_by")
 
     def __init__(self, hw_moves: bool = True, on_wake: Callable[[], None] | None = None) -> None:
         """`hw_moves`: whether a high-watermark move wakes it (a consumer's fetch) or
@@ -42,6 +42,9 @@ class FetchWaiter:
         # Forgotten for good (its session was evicted, its fetch ended): a late watch
         # from a fetch still running must not register it again.
         self.retired = False
+        # The partitions that woke it since FetchWakeups.rearm took them; None: all of
+        # them may have changed (metadata moved). Under the wakeups' lock.
+        self._woken_by: set[TopicPartition] | None = set()
 
     def arm(self) -> None:
         """Before a look at its partitions: a wake-up from now on ends the next wait."""
@@ -50,7 +53,12 @@ class FetchWaiter:
     def woken(self) -> bool:
         return self._event.is_set()
 
-    def _wake(self) -> None:
+    def _wake(self, tp: TopicPartition | None) -> None:
+        woken_by = self._woken_by
+        if tp is None:
+            self._woken_by = None
+        elif woken_by is not None:
+            woken_by.add(tp)
         if self._on_wake is not None and not self._event.is_set():
             self._event.set()
             self._on_wake()
@@ -108,6 +116,16 @@ class FetchWakeups:
             if waiter.woken():
                 on_wake()
 
+    def rearm(self, waiter: FetchWaiter) -> set[TopicPartition] | None:
+        """A parked waiter's arm before its next look: the partitions whose changes woke
+        it since the last rearm (None: any may have changed), so that look reads only
+        those, not every partition of a follower's session — a session holds all the
+        partitions a follower follows from this leader (thousands), a wake names a few."""
+        with self._lock:
+            waiter._event.clear()
+            woken, waiter._woken_by = waiter._woken_by, set()
+            return woken
+
     def unpark(self, waiter: FetchWaiter) -> None:
         with self._lock:
             waiter._on_wake = None
@@ -126,7 +144,7 @@ class FetchWakeups:
         with self._lock:
             for tp in partitions:
                 for waiter in self._by_partition.get(tp, ()):
-                    waiter._wake()
+                    waiter._wake(tp)
 
     def wake_for_hw(self, partitions: Iterable[TopicPartition]) -> None:
         """These partitions' high watermarks moved: more is readable to consumers."""
@@ -134,13 +152,13 @@ class FetchWakeups:
             for tp in partitions:
                 for waiter in self._by_partition.get(tp, ()):
                     if waiter.hw_moves:
-                        waiter._wake()
+                        waiter._wake(tp)
 
     def wake_all(self) -> None:
         """Metadata moved or the node is stopping: every waiting fetch looks again."""
         with self._lock:
             for waiter in self._waiters:
-                waiter._wake()
+                waiter._wake(None)
 
     def wait(self, waiter: FetchWaiter, timeout_s: float) -> bool:
         """Wait until woken (since the last arm) or timeout_s; True if woken."""

@@ -10,7 +10,7 @@ session's partitions schedules one look (node/kafka/replica_fetch.py)."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 
 from .fetch_session import FetchSession
 from .hosted_partition import HostedPartition, TopicPartition
@@ -41,13 +41,22 @@ class SessionFetch:
         self.total = 0
         self._read: set[TopicPartition] = set()  # read once: the follower is updated
 
-    def look(self) -> bool:
+    def look(self, woken_by: Collection[TopicPartition] | None = None) -> bool:
         """Read what changed (the caller armed the session's waiter first): True when
-        the answer should go now (enough bytes, an error or a diverging epoch)."""
+        the answer should go now (enough bytes, an error or a diverging epoch).
+        `woken_by`: a parked fetch's look after a wake, at only the partitions that
+        woke it (FetchWakeups.rearm); None, a fetch's first look, at every partition
+        of the session, as Kafka's leader reads them all on each fetch."""
         session = self.session
+        specs = session.specs
         out = self.out
         candidates = []
-        for tp, spec in session.specs.items():
+        held = (
+            specs.items()
+            if woken_by is None
+            else [(tp, specs[tp]) for tp in woken_by if tp in specs]
+        )
+        for tp, spec in held:
             if tp in out and out[tp].records:
                 continue
             hp = self._partitions.get(tp)

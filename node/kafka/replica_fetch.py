@@ -137,8 +137,7 @@ def fetch(apis: KafkaApis, request: KafkaRequest) -> list[Part] | Deferred:
         def look() -> None:
             if on_loop.finished:
                 return
-            session.waiter.arm()
-            if steps.look() or apis.stopped.is_set():
+            if steps.look(rm.wakeups.rearm(session.waiter)) or apis.stopped.is_set():
                 on_loop.finish()
 
         rm.wakeups.park(session.waiter, lambda: on_loop.soon(look))

@@ -243,3 +243,45 @@ def test_a_follower_session_sleeps_through_a_hw_move_a_consumer_wakes_for(
     _sid, results = answered[0]
     # The answer carries the new record and the high watermark it missed.
     assert [(r.partition, bool(r.records), r.high_watermark) for r in results] == [(0, True, 1)]
+
+
+def test_a_woken_waiter_names_what_woke_it_and_metadata_names_everything() -> None:
+    wakeups = FetchWakeups()
+    session = FetchWaiter(hw_moves=False)
+    wakeups.watch(session, [A, B])
+    wakeups.wake([A, ("t", 9)])  # 9: not watched
+    assert wakeups.rearm(session) == {A} and not session.woken()
+    assert wakeups.rearm(session) == set()  # taken once
+    wakeups.wake([B])
+    wakeups.wake_all()  # metadata moved: any partition may have
+    assert session.woken() and wakeups.rearm(session) is None
+
+
+def test_a_parked_sessions_look_after_a_wake_reads_only_the_partitions_that_woke_it(
+    leader: ReplicaManager, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A follower's session holds every partition it follows from this leader; the
+    look after a wake reads the one that changed, not all of them again."""
+    from seglog.node import session_fetch
+
+    rm = leader
+    specs = [FetchSpec("t", p, 0, 0, 1 << 20, -1) for p in (0, 1, 2)]  # replica 2's
+    steps = rm.park_session_fetch(0, 0, specs, [], replica_id=2, min_bytes=1, max_bytes=1 << 24)
+    steps.session.waiter.arm()
+    assert not steps.look()  # the fetch's first look, at all three: nothing to send
+    looked: list[tuple[str, int]] = []
+    real_mark = session_fetch.mark
+
+    def counting_mark(hp: Any) -> tuple[int, ...]:
+        looked.append(hp.tp)
+        return real_mark(hp)
+
+    monkeypatch.setattr(session_fetch, "mark", counting_mark)
+    woke: list[int] = []
+    rm.wakeups.park(steps.session.waiter, lambda: woke.append(1))
+    produce(rm, 1, b"yours")
+    assert woke == [1]
+    assert steps.look(rm.wakeups.rearm(steps.session.waiter))
+    assert looked == [("t", 1)]
+    assert steps.out[("t", 1)].records
+    rm.wakeups.unpark(steps.session.waiter)
