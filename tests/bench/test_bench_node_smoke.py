@@ -42,6 +42,7 @@ def _positive_number(value: object) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool) and value > 0
 
 
+@pytest.mark.long  # a benchmark's smoke run, as the other benches' (tests/run.sh)
 @pytest.mark.timeout(240)
 def test_quick_run_prints_json_last(tmp_path: Path) -> None:
     data, picture = tmp_path / "data", tmp_path / "bench.png"

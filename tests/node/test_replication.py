@@ -518,6 +518,7 @@ def test_sigkill_leader_once(cluster: Cluster) -> None:
     check_outcome(cluster, load)
 
 
+@pytest.mark.long  # five kill-restart rounds (~40 s); one round: test_sigkill_leader_once
 def test_sigkill_chasing_the_leader_five_times(cluster: Cluster) -> None:
     topic = "kill-chase"
     cluster.create_topic(topic, PARTITIONS, TOPIC_CONFIGS)

@@ -78,6 +78,15 @@ def create_led_by(cluster: KafkaCluster, leader: int, topics: dict[str, dict[str
         assert cluster.leader_of(topic) == leader
 
 
+def epoch_entries(node_dirs: list[Path], topic: str) -> list[str]:
+    """The entry lines of a partition's leader-epoch-checkpoint on one node ([] if none)."""
+    for d in node_dirs:
+        path = d / f"{topic}-0" / "leader-epoch-checkpoint"
+        if path.is_file():
+            return path.read_text().splitlines()[2:]
+    return []
+
+
 def test_slow_fsyncs_on_a_node_do_not_stall_its_other_partitions(
     cluster: KafkaCluster, healthy_after: None
 ) -> None:
@@ -164,6 +173,13 @@ def test_flush_messages_answers_wait_for_their_fsync_off_the_loop(
     that partition take an fsync each while the other partition's go on at once."""
     leader = 2
     create_led_by(cluster, leader, {DURABLE: {"flush.messages": "1"}, OTHER + "-2": {}})
+    # The new leader's epoch entries are written within a tick (storage/
+    # leader_epoch_cache.py); not yet written, the first flush job would write them.
+    for topic in (DURABLE, OTHER + "-2"):
+        cluster.wait(
+            f"{topic}'s leader epoch checkpoint",
+            lambda t=topic: epoch_entries(cluster.nodes[leader].log_dirs, t) or None,
+        )
     port = metrics_port(cluster.nodes[leader])
     write_faults(cluster.faults_path, {"fsync_delay_ms": FSYNC_DELAY_MS, "node_ids": [leader]})  # type: ignore[attr-defined]
     time.sleep(0.3)
@@ -205,15 +221,6 @@ def test_flush_messages_answers_wait_for_their_fsync_off_the_loop(
 
 
 FRESH = [f"fresh-{i}" for i in range(4)]
-
-
-def epoch_entries(node_dirs: list[Path], topic: str) -> list[str]:
-    """The entry lines of a partition's leader-epoch-checkpoint on one node ([] if none)."""
-    for d in node_dirs:
-        path = d / f"{topic}-0" / "leader-epoch-checkpoint"
-        if path.is_file():
-            return path.read_text().splitlines()[2:]
-    return []
 
 
 def test_a_followers_first_records_of_an_epoch_write_its_checkpoint_off_the_loop(
