@@ -10,7 +10,8 @@ the loop serves, and a leader change across a thousand partitions makes a thousa
 deferred change only marks the cache; the file is written by whoever makes the log durable
 next — a FlushJob before it moves the recovery point, the node's log manager within half a
 second, the log's close. A crash first loses nothing: recovery re-assigns the epoch of every
-batch above the recovery point, and the recovery point never passes an entry not yet on disk.
+batch above the recovery point, and the recovery point never passes an entry not yet on disk:
+a flush job, and a close, wait for a write another thread took (``durable_through``).
 Kafka defers its truncations' writes the same way.
 
 Loading contract: the cache is rebuilt from the checkpoint by replaying ``assign`` (as Kafka
@@ -28,6 +29,7 @@ from __future__ import annotations
 
 import bisect
 import threading
+from collections.abc import Callable
 from typing import NamedTuple
 
 from .checkpoint_file import INT32_MAX, INT64_MAX, LeaderEpochCheckpointFile
@@ -59,6 +61,7 @@ class LeaderEpochCache:
         self._taken = 0
         self._written = 0
         self._write_lock = threading.Lock()
+        self._write_ended = threading.Condition(self._write_lock)
         if checkpoint is None:
             return
         for epoch, start_offset in checkpoint.read():
@@ -258,10 +261,34 @@ class LeaderEpochCache:
         return EpochCheckpointWrite(self, list(self._entries), self._changes)
 
     def write_unwritten(self) -> None:
-        """Under the owning log's lock: write what is owed now (a close, an inline flush)."""
-        write = self.take_unwritten()
-        if write is not None:
-            write.run()
+        """Under the owning log's lock: every change so far on disk when this returns
+        (a close), a write another thread took included."""
+        self.durable_through(self._changes)
+
+    def take_for_flush(self) -> Callable[[], None] | None:
+        """Under the owning log's lock, for a flush job: what makes every change so far
+        durable before the job moves the recovery point, or None when it is already."""
+        if self._checkpoint is None or self._written == self._changes:
+            return None
+        version = self._changes
+        return lambda: self.durable_through(version)
+
+    def durable_through(self, version: int) -> None:
+        """Return once the changes up to `version` are on disk: a write still owed is
+        made here; one another thread took is waited for, and made again if it failed.
+        Raises KafkaStorageError."""
+        if self._checkpoint is None:
+            return
+        while True:
+            write = self.take_unwritten()
+            if write is not None:
+                write.run()
+            with self._write_ended:
+                # Taken by another thread: its write ends (written, or owed again).
+                while self._written < version and not self.has_unwritten:
+                    self._write_ended.wait(0.05)
+                if self._written >= version:
+                    return
 
     def _write_taken(self, write: EpochCheckpointWrite) -> None:
         checkpoint = self._checkpoint
@@ -276,10 +303,12 @@ class LeaderEpochCache:
             except KafkaStorageError:
                 if directory.is_dir():
                     self._taken = self._written  # owed again, unless the directory went
+                    self._write_ended.notify_all()
                     raise
             # Written, or its partition's directory is gone (deleted or moved): nothing
             # is owed to it (Kafka's writeIfDirExists).
             self._written = write.version
+            self._write_ended.notify_all()
 
 
 class EpochCheckpointWrite:

@@ -740,8 +740,7 @@ class Log(LogFlushing):
     # --- closing (flushing: storage/log_flushing.py) ----------------------------------
 
     def _take_epoch_checkpoint(self) -> Callable[[], None] | None:
-        write = self.epoch_cache.take_unwritten()
-        return None if write is None else write.run
+        return self.epoch_cache.take_for_flush()
 
     def close(self) -> None:
         """Clean shutdown of this log: producer snapshot at the LEO, trimmed indexes."""

@@ -6,6 +6,8 @@ or by the log's close, and a crash before any of them loses no entry a reload ne
 from __future__ import annotations
 
 import shutil
+import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -154,3 +156,56 @@ def test_a_close_writes_a_new_leaders_epoch_that_has_no_records_yet(tmp_path: Pa
     log.close()  # nothing to flush: the close itself writes it
     # (A reload drops an entry at the LEO again, as Kafka's loader truncates from the end.)
     assert on_disk(part) == [(1, 0), (3, 2), (7, 3)]
+
+
+def test_a_close_waits_for_a_write_another_thread_took(tmp_path: Path) -> None:
+    """The log manager took the write (under the partition lock) and writes it outside
+    the lock; a close, or a flush job, that finds nothing to take must not go on (and
+    write the clean-shutdown marker, or move the recovery point) before it is on disk."""
+    cache = deferred_cache(tmp_path)
+    cache.assign(2, 0)
+    taken = cache.take_unwritten()
+    assert taken is not None
+    flush_step = cache.take_for_flush()
+    assert flush_step is not None
+    late = threading.Timer(0.3, taken.run)  # the tick's write, still to come
+    late.start()
+    started = time.monotonic()
+    cache.write_unwritten()
+    assert time.monotonic() - started >= 0.25
+    assert on_disk(tmp_path) == [(2, 0)]
+    flush_step()  # durable already: returns at once
+    late.join()
+
+
+def test_a_write_another_thread_failed_is_made_by_the_close(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    cache = deferred_cache(tmp_path)
+    cache.assign(3, 0)
+    taken = cache.take_unwritten()
+    assert taken is not None
+    real_write = LeaderEpochCheckpointFile.write
+    failures = [1]
+
+    def fails_once(self: LeaderEpochCheckpointFile, entries: object) -> None:
+        if failures:
+            failures.pop()
+            raise KafkaStorageError("I/O error")
+        real_write(self, entries)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(LeaderEpochCheckpointFile, "write", fails_once)
+    errors: list[BaseException] = []
+
+    def tick() -> None:
+        time.sleep(0.2)
+        try:
+            taken.run()
+        except KafkaStorageError as e:
+            errors.append(e)
+
+    t = threading.Thread(target=tick)
+    t.start()
+    cache.write_unwritten()  # waits for the tick's write, which fails, then writes itself
+    t.join()
+    assert len(errors) == 1 and on_disk(tmp_path) == [(3, 0)]
