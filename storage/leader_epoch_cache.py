@@ -298,8 +298,7 @@ class LeaderEpochCache:
                 return  # a later state is on disk already
             directory = checkpoint.path.parent
             try:
-                if directory.is_dir():
-                    checkpoint.write(write.entries)
+                checkpoint.write(write.entries)
             except KafkaStorageError:
                 if directory.is_dir():
                     self._taken = self._written  # owed again, unless the directory went

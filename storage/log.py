@@ -100,7 +100,7 @@ class Log(LogFlushing):
         # and a seeded generator, a simulator its own clock and seed.
         self.clock = clock
         self.epoch_cache = epoch_cache
-        local.take_epoch_checkpoint = self._take_epoch_checkpoint
+        local.take_epoch_checkpoint = epoch_cache.take_for_flush
         self.producer_state = producer_state
         self._roll_config: LogConfig | None = None
         self._max_segment_ms = 0
@@ -738,9 +738,6 @@ class Log(LogFlushing):
         return self._local.remove_deleted_files(t, force)
 
     # --- closing (flushing: storage/log_flushing.py) ----------------------------------
-
-    def _take_epoch_checkpoint(self) -> Callable[[], None] | None:
-        return self.epoch_cache.take_for_flush()
 
     def close(self) -> None:
         """Clean shutdown of this log: producer snapshot at the LEO, trimmed indexes."""
