@@ -53,6 +53,14 @@ class FetchSession:
     # Watches the partitions the session holds, for the session's life (fetch_wakeups).
     # New records wake it, high-watermark moves do not (node/fetch_wakeups.py).
     waiter: FetchWaiter = field(default_factory=lambda: FetchWaiter(hw_moves=False))
+    # What the next fetch's first look must read besides the changes its waiter
+    # collected: partitions at a new position, and those a look read without settling
+    # them (`seen` not set: throttled, failed, or left for another fetch). None: every
+    # partition (a new session, a new broker epoch).
+    pending: set[TopicPartition] | None = None
+    # When a fetch's first look next reads every partition whatever changed
+    # (SessionFetch.look).
+    full_look_due: float = 0.0
 
     def update(
         self,
@@ -67,10 +75,13 @@ class FetchSession:
             self.specs.pop(tp, None)
             self.seen.pop(tp, None)
             self.told.pop(tp, None)
+        pending = self.pending
         for spec in specs:
             tp = (spec.topic, spec.partition)
             self.specs[tp] = spec
             self.seen.pop(tp, None)  # a new position: read it whatever the state
+            if pending is not None:
+                pending.add(tp)
         if topic_ids:
             self.topic_ids.update(topic_ids)
         if forgotten:  # bounded by the topics the session holds
@@ -86,6 +97,12 @@ class FetchSession:
         if replica_epoch != self.replica_epoch:
             self.replica_epoch = replica_epoch
             self.seen.clear()
+            self.pending = None
+
+    def take_pending(self) -> set[TopicPartition] | None:
+        """What the fetch's first look must read (`pending`), now handed to it."""
+        pending, self.pending = self.pending, set()
+        return pending
 
 
 class FetchSessionCache:

@@ -16,6 +16,10 @@ A high-watermark move wakes consumers' fetches only: it makes records readable t
 consumer, but a follower reads up to the log end and its fetch answers on new records
 (min.bytes), so waking its session just had it look and sleep again. The follower
 learns the new high watermark with its next answer, as in Kafka.
+
+Every waiter also collects which of its partitions changed (appends, high-watermark
+and log-start moves) until `rearm` takes them: a follower's session reads only those,
+not each of the thousands of partitions it holds on each fetch (node/session_fetch.py).
 """
 
 from __future__ import annotations
@@ -27,7 +31,7 @@ TopicPartition = tuple[str, int]
 
 
 class FetchWaiter:
-    __slots__ = ("_event", "_on_wake", "partitions", "retired", "hw_moves", "_woken_by")
+    __slots__ = ("_event", "_on_wake", "partitions", "retired", "hw_moves", "_changed")
 
     def __init__(self, hw_moves: bool = True, on_wake: Callable[[], None] | None = None) -> None:
         """`hw_moves`: whether a high-watermark move wakes it (a consumer's fetch) or
@@ -42,9 +46,10 @@ class FetchWaiter:
         # Forgotten for good (its session was evicted, its fetch ended): a late watch
         # from a fetch still running must not register it again.
         self.retired = False
-        # The partitions that woke it since FetchWakeups.rearm took them; None: all of
-        # them may have changed (metadata moved). Under the wakeups' lock.
-        self._woken_by: set[TopicPartition] | None = set()
+        # Its partitions that changed since FetchWakeups.rearm took them, whether or not
+        # the change woke it; None: all of them may have (metadata moved). Under the
+        # wakeups' lock.
+        self._changed: set[TopicPartition] | None = set()
 
     def arm(self) -> None:
         """Before a look at its partitions: a wake-up from now on ends the next wait."""
@@ -53,12 +58,16 @@ class FetchWaiter:
     def woken(self) -> bool:
         return self._event.is_set()
 
+    def _note(self, tp: TopicPartition) -> None:
+        """`tp` changed in a way that does not wake this waiter."""
+        if self._changed is not None:
+            self._changed.add(tp)
+
     def _wake(self, tp: TopicPartition | None) -> None:
-        woken_by = self._woken_by
         if tp is None:
-            self._woken_by = None
-        elif woken_by is not None:
-            woken_by.add(tp)
+            self._changed = None
+        else:
+            self._note(tp)
         if self._on_wake is not None and not self._event.is_set():
             self._event.set()
             self._on_wake()
@@ -117,14 +126,14 @@ class FetchWakeups:
                 on_wake()
 
     def rearm(self, waiter: FetchWaiter) -> set[TopicPartition] | None:
-        """A parked waiter's arm before its next look: the partitions whose changes woke
-        it since the last rearm (None: any may have changed), so that look reads only
-        those, not every partition of a follower's session — a session holds all the
-        partitions a follower follows from this leader (thousands), a wake names a few."""
+        """A session's arm before its next look: its partitions that changed since the
+        last rearm (None: any may have), so that look reads only those, not every
+        partition of a follower's session — a session holds all the partitions a
+        follower follows from this leader (thousands), a change names a few."""
         with self._lock:
             waiter._event.clear()
-            woken, waiter._woken_by = waiter._woken_by, set()
-            return woken
+            changed, waiter._changed = waiter._changed, set()
+            return changed
 
     def unpark(self, waiter: FetchWaiter) -> None:
         with self._lock:
@@ -153,6 +162,16 @@ class FetchWakeups:
                 for waiter in self._by_partition.get(tp, ()):
                     if waiter.hw_moves:
                         waiter._wake(tp)
+                    else:
+                        waiter._note(tp)
+
+    def note_log_start(self, partitions: Iterable[TopicPartition]) -> None:
+        """These partitions' log start offsets moved (retention): no fetch wakes for
+        that, and a follower learns it with its session's next answer, as in Kafka."""
+        with self._lock:
+            for tp in partitions:
+                for waiter in self._by_partition.get(tp, ()):
+                    waiter._note(tp)
 
     def wake_all(self) -> None:
         """Metadata moved or the node is stopping: every waiting fetch looks again."""

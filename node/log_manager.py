@@ -71,6 +71,9 @@ class LogManager:
         # Called (once) when no log directory is left online: the node halts (Kafka's
         # LogDirFailureHandler with a single log dir), so its leaderships move.
         self.on_all_dirs_offline: Callable[[str], None] | None = None
+        # Told the partitions whose log start offset retention moved (a fetch session
+        # reads only its changed partitions: node/session_fetch.py).
+        self.on_log_start_moved: Callable[[list[TopicPartition]], None] | None = None
         # Told the seconds of every log flush (the node's log flush histogram); set
         # before load(): every log loaded or created gets it.
         self.flush_observer: Callable[[float], None] | None = None
@@ -246,11 +249,13 @@ class LogManager:
 
     def run_retention(self, t: int) -> int:
         deleted = 0
+        moved = []
         for tp, plog in self.partitions().items():
             with plog.lock:
                 n = plog.log.delete_old_segments(time_ms=t)
             if n:
                 deleted += n
+                moved.append(tp)
                 _log.info(
                     "segments_deleted",
                     topic=tp[0],
@@ -258,6 +263,8 @@ class LogManager:
                     segments=n,
                     log_start_offset=plog.log.log_start_offset,
                 )
+        if moved and self.on_log_start_moved is not None:
+            self.on_log_start_moved(moved)
         return deleted
 
     def remove_expired_producers(self, t: int) -> None:

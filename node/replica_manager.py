@@ -618,7 +618,6 @@ class ReplicaManager(ReplicaTimers):
             deadline = plain_monotonic_s() + max(0, max_wait_ms) / 1000
             # Bounded by the deadline: each pass waits for new data or the time left.
             while True:
-                session.waiter.arm()
                 enough = fetch.look()
                 remaining = deadline - plain_monotonic_s()
                 if enough or self._answer_now((), 0, 1, remaining, cancelled):
@@ -655,6 +654,7 @@ class ReplicaManager(ReplicaTimers):
             session,
             self._partitions,
             self._reads,
+            self.wakeups,
             replica_id=replica_id,
             replica_epoch=replica_epoch,
             min_bytes=min_bytes,

@@ -157,6 +157,7 @@ class Node:
             quota_window_size_ms=config.replication_quota_window_size_seconds * 1000,
         )
         self.log_manager.on_dir_offline = self.replica_manager.on_log_dir_offline
+        self.log_manager.on_log_start_moved = self.replica_manager.wakeups.note_log_start
         self.replica_manager.own_stall_s = partial(serving_stall_s, self.loop)
         # AlterReplicaLogDirs: replicas moved between log.dirs entries.
         self.log_dir_moves = LogDirMoves(self.log_manager, self.replica_manager.hosted)

@@ -6,16 +6,31 @@ those with records, an error, a diverging epoch or a new high watermark or log s
 
 ReplicaManager.fetch_in_session runs it on a gRPC thread (looks and waits);
 ReplicaManager.park_session_fetch parks it on the loop, where each wake of the
-session's partitions schedules one look (node/kafka/replica_fetch.py)."""
+session's partitions schedules one look (node/kafka/replica_fetch.py).
+
+A look reads only what changed: the partitions the session's waiter collected since
+the last look (appends, high-watermark and log-start moves: node/fetch_wakeups.py) and,
+on a fetch's first look, those at a new position or left unsettled by the last fetch
+(`FetchSession.pending`). Kafka's leader examines every partition of a session on each
+fetch; a session holds every partition a follower follows from this leader, and that
+scan, in Python, was 40% of a node's loop at 1,000 partitions (docs/perf/scale.md).
+Metadata moves (leaders, epochs) and a new session or broker epoch read them all, and
+so does a fetch's first look at most once a second (FULL_LOOK_INTERVAL_S): a change no
+notice names is seen within that, not never."""
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping
+from collections.abc import Callable, Mapping
+
+from seglog.storage.disk_and_clock import plain_monotonic_s
 
 from .fetch_session import FetchSession
+from .fetch_wakeups import FetchWakeups
 from .hosted_partition import HostedPartition, TopicPartition
 from .partition_reads import PartitionReads, mark
 from .partition_requests import FetchResult
+
+FULL_LOOK_INTERVAL_S = 1.0
 
 
 class SessionFetch:
@@ -24,15 +39,22 @@ class SessionFetch:
         session: FetchSession,
         partitions: Mapping[TopicPartition, HostedPartition],
         reads: PartitionReads,
+        wakeups: FetchWakeups,
         *,
         replica_id: int,
         replica_epoch: int,
         min_bytes: int,
         max_bytes: int,
+        clock: Callable[[], float] = plain_monotonic_s,
+        full_look_interval_s: float = FULL_LOOK_INTERVAL_S,
     ) -> None:
         self.session = session
         self._partitions = partitions
         self._reads = reads
+        self._wakeups = wakeups
+        self._clock = clock
+        self._full_look_interval_s = full_look_interval_s
+        self._first_look = True
         self.replica_id = replica_id
         self.replica_epoch = replica_epoch
         self.min_bytes = min_bytes
@@ -41,23 +63,30 @@ class SessionFetch:
         self.total = 0
         self._read: set[TopicPartition] = set()  # read once: the follower is updated
 
-    def look(self, woken_by: Collection[TopicPartition] | None = None) -> bool:
-        """Read what changed (the caller armed the session's waiter first): True when
-        the answer should go now (enough bytes, an error or a diverging epoch).
-        `woken_by`: a parked fetch's look after a wake, at only the partitions that
-        woke it (FetchWakeups.rearm); None, a fetch's first look, at every partition
-        of the session, as Kafka's leader reads them all on each fetch."""
+    def look(self) -> bool:
+        """Arm the session's waiter and read what changed since the last look: True when
+        the answer should go now (enough bytes, an error or a diverging epoch)."""
         session = self.session
+        changed = self._wakeups.rearm(session.waiter)
+        if self._first_look:
+            self._first_look = False
+            pending = session.take_pending()
+            now = self._clock()
+            if pending is None or changed is None or now >= session.full_look_due:
+                changed = None
+                session.full_look_due = now + self._full_look_interval_s
+            else:
+                changed |= pending
         specs = session.specs
         out = self.out
         candidates = []
         held = (
-            specs.items()
-            if woken_by is None
-            else [(tp, specs[tp]) for tp in woken_by if tp in specs]
+            specs.items() if changed is None else [(tp, specs[tp]) for tp in changed if tp in specs]
         )
         for tp, spec in held:
             if tp in out and out[tp].records:
+                if session.pending is not None:
+                    session.pending.add(tp)  # the change is the next fetch's to read
                 continue
             hp = self._partitions.get(tp)
             if hp is None or session.seen.get(tp) != mark(hp):
@@ -82,6 +111,8 @@ class SessionFetch:
                 failed = r.error_name != "NONE" or r.diverging_epoch is not None
                 if m is not None and not failed:
                     session.seen[tp] = m
+                elif session.pending is not None:
+                    session.pending.add(tp)  # unsettled: the next fetch reads it again
                 if (
                     r.records
                     or failed

@@ -108,7 +108,6 @@ def fetch(apis: KafkaApis, request: KafkaRequest) -> list[Part] | Deferred:
                     ids[r.topic] = topic_id_to_uuid(topics[r.topic].topic_id)
         return apis.fetch_response(request, results, ids, session_id=session.session_id)
 
-    session.waiter.arm()
     if steps.look() or unknown or wait_s == 0:
         return respond()
 
@@ -121,10 +120,8 @@ def fetch(apis: KafkaApis, request: KafkaRequest) -> list[Part] | Deferred:
                 remaining = deadline - plain_monotonic_s()
                 if remaining <= 0:
                     break
-                if rm.wakeups.wait(session.waiter, min(remaining, 0.5)):
-                    session.waiter.arm()
-                    if steps.look():
-                        break
+                if rm.wakeups.wait(session.waiter, min(remaining, 0.5)) and steps.look():
+                    break
         return respond()
 
     def begin(done: Done) -> None:
@@ -137,7 +134,7 @@ def fetch(apis: KafkaApis, request: KafkaRequest) -> list[Part] | Deferred:
         def look() -> None:
             if on_loop.finished:
                 return
-            if steps.look(rm.wakeups.rearm(session.waiter)) or apis.stopped.is_set():
+            if steps.look() or apis.stopped.is_set():
                 on_loop.finish()
 
         rm.wakeups.park(session.waiter, lambda: on_loop.soon(look))

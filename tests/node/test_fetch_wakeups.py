@@ -7,6 +7,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +15,7 @@ import pytest
 from replica_manager_fixtures import leading
 
 from seglog.controller.metadata_image import PartitionState
+from seglog.node import session_fetch
 from seglog.node.fetch_session import FetchSessionCache
 from seglog.node.fetch_wakeups import FetchWaiter, FetchWakeups
 from seglog.node.partition_requests import FetchSpec
@@ -257,18 +259,8 @@ def test_a_woken_waiter_names_what_woke_it_and_metadata_names_everything() -> No
     assert session.woken() and wakeups.rearm(session) is None
 
 
-def test_a_parked_sessions_look_after_a_wake_reads_only_the_partitions_that_woke_it(
-    leader: ReplicaManager, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """A follower's session holds every partition it follows from this leader; the
-    look after a wake reads the one that changed, not all of them again."""
-    from seglog.node import session_fetch
-
-    rm = leader
-    specs = [FetchSpec("t", p, 0, 0, 1 << 20, -1) for p in (0, 1, 2)]  # replica 2's
-    steps = rm.park_session_fetch(0, 0, specs, [], replica_id=2, min_bytes=1, max_bytes=1 << 24)
-    steps.session.waiter.arm()
-    assert not steps.look()  # the fetch's first look, at all three: nothing to send
+def count_marks(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, int]]:
+    """The partitions a session's looks examine from now on, in order."""
     looked: list[tuple[str, int]] = []
     real_mark = session_fetch.mark
 
@@ -277,11 +269,122 @@ def test_a_parked_sessions_look_after_a_wake_reads_only_the_partitions_that_woke
         return real_mark(hp)
 
     monkeypatch.setattr(session_fetch, "mark", counting_mark)
+    return looked
+
+
+def test_a_parked_sessions_look_after_a_wake_reads_only_the_partitions_that_woke_it(
+    leader: ReplicaManager, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A follower's session holds every partition it follows from this leader; the
+    look after a wake reads the one that changed, not all of them again."""
+    rm = leader
+    specs = [FetchSpec("t", p, 0, 0, 1 << 20, -1) for p in (0, 1, 2)]  # replica 2's
+    steps = rm.park_session_fetch(0, 0, specs, [], replica_id=2, min_bytes=1, max_bytes=1 << 24)
+    assert not steps.look()  # the fetch's first look, at all three: nothing to send
+    looked = count_marks(monkeypatch)
     woke: list[int] = []
     rm.wakeups.park(steps.session.waiter, lambda: woke.append(1))
     produce(rm, 1, b"yours")
     assert woke == [1]
-    assert steps.look(rm.wakeups.rearm(steps.session.waiter))
+    assert steps.look()
     assert looked == [("t", 1)]
     assert steps.out[("t", 1)].records
     rm.wakeups.unpark(steps.session.waiter)
+
+
+def session_fetch_now(
+    rm: ReplicaManager,
+    sid: int,
+    epoch: int,
+    specs: list[FetchSpec],
+    replica: int,
+    max_bytes: int = 10 << 20,
+) -> list[tuple[int, bool, int]]:
+    """A follower's fetch in session `sid` that does not wait: (partition, records?,
+    HW) of each partition answered."""
+    _sid, answered = rm.fetch_in_session(
+        sid, epoch, specs, [], replica_id=replica, max_wait_ms=0, min_bytes=1, max_bytes=max_bytes
+    )
+    return sorted((r.partition, bool(r.records), r.high_watermark) for r in answered)
+
+
+def test_a_sessions_next_fetch_reads_only_its_partitions_that_changed(
+    leader: ReplicaManager, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Kafka's leader examines every partition of a session on each fetch; here a
+    fetch reads those appended to, those whose HW moved and those at a new position,
+    and every one at most once a second (FULL_LOOK_INTERVAL_S)."""
+    rm = leader
+    topic_id = new_topic_id()
+    for p in range(4):
+        state = PartitionState((1, 2, 3), (1, 2, 3), 1, 0, 0)
+        rm._apply(("u", p), topic_id, state, LogConfig.defaults())
+    spec = lambda p, offset: FetchSpec("u", p, offset, 0, 1 << 20, -1)  # noqa: E731
+    sid3, _ = rm.fetch_in_session(
+        0,
+        0,
+        [spec(p, 0) for p in range(4)],
+        [],
+        replica_id=3,
+        max_wait_ms=0,
+        min_bytes=1,
+        max_bytes=10 << 20,
+    )
+    sid2, _ = rm.fetch_in_session(
+        0, 0, [spec(1, 0)], [], replica_id=2, max_wait_ms=0, min_bytes=1, max_bytes=10 << 20
+    )
+    looked = count_marks(monkeypatch)
+    assert session_fetch_now(rm, sid3, 1, [], 3) == [] and looked == []  # nothing changed
+
+    for p in (1, 2):
+        assert rm.produce(("u", p), build_batch([NewRecord(b"r")]), acks=1).error_name == "NONE"
+    assert session_fetch_now(rm, sid3, 2, [], 3) == [(1, True, 0), (2, True, 0)]
+    assert sorted(looked) == [("u", 1), ("u", 2)]
+    # Replica 3 reports both records; replica 2 takes u-1's record and reports it: u-1's
+    # HW moves to 1, which replica 3's session learns on its next fetch without naming it.
+    assert session_fetch_now(rm, sid3, 3, [spec(1, 1), spec(2, 1)], 3) == []
+    assert session_fetch_now(rm, sid2, 1, [], 2) == [(1, True, 0)]
+    # (An answer carries the HW from before its fetch moved it, as in Kafka.)
+    assert session_fetch_now(rm, sid2, 2, [spec(1, 1)], 2) == []
+    assert session_fetch_now(rm, sid2, 3, [], 2) == [(1, False, 1)]
+    assert rm._partitions[("u", 1)].plog.log.high_watermark == 1
+    looked.clear()
+    assert session_fetch_now(rm, sid3, 4, [], 3) == [(1, False, 1)]
+    assert looked == [("u", 1)]
+
+    # A full look is due once a second: it reads every partition of the session.
+    looked.clear()
+    session = rm._sessions.get(sid3, 5, 3)
+    session.next_epoch -= 1  # (given back: the fetch below takes epoch 5)
+    session.full_look_due = 0.0
+    assert session_fetch_now(rm, sid3, 5, [], 3) == []
+    assert sorted(looked) == [("u", p) for p in range(4)]
+
+
+def test_a_partition_a_fetch_left_unread_is_read_by_the_next(
+    leader: ReplicaManager, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A fetch whose max.bytes ran out before a partition leaves it unread; its follower
+    names no new position for it, and the session's next fetch reads it."""
+    rm = leader
+    held = [FetchSpec("t", p, 0, 0, 1 << 20, -1) for p in (0, 1)]
+    sid, _ = rm.fetch_in_session(
+        0, 0, held, [], replica_id=2, max_wait_ms=0, min_bytes=1, max_bytes=10 << 20
+    )
+    produce(rm, 0, b"x" * 500)
+    produce(rm, 1, b"y" * 500)
+    first = session_fetch_now(rm, sid, 1, [], 2, max_bytes=100)  # room for one partition
+    assert [p for p, records, _hw in first if records] == [0]
+    looked = count_marks(monkeypatch)
+    assert session_fetch_now(rm, sid, 2, [replace(held[0], fetch_offset=1)], 2) == [(1, True, 0)]
+    assert ("t", 1) in looked
+
+
+def test_hw_and_log_start_moves_are_noted_for_a_session_without_waking_it() -> None:
+    wakeups = FetchWakeups()
+    session = FetchWaiter(hw_moves=False)
+    wakeups.watch(session, [A, B])
+    wakeups.rearm(session)
+    wakeups.wake_for_hw([A])
+    wakeups.note_log_start([B, ("t", 9)])  # 9: not watched
+    assert not session.woken() and wakeups.rearm(session) == {A, B}

@@ -109,3 +109,27 @@ def test_a_reopened_log_knows_its_topic_id(tmp_path: Path):
     second.load()
     plog = second.get(("t", 0))
     assert plog is not None and plog.log.topic_id == topic_id
+
+
+def test_retention_tells_whose_log_start_moved(tmp_path: Path):
+    """A follower's fetch session reads only the partitions it was told changed; a
+    log start that retention moved is one (node/session_fetch.py)."""
+    config = LogConfig.defaults().with_overrides({"segment.bytes": 1500, "retention.ms": 1000})
+    m = LogManager(
+        (tmp_path,), config, BrokerLogSettings.defaults(), clock=now_ms, rng=random.Random(0)
+    )
+    m.load()
+    aged, idle = m.get_or_create(("t", 0), config), m.get_or_create(("t", 1), config)
+    with aged.lock:
+        for _ in range(3):  # rolls twice
+            aged.log.append_as_leader(BATCH, 0)
+        aged.log.update_high_watermark(aged.log.log_end_offset)
+    with idle.lock:
+        idle.log.append_as_leader(BATCH, 0)
+    told: list[list[tuple[str, int]]] = []
+    m.on_log_start_moved = told.append
+    assert m.run_retention(now_ms() + 60_000) >= 1
+    assert aged.log.log_start_offset > 0 and idle.log.log_start_offset == 0
+    assert told == [[("t", 0)]]
+    assert m.run_retention(now_ms() + 60_000) == 0 and len(told) == 1  # nothing moved
+    m.shutdown(-1)
