@@ -6,9 +6,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from seglog.node.groups.consumer_group import ASSIGNORS
-from seglog.node.groups.group_config import ConsumerConfig, GroupConfig
-from seglog.node.transactions.transaction_coordinator import TxnConfig
+from seglog.node.groups.group_config import SERVER_ASSIGNORS, ConsumerConfig, GroupConfig
+from seglog.node.transactions.txn_config import TxnConfig
 from seglog.storage.errors import InvalidConfigError
 from seglog.storage.log_config import BrokerLogSettings, LogConfig
 from seglog.storage.properties_file import parse_properties
@@ -196,11 +195,11 @@ def _consumer_group_config(props: Mapping[str, str]) -> ConsumerConfig:
     """KIP-848's group.consumer.* settings."""
     names = props.get("group.consumer.assignors", "uniform,range")
     assignors = tuple(parse_csv_list(names))
-    unknown = [a for a in assignors if a not in ASSIGNORS]
+    unknown = [a for a in assignors if a not in SERVER_ASSIGNORS]
     if not assignors or unknown:
         raise InvalidConfigError(
             f"Invalid value {names} for configuration group.consumer.assignors: "
-            f"the assignors are {', '.join(sorted(ASSIGNORS))}"
+            f"the assignors are {', '.join(sorted(SERVER_ASSIGNORS))}"
         )
     return ConsumerConfig(
         heartbeat_interval_ms=_int(props, "group.consumer.heartbeat.interval.ms", 5_000, 1),

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
-from typing import Any, TypeVar
+from typing import Any
 
 import grpc
 
@@ -18,6 +18,7 @@ from seglog.storage.disk_and_clock import plain_perf_s
 from seglog.storage.errors import InvalidConfigError
 
 from . import request_timing
+from .admin_answers import answer_election, answer_reassignments
 from .event_log import EventLogger
 from .fetch_session import FetchSessionError
 from .groups.offsets_records import OFFSETS_TOPIC
@@ -30,7 +31,6 @@ from .transactions.txn_verification import produce_error
 from .transactions.verification_sender import Verification, start_verification
 
 _log = EventLogger("servicer")
-R = TypeVar("R")
 
 
 def config_results(
@@ -56,50 +56,6 @@ def answer_partitions(
         tr = response_topics.add(name=t.name)
         for p in t.partitions:
             tr.partitions.add(partition=p.partition, **answer(t.name, p))
-
-
-def answer_election(
-    elect: Callable[[], dict[tuple[str, int], str]],
-    response: Callable[..., R],
-    result: Callable[..., Any],
-) -> R:
-    """ElectLeaders on the broker's and the controller's service: the controller's
-    refusal, or each partition's error (`elect` decides; their messages differ)."""
-    try:
-        results = elect()
-    except ControlError as e:
-        return response(**refused(e))
-    return response(
-        results=[
-            result(topic=t, partition=p, error_code=code(error))
-            for (t, p), error in sorted(results.items())
-        ]
-    )
-
-
-def answer_reassignments(
-    request: pb.AlterPartitionReassignmentsRequest,
-    alter: Callable[
-        [list[tuple[str, int, tuple[int, ...] | None]]], dict[tuple[str, int], tuple[str, str]]
-    ],
-) -> pb.AlterPartitionReassignmentsResponse:
-    """AlterPartitionReassignments on the broker's and the controller's service: each
-    partition's target replicas, or a cancel; `alter` decides."""
-    wanted = [
-        (r.topic, r.partition, None if r.cancel else tuple(r.replicas)) for r in request.partitions
-    ]
-    try:
-        results = alter(wanted)
-    except ControlError as e:
-        return pb.AlterPartitionReassignmentsResponse(**refused(e))
-    return pb.AlterPartitionReassignmentsResponse(
-        results=[
-            pb.PartitionReassignment(
-                topic=t, partition=p, error_code=code(error), error_message=message
-            )
-            for (t, p), (error, message) in sorted(results.items())
-        ]
-    )
 
 
 class SegLogServicer(client_pb2_grpc.SegLogServicer):

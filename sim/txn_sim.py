@@ -34,7 +34,8 @@ from dataclasses import dataclass, field
 from itertools import count
 
 from seglog.node.transactions import txn_records as rec
-from seglog.node.transactions.transaction_coordinator import TransactionCoordinator, TxnConfig
+from seglog.node.transactions.transaction_coordinator import TransactionCoordinator
+from seglog.node.transactions.txn_config import TxnConfig
 from seglog.node.transactions.txn_metadata import VALID_PREVIOUS
 from seglog.node.transactions.txn_records import TxnLogValue, TxnState
 from seglog.node.transactions.txn_shard import Action, Append, Respond, SendMarkers, TxnResult

@@ -13,12 +13,12 @@ import grpc
 from seglog.controller.cluster_control import ControlError
 from seglog.controller.metadata_image import MetadataImage
 from seglog.controller.metadata_records import MetadataRecord, encode_record
+from seglog.node.admin_answers import answer_election, answer_reassignments
 from seglog.node.controller.controller_requests import IsrChange
 from seglog.node.controller.quorum_controller import QuorumController
 from seglog.node.controller.raft_transport import from_proto
 from seglog.node.event_log import EventLogger
 from seglog.node.grpc_errors import code, refused
-from seglog.node.servicer import answer_election, answer_reassignments
 from seglog.proto import client_pb2 as pb
 from seglog.proto import cluster_pb2 as cpb
 from seglog.proto import cluster_pb2_grpc

@@ -5,6 +5,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+# The server-side assignors the group coordinator has (node/groups/consumer_group.py's
+# ASSIGNORS), which group.consumer.assignors may name.
+SERVER_ASSIGNORS = ("uniform", "range")
+
 
 @dataclass(frozen=True)
 class ConsumerConfig:
@@ -12,7 +16,7 @@ class ConsumerConfig:
 
     heartbeat_interval_ms: int = 5_000  # group.consumer.heartbeat.interval.ms
     session_timeout_ms: int = 45_000  # group.consumer.session.timeout.ms
-    assignors: tuple[str, ...] = ("uniform", "range")  # group.consumer.assignors; first: default
+    assignors: tuple[str, ...] = SERVER_ASSIGNORS  # group.consumer.assignors; first: default
     max_size: int = 2**31 - 1  # group.consumer.max.size
 
 

@@ -10,8 +10,8 @@ import grpc
 
 from seglog.controller.cluster_control import ControlError
 from seglog.controller.metadata_records import MetadataRecordError, decode_record
+from seglog.node.client_quota_answers import alter_entries, describe_entries
 from seglog.node.grpc_errors import code, refused
-from seglog.node.kafka.client_quotas import alter_entries, describe_entries
 from seglog.node.security.acls import (
     AclBinding,
     AclFilter,

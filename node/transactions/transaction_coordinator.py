@@ -17,11 +17,11 @@ the producer that opened it."""
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
 
 from ..groups.offsets_records import OFFSETS_TOPIC
 from ..groups.offsets_records import partition_for as offsets_partition_for
 from . import txn_records as rec
+from .txn_config import TxnConfig
 from .txn_metadata import NO_PRODUCER_EPOCH, TxnMetadata
 from .txn_records import TxnLogValue, TxnState
 from .txn_shard import (
@@ -45,20 +45,6 @@ INVALID_REQUEST = "INVALID_REQUEST"
 TRANSACTION_ABORTABLE = "TRANSACTION_ABORTABLE"
 
 S = TxnState
-
-
-@dataclass(frozen=True)
-class TxnConfig:
-    """Kafka's names and defaults."""
-
-    transaction_state_log_num_partitions: int = 50  # transaction.state.log.num.partitions
-    transaction_max_timeout_ms: int = 900_000  # transaction.max.timeout.ms
-    transactional_id_expiration_ms: int = 604_800_000  # transactional.id.expiration.ms
-    offsets_topic_num_partitions: int = 50  # offsets.topic.num.partitions (AddOffsetsToTxn)
-    # add.partitions.to.txn.retry.backoff.max.ms: how long an AddPartitionsToTxn (or
-    # AddOffsetsToTxn) that meets its previous transaction completing is held for it
-    # before CONCURRENT_TRANSACTIONS (0: answered at once).
-    add_partitions_to_txn_retry_backoff_max_ms: int = 100
 
 
 class TransactionCoordinator:

@@ -250,3 +250,12 @@ def test_a_node_warns_once_about_each_config_it_does_not_know(tmp_path: Path) ->
     assert "The configuration 'log.retenton.hours' was supplied but isn't a known config." in [
         w["message"] for w in warnings
     ]
+
+
+def test_the_assignors_the_config_accepts_are_the_coordinators() -> None:
+    """node/config.py checks group.consumer.assignors against names it holds without
+    importing the group coordinator (the controller process reads the config too)."""
+    from seglog.node.groups.consumer_group import ASSIGNORS
+    from seglog.node.groups.group_config import SERVER_ASSIGNORS
+
+    assert sorted(ASSIGNORS) == sorted(SERVER_ASSIGNORS)

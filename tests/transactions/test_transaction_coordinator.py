@@ -12,7 +12,8 @@ from itertools import count
 import pytest
 
 from seglog.node.transactions import txn_records as rec
-from seglog.node.transactions.transaction_coordinator import TransactionCoordinator, TxnConfig
+from seglog.node.transactions.transaction_coordinator import TransactionCoordinator
+from seglog.node.transactions.txn_config import TxnConfig
 from seglog.node.transactions.txn_records import TxnLogValue, TxnState
 from seglog.node.transactions.txn_shard import Append, Respond, SendMarkers, TxnResult
 
