@@ -193,7 +193,7 @@ def parse_voters(value: str, key: str = "controller.quorum.voters") -> dict[int,
 
 def _consumer_group_config(props: Mapping[str, str]) -> ConsumerConfig:
     """KIP-848's group.consumer.* settings."""
-    names = props.get("group.consumer.assignors", "uniform,range")
+    names = props.get("group.consumer.assignors", ",".join(SERVER_ASSIGNORS))
     assignors = tuple(parse_csv_list(names))
     unknown = [a for a in assignors if a not in SERVER_ASSIGNORS]
     if not assignors or unknown:

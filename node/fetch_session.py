@@ -75,13 +75,11 @@ class FetchSession:
             self.specs.pop(tp, None)
             self.seen.pop(tp, None)
             self.told.pop(tp, None)
-        pending = self.pending
         for spec in specs:
             tp = (spec.topic, spec.partition)
             self.specs[tp] = spec
             self.seen.pop(tp, None)  # a new position: read it whatever the state
-            if pending is not None:
-                pending.add(tp)
+            self.read_next_fetch(tp)
         if topic_ids:
             self.topic_ids.update(topic_ids)
         if forgotten:  # bounded by the topics the session holds
@@ -98,6 +96,11 @@ class FetchSession:
             self.replica_epoch = replica_epoch
             self.seen.clear()
             self.pending = None
+
+    def read_next_fetch(self, tp: TopicPartition) -> None:
+        """`tp` is one the next fetch's first look must read."""
+        if self.pending is not None:
+            self.pending.add(tp)
 
     def take_pending(self) -> set[TopicPartition] | None:
         """What the fetch's first look must read (`pending`), now handed to it."""

@@ -46,14 +46,12 @@ class SessionFetch:
         min_bytes: int,
         max_bytes: int,
         clock: Callable[[], float] = plain_monotonic_s,
-        full_look_interval_s: float = FULL_LOOK_INTERVAL_S,
     ) -> None:
         self.session = session
         self._partitions = partitions
         self._reads = reads
         self._wakeups = wakeups
         self._clock = clock
-        self._full_look_interval_s = full_look_interval_s
         self._first_look = True
         self.replica_id = replica_id
         self.replica_epoch = replica_epoch
@@ -74,7 +72,7 @@ class SessionFetch:
             now = self._clock()
             if pending is None or changed is None or now >= session.full_look_due:
                 changed = None
-                session.full_look_due = now + self._full_look_interval_s
+                session.full_look_due = now + FULL_LOOK_INTERVAL_S
             else:
                 changed |= pending
         specs = session.specs
@@ -85,8 +83,7 @@ class SessionFetch:
         )
         for tp, spec in held:
             if tp in out and out[tp].records:
-                if session.pending is not None:
-                    session.pending.add(tp)  # the change is the next fetch's to read
+                session.read_next_fetch(tp)  # the change is the next fetch's to read
                 continue
             hp = self._partitions.get(tp)
             if hp is None or session.seen.get(tp) != mark(hp):
@@ -111,8 +108,8 @@ class SessionFetch:
                 failed = r.error_name != "NONE" or r.diverging_epoch is not None
                 if m is not None and not failed:
                     session.seen[tp] = m
-                elif session.pending is not None:
-                    session.pending.add(tp)  # unsettled: the next fetch reads it again
+                else:
+                    session.read_next_fetch(tp)  # unsettled: the next fetch reads it again
                 if (
                     r.records
                     or failed
