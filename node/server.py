@@ -489,7 +489,11 @@ class Node:
         self._done.set()
 
     def wait(self) -> None:
-        self._done.wait()
+        # Never one endless wait: a SIGTERM the kernel hands to another thread (it
+        # skips a main thread not yet running again after SIGCONT) only trips Python's
+        # flag, and the main thread runs the handler when it next runs bytecode.
+        while not self._done.wait(SIGNAL_CHECK_S):
+            pass
 
     # --- what the replica manager needs ------------------------------------------------
 
@@ -701,6 +705,9 @@ class QuorumDescriber(cluster_pb2_grpc.ControllerServicer):
             context.abort(grpc.StatusCode.UNAVAILABLE, f"the controller did not answer: {e.code()}")
             raise
 
+
+# How late the main thread may run a signal's handler (Node.wait).
+SIGNAL_CHECK_S = 0.25
 
 # A node's threads hand work to each other (gRPC poller, request workers, fetchers):
 # each hand-off waits for the GIL, up to the switch interval (5 ms by default) while

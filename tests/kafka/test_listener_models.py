@@ -161,4 +161,5 @@ def test_both_models_carry_librdkafka_in_order_and_refuse_oversized_frames(
             assert lag is None, "no event loop runs in the threaded model"
         assert node.proc is not None and node.proc.poll() is None
     finally:
+        print(node.tail(80))  # shown only when the test fails: the node's side of it
         node.stop()
