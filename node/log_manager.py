@@ -307,6 +307,8 @@ class LogManager:
         for tp, plog in self.partitions().items():
             if plog.directory.offline_reason is not None:
                 continue  # nothing more is written there, nor made durable
+            if not plog.log.wants_flush(time_ms=t):
+                continue  # an idle log: no lock taken
             with plog.lock:
                 job = plog.log.begin_flush(time_ms=t)
             if job is not None:

@@ -468,12 +468,21 @@ class LocalLog:
         snapshots, self.unsynced_snapshots = self.unsynced_snapshots, []
         return snapshots
 
-    def begin_flush(self, t: int) -> FlushJob | None:
-        target = self.pending_flush
-        due = (
-            self.log_end_offset > max(self.recovery_point, target or 0)
+    def _flush_ms_due(self, t: int) -> bool:
+        return (
+            self.log_end_offset > max(self.recovery_point, self.pending_flush or 0)
             and t - self.last_flush_ms >= self.config.flush_ms
         )
+
+    def wants_flush(self, t: int) -> bool:
+        """Whether begin_flush(t) may have work: read without the partition lock, so the
+        scheduler's scan of an idle log takes no lock (a change it misses, it sees at
+        its next scan)."""
+        return self.pending_flush is not None or self._flush_ms_due(t)
+
+    def begin_flush(self, t: int) -> FlushJob | None:
+        target = self.pending_flush
+        due = self._flush_ms_due(t)
         if due:
             target = self.log_end_offset
             self.unflushed_messages = 0

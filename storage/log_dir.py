@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import random
 import re
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -65,6 +66,10 @@ class LogDirectory:
         self.recovery_points = OffsetCheckpointFile(path / RECOVERY_POINT_CHECKPOINT)
         self.log_start_offsets = OffsetCheckpointFile(path / LOG_START_OFFSET_CHECKPOINT)
         self.high_watermarks = OffsetCheckpointFile(path / REPLICATION_OFFSET_CHECKPOINT)
+        # What each checkpoint file last had written: an unchanged one is not written
+        # (and fsynced) again every few seconds while the logs are idle.
+        self._written: dict[str, dict[TopicPartition, int]] = {}
+        self._write_lock = threading.Lock()
         self.logs: dict[TopicPartition, Log] = {}
         self.had_clean_shutdown = False
         # Kafka's LogDirFailureChannel: the first unrecoverable I/O error takes the
@@ -193,9 +198,19 @@ class LogDirectory:
         )
 
     def write_checkpoints(self, state: CheckpointState) -> None:
-        self.recovery_points.write(state.recovery_points)
-        self.high_watermarks.write(state.high_watermarks)
-        self.log_start_offsets.write(state.log_start_offsets)
+        """Write the checkpoints whose offsets changed since this object last wrote them."""
+        with self._write_lock:
+            for file, offsets in (
+                (self.recovery_points, state.recovery_points),
+                (self.high_watermarks, state.high_watermarks),
+                (self.log_start_offsets, state.log_start_offsets),
+            ):
+                name = file.path.name
+                if self._written.get(name) == offsets:
+                    continue
+                self._written.pop(name, None)  # unknown until this write succeeds
+                file.write(offsets)
+                self._written[name] = dict(offsets)
 
     def close(self, broker_epoch: int = -1) -> None:
         """Clean shutdown: close every log, write checkpoints, then the marker. An

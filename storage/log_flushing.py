@@ -74,6 +74,10 @@ class LogFlushing:
         None when nothing is to flush. Finish with end_flush."""
         return self._local.begin_flush(self.clock() if time_ms is None else time_ms)
 
+    def wants_flush(self, *, time_ms: int) -> bool:
+        """Whether begin_flush may have work; safe to call without the partition lock."""
+        return self._local.wants_flush(time_ms)
+
     def end_flush(self, job: FlushJob) -> None:
         """Under the partition lock, after job.run(): the recovery point moves to the
         job's target if it succeeded; a failed job's flush is pending again."""

@@ -1361,10 +1361,14 @@ def test_reopen_removes_leftover_deleted_files(tmp_path):
 def test_flush_if_due(tmp_path):
     log = open_log(tmp_path, flush_ms=1000)
     log.append_as_leader(make_batch(2), 0, time_ms=T0)
+    # wants_flush (the scheduler's lock-free look) agrees with what a flush would do.
+    assert not log.wants_flush(time_ms=T0 + 999)
     assert not log.flush_if_due(time_ms=T0 + 999)
     assert log.recovery_point == 0
+    assert log.wants_flush(time_ms=T0 + 1000)
     assert log.flush_if_due(time_ms=T0 + 1000)
     assert log.recovery_point == 2
+    assert not log.wants_flush(time_ms=T0 + 5000)
     assert not log.flush_if_due(time_ms=T0 + 5000)  # nothing new
 
 
@@ -1397,6 +1401,7 @@ def test_a_flush_job_runs_outside_the_log_and_moves_the_recovery_point_after(tmp
     assert log.durable_offset == 0  # not before end_flush
     log.end_flush(job)
     assert log.recovery_point == 10
+    assert not log.wants_flush(time_ms=T0)
     assert log.begin_flush(time_ms=T0) is None  # nothing deferred left
 
 
@@ -1417,6 +1422,7 @@ def test_a_failed_flush_job_is_pending_again(tmp_path):
     assert job.error is not None and "topic-0" in str(job.error)
     log.end_flush(job)
     assert log.durable_offset == 0
+    assert log.wants_flush(time_ms=T0)
     retry = log.begin_flush(time_ms=T0)
     assert retry is not None and retry.target == 10
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 from log_fixtures import T0, check_log_invariants, hash_dir, make_batch, offsets_read
 
 from seglog.storage.log_config import LogConfig
@@ -193,3 +194,47 @@ def test_create_log_is_idempotent_and_delete_log_removes_the_directory(tmp_path)
     d.delete_log("t", 0)
     assert not (tmp_path / "t-0").exists()
     assert d.logs == {}
+
+
+def test_unchanged_checkpoints_are_not_written_again(tmp_path, monkeypatch):
+    """The log manager checkpoints every few seconds: an idle directory's files are
+    written (and fsynced) only when their offsets changed; a failed write is retried."""
+    import seglog.storage.checkpoint_file as checkpoint_file
+
+    d = populated(tmp_path)
+    written: list[str] = []
+    real = checkpoint_file.write_atomically
+
+    def counting(path: Path, data: bytes) -> None:
+        written.append(path.name)
+        real(path, data)
+
+    monkeypatch.setattr(checkpoint_file, "write_atomically", counting)
+    d.checkpoint()
+    assert sorted(written) == sorted(
+        [
+            "recovery-point-offset-checkpoint",
+            "replication-offset-checkpoint",
+            "log-start-offset-checkpoint",
+        ]
+    )
+    written.clear()
+    d.checkpoint()
+    assert written == []
+    d.logs[("orders", 0)].update_high_watermark(22)
+    d.checkpoint()
+    assert written == ["replication-offset-checkpoint"]
+    assert "orders 0 22" in (tmp_path / "replication-offset-checkpoint").read_text()
+
+    def failing(path: Path, data: bytes) -> None:
+        raise OSError("disk gone")
+
+    d.logs[("orders", 0)].update_high_watermark(23)
+    monkeypatch.setattr(checkpoint_file, "write_atomically", failing)
+    with pytest.raises(OSError, match="disk gone"):
+        d.checkpoint()
+    monkeypatch.setattr(checkpoint_file, "write_atomically", counting)
+    written.clear()
+    d.checkpoint()
+    assert written == ["replication-offset-checkpoint"]
+    assert "orders 0 23" in (tmp_path / "replication-offset-checkpoint").read_text()
