@@ -11,7 +11,8 @@ broker sessions, 500 ms elections); the JSON records the settings read back from
   leader and a full ISR;
 * idle_cores — CPU of all node processes (brokers and their controller processes),
   in cores, over --idle-seconds with the topic idle, --settle-seconds after it was
-  created;
+  created; idle_threads — the same window per process, with its busiest threads
+  (cores, context switches per second; bench/thread_cpu.py names them with py-spy);
 * per client kind of --clients, one after the other on the same topic: records_per_s,
   p50_ms, p99_ms — --records records of 200 bytes, keys spread over every partition,
   acks=all, idempotent, linger 5 ms, sent as fast as the client takes them; the latency
@@ -53,6 +54,7 @@ from pathlib import Path
 from typing import Any
 
 from seglog.bench.measure import librdkafka_produce_until, percentile
+from seglog.bench.thread_cpu import busiest, cores, read_threads, thread_names
 from seglog.client.admin import Admin, NewTopic
 from seglog.client.producer import Producer
 from seglog.harness.local_cluster import bootstrap_servers
@@ -284,9 +286,26 @@ def run_count(
         create_s = time.perf_counter() - started
         say(f"  created in {create_s:.1f} s")
         time.sleep(settle_s)  # the new partitions' first fetches and checkpoints pass
+        processes = [
+            (node, "broker" if k == 0 else "controller", pid)
+            for node, pids in cluster.pids().items()
+            for k, pid in enumerate(pids)
+        ]
+        threads0 = {pid: read_threads(pid) for _, _, pid in processes}
         cpu0, t0 = cluster.cpu_s(), time.perf_counter()
         time.sleep(idle_s)
         idle_cores = (cluster.cpu_s() - cpu0) / (time.perf_counter() - t0)
+        threads1 = {pid: read_threads(pid) for _, _, pid in processes}
+        idle_window = time.perf_counter() - t0
+        idle_threads = [
+            {
+                "node": node,
+                "process": kind,
+                "cores": cores(threads0[pid], threads1[pid], idle_window),
+                "busiest": busiest(threads0[pid], threads1[pid], idle_window, thread_names(pid)),
+            }
+            for node, kind, pid in processes
+        ]
         say(f"  idle: {idle_cores:.3f} cores")
 
         clients = {}
@@ -300,6 +319,7 @@ def run_count(
             "load_average": {"before": load_before, "after": loadavg()},
             "create_s": round(create_s, 2),
             "idle_cores": round(idle_cores, 3),
+            "idle_threads": idle_threads,
             "rss_mib": {str(n): round(r, 1) for n, (r, _t) in mem.items()},
             "threads": {str(n): t for n, (_r, t) in mem.items()},
             "clients": clients,
