@@ -352,6 +352,15 @@ class LogMachine(RuleBasedStateMachine):
         )
         self.epochs.truncate_from_end(self.leo)  # 3.7 step 4 / 6.1: re-applied at load
         self.epochs.truncate_from_start(self.start)
+        self._producer_reloaded()
+
+    def _producer_reloaded(self) -> None:
+        """A reopen rebuilds the producer state from a snapshot and the log from its start:
+        as after a truncation, a producer whose last batch begins below the log start may
+        be gone (a close found hypothesis's case: delete_records past it, then a reopen)."""
+        mine = [b for b in self.history if b.idempotent and b.last < self.leo]
+        if mine and mine[-1].base < self.start:
+            self.producer_uncertain = True
 
     @rule(from_zero=st.booleans())
     def crash_and_reopen(self, from_zero: bool) -> None:
@@ -379,6 +388,7 @@ class LogMachine(RuleBasedStateMachine):
                     self.epochs.assign(b.epoch, b.base)
         self.epochs.truncate_from_end(self.leo)
         self.epochs.truncate_from_start(self.start)
+        self._producer_reloaded()
 
     # ---- invariants ----------------------------------------------------------------------
 
