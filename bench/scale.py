@@ -54,7 +54,7 @@ from pathlib import Path
 from typing import Any
 
 from seglog.bench.measure import librdkafka_produce_until, percentile
-from seglog.bench.thread_cpu import busiest, cores, read_threads, thread_names
+from seglog.bench.thread_cpu import TICKS, busiest, cores, read_threads, thread_names
 from seglog.client.admin import Admin, NewTopic
 from seglog.client.producer import Producer
 from seglog.harness.local_cluster import bootstrap_servers
@@ -65,7 +65,6 @@ from seglog.proto import client_pb2_grpc
 
 ROOT = Path(__file__).resolve().parent.parent
 NODES = 3
-TICKS = os.sysconf("SC_CLK_TCK")
 CLIENTS = ("producer", "confluent-kafka")
 VALUE = b"x" * 200
 
