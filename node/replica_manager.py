@@ -156,6 +156,10 @@ class ReplicaManager(ReplicaTimers):
         # flush.messages' fsyncs, off the loop (each log defers them: see FlushLog).
         self._flusher = MessageFlusher(log_manager, self._on_flushed)
 
+    def in_doubt(self) -> str | None:
+        """Why this node must not act as a leader now (`leadership_doubt`), or None."""
+        return self.leadership_doubt() if self.leadership_doubt is not None else None
+
     def start(self) -> None:
         if self._alter_partitions is not None:
             self._alter_partitions.start()
@@ -503,7 +507,7 @@ class ReplicaManager(ReplicaTimers):
             hp = self._hosted_or_error(tp)
         except PartitionError as e:
             return ProduceResult(error_name=e.error_name, error_message=str(e))
-        doubt = self.leadership_doubt() if self.leadership_doubt is not None else None
+        doubt = self.in_doubt()
         if doubt is not None:
             self._doubt_refusals.refused(tp, hp.replica.leader_epoch, data, plain_monotonic_s())
             return ProduceResult(error_name="NOT_LEADER_OR_FOLLOWER", error_message=doubt)

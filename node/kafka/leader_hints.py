@@ -25,7 +25,7 @@ class LeaderHints:
     """One answer's hints: `current_leader` per partition, `endpoints` at the end."""
 
     def __init__(self, node: Any, listener: str, hinted: Collection[str]) -> None:
-        self.node = node  # the KafkaNode: replica_manager, metadata_image()
+        self.node = node  # the KafkaNode: node_id, replica_manager, metadata_image()
         self.listener = listener
         self.hinted = hinted
         self._image: MetadataImage | None = None
@@ -41,6 +41,10 @@ class LeaderHints:
             return None
         leader = known if known != NO_LEADER else self._leader(tp)
         if leader == NO_LEADER:
+            return None
+        if leader[0] == self.node.node_id and self.node.replica_manager.in_doubt() is not None:
+            # Refused in doubt (its controller process silent): the leader has moved, and
+            # naming itself would send librdkafka back here with no metadata refresh.
             return None
         image = self._metadata()
         live = live_brokers(image, self.listener).get(leader[0])

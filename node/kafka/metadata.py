@@ -67,6 +67,20 @@ def live_brokers(image: MetadataImage, listener: str) -> dict[int, tuple[BrokerI
     return out
 
 
+def answered_brokers(
+    node: KafkaNode, image: MetadataImage, listener: str
+) -> dict[int, tuple[BrokerImage, str, int]]:
+    """`live_brokers` as this node answers them: without itself while it doubts its
+    own leadership (its controller process silent for a session). Its image stops at
+    the silence, but the controller has fenced it by then and moved its leaderships:
+    naming itself, it would send clients back to be refused until their next full
+    metadata refresh; without a leader, librdkafka asks again at once."""
+    live = live_brokers(image, listener)
+    if node.replica_manager.in_doubt() is not None:
+        live.pop(node.node_id, None)
+    return live
+
+
 def _topic_uuid(topic_id: str) -> Any:
     try:
         return topic_id_to_uuid(topic_id)
@@ -145,7 +159,7 @@ def metadata(
                 )
             )
             continue
-        live = live_brokers(image, listener)
+        live = answered_brokers(node, image, listener)
         partitions = []
         for p, state in sorted(topic.partitions.items()):
             partitions.append(
@@ -166,7 +180,9 @@ def metadata(
         topics.append(answered)
     brokers = [
         cls.MetadataResponseBroker(node_id=i, host=host, port=port, rack=b.rack)
-        for i, (b, host, port) in sorted(live_brokers(node.metadata_image(), listener).items())
+        for i, (b, host, port) in sorted(
+            answered_brokers(node, node.metadata_image(), listener).items()
+        )
     ]
     body = cls(
         throttle_time_ms=0,
@@ -205,7 +221,7 @@ def describe_cluster(
     image = node.metadata_image()
     brokers = [
         cls.DescribeClusterBroker(broker_id=i, host=host, port=port, rack=b.rack)
-        for i, (b, host, port) in sorted(live_brokers(image, listener).items())
+        for i, (b, host, port) in sorted(answered_brokers(node, image, listener).items())
     ]
     if request.api_version >= 2 and req.include_fenced_brokers:
         # KIP-1073: the fenced brokers too, flagged.

@@ -17,7 +17,7 @@ from ..groups.offsets_records import OFFSETS_TOPIC
 from ..transactions.txn_records import TRANSACTION_STATE_TOPIC
 from .codec import KafkaRequest, Part, encode_response, response_class
 from .errors import error_code
-from .metadata import live_brokers, partition_leadership
+from .metadata import answered_brokers, partition_leadership
 from .node_api import KafkaNode
 
 MAX_REQUEST_PARTITION_SIZE_LIMIT = 2000  # Kafka's max.request.partition.size.limit
@@ -52,7 +52,7 @@ def describe_topic_partitions(
         ]
         return encode_response(request, cls(throttle_time_ms=0, topics=topics, next_cursor=None))
     remaining = max(min(MAX_REQUEST_PARTITION_SIZE_LIMIT, req.response_partition_limit), 1)
-    live = live_brokers(image, listener)
+    live = answered_brokers(node, image, listener)
     topics: list[Any] = []
     refused: list[Any] = []
     next_cursor = None
