@@ -43,6 +43,11 @@ class ControllerStub:
                 request_serializer=cluster__pb2.RaftMessage.SerializeToString,
                 response_deserializer=cluster__pb2.RaftAck.FromString,
                 _registered_method=True)
+        self.RaftStream = channel.stream_unary(
+                '/seglog.v1.Controller/RaftStream',
+                request_serializer=cluster__pb2.RaftMessage.SerializeToString,
+                response_deserializer=cluster__pb2.RaftAck.FromString,
+                _registered_method=True)
         self.RegisterBroker = channel.unary_unary(
                 '/seglog.v1.Controller/RegisterBroker',
                 request_serializer=cluster__pb2.RegisterBrokerRequest.SerializeToString,
@@ -113,6 +118,15 @@ class ControllerServicer:
 
     def Raft(self, request, context):
         """One Raft message, delivered one way; the answer comes back as another Raft call.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def RaftStream(self, request_iterator, context):
+        """A voter's Raft messages to one peer, in order, on one long-lived stream: about
+        half the CPU of a call per message (docs/perf/scale.md). Answers come back on
+        the peer's own stream. Raft is used when a peer does not serve it.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -199,6 +213,11 @@ def add_ControllerServicer_to_server(servicer, server):
     rpc_method_handlers = {
             'Raft': grpc.unary_unary_rpc_method_handler(
                     servicer.Raft,
+                    request_deserializer=cluster__pb2.RaftMessage.FromString,
+                    response_serializer=cluster__pb2.RaftAck.SerializeToString,
+            ),
+            'RaftStream': grpc.stream_unary_rpc_method_handler(
+                    servicer.RaftStream,
                     request_deserializer=cluster__pb2.RaftMessage.FromString,
                     response_serializer=cluster__pb2.RaftAck.SerializeToString,
             ),
@@ -291,6 +310,33 @@ class Controller:
             request,
             target,
             '/seglog.v1.Controller/Raft',
+            cluster__pb2.RaftMessage.SerializeToString,
+            cluster__pb2.RaftAck.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def RaftStream(request_iterator,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.stream_unary(
+            request_iterator,
+            target,
+            '/seglog.v1.Controller/RaftStream',
             cluster__pb2.RaftMessage.SerializeToString,
             cluster__pb2.RaftAck.FromString,
             options,

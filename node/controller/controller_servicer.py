@@ -43,20 +43,44 @@ class ControllerServicer(cluster_pb2_grpc.ControllerServicer):
         self.on_broker_applied = on_broker_applied
         self._ending = threading.Event()
         self._watches: set[queue.Queue[cpb.MetadataUpdate | None]] = set()
-        self._watches_lock = threading.Lock()
+        self._raft_streams: set[grpc.ServicerContext] = set()
+        self._watches_lock = threading.Lock()  # and the Raft streams
 
     def end_watches(self) -> None:
-        """End every metadata watch now (the controller is stopping): an idle one
-        would otherwise hold the listener's graceful stop for its whole grace."""
-        self._ending.set()
+        """End every metadata watch and peer's Raft stream now (the controller is
+        stopping): an idle one would otherwise hold the listener's graceful stop for
+        its whole grace."""
         with self._watches_lock:
+            self._ending.set()
             for updates in self._watches:
                 with contextlib.suppress(queue.Full):  # full: it looks at _ending next
                     updates.put_nowait(None)
+            for stream in self._raft_streams:
+                stream.cancel()
 
     def Raft(self, request: cpb.RaftMessage, context: grpc.ServicerContext) -> cpb.RaftAck:
         if request.dst == self.controller.node_id:
             self.controller.deliver(from_proto(request))
+        return cpb.RaftAck()
+
+    def RaftStream(
+        self, request_iterator: Iterator[cpb.RaftMessage], context: grpc.ServicerContext
+    ) -> cpb.RaftAck:
+        """A peer's messages, until it ends the stream or this controller stops (it
+        would otherwise hold the listener's graceful stop for its whole grace)."""
+        with self._watches_lock:
+            if self._ending.is_set():
+                context.abort(grpc.StatusCode.UNAVAILABLE, "the controller is stopping")
+            self._raft_streams.add(context)
+        try:
+            for message in request_iterator:
+                if message.dst == self.controller.node_id:
+                    self.controller.deliver(from_proto(message))
+        except grpc.RpcError:
+            pass  # the peer went, or end_watches cancelled the stream
+        finally:
+            with self._watches_lock:
+                self._raft_streams.discard(context)
         return cpb.RaftAck()
 
     def RegisterBroker(
