@@ -31,6 +31,9 @@ class ControllerClient:
         self.credentials = credentials  # None: plaintext
         self.leader_hint = leader_hint
         self._channels: dict[int, grpc.Channel] = {}
+        # A stub is ~50 µs to make (a callable per method): one per voter, not per call
+        # (a heartbeat every broker.heartbeat.interval.ms asks for one).
+        self._stubs: dict[int, cluster_pb2_grpc.ControllerStub] = {}
 
     def _channel(self, node: int) -> grpc.Channel:
         channel = self._channels.get(node)
@@ -45,7 +48,10 @@ class ControllerClient:
         return self._channel(node)
 
     def controller_stub(self, node: int) -> cluster_pb2_grpc.ControllerStub:
-        return cluster_pb2_grpc.ControllerStub(self._channel(node))
+        stub = self._stubs.get(node)
+        if stub is None:
+            stub = self._stubs[node] = cluster_pb2_grpc.ControllerStub(self._channel(node))
+        return stub
 
     def seglog_stub(self, node: int) -> client_pb2_grpc.SegLogStub:
         return client_pb2_grpc.SegLogStub(self._channel(node))
@@ -95,3 +101,4 @@ class ControllerClient:
         for channel in self._channels.values():
             channel.close()
         self._channels.clear()
+        self._stubs.clear()

@@ -82,6 +82,7 @@ class RemoteController:
         host = "127.0.0.1" if listener.host in ("0.0.0.0", "::", "") else listener.host
         self._own_address = f"{host}:{listener.port}"
         self._own_channel: grpc.Channel | None = None
+        self._own_stub_made: cluster_pb2_grpc.ControllerStub | None = None
         self._credentials = controller_credentials(config)
         self.client = ControllerClient(
             config.controller_quorum_voters, self._leader_hint, self._credentials
@@ -279,9 +280,7 @@ class RemoteController:
         entries without records, such as a new leader's first, are never sent.)"""
         assert self._own_channel is not None
         try:
-            own = _controller_stub(self._own_channel).DescribeQuorum(
-                cpb.DescribeQuorumRequest(), timeout=1
-            )
+            own = self._own_stub().DescribeQuorum(cpb.DescribeQuorumRequest(), timeout=1)
         except grpc.RpcError:
             return False
         return own.commit_index >= target and self.applied_offset >= own.published_offset
@@ -380,7 +379,7 @@ class RemoteController:
                     return
                 yield item
 
-        stub = _controller_stub(self._own_channel)
+        stub = self._own_stub()
         for update in stub.WatchMetadata(requests()):
             records = [decode_record(r) for r in update.records]
             with self._lock:
@@ -409,6 +408,13 @@ class RemoteController:
 
     # --- the quorum ---------------------------------------------------------------------
 
+    def _own_stub(self) -> cluster_pb2_grpc.ControllerStub:
+        """The stub for this node's controller process (made once: see ControllerClient)."""
+        if self._own_stub_made is None:
+            assert self._own_channel is not None
+            self._own_stub_made = cluster_pb2_grpc.ControllerStub(self._own_channel)
+        return self._own_stub_made
+
     def _leader_hint(self) -> int | None:
         return self._leader_seen
 
@@ -420,9 +426,7 @@ class RemoteController:
         if now - self._leader_checked > 0.1 and self._own_channel is not None:
             self._leader_checked = now
             try:
-                r = _controller_stub(self._own_channel).DescribeQuorum(
-                    cpb.DescribeQuorumRequest(), timeout=1
-                )
+                r = self._own_stub().DescribeQuorum(cpb.DescribeQuorumRequest(), timeout=1)
                 self._leader_seen = None if r.leader_id < 0 else r.leader_id
             except grpc.RpcError:
                 pass
@@ -430,9 +434,7 @@ class RemoteController:
 
     def describe_quorum(self, timeout_s: float) -> cpb.DescribeQuorumResponse:
         assert self._own_channel is not None
-        return _controller_stub(self._own_channel).DescribeQuorum(
-            cpb.DescribeQuorumRequest(), timeout=timeout_s
-        )
+        return self._own_stub().DescribeQuorum(cpb.DescribeQuorumRequest(), timeout=timeout_s)
 
     # --- requests to the active controller ------------------------------------------------
 
@@ -703,7 +705,3 @@ class RemoteController:
         if r.error_code:
             raise ControlError(errors_pb2.ErrorCode.Name(r.error_code), r.error_message)
         return r.first_producer_id, r.end_producer_id
-
-
-def _controller_stub(channel: grpc.Channel) -> cluster_pb2_grpc.ControllerStub:
-    return cluster_pb2_grpc.ControllerStub(channel)
