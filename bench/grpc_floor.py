@@ -1,20 +1,27 @@
 """The floor under every seglog request: what one gRPC exchange costs in Python.
 
 A trivial service in a child process echoes 1 KiB messages; this process calls it
-one exchange at a time (round trips, not throughput). Four shapes, alternated over
---rounds so that the machine's drift spreads over all of them:
+one exchange at a time (round trips, not throughput), back to back or paced at --rate
+a second (the cost at a control plane's idle rates, where each exchange also wakes
+sleeping threads). Five shapes, alternated over --rounds so that the machine's drift
+spreads over all of them:
 
 - unary-sync: a unary call to a `grpc.server` with a thread pool (how the node serves
   Produce and Fetch, and how followers and clients call it);
 - unary-aio: the same call to a `grpc.aio.server` with an `async def` handler;
 - stream-sync: one message each way on a long-lived bidirectional stream, sync server;
-- stream-aio: the same stream, aio server.
+- stream-aio: the same stream, aio server;
+- oneway-sync: one message one way on a long-lived client stream, nothing back per
+  message (how a voter sends Raft messages to a peer: node/controller/raft_transport.py;
+  unary-sync is how it sent them before, a call each). The server counts what arrived,
+  and the figures are read once the stream has ended and every message was counted.
 
 Per shape: exchanges/s, the server's and this process's CPU per exchange (user+sys
 from /proc), and the server's context switches per exchange (every thread's
 voluntary and involuntary switches). The last stdout line is JSON.
 
-    python bench/grpc_floor.py [--quick] [--exchanges N] [--rounds R] [--plot out.png]
+    python bench/grpc_floor.py [--quick] [--exchanges N] [--rounds R] [--rate R]
+                               [--shapes a,b] [--plot out.png]
 
 GRPC_EXPERIMENTS in the environment reaches both processes (gRPC's own switches for
 its I/O engine), so the same command compares them.
@@ -40,7 +47,7 @@ import grpc
 
 from seglog.bench.options import add_options, known_names, quick_or_full, save_plot
 
-SHAPES = ("unary-sync", "unary-aio", "stream-sync", "stream-aio")
+SHAPES = ("unary-sync", "unary-aio", "stream-sync", "stream-aio", "oneway-sync")
 SERVICE = "floor.Echo"
 PAYLOAD = b"\xa5" * 1024
 WARM_UP = 300
@@ -71,6 +78,12 @@ def _handlers(aio: bool) -> grpc.GenericRpcHandler:
         async for message in requests:
             yield message
 
+    def sink(requests: Iterator[bytes], _context: Any) -> bytes:
+        return str(sum(1 for _ in requests)).encode()
+
+    async def sink_async(requests: Any, _context: Any) -> bytes:
+        return str(len([m async for m in requests])).encode()
+
     return grpc.method_handlers_generic_handler(
         SERVICE,
         {
@@ -80,6 +93,7 @@ def _handlers(aio: bool) -> grpc.GenericRpcHandler:
             "Stream": grpc.stream_stream_rpc_method_handler(
                 stream_async if aio else stream, _same, _same
             ),
+            "Sink": grpc.stream_unary_rpc_method_handler(sink_async if aio else sink, _same, _same),
         },
     )
 
@@ -147,10 +161,11 @@ class Server:
 
 
 def exchange_fn(
-    channel: grpc.Channel, stream: bool
-) -> tuple[Callable[[], bytes], Callable[[], None]]:
-    """One exchange (call or stream message) and a closer."""
-    if not stream:
+    channel: grpc.Channel, shape: str
+) -> tuple[Callable[[], bytes], Callable[[], int | None]]:
+    """One exchange (a call, or a stream message: one way for oneway-sync) and a
+    closer, which answers how many one-way messages arrived (None for the others)."""
+    if shape.startswith("unary"):
         unary = channel.unary_unary(f"/{SERVICE}/Unary")
         return (lambda: unary(PAYLOAD, timeout=30)), (lambda: None)
     outbox: queue.SimpleQueue[bytes | None] = queue.SimpleQueue()
@@ -159,6 +174,18 @@ def exchange_fn(
         while (message := outbox.get()) is not None:
             yield message
 
+    if shape.startswith("oneway"):
+        counted = channel.stream_unary(f"/{SERVICE}/Sink").future(requests())
+
+        def send() -> bytes:
+            outbox.put(PAYLOAD)
+            return PAYLOAD
+
+        def arrived() -> int:
+            outbox.put(None)
+            return int(counted.result(timeout=60))
+
+        return send, arrived
     responses = channel.stream_stream(f"/{SERVICE}/Stream")(requests())
 
     def one() -> bytes:
@@ -172,28 +199,35 @@ def exchange_fn(
     return one, close
 
 
-def measure(shape: str, exchanges: int) -> dict[str, float]:
+def measure(shape: str, exchanges: int, rate: float = 0.0) -> dict[str, float]:
+    """`rate`: exchanges a second (0: back to back)."""
     server = Server(aio=shape.endswith("aio"))
     channel = grpc.insecure_channel(f"127.0.0.1:{server.port}")
     try:
-        one, close = exchange_fn(channel, stream=shape.startswith("stream"))
+        one, close = exchange_fn(channel, shape)
         for _ in range(WARM_UP):
             if one() != PAYLOAD:
                 raise RuntimeError(f"{shape}: the echo differs from what was sent")
+        if rate:
+            time.sleep(1.0)  # the warm-up's traffic is over: the threads go back to sleep
         me, pid = os.getpid(), server.proc.pid
         server_cpu, client_cpu, switches = cpu_s(pid), cpu_s(me), context_switches(pid)
         start = time.perf_counter()
-        for _ in range(exchanges):
+        for i in range(exchanges):
+            if rate:
+                time.sleep(max(0.0, start + i / rate - time.perf_counter()))
             one()
+        # A one-way stream's messages may still be on their way: read after they all are.
+        arrived = close()
+        if arrived is not None and arrived != WARM_UP + exchanges:
+            raise RuntimeError(f"{shape}: {arrived} of {WARM_UP + exchanges} messages arrived")
         elapsed = time.perf_counter() - start
-        result = {
+        return {
             "exchanges_s": round(exchanges / elapsed),
             "server_cpu_us": round((cpu_s(pid) - server_cpu) / exchanges * 1e6, 1),
             "client_cpu_us": round((cpu_s(me) - client_cpu) / exchanges * 1e6, 1),
             "server_switches": round((context_switches(pid) - switches) / exchanges, 2),
         }
-        close()
-        return result
     finally:
         channel.close()
         server.stop()
@@ -203,7 +237,7 @@ def summarise(runs: Sequence[dict[str, float]]) -> dict[str, float]:
     return {key: round(statistics.median(r[key] for r in runs), 2) for key in runs[0]}
 
 
-def plot(path: Path, figures: dict[str, dict[str, float]]) -> None:
+def plot(path: Path, figures: dict[str, dict[str, float]], rate: float = 0.0) -> None:
     """Server and client CPU per exchange, by shape."""
     import matplotlib
 
@@ -227,7 +261,8 @@ def plot(path: Path, figures: dict[str, dict[str, float]]) -> None:
         )
     ax.set_xticks(list(xs), shapes)
     ax.set_ylabel("µs of CPU (user+sys), median of rounds")
-    ax.set_title("one 1 KiB gRPC exchange in Python (grpcio " + grpc.__version__ + ")")
+    paced = f", {rate:g} a second" if rate else ", back to back"
+    ax.set_title(f"one 1 KiB gRPC exchange in Python (grpcio {grpc.__version__}{paced})")
     ax.legend(fontsize=8)
     save_plot(fig, path)
 
@@ -239,6 +274,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--shapes", default=",".join(SHAPES), help="comma list of " + ",".join(SHAPES)
     )
+    parser.add_argument(
+        "--rate", type=float, default=0.0, help="exchanges a second (default 0: back to back)"
+    )
     parser.add_argument("--quick", action="store_true", help="few exchanges, for a smoke run")
     add_options(parser, "--plot")
     parser.add_argument("--serve", choices=("sync", "aio"), help=argparse.SUPPRESS)
@@ -247,6 +285,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     args.shapes = known_names(parser, "--shapes", args.shapes, SHAPES)
     if args.exchanges < 1 or args.rounds < 1:
         parser.error("--exchanges and --rounds must be at least 1")
+    if args.rate < 0:
+        parser.error(f"--rate must not be negative, got {args.rate}")
     return args
 
 
@@ -260,12 +300,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     for r in range(args.rounds):
         order = args.shapes if r % 2 == 0 else list(reversed(args.shapes))
         for shape in order:
-            figures = measure(shape, args.exchanges)
+            figures = measure(shape, args.exchanges, args.rate)
             runs[shape].append(figures)
             say(f"round {r + 1} {shape}: {figures}")
     medians = {s: summarise(v) for s, v in runs.items()}
     if args.plot is not None:
-        plot(args.plot, medians)
+        plot(args.plot, medians, args.rate)
         say(f"plot: {args.plot}")
     result = {
         "benchmark": "grpc_floor",
@@ -276,6 +316,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "params": {
             "exchanges": args.exchanges,
             "rounds": args.rounds,
+            "rate_per_s": args.rate or "back to back",
             "payload_bytes": len(PAYLOAD),
         },
         "load_average": {"before": load_before, "after": os.getloadavg()},
@@ -284,6 +325,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "units": "exchanges/s; µs of CPU per exchange; context switches per exchange",
         "notes": [
             "one exchange at a time: a round trip's cost, not a throughput ceiling",
+            "oneway-sync: one message one way per exchange, nothing answered per message",
             "server_switches counts every thread of the echo server process",
         ],
     }
