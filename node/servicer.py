@@ -71,8 +71,14 @@ class SegLogServicer(client_pb2_grpc.SegLogServicer):
         response = pb.MetadataResponse(
             cluster_id=self.node.cluster_id, controller_id=self.node.controller_id()
         )
+        # In doubt of its leadership (its controller process silent for a session), this
+        # broker is fenced by now and its image stale: as the Kafka listener answers
+        # (node/kafka/metadata.py), it names itself neither live nor a leader.
+        doubted = self.node.replica_manager.in_doubt() is not None
+        me = self.node.node_id
         for b in sorted(image.brokers.values(), key=lambda b: b.broker_id):
-            response.brokers.add(node_id=b.broker_id, host=b.host, port=b.port, fenced=b.fenced)
+            fenced = b.fenced or (doubted and b.broker_id == me)
+            response.brokers.add(node_id=b.broker_id, host=b.host, port=b.port, fenced=fenced)
         names = sorted(image.topics) if request.all_topics else list(request.topics)
         for name in names:
             topic = image.topics.get(name)
@@ -106,7 +112,7 @@ class SegLogServicer(client_pb2_grpc.SegLogServicer):
             for p, state in sorted(topic.partitions.items()):
                 t.partitions.add(
                     partition=p,
-                    leader_id=state.leader,
+                    leader_id=-1 if doubted and state.leader == me else state.leader,
                     leader_epoch=state.leader_epoch,
                     replica_nodes=state.replicas,
                     isr_nodes=state.isr,
@@ -114,7 +120,9 @@ class SegLogServicer(client_pb2_grpc.SegLogServicer):
                     offline_replicas=[
                         r
                         for r in state.replicas
-                        if r not in image.brokers or image.brokers[r].fenced
+                        if r not in image.brokers
+                        or image.brokers[r].fenced
+                        or (doubted and r == me)
                     ],
                 )
         return response

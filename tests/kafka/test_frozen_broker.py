@@ -300,8 +300,8 @@ def test_a_leader_stuck_on_its_disk_does_not_shrink_its_isrs_to_itself(tmp_path,
 
 
 def assert_answers_without_itself(cluster: KafkaCluster, victim: int, led: list[int]) -> None:
-    """The broker whose controller process is silent names neither itself nor anyone
-    as the leader of what it led, in Metadata and in a refused Produce's KIP-951 hint:
+    """The broker whose controller process is silent does not name itself as the leader
+    of what it led, in Metadata (Kafka's and gRPC's) and in a refused Produce's KIP-951 hint:
     naming itself, it sent librdkafka back to be refused, with no metadata refresh,
     for 5-8 s (before this check; 1 run in 2-3)."""
     from kafka.protocol.metadata import MetadataRequest
@@ -323,6 +323,9 @@ def assert_answers_without_itself(cluster: KafkaCluster, victim: int, led: list[
         assert answer.error_code == 6, answer  # NOT_LEADER_OR_FOLLOWER
         hint = answer.current_leader
         assert hint is None or hint.leader_id != victim, hint
+    # seglog's own clients ask over gRPC: the same answer there.
+    grpc_named = leaders(cluster, victim)
+    assert grpc_named is not None and all(grpc_named[p][0] != victim for p in led), grpc_named
 
 
 def test_a_frozen_controller_process_sends_clients_to_the_new_leaders(tmp_path):
