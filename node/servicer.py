@@ -76,9 +76,15 @@ class SegLogServicer(client_pb2_grpc.SegLogServicer):
         # (node/kafka/metadata.py), it names itself neither live nor a leader.
         doubted = self.node.replica_manager.in_doubt() is not None
         me = self.node.node_id
+
+        def down(broker_id: int) -> bool:  # the image as it is when asked (auto-create)
+            b = image.brokers.get(broker_id)
+            return b is None or b.fenced or (doubted and broker_id == me)
+
         for b in sorted(image.brokers.values(), key=lambda b: b.broker_id):
-            fenced = b.fenced or (doubted and b.broker_id == me)
-            response.brokers.add(node_id=b.broker_id, host=b.host, port=b.port, fenced=fenced)
+            response.brokers.add(
+                node_id=b.broker_id, host=b.host, port=b.port, fenced=down(b.broker_id)
+            )
         names = sorted(image.topics) if request.all_topics else list(request.topics)
         for name in names:
             topic = image.topics.get(name)
@@ -117,13 +123,7 @@ class SegLogServicer(client_pb2_grpc.SegLogServicer):
                     replica_nodes=state.replicas,
                     isr_nodes=state.isr,
                     partition_epoch=state.partition_epoch,
-                    offline_replicas=[
-                        r
-                        for r in state.replicas
-                        if r not in image.brokers
-                        or image.brokers[r].fenced
-                        or (doubted and r == me)
-                    ],
+                    offline_replicas=[r for r in state.replicas if down(r)],
                 )
         return response
 
