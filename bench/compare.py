@@ -334,10 +334,17 @@ def seglog_confluent(
     say(f"  seglog, confluent-kafka: {rps:,.0f} records/s, {tput['mb_s']:,.1f} MB/s")
     latency = {}
     for rate in args.rates:
+        # The client's CPU beside the nodes': on two cores, a client that spins takes
+        # the nodes' (bench/kafka_protocol.py's kafka_latency).
+        meter.start()
         lat, sent = kafka_protocol.kafka_latency(
             ck, bootstrap, values, sent, rate, args.latency_seconds
         )
-        latency[str(rate)] = s = summary(lat, len(lat) / args.latency_seconds)
+        meter.stop(f"latency_{rate}")
+        latency[str(rate)] = s = {
+            **summary(lat, len(lat) / args.latency_seconds),
+            **meter.readings[f"latency_{rate}"],
+        }
         say(f"  seglog, confluent-kafka at {rate}/s: {s}")
     return {"throughput": tput, "latency": latency, "timeline": timeline.series()}
 

@@ -49,7 +49,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from seglog.bench.measure import MIB, librdkafka_produce_until, say
+from seglog.bench.measure import MIB, librdkafka_produce_until, pace, say
 from seglog.bench.options import (
     add_options,
     add_phases,
@@ -158,42 +158,54 @@ def kafka_produce(
 def kafka_latency(
     ck: ModuleType, bootstrap: str, values: Values, first: int, rate: float, seconds: float
 ) -> tuple[list[float], int]:
+    """Records produced at `rate` a second for `seconds` after a warm-up; each one's time
+    from produce() to its delivery report (ms), and the next record number.
+
+    The pacing sleeps (measure.pace) and a thread of its own waits in poll() for the
+    delivery reports, so each is timed when librdkafka hands it over. Pacing with
+    poll(t) instead busy-waits: confluent-kafka takes t in whole milliseconds, and a
+    wait under 1 ms is poll(0); at 1,000 records/s that spun one of the machine's two
+    cores away from the nodes (0.8-0.9 cores of client CPU against 0.13, p50 6-13 ms
+    against 1.5-2.6, docs/perf/compare.md)."""
     producer = ck.Producer(
         {"bootstrap.servers": bootstrap, "enable.idempotence": True, "acks": "all", "linger.ms": 0}
     )
     latencies: list[float] = []
     failed: list[Any] = []
-    n = first
-    producer.produce(TOPIC_KAFKA, value=values.value(n))
-    n += 1
+    producer.produce(TOPIC_KAFKA, value=values.value(first))
     producer.flush(30)
-    interval = 1.0 / rate
+    stop = threading.Event()
+
+    def serve_reports() -> None:
+        while not stop.is_set():
+            producer.poll(0.1)
+
+    reporter = threading.Thread(target=serve_reports, name="delivery-reports", daemon=True)
+    reporter.start()
     start = time.perf_counter()
     warm = start + min(1.0, seconds / 4)
-    end = warm + seconds
-    next_at = start
-    while time.perf_counter() < end:
-        now = time.perf_counter()
-        if now < next_at:
-            producer.poll(min(next_at - now, 0.001))
-            continue
-        sent_at = time.perf_counter()
-        keep = sent_at >= warm
 
-        def report(err, msg, sent_at=sent_at, keep=keep):  # noqa: ANN202
+    def send(i: int, sent_at: float) -> None:
+        def report(err: Any, _msg: Any) -> None:
             if err is not None:
                 failed.append(err)
-            elif keep:
-                latencies.append((time.perf_counter() - sent_at) * 1000)
+            elif sent_at >= warm:
+                latencies.append((time.perf_counter() - sent_at) * 1000)  # atomic
 
-        producer.produce(TOPIC_KAFKA, value=values.value(n), on_delivery=report)
-        n += 1
-        next_at += interval
-        producer.poll(0)
-    producer.flush(60)
-    if failed:
-        raise RuntimeError(f"kafka_latency: {len(failed)} failed, e.g. {failed[0]}")
-    return latencies, n
+        producer.produce(TOPIC_KAFKA, value=values.value(first + 1 + i), on_delivery=report)
+
+    try:
+        sent = pace(rate, start, warm + seconds, send)
+        left = producer.flush(60)
+    finally:
+        stop.set()
+        reporter.join(timeout=5)
+    if left or failed:
+        raise RuntimeError(
+            f"kafka_latency: {len(failed)} failed, {left} undelivered"
+            + (f", e.g. {failed[0]}" if failed else "")
+        )
+    return latencies, first + 1 + sent
 
 
 def kafka_consume(ck: ModuleType, bootstrap: str, partitions: int, values: Values, meter: Any):
