@@ -330,6 +330,9 @@ def seglog_confluent(
         "mb_s": rps * RECORD_BYTES / MB,
         "records": round(rps * elapsed),
         "nodes_cores": meter.readings["kafka_produce"]["nodes_cores"],
+        # librdkafka busy-waits while a partition's request is unanswered (idempotent):
+        # on two shared cores, what it takes the nodes do not get (docs/perf/compare.md).
+        "client_cores": meter.readings["kafka_produce"]["client_cores"],
     }
     say(f"  seglog, confluent-kafka: {rps:,.0f} records/s, {tput['mb_s']:,.1f} MB/s")
     latency = {}
