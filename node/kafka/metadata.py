@@ -5,7 +5,8 @@ the live brokers answers LEADER_NOT_AVAILABLE."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Container
+import random
+from collections.abc import Callable, Container, Mapping
 from typing import Any
 
 from seglog.controller.cluster_control import ControlError
@@ -79,6 +80,16 @@ def answered_brokers(
     if node.replica_manager.in_doubt() is not None:
         live.pop(node.node_id, None)
     return live
+
+
+def controller_for_clients(live: Mapping[int, object]) -> int:
+    """Metadata's and DescribeCluster's controller_id: a live broker at random, -1 with
+    none, as Kafka's KRaft brokers answer (getRandomAliveBrokerId). Any broker takes an
+    admin request and forwards it to the active controller (node/kafka/admin.py). The
+    active controller's own node id could name a broker the answer does not list (its
+    broker process frozen or down while its controller process runs on), and
+    librdkafka's admin requests then wait for a broker it has no address for."""
+    return random.choice(list(live)) if live else -1
 
 
 def _topic_uuid(topic_id: str) -> Any:
@@ -178,17 +189,16 @@ def metadata(
         if v >= 8 and req.include_topic_authorized_operations and topic_operations:
             answered.authorized_operations = topic_operations(name)
         topics.append(answered)
+    listed = answered_brokers(node, node.metadata_image(), listener)
     brokers = [
         cls.MetadataResponseBroker(node_id=i, host=host, port=port, rack=b.rack)
-        for i, (b, host, port) in sorted(
-            answered_brokers(node, node.metadata_image(), listener).items()
-        )
+        for i, (b, host, port) in sorted(listed.items())
     ]
     body = cls(
         throttle_time_ms=0,
         brokers=brokers,
         cluster_id=node.cluster_id,
-        controller_id=node.controller_id(),
+        controller_id=controller_for_clients(listed),
         topics=topics,
     )
     if 8 <= v <= 10 and req.include_cluster_authorized_operations and cluster_operations:
@@ -219,9 +229,10 @@ def describe_cluster(
         )
         return encode_response(request, body)
     image = node.metadata_image()
+    listed = answered_brokers(node, image, listener)
     brokers = [
         cls.DescribeClusterBroker(broker_id=i, host=host, port=port, rack=b.rack)
-        for i, (b, host, port) in sorted(answered_brokers(node, image, listener).items())
+        for i, (b, host, port) in sorted(listed.items())
     ]
     if request.api_version >= 2 and req.include_fenced_brokers:
         # KIP-1073: the fenced brokers too, flagged.
@@ -242,7 +253,7 @@ def describe_cluster(
         error_code=0,
         endpoint_type=endpoint_type,
         cluster_id=node.cluster_id,
-        controller_id=node.controller_id(),
+        controller_id=controller_for_clients(listed),
         brokers=brokers,
     )
     if req.include_cluster_authorized_operations:

@@ -12,7 +12,10 @@ up`'s failure-detection profile and confluent-kafka (its default metadata refres
 * its controller process freezes while the broker serves: the broker stops taking
   produces once its controller has been silent for a session, so clients find the new
   leaders (17 s without that, on the old code), and neither its Metadata nor its
-  refusals name itself as their leader (5-8 s, 1 run in 2-3, while they did).
+  refusals name itself as their leader (5-8 s, 1 run in 2-3, while they did);
+* the broker process beside the active controller freezes: Kafka's Metadata names a
+  live broker as the controller, and librdkafka's CreateTopics is answered (it timed
+  out after 10 s while controller_id named the frozen broker).
 """
 
 from __future__ import annotations
@@ -358,3 +361,48 @@ def test_a_frozen_controller_process_sends_clients_to_the_new_leaders(tmp_path):
         finally:
             os.kill(frozen, signal.SIGCONT)
         run.wait_rejoined("the broker unfenced and in every ISR once its controller runs")
+
+
+def test_admin_requests_are_answered_while_the_active_controllers_broker_is_frozen(tmp_path):
+    """The broker process beside the active controller freezes; that controller runs on
+    and stays active. Kafka's brokers name a live broker as Metadata's controller (any
+    broker forwards admin requests to the active controller), and so must seglog's: a
+    controller_id that names the frozen broker, which no answer lists, leaves
+    librdkafka's admin requests waiting for a broker it has no address for."""
+    from confluent_kafka.admin import AdminClient, NewTopic
+    from kafka.protocol.metadata import MetadataRequest
+
+    with local_run(tmp_path / "cluster") as run:
+        cluster = run.cluster
+        grpc_md = cluster.metadata(run.survivor)
+        assert grpc_md is not None
+        active = grpc_md.controller_id
+        other = next(i for i in NODE_IDS if i != active)
+        proc = cluster.nodes[active].proc
+        assert proc is not None
+        os.kill(proc.pid, signal.SIGSTOP)  # the broker only: its controller stays active
+        try:
+            cluster.wait(
+                "the frozen broker fenced",
+                lambda: (b := cluster.brokers(other)) is not None and b[active] or None,
+            )
+            again = cluster.metadata(other)
+            assert again is not None and again.controller_id == active, "the controller moved"
+            with KafkaConnection(cluster.kafka_ports[other]) as conn:
+                _body, m = conn.request(
+                    MetadataRequest[12](
+                        topics=[],
+                        allow_auto_topic_creation=False,
+                        include_topic_authorized_operations=False,
+                    )
+                )
+            listed = [b.node_id for b in m.brokers]
+            assert active not in listed, listed
+            assert m.controller_id in listed, (m.controller_id, listed)
+            admin = AdminClient({"bootstrap.servers": f"127.0.0.1:{cluster.kafka_ports[other]}"})
+            started = time.monotonic()
+            admin.create_topics([NewTopic("while-frozen", 2, 2)])["while-frozen"].result(10)
+            print(f"CreateTopics answered in {time.monotonic() - started:.2f} s")
+        finally:
+            os.kill(proc.pid, signal.SIGCONT)
+        run.wait_rejoined("the thawed broker unfenced and in every ISR")
