@@ -119,11 +119,13 @@ class AdminRequests:
         return last
 
     def _stub(self, controller: bool) -> client_pb2_grpc.SegLogStub:
-        """The controller's stub (admin writes go there, as in Kafka), else any node."""
+        """The controller's stub (admin writes go there, as in Kafka), else any node.
+        Not a fenced broker's: its controller process may be the active controller
+        while the broker itself is frozen, and any node forwards admin writes."""
         if self._metadata.stale():
             self._metadata.refresh([])
         if controller:
-            address = self._metadata.address(self._metadata.controller_id)
+            address = self._metadata.serving_address(self._metadata.controller_id)
             if address is not None:
                 return self._metadata.connections.stub(address)
         return self._metadata.any_stub()

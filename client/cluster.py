@@ -184,6 +184,7 @@ class ClusterMetadata:
         self.max_age_s = metadata_max_age_ms / 1000
         self._lock = threading.Lock()
         self.brokers: dict[int, tuple[str, int]] = {}
+        self.fenced: frozenset[int] = frozenset()  # listed, but the controller fenced them
         self.controller_id = -1
         self.cluster_id = ""
         self._partitions: dict[str, dict[int, PartitionInfo]] = {}
@@ -211,8 +212,13 @@ class ClusterMetadata:
             all_topics=names is None,
             allow_auto_topic_creation=allow_auto_topic_creation,
         )
-        candidates = list(self.brokers.values())
-        random.shuffle(candidates)
+        with self._lock:
+            serving = [a for i, a in self.brokers.items() if i not in self.fenced]
+            fenced = [a for i, a in self.brokers.items() if i in self.fenced]
+        random.shuffle(serving)
+        random.shuffle(fenced)
+        # Fenced brokers last: one that is frozen holds each call for its whole timeout.
+        candidates = serving + fenced
         candidates += [a for a in self.bootstrap if a not in candidates]
         errors = []
         for address in candidates:
@@ -248,6 +254,7 @@ class ClusterMetadata:
     def _apply(self, response: pb.MetadataResponse, names: list[str] | None) -> None:
         with self._lock:
             self.brokers = {b.node_id: (b.host, b.port) for b in response.brokers}
+            self.fenced = frozenset(b.node_id for b in response.brokers if b.fenced)
             self.controller_id = response.controller_id
             self.cluster_id = response.cluster_id
             if names is None:
@@ -312,9 +319,17 @@ class ClusterMetadata:
             raise NodeNotReadyError(f"node {node_id} is not in the cluster metadata")
         return self.connections.stub(address)
 
-    def any_stub(self) -> client_pb2_grpc.SegLogStub:
+    def serving_address(self, node_id: int) -> tuple[str, int] | None:
+        """The node's address unless it is fenced: a fenced broker may be frozen or
+        gone, and a call to it waits out its whole timeout."""
         with self._lock:
-            known = list(self.brokers.values())
+            return None if node_id in self.fenced else self.brokers.get(node_id)
+
+    def any_stub(self) -> client_pb2_grpc.SegLogStub:
+        """Any node's stub, an unfenced one while there is one."""
+        with self._lock:
+            known = [a for i, a in self.brokers.items() if i not in self.fenced]
+            known = known or list(self.brokers.values())
         return self.connections.stub(random.choice(known) if known else self.bootstrap[0])
 
     def close(self) -> None:
