@@ -169,19 +169,28 @@ class _Connection:
                     with self.proxy._lock:
                         self.proxy.refusals.append(Refusal(refuse[0], correlation_id))
                     continue
-            slot = self._forward(frame, correlation_id, expects_answer=body.acks != 0)
-            if slot is not None:
-                with self.cond:
-                    for tp in partitions:
-                        held = self.held.pop(tp, None)
-                        if held is not None:
-                            slot.releases.append(held)
+            self._forward(frame, correlation_id, body.acks != 0, partitions)
 
-    def _forward(self, frame: bytes, correlation_id: int, expects_answer: bool) -> _Slot | None:
+    def _forward(
+        self,
+        frame: bytes,
+        correlation_id: int,
+        expects_answer: bool,
+        partitions: list[tuple[str, int]] | None = None,
+    ) -> _Slot | None:
+        """Send the request on; its answer lets go the refusals held for `partitions`.
+        Those are tied to the answer before the request leaves: a node that answers
+        before this thread runs again (the machine busy) found none to let go, and the
+        refusal waited out max_hold_s (once in a full run, and in half the runs with
+        both cores loaded)."""
         slot = None
         if expects_answer:
             slot = _Slot(correlation_id)
             with self.cond:
+                for tp in partitions or ():
+                    held = self.held.pop(tp, None)
+                    if held is not None:
+                        slot.releases.append(held)
                 self.slots.append(slot)
                 self.by_correlation[correlation_id] = slot
         try:
