@@ -212,9 +212,7 @@ class ClusterMetadata:
             all_topics=names is None,
             allow_auto_topic_creation=allow_auto_topic_creation,
         )
-        with self._lock:
-            serving = [a for i, a in self.brokers.items() if i not in self.fenced]
-            fenced = [a for i, a in self.brokers.items() if i in self.fenced]
+        serving, fenced = self._by_fencing()
         random.shuffle(serving)
         random.shuffle(fenced)
         # Fenced brokers last: one that is frozen holds each call for its whole timeout.
@@ -325,11 +323,16 @@ class ClusterMetadata:
         with self._lock:
             return None if node_id in self.fenced else self.brokers.get(node_id)
 
+    def _by_fencing(self) -> tuple[list[tuple[str, int]], list[tuple[str, int]]]:
+        """The known brokers' addresses: (unfenced, fenced)."""
+        with self._lock:
+            items, fenced = list(self.brokers.items()), self.fenced
+        return [a for i, a in items if i not in fenced], [a for i, a in items if i in fenced]
+
     def any_stub(self) -> client_pb2_grpc.SegLogStub:
         """Any node's stub, an unfenced one while there is one."""
-        with self._lock:
-            known = [a for i, a in self.brokers.items() if i not in self.fenced]
-            known = known or list(self.brokers.values())
+        serving, fenced = self._by_fencing()
+        known = serving or fenced
         return self.connections.stub(random.choice(known) if known else self.bootstrap[0])
 
     def close(self) -> None:
