@@ -93,3 +93,16 @@ def text_when(
         time.sleep(0.3)
         if reload_url is not None:
             driver.get(reload_url)
+
+
+def attributes(driver: Any, css: str, name: str) -> list[str | None]:
+    """Attribute `name` of every element matching `css`, read in the page in one step:
+    a live page may replace an element between finding it and reading it from here."""
+    return list(
+        driver.execute_script(
+            "return Array.from(document.querySelectorAll(arguments[0]),"
+            " e => e.getAttribute(arguments[1]))",
+            css,
+            name,
+        )
+    )

@@ -58,6 +58,9 @@ class FetchSession:
     # them (`seen` not set: throttled, failed, or left for another fetch). None: every
     # partition (a new session, a new broker epoch).
     pending: set[TopicPartition] | None = None
+    # Those a fetch's max.bytes (or a quota) left unread: the next fetch reads them
+    # first, so a partition appended to on every fetch cannot starve the rest.
+    unread: set[TopicPartition] = field(default_factory=set)
     # When a fetch's first look next reads every partition whatever changed
     # (SessionFetch.look).
     full_look_due: float = 0.0

@@ -66,8 +66,10 @@ class SessionFetch:
         the answer should go now (enough bytes, an error or a diverging epoch)."""
         session = self.session
         changed = self._wakeups.rearm(session.waiter)
+        unread: set[TopicPartition] = set()
         if self._first_look:
             self._first_look = False
+            unread, session.unread = session.unread, set()
             pending = session.take_pending()
             now = self._clock()
             if pending is None or changed is None or now >= session.full_look_due:
@@ -79,8 +81,15 @@ class SessionFetch:
         out = self.out
         candidates = []
         held = (
-            specs.items() if changed is None else [(tp, specs[tp]) for tp in changed if tp in specs]
+            list(specs.items())
+            if changed is None
+            else [(tp, specs[tp]) for tp in changed if tp in specs]
         )
+        if unread:
+            # What the last fetch left unread goes first: with max.bytes room for a few
+            # partitions, one appended to on every fetch could come first in every look
+            # and the rest never be read (Kafka rotates a session's partitions for this).
+            held.sort(key=lambda item: item[0] not in unread)
         for tp, spec in held:
             if tp in out and out[tp].records:
                 session.read_next_fetch(tp)  # the change is the next fetch's to read
@@ -110,6 +119,8 @@ class SessionFetch:
                     session.seen[tp] = m
                 else:
                     session.read_next_fetch(tp)  # unsettled: the next fetch reads it again
+                    if not failed:
+                        session.unread.add(tp)  # cut by max.bytes or a quota
                 if (
                     r.records
                     or failed

@@ -130,16 +130,21 @@ class PeerSender:
             with self._cond:
                 stream = self._stream
             self.streams_opened += 1
+            unimplemented = False
             try:
                 self._stub.RaftStream(self._messages(stream))
             except grpc.RpcError as e:
-                if e.code() == grpc.StatusCode.UNIMPLEMENTED:
-                    _log.info("raft_stream_not_served", peer=self.peer_id)
-                    self._run_calls()
-                    return
+                unimplemented = e.code() == grpc.StatusCode.UNIMPLEMENTED
             with self._cond:
-                self._stream += 1  # the ended stream's reader takes no more
+                # The ended stream's reader (grpcio's thread, which may outlive the
+                # call) takes no more: left waiting, it would take and lose messages
+                # meant for the next stream or for the calls.
+                self._stream += 1
                 self._cond.notify_all()
+            if unimplemented:
+                _log.info("raft_stream_not_served", peer=self.peer_id)
+                self._run_calls()
+                return
             self._closed.wait(RECONNECT_S)
 
     def _run_calls(self) -> None:

@@ -32,7 +32,13 @@ from seglog.client.admin import Admin, NewTopic
 from seglog.client.cluster import TopicPartition
 from seglog.client.consumer import Consumer
 from seglog.client.producer import Producer
-from seglog.harness.browser import available, console_errors, full_page_screenshot, text_when
+from seglog.harness.browser import (
+    attributes,
+    available,
+    console_errors,
+    full_page_screenshot,
+    text_when,
+)
 from seglog.harness.ports import consecutive_free_ports
 from seglog.harness.processes import pid_alive as alive
 
@@ -201,8 +207,7 @@ def test_every_page_loads_without_console_errors(cluster: Cluster, chrome: Any) 
 
     text = visit(chrome, cluster.url + "/", "overview")
     assert "3/3" in text and "Raft quorum" in text
-    nodes = chrome.find_elements("css selector", "#nodes tbody tr")
-    assert [n.get_attribute("data-node-status") for n in nodes] == ["online"] * 3
+    assert attributes(chrome, "#nodes tbody tr", "data-node-status") == ["online"] * 3
     text = visit(chrome, cluster.url + "/topics", "topics")
     orders = '#topics tr[data-topic="orders"]'
     text_when(chrome, orders, lambda _text: True, reload_url=cluster.url + "/topics")
@@ -210,10 +215,7 @@ def test_every_page_loads_without_console_errors(cluster: Cluster, chrome: Any) 
     assert row.find_element("class name", "cleanup").text == "delete"
     assert row.find_element("class name", "retention").text == "1 d"  # retention.ms=86400000
     text = visit(chrome, cluster.url + "/topics?q=ord")
-    assert [
-        r.get_attribute("data-topic")
-        for r in chrome.find_elements("css selector", "#topics tbody tr")
-    ] == ["orders"]
+    assert attributes(chrome, "#topics tbody tr", "data-topic") == ["orders"]
     text = visit(chrome, cluster.url + "/topics?q=no-such-topic")
     assert chrome.find_elements("css selector", "#topics tbody tr") == []
     text = visit(chrome, cluster.url + "/topics/orders", "topic")
@@ -460,15 +462,13 @@ def test_a_killed_node_shows_offline(cluster: Cluster, chrome: Any) -> None:
     """Last: the cluster is down a node afterwards."""
     visit(chrome, cluster.url + "/")
     row = '#nodes tr[data-node="3"]'
-    assert chrome.find_element("css selector", row).get_attribute("data-node-status") == "online"
+    assert attributes(chrome, row, "data-node-status") == ["online"]
     pid = cluster.state()["pids"][2]
     os.kill(pid, signal.SIGKILL)
     killed = time.monotonic()
     wait_for(
         "node 3 offline on the page",
-        lambda: (
-            chrome.find_element("css selector", row).get_attribute("data-node-status") == "offline"
-        ),
+        lambda: attributes(chrome, row, "data-node-status") == ["offline"],
         timeout_s=15,
     )
     took = time.monotonic() - killed
