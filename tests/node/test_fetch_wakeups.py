@@ -361,22 +361,28 @@ def test_a_sessions_next_fetch_reads_only_its_partitions_that_changed(
     assert sorted(looked) == [("u", p) for p in range(4)]
 
 
-def test_a_partition_a_fetch_left_unread_is_read_by_the_next(
-    leader: ReplicaManager, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """A fetch whose max.bytes ran out before a partition leaves it unread; its follower
-    names no new position for it, and the session's next fetch reads it."""
-    rm = leader
+def one_of_two_partitions_read(rm: ReplicaManager) -> tuple[list[FetchSpec], int, int]:
+    """A follower's session on partitions 0 and 1, both appended to, and a fetch with
+    max.bytes room for one: the session's specs, its id and the partition read."""
     held = [FetchSpec("t", p, 0, 0, 1 << 20, -1) for p in (0, 1)]
     sid, _ = rm.fetch_in_session(
         0, 0, held, [], replica_id=2, max_wait_ms=0, min_bytes=1, max_bytes=10 << 20
     )
     produce(rm, 0, b"x" * 500)
     produce(rm, 1, b"y" * 500)
-    first = session_fetch_now(rm, sid, 1, [], 2, max_bytes=100)  # room for one partition
+    first = session_fetch_now(rm, sid, 1, [], 2, max_bytes=100)
     read = [p for p, records, _hw in first if records]
     assert len(read) == 1, first  # which one: the order of a set of changes
-    (p,) = read
+    return held, sid, read[0]
+
+
+def test_a_partition_a_fetch_left_unread_is_read_by_the_next(
+    leader: ReplicaManager, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A fetch whose max.bytes ran out before a partition leaves it unread; its follower
+    names no new position for it, and the session's next fetch reads it."""
+    rm = leader
+    held, sid, p = one_of_two_partitions_read(rm)
     looked = count_marks(monkeypatch)
     second = session_fetch_now(rm, sid, 2, [replace(held[p], fetch_offset=1)], 2)
     assert second == [(1 - p, True, 0)]
@@ -389,14 +395,7 @@ def test_a_partition_left_unread_is_read_first_though_another_was_appended_to_ag
     """With max.bytes room for one partition and one partition appended to before every
     fetch, the other is still read: what a fetch left unread goes first in the next."""
     rm = leader
-    held = [FetchSpec("t", p, 0, 0, 1 << 20, -1) for p in (0, 1)]
-    sid, _ = rm.fetch_in_session(
-        0, 0, held, [], replica_id=2, max_wait_ms=0, min_bytes=1, max_bytes=10 << 20
-    )
-    produce(rm, 0, b"x" * 500)
-    produce(rm, 1, b"y" * 500)
-    first = session_fetch_now(rm, sid, 1, [], 2, max_bytes=100)
-    ((p, _records, _hw),) = [a for a in first if a[1]]
+    held, sid, p = one_of_two_partitions_read(rm)
     produce(rm, p, b"z" * 500)  # the partition read is appended to again
     second = session_fetch_now(rm, sid, 2, [replace(held[p], fetch_offset=1)], 2, max_bytes=100)
     assert [q for q, records, _hw in second if records] == [1 - p]
