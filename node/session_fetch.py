@@ -20,7 +20,7 @@ notice names is seen within that, not never."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 
 from seglog.storage.disk_and_clock import plain_monotonic_s
 
@@ -28,7 +28,7 @@ from .fetch_session import FetchSession
 from .fetch_wakeups import FetchWakeups
 from .hosted_partition import HostedPartition, TopicPartition
 from .partition_reads import PartitionReads, mark
-from .partition_requests import FetchResult
+from .partition_requests import FetchResult, FetchSpec
 
 FULL_LOOK_INTERVAL_S = 1.0
 
@@ -80,16 +80,14 @@ class SessionFetch:
         specs = session.specs
         out = self.out
         candidates = []
-        held = (
-            list(specs.items())
-            if changed is None
-            else [(tp, specs[tp]) for tp in changed if tp in specs]
+        held: Iterable[tuple[TopicPartition, FetchSpec]] = (
+            specs.items() if changed is None else [(tp, specs[tp]) for tp in changed if tp in specs]
         )
         if unread:
             # What the last fetch left unread goes first: with max.bytes room for a few
             # partitions, one appended to on every fetch could come first in every look
             # and the rest never be read (Kafka rotates a session's partitions for this).
-            held.sort(key=lambda item: item[0] not in unread)
+            held = sorted(held, key=lambda item: item[0] not in unread)
         for tp, spec in held:
             if tp in out and out[tp].records:
                 session.read_next_fetch(tp)  # the change is the next fetch's to read
