@@ -86,6 +86,8 @@ class Producer:
         value_serializer: Serializer | None = None,
         allow_auto_create_topics: bool = True,
         metadata_max_age_ms: int = 300000,
+        metrics_num_samples: int = 2,
+        metrics_sample_window_ms: int = 30000,
         transactional_id: str | None = None,
         transaction_timeout_ms: int = 60000,
         **security: str | None,
@@ -116,6 +118,8 @@ class Producer:
         _check_int("buffer_memory", buffer_memory, 1)
         _check_int("max_block_ms", max_block_ms, 0)
         _check_int("metadata_max_age_ms", metadata_max_age_ms, 0)
+        _check_int("metrics_num_samples", metrics_num_samples, 1)
+        _check_int("metrics_sample_window_ms", metrics_sample_window_ms, 1)
         if delivery_timeout_ms < linger_ms + request_timeout_ms:
             raise KafkaConfigurationError(
                 f"delivery_timeout_ms ({delivery_timeout_ms}) must be at least linger_ms + "
@@ -149,6 +153,8 @@ class Producer:
         self.buffer_memory = buffer_memory
         self.max_block_s = max_block_ms / 1000
         self.allow_auto_create_topics = allow_auto_create_topics
+        self.metrics_num_samples = metrics_num_samples
+        self.metrics_sample_window_s = metrics_sample_window_ms / 1000
         self._key_serializer = key_serializer
         self._value_serializer = value_serializer
         self._partitioner: Partitioner = as_partitioner(partitioner)
@@ -473,12 +479,27 @@ class Producer:
     # --- introspection -----------------------------------------------------------------
 
     def metrics(self) -> dict[str, float]:
+        """The producer's counters (records_sent, requests_sent, ...), its buffer, and
+        Kafka's producer-metrics that split a record's time: record-queue-time-avg/-max
+        (ms a batch waited in the accumulator until drained into a request),
+        request-latency-avg/-max (ms from a Produce's send to the node's answer) and
+        records-per-request-avg, over the last metrics_num_samples windows of
+        metrics_sample_window_ms each."""
         m = dict(self._sender.counters)
         m["buffer_available_bytes"] = self._accumulator.available_memory
         m["buffer_total_bytes"] = self.buffer_memory
         m["records_queued"] = self._accumulator.queued_records()
         m["requests_in_flight"] = self._sender.in_flight_count()
         m["producer_id"] = self._sender.producer_id
+        # Kafka's producer-metrics of the same names (ms; NaN with nothing in the window).
+        sender, now = self._sender, time.monotonic()
+        for name, stat in (
+            ("request-latency", sender.request_latency_ms),
+            ("record-queue-time", sender.record_queue_time_ms),
+        ):
+            m[f"{name}-avg"] = stat.avg(now)
+            m[f"{name}-max"] = stat.max(now)
+        m["records-per-request-avg"] = sender.records_per_request.avg(now)
         return m
 
     @property

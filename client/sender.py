@@ -45,6 +45,7 @@ from .errors import (
     NodeNotReadyError,
     for_code,
 )
+from .sampled_stat import SampledStat
 
 _log = logging.getLogger("seglog.client.producer")  # the producer's logger, as before the split
 E = errors_pb2.ErrorCode
@@ -103,6 +104,7 @@ class InFlightRequest:
     sends: dict[TopicPartition, PartitionSend]
     future: _GrpcFuture | None = None
     sent_at: float = field(default_factory=time.monotonic)
+    answered_at: float = 0.0  # when the call ended (its thread), for request-latency
 
 
 class SenderConfig(Protocol):
@@ -119,6 +121,8 @@ class SenderConfig(Protocol):
     compression: CompressionType
     delivery_timeout_s: float
     request_timeout_ms: int
+    metrics_num_samples: int
+    metrics_sample_window_s: float
 
 
 class Sender(threading.Thread):
@@ -169,8 +173,16 @@ class Sender(threading.Thread):
         # and says what the batch fails with (ProducerFencedError when fenced).
         self.on_batch_failed: Callable[[BaseException], BaseException] | None = None
         self._request_timeout_s = config.request_timeout_ms / 1000
+        # Kafka's producer-metrics that split a record's time: in the accumulator until
+        # drained (record-queue-time), then the Produce call (request-latency); ms.
+        self.record_queue_time_ms = self._stat()
+        self.request_latency_ms = self._stat()
+        self.records_per_request = self._stat()
         self._in_flight_total = 0
         self._calls = _CallThreads()
+
+    def _stat(self) -> SampledStat:
+        return SampledStat(self.p.metrics_num_samples, self.p.metrics_sample_window_s)
 
     # --- control from other threads ----------------------------------------------------
 
@@ -373,6 +385,8 @@ class Sender(threading.Thread):
                     if sends:
                         remaining.append(tp)  # did not fit: try it in the next request
                     continue
+                for batch in batches:
+                    self.record_queue_time_ms.record((now - batch.created) * 1000, now)
                 s = self._sequence(tp, batches)
             sends[tp] = s
             budget -= len(s.data)
@@ -414,6 +428,7 @@ class Sender(threading.Thread):
             self._retry.pop(tp, None)
             self._muted.add(tp)
         r = InFlightRequest(node_id, sends)
+        self.records_per_request.record(sum(s.record_count for s in sends.values()), r.sent_at)
         self._in_flight.setdefault(node_id, set()).add(r)
         self._in_flight_total += 1
         self.counters["requests_sent"] += 1
@@ -431,6 +446,7 @@ class Sender(threading.Thread):
 
     def _on_call_done(self, r: InFlightRequest) -> None:
         # A gRPC thread: hand over to the sender thread.
+        r.answered_at = time.monotonic()
         self._completions.append(r)
         self._wake.set()
 
@@ -457,6 +473,8 @@ class Sender(threading.Thread):
                 for s in r.sends.values():
                     self._on_error(s, e, outcome_unknown=unknown)
                 continue
+            # A node's answer, whatever it says (Kafka records it on every response).
+            self.request_latency_ms.record((r.answered_at - r.sent_at) * 1000, r.answered_at)
             if self.p.acks == 0:
                 # Kafka resolves acks=0 sends once written to the socket; a gRPC call
                 # tells only when it ends, so that is when they resolve (offset -1),

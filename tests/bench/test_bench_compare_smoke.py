@@ -73,6 +73,10 @@ def test_short_run_prints_both_systems_and_json_last(tmp_path: Path) -> None:
             assert _positive_number(s["count"]) and _positive_number(s["p50_ms"]), s
             assert s["p50_ms"] <= s["p99_ms"], s
     assert result["seglog"]["producer"]["throughput_tuned"] is None  # --tuned-batch-size 0
+    for rate in ("1000", "10000"):  # the Producer's own split of a record's time
+        s = result["seglog"]["producer"]["latency"][rate]
+        assert _positive_number(s["request_latency_avg_ms"]), s
+        assert s["record_queue_time_avg_ms"] >= 0 and s["records_per_request_avg"] >= 1, s
     ratios = result["ratios_seglog_over_jetstream"]
     assert set(ratios) == {
         f"{c}_{what}" for c in CLIENTS for what in (

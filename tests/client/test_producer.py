@@ -5,6 +5,7 @@ tests depend only on the node and the producer."""
 from __future__ import annotations
 
 import concurrent.futures
+import math
 import threading
 import time
 from collections.abc import Iterator
@@ -355,6 +356,29 @@ def test_ready_partitions_of_a_node_share_one_request(raw, make_producer):
     assert m["requests_sent"] == 1
 
 
+def test_metrics_split_a_records_time_into_queue_time_and_request_latency(raw, make_producer):
+    topic = topic_name("split-time")
+    raw.create_topic(topic)
+    p = make_producer(linger_ms=200)
+    before = p.metrics()
+    # Nothing measured yet reads NaN (as in Kafka), not a zero that looks measured.
+    assert all(
+        math.isnan(before[name])
+        for name in ("request-latency-avg", "record-queue-time-max", "records-per-request-avg")
+    )
+    started = time.monotonic()
+    futures = [p.send(topic, value=b"v%d" % i) for i in range(3)]
+    get_all(futures)
+    took_ms = (time.monotonic() - started) * 1000
+    m = p.metrics()
+    # One batch of three records lingered 200 ms, then went in one request.
+    assert 190 <= m["record-queue-time-avg"] <= m["record-queue-time-max"] <= took_ms
+    assert m["records-per-request-avg"] == 3
+    # A gRPC call to another process takes well over 0.05 ms (in seconds it would not).
+    assert 0.05 < m["request-latency-avg"] <= m["request-latency-max"] <= took_ms
+    assert m["record-queue-time-max"] + m["request-latency-max"] <= took_ms
+
+
 def test_max_request_size_splits_requests(raw, make_producer):
     topic = topic_name("split-req")
     raw.create_topic(topic, partitions=6)
@@ -670,6 +694,9 @@ def test_config_errors():
     for kwargs in cases:
         with pytest.raises(KafkaConfigurationError):
             Producer("127.0.0.1:1", **kwargs)
+    for name in ("metrics_num_samples", "metrics_sample_window_ms"):
+        with pytest.raises(KafkaConfigurationError, match=name):
+            Producer("127.0.0.1:1", **{name: 0})
 
 
 def test_conflicting_defaults_turn_idempotence_off(shared_node):
