@@ -17,8 +17,10 @@ broker sessions, 500 ms elections); the JSON records the settings read back from
   p50_ms, p99_ms — --records records of 200 bytes, keys spread over every partition,
   acks=all, idempotent, linger 5 ms, sent as fast as the client takes them; the latency
   of each record is send()/produce() to its acknowledgement (delivery report); every
-  record must succeed. `producer`: seglog's own gRPC Producer; `confluent-kafka`:
-  librdkafka on the Kafka listeners (its defaults otherwise);
+  record must succeed. `producer`: seglog's own gRPC Producer, with its own split of a
+  record's time (record_queue_time_avg_ms, request_latency_avg_ms,
+  records_per_request_avg: Kafka's producer metrics); `confluent-kafka`: librdkafka on
+  the Kafka listeners (its defaults otherwise);
 * rss_mib, threads — per node (broker + controller process), after the produce phases;
 * controller_changes, fencings — active-controller elections after the first one and
   brokers fenced, from the nodes' JSON logs, over the whole run of that count.
@@ -209,11 +211,18 @@ def produce_producer(cluster: LocalCluster, records: int) -> dict[str, Any]:
             f.add_errback(bad)
         producer.flush(timeout=600)
         elapsed = time.perf_counter() - start
+        # Where a record's time went (Kafka's producer metrics): waiting for its batch to
+        # be sent (a partition has one request in flight), then the Produce call.
+        m = producer.metrics()
     finally:
         producer.close(timeout=30)
     if failures:
         raise RuntimeError(f"producer: {len(failures)} records failed, first: {failures[0]!r}")
-    return latency_summary(records, elapsed, latencies)
+    return latency_summary(records, elapsed, latencies) | {
+        "record_queue_time_avg_ms": round(m["record-queue-time-avg"], 1),
+        "request_latency_avg_ms": round(m["request-latency-avg"], 1),
+        "records_per_request_avg": round(m["records-per-request-avg"], 1),
+    }
 
 
 def produce_confluent(cluster: LocalCluster, records: int) -> dict[str, Any]:

@@ -53,6 +53,9 @@ def test_tiny_run_prints_both_client_kinds_and_json_last(tmp_path: Path) -> None
         assert set(r["clients"]) == {"producer", "confluent-kafka"}
         for kind, c in r["clients"].items():
             assert c["records_per_s"] > 0 and 0 < c["p50_ms"] <= c["p99_ms"], (kind, c)
+        split = r["clients"]["producer"]  # the Producer's own split of a record's time
+        assert split["request_latency_avg_ms"] > 0 and split["record_queue_time_avg_ms"] >= 0
+        assert split["records_per_request_avg"] >= 1, split
         assert r["idle_cores"] >= 0 and r["create_s"] > 0
         assert len(r["rss_mib"]) == 3 and len(r["threads"]) == 3
     assert result["targets"] == {}  # neither 10 nor 1,000 partitions measured together
