@@ -49,7 +49,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from seglog.bench.measure import percentile
+from seglog.bench.measure import percentile, producer_time_split
 from seglog.harness.ports import free_ports
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -450,19 +450,13 @@ def seglog_latency(
 
         n = pace(rate, start, end, send)
         producer.flush(timeout=60)
-        # The Producer's own split of a record's time (Kafka's producer metrics; the
-        # window holds the warm-up too): waiting to be sent, then the Produce call.
-        m = producer.metrics()
+        m = producer.metrics()  # its window holds the warm-up too
     finally:
         producer.close(timeout=30)
     if failures:
         raise RuntimeError(f"{len(failures)} records failed: {failures[0]!r}")
     achieved = sum(1 for i in range(n) if start + i * interval >= measure_from) / seconds
-    return summary(latencies, achieved) | {
-        "record_queue_time_avg_ms": round(m["record-queue-time-avg"], 2),
-        "request_latency_avg_ms": round(m["request-latency-avg"], 2),
-        "records_per_request_avg": round(m["records-per-request-avg"], 2),
-    }
+    return summary(latencies, achieved) | producer_time_split(m, 2)
 
 
 # --- report --------------------------------------------------------------------------------

@@ -55,7 +55,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from seglog.bench.measure import librdkafka_produce_until, percentile
+from seglog.bench.measure import librdkafka_produce_until, percentile, producer_time_split
 from seglog.bench.thread_cpu import TICKS, busiest, cores, read_threads, thread_names
 from seglog.client.admin import Admin, NewTopic
 from seglog.client.producer import Producer
@@ -211,18 +211,12 @@ def produce_producer(cluster: LocalCluster, records: int) -> dict[str, Any]:
             f.add_errback(bad)
         producer.flush(timeout=600)
         elapsed = time.perf_counter() - start
-        # Where a record's time went (Kafka's producer metrics): waiting for its batch to
-        # be sent (a partition has one request in flight), then the Produce call.
-        m = producer.metrics()
+        m = producer.metrics()  # a partition's next batch waits for its request in flight
     finally:
         producer.close(timeout=30)
     if failures:
         raise RuntimeError(f"producer: {len(failures)} records failed, first: {failures[0]!r}")
-    return latency_summary(records, elapsed, latencies) | {
-        "record_queue_time_avg_ms": round(m["record-queue-time-avg"], 1),
-        "request_latency_avg_ms": round(m["request-latency-avg"], 1),
-        "records_per_request_avg": round(m["records-per-request-avg"], 1),
-    }
+    return latency_summary(records, elapsed, latencies) | producer_time_split(m, 1)
 
 
 def produce_confluent(cluster: LocalCluster, records: int) -> dict[str, Any]:

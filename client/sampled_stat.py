@@ -54,7 +54,8 @@ class SampledStat:
                 w.max = value
 
     def _live(self, now: float) -> list[_Window]:
-        return [w for w in self._windows if now - w.start < self._expire_s and w.count]
+        # A window is made by a record, so every window holds at least one value.
+        return [w for w in self._windows if now - w.start < self._expire_s]
 
     def avg(self, now: float) -> float:
         with self._lock:
