@@ -17,6 +17,7 @@ from confluent_kafka.admin import (
 from kafka import KafkaAdminClient
 from kafka.admin import ConfigResource as KpConfigResource
 from kafka.admin import ConfigResourceType
+from kafka.protocol.admin import DescribeConfigsRequest
 from kafka.protocol.metadata import FindCoordinatorRequest
 
 from seglog.harness.kafka_cluster import KafkaConnection
@@ -29,6 +30,29 @@ SESSION, INTERVAL = "consumer.session.timeout.ms", "consumer.heartbeat.interval.
 def group_entries(admin: AdminClient, group: str) -> dict:
     resource = ConfigResource(ResourceType.GROUP, group)
     return admin.describe_configs([resource])[resource].result(TIMEOUT_S)
+
+
+def on_every_node(cluster, group: str) -> list[dict[str, tuple[str, bool]]]:
+    """The group's configs as each node answers them: (value, is_default) by name.
+    librdkafka sends a GROUP describe to any broker, and a broker that has not yet
+    applied the config record answers the defaults, as Kafka's would."""
+    R = DescribeConfigsRequest
+    request = R[4](
+        resources=[
+            R.DescribeConfigsResource(
+                resource_type=32, resource_name=group, configuration_keys=None
+            )
+        ],
+        include_synonyms=False,
+        include_documentation=False,
+    )
+    answers = []
+    for port in cluster.kafka_ports.values():
+        with KafkaConnection(port) as conn:
+            (result,) = conn.request(request)[1].results
+        assert result.error_code == 0, result
+        answers.append({c.name: (c.value, c.config_source == 5) for c in result.configs})
+    return answers
 
 
 def incremental(admin: AdminClient, group: str, *entries: ConfigEntry) -> None:
@@ -49,8 +73,11 @@ def test_group_configs_are_described_altered_and_checked_as_kafkas(kafka_cluster
         admin, group, ConfigEntry(SESSION, "50000", incremental_operation=AlterConfigOpType.SET)
     )
     kafka_cluster.wait(
-        "the group config everywhere", lambda: group_entries(admin, group)[SESSION].value == "50000"
+        "the group config on every node",
+        lambda: all(a[SESSION][0] == "50000" for a in on_every_node(kafka_cluster, group)),
     )
+    for answer in on_every_node(kafka_cluster, group):
+        assert answer[SESSION] == ("50000", False) and answer[INTERVAL] == ("5000", True)
     entries = group_entries(admin, group)
     assert not entries[SESSION].is_default and entries[INTERVAL].is_default
 
