@@ -15,7 +15,10 @@ broker sessions, 500 ms elections); the JSON records the settings read back from
   (cores, context switches per second; bench/thread_cpu.py names them with py-spy);
 * per client kind of --clients, one after the other on the same topic: records_per_s,
   p50_ms, p99_ms — --records records of 200 bytes, keys spread over every partition,
-  acks=all, idempotent, linger 5 ms, sent as fast as the client takes them; the latency
+  acks=all, idempotent, linger 5 ms, sent as fast as the client takes them (300,000
+  by default: at 1,000 partitions a few tens of thousands of records are a burst of a
+  few dozen records per partition, and its rate is the first round trip's latency
+  rather than the rate the cluster sustains; docs/perf/scale.md); the latency
   of each record is send()/produce() to its acknowledgement (delivery report); every
   record must succeed. `producer`: seglog's own gRPC Producer, with its own split of a
   record's time (record_queue_time_avg_ms, request_latency_avg_ms,
@@ -395,7 +398,9 @@ def targets(results: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--partitions", default="10,100,1000,5000")
-    parser.add_argument("--records", type=int, default=30_000, help="per client kind")
+    parser.add_argument(
+        "--records", type=int, default=300_000, help="per client kind (300,000)"
+    )
     parser.add_argument(
         "--clients", default=",".join(CLIENTS), help=f"comma list of {', '.join(CLIENTS)}"
     )
