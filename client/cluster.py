@@ -103,23 +103,18 @@ def call(fn: Callable[..., T], request: object, timeout_s: float) -> T:
     try:
         return fn(request, timeout=timeout_s)
     except grpc.RpcError as e:
-        raise rpc_error(e, timeout_s) from e
-
-
-def rpc_error(e: grpc.RpcError, timeout_s: float) -> KafkaError:
-    """The client error for a failed RPC (`timeout_s`: its deadline, for the message)."""
-    code = e.code() if hasattr(e, "code") else None
-    detail = e.details() if hasattr(e, "details") else str(e)
-    if code == grpc.StatusCode.DEADLINE_EXCEEDED:
-        return KafkaTimeoutError(f"no answer within {timeout_s:.1f}s: {detail}")
-    if code in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.CANCELLED):
-        return NodeNotReadyError(str(detail))
-    if code == grpc.StatusCode.UNAUTHENTICATED:  # the session token was refused
-        return error_class("SASL_AUTHENTICATION_FAILED")(str(detail))
-    if code == grpc.StatusCode.RESOURCE_EXHAUSTED:
-        # The node holds queued.max.requests calls already: back off and retry.
-        return NodeNotReadyError(f"node overloaded: {detail}")
-    return KafkaError(f"{code}: {detail}")
+        code = e.code() if hasattr(e, "code") else None
+        detail = e.details() if hasattr(e, "details") else str(e)
+        if code == grpc.StatusCode.DEADLINE_EXCEEDED:
+            raise KafkaTimeoutError(f"no answer within {timeout_s:.1f}s: {detail}") from e
+        if code in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.CANCELLED):
+            raise NodeNotReadyError(str(detail)) from e
+        if code == grpc.StatusCode.UNAUTHENTICATED:  # the session token was refused
+            raise error_class("SASL_AUTHENTICATION_FAILED")(str(detail)) from e
+        if code == grpc.StatusCode.RESOURCE_EXHAUSTED:
+            # The node holds queued.max.requests calls already: back off and retry.
+            raise NodeNotReadyError(f"node overloaded: {detail}") from e
+        raise KafkaError(f"{code}: {detail}") from e
 
 
 class Connections:

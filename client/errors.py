@@ -159,9 +159,3 @@ def for_code(code: int, message: str = "") -> BrokerResponseError:
 def error_class(name: str) -> type[BrokerResponseError]:
     """The class for a Kafka error name, e.g. error_class("NOT_LEADER_OR_FOLLOWER")."""
     return _BY_CODE[errors_pb2.ErrorCode.Value(name)]
-
-
-class NotSentError(NodeNotReadyError):
-    """The node refused a call before it ran any of it (a ProduceStream call it does not
-    offer, or whose session token it refused before the next request): nothing was
-    appended, so the requests may be sent again as they are."""

@@ -189,13 +189,12 @@ class _TokenInterceptor(
     grpc.StreamUnaryClientInterceptor,
     grpc.StreamStreamClientInterceptor,
 ):
-    """Every call carries the token; a unary call whose token is refused is sent once
-    more after a new login. Streams carry it only (their requests may already be
-    consumed); after a node refused a stream's token, the next stream logs in again."""
+    """Every call carries the token; a unary call (all the clients make) whose token is
+    refused is sent once more after a new login. Streams carry it only: their
+    requests may already be consumed."""
 
     def __init__(self, login: SaslLogin) -> None:
         self._login = login
-        self._refused_on_stream = ""  # the token a node refused on a stream call
 
     def intercept_unary_unary(self, continuation: Any, details: Any, request: Any) -> Any:
         started = time.monotonic()
@@ -226,20 +225,7 @@ class _TokenInterceptor(
         return continuation(_with_token(details, self._login.token(), details.timeout), requests)
 
     def intercept_stream_stream(self, continuation: Any, details: Any, requests: Any) -> Any:
-        # A long-lived stream (the producer's ProduceStream) cannot be sent again here:
-        # a token the node refused on one is renewed before the next, which the caller
-        # opens (raising if the login fails).
-        token = self._login.token()
-        if token == self._refused_on_stream:
-            token = self._login.renew(token)
-        call = continuation(_with_token(details, token, details.timeout), requests)
-
-        def refused_on_stream(done: Any) -> None:
-            if done.code() == grpc.StatusCode.UNAUTHENTICATED:
-                self._refused_on_stream = token
-
-        call.add_done_callback(refused_on_stream)
-        return call
+        return continuation(_with_token(details, self._login.token(), details.timeout), requests)
 
 
 class _RetryingFuture(grpc.Call, grpc.Future):

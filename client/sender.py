@@ -2,28 +2,18 @@
 requests, keeps them in flight, and settles each batch's future from the answers.
 
 Ordering. gRPC gives no order between concurrent calls (a node runs them on a
-thread pool), so with Produce calls the sender never has two requests in flight for
-one partition; instead one request may carry up to five consecutive batches of a
-partition (a Kafka leader appends them atomically, and five is the leader's
-deduplication window). An idempotent producer that is not transactional sends on one
-ProduceStream call per node instead (client/produce_stream.py), which the node appends
-and answers in order: there a partition may have several requests in flight, up to
-five batches in all (the window again, so that any of them retried is recognised as a
-duplicate). Kafka's sender rules keep the order when something fails: a failed send of
-a partition is retried, with the very same bytes, before anything newer of it is sent,
-and only once nothing of the partition is in flight; its later sends, which the node
-refuses with OUT_OF_ORDER_SEQUENCE_NUMBER (or UNKNOWN_PRODUCER_ID, before the producer's
-first batch there) while it has not appended the earlier one, wait and are retried
-after it, in sequence order.
+thread pool), so the sender never has two requests in flight for one partition;
+instead one request may carry up to five consecutive batches of a partition (a
+Kafka leader appends them atomically, and five is the leader's deduplication
+window). A failed request of a partition is retried, with the very same bytes,
+before anything newer of that partition is sent.
 
 Idempotence. The producer id comes from InitProducerId before the first batch;
 sequences are assigned per partition when a batch is closed for sending and wrap at
 2^31-1. When a sequenced batch fails for good with an outcome the node may have
 applied (delivery timeout after an unanswered attempt) or with a sequence-state
 error (OUT_OF_ORDER_SEQUENCE_NUMBER, INVALID_PRODUCER_EPOCH, UNKNOWN_PRODUCER_ID),
-its futures fail and the sender takes a fresh producer id, so later sends work; sends
-of the partition still unresolved behind it fail too ("an earlier batch failed"), as
-the node would refuse them, unless the node answers that it appended them.
+its futures fail and the sender takes a fresh producer id, so later sends work.
 """
 
 from __future__ import annotations
@@ -53,10 +43,8 @@ from .errors import (
     KafkaError,
     KafkaTimeoutError,
     NodeNotReadyError,
-    NotSentError,
     for_code,
 )
-from .produce_stream import ProduceStreams
 from .sampled_stat import SampledStat
 
 _log = logging.getLogger("seglog.client.producer")  # the producer's logger, as before the split
@@ -80,8 +68,6 @@ _SEQUENCE_STATE = {
     "UNKNOWN_PRODUCER_ID",
 }
 _TOO_LARGE = {"MESSAGE_TOO_LARGE", "RECORD_LIST_TOO_LARGE"}
-# A sequenced batch the node refused because one before it is missing.
-_GAP = {"OUT_OF_ORDER_SEQUENCE_NUMBER", "UNKNOWN_PRODUCER_ID"}
 
 
 class _GrpcFuture(Protocol):
@@ -106,11 +92,6 @@ class PartitionSend:
     retry_at: float = 0.0
     # Some attempt ended without a clear "not written" (timeout, lost response).
     maybe_written: bool = False
-    in_flight: bool = False  # else unresolved sends wait to be sent again
-    weight: int = 0  # of the partition's window while in flight (see Sender._take_window)
-    # An earlier send of the partition failed for good: this one fails unless the node
-    # answers that it appended it.
-    doomed: KafkaError | None = None
 
     @property
     def record_count(self) -> int:
@@ -167,14 +148,8 @@ class Sender(threading.Thread):
         self._wake = threading.Event()
         self._completions: deque[InFlightRequest] = deque()
         self._in_flight: dict[int, set[InFlightRequest]] = {}
-        # Per partition, its sends not yet acknowledged or failed for good, in sequence
-        # order: in flight, or waiting to be sent again.
-        self._unresolved: dict[TopicPartition, list[PartitionSend]] = {}
-        self._retry_tps: set[TopicPartition] = set()  # with a send waiting to go again
-        # Per partition, its window in flight: the batches of its sends on ProduceStream
-        # calls, and a whole window for a send on a Produce call (one at a time there).
-        self._window_used: dict[TopicPartition, int] = {}
-        self._full: set[TopicPartition] = set()  # window used up
+        self._muted: set[TopicPartition] = set()  # a request for it is on the wire
+        self._retry: dict[TopicPartition, PartitionSend] = {}  # waiting to be resent
         self._next_seq: dict[TopicPartition, int] = {}
         # Per partition: (producer id, epoch, last sequence) of the last acknowledged send.
         self._acked: dict[TopicPartition, tuple[int, int, int]] = {}
@@ -205,7 +180,6 @@ class Sender(threading.Thread):
         self.records_per_request = self._stat()
         self._in_flight_total = 0
         self._calls = _CallThreads()
-        self._streams = ProduceStreams()
 
     def _stat(self) -> SampledStat:
         return SampledStat(self.p.metrics_num_samples, self.p.metrics_sample_window_s)
@@ -238,7 +212,6 @@ class Sender(threading.Thread):
             self._run_once_safely()
         self._abort_everything(abort_error("close() timed out"))
         self._calls.stop()
-        self._streams.close()
 
     def _run_once_safely(self) -> None:
         try:
@@ -250,7 +223,7 @@ class Sender(threading.Thread):
     def _has_pending(self) -> bool:
         return bool(
             self.acc.has_undrained()
-            or self._unresolved
+            or self._retry
             or any(self._in_flight.values())
             or self._completions
         )
@@ -260,7 +233,6 @@ class Sender(threading.Thread):
         self._handle_completions()
         now = time.monotonic()
         self._expire(now)
-        self._time_out_streams(now)
         delays: list[float] = [1.0]
         if (
             self.p.idempotent
@@ -337,22 +309,21 @@ class Sender(threading.Thread):
     def _send_ready(self, now: float) -> float:
         """Send what can be sent; return the seconds until something else may be."""
         delay = 1.0
-        blocked = self._retry_tps | self._full
-        retry_now: list[TopicPartition] = []
-        for tp in self._retry_tps:
-            if tp in self._window_used:
-                continue  # a retry goes first and alone, once nothing of it is in flight
-            waiting = next(x for x in self._unresolved[tp] if not x.in_flight)
-            if waiting.retry_at <= now:
-                retry_now.append(tp)
-            else:
-                delay = min(delay, waiting.retry_at - now)
+        blocked = self._muted | self._retry.keys()
         fresh: list[TopicPartition] = []
         lingering: list[TopicPartition] = []
         if not self.p.idempotent or self.producer_id >= 0:
             fresh, lingering, linger_delay = self.acc.ready(now, blocked)
             if linger_delay is not None:
                 delay = min(delay, linger_delay)
+        retry_now: list[TopicPartition] = []
+        for tp, s in self._retry.items():
+            if tp in self._muted:
+                continue
+            if s.retry_at <= now:
+                retry_now.append(tp)
+            else:
+                delay = min(delay, s.retry_at - now)
         by_node: dict[int, list[TopicPartition]] = {}
         for tp in retry_now + fresh:
             leader = self.metadata.leader_for(tp)
@@ -384,36 +355,6 @@ class Sender(threading.Thread):
                 self._dispatch(node_id, sends)
         return delay
 
-    def _uses_stream(self, stub: Any) -> bool:
-        # Transactional batches stay on Produce calls: a node verifies a transaction's
-        # first batches with its coordinator before it appends them (KIP-890).
-        return self.p.idempotent and not self.p.transactional and self._streams.offered(stub)
-
-    def _take_window(self, s: PartitionSend, weight: int) -> None:
-        s.in_flight, s.weight = True, weight
-        used = self._window_used[s.tp] = self._window_used.get(s.tp, 0) + weight
-        if used >= MAX_BATCHES_PER_PARTITION_REQUEST:
-            self._full.add(s.tp)
-
-    def _give_window(self, s: PartitionSend) -> None:
-        if not s.in_flight:
-            return
-        s.in_flight = False
-        used = self._window_used.get(s.tp, 0) - s.weight
-        if used > 0:
-            self._window_used[s.tp] = used
-        else:
-            self._window_used.pop(s.tp, None)
-        if used < MAX_BATCHES_PER_PARTITION_REQUEST:
-            self._full.discard(s.tp)
-
-    def _refresh(self, tp: TopicPartition) -> None:
-        """Whether a send of the partition waits to be sent again."""
-        if any(not x.in_flight for x in self._unresolved.get(tp, ())):
-            self._retry_tps.add(tp)
-        else:
-            self._retry_tps.discard(tp)
-
     def _collect(
         self, tps: list[TopicPartition], now: float, early: Container[TopicPartition] = ()
     ) -> dict[TopicPartition, PartitionSend]:
@@ -426,9 +367,8 @@ class Sender(threading.Thread):
             if budget <= HEADER_SIZE:
                 remaining.extend(tps[i:])
                 break
-            s = None
-            if tp in self._retry_tps:
-                s = next(x for x in self._unresolved[tp] if not x.in_flight)
+            s = self._retry.get(tp)
+            if s is not None:
                 if sends and len(s.data) > budget:
                     remaining.append(tp)
                     continue
@@ -437,7 +377,7 @@ class Sender(threading.Thread):
                     tp,
                     now,
                     budget,
-                    MAX_BATCHES_PER_PARTITION_REQUEST - self._window_used.get(tp, 0),
+                    MAX_BATCHES_PER_PARTITION_REQUEST,
                     first=not sends,
                     early=tp in early,
                 )
@@ -448,7 +388,6 @@ class Sender(threading.Thread):
                 for batch in batches:
                     self.record_queue_time_ms.record((now - batch.created) * 1000, now)
                 s = self._sequence(tp, batches)
-                self._unresolved.setdefault(tp, []).append(s)
             sends[tp] = s
             budget -= len(s.data)
         tps[:] = remaining
@@ -486,6 +425,8 @@ class Sender(threading.Thread):
             if t is None:
                 t = by_topic[tp.topic] = request.topics.add(name=tp.topic)
             t.partitions.add(partition=tp.partition, records=s.data)
+            self._retry.pop(tp, None)
+            self._muted.add(tp)
         r = InFlightRequest(node_id, sends)
         self.records_per_request.record(sum(s.record_count for s in sends.values()), r.sent_at)
         self._in_flight.setdefault(node_id, set()).add(r)
@@ -493,37 +434,15 @@ class Sender(threading.Thread):
         self.counters["requests_sent"] += 1
         try:
             stub = self.metadata.stub_for(node_id)
-        except KafkaError as e:
-            stub = None
-            r.future = _FailedCall(e)
-        stream = stub is not None and self._uses_stream(stub)
-        for tp, s in sends.items():
-            self._take_window(s, len(s.batches) if stream else MAX_BATCHES_PER_PARTITION_REQUEST)
-            self._refresh(tp)
-        if stub is None:
-            r.future.add_done_callback(lambda _f, r=r: self._on_call_done(r))
-            return
-        try:
             # A little beyond the request's own timeout, so the node's answer wins.
             r.future = self.start_produce(stub, request, self._request_timeout_s + 1.0)
         except KafkaError as e:
             r.future = _FailedCall(e)
-        except Exception as e:  # noqa: BLE001 - the request must end, or its batches never do
-            _log.exception("starting a Produce request failed")
-            r.future = _FailedCall(NodeNotReadyError(f"the Produce request could not start: {e!r}"))
         r.future.add_done_callback(lambda _f, r=r: self._on_call_done(r))
 
     def start_produce(self, stub: Any, request: pb.ProduceRequest, timeout_s: float) -> Any:
-        """Start one request: on the node's ProduceStream call when the producer
-        pipelines, else a Produce call; tests replace this to simulate a lost response."""
-        if self._uses_stream(stub):
-            return self._streams.send(stub, request)  # timed out by _time_out_streams
+        """Start one Produce call; tests replace this to simulate a lost response."""
         return self._calls.submit(stub.Produce, request, timeout_s)
-
-    def _time_out_streams(self, now: float) -> None:
-        """A request unanswered past its timeout ends its ProduceStream call (Kafka's
-        producer closes the connection): every request on it fails and is retried."""
-        self._streams.expire(now, self._request_timeout_s + 1.0)
 
     def _on_call_done(self, r: InFlightRequest) -> None:
         # A gRPC thread: hand over to the sender thread.
@@ -541,74 +460,51 @@ class Sender(threading.Thread):
                 continue  # aborted by a forced close
             in_flight.discard(r)
             self._in_flight_total -= 1
-            for s in r.sends.values():
-                self._give_window(s)
-            self._settle(r)
             for tp in r.sends:
-                self._refresh(tp)
-
-    def _settle(self, r: InFlightRequest) -> None:
-        """Each send of an answered (or failed) request: acknowledged, failed, or to be
-        sent again."""
-        try:
-            response = _result(r.future, self._request_timeout_s)
-        except KafkaError as e:
-            if e.invalid_metadata:
-                self.metadata.request_update()
-            # A refused session token (and a failed new login) means the node never
-            # ran the call: nothing was appended, the sequences may be used again.
-            unknown = not isinstance(e, (*AUTHENTICATION_ERRORS, NotSentError))
-            for s in r.sends.values():
-                self._on_error(s, e, outcome_unknown=unknown)
-            return
-        # A node's answer, whatever it says (Kafka records it on every response).
-        self.request_latency_ms.record((r.answered_at - r.sent_at) * 1000, r.answered_at)
-        if self.p.acks == 0:
-            # Kafka resolves acks=0 sends once written to the socket; a gRPC call
-            # tells only when it ends, so that is when they resolve (offset -1),
-            # and a flush() after them has really sent them.
-            for s in r.sends.values():
-                self._resolve(s)
-                self._complete_send(s, -1, -1, -1)
-            return
-        answers = {(t.name, p.partition): p for t in response.topics for p in t.partitions}
-        for tp, s in r.sends.items():
-            answer = answers.get((tp.topic, tp.partition))
-            if answer is None:
-                self._on_error(s, KafkaError(f"the Produce response has no answer for {tp}"), True)
-            elif answer.error_code in (E.NONE, E.DUPLICATE_SEQUENCE_NUMBER):
-                self._on_success(s, answer)
-            else:
-                error = for_code(answer.error_code, answer.error_message)
-                if error.invalid_metadata:
+                self._muted.discard(tp)
+            try:
+                response = _result(r.future, self._request_timeout_s)
+            except KafkaError as e:
+                if e.invalid_metadata:
                     self.metadata.request_update()
-                self._on_error(s, error, answer.error_code in _OUTCOME_UNKNOWN)
-
-    def _resolve(self, s: PartitionSend) -> None:
-        """The send is acknowledged or failed for good: it leaves its partition's list."""
-        self._give_window(s)
-        sends = self._unresolved.get(s.tp)
-        if sends is not None and s in sends:
-            sends.remove(s)
-            if not sends:
-                del self._unresolved[s.tp]
-        self._refresh(s.tp)
+                # A refused session token (and a failed new login) means the node never
+                # ran the call: nothing was appended, the sequences may be used again.
+                unknown = not isinstance(e, AUTHENTICATION_ERRORS)
+                for s in r.sends.values():
+                    self._on_error(s, e, outcome_unknown=unknown)
+                continue
+            # A node's answer, whatever it says (Kafka records it on every response).
+            self.request_latency_ms.record((r.answered_at - r.sent_at) * 1000, r.answered_at)
+            if self.p.acks == 0:
+                # Kafka resolves acks=0 sends once written to the socket; a gRPC call
+                # tells only when it ends, so that is when they resolve (offset -1),
+                # and a flush() after them has really sent them.
+                for s in r.sends.values():
+                    self._complete_send(s, -1, -1, -1)
+                continue
+            answers = {(t.name, p.partition): p for t in response.topics for p in t.partitions}
+            for tp, s in r.sends.items():
+                answer = answers.get((tp.topic, tp.partition))
+                if answer is None:
+                    self._on_error(
+                        s, KafkaError(f"the Produce response has no answer for {tp}"), True
+                    )
+                elif answer.error_code in (E.NONE, E.DUPLICATE_SEQUENCE_NUMBER):
+                    self._on_success(s, answer)
+                else:
+                    error = for_code(answer.error_code, answer.error_message)
+                    if error.invalid_metadata:
+                        self.metadata.request_update()
+                    self._on_error(s, error, answer.error_code in _OUTCOME_UNKNOWN)
 
     def _on_success(self, s: PartitionSend, answer: pb.PartitionProduceResponse) -> None:
-        self._resolve(s)
         if s.producer_id >= 0:
             last_seq = increment_sequence(s.base_sequence, s.record_count - 1)
             previous = self._acked.get(s.tp)
-            if (
-                previous is not None
-                and previous[:2] == (s.producer_id, s.producer_epoch)
-                and not _sequence_after(s.base_sequence, previous[2])
-            ):
-                # Sends are resolved in sequence order, so acknowledgements never go
-                # back (a gap is an earlier send that failed for good). The node has
-                # the records either way: they are reported sent, and this is logged.
-                _log.error(
-                    "%s: sequence %d acknowledged after %d", s.tp, s.base_sequence, previous[2]
+            if previous is not None and previous[:2] == (s.producer_id, s.producer_epoch):
+                # One send per partition at a time: acknowledgements follow the sequences.
+                assert s.base_sequence == increment_sequence(previous[2], 1), (
+                    f"{s.tp}: acknowledged sequence {s.base_sequence} after {previous[2]}"
                 )
             self._acked[s.tp] = (s.producer_id, s.producer_epoch, last_seq)
         self._complete_send(
@@ -630,23 +526,14 @@ class Sender(threading.Thread):
 
     def _on_error(self, s: PartitionSend, error: KafkaError, outcome_unknown: bool) -> None:
         now = time.monotonic()
-        s.maybe_written |= outcome_unknown
-        if s.doomed is not None:
-            self._fail_send(s, s.doomed)
-            return
-        if error.message in _GAP and self._earlier_unresolved(s):
-            # The node has not appended an earlier send of the partition, which failed
-            # or is still on its way (a node without state for the producer says so
-            # with UNKNOWN_PRODUCER_ID): this one is sent again after it (Kafka's rule).
-            s.retry_at = now
-            self.counters["retries"] += 1
-            return
         s.attempts += 1
+        s.maybe_written |= outcome_unknown
         backoff = self.p.retry_backoff_s
         if error.retriable and s.attempts <= self.p.retries and not self._force:
             if now + backoff < s.deadline:
                 _log.debug("retrying %s (attempt %d): %s", s.tp, s.attempts, error)
                 s.retry_at = now + backoff
+                self._retry[s.tp] = s
                 self.counters["retries"] += 1
                 return
             timeout = KafkaTimeoutError(
@@ -655,26 +542,16 @@ class Sender(threading.Thread):
             )
             timeout.__cause__ = error
             error = timeout
-        alone = self._unresolved.get(s.tp) == [s]
-        if error.message in _TOO_LARGE and len(s.batches) > 1 and not s.maybe_written and alone:
+        if error.message in _TOO_LARGE and len(s.batches) > 1 and not s.maybe_written:
             # The node refused the whole append and wrote nothing: send the batches one
             # by one, so only a batch that is too large on its own fails.
             self._unsequence(s)
             return
         self._fail_send(s, error)
 
-    def _earlier_unresolved(self, s: PartitionSend) -> bool:
-        for x in self._unresolved.get(s.tp, ()):
-            if x is s:
-                return False
-            if (x.producer_id, x.producer_epoch) == (s.producer_id, s.producer_epoch):
-                return True
-        return False
-
     def _unsequence(self, s: PartitionSend) -> None:
-        """Give back a send the node never applied, the partition's only unresolved one:
-        its batches return to the queue head and get sequences again when drained."""
-        self._resolve(s)
+        """Give back a send the node never applied: its batches return to the queue head
+        and get sequences again when drained."""
         for batch in s.batches:
             batch.solo = True
         if s.producer_id >= 0 and s.producer_id == self.producer_id:
@@ -683,36 +560,14 @@ class Sender(threading.Thread):
 
     def _fail_send(self, s: PartitionSend, error: BaseException) -> None:
         _log.warning("failed to deliver %d record(s) to %s: %s", s.record_count, s.tp, error)
-        self._resolve(s)
         self._fail_batches(s.batches, error)
         if s.producer_id < 0:
             return
-        later = [
-            x
-            for x in self._unresolved.get(s.tp, ())
-            if (x.producer_id, x.producer_epoch) == (s.producer_id, s.producer_epoch)
-            and x.doomed is None
-        ]
         cause = error.__cause__ if isinstance(error, KafkaTimeoutError) else error
         state_error = isinstance(cause, KafkaError) and cause.message in _SEQUENCE_STATE
-        if later:
-            # The node refuses the later sends (a gap in the sequences) unless it has
-            # appended this one after all: they fail with this one, and the partition's
-            # sequences start over under a new producer id.
-            doomed = KafkaError(
-                f"not delivered: an earlier batch of {s.tp.topic}-{s.tp.partition} failed: {error}"
-            )
-            for x in later:
-                x.doomed = doomed
-                if not x.in_flight:
-                    self._resolve(x)
-                    self._fail_batches(x.batches, doomed)
-            if s.producer_id == self.producer_id:
-                self._reset_producer_id(error)
-        elif s.maybe_written or state_error:
+        if s.maybe_written or state_error:
             # The node's last sequence for this partition is now unknown to us.
-            if s.producer_id == self.producer_id:
-                self._reset_producer_id(error)
+            self._reset_producer_id(error)
         elif s.producer_id == self.producer_id:
             # Not written: nothing of this partition was sequenced after it, so the next
             # batch may reuse its sequence.
@@ -738,37 +593,30 @@ class Sender(threading.Thread):
                     f"({self.p.delivery_timeout_s * 1000:.0f} ms) without being sent"
                 ),
             )
-        for tp, sends in list(self._unresolved.items()):
-            for s in list(sends):
-                if not s.in_flight and now >= s.deadline and s in sends:
-                    self._fail_send(
-                        s,
-                        KafkaTimeoutError(
-                            f"{s.record_count} record(s) for {tp.topic}-{tp.partition} not "
-                            f"delivered within delivery_timeout_ms"
-                        ),
-                    )
+        for tp, s in list(self._retry.items()):
+            if now >= s.deadline:
+                del self._retry[tp]
+                self._fail_send(
+                    s,
+                    KafkaTimeoutError(
+                        f"{s.record_count} record(s) for {tp.topic}-{tp.partition} not "
+                        f"delivered within delivery_timeout_ms"
+                    ),
+                )
 
     def _abort_everything(self, error: KafkaError) -> None:
         for in_flight in self._in_flight.values():
             for r in in_flight:
                 if r.future is not None:
                     r.future.cancel()
+                self._fail_batches([b for s in r.sends.values() for b in s.batches], error)
             in_flight.clear()
         self._in_flight_total = 0
-        for sends in self._unresolved.values():
-            for s in sends:
-                self._fail_batches(s.batches, error)
-        self._unresolved.clear()
-        self._retry_tps.clear()
-        self._window_used.clear()
-        self._full.clear()
+        for s in self._retry.values():
+            self._fail_batches(s.batches, error)
+        self._retry.clear()
+        self._muted.clear()
         self._fail_batches(self.acc.take_all(), error)
-
-
-def _sequence_after(sequence: int, previous: int) -> bool:
-    """Whether `sequence` comes after `previous`, sequences wrapping at 2^31-1."""
-    return 0 < (sequence - previous) % (1 << 31) < (1 << 30)
 
 
 class _CallThreads:
