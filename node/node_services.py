@@ -14,9 +14,7 @@ from seglog.proto import cluster_pb2 as cpb
 
 from .groups.offsets_topic import GroupCoordinatorRuntime
 from .log_dir_moves import LogDirMoves
-from .metrics import NodeMetrics
 from .replica_manager import ReplicaManager
-from .security.grpc_sasl import GrpcSasl
 from .security.node_authorizer import NodeAuthorizer
 from .transactions.txn_runtime import TransactionCoordinatorRuntime
 from .transactions.verification_sender import VerificationSender
@@ -35,9 +33,6 @@ class NodeServices(Protocol):
     # KIP-890's verification of transactional appends; None when turned off.
     txn_verification: VerificationSender | None
     authorizer: NodeAuthorizer | None  # ACLs; None: off
-    grpc_sasl: GrpcSasl | None  # the gRPC listeners' SASL session tokens; None: off
-    metrics: NodeMetrics
-    queued_max_requests: int  # a ProduceStream call's requests waiting for answers
     log_dir_moves: LogDirMoves  # AlterReplicaLogDirs
 
     def metadata_image(self) -> MetadataImage: ...

@@ -102,7 +102,6 @@ class Node:
         self.node_id = config.node_id
         self.cluster_id = config.cluster_id
         self.fetch_max_bytes = config.fetch_max_bytes
-        self.queued_max_requests = config.queued_max_requests
         self.num_partitions = config.num_partitions
         self.default_replication_factor = config.default_replication_factor
         self.auto_create_topics_enable = config.auto_create_topics_enable

@@ -4,7 +4,7 @@ of its own beyond request shape checks."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
 from typing import Any
@@ -26,7 +26,6 @@ from .grpc_errors import E, code, refused
 from .kafka.read_committed import READ_COMMITTED, last_stable_offset
 from .node_services import NodeServices
 from .partition_requests import FetchSpec, ProduceResult
-from .produce_stream import answer_in_order
 from .transactions.grpc_servicer import init_transactional_producer
 from .transactions.txn_verification import produce_error
 from .transactions.verification_sender import Verification, start_verification
@@ -265,37 +264,22 @@ class SegLogServicer(client_pb2_grpc.SegLogServicer):
     def Produce(
         self, request: pb.ProduceRequest, context: grpc.ServicerContext
     ) -> pb.ProduceResponse:
-        return self.begin_produce(request)()
-
-    def ProduceStream(
-        self, requests: Iterator[pb.ProduceStreamRequest], context: grpc.ServicerContext
-    ) -> Iterator[pb.ProduceStreamResponse]:
-        yield from answer_in_order(self.node, self.begin_produce, requests, context)
-
-    def begin_produce(
-        self, request: pb.ProduceRequest, refused_topics: Mapping[str, ProduceResult] | None = None
-    ) -> Callable[[], pb.ProduceResponse]:
-        """A Produce request's appends, now, in order; what it returns waits for them
-        (acks=all: for the ISR) and gives the answer. Partitions of `refused_topics`
-        are answered with the topic's refusal and nothing of them is appended."""
-        rm = self.node.replica_manager
+        response = pb.ProduceResponse()
         if request.acks not in (-1, 0, 1):
             refused = {
                 "error_code": E.INVALID_REQUIRED_ACKS,
                 "error_message": f"acks must be -1, 0 or 1, got {request.acks}",
             }
-            response = pb.ProduceResponse()
             answer_partitions(request.topics, response.topics, lambda _t, _p: refused)
-            return lambda: response
-        refused_topics = refused_topics or {}
+            return response
         # Only the group coordinator writes the internal offsets topic (Kafka's rule).
         items = [
             ((t.name, p.partition), p.records)
             for t in request.topics
-            if t.name not in refused_topics
             for p in t.partitions
             if t.name != OFFSETS_TOPIC
         ]
+        rm = self.node.replica_manager
         timeout = request.timeout_ms or 30_000
         verification = self._verify(request.transactional_id, items, timeout)
         unverified = verification.errors
@@ -303,48 +287,38 @@ class SegLogServicer(client_pb2_grpc.SegLogServicer):
         started = rm.start_produce_all(
             todo, request.acks, timeout, verification_guards=verification.guards
         )
+        waiting = plain_perf_s()
+        appended = iter(rm.await_produced(started))  # acks=all: the wait for the ISR
+        request_timing.add_remote(plain_perf_s() - waiting)
+        results = iter(
+            [
+                ProduceResult(error_name=unverified[tp][0], error_message=unverified[tp][1] or "")
+                if tp in unverified
+                else next(appended)
+                for tp, _data in items
+            ]
+        )
+        internal = ProduceResult(
+            error_name="INVALID_TOPIC_EXCEPTION",
+            error_message=f"{OFFSETS_TOPIC} is an internal topic: only its coordinators write it",
+        )
 
-        def finish() -> pb.ProduceResponse:
-            waiting = plain_perf_s()
-            appended = iter(rm.await_produced(started))  # acks=all: the wait for the ISR
-            request_timing.add_remote(plain_perf_s() - waiting)
-            results = iter(
-                [
-                    ProduceResult(
-                        error_name=unverified[tp][0], error_message=unverified[tp][1] or ""
-                    )
-                    if tp in unverified
-                    else next(appended)
-                    for tp, _data in items
-                ]
-            )
-            internal = ProduceResult(
-                error_name="INVALID_TOPIC_EXCEPTION",
-                error_message=f"{OFFSETS_TOPIC} is an internal topic: only its coordinators "
-                "write it",
-            )
-
-            def answer(topic: str, p: pb.PartitionProduceData) -> dict[str, Any]:
-                result = refused_topics.get(topic) or (
-                    internal if topic == OFFSETS_TOPIC else next(results)
+        def answer(topic: str, p: pb.PartitionProduceData) -> dict[str, Any]:
+            result = internal if topic == OFFSETS_TOPIC else next(results)
+            if result.error_name != "NONE":
+                rm.produce_errors.report(
+                    "GRPC", topic, p.partition, result.error_name, result.error_message
                 )
-                if result.error_name != "NONE":
-                    rm.produce_errors.report(
-                        "GRPC", topic, p.partition, result.error_name, result.error_message
-                    )
-                return {
-                    "error_code": code(result.error_name),
-                    "error_message": result.error_message,
-                    "base_offset": result.base_offset,
-                    "log_append_time_ms": result.log_append_time,
-                    "log_start_offset": result.log_start_offset,
-                }
+            return {
+                "error_code": code(result.error_name),
+                "error_message": result.error_message,
+                "base_offset": result.base_offset,
+                "log_append_time_ms": result.log_append_time,
+                "log_start_offset": result.log_start_offset,
+            }
 
-            response = pb.ProduceResponse()
-            answer_partitions(request.topics, response.topics, answer)
-            return response
-
-        return finish
+        answer_partitions(request.topics, response.topics, answer)
+        return response
 
     def _verify(
         self, transactional_id: str, items: list[tuple[tuple[str, int], bytes]], timeout: int

@@ -361,22 +361,6 @@ class ProduceResponse(_message.Message):
     throttle_time_ms: int
     def __init__(self, topics: _Optional[_Iterable[_Union[TopicProduceResponse, _Mapping]]] = ..., throttle_time_ms: _Optional[int] = ...) -> None: ...
 
-class ProduceStreamRequest(_message.Message):
-    __slots__ = ("correlation_id", "request")
-    CORRELATION_ID_FIELD_NUMBER: _ClassVar[int]
-    REQUEST_FIELD_NUMBER: _ClassVar[int]
-    correlation_id: int
-    request: ProduceRequest
-    def __init__(self, correlation_id: _Optional[int] = ..., request: _Optional[_Union[ProduceRequest, _Mapping]] = ...) -> None: ...
-
-class ProduceStreamResponse(_message.Message):
-    __slots__ = ("correlation_id", "response")
-    CORRELATION_ID_FIELD_NUMBER: _ClassVar[int]
-    RESPONSE_FIELD_NUMBER: _ClassVar[int]
-    correlation_id: int
-    response: ProduceResponse
-    def __init__(self, correlation_id: _Optional[int] = ..., response: _Optional[_Union[ProduceResponse, _Mapping]] = ...) -> None: ...
-
 class FetchPartition(_message.Message):
     __slots__ = ("partition", "current_leader_epoch", "fetch_offset", "last_fetched_epoch", "log_start_offset", "partition_max_bytes")
     PARTITION_FIELD_NUMBER: _ClassVar[int]

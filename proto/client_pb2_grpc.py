@@ -87,11 +87,6 @@ class SegLogStub:
                 request_serializer=client__pb2.ProduceRequest.SerializeToString,
                 response_deserializer=client__pb2.ProduceResponse.FromString,
                 _registered_method=True)
-        self.ProduceStream = channel.stream_stream(
-                '/seglog.v1.SegLog/ProduceStream',
-                request_serializer=client__pb2.ProduceStreamRequest.SerializeToString,
-                response_deserializer=client__pb2.ProduceStreamResponse.FromString,
-                _registered_method=True)
         self.Fetch = channel.unary_unary(
                 '/seglog.v1.SegLog/Fetch',
                 request_serializer=client__pb2.FetchRequest.SerializeToString,
@@ -187,16 +182,6 @@ class SegLogServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
-    def ProduceStream(self, request_iterator, context):
-        """A producer's Produce requests on one long-lived call, as on one Kafka connection:
-        the node appends each request's batches in the order the requests arrive and
-        answers them in that order, so several requests of a partition may be in flight
-        and are still written in the order sent (gRPC gives no order between calls).
-        """
-        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
-        context.set_details('Method not implemented!')
-        raise NotImplementedError('Method not implemented!')
-
     def Fetch(self, request, context):
         """Missing associated documentation comment in .proto file."""
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
@@ -280,11 +265,6 @@ def add_SegLogServicer_to_server(servicer, server):
                     servicer.Produce,
                     request_deserializer=client__pb2.ProduceRequest.FromString,
                     response_serializer=client__pb2.ProduceResponse.SerializeToString,
-            ),
-            'ProduceStream': grpc.stream_stream_rpc_method_handler(
-                    servicer.ProduceStream,
-                    request_deserializer=client__pb2.ProduceStreamRequest.FromString,
-                    response_serializer=client__pb2.ProduceStreamResponse.SerializeToString,
             ),
             'Fetch': grpc.unary_unary_rpc_method_handler(
                     servicer.Fetch,
@@ -585,33 +565,6 @@ class SegLog:
             '/seglog.v1.SegLog/Produce',
             client__pb2.ProduceRequest.SerializeToString,
             client__pb2.ProduceResponse.FromString,
-            options,
-            channel_credentials,
-            insecure,
-            call_credentials,
-            compression,
-            wait_for_ready,
-            timeout,
-            metadata,
-            _registered_method=True)
-
-    @staticmethod
-    def ProduceStream(request_iterator,
-            target,
-            options=(),
-            channel_credentials=None,
-            call_credentials=None,
-            insecure=False,
-            compression=None,
-            wait_for_ready=None,
-            timeout=None,
-            metadata=None):
-        return grpc.experimental.stream_stream(
-            request_iterator,
-            target,
-            '/seglog.v1.SegLog/ProduceStream',
-            client__pb2.ProduceStreamRequest.SerializeToString,
-            client__pb2.ProduceStreamResponse.FromString,
             options,
             channel_credentials,
             insecure,

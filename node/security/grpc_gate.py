@@ -45,8 +45,7 @@ def _configs(op: AclOperation, resources: Iterable[Any]) -> list[Check]:
 
 
 def seglog_checks(method: str, request: Any) -> list[Check]:
-    """What a SegLog call needs; [] for none (ProduceStream authorizes each of its
-    requests itself: node/produce_stream.py)."""
+    """What a SegLog call needs; [] for none."""
     name = method.removeprefix(SEGLOG)
     replica = getattr(request, "replica_id", -1) >= 0
     if name == "Produce":

@@ -23,9 +23,7 @@ from seglog.client.errors import KafkaError
 from seglog.client.producer import Producer
 from seglog.client.sasl import SaslLogin
 from seglog.harness.node_process import NodeProcess
-from seglog.harness.produce_stream_call import ProduceStream, produce_request
 from seglog.proto import client_pb2, client_pb2_grpc
-from seglog.storage.record_batch import NewRecord, build_batch
 
 ALICE = {
     "security_protocol": "SASL_PLAINTEXT",
@@ -242,50 +240,3 @@ def test_a_token_dies_when_its_users_password_changes(cluster):
                 "--add-config", "SCRAM-SHA-256=[password=alice-secret]",
             )  # fmt: skip
     assert "alice-new" not in cluster.node.log_path.read_text()
-
-
-def test_a_produce_stream_authorizes_each_request_and_ends_when_its_token_dies(cluster):
-    """On one long-lived ProduceStream call, each request is authorized (her DENY on
-    sasl-other refuses that topic's partition while sasl-orders' is appended), and once
-    her password changes the token is refused before the next request is appended: the
-    call ends UNAUTHENTICATED after every earlier request was answered."""
-    batch = build_batch([NewRecord(b"streamed")])
-    with grpc.insecure_channel(cluster.node.bootstrap) as channel:
-        stub = client_pb2_grpc.SegLogStub(channel)
-        token = SaslLogin(channel, "SCRAM-SHA-256", "alice", "alice-secret").token()
-        stream = ProduceStream(stub, metadata=(("seglog-sasl-token", token),))
-        both = produce_request("sasl-orders", 0, batch)
-        both.topics.add(name="sasl-other").partitions.add(partition=0, records=batch)
-        stream.send(1, both)
-        first = next(stream.answers)
-        answers = {t.name: t.partitions[0] for t in first.response.topics}
-        assert first.correlation_id == 1
-        assert answers["sasl-orders"].error_code == 0, answers
-        assert answers["sasl-other"].error_message.startswith("TOPIC_AUTHORIZATION_FAILED")
-        try:
-            cluster.cli(
-                "configs", "--alter", "--entity-type", "users", "--entity-name", "alice",
-                "--add-config", "SCRAM-SHA-256=[password=alice-new]",
-            )  # fmt: skip
-            answered = 1
-            deadline = time.monotonic() + 10  # the node applies the metadata record
-            with pytest.raises(grpc.RpcError) as ended:
-                while time.monotonic() < deadline:
-                    answered += 1
-                    stream.send(answered, produce_request("sasl-orders", 0, batch))
-                    answer = next(stream.answers)
-                    assert answer.correlation_id == answered
-                    assert answer.response.topics[0].partitions[0].error_code == 0, answer
-                    time.sleep(0.1)
-            assert ended.value.code() == grpc.StatusCode.UNAUTHENTICATED
-            assert "changed or deleted" in ended.value.details()
-        finally:
-            stream.close()
-            cluster.cli(
-                "configs", "--alter", "--entity-type", "users", "--entity-name", "alice",
-                "--add-config", "SCRAM-SHA-256=[password=alice-secret]",
-            )  # fmt: skip
-    lines = cluster.node.log_path.read_text().splitlines()
-    refused = [line for line in lines if "grpc_request_refused" in line and "sasl-other" in line]
-    assert any("ProduceStream" in line for line in refused), refused
-    assert any("grpc_authentication_failed" in line and "ProduceStream" in line for line in lines)
