@@ -42,7 +42,7 @@ from .errors import (
     error_class,
 )
 from .future import FutureRecordMetadata, failed_future
-from .partitioner import Partitioner, as_partitioner
+from .partitioner import Partitioner, PartitionIds, as_partitioner
 from .security import ClientSecurity
 from .sender import Sender
 from .transaction_manager import ConsumerGroupMetadata, PreparedTxnState, TransactionManager
@@ -289,9 +289,11 @@ class Producer:
         assert result.future is not None
         return result.future
 
-    def _choose(self, topic: str, key: bytes | None, ids: list[int], available: list[int]) -> int:
+    def _choose(
+        self, topic: str, key: bytes | None, ids: PartitionIds, available: PartitionIds
+    ) -> int:
         chosen = self._partitioner.partition(topic, key, ids, available)
-        if chosen not in ids:
+        if chosen not in ids.members:
             raise ValueError(f"partitioner chose partition {chosen!r}, not one of {ids}")
         return chosen
 
@@ -590,6 +592,6 @@ class _TopicInfo:
 
     def __init__(self, version: int, parts: dict[int, PartitionInfo]) -> None:
         self.version = version
-        self.ids = sorted(parts)
-        self.available = [p for p in self.ids if parts[p].leader >= 0]
+        self.ids = PartitionIds(sorted(parts))
+        self.available = PartitionIds(p for p in self.ids if parts[p].leader >= 0)
         self.tps = {p: TopicPartition(parts[p].topic, p) for p in self.ids}

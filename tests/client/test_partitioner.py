@@ -12,6 +12,7 @@ from kafka.partitioner.default import murmur2 as kafka_python_murmur2
 from seglog.client.partitioner import (
     CallablePartitioner,
     DefaultPartitioner,
+    PartitionIds,
     as_partitioner,
     murmur2,
     partition_for_key,
@@ -176,3 +177,20 @@ def test_as_partitioner_adapts_kafka_python_callables():
 def test_empty_topic_is_an_error():
     with pytest.raises(ValueError):
         DefaultPartitioner().partition("t", None, [], [])
+
+
+@given(st.lists(st.integers(0, 5000), unique=True), st.integers(-5, 5005))
+def test_partition_ids_answer_in_and_everything_else_as_the_sorted_list(ids, probe):
+    """PartitionIds looks its members up in a set (send() checks each record's partition
+    against them) and is otherwise the sorted list the partitioner indexes."""
+    listed = sorted(ids)
+    held = PartitionIds(listed)
+    assert (probe in held) == (probe in listed) and (probe in held.members) == (probe in listed)
+    assert list(held) == listed and len(held) == len(listed) and bool(held) == bool(listed)
+    if listed:
+        assert held[len(held) // 2] == listed[len(listed) // 2]
+    assert "0" not in held and None not in held
+    p = DefaultPartitioner(random.Random(3))
+    if listed:
+        chosen = p.partition("t", None, held, held)
+        assert chosen in listed and p.partition("t", None, held, held) == chosen
