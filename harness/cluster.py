@@ -214,13 +214,14 @@ class ThreeNodeCluster:
         early. Here: nothing."""
 
     def wait(self, what: str, probe: Callable[[], T | None], timeout_s: float | None = None) -> T:
-        """Until `probe` returns something other than None (at most `timeout_s`,
-        default `wait_s`)."""
+        """Until `probe` returns something other than None or False (at most
+        `timeout_s`, default `wait_s`): a probe that is a comparison says "not yet"
+        with False."""
         bound = self.wait_s if timeout_s is None else timeout_s
         deadline = time.monotonic() + bound
         while True:
             value = probe()
-            if value is not None:
+            if value is not None and value is not False:
                 return value
             self.check_while_waiting(what)
             if time.monotonic() > deadline:

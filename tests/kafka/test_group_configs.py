@@ -74,8 +74,7 @@ def test_group_configs_are_described_altered_and_checked_as_kafkas(kafka_cluster
     )
     kafka_cluster.wait(
         "the group config on every node",
-        # `wait` goes on at anything but None: False must read as "not yet".
-        lambda: all(a[SESSION][0] == "50000" for a in on_every_node(kafka_cluster, group)) or None,
+        lambda: all(a[SESSION][0] == "50000" for a in on_every_node(kafka_cluster, group)),
     )
     for answer in on_every_node(kafka_cluster, group):
         assert answer[SESSION] == ("50000", False) and answer[INTERVAL] == ("5000", True)
@@ -121,7 +120,7 @@ def test_group_configs_are_described_altered_and_checked_as_kafkas(kafka_cluster
         admin, group, ConfigEntry(SESSION, "", incremental_operation=AlterConfigOpType.DELETE)
     )
     kafka_cluster.wait(
-        "the group config deleted", lambda: group_entries(admin, group)[SESSION].is_default or None
+        "the group config deleted", lambda: group_entries(admin, group)[SESSION].is_default
     )
 
 
@@ -133,7 +132,7 @@ def test_a_kip_848_member_gets_its_groups_heartbeat_interval(kafka_cluster):
     )
     kafka_cluster.wait(
         "the group config somewhere",
-        lambda: group_entries(admin, group)[INTERVAL].value == "7000" or None,
+        lambda: group_entries(admin, group)[INTERVAL].value == "7000",
     )
     port = kafka_cluster.kafka_ports[1]
     deadline = time.monotonic() + TIMEOUT_S

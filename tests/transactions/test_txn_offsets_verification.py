@@ -166,9 +166,7 @@ def test_a_txn_offset_commit_for_a_group_never_added_is_refused(txn_cluster, cap
     code, message = kafka_produce(cluster, tid, topic, 0, txn_batch(pid, epoch, b"one"))
     assert code == 0, message
     end_txn(cluster, tid, pid, epoch)
-    cluster.wait(
-        "the commit", lambda: end_offsets(cluster, topic, 1, "read_committed")[0] == 2 or None
-    )
+    cluster.wait("the commit", lambda: end_offsets(cluster, topic, 1, "read_committed")[0] == 2)
     assert fetched(cluster, group, topic, require_stable=True) == (0, -1)
 
     # The next transaction adds the group first: the same commit works, is pending
