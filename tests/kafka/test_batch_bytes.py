@@ -47,7 +47,11 @@ class RecordingProxy:
                 client, _ = self._sock.accept()
             except TimeoutError:
                 continue
-            server = socket.create_connection(("127.0.0.1", self.target))
+            try:
+                server = socket.create_connection(("127.0.0.1", self.target))
+            except OSError:  # the node stopped first: the client sees its connection close
+                client.close()
+                continue
             for src, dst, record in ((client, server, True), (server, client, False)):
                 t = threading.Thread(target=self._pump, args=(src, dst, record), daemon=True)
                 t.start()
