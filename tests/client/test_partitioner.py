@@ -63,6 +63,8 @@ def test_key_partition_matches_the_java_client(key, expected):
 def test_murmur2_agrees_with_kafka_python(data):
     assert murmur2(data) == _signed(kafka_python_murmur2(data))
     assert -(2**31) <= murmur2(data) < 2**31
+    # The compiled hash takes bytes only: other buffers are converted, not refused.
+    assert murmur2(bytearray(data)) == murmur2(memoryview(data)) == murmur2(data)
 
 
 @given(st.binary(max_size=32), st.integers(min_value=1, max_value=500))
@@ -70,6 +72,7 @@ def test_key_partition_is_in_range_and_uses_the_sign_bit_mask(key, n):
     p = partition_for_key(key, n)
     assert 0 <= p < n
     assert p == (kafka_python_murmur2(key) & 0x7FFFFFFF) % n
+    assert partition_for_key(bytearray(key), n) == p
 
 
 def test_to_positive_clears_the_sign_bit_rather_than_taking_abs():
